@@ -1,0 +1,131 @@
+"""Sparse assembly of element matrices into global mass and stiffness matrices.
+
+Shared by the element files (``beam.py``, ``plate.py``, ``solid.py``). The API is small and
+stable:
+
+* :func:`assemble` – element arrays ``(ne, nd, nd)`` plus their global DOF numbers
+  ``(ne, nd)`` -> symmetric CSR ``K`` and ``M``.
+* :func:`assemble_one` – the same for a single matrix family.
+* :func:`node_dofs` – global DOF numbers of element nodes for a node-major DOF layout.
+* :func:`dof_table` – ``dof_node``/``dof_kind`` arrays of an :class:`~offline.fem.model.FEModel`
+  for a node-major layout.
+
+Global DOF numbering is node-major: DOF ``k`` of node row ``i`` is ``i * n_per_node + k``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offline._deps import need
+
+
+def _check(n_dofs: int, elem_dofs: np.ndarray, A: np.ndarray, name: str) -> tuple:
+    elem_dofs = np.asarray(elem_dofs)
+    A = np.asarray(A, dtype=float)
+    if elem_dofs.ndim != 2 or not np.issubdtype(elem_dofs.dtype, np.integer):
+        raise ValueError(f"elem_dofs: expected an integer array (ne, nd), got "
+                         f"{elem_dofs.dtype} {elem_dofs.shape}")
+    ne, nd = elem_dofs.shape
+    if A.shape != (ne, nd, nd):
+        raise ValueError(f"{name}: expected shape {(ne, nd, nd)}, got {A.shape}")
+    if ne and (elem_dofs.min() < 0 or elem_dofs.max() >= n_dofs):
+        raise ValueError(f"elem_dofs: DOF numbers must lie in [0, {n_dofs}), got "
+                         f"[{elem_dofs.min()}, {elem_dofs.max()}]")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{name}: element matrices contain NaN or inf")
+    return elem_dofs.astype(np.int64), A
+
+
+def assemble_one(n_dofs: int, elem_dofs, Ae):
+    """Assemble one family of element matrices.
+
+    Parameters
+    ----------
+    n_dofs : int
+        Number of global DOFs N.
+    elem_dofs : ndarray of int, shape (ne, nd)
+        Global DOF number of each element DOF.
+    Ae : ndarray, shape (ne, nd, nd)
+        Element matrices.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (N, N)
+        ``A = sum_e L_e^T A_e L_e`` with duplicate entries summed.
+    """
+    sp = need("scipy.sparse")
+    elem_dofs, Ae = _check(n_dofs, elem_dofs, Ae, "Ae")
+    nd = elem_dofs.shape[1]
+    rows = np.repeat(elem_dofs, nd, axis=1).ravel()
+    cols = np.tile(elem_dofs, (1, nd)).ravel()
+    A = sp.coo_matrix((Ae.ravel(), (rows, cols)), shape=(n_dofs, n_dofs)).tocsr()
+    A.sum_duplicates()
+    return A
+
+
+def assemble(n_dofs: int, elem_dofs, Ke, Me):
+    """Assemble element stiffness and mass matrices.
+
+    Parameters
+    ----------
+    n_dofs : int
+        Number of global DOFs N.
+    elem_dofs : ndarray of int, shape (ne, nd)
+        Global DOF number of each element DOF.
+    Ke, Me : ndarray, shape (ne, nd, nd)
+        Element stiffness [N/m, N m/rad] and mass [kg, kg m^2] matrices.
+
+    Returns
+    -------
+    K, M : scipy.sparse.csr_matrix, shape (N, N)
+        Global stiffness and mass, symmetrised as ``(A + A^T) / 2`` to remove round-off
+        asymmetry.
+    """
+    K = assemble_one(n_dofs, elem_dofs, Ke)
+    M = assemble_one(n_dofs, elem_dofs, Me)
+    # A <- (A + A^T) / 2   (exact symmetry for eigsh / Cholesky)
+    K = ((K + K.T) * 0.5).tocsr()
+    M = ((M + M.T) * 0.5).tocsr()
+    return K, M
+
+
+def node_dofs(conn, n_per_node: int) -> np.ndarray:
+    """Global DOF numbers of element nodes for a node-major layout.
+
+    Parameters
+    ----------
+    conn : ndarray of int, shape (ne, nn)
+        Element connectivity as node *rows* (0-based indices into ``coords``).
+    n_per_node : int
+        DOFs per node.
+
+    Returns
+    -------
+    ndarray of int64, shape (ne, nn * n_per_node)
+        ``[n0*d, n0*d+1, ..., n1*d, ...]`` per element.
+    """
+    conn = np.asarray(conn, dtype=np.int64)
+    k = np.arange(n_per_node, dtype=np.int64)
+    return (conn[:, :, None] * n_per_node + k).reshape(conn.shape[0], -1)
+
+
+def dof_table(node_ids, kinds) -> tuple[np.ndarray, np.ndarray]:
+    """``dof_node`` and ``dof_kind`` arrays for a node-major layout.
+
+    Parameters
+    ----------
+    node_ids : ndarray of int, shape (n_nodes,)
+        Node ids in row order.
+    kinds : sequence of int
+        DOF kinds carried by every node (indices into ``edge.DOF_NAMES``), e.g. ``(2, 3, 4)``
+        for plates.
+
+    Returns
+    -------
+    dof_node : ndarray of int64, shape (n_nodes * len(kinds),)
+    dof_kind : ndarray of int8, shape (n_nodes * len(kinds),)
+    """
+    node_ids = np.asarray(node_ids, dtype=np.int64)
+    kinds = np.asarray(kinds, dtype=np.int8)
+    return np.repeat(node_ids, kinds.size), np.tile(kinds, node_ids.size)
