@@ -1,0 +1,396 @@
+"""The vsense bundle: one versioned, hashed ``.npz`` file from ``offline`` to ``edge``.
+
+This module is the single definition of the format; ``offline`` writes bundles only through
+:meth:`Bundle.save`. Loading uses ``allow_pickle=False`` and checks presence, dtype, shape,
+finiteness, symmetry, definiteness, index ranges and the content hash; every failure raises
+:class:`BundleError` with a message that names the file and the field.
+
+Arrays (n = reduced DOFs, nch channels, nf forces, nout virtual outputs)::
+
+    schema_version  int64 ()        format version (SCHEMA_VERSION)
+    meta            str ()          JSON: name, created, vsense version, channels, forces,
+                                    outputs (names, nodes, DOFs, units), reduction info, ...
+    M, C, K         float64 (n, n)  reduced matrices, measured-first ordering (paper eq. 8-11)
+    dt              float64 ()      sample interval [s]
+    beta, gamma     float64 ()      Newmark parameters
+    alpha           float64 ()      Tikhonov parameter (paper eq. 20-24)
+    window          int64 ()        fixed-lag window L (1 = per-step estimator of the paper)
+    channel_dof     int64 (nch,)    reduced coordinate measured by each channel
+    channel_kind    int64 (nch,)    0 displacement, 1 velocity, 2 acceleration
+    channel_weight  float64 (nch,)  least-squares weight (1 / noise variance in channel units)
+    force_dof       int64 (nf,)     reduced coordinate each identified force acts on
+    output_rows     float64 (nout, n) virtual output = row @ (u, v or a) of the reduced model
+    output_kind     int64 (nout,)   0 displacement, 1 velocity, 2 acceleration
+    report_freqs_full, report_freqs_reduced, report_eig_error   float64 (nr,)
+    x_<name>        any             extras (inverse maps as ONNX bytes, parametric parts, ...)
+    content_hash    str ()          sha256 over every other array (name, dtype, shape, bytes)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edge import DOF_NAMES, __version__
+
+SCHEMA_VERSION = 1
+KINDS = ("displacement", "velocity", "acceleration")
+
+
+class BundleError(ValueError):
+    """A bundle file is missing, malformed, inconsistent or tampered with."""
+
+
+@dataclass
+class Channel:
+    """A physical sensor channel.
+
+    ``dof`` is the reduced coordinate it measures; ``node``/``dof_name`` the physical DOF.
+    """
+
+    name: str
+    dof: int
+    kind: str = "displacement"
+    unit: str = "m"
+    weight: float = 1.0
+    node: int = -1
+    dof_name: str = "uz"
+
+
+@dataclass
+class Force:
+    """An identified force acting on reduced coordinate ``dof`` (a master DOF)."""
+
+    name: str
+    dof: int
+    unit: str = "N"
+    node: int = -1
+    dof_name: str = "uz"
+
+
+@dataclass
+class Output:
+    """A virtual output: ``row @ u`` (or of v, a by ``kind``) over the reduced coordinates."""
+
+    name: str
+    row: np.ndarray
+    kind: str = "displacement"
+    unit: str = "m"
+    node: int = -1
+    dof_name: str = ""
+
+
+@dataclass
+class Bundle:
+    """Everything the edge estimator needs, in one object.
+
+    Parameters
+    ----------
+    M, C, K : ndarray, shape (n, n)
+        Reduced mass, damping and stiffness matrices (symmetric; M positive definite).
+    dt : float
+        Sample interval [s].
+    channels, forces, outputs : list
+        :class:`Channel`, :class:`Force`, :class:`Output` definitions.
+    alpha : float
+        Tikhonov regularisation parameter (>= 0).
+    beta, gamma : float
+        Newmark parameters (average acceleration: 1/4, 1/2).
+    window : int
+        Fixed-lag window L (1 = the paper's per-step estimator).
+    meta : dict
+        Free JSON metadata (name, reduction summary, alpha selection, ...).
+    report : dict of ndarray
+        ``freqs_full``, ``freqs_reduced``, ``eig_error`` of the reduction report.
+    extras : dict of ndarray
+        Additional named arrays (stored as ``x_<name>``), covered by the hash.
+    """
+
+    M: np.ndarray
+    C: np.ndarray
+    K: np.ndarray
+    dt: float
+    channels: list
+    forces: list
+    outputs: list = field(default_factory=list)
+    alpha: float = 0.0
+    beta: float = 0.25
+    gamma: float = 0.5
+    window: int = 1
+    meta: dict = field(default_factory=dict)
+    report: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)
+    content_hash: str = ""
+    path: str = ""
+
+    # ----------------------------------------------------------------- derived
+    @property
+    def n(self) -> int:
+        return int(self.M.shape[0])
+
+    @property
+    def rate(self) -> float:
+        """Sample rate [Hz]."""
+        return 1.0 / self.dt
+
+    @property
+    def bundle_id(self) -> str:
+        """Short id: model name and the first 12 hex digits of the content hash."""
+        return f"{self.meta.get('name', 'bundle')}-{self.content_hash[:12]}"
+
+    # ------------------------------------------------------------- array form
+    def to_arrays(self) -> dict:
+        """The bundle as the dict of arrays that is written to the ``.npz`` (without hash)."""
+        meta = dict(self.meta)
+        meta.setdefault("name", "bundle")
+        meta.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        meta.setdefault("vsense_version", __version__)
+        meta["channels"] = [
+            {"name": c.name, "kind": c.kind, "unit": c.unit, "node": int(c.node),
+             "dof": c.dof_name} for c in self.channels]
+        meta["forces"] = [
+            {"name": f.name, "unit": f.unit, "node": int(f.node), "dof": f.dof_name}
+            for f in self.forces]
+        meta["outputs"] = [
+            {"name": o.name, "kind": o.kind, "unit": o.unit, "node": int(o.node),
+             "dof": o.dof_name} for o in self.outputs]
+        n = self.n
+        arrays = {
+            "schema_version": np.array(SCHEMA_VERSION, dtype=np.int64),
+            "meta": np.array(json.dumps(meta, sort_keys=True)),
+            "M": np.asarray(self.M, dtype=np.float64),
+            "C": np.asarray(self.C, dtype=np.float64),
+            "K": np.asarray(self.K, dtype=np.float64),
+            "dt": np.array(self.dt, dtype=np.float64),
+            "beta": np.array(self.beta, dtype=np.float64),
+            "gamma": np.array(self.gamma, dtype=np.float64),
+            "alpha": np.array(self.alpha, dtype=np.float64),
+            "window": np.array(self.window, dtype=np.int64),
+            "channel_dof": np.array([c.dof for c in self.channels], dtype=np.int64),
+            "channel_kind": np.array([_kind_code(c.kind, f"channel {c.name!r}")
+                                      for c in self.channels], dtype=np.int64),
+            "channel_weight": np.array([c.weight for c in self.channels], dtype=np.float64),
+            "force_dof": np.array([f.dof for f in self.forces], dtype=np.int64),
+            "output_rows": (np.array([np.asarray(o.row, dtype=np.float64) for o in self.outputs])
+                            if self.outputs else np.zeros((0, n))),
+            "output_kind": np.array([_kind_code(o.kind, f"output {o.name!r}")
+                                     for o in self.outputs], dtype=np.int64),
+        }
+        for key in ("freqs_full", "freqs_reduced", "eig_error"):
+            arrays[f"report_{key}"] = np.asarray(self.report.get(key, np.zeros(0)), dtype=np.float64)
+        for key, val in self.extras.items():
+            arrays[f"x_{key}"] = np.asarray(val)
+        return arrays
+
+    def save(self, path) -> str:
+        """Validate and write the bundle atomically; returns the content hash."""
+        arrays = self.to_arrays()
+        arrays["content_hash"] = np.array(content_hash(arrays))
+        _validate(arrays, str(path))
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        self.content_hash = str(arrays["content_hash"])
+        self.path = str(path)
+        return self.content_hash
+
+    @classmethod
+    def load(cls, path) -> "Bundle":
+        """Read and fully validate a bundle file (raises :class:`BundleError`)."""
+        path = str(path)
+        if not os.path.exists(path):
+            raise BundleError(f"{path}: bundle file does not exist")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise BundleError(f"{path}: not a readable .npz bundle ({exc})") from None
+        return cls.from_arrays(arrays, path)
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, path: str = "<arrays>") -> "Bundle":
+        """Build a bundle from its array dict (validates, including the hash)."""
+        _validate(arrays, path)
+        meta = json.loads(str(arrays["meta"]))
+        ch_meta = meta.get("channels", [])
+        channels = [
+            Channel(name=m["name"], dof=int(d), kind=KINDS[int(k)], unit=m.get("unit", ""),
+                    weight=float(w), node=int(m.get("node", -1)), dof_name=m.get("dof", ""))
+            for m, d, k, w in zip(ch_meta, arrays["channel_dof"], arrays["channel_kind"],
+                                  arrays["channel_weight"])]
+        forces = [
+            Force(name=m["name"], dof=int(d), unit=m.get("unit", "N"),
+                  node=int(m.get("node", -1)), dof_name=m.get("dof", ""))
+            for m, d in zip(meta.get("forces", []), arrays["force_dof"])]
+        outputs = [
+            Output(name=m["name"], row=np.array(r), kind=KINDS[int(k)], unit=m.get("unit", ""),
+                   node=int(m.get("node", -1)), dof_name=m.get("dof", ""))
+            for m, r, k in zip(meta.get("outputs", []), arrays["output_rows"],
+                               arrays["output_kind"])]
+        report = {key: np.array(arrays[f"report_{key}"])
+                  for key in ("freqs_full", "freqs_reduced", "eig_error")}
+        extras = {k[2:]: np.array(v) for k, v in arrays.items() if k.startswith("x_")}
+        return cls(
+            M=np.array(arrays["M"]), C=np.array(arrays["C"]), K=np.array(arrays["K"]),
+            dt=float(arrays["dt"]), channels=channels, forces=forces, outputs=outputs,
+            alpha=float(arrays["alpha"]), beta=float(arrays["beta"]),
+            gamma=float(arrays["gamma"]), window=int(arrays["window"]), meta=meta,
+            report=report, extras=extras, content_hash=str(arrays["content_hash"]), path=path)
+
+    def replace(self, **changes) -> "Bundle":
+        """A copy with some fields changed (hash cleared: it is recomputed on save)."""
+        from dataclasses import replace as _replace
+
+        return _replace(self, content_hash="", **changes)
+
+    def to_bytes(self) -> bytes:
+        """The ``.npz`` bytes of this bundle (for tests and transfers)."""
+        arrays = self.to_arrays()
+        arrays["content_hash"] = np.array(content_hash(arrays))
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+
+# --------------------------------------------------------------------- helpers
+def _kind_code(kind: str, what: str) -> int:
+    if kind not in KINDS:
+        raise BundleError(f"{what}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    return KINDS.index(kind)
+
+
+def content_hash(arrays: dict) -> str:
+    """sha256 over every array except ``content_hash``, in sorted name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        if name == "content_hash":
+            continue
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode())
+        h.update(str(a.dtype.str).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+_REQUIRED = {
+    # name: (dtype kind(s), ndim)
+    "schema_version": ("i", 0), "meta": ("U", 0), "M": ("f", 2), "C": ("f", 2), "K": ("f", 2),
+    "dt": ("f", 0), "beta": ("f", 0), "gamma": ("f", 0), "alpha": ("f", 0), "window": ("i", 0),
+    "channel_dof": ("i", 1), "channel_kind": ("i", 1), "channel_weight": ("f", 1),
+    "force_dof": ("i", 1), "output_rows": ("f", 2), "output_kind": ("i", 1),
+    "report_freqs_full": ("f", 1), "report_freqs_reduced": ("f", 1), "report_eig_error": ("f", 1),
+    "content_hash": ("U", 0),
+}
+
+
+def _validate(a: dict, path: str) -> None:
+    """Check a bundle's arrays; raise BundleError naming the field."""
+
+    def fail(field_name, msg):
+        raise BundleError(f"{path}: field {field_name!r}: {msg}")
+
+    for name, (kinds, ndim) in _REQUIRED.items():
+        if name not in a:
+            fail(name, "missing")
+        arr = np.asarray(a[name])
+        if arr.dtype.kind not in kinds:
+            fail(name, f"dtype {arr.dtype} (expected kind {kinds!r})")
+        if arr.ndim != ndim:
+            fail(name, f"has {arr.ndim} dimensions, expected {ndim}")
+    version = int(a["schema_version"])
+    if version != SCHEMA_VERSION:
+        fail("schema_version", f"{version} is not supported by this vsense ({__version__}, "
+                               f"schema {SCHEMA_VERSION}); rebuild the bundle")
+    expected = content_hash(a)
+    if str(a["content_hash"]) != expected:
+        fail("content_hash", "does not match the contents (file corrupted or edited)")
+    try:
+        meta = json.loads(str(a["meta"]))
+    except json.JSONDecodeError as exc:
+        fail("meta", f"not valid JSON ({exc})")
+    if not isinstance(meta, dict):
+        fail("meta", "must be a JSON object")
+    n = a["M"].shape[0]
+    if n == 0:
+        fail("M", "empty")
+    for name in ("M", "C", "K"):
+        A = a[name]
+        if A.shape != (n, n):
+            fail(name, f"shape {A.shape}, expected ({n}, {n})")
+        if not np.all(np.isfinite(A)):
+            fail(name, "contains NaN or inf")
+        scale = max(float(np.max(np.abs(A))), 1e-300)
+        asym = float(np.max(np.abs(A - A.T))) / scale
+        if asym > 1e-9:
+            fail(name, f"not symmetric (max |A - A^T| / max |A| = {asym:.2e})")
+    try:
+        np.linalg.cholesky(a["M"])
+    except np.linalg.LinAlgError:
+        fail("M", "not positive definite")
+    for name in ("dt", "beta", "gamma", "alpha"):
+        if not np.isfinite(a[name]):
+            fail(name, "not finite")
+    if float(a["dt"]) <= 0:
+        fail("dt", f"must be > 0, got {float(a['dt'])}")
+    if float(a["alpha"]) < 0:
+        fail("alpha", f"must be >= 0, got {float(a['alpha'])}")
+    beta, gamma = float(a["beta"]), float(a["gamma"])
+    if not (gamma >= 0.5 and beta >= 0.25 * (0.5 + gamma) ** 2 - 1e-12):
+        fail("beta", f"Newmark (beta={beta}, gamma={gamma}) is not unconditionally stable "
+                     "(needs gamma >= 1/2 and beta >= (gamma + 1/2)^2 / 4)")
+    if int(a["window"]) < 1:
+        fail("window", f"must be >= 1, got {int(a['window'])}")
+    nch = a["channel_dof"].shape[0]
+    nf = a["force_dof"].shape[0]
+    if nch == 0:
+        fail("channel_dof", "no channels")
+    if nf == 0:
+        fail("force_dof", "no forces")
+    for name, size in (("channel_kind", nch), ("channel_weight", nch)):
+        if a[name].shape != (size,):
+            fail(name, f"shape {a[name].shape}, expected ({size},)")
+    for name in ("channel_dof", "force_dof"):
+        idx = a[name]
+        if np.any(idx < 0) or np.any(idx >= n):
+            fail(name, f"index out of range 0..{n - 1}: {idx.tolist()}")
+    if len(set(a["force_dof"].tolist())) != nf:
+        fail("force_dof", "two forces act on the same DOF")
+    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] > 2)):
+        fail("channel_kind", "kinds must be 0 (displacement), 1 (velocity) or 2 (acceleration)")
+    w = a["channel_weight"]
+    if not np.all(np.isfinite(w)) or np.any(w <= 0):
+        fail("channel_weight", "weights must be finite and > 0")
+    nout = a["output_kind"].shape[0]
+    if a["output_rows"].shape != (nout, n):
+        fail("output_rows", f"shape {a['output_rows'].shape}, expected ({nout}, {n})")
+    if not np.all(np.isfinite(a["output_rows"])):
+        fail("output_rows", "contains NaN or inf")
+    if np.any((a["output_kind"] < 0) | (a["output_kind"] > 2)):
+        fail("output_kind", "kinds must be 0, 1 or 2")
+    for key, size in (("channels", nch), ("forces", nf), ("outputs", nout)):
+        items = meta.get(key)
+        if not isinstance(items, list) or len(items) != size:
+            fail("meta", f"'{key}' must list {size} entries")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                fail("meta", f"'{key}'[{i}] needs a 'name'")
+            dof = item.get("dof", "")
+            if dof and dof not in DOF_NAMES:
+                fail("meta", f"'{key}'[{i}].dof {dof!r} is not one of {', '.join(DOF_NAMES)}")
+    names = [m["name"] for key in ("channels", "forces", "outputs") for m in meta[key]]
+    dup = {x for x in names if names.count(x) > 1}
+    if dup:
+        fail("meta", f"duplicate names {sorted(dup)} among channels, forces and outputs")

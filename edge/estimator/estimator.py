@@ -1,0 +1,150 @@
+"""The public estimator: validates once, owns preallocated state, runs the compiled kernel."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from edge.bundle import Bundle
+from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP, _process
+from edge.estimator.operator import StepOperator, derive_operator
+
+__all__ = ["Estimator", "FLAG_HELD", "FLAG_WARMUP", "FLAG_SATURATED"]
+
+
+class Estimator:
+    """Real-time force identification and virtual outputs for one bundle.
+
+    Parameters
+    ----------
+    bundle : Bundle or str
+        A loaded bundle or the path of one.
+    alpha, window : optional
+        Override the bundle's Tikhonov parameter / fixed-lag window.
+
+    Notes
+    -----
+    Output row ``j`` of :meth:`process` describes the input sample ``j - delay`` of the
+    stream (``delay = window - 1`` samples); rows of the first ``delay`` samples are NaN with
+    :data:`FLAG_WARMUP` set. A non-finite channel value is replaced by that channel's last
+    finite value and every estimate that used it carries :data:`FLAG_HELD`.
+    """
+
+    def __init__(self, bundle, alpha: float | None = None, window: int | None = None):
+        if not isinstance(bundle, Bundle):
+            bundle = Bundle.load(bundle)
+        self.bundle = bundle
+        self.channel_names = [c.name for c in bundle.channels]
+        self.force_names = [f.name for f in bundle.forces]
+        self.output_names = [o.name for o in bundle.outputs]
+        self._lock = threading.Lock()  # held per block, never per sample
+        self._install(derive_operator(bundle, alpha=alpha, window=window), keep_state=False)
+        self._warm_up()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_channels(self) -> int:
+        return self.op.n_channels
+
+    @property
+    def n_forces(self) -> int:
+        return self.op.n_forces
+
+    @property
+    def n_outputs(self) -> int:
+        return self.op.n_outputs
+
+    @property
+    def delay(self) -> int:
+        """Samples between a measurement and the estimate that describes it."""
+        return self.op.window - 1
+
+    @property
+    def samples_seen(self) -> int:
+        return int(self._counters[0])
+
+    # ------------------------------------------------------------------- running
+    def process(self, Y, F, Z, flags) -> None:
+        """Process a block of samples into preallocated outputs.
+
+        Parameters
+        ----------
+        Y : float64 (nb, nch)  measurements in channel units (SI)
+        F : float64 (nb, nf)   out: forces [N]
+        Z : float64 (nb, nout) out: virtual outputs
+        flags : uint8 (nb,)    out: FLAG_* bits
+        """
+        nb = Y.shape[0]
+        if Y.ndim != 2 or Y.shape[1] != self.n_channels or Y.dtype != np.float64:
+            raise ValueError(f"Y must be float64 of shape (nb, {self.n_channels}), "
+                             f"got {Y.dtype} {Y.shape}")
+        if F.shape != (nb, self.n_forces) or Z.shape != (nb, self.n_outputs) \
+                or flags.shape != (nb,) or flags.dtype != np.uint8:
+            raise ValueError("F, Z, flags must be preallocated as (nb, nf), (nb, nout), "
+                             "(nb,) uint8")
+        op = self.op
+        with self._lock:
+            _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Gamma, op.Kx,
+                     op.Ky, op.E, self._x, self._xn, self._ybuf, self._fbuf, self._last,
+                     self._counters)
+
+    def run(self, Y):
+        """Convenience: allocate outputs and process a whole record; returns (F, Z, flags)."""
+        Y = np.ascontiguousarray(Y, dtype=np.float64)
+        nb = Y.shape[0]
+        F = np.empty((nb, self.n_forces))
+        Z = np.empty((nb, self.n_outputs))
+        flags = np.empty(nb, dtype=np.uint8)
+        self.process(Y, F, Z, flags)
+        return F, Z, flags
+
+    def reset(self) -> None:
+        """Zero the state (structure at rest) and forget the measurement window."""
+        with self._lock:
+            self._x[:] = 0.0
+            self._ybuf[:] = 0.0
+            self._fbuf[:] = 0
+            self._last[:] = 0.0
+            self._counters[:] = 0
+
+    def physical_state(self):
+        """Reduced-coordinate (u, v, a), each shape (n,)."""
+        ua = self.op.P @ self._x
+        n = ua.shape[0] // 3
+        return ua[:n], ua[n:2 * n], ua[2 * n:]
+
+    def swap(self, op: StepOperator) -> None:
+        """Swap in a new operator between two blocks (e.g. after a model update).
+
+        The physical state (u, v, a) is carried over; the window must keep its length.
+        """
+        if (op.n_channels, op.n_forces, op.n_outputs, op.window) != (
+                self.n_channels, self.n_forces, self.n_outputs, self.op.window):
+            raise ValueError("the new operator must keep channels, forces, outputs and window")
+        with self._lock:
+            phys = self.op.P @ self._x
+            self._install(op, keep_state=True, phys=phys)
+
+    # ------------------------------------------------------------------ internals
+    def _install(self, op: StepOperator, keep_state: bool, phys=None) -> None:
+        ns = op.n_state
+        if not keep_state:
+            self._x = np.zeros(ns)
+            self._ybuf = np.zeros((op.window, op.n_channels))
+            self._fbuf = np.zeros(op.window, dtype=np.uint8)
+            self._last = np.zeros(op.n_channels)
+            self._counters = np.zeros(1, dtype=np.int64)
+        else:
+            self._x = op.Pinv @ phys
+        self._xn = np.zeros(ns)
+        self.op = op
+
+    def _warm_up(self) -> None:
+        """Compile (or load from the numba cache) on throw-away copies of the state."""
+        op = self.op
+        Y = np.zeros((1, op.n_channels))
+        _process(Y, np.empty((1, op.n_forces)), np.empty((1, op.n_outputs)),
+                 np.empty(1, dtype=np.uint8), op.blk_ptr, op.dat_ptr, op.A_data, op.Gamma,
+                 op.Kx, op.Ky, op.E, self._x.copy(), self._xn.copy(), self._ybuf.copy(),
+                 self._fbuf.copy(), self._last.copy(), self._counters.copy())

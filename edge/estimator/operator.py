@@ -1,0 +1,298 @@
+"""The estimator's step operator, derived once at load time from a bundle (NumPy only).
+
+Every step of the paper's modified Newmark integrator (paper 004, Table 1) is linear in the
+state and the new measurement. Writing the Newmark state as ``x = [u, v, a]``::
+
+    x_{k+1} = A x_k + Gamma f_{k+1}              (Newmark, eq. 14-15)
+    y_{k+1} = S x_{k+1}                          (channels: rows of u, v or a)
+
+The paper identifies ``f_{k+1}`` from ``y_{k+1}`` alone (Tikhonov, eq. 24). The fixed-lag
+generalisation stacks the next L measurements ``Y = O x_k + J F`` with ``O_i = S A^(i+1)`` and
+the block-Toeplitz Markov parameters ``J_ij = S A^(i-j) Gamma`` (i >= j), solves::
+
+    F = (J^T W J + alpha I)^-1 J^T W (Y - O x_k)
+
+and keeps the first force. With L = 1 this is exactly eq. 24 (J = S Keff^-1 B = H for
+collocated displacement channels, W = I). The gain ``K1`` (first nf rows) is precomputed, so
+every step is the fixed linear filter::
+
+    f_{k+1} = Ky Y - Kx x_k,     Ky = K1,  Kx = K1 O
+    x_{k+1} = A x_k + Gamma f_{k+1}
+
+Realisation: the state is expressed in the M-orthonormal modal basis of the reduced model
+(``u = Phi q``). With proportional (e.g. Rayleigh) damping, A is block diagonal with one 3x3
+block per mode, so a step costs O(n) instead of O(n^2); otherwise one dense block is used.
+The modal basis is well conditioned (Phi^T M Phi = I), unlike a diagonalisation of the
+non-normal closed-loop matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge.bundle import KINDS, Bundle
+
+
+class EstimatorError(ValueError):
+    """The estimator cannot be built from these matrices/settings (with the reason)."""
+
+
+@dataclass
+class StepOperator:
+    """Precomputed arrays of the estimator (modal per-mode state ordering ``[q_i, qd_i, qdd_i]``).
+
+    Attributes
+    ----------
+    blk_ptr : int64 (nblk+1,)       state index where each diagonal block of A starts
+    dat_ptr : int64 (nblk+1,)       offset of each block's row-major data in ``A_data``
+    A_data : float64                the diagonal blocks of A
+    Gamma : float64 (ns, nf)        force input of one step
+    Kx : float64 (nf, ns)           state gain (K1 O)
+    Ky : float64 (nf, L*nch)        measurement-window gain (K1), oldest sample first
+    E : float64 (nout, ns)          virtual outputs from the state
+    S : float64 (nch, ns)           channel rows
+    P : float64 (3n, ns)            physical state [u; v; a] = P x
+    Pinv : float64 (ns, 3n)         x = Pinv [u; v; a]
+    """
+
+    blk_ptr: np.ndarray
+    dat_ptr: np.ndarray
+    A_data: np.ndarray
+    Gamma: np.ndarray
+    Kx: np.ndarray
+    Ky: np.ndarray
+    E: np.ndarray
+    S: np.ndarray
+    P: np.ndarray
+    Pinv: np.ndarray
+    window: int
+    alpha: float
+    dt: float
+    spectral_radius: float
+    freqs_hz: np.ndarray
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_state(self) -> int:
+        return int(self.Gamma.shape[0])
+
+    @property
+    def n_channels(self) -> int:
+        return int(self.S.shape[0])
+
+    @property
+    def n_forces(self) -> int:
+        return int(self.Gamma.shape[1])
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.E.shape[0])
+
+    def A_dense(self) -> np.ndarray:
+        """The full state matrix A, shape (ns, ns) (for analysis and tests)."""
+        return blocks_to_dense(self.blk_ptr, self.dat_ptr, self.A_data)
+
+
+# ----------------------------------------------------------------------------- Newmark
+def newmark_state_matrices(M, C, K, dt, beta=0.25, gamma=0.5):
+    """State matrices of one Newmark step for ``x = [u; v; a]`` (physical ordering).
+
+    Returns
+    -------
+    A : ndarray, shape (3n, 3n)
+    G : ndarray, shape (3n, n)
+        ``x_{k+1} = A x_k + G f_{k+1}`` with f the nodal load at the new step.
+    """
+    n = M.shape[0]
+    I = np.eye(n)
+    Z = np.zeros((n, n))
+    # Keff = M/(beta dt^2) + gamma C/(beta dt) + K                             (eq. 15b)
+    Keff = M / (beta * dt * dt) + gamma * C / (beta * dt) + K
+    Kinv = np.linalg.inv(Keff)
+    # r = R [u; v; a]                                                           (eq. 15d)
+    R = np.hstack([
+        M / (beta * dt * dt) + gamma * C / (beta * dt),
+        M / (beta * dt) + (gamma / beta - 1.0) * C,
+        (0.5 / beta - 1.0) * M + dt * (0.5 * gamma / beta - 1.0) * C,
+    ])
+    # u+ = Keff^-1 (r + f)                                                      (eq. 15a)
+    Au, Gu = Kinv @ R, Kinv
+    # a+ = (u+ - u)/(beta dt^2) - v/(beta dt) - (1/(2beta) - 1) a               (eq. 14b)
+    Aa = (Au - np.hstack([I, Z, Z])) / (beta * dt * dt) - np.hstack(
+        [Z, I / (beta * dt), (0.5 / beta - 1.0) * I])
+    Ga = Gu / (beta * dt * dt)
+    # v+ = v + dt ((1 - gamma) a + gamma a+)                                    (eq. 14a)
+    Av = np.hstack([Z, I, dt * (1.0 - gamma) * I]) + dt * gamma * Aa
+    Gv = dt * gamma * Ga
+    return np.vstack([Au, Av, Aa]), np.vstack([Gu, Gv, Ga])
+
+
+def modal_basis(M, K):
+    """M-orthonormal eigenvectors: ``K Phi = M Phi diag(omega^2)``, ``Phi^T M Phi = I``.
+
+    Returns (omega2 (n,), Phi (n, n)); NumPy only (Cholesky + symmetric eigh).
+    """
+    try:
+        L = np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        raise EstimatorError("reduced mass matrix M is not positive definite") from None
+    Linv = np.linalg.inv(L)
+    Kt = Linv @ K @ Linv.T
+    w2, V = np.linalg.eigh(0.5 * (Kt + Kt.T))
+    return w2, Linv.T @ V
+
+
+def blocks_to_dense(blk_ptr, dat_ptr, A_data):
+    ns = int(blk_ptr[-1])
+    A = np.zeros((ns, ns))
+    for b in range(len(blk_ptr) - 1):
+        s, e = int(blk_ptr[b]), int(blk_ptr[b + 1])
+        m = e - s
+        A[s:e, s:e] = A_data[dat_ptr[b]:dat_ptr[b] + m * m].reshape(m, m)
+    return A
+
+
+# ------------------------------------------------------------------------- derivation
+def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | None = None,
+                    check_stability: bool = True, stability_tol: float = 1e-7) -> StepOperator:
+    """Derive the step operator of a bundle (optionally with another alpha or window).
+
+    Raises
+    ------
+    EstimatorError
+        When a force is not identifiable from the channels, or the closed-loop estimator is
+        unstable (spectral radius > 1), with an explanation.
+    """
+    alpha = float(bundle.alpha if alpha is None else alpha)
+    L = int(bundle.window if window is None else window)
+    if L < 1:
+        raise EstimatorError(f"window must be >= 1, got {L}")
+    if alpha < 0 or not np.isfinite(alpha):
+        raise EstimatorError(f"alpha must be finite and >= 0, got {alpha}")
+    M, C, K = bundle.M, bundle.C, bundle.K
+    n = M.shape[0]
+    dt, beta, gamma = bundle.dt, bundle.beta, bundle.gamma
+    nch, nf, nout = len(bundle.channels), len(bundle.forces), len(bundle.outputs)
+
+    # modal coordinates: Phi^T M Phi = I, Phi^T K Phi = diag(w^2), Phi^T C Phi = Ct
+    w2, Phi = modal_basis(M, K)
+    Ct = Phi.T @ C @ Phi
+    Ct = 0.5 * (Ct + Ct.T)
+    off = Ct - np.diag(np.diag(Ct))
+    scale = max(float(np.max(np.abs(np.diag(Ct)))), 1e-300)
+    proportional = float(np.max(np.abs(off))) <= 1e-9 * scale if n > 1 else True
+    Ad, Gd = newmark_state_matrices(np.eye(n), Ct if not proportional else np.diag(np.diag(Ct)),
+                                    np.diag(w2), dt, beta, gamma)
+    # permute [q(all); qd(all); qdd(all)] -> per mode [q_i, qd_i, qdd_i]
+    perm = np.arange(3 * n).reshape(3, n).T.ravel()
+    A = Ad[np.ix_(perm, perm)]
+    Gm = Gd[perm]  # (3n, n) modal input
+    if proportional:
+        blk_ptr = np.arange(0, 3 * n + 1, 3, dtype=np.int64)
+        dat_ptr = np.arange(0, 9 * n + 1, 9, dtype=np.int64)
+        A_data = np.concatenate([A[3 * i:3 * i + 3, 3 * i:3 * i + 3].ravel() for i in range(n)])
+        A = blocks_to_dense(blk_ptr, dat_ptr, A_data)  # exact zeros off the blocks
+    else:
+        blk_ptr = np.array([0, 3 * n], dtype=np.int64)
+        dat_ptr = np.array([0, 9 * n * n], dtype=np.int64)
+        A_data = A.ravel().copy()
+
+    # physical <-> modal state maps: [u; v; a] = P x
+    P = np.zeros((3 * n, 3 * n))
+    for k in range(3):
+        P[k * n:(k + 1) * n, k::3] = Phi
+    Pinv = np.zeros((3 * n, 3 * n))
+    PhiInv = Phi.T @ M  # Phi^-1 = Phi^T M
+    for k in range(3):
+        Pinv[k::3, k * n:(k + 1) * n] = PhiInv
+
+    B = np.zeros((n, nf))
+    for j, f in enumerate(bundle.forces):
+        B[f.dof, j] = 1.0
+    # Gamma = Gm Phi^T B  (modal load p = Phi^T B f)
+    Gamma = Gm @ (Phi.T @ B)
+    S = np.zeros((nch, 3 * n))
+    for i, ch in enumerate(bundle.channels):
+        k = KINDS.index(ch.kind)
+        S[i, k::3] = Phi[ch.dof]
+    E = np.zeros((nout, 3 * n))
+    for i, o in enumerate(bundle.outputs):
+        k = KINDS.index(o.kind)
+        E[i, k::3] = np.asarray(o.row) @ Phi
+    w = np.array([ch.weight for ch in bundle.channels])
+
+    O, J = window_matrices(A, Gamma, S, L)
+    Wbar = np.tile(w, L)
+    K1, cond = tikhonov_gain(J, Wbar, alpha, nf, bundle)
+    Ky = K1
+    Kx = K1 @ O
+    # closed loop: x_{k+1} = (A - Gamma Kx) x_k + Gamma Ky Y
+    Acl = A - Gamma @ Kx
+    rho = float(np.max(np.abs(np.linalg.eigvals(Acl))))
+    if check_stability and not rho <= 1.0 + stability_tol:
+        raise EstimatorError(
+            f"the estimator is unstable: spectral radius of the closed-loop step operator is "
+            f"{rho:.6f} > 1 (alpha={alpha:g}, window={L}). The identified force feeds back "
+            "into the state faster than the model damps it; increase alpha, use a longer "
+            "window, or add damping/sensors. Not shipping an unstable estimator.")
+    freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
+    return StepOperator(
+        blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
+        Gamma=np.ascontiguousarray(Gamma), Kx=np.ascontiguousarray(Kx),
+        Ky=np.ascontiguousarray(Ky), E=np.ascontiguousarray(E), S=S, P=P, Pinv=Pinv,
+        window=L, alpha=alpha, dt=dt, spectral_radius=rho, freqs_hz=freqs,
+        info={"proportional_damping": bool(proportional), "condition": cond,
+              "n_state": 3 * n, "n_blocks": int(len(blk_ptr) - 1)})
+
+
+def window_matrices(A, Gamma, S, L):
+    """Observability rows O (L nch, ns) and block-Toeplitz Markov matrix J (L nch, L nf)."""
+    nch, nf = S.shape[0], Gamma.shape[1]
+    O = np.zeros((L * nch, A.shape[0]))
+    markov = []  # S A^i Gamma, i = 0..L-1
+    SAi = S.copy()  # S A^i
+    for i in range(L):
+        markov.append(SAi @ Gamma)
+        SAi = SAi @ A
+        O[i * nch:(i + 1) * nch] = SAi  # S A^(i+1)
+    J = np.zeros((L * nch, L * nf))
+    for i in range(L):
+        for j in range(i + 1):
+            J[i * nch:(i + 1) * nch, j * nf:(j + 1) * nf] = markov[i - j]
+    return O, J
+
+
+def tikhonov_gain(J, wbar, alpha, nf, bundle=None):
+    """First nf rows of ``(J^T W J + alpha I)^-1 J^T W`` and the condition of J^T W J.
+
+    Raises EstimatorError naming the forces that the channels cannot see, or when alpha = 0
+    leaves the window problem singular.
+    """
+    sw = np.sqrt(wbar)[:, None]
+    # structural identifiability: the responses of all channels over the window to a force
+    # at the first window step (first block column of J) must separate the nf forces
+    first = sw * J[:, :nf]
+    scale = float(np.max(np.abs(sw * J))) if J.size else 0.0
+    colnorm = np.linalg.norm(first, axis=0)
+    blind = [j for j in range(nf) if colnorm[j] <= 1e-12 * max(scale, 1e-300)]
+    sv1 = np.linalg.svd(first, compute_uv=False)
+    if blind or scale == 0.0 or sv1[-1] <= 1e-10 * sv1[0]:
+        names = [bundle.forces[j].name for j in blind] if bundle is not None else blind
+        who = f" (not seen by any channel: {', '.join(map(str, names))})" if names else \
+            " (two or more forces produce the same channel responses)"
+        raise EstimatorError(
+            f"forces are not identifiable from the sensors{who}. Add a sensor at or near each "
+            "force, identify fewer forces than channels, or use a longer window.")
+    Jw = J * wbar[:, None]
+    JtWJ = J.T @ Jw
+    sv = np.linalg.svd(sw * J, compute_uv=False)
+    cond = float(sv[0] / sv[-1]) ** 2 if sv[-1] > 0 else float("inf")
+    if alpha == 0.0 and not cond < 1e14:
+        raise EstimatorError(
+            f"alpha = 0 leaves the windowed problem singular (cond(J^T W J) = {cond:.2e}); "
+            "use alpha > 0 (e.g. from the L-curve).")
+    # F = (J^T W J + alpha I)^-1 J^T W (Y - O x)
+    G = np.linalg.solve(JtWJ + alpha * np.eye(JtWJ.shape[0]), Jw.T)
+    return np.ascontiguousarray(G[:nf]), cond
