@@ -1,0 +1,333 @@
+"""Rigid spiders (RBE2-like multipoint constraints) and node selections.
+
+A spider ties a set of slave nodes (e.g. the surface of a bolt hole) rigidly to one new master
+node with six DOFs ``(ux, uy, uz, rx, ry, rz)`` at its centre (the slave centroid unless
+given). For a slave at ``x_s`` and the master at ``x_m``, with ``r = x_s - x_m``:
+
+    u_s = u_m + theta_m x r          (small rotations)
+    theta_s = theta_m                (only for slaves that carry rotations: beams, plates)
+
+The slave DOFs are eliminated with a sparse transformation ``u = T u_indep`` whose columns are
+all non-slave DOFs plus the six master DOFs of each spider (``FEModel.constrain(zeros, T,
+keep)``). New master node ids are numbered above the model's largest node id in spider order;
+each is also the node group named after its spider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from offline._deps import need
+from offline.fem.model import FEModel
+
+
+class SpiderError(ValueError):
+    """A spider or node selection is invalid (the message names the spider/key)."""
+
+
+@dataclass(frozen=True)
+class Spider:
+    """One rigid spider.
+
+    Attributes
+    ----------
+    name : str
+        Name; becomes the node group of the master node.
+    slaves : ndarray of int64, shape (ns,)
+        Slave node ids.
+    center : ndarray, shape (3,) or None
+        Master node position [m]; None means the centroid of the slaves.
+    """
+
+    name: str
+    slaves: np.ndarray
+    center: np.ndarray | None = None
+
+
+# --------------------------------------------------------------------------- selections
+def _vec3(v, where: str) -> np.ndarray:
+    a = np.asarray(v, dtype=float) if isinstance(v, (list, tuple, np.ndarray)) else None
+    if a is None or a.shape != (3,) or not np.all(np.isfinite(a)):
+        raise SpiderError(f"{where}: expected three finite numbers [x, y, z], got {v!r}")
+    return a
+
+
+def _num(d: dict, key: str, where: str, default=None, positive=True) -> float:
+    v = d.get(key, default)
+    if v is None:
+        raise SpiderError(f"{where}.{key}: missing")
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or (
+            positive and v <= 0):
+        raise SpiderError(f"{where}.{key}: expected a {'positive ' if positive else ''}number, "
+                          f"got {v!r}")
+    return float(v)
+
+
+def select_nodes(coords, node_ids, groups: dict, select: dict, where: str = "select"
+                 ) -> np.ndarray:
+    """Node ids matched by a selection; several keys are intersected.
+
+    Parameters
+    ----------
+    coords : ndarray, shape (n_nodes, 3)
+    node_ids : ndarray of int, shape (n_nodes,)
+    groups : dict of str -> node ids
+    select : dict
+        Any of:
+
+        * ``group = "name"`` – a node group (mesh physical group);
+        * ``nodes = [id, ...]`` – explicit ids;
+        * ``box = {min = [x, y, z], max = [x, y, z]}`` – nodes inside the box [m];
+        * ``cylinder = {point = [x, y, z], axis = [ax, ay, az], radius = r, tol = t,
+          range = [s0, s1]}`` – nodes at distance ``r +- t`` from the axis line through
+          ``point`` (``tol`` default ``0.01 r``), optionally with axial coordinate
+          ``s = (x - point) . axis/|axis|`` inside ``range``.
+    where : str
+        Key path for error messages.
+
+    Returns
+    -------
+    ndarray of int64
+        Sorted node ids (possibly empty).
+    """
+    if not isinstance(select, dict) or not select:
+        raise SpiderError(f"{where}: expected a table with one of group, nodes, box, cylinder")
+    unknown = sorted(set(select) - {"group", "nodes", "box", "cylinder"})
+    if unknown:
+        raise SpiderError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: group, "
+                          f"nodes, box, cylinder)")
+    coords = np.asarray(coords, dtype=float)
+    node_ids = np.asarray(node_ids, dtype=np.int64)
+    mask = np.ones(node_ids.size, dtype=bool)
+    if "group" in select:
+        g = select["group"]
+        if not isinstance(g, str) or g not in groups:
+            raise SpiderError(f"{where}.group: unknown node group {g!r} (groups: "
+                              f"{', '.join(sorted(groups)) or 'none'})")
+        mask &= np.isin(node_ids, np.asarray(groups[g], dtype=np.int64))
+    if "nodes" in select:
+        ids = select["nodes"]
+        if not isinstance(ids, (list, tuple, np.ndarray)) or not all(
+                isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids):
+            raise SpiderError(f"{where}.nodes: expected a list of integer node ids")
+        ids = np.asarray(ids, dtype=np.int64)
+        missing = np.setdiff1d(ids, node_ids)
+        if missing.size:
+            raise SpiderError(f"{where}.nodes: node(s) {missing[:5].tolist()} do not exist")
+        mask &= np.isin(node_ids, ids)
+    if "box" in select:
+        b = select["box"]
+        w = f"{where}.box"
+        if not isinstance(b, dict) or set(b) != {"min", "max"}:
+            raise SpiderError(f"{w}: expected {{min = [x, y, z], max = [x, y, z]}}")
+        lo, hi = _vec3(b["min"], f"{w}.min"), _vec3(b["max"], f"{w}.max")
+        if np.any(lo > hi):
+            raise SpiderError(f"{w}: min must not exceed max in any coordinate")
+        mask &= np.all((coords >= lo) & (coords <= hi), axis=1)
+    if "cylinder" in select:
+        c = select["cylinder"]
+        w = f"{where}.cylinder"
+        if not isinstance(c, dict):
+            raise SpiderError(f"{w}: expected a table {{point, axis, radius, tol, range}}")
+        bad = sorted(set(c) - {"point", "axis", "radius", "tol", "range"})
+        if bad:
+            raise SpiderError(f"{w}: unknown key(s) {', '.join(bad)} (allowed: point, axis, "
+                              f"radius, tol, range)")
+        p0 = _vec3(c.get("point"), f"{w}.point")
+        ax = _vec3(c.get("axis"), f"{w}.axis")
+        n = np.linalg.norm(ax)
+        if n == 0:
+            raise SpiderError(f"{w}.axis: must not be the zero vector")
+        ax = ax / n
+        r = _num(c, "radius", w)
+        tol = _num(c, "tol", w, default=0.01 * r)
+        d = coords - p0
+        s = d @ ax
+        # distance from the axis: |d - (d . a) a|
+        rho = np.linalg.norm(d - s[:, None] * ax, axis=1)
+        mask &= np.abs(rho - r) <= tol
+        if "range" in c:
+            rg = c["range"]
+            if not (isinstance(rg, (list, tuple)) and len(rg) == 2
+                    and all(isinstance(v, (int, float)) for v in rg) and rg[0] <= rg[1]):
+                raise SpiderError(f"{w}.range: expected [s0, s1] with s0 <= s1")
+            mask &= (s >= rg[0]) & (s <= rg[1])
+    return np.sort(node_ids[mask])
+
+
+def spider_from_dict(d: dict, model: FEModel, where: str) -> Spider:
+    """A :class:`Spider` from a ``[[solid.spiders]]`` table (``name``, ``select``, ``center``)."""
+    if not isinstance(d, dict):
+        raise SpiderError(f"{where}: expected a table")
+    bad = sorted(set(d) - {"name", "select", "center"})
+    if bad:
+        raise SpiderError(f"{where}: unknown key(s) {', '.join(bad)} (allowed: name, select, "
+                          f"center)")
+    name = d.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpiderError(f"{where}.name: missing or not a non-empty string")
+    if "select" not in d:
+        raise SpiderError(f"{where}.select: missing (e.g. select = {{ group = \"hole1\" }})")
+    ids = select_nodes(model.coords, model.node_ids, model.groups, d["select"],
+                       f"{where}.select")
+    if ids.size == 0:
+        raise SpiderError(f"{where}.select: selects no nodes (spider {name!r})")
+    center = None if d.get("center") is None else _vec3(d["center"], f"{where}.center")
+    return Spider(name=name, slaves=ids, center=center)
+
+
+# --------------------------------------------------------------------------- transformation
+def _rows(kind: np.ndarray, r: np.ndarray):
+    """Coefficients of the master DOFs (6 per slave DOF) in ``u_s = u_m + theta x r``.
+
+    Returns an array (n, 6): slave DOF of kind ``kind`` (0..5) at offset ``r`` (n, 3).
+    """
+    R = np.zeros((kind.size, 6))
+    rx, ry, rz = r[:, 0], r[:, 1], r[:, 2]
+    for k in range(6):
+        R[kind == k, k] = 1.0
+    # theta x r = (ty rz - tz ry, tz rx - tx rz, tx ry - ty rx)
+    m = kind == 0
+    R[m, 4], R[m, 5] = rz[m], -ry[m]
+    m = kind == 1
+    R[m, 3], R[m, 5] = -rz[m], rx[m]
+    m = kind == 2
+    R[m, 3], R[m, 4] = ry[m], -rx[m]
+    return R
+
+
+def rigid_body_modes(model: FEModel, center=(0.0, 0.0, 0.0)) -> np.ndarray:
+    """Six rigid-body displacement fields of a model's DOFs.
+
+    Returns
+    -------
+    ndarray, shape (N, 6)
+        Column j is the DOF vector of a unit translation (j < 3) or a unit small rotation
+        (j >= 3) about ``center``.
+    """
+    order = np.argsort(model.node_ids)
+    rows = order[np.searchsorted(model.node_ids[order], model.dof_node)]
+    r = model.coords[rows] - np.asarray(center, dtype=float)
+    return _rows(model.dof_kind.astype(np.int64), r)
+
+
+def spider_transform(model: FEModel, spiders: list[Spider], where: str = "spiders"):
+    """Model extended by the master nodes, and the transformation eliminating the slaves.
+
+    Parameters
+    ----------
+    model : FEModel
+        N DOFs.
+    spiders : list of Spider
+        Slave sets must be disjoint.
+    where : str
+        Key path for error messages.
+
+    Returns
+    -------
+    ext : FEModel
+        N + 6 s DOFs: the model plus the master nodes (zero mass and stiffness rows), master
+        groups added.
+    T : scipy.sparse.csr_matrix, shape (N + 6 s, N_indep)
+        ``u_ext = T u_indep``.
+    keep : ndarray of int64, shape (N_indep,)
+        Indices into ``ext``'s DOFs of the independent DOFs (the columns of ``T``).
+    """
+    sp = need("scipy.sparse")
+    if not spiders:
+        raise SpiderError(f"{where}: no spiders given")
+    names = [s.name for s in spiders]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SpiderError(f"{where}: duplicate spider name(s) {', '.join(dup)}")
+    clash = sorted(set(names) & set(model.groups))
+    if clash:
+        raise SpiderError(f"{where}: spider name(s) {', '.join(clash)} already name node groups "
+                          f"of the mesh; choose other names")
+    order = np.argsort(model.node_ids)
+    sorted_ids = model.node_ids[order]
+    owner: dict[int, str] = {}
+    N = model.n_dofs
+    ns = len(spiders)
+    first = int(model.node_ids.max()) + 1
+    master_ids = np.arange(first, first + ns, dtype=np.int64)
+    centers = np.zeros((ns, 3))
+    slave_dof = np.zeros(N, dtype=bool)
+    per_spider = []
+    for k, s in enumerate(spiders):
+        w = f"{where}[{k}] ({s.name!r})"
+        ids = np.unique(np.asarray(s.slaves, dtype=np.int64))
+        if ids.size == 0:
+            raise SpiderError(f"{w}: no slave nodes")
+        pos = np.searchsorted(sorted_ids, ids)
+        pos = np.minimum(pos, sorted_ids.size - 1)
+        missing = ids[sorted_ids[pos] != ids]
+        if missing.size:
+            raise SpiderError(f"{w}: slave node(s) {missing[:5].tolist()} do not exist")
+        for i in ids.tolist():
+            if i in owner:
+                raise SpiderError(f"{w}: node {i} is already a slave of spider {owner[i]!r}; "
+                                  f"slave sets must be disjoint")
+            owner[i] = s.name
+        xs = model.coords[order[pos]]
+        centers[k] = xs.mean(axis=0) if s.center is None else np.asarray(s.center, float)
+        dofs = np.flatnonzero(np.isin(model.dof_node, ids))
+        if dofs.size == 0:
+            raise SpiderError(f"{w}: the slave nodes carry no free DOFs")
+        slave_dof[dofs] = True
+        rows_of = order[np.searchsorted(sorted_ids, model.dof_node[dofs])]
+        r = model.coords[rows_of] - centers[k]
+        R = _rows(model.dof_kind[dofs].astype(np.int64), r)
+        # the master DOFs are determined iff R has full column rank 6 (scale-free check)
+        L = max(float(np.sqrt((r ** 2).sum(axis=1).mean())), 1e-300)
+        Rn = R * np.r_[1.0, 1.0, 1.0, L, L, L] ** -1
+        ev = np.linalg.eigvalsh(Rn.T @ Rn)
+        if ev[0] <= 1e-10 * ev[-1]:
+            raise SpiderError(f"{w}: its {ids.size} slave node(s) do not determine all six "
+                              f"master DOFs (fewer than 3 nodes, or all on one line)")
+        per_spider.append((dofs, R))
+    # extended model ------------------------------------------------------------
+    n_ext = N + 6 * ns
+    Z = sp.csr_matrix((6 * ns, 6 * ns))
+    pad = lambda A: None if A is None else sp.block_diag((A, Z), format="csr")  # noqa: E731
+    groups = dict(model.groups)
+    for k, s in enumerate(spiders):
+        groups[s.name] = master_ids[k:k + 1].copy()
+    ext = FEModel(
+        coords=np.vstack([model.coords, centers]),
+        node_ids=np.concatenate([model.node_ids, master_ids]),
+        dof_node=np.concatenate([model.dof_node, np.repeat(master_ids, 6)]),
+        dof_kind=np.concatenate([model.dof_kind, np.tile(np.arange(6, dtype=np.int8), ns)]
+                                ).astype(np.int8),
+        M=pad(model.M), K=pad(model.K), C=pad(model.C), rayleigh=model.rayleigh,
+        groups=groups, name=model.name)
+    # transformation ------------------------------------------------------------
+    is_slave = np.concatenate([slave_dof, np.zeros(6 * ns, dtype=bool)])
+    keep = np.flatnonzero(~is_slave)
+    col = np.full(n_ext, -1, dtype=np.int64)
+    col[keep] = np.arange(keep.size)
+    ri, ci, vi = [keep], [np.arange(keep.size)], [np.ones(keep.size)]
+    for k, (dofs, R) in enumerate(per_spider):
+        mcols = col[N + 6 * k + np.arange(6)]
+        nz = R != 0.0
+        ri.append(np.broadcast_to(dofs[:, None], R.shape)[nz])
+        ci.append(np.broadcast_to(mcols[None, :], R.shape)[nz])
+        vi.append(R[nz])
+    T = sp.csr_matrix((np.concatenate(vi), (np.concatenate(ri), np.concatenate(ci))),
+                      shape=(n_ext, keep.size))
+    return ext, T, keep
+
+
+def add_spiders(model: FEModel, spiders: list[Spider], where: str = "spiders") -> FEModel:
+    """Model with the spiders' slave DOFs eliminated and their master nodes added.
+
+    Returns
+    -------
+    FEModel
+        DOFs: the non-slave DOFs of ``model`` (order kept) followed by six DOFs per master
+        node, in spider order. ``groups[spider.name]`` holds the master node id.
+    """
+    ext, T, keep = spider_transform(model, spiders, where)
+    return ext.constrain(np.zeros(keep.size, dtype=bool), T, keep)
