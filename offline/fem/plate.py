@@ -64,7 +64,8 @@ def _geometry(xy):
     b = np.stack([y[:, 1] - y[:, 2], y[:, 2] - y[:, 0], y[:, 0] - y[:, 1]], axis=1)
     c = np.stack([x[:, 2] - x[:, 1], x[:, 0] - x[:, 2], x[:, 1] - x[:, 0]], axis=1)
     area2 = (x[:, 1] - x[:, 0]) * (y[:, 2] - y[:, 0]) - (x[:, 2] - x[:, 0]) * (y[:, 1] - y[:, 0])
-    grad = np.stack([b, c], axis=-1) / area2[:, None, None]
+    with np.errstate(divide="ignore", invalid="ignore"):  # degenerate: caller raises
+        grad = np.stack([b, c], axis=-1) / area2[:, None, None]
     return 0.5 * area2, grad
 
 
