@@ -1,0 +1,432 @@
+"""Daemon configuration: one TOML file described by one schema.
+
+The schema (:data:`SCHEMA`) lists every key with its type, default, unit, limits and a
+description. :func:`load_config` validates a file against it and returns a frozen-ish
+:class:`Config` (nested dicts with defaults filled in); every error names the file and the key
+(``edge.toml: [mqtt] port: must be <= 65535, got 70000``). :func:`reference_markdown` renders
+the same schema as the Markdown reference embedded in ``docs/daemon.md``.
+
+Secrets never live in the file: ``[mqtt] password_env`` names an environment variable that is
+read at start (:func:`mqtt_password`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PATH = Path("/etc/vsense/edge.toml")
+
+#: ADS1256 data rates (samples/s) selectable with the DRATE register (datasheet table 13).
+ADS1256_DRATES = (2.5, 5.0, 10.0, 15.0, 25.0, 30.0, 50.0, 60.0, 100.0, 500.0, 1000.0, 2000.0,
+                  3750.0, 7500.0, 15000.0, 30000.0)
+#: ADS1256 programmable gain amplifier settings.
+ADS1256_PGA = (1, 2, 4, 8, 16, 32, 64)
+ADS1256_PINS = ("AIN0", "AIN1", "AIN2", "AIN3", "AIN4", "AIN5", "AIN6", "AIN7", "AINCOM")
+
+REQUIRED = object()  # marker: the key has no default
+
+
+class ConfigError(ValueError):
+    """A configuration file is missing, unreadable or invalid; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: type, default, unit, limits and description."""
+
+    name: str
+    type: str  # "str", "int", "float", "bool", "list[int]", "list[str]", "list[float]"
+    default: Any
+    description: str
+    unit: str = ""
+    min: float | None = None
+    max: float | None = None
+    choices: tuple | None = None
+    pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    description: str
+    keys: tuple[Key, ...]
+    array: bool = False  # [[name]] array of tables
+    min_items: int = 0
+    max_items: int | None = None
+
+
+@dataclass
+class Config:
+    """Validated configuration: ``cfg.section("mqtt")["port"]``; ``cfg.channels`` a list."""
+
+    data: dict[str, Any]
+    path: Path | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def __getitem__(self, section: str):
+        return self.data[section]
+
+    @property
+    def channels(self) -> list[dict]:
+        return self.data["channels"]
+
+    def resolve(self, p: str | os.PathLike) -> Path:
+        """A path from the file, relative to the directory of the config file."""
+        p = Path(os.path.expanduser(str(p)))
+        return p if p.is_absolute() else (self.base_dir / p)
+
+
+_ID = r"^[A-Za-z0-9_.-]{1,64}$"
+
+SCHEMA: tuple[Section, ...] = (
+    Section("device", "Identity of this device.", (
+        Key("id", "str", REQUIRED, "Device id: MQTT client id and topic level "
+            "`vsense/<id>/`; letters, digits, `_ . -`.", pattern=_ID),
+        Key("log_level", "str", "info", "Log level.",
+            choices=("debug", "info", "warning", "error")),
+    )),
+    Section("bundle", "The model bundle built offline (`vsense-offline build`).", (
+        Key("path", "str", "/var/lib/vsense/bundle.npz", "Bundle file (.npz); relative paths "
+            "are relative to the config file."),
+        Key("block", "int", 1, "Samples per estimator call (1 = per sample, lowest latency; "
+            "larger blocks raise throughput).", unit="samples", min=1, max=4096),
+    )),
+    Section("adc", "ADS1256 analog-to-digital converter (Waveshare High-Precision AD/DA "
+            "board pinout by default, BCM numbering).", (
+        Key("spi_bus", "int", 0, "SPI bus (`/dev/spidev<bus>.<device>`).", min=0, max=6),
+        Key("spi_device", "int", 0, "SPI chip select of the bus.", min=0, max=3),
+        Key("spi_speed_hz", "int", 1_920_000, "SPI clock; at most f_CLKIN/4 = 1.92 MHz "
+            "for the 7.68 MHz crystal.", unit="Hz", min=10_000, max=1_920_000),
+        Key("cs_pin", "int", 22, "Chip-select GPIO driven by software (-1: SPI hardware "
+            "CS).", min=-1, max=27),
+        Key("drdy_pin", "int", 17, "DRDY GPIO (input, active low).", min=0, max=27),
+        Key("reset_pin", "int", 18, "RESET GPIO (-1: not wired).", min=-1, max=27),
+        Key("pdwn_pin", "int", 27, "PDWN/SYNC GPIO (-1: not wired).", min=-1, max=27),
+        Key("drate", "float", 1000.0, "Output data rate of the converter. With more than "
+            "one channel the mux is cycled, so the per-channel rate is lower; it must equal "
+            "the bundle's 1/dt.", unit="samples/s", choices=ADS1256_DRATES),
+        Key("pga", "int", 1, "Programmable gain.", choices=ADS1256_PGA),
+        Key("buffer", "bool", False, "Enable the analog input buffer."),
+        Key("vref", "float", 2.5, "Reference voltage.", unit="V", min=0.5, max=5.0),
+        Key("mode", "str", "cycle", "`cycle`: mux cycled through the channels each sample; "
+            "`continuous`: one channel read with RDATAC.", choices=("cycle", "continuous")),
+        Key("drdy_timeout_ms", "float", 100.0, "DRDY not seen for this long = hardware "
+            "error (exit code 4).", unit="ms", min=1.0, max=10_000.0),
+    )),
+    Section("channels", "Measured channels, in the bundle's channel order (names must match "
+            "the bundle). Physical value = (volts - offset) / sensitivity.", (
+        Key("name", "str", REQUIRED, "Channel name as in the bundle meta.", pattern=_ID),
+        Key("pin", "str", REQUIRED, "Positive input.", choices=ADS1256_PINS),
+        Key("pin_neg", "str", "AINCOM", "Negative input.", choices=ADS1256_PINS),
+        Key("sensitivity", "float", 1.0, "Sensor sensitivity, volts per physical unit "
+            "(e.g. 0.1 V/(m/s^2)); must not be 0.", unit="V/unit"),
+        Key("offset", "float", 0.0, "Voltage at zero physical value.", unit="V"),
+        Key("unit", "str", "m/s^2", "Physical unit (documentation, published in `meta`)."),
+        Key("saturation", "float", 2.45, "|volts| at or above this = saturated sample "
+            "(flag bit2, treated like a missing value).", unit="V", min=0.0),
+    ), array=True, min_items=1, max_items=8),
+    Section("faults", "Handling of bad (non-finite or saturated) samples.", (
+        Key("bad_sample_limit", "int", 50, "After this many consecutive bad samples of a "
+            "channel the device publishes status `sensor_fault`; when the channel recovers "
+            "the estimator state is reset.", unit="samples", min=1, max=10_000_000),
+    )),
+    Section("mqtt", "MQTT publishing (paho-mqtt 2.x).", (
+        Key("enabled", "bool", True, "Publish over MQTT."),
+        Key("host", "str", "localhost", "Broker host."),
+        Key("port", "int", 1883, "Broker port (8883 usual for TLS).", min=1, max=65535),
+        Key("keepalive", "int", 30, "Keep-alive interval.", unit="s", min=5, max=3600),
+        Key("base_topic", "str", "vsense", "Topic root: topics are `<base>/<device id>/...`.",
+            pattern=r"^[^#+\s]{1,64}$"),
+        Key("qos", "int", 1, "QoS of `estimates` and `health` (status/meta/replies use "
+            "QoS 1).", choices=(0, 1, 2)),
+        Key("format", "str", "json", "Payload of `estimates`: `json` or `binary` (layout in "
+            "docs/daemon.md).", choices=("json", "binary")),
+        Key("batch", "int", 50, "Samples per `estimates` message.", unit="samples", min=1,
+            max=100_000),
+        Key("max_batch_delay_s", "float", 0.1, "A partial batch is sent after this long.",
+            unit="s", min=0.0, max=60.0),
+        Key("queue_messages", "int", 2000, "Outgoing queue bound; when full the OLDEST "
+            "estimates message is dropped and counted (`publish_drops`).", unit="messages",
+            min=1, max=10_000_000),
+        Key("health_interval_s", "float", 5.0, "Period of `health` messages.", unit="s",
+            min=0.1, max=3600.0),
+        Key("reconnect_min_s", "float", 1.0, "First reconnect delay (doubles up to the "
+            "maximum).", unit="s", min=0.1, max=600.0),
+        Key("reconnect_max_s", "float", 30.0, "Largest reconnect delay.", unit="s", min=0.1,
+            max=3600.0),
+        Key("tls", "bool", False, "Use TLS."),
+        Key("ca_file", "str", "", "CA certificate (PEM); empty = system store."),
+        Key("cert_file", "str", "", "Client certificate (PEM) for mutual TLS."),
+        Key("key_file", "str", "", "Client key (PEM) for mutual TLS."),
+        Key("username", "str", "", "User name; empty = anonymous."),
+        Key("password_env", "str", "", "Name of the environment variable holding the "
+            "password (never the password itself)."),
+    )),
+    Section("recorder", "Local recording of raw samples and estimates (never drops).", (
+        Key("enabled", "bool", True, "Record raw samples (and estimates)."),
+        Key("dir", "str", "/var/lib/vsense/recordings", "Directory of the recording files."),
+        Key("estimates", "bool", True, "Also record estimates (`est-*.vsr`)."),
+        Key("rotate_s", "float", 3600.0, "Start a new file after this long.", unit="s",
+            min=1.0, max=86400.0 * 7),
+        Key("rotate_mb", "float", 64.0, "... or after this size.", unit="MB", min=0.01,
+            max=1e5),
+        Key("fsync_interval_s", "float", 1.0, "Flush and fsync at least this often (bounds "
+            "what a power cut can lose).", unit="s", min=0.01, max=600.0),
+        Key("max_disk_mb", "float", 2048.0, "Cap on the recording directory; the oldest "
+            "files are deleted (counted in health).", unit="MB", min=0.01, max=1e7),
+        Key("queue_s", "float", 60.0, "Recorder queue capacity in seconds of data; a disk "
+            "stalled longer than this back-pressures the loop (lost samples are then counted "
+            "at the ring, never silently).", unit="s", min=1.0, max=3600.0),
+    )),
+    Section("loop", "Acquisition/estimation loop.", (
+        Key("ring_s", "float", 2.0, "Ring buffer between acquisition and estimation.",
+            unit="s", min=0.01, max=600.0),
+        Key("read_max", "int", 64, "Most samples taken from the ADC per read call.",
+            unit="samples", min=1, max=65536),
+        Key("latency_window", "int", 100_000, "Samples kept for latency percentiles.",
+            unit="samples", min=100, max=10_000_000),
+    )),
+    Section("realtime", "Optional real-time settings; each one that is not permitted logs a "
+            "warning and the daemon continues.", (
+        Key("sched_fifo_priority", "int", 0, "SCHED_FIFO priority of the acquisition thread "
+            "(0 = normal scheduling; needs LimitRTPRIO).", min=0, max=99),
+        Key("cpu_affinity", "list[int]", [], "CPUs of the process (empty = all).", min=0,
+            max=1023),
+        Key("mlockall", "bool", False, "Lock all pages in memory (needs LimitMEMLOCK)."),
+        Key("gc", "str", "freeze", "`normal`; `freeze` (gc.freeze() after start-up); "
+            "`disable` (freeze, then gc.disable() while running).",
+            choices=("normal", "freeze", "disable")),
+    )),
+    Section("simulate", "`vsense-edge run --simulate`: a simulated ADS1256 instead of the "
+            "hardware.", (
+        Key("source", "str", "structure", "`structure`: the bundle's own model driven by "
+            "`load`; `file`: a measurement CSV (`time,<channels>`, SI units).",
+            choices=("structure", "file")),
+        Key("file", "str", "", "Measurement CSV for `source = \"file\"`."),
+        Key("load", "str", "random", "Load profile for `structure`.",
+            choices=("random", "sine", "impulse", "chirp")),
+        Key("amplitude", "float", 1.0, "Load amplitude.", unit="N", min=0.0),
+        Key("frequency", "float", 10.0, "Sine frequency / chirp end frequency.", unit="Hz",
+            min=0.0),
+        Key("noise", "float", 0.0, "Measurement noise, standard deviation relative to the "
+            "signal's.", min=0.0, max=10.0),
+        Key("seed", "int", 0, "Random seed.", min=0),
+        Key("faults", "list[str]", [], "Injected faults, e.g. `nan:ch=0:at=1.5:n=10`, "
+            "`saturate:...`, `drdy_dead:at=2.0` (see the simulator)."),
+        Key("clock", "str", "real", "`real`: samples paced by the wall clock; `virtual`: "
+            "as fast as the loop runs (tests, benchmarks).", choices=("real", "virtual")),
+        Key("duration_s", "float", 0.0, "Stop after this much simulated time (0 = run "
+            "until stopped).", unit="s", min=0.0),
+    )),
+)
+
+_SECTIONS = {s.name: s for s in SCHEMA}
+
+
+def _type_ok(t: str, v: Any) -> bool:
+    if t == "str":
+        return isinstance(v, str)
+    if t == "bool":
+        return isinstance(v, bool)
+    if t == "int":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == "float":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if t.startswith("list["):
+        inner = t[5:-1]
+        return isinstance(v, list) and all(_type_ok(inner, x) for x in v)
+    raise AssertionError(t)
+
+
+def _check_key(key: Key, v: Any, where: str) -> Any:
+    if not _type_ok(key.type, v):
+        raise ConfigError(f"{where} {key.name}: expected {key.type}, got {type(v).__name__} "
+                          f"{v!r}")
+    if key.type == "float":
+        v = float(v)
+        if not math.isfinite(v):
+            raise ConfigError(f"{where} {key.name}: must be finite, got {v!r}")
+    items = v if isinstance(v, list) else [v]
+    for x in items:
+        if key.choices is not None and x not in key.choices:
+            raise ConfigError(f"{where} {key.name}: must be one of "
+                              f"{', '.join(map(str, key.choices))}; got {x!r}")
+        if key.min is not None and isinstance(x, (int, float)) and x < key.min:
+            raise ConfigError(f"{where} {key.name}: must be >= {key.min:g}, got {x!r}")
+        if key.max is not None and isinstance(x, (int, float)) and x > key.max:
+            raise ConfigError(f"{where} {key.name}: must be <= {key.max:g}, got {x!r}")
+        if key.pattern is not None and isinstance(x, str) and not re.match(key.pattern, x):
+            raise ConfigError(f"{where} {key.name}: {x!r} does not match {key.pattern}")
+    return list(v) if isinstance(v, list) else v
+
+
+def _check_table(sec: Section, table: Any, where: str) -> dict:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table, got {type(table).__name__}")
+    known = {k.name for k in sec.keys}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{where} {unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+    out = {}
+    for key in sec.keys:
+        if key.name in table:
+            out[key.name] = _check_key(key, table[key.name], where)
+        elif key.default is REQUIRED:
+            raise ConfigError(f"{where} {key.name}: required key is missing")
+        else:
+            out[key.name] = list(key.default) if isinstance(key.default, list) else key.default
+    return out
+
+
+def validate(raw: dict, name: str = "config") -> dict:
+    """Validate a parsed TOML document against :data:`SCHEMA`; return it with defaults."""
+    unknown = sorted(set(raw) - set(_SECTIONS))
+    if unknown:
+        raise ConfigError(f"{name}: [{unknown[0]}]: unknown section "
+                          f"(known: {', '.join(_SECTIONS)})")
+    data: dict[str, Any] = {}
+    for sec in SCHEMA:
+        if sec.array:
+            items = raw.get(sec.name, [])
+            if not isinstance(items, list):
+                raise ConfigError(f"{name}: [[{sec.name}]]: expected an array of tables "
+                                  f"(write [[{sec.name}]])")
+            if len(items) < sec.min_items:
+                raise ConfigError(f"{name}: [[{sec.name}]]: at least {sec.min_items} "
+                                  f"required, got {len(items)}")
+            if sec.max_items is not None and len(items) > sec.max_items:
+                raise ConfigError(f"{name}: [[{sec.name}]]: at most {sec.max_items}, "
+                                  f"got {len(items)}")
+            data[sec.name] = [_check_table(sec, t, f"{name}: [[{sec.name}]] #{i}")
+                              for i, t in enumerate(items)]
+        else:
+            data[sec.name] = _check_table(sec, raw.get(sec.name, {}), f"{name}: [{sec.name}]")
+    _cross_checks(data, name)
+    return data
+
+
+def _cross_checks(d: dict, name: str) -> None:
+    names = [c["name"] for c in d["channels"]]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"{name}: [[channels]] name: duplicate {sorted(dup)[0]!r}")
+    for i, c in enumerate(d["channels"]):
+        if c["sensitivity"] == 0.0:
+            raise ConfigError(f"{name}: [[channels]] #{i} sensitivity: must not be 0")
+        if c["pin"] == c["pin_neg"]:
+            raise ConfigError(f"{name}: [[channels]] #{i} pin_neg: equals pin {c['pin']}")
+    m = d["mqtt"]
+    if m["reconnect_max_s"] < m["reconnect_min_s"]:
+        raise ConfigError(f"{name}: [mqtt] reconnect_max_s: must be >= reconnect_min_s")
+    if m["password_env"] and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", m["password_env"]):
+        raise ConfigError(f"{name}: [mqtt] password_env: {m['password_env']!r} is not an "
+                          "environment variable name (put the NAME of the variable here, "
+                          "not the password)")
+    if bool(m["cert_file"]) != bool(m["key_file"]):
+        raise ConfigError(f"{name}: [mqtt] key_file: cert_file and key_file go together")
+    s = d["simulate"]
+    if s["source"] == "file" and not s["file"]:
+        raise ConfigError(f"{name}: [simulate] file: required when source = \"file\"")
+
+
+def load_config(path: str | os.PathLike | None = None) -> Config:
+    """Read and validate a TOML file (default ``/etc/vsense/edge.toml``).
+
+    Raises
+    ------
+    ConfigError
+        File missing, not TOML, or a key invalid; the message names file and key.
+    """
+    p = Path(path) if path is not None else DEFAULT_PATH
+    try:
+        text = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read config file: {e.strerror or e}") from None
+    try:
+        raw = tomllib.loads(text.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    return Config(validate(raw, str(p)), p, p.parent.resolve())
+
+
+def config_from_dict(raw: dict, base_dir: str | os.PathLike | None = None) -> Config:
+    """Validate an in-memory document (tests, programmatic use)."""
+    return Config(validate(raw, "config"), None, Path(base_dir or Path.cwd()))
+
+
+def mqtt_password(cfg: Config) -> str | None:
+    """The MQTT password from the environment variable named by ``[mqtt] password_env``."""
+    env = cfg["mqtt"]["password_env"]
+    if not env:
+        return None
+    if env not in os.environ:
+        raise ConfigError(f"[mqtt] password_env: environment variable {env} is not set")
+    return os.environ[env]
+
+
+def _fmt_default(k: Key) -> str:
+    if k.default is REQUIRED:
+        return "**required**"
+    if isinstance(k.default, bool):
+        return "`true`" if k.default else "`false`"
+    if isinstance(k.default, str):
+        return f'`"{k.default}"`'
+    if isinstance(k.default, list):
+        return "`[]`" if not k.default else f"`{k.default}`"
+    return f"`{k.default:g}`" if isinstance(k.default, float) else f"`{k.default}`"
+
+
+def _fmt_limits(k: Key) -> str:
+    parts = []
+    if k.choices is not None:
+        parts.append("one of " + ", ".join(f"`{c:g}`" if isinstance(c, float) else f"`{c}`"
+                                           for c in k.choices))
+    if k.min is not None:
+        parts.append(f">= {k.min:g}")
+    if k.max is not None:
+        parts.append(f"<= {k.max:g}")
+    return "; ".join(parts)
+
+
+def reference_markdown() -> str:
+    """The configuration reference (Markdown), generated from :data:`SCHEMA`."""
+    out = ["<!-- generated by `vsense-edge config-reference`; do not edit by hand -->", ""]
+    for sec in SCHEMA:
+        head = f"[[{sec.name}]]" if sec.array else f"[{sec.name}]"
+        out += [f"#### `{head}`", "", sec.description, "",
+                "| key | type | default | unit | limits | description |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for k in sec.keys:
+            desc = k.description.replace("|", "\\|")
+            out.append(f"| `{k.name}` | {k.type} | {_fmt_default(k)} | {k.unit} | "
+                       f"{_fmt_limits(k)} | {desc} |")
+        out.append("")
+    return "\n".join(out)
+
+
+EXAMPLE = """\
+# /etc/vsense/edge.toml – minimal example (all other keys take their defaults)
+[device]
+id = "cantilever-01"
+
+[bundle]
+path = "/var/lib/vsense/bundle.npz"
+
+[[channels]]
+name = "acc_tip"
+pin = "AIN0"
+sensitivity = 0.1       # V per m/s^2
+unit = "m/s^2"
+
+[mqtt]
+host = "localhost"
+
+[recorder]
+dir = "/var/lib/vsense/recordings"
+"""

@@ -1,0 +1,85 @@
+"""Loop health: latency percentiles, counters, CPU temperature, CPU use and memory."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+class LatencyStats:
+    """Sliding window of the last ``window`` per-sample latencies [ns].
+
+    Latency of a sample = ``perf_counter_ns`` when its estimate was ready minus when the
+    sample entered the ring (i.e. ring wait + estimation; the ADC conversion time before
+    the driver returned the sample is not included).
+    """
+
+    def __init__(self, window: int = 100_000):
+        self.buf = np.zeros(int(window), np.int64)
+        self.n = 0  # total recorded
+        self.max_ns = 0
+
+    def add(self, lat_ns: np.ndarray) -> None:
+        """Record latencies ``lat_ns (k,) int64`` [ns]."""
+        k = lat_ns.shape[0]
+        if k == 0:
+            return
+        w = self.buf.shape[0]
+        if k >= w:
+            self.buf[:] = lat_ns[-w:]
+        else:
+            i = self.n % w
+            j = min(k, w - i)
+            self.buf[i:i + j] = lat_ns[:j]
+            if j < k:
+                self.buf[:k - j] = lat_ns[j:]
+        m = int(lat_ns.max())
+        if m > self.max_ns:
+            self.max_ns = m
+        self.n += k
+
+    def summary(self) -> dict:
+        """``{"p50","p99","p999","max"}`` in microseconds (window percentiles, max ever)."""
+        m = min(self.n, self.buf.shape[0])
+        if m == 0:
+            return {"p50": None, "p99": None, "p999": None, "max": None, "n": 0}
+        p = np.percentile(self.buf[:m], [50.0, 99.0, 99.9])
+        return {"p50": round(p[0] / 1e3, 2), "p99": round(p[1] / 1e3, 2),
+                "p999": round(p[2] / 1e3, 2), "max": round(self.max_ns / 1e3, 2), "n": self.n}
+
+
+def cpu_temperature_c(root: str = "/sys/class/thermal") -> float | None:
+    """Temperature of ``thermal_zone0`` [deg C], or None where the file does not exist."""
+    try:
+        return int(Path(root, "thermal_zone0", "temp").read_text().strip()) / 1000.0
+    except (OSError, ValueError):
+        return None
+
+
+def rss_mb() -> float:
+    """Resident set size of this process [MB] (current, from /proc; peak as fallback)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+
+
+class CpuMeter:
+    """Process CPU use since the previous call, in percent of one core."""
+
+    def __init__(self):
+        self._t = time.monotonic()
+        self._c = time.process_time()
+
+    def percent(self) -> float:
+        t, c = time.monotonic(), time.process_time()
+        dt = t - self._t
+        pct = 100.0 * (c - self._c) / dt if dt > 0 else 0.0
+        self._t, self._c = t, c
+        return round(pct, 2)

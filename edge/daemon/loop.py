@@ -1,0 +1,545 @@
+"""The acquisition/estimation loop of the edge daemon.
+
+Threads
+-------
+* **acquisition** (optionally SCHED_FIFO): ``acq.read`` straight into the preallocated
+  :class:`~edge.daemon.ring.Ring`; never waits for anything else. If the ring is full the
+  samples are counted lost (real clock). With the virtual clock there is no real converter
+  that could overflow, so the thread waits for space instead (lossless simulation).
+* **loop** (the calling thread, :meth:`Daemon.run`): takes up to ``[bundle] block`` samples,
+  calibrates and flags them (:class:`Conditioner`), runs ``Estimator.process``, hands raw
+  samples and estimates to the recorder (never drops; back-pressure) and estimates to the
+  publisher (bounded, drop-oldest), runs accepted commands between blocks.
+* **supervisor**: health messages every ``health_interval_s``, systemd watchdog pings only
+  while the loop advances, status changes.
+* **mqtt sender / paho network / recorder writer**: see :mod:`edge.daemon.mqtt` and
+  :mod:`edge.daemon.recorder`.
+
+Bad samples
+-----------
+A sample of a channel is *bad* when it is non-finite (flags bit0) or ``|volts| >= saturation``
+(bit2). The estimator gets NaN there and holds the channel's last finite value (kernel
+behaviour). After ``[faults] bad_sample_limit`` consecutive bad samples the channel is in
+fault: status ``sensor_fault`` (with the channel names). When it delivers a good sample again
+the estimator state is reset right before that sample and the status returns to ``running``.
+Lost samples (flags bit3, ring overrun) also reset the estimator before the next sample.
+
+Sequence numbers
+----------------
+``seq`` counts ADC samples from 0 (lost ones included). Each estimate row carries the
+``seq``/``t_ns`` of the sample it describes: ``delay`` samples earlier in the stream that
+was fed to the estimator. Rows in warm-up (after start or a reset) are NaN with bit1.
+
+Exit codes: see :data:`EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import queue
+import threading
+import time
+
+import numpy as np
+
+from edge.daemon import realtime
+from edge.daemon.health import CpuMeter, LatencyStats, cpu_temperature_c, rss_mb
+from edge.daemon.mqtt import CommandError, CommandRegistry
+from edge.daemon.ring import FLAG_GAP, Ring
+
+log = logging.getLogger("vsense.loop")
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_CONFIG = 2
+EXIT_BUNDLE = 3
+EXIT_HARDWARE = 4
+EXIT_RECORDER = 5
+EXIT_CODES = {
+    EXIT_OK: "clean stop (SIGTERM/SIGINT, or the simulated duration ended)",
+    EXIT_INTERNAL: "unexpected internal error (traceback in the journal)",
+    EXIT_CONFIG: "bad configuration (file, key, or channels not matching the bundle)",
+    EXIT_BUNDLE: "bad bundle (missing, corrupt, hash mismatch, estimator cannot be built)",
+    EXIT_HARDWARE: "hardware error (SPI/GPIO not available, ADS1256 not answering, DRDY dead)",
+    EXIT_RECORDER: "recording directory not usable",
+}
+
+FLAG_NONFINITE = np.uint8(1)
+FLAG_WARMUP = np.uint8(2)
+FLAG_SATURATED = np.uint8(4)
+
+
+class HardwareError(RuntimeError):
+    """The ADC/SPI/GPIO failed (e.g. DRDY timeout); the daemon exits with code 4."""
+
+
+# ----------------------------------------------------------------------- conditioning
+def calibrate(V, sensitivity, offset, saturation, Y, flags):
+    """Volts to physical units and bad-sample flags (pure; outputs preallocated).
+
+    Parameters
+    ----------
+    V : float64 (n, nch)          channel voltages [V]
+    sensitivity, offset, saturation : float64 (nch,)  [V/unit], [V], [V]
+    Y : float64 (n, nch)          out: physical values, (V - offset) / sensitivity
+    flags : uint8 (n,)            in/out: OR-ed with bit0 (non-finite) and bit2 (saturated)
+
+    Returns
+    -------
+    bad : bool (n, nch)           non-finite or saturated
+    """
+    # y = (v - v0) / s
+    np.subtract(V, offset, out=Y)
+    np.divide(Y, sensitivity, out=Y)
+    nonfinite = ~np.isfinite(V)
+    with np.errstate(invalid="ignore"):
+        sat = np.abs(V) >= saturation
+    flags |= np.where(nonfinite.any(axis=1), FLAG_NONFINITE, 0).astype(np.uint8)
+    flags |= np.where(sat.any(axis=1), FLAG_SATURATED, 0).astype(np.uint8)
+    return nonfinite | sat
+
+
+class FaultTracker:
+    """Consecutive-bad-sample counters per channel; reports fault and recovery events."""
+
+    def __init__(self, nch: int, limit: int):
+        self.count = np.zeros(nch, np.int64)
+        self.fault = np.zeros(nch, bool)
+        self.limit = int(limit)
+
+    def update(self, bad: np.ndarray) -> list[tuple[int, int, str]]:
+        """Feed ``bad (n, nch)``; return events ``(sample index, channel, "fault" |
+        "recovered")`` in sample order. A recovery at index i means: reset before sample i."""
+        events: list[tuple[int, int, str]] = []
+        if not bad.any() and not self.count.any():
+            return events
+        n, nch = bad.shape
+        for c in range(nch):
+            col = bad[:, c]
+            if not col.any() and self.count[c] == 0:
+                continue
+            cnt, flt = int(self.count[c]), bool(self.fault[c])
+            for i in range(n):
+                if col[i]:
+                    cnt += 1
+                    if not flt and cnt >= self.limit:
+                        flt = True
+                        events.append((i, c, "fault"))
+                else:
+                    if flt:
+                        events.append((i, c, "recovered"))
+                        flt = False
+                    cnt = 0
+            self.count[c], self.fault[c] = cnt, flt
+        events.sort()
+        return events
+
+
+# ----------------------------------------------------------------------------- daemon
+class Daemon:
+    """One running device: acquisition, estimation, publishing, recording.
+
+    Parameters
+    ----------
+    cfg : edge.daemon.config.Config
+    acquisition : object with ``read(values (n,nch), t_ns (n,), flags (n,)) -> n`` and
+        ``close()``; values are channel voltages [V]. Raises :class:`HardwareError` on a
+        hardware failure and ``EOFError`` at the end of a simulation.
+    estimator : edge.estimator.Estimator
+    publisher : edge.daemon.mqtt.Publisher or None
+    recorder : edge.daemon.recorder.Recorder or None
+    notifier : edge.daemon.notify.Notifier or None
+    virtual_clock : bool
+        True: acquisition waits for ring space instead of losing samples.
+    """
+
+    def __init__(self, cfg, acquisition, estimator, publisher=None, recorder=None,
+                 notifier=None, virtual_clock: bool = False, registry=None):
+        self.cfg = cfg
+        self.acq = acquisition
+        self.est = estimator
+        self.pub = publisher
+        self.rec = recorder
+        self.notifier = notifier
+        self.virtual = virtual_clock
+        self.registry = registry if registry is not None else (
+            publisher.registry if publisher is not None else CommandRegistry())
+        register_builtin_commands(self.registry)
+        ch = cfg.channels
+        self.names = [c["name"] for c in ch]
+        self.nch = len(ch)
+        self.sens = np.array([c["sensitivity"] for c in ch])
+        self.off = np.array([c["offset"] for c in ch])
+        self.sat = np.array([c["saturation"] for c in ch])
+        self.rate = 1.0 / estimator.bundle.dt
+        loop = cfg["loop"]
+        self.block = cfg["bundle"]["block"]
+        self.read_max = loop["read_max"]
+        self.ring = Ring(max(int(loop["ring_s"] * self.rate), 2 * self.read_max,
+                             2 * self.block), self.nch)
+        self.nf, self.nout = estimator.n_forces, estimator.n_outputs
+        self.delay = estimator.delay
+        b = self.block
+        self._Y = np.zeros((b, self.nch))
+        self._Yk = np.zeros((b, self.nch))
+        self._fl = np.zeros(b, np.uint8)
+        self._F = np.zeros((b, self.nf))
+        self._Z = np.zeros((b, self.nout))
+        self._ef = np.zeros(b, np.uint8)
+        self._V = np.zeros((b, self.nf + self.nout))
+        # history of the stream fed to the estimator: seq, t_ns, flags of the last
+        # `delay` samples followed by the current segment
+        h = self.delay + b
+        self._hseq = np.zeros(h, np.int64)
+        self._ht = np.zeros(h, np.int64)
+        self._hf = np.zeros(h, np.uint8)
+        self._hn = 0  # valid history entries before the segment (<= delay)
+        self.faults = FaultTracker(self.nch, cfg["faults"]["bad_sample_limit"])
+        self.latency = LatencyStats(loop["latency_window"])
+        self.cpu = CpuMeter()
+        self.state = "starting"
+        self.paused = False
+        self.stop_event = threading.Event()
+        self.processed = 0  # samples through the loop (watchdog progress)
+        self.estimates = 0
+        self.resets = 0
+        self.bad_samples = 0
+        self.hw_error: BaseException | None = None
+        self.finished = False
+        self.first_sample = threading.Event()
+        self._acq_thread = threading.Thread(target=self._acquire, name="vsense-acq",
+                                            daemon=True)
+        self._sup_thread = threading.Thread(target=self._supervise, name="vsense-sup",
+                                            daemon=True)
+        self.t_start = time.monotonic()
+
+    # ------------------------------------------------------------------ acquisition
+    def _acquire(self) -> None:
+        realtime.set_fifo(self.cfg["realtime"]["sched_fifo_priority"])
+        ring = self.ring
+        try:
+            while not self.stop_event.is_set():
+                if self.virtual:
+                    while ring.capacity - ring.available() < 1 and not self.stop_event.is_set():
+                        time.sleep(0.0005)
+                v, t, f = ring.write_span(self.read_max)
+                n = self.acq.read(v, t, f)
+                ring.commit(n)
+                if n and not self.first_sample.is_set():
+                    self.first_sample.set()
+        except EOFError as e:
+            log.info("acquisition finished: %s", e)
+            self.finished = True
+        except BaseException as e:  # noqa: BLE001 - reported by the loop, exit code 4
+            log.error("acquisition failed: %s", e)
+            self.hw_error = e
+        finally:
+            self.first_sample.set()
+            ring.close()
+
+    # --------------------------------------------------------------------- the loop
+    def run(self) -> int:
+        """Run until stopped (:meth:`stop`, a signal handler), the simulation ends, or the
+        hardware fails; return the exit code."""
+        rt = self.cfg["realtime"]
+        self._publish_meta()
+        self._set_state("starting")
+        self._acq_thread.start()
+        self.first_sample.wait()
+        realtime.gc_setup(rt["gc"])
+        if self.hw_error is None:
+            self._set_state("running")
+            if self.notifier is not None:
+                self.notifier.ready(f"running: {self.nch} channels at {self.rate:g} samples/s")
+        self._sup_thread.start()
+        code = EXIT_OK
+        try:
+            self._loop()
+        except Exception:
+            log.exception("loop failed")
+            code = EXIT_INTERNAL
+        finally:
+            realtime.gc_restore(rt["gc"])
+            self.stop_event.set()
+            code = self._shutdown(code)
+        return code
+
+    def stop(self, *_args) -> None:
+        """Request a clean stop (safe from a signal handler)."""
+        self.stop_event.set()
+
+    def _loop(self) -> None:
+        ring = self.ring
+        while True:
+            if ring.available() == 0:
+                if ring.closed or self.stop_event.is_set():
+                    # drain: the acquisition thread has stopped writing
+                    if ring.closed or not self._acq_thread.is_alive():
+                        break
+                    self._acq_thread.join(0.5)
+                    if ring.available() == 0 and not self._acq_thread.is_alive():
+                        break
+                    continue
+                ring.wait(0.05)
+                self._idle()
+                continue
+            i, n = ring.read_span(self.block)
+            self._process(i, n)
+            ring.release(n)
+            if self._cmd_pending():
+                self._run_commands()
+            self._idle()
+
+    def _idle(self) -> None:
+        if self.rec is not None:
+            self.rec.poll()
+        if self.pub is not None:
+            self.pub.poll()
+            if not self.pub.commands.empty():
+                self._run_commands()
+
+    def _cmd_pending(self) -> bool:
+        return self.pub is not None and not self.pub.commands.empty()
+
+    def _process(self, i: int, n: int) -> None:
+        ring = self.ring
+        V = ring.values[i:i + n]
+        seq = ring.seq[i:i + n]
+        t_ns = ring.t_ns[i:i + n]
+        fl = self._fl[:n]
+        fl[:] = ring.flags[i:i + n]
+        Y = self._Y[:n]
+        bad = calibrate(V, self.sens, self.off, self.sat, Y, fl)
+        if self.rec is not None:
+            self.rec.append_raw(seq, t_ns, Y, fl)
+        if not self.paused:
+            Yk = self._Yk[:n]
+            Yk[:] = Y
+            cuts = []
+            if bad.any():
+                Yk[bad] = np.nan
+                self.bad_samples += int(bad.any(axis=1).sum())
+            events = self.faults.update(bad)
+            if events:
+                self._fault_events(events, seq)
+                cuts += [k for k, _, what in events if what == "recovered"]
+            gaps = np.nonzero(fl & FLAG_GAP)[0]
+            cuts += gaps.tolist()
+            if cuts:
+                a = 0
+                for c in sorted(set(cuts)):
+                    if c > a:
+                        self._estimate(Yk[a:c], seq[a:c], t_ns[a:c], fl[a:c])
+                    self._reset_estimator()
+                    a = c
+                self._estimate(Yk[a:], seq[a:], t_ns[a:], fl[a:])
+            else:
+                self._estimate(Yk, seq, t_ns, fl)
+        else:
+            self.faults.update(bad)
+        self.latency.add(time.perf_counter_ns() - ring.stamp_ns[i:i + n])
+        self.processed += n
+
+    def _estimate(self, Yk, seq, t_ns, fl) -> None:
+        n = Yk.shape[0]
+        F, Z, ef = self._F[:n], self._Z[:n], self._ef[:n]
+        self.est.process(Yk, F, Z, ef)
+        d, h = self.delay, self._hn
+        # stream history: [last h fed samples | this segment]
+        self._hseq[h:h + n] = seq
+        self._ht[h:h + n] = t_ns
+        self._hf[h:h + n] = fl
+        # row j describes stream position (h + j) - delay; positions < 0 predate the stream
+        first = max(0, d - h)
+        m = n - first
+        if m > 0:
+            src = slice(h + first - d, h + n - d)
+            V = self._V[:m]
+            V[:, :self.nf] = F[first:]
+            V[:, self.nf:] = Z[first:]
+            eflags = ef[first:] | (self._hf[src] & (FLAG_SATURATED | FLAG_GAP))
+            dseq, dt = self._hseq[src], self._ht[src]
+            if self.pub is not None:
+                self.pub.add_estimates(dseq, dt, V, eflags)
+            if self.rec is not None:
+                self.rec.append_estimates(dseq, dt, V, eflags)
+            self.estimates += m
+        # keep the last `delay` entries
+        tot = h + n
+        keep = min(d, tot)
+        if keep:
+            self._hseq[:keep] = self._hseq[tot - keep:tot]
+            self._ht[:keep] = self._ht[tot - keep:tot]
+            self._hf[:keep] = self._hf[tot - keep:tot]
+        self._hn = keep
+
+    def _reset_estimator(self) -> None:
+        """Reset the estimator; samples still waiting for their delayed estimate get NaN
+        warm-up rows from the kernel, so every fed sample is still described once."""
+        self.est.reset()
+        self.resets += 1
+        # after reset the kernel's window restarts: rows describe stream position - delay
+        # of the new stream; the pending history entries are described by its warm-up rows.
+        # Positions before the pending entries are forgotten.
+
+    def _fault_events(self, events, seq) -> None:
+        changed = False
+        for k, c, what in events:
+            log.warning("channel %s: %s at seq %d", self.names[c],
+                        "sensor fault" if what == "fault" else "recovered", int(seq[k]))
+            changed = True
+        if changed and not self.paused:
+            self._set_state("sensor_fault" if self.faults.fault.any() else "running")
+
+    # ---------------------------------------------------------------------- commands
+    def _run_commands(self) -> None:
+        while True:
+            try:
+                cmd, args, cid = self.pub.commands.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                extra = cmd.handler(self, args) or {}
+                self.pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
+            except CommandError as e:
+                self.pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})
+            except Exception as e:  # noqa: BLE001 - a hook failed: reject, keep running
+                log.exception("command %s failed", cmd.name)
+                self.pub.reply({"id": cid, "cmd": cmd.name, "ok": False,
+                                "reason": f"{type(e).__name__}: {e}"})
+
+    # ----------------------------------------------------------------- status/health
+    def _set_state(self, state: str, **extra) -> None:
+        self.state = state
+        if self.pub is not None:
+            self.pub.set_retained(self.pub.topics.status, self.status_payload(**extra))
+        if self.notifier is not None:
+            self.notifier.status(state)
+
+    def status_payload(self, **extra) -> dict:
+        d = {"state": self.state, "t": round(time.time(), 3),
+             "device": self.cfg["device"]["id"], "bundle": self.est.bundle.bundle_id}
+        faulty = [self.names[c] for c in np.nonzero(self.faults.fault)[0]]
+        if faulty:
+            d["faulty_channels"] = faulty
+        d.update(extra)
+        return d
+
+    def meta_payload(self) -> dict:
+        b = self.est.bundle
+        return {"bundle_id": b.bundle_id, "bundle_hash": b.content_hash,
+                "channels": [{"name": c["name"], "unit": c["unit"]} for c in self.cfg.channels],
+                "forces": [{"name": f.name, "unit": f.unit} for f in b.forces],
+                "outputs": [{"name": o.name, "unit": o.unit, "kind": o.kind} for o in b.outputs],
+                "columns": [f.name for f in b.forces] + [o.name for o in b.outputs],
+                "rate": self.rate, "delay_samples": self.delay,
+                "delay_s": self.delay / self.rate,
+                "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"]}
+
+    def _publish_meta(self) -> None:
+        if self.pub is not None:
+            self.pub.set_retained(self.pub.topics.meta, self.meta_payload())
+
+    def health(self) -> dict:
+        r = self.ring
+        d = {"t": round(time.time(), 3), "state": self.state,
+             "uptime_s": round(time.monotonic() - self.t_start, 3),
+             "samples": self.processed, "estimates": self.estimates,
+             "latency_us": self.latency.summary(),
+             "overruns": r.overruns, "lost_samples": r.lost, "ring_depth": r.available(),
+             "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
+             "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
+             "rss_mb": round(rss_mb(), 1), "cpu_temp_c": cpu_temperature_c()}
+        if self.pub is not None:
+            d["publish"] = {"queue_depth": self.pub.queue_depth(),
+                            "drops_messages": self.pub.stats["drops_messages"],
+                            "drops_samples": self.pub.stats["drops_samples"],
+                            "published": self.pub.stats["published"],
+                            "connected": self.pub.connected}
+        if self.rec is not None:
+            d["recorder"] = dict(self.rec.stats, queue_depth=self.rec.queue_depth())
+        return d
+
+    def _supervise(self) -> None:
+        from edge.daemon.notify import ProgressWatchdog
+
+        wd = ProgressWatchdog(self.notifier) if self.notifier is not None else None
+        period_wd = (self.notifier.watchdog_s / 2) if (
+            self.notifier is not None and self.notifier.watchdog_s) else None
+        hi = self.cfg["mqtt"]["health_interval_s"]
+        next_h = time.monotonic() + hi
+        while not self.stop_event.wait(min(hi, period_wd or hi, 0.5)):
+            now = time.monotonic()
+            if wd is not None and period_wd:
+                # a paused loop still consumes samples, so progress = samples processed
+                wd.tick(self.processed)
+            if now >= next_h:
+                next_h = now + hi
+                if self.pub is not None:
+                    import json
+
+                    self.pub.send(self.pub.topics.health, json.dumps(self.health()).encode())
+
+    # ---------------------------------------------------------------------- shutdown
+    def _shutdown(self, code: int) -> int:
+        if self.notifier is not None:
+            self.notifier.stopping()
+        self._acq_thread.join(timeout=5.0)
+        try:
+            self.acq.close()
+        except Exception as e:  # noqa: BLE001
+            log.warning("releasing the hardware failed: %s", e)
+        if self.hw_error is not None and code == EXIT_OK:
+            code = EXIT_HARDWARE
+        if self.rec is not None:
+            self.rec.close()
+        final = {"state": "stopped", "exit_code": code}
+        if self.hw_error is not None:
+            final["error"] = f"hardware: {self.hw_error}"
+        self.state = "stopped"
+        if self.pub is not None:
+            self.pub.stop(final_status=self.status_payload(**final))
+        log.info("stopped (exit code %d): %s", code, EXIT_CODES.get(code, ""))
+        return code
+
+
+# --------------------------------------------------------------------- built-in commands
+def _cmd_pause(d: Daemon, args: dict):
+    if d.paused:
+        raise CommandError("already paused")
+    d.paused = True
+    d._set_state("paused")
+
+
+def _cmd_resume(d: Daemon, args: dict):
+    if not d.paused:
+        raise CommandError("not paused")
+    d.paused = False
+    d._reset_estimator()  # the state is stale after a pause
+    d._set_state("sensor_fault" if d.faults.fault.any() else "running")
+
+
+def _cmd_reset_state(d: Daemon, args: dict):
+    d._reset_estimator()
+
+
+def _cmd_status(d: Daemon, args: dict):
+    d._set_state(d.state)
+    return {"status": d.status_payload()}
+
+
+def _cmd_health(d: Daemon, args: dict):
+    return {"health": d.health()}
+
+
+def register_builtin_commands(reg: CommandRegistry) -> None:
+    """pause, resume, reset_state, status, health (idempotent)."""
+    for name, fn, doc in (
+            ("pause", _cmd_pause, "stop estimating (acquisition and raw recording go on)"),
+            ("resume", _cmd_resume, "estimate again (estimator state reset first)"),
+            ("reset_state", _cmd_reset_state, "reset the estimator state (structure at rest)"),
+            ("status", _cmd_status, "re-publish and return the status"),
+            ("health", _cmd_health, "return the health statistics now")):
+        if name not in reg.commands:
+            reg.register(name, fn, doc=doc)

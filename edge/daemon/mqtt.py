@@ -1,0 +1,402 @@
+"""MQTT side of the daemon (paho-mqtt 2.x): topics, payloads, commands, publisher.
+
+Topic tree under ``<base>/<device id>/`` (base ``vsense`` by default):
+
+=============  =======  ============================================================
+topic          retain   payload
+=============  =======  ============================================================
+status         yes      JSON ``{"state": starting|running|paused|sensor_fault|stopped|
+                        offline, "t": unix s, ...}``; the last will sets ``offline``
+meta           yes      JSON: bundle id/hash, channels, forces, outputs, units, rate,
+                        estimator delay (samples and seconds), payload format
+estimates      no       batch of estimates (JSON, or the binary layout below)
+health         no       JSON loop statistics (latency, overruns, lost samples, queues...)
+params         yes      reserved for the inverse maps (identified parameters)
+cmd            -        JSON command to the device, ``{"cmd": name, "id": any, "args": {}}``
+cmd/reply      no       ``{"id", "cmd", "ok": bool, "reason"?: str, ...}``
+=============  =======  ============================================================
+
+Binary ``estimates`` layout (``format = "binary"``, little endian)::
+
+    0   4s   magic b"VSE1"
+    4   u2   version (1)
+    6   u2   ncol (forces + outputs)
+    8   u4   n (samples in this message)
+    12  u4   reserved (0)
+    16  i8   seq of the first sample
+    24  n  x i8          t_ns of each sample
+        n*ncol x f8      values, row major (sample by sample)
+        n  x u1          flags
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import math
+import queue
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+log = logging.getLogger("vsense.mqtt")
+
+BIN_HEADER = struct.Struct("<4sHHIIq")
+BIN_MAGIC = b"VSE1"
+
+
+# ---------------------------------------------------------------------------- payloads
+def encode_estimates(seq0: int, t_ns: np.ndarray, values: np.ndarray, flags: np.ndarray,
+                     fmt: str = "json") -> bytes:
+    """Encode ``n`` consecutive estimates (``seq0 .. seq0+n-1``).
+
+    ``t_ns (n,) int64`` time of the sample each row describes [ns], ``values (n, ncol)``
+    forces then outputs [SI], ``flags (n,) uint8``. JSON: ``{"seq", "n", "t_ns", "v",
+    "flags"}`` with non-finite values as ``null``; floats round-trip exactly.
+    """
+    n = int(t_ns.shape[0])
+    if fmt == "binary":
+        v = np.ascontiguousarray(values, dtype="<f8")
+        return b"".join((BIN_HEADER.pack(BIN_MAGIC, 1, v.shape[1], n, 0, int(seq0)),
+                         np.ascontiguousarray(t_ns, "<i8").tobytes(), v.tobytes(),
+                         np.ascontiguousarray(flags, "u1").tobytes()))
+    if np.isfinite(values).all():
+        rows = values.tolist()
+    else:
+        rows = [[x if math.isfinite(x) else None for x in r] for r in values.tolist()]
+    return json.dumps({"seq": int(seq0), "n": n, "t_ns": t_ns.tolist(), "v": rows,
+                       "flags": flags.tolist()}, separators=(",", ":")).encode()
+
+
+def decode_estimates(payload: bytes) -> dict:
+    """Inverse of :func:`encode_estimates` (either format): ``{"seq": (n,) int64,
+    "t_ns": (n,) int64, "v": (n, ncol) float64 (NaN for null), "flags": (n,) uint8}``."""
+    if payload[:4] == BIN_MAGIC:
+        magic, ver, ncol, n, _, seq0 = BIN_HEADER.unpack_from(payload)
+        if ver != 1:
+            raise ValueError(f"estimates: unsupported binary version {ver}")
+        o = BIN_HEADER.size
+        t = np.frombuffer(payload, "<i8", n, o)
+        o += 8 * n
+        v = np.frombuffer(payload, "<f8", n * ncol, o).reshape(n, ncol)
+        o += 8 * n * ncol
+        f = np.frombuffer(payload, "u1", n, o)
+        return {"seq": seq0 + np.arange(n, dtype=np.int64), "t_ns": t.astype(np.int64),
+                "v": v.astype(np.float64), "flags": f.astype(np.uint8)}
+    d = json.loads(payload)
+    v = np.array([[np.nan if x is None else x for x in r] for r in d["v"]], dtype=float)
+    return {"seq": d["seq"] + np.arange(d["n"], dtype=np.int64),
+            "t_ns": np.asarray(d["t_ns"], np.int64), "v": v.reshape(d["n"], -1),
+            "flags": np.asarray(d["flags"], np.uint8)}
+
+
+# ---------------------------------------------------------------------------- commands
+class CommandError(ValueError):
+    """A command was rejected; the message is the reason sent on ``cmd/reply``."""
+
+
+@dataclass
+class Command:
+    name: str
+    handler: Callable[[Any, dict], dict | None]  # (daemon, args) -> extra reply fields
+    args: dict[str, type | tuple] = field(default_factory=dict)  # name -> type(s)
+    required: tuple[str, ...] = ()
+    doc: str = ""
+
+
+class CommandRegistry:
+    """Named commands with argument validation; a hook for other parts of vsense.
+
+    ``registry.register("identify", fn, args={"window_s": float}, required=("window_s",),
+    doc="...")``; ``fn(daemon, args) -> dict | None`` runs on the loop thread between two
+    estimator blocks (so it may call ``daemon.estimator.swap(op)``) and raises
+    :class:`CommandError` to reject.
+    """
+
+    def __init__(self):
+        self.commands: dict[str, Command] = {}
+
+    def register(self, name: str, handler, args: dict | None = None,
+                 required: tuple[str, ...] = (), doc: str = "") -> None:
+        if name in self.commands:
+            raise ValueError(f"command {name!r} already registered")
+        self.commands[name] = Command(name, handler, dict(args or {}), tuple(required), doc)
+
+    def parse(self, payload: bytes) -> tuple[Command, dict, Any]:
+        """Validate a raw payload; return ``(command, args, id)`` or raise CommandError."""
+        try:
+            msg = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CommandError(f"payload is not JSON: {e}") from None
+        if not isinstance(msg, dict):
+            raise CommandError("payload must be a JSON object {\"cmd\": ..., \"args\": {...}}")
+        extra = sorted(set(msg) - {"cmd", "id", "args"})
+        if extra:
+            raise CommandError(f"unknown field {extra[0]!r} (allowed: cmd, id, args)")
+        name = msg.get("cmd")
+        if not isinstance(name, str):
+            raise CommandError("field 'cmd' missing or not a string")
+        cmd = self.commands.get(name)
+        if cmd is None:
+            raise CommandError(f"unknown command {name!r} (known: "
+                               f"{', '.join(sorted(self.commands))})")
+        args = msg.get("args", {})
+        if not isinstance(args, dict):
+            raise CommandError("field 'args' must be an object")
+        for k, v in args.items():
+            if k not in cmd.args:
+                raise CommandError(f"{name}: unknown argument {k!r}")
+            t = cmd.args[k]
+            if isinstance(v, bool) and t is not bool and bool not in (t if isinstance(t, tuple) else (t,)):
+                raise CommandError(f"{name}: argument {k!r} must be {t}, got bool")
+            if not isinstance(v, t):
+                raise CommandError(f"{name}: argument {k!r} has the wrong type "
+                                   f"({type(v).__name__})")
+        for k in cmd.required:
+            if k not in args:
+                raise CommandError(f"{name}: missing argument {k!r}")
+        return cmd, args, msg.get("id")
+
+
+# ---------------------------------------------------------------------------- publisher
+class Topics:
+    def __init__(self, base: str, device: str):
+        root = f"{base}/{device}"
+        self.root = root
+        self.status = f"{root}/status"
+        self.meta = f"{root}/meta"
+        self.estimates = f"{root}/estimates"
+        self.health = f"{root}/health"
+        self.params = f"{root}/params"
+        self.cmd = f"{root}/cmd"
+        self.cmd_reply = f"{root}/cmd/reply"
+
+
+class Publisher:
+    """paho client + a bounded outgoing queue drained by its own thread.
+
+    * :meth:`add_estimates` (loop thread) appends rows to the current batch; a batch is
+      closed at ``batch`` rows, on a sequence gap, or after ``max_batch_delay_s``
+      (:meth:`poll`). Closed batches enter a deque of at most ``queue_messages`` entries;
+      when it is full the **oldest** entry is dropped and counted (``drops_messages``,
+      ``drops_samples``). Nothing here blocks the loop.
+    * The sender thread publishes only while connected; while the broker is away entries
+      wait in the deque (bounded as above) and go out after reconnection, in order.
+    * ``status`` and ``meta`` are retained and re-sent on every (re)connection; the last
+      will sets ``status`` to ``{"state": "offline"}``.
+    * Incoming ``cmd`` messages are validated on the network thread; rejects are answered
+      at once, accepted commands are queued for the loop thread (:attr:`commands`).
+    """
+
+    def __init__(self, cfg_mqtt: dict, device: str, registry: CommandRegistry,
+                 ncol: int, password: str | None = None, client_factory=None):
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.cfg = cfg_mqtt
+        self.topics = Topics(cfg_mqtt["base_topic"], device)
+        self.registry = registry
+        self.qos = cfg_mqtt["qos"]
+        self.fmt = cfg_mqtt["format"]
+        self.batch = cfg_mqtt["batch"]
+        self.max_delay = cfg_mqtt["max_batch_delay_s"]
+        self.ncol = ncol
+        self.commands: queue.Queue = queue.Queue(maxsize=100)
+        self.out: collections.deque = collections.deque()
+        self.maxq = cfg_mqtt["queue_messages"]
+        self.cond = threading.Condition()
+        self.connected = False
+        self.stats = {"published": 0, "published_samples": 0, "drops_messages": 0,
+                      "drops_samples": 0, "connects": 0, "disconnects": 0,
+                      "cmd_rejected": 0, "cmd_accepted": 0}
+        self._retained: dict[str, bytes] = {}
+        self._bt = np.zeros(self.batch, np.int64)
+        self._bv = np.zeros((self.batch, ncol))
+        self._bf = np.zeros(self.batch, np.uint8)
+        self._bn = 0
+        self._bseq = 0
+        self._bstart = 0.0
+        self._stop = False
+
+        factory = client_factory or mqtt.Client
+        c = factory(CallbackAPIVersion.VERSION2, client_id=device,
+                    protocol=mqtt.MQTTv311, clean_session=True)
+        if cfg_mqtt["username"]:
+            c.username_pw_set(cfg_mqtt["username"], password)
+        if cfg_mqtt["tls"]:
+            c.tls_set(ca_certs=cfg_mqtt["ca_file"] or None,
+                      certfile=cfg_mqtt["cert_file"] or None,
+                      keyfile=cfg_mqtt["key_file"] or None)
+        c.will_set(self.topics.status, json.dumps({"state": "offline"}), qos=1, retain=True)
+        c.reconnect_delay_set(cfg_mqtt["reconnect_min_s"], cfg_mqtt["reconnect_max_s"])
+        c.max_inflight_messages_set(50)
+        c.max_queued_messages_set(200)  # paho's own queue stays small; ours is the buffer
+        c.on_connect = self._on_connect
+        c.on_disconnect = self._on_disconnect
+        c.on_message = self._on_message
+        self.client = c
+        self._thread = threading.Thread(target=self._run, name="vsense-mqtt", daemon=True)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        self.client.connect_async(self.cfg["host"], self.cfg["port"], self.cfg["keepalive"])
+        self.client.loop_start()  # connects, reconnects with backoff
+        self._thread.start()
+
+    def stop(self, final_status: dict | None = None, timeout: float = 5.0) -> None:
+        """Flush the batch, send what is queued (up to ``timeout``), publish the final
+        status, disconnect."""
+        self.flush_batch()
+        deadline = time.monotonic() + timeout
+        while self.out and self.connected and time.monotonic() < deadline:
+            with self.cond:
+                self.cond.notify()
+            time.sleep(0.01)
+        self._stop = True
+        with self.cond:
+            self.cond.notify_all()
+        self._thread.join(timeout=2.0)
+        if final_status is not None and self.connected:
+            info = self.client.publish(self.topics.status, json.dumps(final_status), 1, True)
+            try:
+                info.wait_for_publish(timeout=max(0.1, deadline - time.monotonic()))
+            except (RuntimeError, ValueError):
+                pass
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    # -- paho callbacks (network thread) ------------------------------------------------
+    def _on_connect(self, client, userdata, flags, reason_code, properties):
+        if reason_code.is_failure:
+            log.error("MQTT: connection refused: %s", reason_code)
+            return
+        self.stats["connects"] += 1
+        log.info("MQTT: connected to %s:%s", self.cfg["host"], self.cfg["port"])
+        client.subscribe(self.topics.cmd, qos=1)
+        for topic, payload in list(self._retained.items()):
+            client.publish(topic, payload, qos=1, retain=True)
+        with self.cond:
+            self.connected = True
+            self.cond.notify()
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
+        with self.cond:
+            self.connected = False
+        self.stats["disconnects"] += 1
+        if not self._stop:
+            log.warning("MQTT: disconnected (%s); reconnecting with backoff", reason_code)
+
+    def _on_message(self, client, userdata, msg):
+        if msg.topic != self.topics.cmd:
+            return
+        try:
+            cmd, args, cid = self.registry.parse(msg.payload)
+        except CommandError as e:
+            self.stats["cmd_rejected"] += 1
+            cid = None
+            try:
+                j = json.loads(msg.payload)
+                cid = j.get("id") if isinstance(j, dict) else None
+            except ValueError:
+                pass
+            self.reply({"id": cid, "ok": False, "reason": str(e)})
+            return
+        try:
+            self.commands.put_nowait((cmd, args, cid))
+            self.stats["cmd_accepted"] += 1
+        except queue.Full:
+            self.reply({"id": cid, "cmd": cmd.name, "ok": False,
+                        "reason": "busy: command queue full"})
+
+    # -- publishing API -----------------------------------------------------------------
+    def set_retained(self, topic: str, obj: dict) -> None:
+        """Publish (now if connected, and again on every reconnection) a retained JSON."""
+        payload = json.dumps(obj).encode()
+        self._retained[topic] = payload
+        if self.connected:
+            self.client.publish(topic, payload, qos=1, retain=True)
+
+    def reply(self, obj: dict) -> None:
+        self.client.publish(self.topics.cmd_reply, json.dumps(obj), qos=1)
+
+    def send(self, topic: str, payload: bytes, qos: int | None = None, nsamp: int = 0) -> None:
+        """Queue a non-retained message (drop-oldest when the queue is full)."""
+        with self.cond:
+            if len(self.out) >= self.maxq:
+                _, _, _, k = self.out.popleft()
+                self.stats["drops_messages"] += 1
+                self.stats["drops_samples"] += k
+            self.out.append((topic, payload, self.qos if qos is None else qos, nsamp))
+            self.cond.notify()
+
+    def add_estimates(self, seq: np.ndarray, t_ns: np.ndarray, values: np.ndarray,
+                      flags: np.ndarray) -> None:
+        """Append rows ``seq (n,)`` (consecutive), ``t_ns (n,)``, ``values (n, ncol)``,
+        ``flags (n,)`` to the outgoing batch."""
+        n = seq.shape[0]
+        i = 0
+        while i < n:
+            if self._bn and int(seq[i]) != self._bseq + self._bn:
+                self.flush_batch()  # sequence gap: the batch format needs consecutive seqs
+            if self._bn == 0:
+                self._bseq = int(seq[i])
+                self._bstart = time.monotonic()
+            k = min(n - i, self.batch - self._bn)
+            # rows in this chunk must be consecutive; split at the first gap
+            s = seq[i:i + k]
+            if k > 1:
+                br = np.nonzero(np.diff(s) != 1)[0]
+                if br.size:
+                    k = int(br[0]) + 1
+            j = self._bn
+            self._bt[j:j + k] = t_ns[i:i + k]
+            self._bv[j:j + k] = values[i:i + k]
+            self._bf[j:j + k] = flags[i:i + k]
+            self._bn += k
+            i += k
+            if self._bn == self.batch:
+                self.flush_batch()
+
+    def poll(self) -> None:
+        if self._bn and time.monotonic() - self._bstart >= self.max_delay:
+            self.flush_batch()
+
+    def flush_batch(self) -> None:
+        n = self._bn
+        if n == 0:
+            return
+        payload = encode_estimates(self._bseq, self._bt[:n], self._bv[:n], self._bf[:n],
+                                   self.fmt)
+        self._bn = 0
+        self.send(self.topics.estimates, payload, nsamp=n)
+
+    def queue_depth(self) -> int:
+        return len(self.out)
+
+    # -- sender thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        import paho.mqtt.client as mqtt
+
+        while True:
+            with self.cond:
+                while not self._stop and not (self.connected and self.out):
+                    self.cond.wait(0.5)
+                if self._stop:
+                    return
+                topic, payload, qos, k = self.out[0]
+            info = self.client.publish(topic, payload, qos=qos, retain=False)
+            # QoS>0 with NO_CONN: paho kept the message and sends it after reconnecting
+            # (retrying would duplicate it); QoS 0 with NO_CONN was dropped: retry.
+            if info.rc == mqtt.MQTT_ERR_SUCCESS or (qos > 0 and info.rc == mqtt.MQTT_ERR_NO_CONN):
+                with self.cond:
+                    if self.out and self.out[0][1] is payload:
+                        self.out.popleft()
+                self.stats["published"] += 1
+                self.stats["published_samples"] += k
+            else:  # not connected / paho queue full: keep it and retry shortly
+                time.sleep(0.02)

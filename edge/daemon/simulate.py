@@ -1,0 +1,240 @@
+"""Simulated sensor signals for ``vsense-edge run --simulate`` (no hardware needed).
+
+Two sources, both producing the channels' **voltages** (what the ADC sees):
+
+* ``structure``: the bundle's own reduced model (forward Newmark, paper 004 eq. 14-15)
+  driven at its force DOFs by a load profile; channel ``c`` reads u, v or a at its DOF;
+  volts = physical * sensitivity + offset, plus noise.
+* ``file``: a measurement CSV ``time,<channel names>`` (SI units, the bundle's rate).
+
+:class:`SignalAcquisition` delivers a source through the same ``read(out_values, out_t_ns,
+out_flags) -> n`` interface as the ADS1256 driver, paced by the wall clock (``clock =
+"real"``) or as fast as it is read (``"virtual"``). The byte-level ADS1256 simulator
+(``edge.hw.sim_ads1256``) consumes the same sources.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+
+import numpy as np
+
+from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
+
+
+class SimulationFinished(EOFError):
+    """The simulated source reached ``duration_s`` (a clean end of the run)."""
+
+
+class StructureSource:
+    """Streaming forward simulation of a bundle's reduced model.
+
+    Parameters
+    ----------
+    bundle : edge.bundle.Bundle
+    sensitivity, offset : ndarray (nch,)
+        Channel calibration [V/unit], [V].
+    load : "random" | "sine" | "impulse" | "chirp"
+    amplitude : float  [N]
+    frequency : float  [Hz]
+    noise : float      measurement noise std relative to the channel's signal std
+    seed : int
+    """
+
+    def __init__(self, bundle, sensitivity, offset, load="random", amplitude=1.0,
+                 frequency=10.0, noise=0.0, seed=0):
+        self.M, self.C, self.K = bundle.M, bundle.C, bundle.K
+        self.dt = bundle.dt
+        self.beta, self.gamma = bundle.beta, bundle.gamma
+        n = bundle.n
+        self.force_dof = np.array([f.dof for f in bundle.forces], int)
+        self.ch_dof = np.array([c.dof for c in bundle.channels], int)
+        self.ch_kind = np.array([("displacement", "velocity", "acceleration").index(c.kind)
+                                 for c in bundle.channels], int)
+        self.sens = np.asarray(sensitivity, float)
+        self.off = np.asarray(offset, float)
+        self.load, self.amp, self.freq = load, float(amplitude), float(frequency)
+        self.noise = float(noise)
+        self.rng = np.random.default_rng(seed)
+        self.Keff_inv = np.linalg.inv(effective_stiffness(self.M, self.C, self.K, self.dt,
+                                                          self.beta, self.gamma))
+        self.u, self.v, self.a = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.k = 0
+        self._lp = np.zeros(len(self.force_dof))
+        self._scale = None  # per-channel signal std for relative noise (from the first chunk)
+
+    def forces(self, k0: int, n: int) -> np.ndarray:
+        """Load history ``(n, nf)`` [N] at samples ``k0 .. k0+n-1``."""
+        t = (k0 + np.arange(n)) * self.dt
+        nf = len(self.force_dof)
+        if self.load == "sine":
+            f = self.amp * np.sin(2 * np.pi * self.freq * t)[:, None] * np.ones(nf)
+        elif self.load == "impulse":  # 5 ms half-sine pulse once per second
+            ph = np.mod(t, 1.0)
+            f = np.where(ph < 0.005, self.amp * np.sin(np.pi * ph / 0.005), 0.0)[:, None] \
+                * np.ones(nf)
+        elif self.load == "chirp":  # 0 -> frequency over 10 s, repeating
+            tt = np.mod(t, 10.0)
+            f = self.amp * np.sin(np.pi * self.freq / 10.0 * tt ** 2)[:, None] * np.ones(nf)
+        else:  # random: white noise through a first-order low-pass at `frequency`
+            w = self.rng.standard_normal((n, nf)) * self.amp
+            # alpha = 1 - exp(-2 pi fc dt): one-pole smoothing coefficient
+            alpha = 1.0 - np.exp(-2 * np.pi * max(self.freq, 1e-3) * self.dt)
+            f = np.empty((n, nf))
+            lp = self._lp
+            for i in range(n):
+                lp = lp + alpha * (w[i] - lp)
+                f[i] = lp
+            self._lp = lp
+        return f
+
+    def physical(self, n: int) -> np.ndarray:
+        """Next ``n`` samples of the channels in physical units, shape (n, nch)."""
+        fh = self.forces(self.k, n)
+        out = np.empty((n, len(self.ch_dof)))
+        nfull = self.M.shape[0]
+        fv = np.zeros(nfull)
+        for i in range(n):
+            if self.k == 0 and i == 0:
+                fv[:] = 0.0
+                fv[self.force_dof] += fh[0]
+                # initial acceleration from equilibrium: M a0 = f0 - C v0 - K u0
+                self.a = np.linalg.solve(self.M, fv - self.C @ self.v - self.K @ self.u)
+            else:
+                fv[:] = 0.0
+                fv[self.force_dof] += fh[i]
+                r = internal_force(self.M, self.C, self.u, self.v, self.a, self.dt,
+                                   self.beta, self.gamma)
+                # u+ = Keff^-1 (r + f+)   (paper 004 eq. 15a)
+                u_new = self.Keff_inv @ (r + fv)
+                v_new, a_new = update_rates(u_new, self.u, self.v, self.a, self.dt,
+                                            self.beta, self.gamma)
+                self.u, self.v, self.a = u_new, v_new, a_new
+            st = (self.u, self.v, self.a)
+            for c in range(len(self.ch_dof)):
+                out[i, c] = st[self.ch_kind[c]][self.ch_dof[c]]
+        self.k += n
+        return out
+
+    def volts(self, n: int) -> np.ndarray:
+        """Next ``n`` samples as channel voltages, shape (n, nch) [V]."""
+        y = self.physical(n)
+        if self.noise > 0:
+            if self._scale is None:
+                s = y.std(axis=0)
+                self._scale = np.where(s > 0, s, 1.0)
+            y = y + self.noise * self._scale * self.rng.standard_normal(y.shape)
+        return y * self.sens + self.off
+
+
+class FileSource:
+    """Channels' voltages from a measurement CSV (``time,<names>``, SI), repeated at the end
+    only if ``loop`` is true."""
+
+    def __init__(self, path, names, sensitivity, offset, loop=False):
+        p = Path(path)
+        try:
+            with open(p, newline="") as f:
+                rows = list(csv.reader(f))
+        except OSError as e:
+            raise ValueError(f"{p}: cannot read measurement CSV: {e.strerror or e}") from None
+        if not rows or rows[0][0].strip() != "time":
+            raise ValueError(f"{p}: first header column must be 'time'")
+        head = [h.strip() for h in rows[0]]
+        missing = [n for n in names if n not in head]
+        if missing:
+            raise ValueError(f"{p}: column {missing[0]!r} missing (header: {head})")
+        try:
+            data = np.array([[float(x) for x in r] for r in rows[1:] if r], float)
+        except ValueError as e:
+            raise ValueError(f"{p}: non-numeric value: {e}") from None
+        cols = [head.index(n) for n in names]
+        self.y = data[:, cols]
+        self.t = data[:, 0]
+        self.sens = np.asarray(sensitivity, float)
+        self.off = np.asarray(offset, float)
+        self.loop = loop
+        self.k = 0
+
+    def volts(self, n: int) -> np.ndarray:
+        m = self.y.shape[0]
+        if self.loop:
+            idx = (self.k + np.arange(n)) % m
+        else:
+            idx = np.arange(self.k, min(self.k + n, m))
+        self.k += len(idx)
+        return self.y[idx] * self.sens + self.off
+
+
+class SignalAcquisition:
+    """A source delivered like the ADC driver: ``read(values, t_ns, flags) -> n``.
+
+    ``clock="real"``: sample k becomes available at ``start + k/rate`` (monotonic clock);
+    ``"virtual"``: samples are available as fast as they are read; ``t_ns = k * dt`` [ns].
+    ``duration_s > 0``: :class:`SimulationFinished` after that many samples' worth.
+    ``drdy_dead_at``: simulate a DRDY line that stops toggling at this time [s] (raises the
+    same :class:`HardwareError` a real driver raises on a DRDY timeout).
+    """
+
+    def __init__(self, source, rate: float, clock: str = "real", duration_s: float = 0.0,
+                 drdy_timeout_s: float = 0.1, drdy_dead_at: float | None = None,
+                 chunk: int = 1024):
+        self.src = source
+        self.rate = float(rate)
+        self.dt_ns = int(round(1e9 / rate))
+        self.clock = clock
+        self.total = int(round(duration_s * rate)) if duration_s > 0 else None
+        self.k = 0
+        self.start = None
+        self.drdy_timeout_s = drdy_timeout_s
+        self.dead_at = None if drdy_dead_at is None else int(round(drdy_dead_at * rate))
+        self._buf = np.zeros((0, 0))
+        self._bi = 0
+        self.chunk = chunk
+
+    def _take(self, n: int) -> np.ndarray:
+        if self._bi >= self._buf.shape[0]:
+            self._buf = self.src.volts(self.chunk)
+            self._bi = 0
+            if self._buf.shape[0] == 0:
+                raise SimulationFinished("measurement file exhausted")
+        n = min(n, self._buf.shape[0] - self._bi)
+        out = self._buf[self._bi:self._bi + n]
+        self._bi += n
+        return out
+
+    def read(self, out_values, out_t_ns, out_flags) -> int:
+        if self.start is None:
+            self.start = time.monotonic()
+        nmax = out_values.shape[0]
+        if self.total is not None:
+            if self.k >= self.total:
+                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
+            nmax = min(nmax, self.total - self.k)
+        if self.dead_at is not None:
+            if self.k >= self.dead_at:
+                time.sleep(self.drdy_timeout_s)
+                from edge.daemon.loop import HardwareError
+                raise HardwareError(f"ADS1256: DRDY did not go low within "
+                                    f"{self.drdy_timeout_s * 1e3:.0f} ms (line dead?)")
+            nmax = min(nmax, self.dead_at - self.k)
+        if self.clock == "real":
+            while True:
+                due = int((time.monotonic() - self.start) * self.rate) + 1
+                avail = due - self.k
+                if avail > 0:
+                    break
+                time.sleep(max(0.0, (self.k + 1) / self.rate - (time.monotonic() - self.start)))
+            nmax = min(nmax, avail)
+        v = self._take(nmax)
+        n = v.shape[0]
+        out_values[:n] = v
+        out_t_ns[:n] = (self.k + np.arange(n)) * self.dt_ns
+        out_flags[:n] = 0
+        self.k += n
+        return n
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,90 @@
+"""Session fixtures: a private Mosquitto broker on a free loopback port.
+
+The ``mosquitto`` fixture starts ``/usr/sbin/mosquitto`` (or ``mosquitto`` on PATH) with a
+temporary config (listener 127.0.0.1:<free port>, anonymous, no persistence) once per
+session and stops it at the end. Without the binary the MQTT tests are skipped with a clear
+message, except in CI (``CI=true``), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def _mosquitto_binary() -> str | None:
+    if os.access("/usr/sbin/mosquitto", os.X_OK):
+        return "/usr/sbin/mosquitto"
+    return shutil.which("mosquitto")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Broker:
+    """A running Mosquitto: ``host``, ``port``; :meth:`stop` / :meth:`start` for outages."""
+
+    binary: str
+    conf: Path
+    port: int
+    log: Path
+    host: str = "127.0.0.1"
+    proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        self.proc = subprocess.Popen([self.binary, "-c", str(self.conf)],
+                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mosquitto exited with {self.proc.returncode}: "
+                                   f"{self.log.read_text()[-2000:]}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"mosquitto did not listen on port {self.port} within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+@pytest.fixture(scope="session")
+def mosquitto(tmp_path_factory):
+    binary = _mosquitto_binary()
+    if binary is None:
+        msg = ("mosquitto binary not found (/usr/sbin/mosquitto or on PATH); "
+               "install it with `apt-get install mosquitto` (tests/run.sh does)")
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg + " – required in CI")
+        pytest.skip(msg)
+    d = tmp_path_factory.mktemp("mosquitto")
+    port = free_port()
+    conf = d / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                    "log_dest stdout\nmax_queued_messages 100000\n"
+                    "max_inflight_messages 100\n")
+    broker = Broker(binary, conf, port, d / "mosquitto.log")
+    broker.start()
+    yield broker
+    broker.stop()
