@@ -1,0 +1,141 @@
+"""Accuracy metrics (paper 004, eq. 28, 29, 33) against closed-form values."""
+
+import numpy as np
+import pytest
+
+from offline.metrics import FDE, add_noise, correlation, fde, rms_error, snr_db
+
+DT = 1e-3
+NT = 1000  # 1 s at 1 kHz: FFT bins every 1 Hz, so integer-Hz tones sit exactly on a bin
+
+
+def _tone(f, amp=1.0, phase=0.0):
+    t = np.arange(NT) * DT
+    return amp * np.sin(2 * np.pi * f * t + phase)
+
+
+def _x():
+    rng = np.random.default_rng(10)
+    return rng.standard_normal(NT) + _tone(37, 2.0)
+
+
+def test_fde_identical_is_zero():
+    # eq. 33: numerator sum |E - C| vanishes identically
+    x = _x()
+    r = fde(x, x, DT)
+    assert isinstance(r, FDE) and r.band is None
+    assert r.value == 0.0
+
+
+def test_fde_opposite_and_zero_are_one():
+    # |E - (-E)| = 2|E| = |E| + |-E|, and |E - 0| = |E| + 0: both ratios are exactly 1
+    x = _x()
+    assert fde(-x, x, DT).value == pytest.approx(1.0, abs=1e-14)
+    assert fde(np.zeros(NT), x, DT).value == pytest.approx(1.0, abs=1e-14)
+    assert fde(x, np.zeros(NT), DT).value == pytest.approx(1.0, abs=1e-14)
+
+
+@pytest.mark.parametrize("c", [0.1, 0.5, 0.9, 1.5, 3.0])
+def test_fde_scaled_copy(c):
+    # E = c C bin by bin: sum |c-1||C| / sum (c+1)|C| = |1 - c| / (1 + c)   (analytic)
+    x = _x()
+    assert fde(c * x, x, DT).value == pytest.approx(abs(1 - c) / (1 + c), abs=1e-13)
+
+
+def test_fde_band_selects_bins():
+    # truth a sin(50 Hz) + b sin(300 Hz); estimate doubles the 300 Hz tone. Integer periods:
+    # each tone is one bin of magnitude amp * NT / 2, no leakage. Closed forms:
+    #   band (0, 200) Hz holds only the exact 50 Hz tone            -> 0
+    #   band (250, 350) Hz holds only the 300 Hz bin: |2b-b|/(2b+b) -> 1/3
+    #   full spectrum: b / (2a + 3b)
+    a, b = 1.0, 0.4
+    truth = _tone(50, a) + _tone(300, b)
+    est = _tone(50, a) + _tone(300, 2 * b)
+    lo = fde(est, truth, DT, band=(0, 200))
+    assert lo.value == pytest.approx(0.0, abs=1e-12)
+    assert lo.band == (0.0, 200.0) and lo.label == "0-200 Hz"
+    assert lo.n_bins == 201 and lo.f_lo == 0.0 and lo.f_hi == 200.0  # 1 Hz bins, both ends in
+    assert str(lo).startswith("FDE over 0-200 Hz")
+    hi = fde(est, truth, DT, band=(250, 350))
+    assert hi.value == pytest.approx(1 / 3, abs=1e-12)
+    full = fde(est, truth, DT)
+    assert full.value == pytest.approx(b / (2 * a + 3 * b), abs=1e-12)
+    assert full.label == "full spectrum (0-500 Hz)"
+
+
+def test_fde_columns():
+    # 2-D input: one index per column, each equal to the 1-D result (independent call)
+    x = _x()
+    X = np.column_stack([x, 2 * x, -x])
+    T = np.column_stack([x, x, x])
+    r = fde(X, T, DT)
+    assert r.value.shape == (3,)
+    np.testing.assert_allclose(r.value, [0.0, 1 / 3, 1.0], atol=1e-13)  # |1-c|/(1+c)
+
+
+def test_fde_bad_input_is_named():
+    x = _x()
+    y = x.copy()
+    y[17] = np.nan
+    with pytest.raises(ValueError, match=r"estimate: contains NaN or inf \(first at sample 17\)"):
+        fde(y, x, DT)
+    with pytest.raises(ValueError, match="truth: contains NaN"):
+        fde(x, y, DT)
+    with pytest.raises(ValueError, match="shape"):
+        fde(x, x[:-1], DT)
+    with pytest.raises(ValueError, match="dt"):
+        fde(x, x, 0.0)
+    with pytest.raises(ValueError, match="band"):
+        fde(x, x, DT, band=(200, 100))
+    with pytest.raises(ValueError, match="no FFT bin"):
+        fde(x, x, DT, band=(10.2, 10.4))
+
+
+def test_snr_closed_form():
+    # clean = A sin(2 pi 40 t), noise = B sin(2 pi 170 t), whole periods, orthogonal tones:
+    # rms(noisy)^2 = (A^2 + B^2)/2, rms(noise)^2 = B^2/2 -> SNR = 10 log10((A^2 + B^2)/B^2)
+    A, B = 3.0, 0.03
+    clean = _tone(40, A)
+    noisy = clean + _tone(170, B)
+    assert snr_db(noisy, clean) == pytest.approx(10 * np.log10((A**2 + B**2) / B**2), abs=1e-9)
+    # a constant offset c as noise: rms(noise) = c, rms(noisy)^2 = A^2/2 + c^2
+    c = 0.1
+    assert snr_db(clean + c, clean) == pytest.approx(
+        10 * np.log10((A**2 / 2 + c**2) / c**2), abs=1e-9)
+    assert snr_db(clean, clean) == np.inf
+
+
+def test_add_noise_level_and_snr():
+    # eq. 28 with sigma = level * std(u). 1 % noise: SNR -> 20 log10(sqrt(1 + l^2) / l)
+    # = 40.0004 dB for a zero-mean signal (the paper's "1 %, 40 dB").
+    rng = np.random.default_rng(11)
+    u = np.column_stack([_tone(40, 3.0), _tone(90, 1e-4)])
+    ub = add_noise(u, 0.01, rng)
+    n = NT
+    sigma = 0.01 * np.std(u, axis=0)
+    s_hat = np.std(ub - u, axis=0)
+    # sample std of n Gaussian draws: relative standard error 1/sqrt(2n) = 2.2 %; allow 4 sigma
+    np.testing.assert_allclose(s_hat, sigma, rtol=4 / np.sqrt(2 * n))
+    expected = 20 * np.log10(np.sqrt(1 + 0.01**2) / 0.01)
+    # SNR error ~ 20 log10(1 +- 4/sqrt(2n)) ~ 0.8 dB at 4 sigma
+    np.testing.assert_allclose(snr_db(ub, u), expected, atol=0.8)
+    # reproducible with the same seed, different with another
+    np.testing.assert_array_equal(add_noise(u, 0.01, np.random.default_rng(11)), ub)
+    assert not np.array_equal(add_noise(u, 0.01, np.random.default_rng(12)), ub)
+    with pytest.raises(TypeError, match="rng"):
+        add_noise(u, 0.01, 11)
+    with pytest.raises(ValueError, match="level"):
+        add_noise(u, -0.1, rng)
+
+
+def test_rms_and_correlation():
+    # rms of a constant error c is |c|; correlation of a*x + b with x is sign(a)
+    x = _x()
+    assert rms_error(x + 0.25, x) == pytest.approx(0.25, abs=1e-14)
+    # sine of amplitude A over whole periods: rms = A / sqrt(2)
+    assert rms_error(_tone(40, 2.0), np.zeros(NT)) == pytest.approx(2 / np.sqrt(2), rel=1e-12)
+    assert correlation(3 * x + 1, x) == pytest.approx(1.0, abs=1e-12)
+    assert correlation(-x, x) == pytest.approx(-1.0, abs=1e-12)
+    # orthogonal tones over whole periods: correlation 0
+    assert correlation(_tone(40), _tone(90)) == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(correlation(np.ones(NT), x))
