@@ -1,0 +1,243 @@
+"""Model file (TOML) -> :class:`ModelSpec` -> constrained :class:`FEModel`.
+
+Dispatch by ``type`` to the element builders (signature in docs/ARCHITECTURE.md); the builders
+are imported lazily so that a missing optional package only matters for the type that needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from edge import DOF_NAMES
+from offline._deps import need
+from offline.fem.model import FEModel
+from offline.model.spec import ModelFileError, ModelSpec, Selection, parse_selection, spec_from_dict
+
+#: type -> "module:function" of the builder.
+BUILDERS = {
+    "beam": "offline.fem.beam:build_beam",
+    "plate": "offline.fem.plate:build_plate",
+    "solid": "offline.fem.solid:build_solid",
+    "matrices": "offline.fem.matrices:build_matrices",
+}
+_TRANSLATIONS = (0, 1, 2)
+
+
+def load_model_file(path) -> ModelSpec:
+    """Parse and validate a model file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.toml`` file.
+
+    Returns
+    -------
+    ModelSpec
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: model file not found") from None
+    except IsADirectoryError:
+        raise ModelFileError(f"{path}: is a directory, expected a .toml model file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelFileError(f"{path.name}: TOML syntax error: {exc}") from None
+    return spec_from_dict(raw, path)
+
+
+# ------------------------------------------------------------------------ selections
+def _scale(model: FEModel) -> float:
+    ext = np.ptp(model.coords, axis=0) if model.coords.shape[0] else np.zeros(3)
+    return float(max(np.linalg.norm(ext), 1e-12))
+
+
+def select_nodes(model: FEModel, select, where: str = "select") -> np.ndarray:
+    """Node ids of a selection (given order for ``nodes``, ascending id otherwise).
+
+    Parameters
+    ----------
+    model : FEModel
+    select : Selection or dict
+        A parsed selection or its TOML form (``{nodes=..}``, ``{box=..}``, ``{group=..}``,
+        ``{at=..}``).
+    where : str
+        Key path for error messages (used when ``select`` is a dict).
+
+    Raises
+    ------
+    ModelFileError
+        Empty selection, unknown node or group (the message names ``where``).
+    """
+    sel = select if isinstance(select, Selection) else parse_selection(select, where)
+    w = sel.where or where
+    tol = sel.tol if sel.tol is not None else 1e-6 * _scale(model)
+    if sel.kind == "nodes":
+        ids = np.asarray(sel.value, np.int64)
+        missing = ids[~np.isin(ids, model.node_ids)]
+        if missing.size:
+            raise ModelFileError(f"{w}.nodes: node {int(missing[0])} does not exist in the model")
+        return ids
+    if sel.kind == "group":
+        if sel.value not in model.groups:
+            raise ModelFileError(f"{w}.group: unknown group {sel.value!r} (model has: "
+                                 f"{', '.join(sorted(model.groups)) or 'none'})")
+        ids = np.unique(np.asarray(model.groups[sel.value], np.int64))
+        if ids.size == 0:
+            raise ModelFileError(f"{w}.group: group {sel.value!r} is empty")
+        return ids
+    if sel.kind == "box":
+        lo, hi = np.asarray(sel.value[0]), np.asarray(sel.value[1])
+        inside = np.all((model.coords >= lo - tol) & (model.coords <= hi + tol), axis=1)
+        if not inside.any():
+            raise ModelFileError(f"{w}.box: no node inside {lo.tolist()} .. {hi.tolist()} "
+                                 f"(tolerance {tol:.3g} m)")
+        return np.sort(model.node_ids[inside])
+    # at
+    try:
+        return np.array([model.node_at(sel.value, tol)], np.int64)
+    except ValueError as exc:
+        raise ModelFileError(f"{w}.at: {exc}; set tol to accept it") from None
+
+
+def resolve_dofs(model: FEModel, select, dofs, where: str = "select") -> list[int]:
+    """Indices into ``model``'s DOFs of a selection and DOF names.
+
+    Order: nodes in selection order, then ``dofs`` in the given order for each node.
+
+    Parameters
+    ----------
+    model : FEModel
+        Usually the constrained model returned by :func:`build_fe_model`.
+    select : Selection or dict
+    dofs : str or sequence of str
+        DOF names (``edge.DOF_NAMES``).
+    where : str
+        Key path for error messages.
+
+    Raises
+    ------
+    ModelFileError
+        Unknown DOF name, empty selection, or a selected DOF that is not a free DOF of the
+        model (constrained, or not carried by its elements).
+    """
+    if isinstance(dofs, str):
+        dofs = [dofs]
+    kinds = []
+    for d in dofs:
+        if d not in DOF_NAMES:
+            raise ModelFileError(f"{where}: unknown DOF {d!r} (expected one of {', '.join(DOF_NAMES)})")
+        kinds.append(DOF_NAMES.index(d))
+    nodes = select_nodes(model, select, where)
+    # lookup (node id, kind) -> DOF index through the sorted key node * 8 + kind
+    order = np.lexsort((model.dof_kind, model.dof_node))
+    key_sorted = model.dof_node[order].astype(np.int64) * 8 + model.dof_kind[order]
+    q = (nodes[:, None] * 8 + np.asarray(kinds, np.int64)[None, :]).ravel()
+    pos = np.minimum(np.searchsorted(key_sorted, q), max(key_sorted.size - 1, 0))
+    found = key_sorted[pos] == q if key_sorted.size else np.zeros(q.size, bool)
+    if not found.all():
+        i = int(np.flatnonzero(~found)[0])
+        n, k = int(q[i] // 8), int(q[i] % 8)
+        raise ModelFileError(f"{where}: DOF {DOF_NAMES[k]} of node {n} is not a free DOF of "
+                             f"the model (constrained, or not carried by its elements)")
+    return [int(x) for x in order[pos]]
+
+
+# ---------------------------------------------------------------------------- build
+def _builder(mtype: str):
+    mod, fn = BUILDERS[mtype].split(":")
+    try:
+        module = importlib.import_module(mod)
+    except ModuleNotFoundError as exc:
+        if exc.name == mod:
+            raise ModelFileError(f"type = {mtype!r}: builder module {mod} is not available") from None
+        raise
+    return getattr(module, fn)
+
+
+def build_unconstrained(spec: ModelSpec, progress: bool = False) -> FEModel:
+    """The element model with ``[[spring]]`` and ``[[mass]]`` added, before ``[[boundary]]``."""
+    sp = need("scipy.sparse")
+    build = _builder(spec.type)
+    where = spec.where(f"[{spec.type}]")
+    try:
+        model = build(spec.section, spec.materials, spec.base_dir, where, progress)
+    except ModelFileError:
+        raise
+    except ValueError as exc:  # builder input errors already name the key path
+        msg = str(exc)
+        raise ModelFileError(msg if msg.startswith(Path(spec.path).name) else f"{where}: {msg}") from None
+    model.name = spec.name
+    N = model.n_dofs
+    dK = np.zeros(N)
+    dM = np.zeros(N)
+    for s in spec.springs:
+        nodes = select_nodes(model, s.select)
+        idx = resolve_dofs(model, s.select, [s.dof], s.where)
+        # k split equally over the selected nodes (parallel springs summing to k)
+        np.add.at(dK, idx, s.k / len(nodes))
+    for pm in spec.masses:
+        nodes = select_nodes(model, pm.select)
+        carried = [k for k in _TRANSLATIONS if np.any(model.dof_kind == k)]
+        names = [DOF_NAMES[k] for k in carried]
+        idx = resolve_dofs(model, pm.select, names, pm.where)
+        # m split equally over the selected nodes, on every translation they carry
+        np.add.at(dM, idx, pm.m / len(nodes))
+    if dK.any():
+        model.K = (model.K + sp.diags(dK)).tocsr()
+    if dM.any():
+        model.M = (model.M + sp.diags(dM)).tocsr()
+    return model
+
+
+def fixed_mask(spec: ModelSpec, model: FEModel) -> np.ndarray:
+    """Boolean mask (N,) of DOFs held by ``[[boundary]]`` entries."""
+    fixed = np.zeros(model.n_dofs, bool)
+    carried = set(np.unique(model.dof_kind).tolist())
+    for b in spec.boundary:
+        nodes = select_nodes(model, b.select)
+        on = np.isin(model.dof_node, nodes)
+        if b.dofs is None:
+            fixed |= on
+            continue
+        for d in b.dofs:
+            k = DOF_NAMES.index(d)
+            if k not in carried:
+                raise ModelFileError(f"{b.where}.dofs: DOF {d!r} is not carried by a "
+                                     f"{spec.type} model (it has "
+                                     f"{', '.join(DOF_NAMES[c] for c in sorted(carried))})")
+            fixed |= on & (model.dof_kind == k)
+    return fixed
+
+
+def build_fe_model(spec: ModelSpec, progress: bool = True) -> FEModel:
+    """Constrained model: elements, springs, masses, boundary conditions and damping.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+        From :func:`load_model_file` or :func:`spec_from_dict`.
+    progress : bool
+        Show progress bars of long steps.
+
+    Returns
+    -------
+    FEModel
+        With the ``[[boundary]]`` DOFs removed and ``rayleigh`` set from ``[damping]``.
+    """
+    model = build_unconstrained(spec, progress)
+    fixed = fixed_mask(spec, model)
+    out = model.constrain(fixed)
+    if out.n_dofs == 0:
+        raise ModelFileError(f"{spec.where('[[boundary]]')}: every DOF is constrained")
+    if spec.damping is not None:
+        out.rayleigh = tuple(float(c) for c in spec.damping.coefficients())
+    elif model.rayleigh is not None:
+        out.rayleigh = model.rayleigh
+    return out
