@@ -22,7 +22,7 @@ TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "m
             *MODEL_TYPES, *PASSTHROUGH}
 SIGNAL_KINDS = ("displacement", "velocity", "acceleration")
 REDUCTION_METHODS = ("gmr+", "cb", "guyan")
-ALPHA_RULES = ("lcurve", "gcv")
+ALPHA_RULES = ("auto", "lcurve", "gcv", "discrepancy")
 LOAD_TYPES = ("random", "sine", "chirp")
 _REQ = object()
 
@@ -238,7 +238,7 @@ class EstimatorSpec:
     rate: float = 1000.0
     beta: float = 0.25
     gamma: float = 0.5
-    alpha: float | str = "lcurve"
+    alpha: float | str = "auto"
     window: int = 1
 
 
@@ -517,7 +517,7 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
         rate = t.get("rate", lo=0.0, lo_open=True)
         beta = t.get("beta", "num", 0.25, lo=0.0, hi=0.5, lo_open=True)
         gamma = t.get("gamma", "num", 0.5, lo=0.5, hi=1.0)
-        alpha = t.get("alpha", "any", "lcurve")
+        alpha = t.get("alpha", "any", "auto")
         if isinstance(alpha, str):
             check(alpha, f"{w}.alpha", "str", choices=ALPHA_RULES)
         else:
