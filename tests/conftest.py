@@ -88,3 +88,75 @@ def mosquitto(tmp_path_factory):
     broker.start()
     yield broker
     broker.stop()
+
+
+class Subscriber:
+    """A paho (2.x) test client collecting messages per topic; reconnects by itself."""
+
+    def __init__(self, broker: Broker, topics, client_id: str):
+        import threading
+
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.messages: dict[str, list] = {}
+        self.cond = threading.Condition()
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id)
+        c.reconnect_delay_set(0.1, 0.5)
+
+        def on_connect(client, userdata, flags, rc, props):
+            for t in self.topics:
+                client.subscribe(t, qos=1)
+            with self.cond:
+                self.subscribed = True
+                self.cond.notify_all()
+
+        def on_message(client, userdata, msg):
+            with self.cond:
+                self.messages.setdefault(msg.topic, []).append((msg.payload, msg.retain))
+                self.cond.notify_all()
+
+        self.subscribed = False
+        c.on_connect = on_connect
+        c.on_message = on_message
+        c.connect_async(broker.host, broker.port, 10)
+        c.loop_start()
+        self.client = c
+        self.wait(lambda: self.subscribed, 10)
+
+    def wait(self, pred, timeout=10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not pred():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+    def get(self, topic) -> list:
+        with self.cond:
+            return list(self.messages.get(topic, []))
+
+    def publish(self, topic, payload, qos=1):
+        self.client.publish(topic, payload, qos=qos).wait_for_publish(5)
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@pytest.fixture
+def subscriber(mosquitto):
+    """Factory: ``subscriber(topics, client_id)`` -> :class:`Subscriber` (closed at teardown)."""
+    made = []
+
+    def make(topics, client_id="test-sub"):
+        s = Subscriber(mosquitto, topics, client_id)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()

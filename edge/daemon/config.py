@@ -128,8 +128,9 @@ SCHEMA: tuple[Section, ...] = (
             "(e.g. 0.1 V/(m/s^2)); must not be 0.", unit="V/unit"),
         Key("offset", "float", 0.0, "Voltage at zero physical value.", unit="V"),
         Key("unit", "str", "m/s^2", "Physical unit (documentation, published in `meta`)."),
-        Key("saturation", "float", 2.45, "|volts| at or above this = saturated sample "
-            "(flag bit2, treated like a missing value).", unit="V", min=0.0),
+        Key("saturation", "float", 4.9, "|volts| at or above this = saturated sample "
+            "(flag bit2, treated like a missing value); full scale is 2 VREF/PGA.",
+            unit="V", min=0.0),
     ), array=True, min_items=1, max_items=8),
     Section("faults", "Handling of bad (non-finite or saturated) samples.", (
         Key("bad_sample_limit", "int", 50, "After this many consecutive bad samples of a "

@@ -180,7 +180,7 @@ class SignalAcquisition:
 
     def __init__(self, source, rate: float, clock: str = "real", duration_s: float = 0.0,
                  drdy_timeout_s: float = 0.1, drdy_dead_at: float | None = None,
-                 chunk: int = 1024):
+                 chunk: int = 1024, faults: list | None = None, full_scale: float = 2.5):
         self.src = source
         self.rate = float(rate)
         self.dt_ns = int(round(1e9 / rate))
@@ -193,6 +193,9 @@ class SignalAcquisition:
         self._buf = np.zeros((0, 0))
         self._bi = 0
         self.chunk = chunk
+        self.full_scale = full_scale
+        # (kind, channel, first sample, n) with kind "nan" | "saturate"
+        self.faults = [(k, c, int(round(at * rate)), n) for k, c, at, n in (faults or [])]
 
     def _take(self, n: int) -> np.ndarray:
         if self._bi >= self._buf.shape[0]:
@@ -233,8 +236,40 @@ class SignalAcquisition:
         out_values[:n] = v
         out_t_ns[:n] = (self.k + np.arange(n)) * self.dt_ns
         out_flags[:n] = 0
+        for kind, c, k0, nf in self.faults:
+            a, b = max(k0, self.k), min(k0 + nf, self.k + n)
+            if a < b:
+                out_values[a - self.k:b - self.k, c] = (np.nan if kind == "nan"
+                                                        else self.full_scale)
         self.k += n
         return n
 
     def close(self) -> None:
         pass
+
+
+def parse_faults(specs: list[str], nch: int) -> tuple[list, float | None]:
+    """Parse ``[simulate] faults``: ``nan:ch=0:at=1.5:n=10``, ``saturate:ch=1:at=2:n=5``,
+    ``drdy_dead:at=3.0``. Returns ``(sample faults, drdy dead time or None)``."""
+    out, dead = [], None
+    for i, spec in enumerate(specs):
+        parts = spec.split(":")
+        kind = parts[0]
+        try:
+            opts = {k: v for k, v in (p.split("=", 1) for p in parts[1:])}
+        except ValueError:
+            raise ValueError(f"[simulate] faults #{i}: {spec!r}: expected kind:key=value:...") \
+                from None
+        try:
+            if kind == "drdy_dead":
+                dead = float(opts.get("at", 0.0))
+            elif kind in ("nan", "saturate"):
+                ch = int(opts.get("ch", 0))
+                if not 0 <= ch < nch:
+                    raise ValueError(f"ch={ch} out of range 0..{nch - 1}")
+                out.append((kind, ch, float(opts.get("at", 0.0)), int(opts.get("n", 1))))
+            else:
+                raise ValueError("kind must be nan, saturate or drdy_dead")
+        except ValueError as e:
+            raise ValueError(f"[simulate] faults #{i}: {spec!r}: {e}") from None
+    return out, dead

@@ -1,0 +1,99 @@
+"""``vsense-edge``: the command line of the device.
+
+    vsense-edge run [-c PATH] [--simulate] [--duration S] [--clock real|virtual]
+    vsense-edge check-config [PATH]
+    vsense-edge config-reference
+    vsense-edge replay RECORDING --bundle B [-o OUT.csv]
+
+Exit codes: 0 clean, 1 internal error, 2 bad config, 3 bad bundle, 4 hardware error,
+5 recording directory unusable (``edge.daemon.loop.EXIT_CODES``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from edge.daemon.config import DEFAULT_PATH, ConfigError, load_config, reference_markdown
+from edge.daemon.loop import EXIT_CODES, EXIT_CONFIG
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vsense-edge", description=__doc__.split("\n")[0],
+                                epilog="exit codes: " + "; ".join(
+                                    f"{k} {v}" for k, v in EXIT_CODES.items()),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the daemon (hardware, or --simulate)")
+    r.add_argument("-c", "--config", default=str(DEFAULT_PATH),
+                   help=f"TOML config (default {DEFAULT_PATH})")
+    r.add_argument("--simulate", action="store_true",
+                   help="simulated ADS1256 driven by [simulate] instead of the hardware")
+    r.add_argument("--duration", type=float, default=None,
+                   help="override [simulate] duration_s (seconds of simulated time)")
+    r.add_argument("--clock", choices=("real", "virtual"), default=None,
+                   help="override [simulate] clock")
+    r.add_argument("--log-level", default=None, help="override [device] log_level")
+    c = sub.add_parser("check-config", help="validate a config file and exit (0 ok, 2 bad)")
+    c.add_argument("path", nargs="?", default=str(DEFAULT_PATH))
+    c.add_argument("--bundle", action="store_true",
+                   help="also load the bundle and check the channels against it")
+    sub.add_parser("config-reference", help="print the Markdown config reference")
+    rp = sub.add_parser("replay", help="run the estimator over a recording (edge.replay)")
+    rp.add_argument("recording", help="recording directory or raw-*.vsr file")
+    rp.add_argument("--bundle", required=True, help="bundle .npz")
+    rp.add_argument("-o", "--out", default=None, help="estimates CSV (default stdout)")
+    return p
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "config-reference":
+        sys.stdout.write(reference_markdown())
+        return 0
+    if args.command == "check-config":
+        try:
+            cfg = load_config(args.path)
+            if args.bundle:
+                from edge.daemon.app import StartupError, load_estimator
+
+                try:
+                    load_estimator(cfg)
+                except StartupError as e:
+                    print(f"error: {e}", file=sys.stderr)
+                    return e.code
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_CONFIG
+        print(f"{args.path}: ok ({len(cfg.channels)} channels, device {cfg['device']['id']})")
+        return 0
+    if args.command == "replay":
+        from edge.replay import replay
+
+        return int(replay(args.recording, args.bundle, args.out) or 0)
+    # run
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as e:
+        _logging("info")
+        logging.getLogger("vsense").error("%s", e)
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.duration is not None:
+        cfg["simulate"]["duration_s"] = args.duration
+    if args.clock is not None:
+        cfg["simulate"]["clock"] = args.clock
+    _logging(args.log_level or cfg["device"]["log_level"])
+    from edge.daemon.app import run_daemon
+
+    return run_daemon(cfg, simulate=args.simulate)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Daemon config: schema validation, errors naming the key, secrets, generated reference."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from edge.cli import main
+from edge.daemon.config import (EXAMPLE, SCHEMA, ConfigError, config_from_dict, load_config,
+                                mqtt_password, reference_markdown)
+
+ROOT = Path(__file__).resolve().parents[1]
+MIN = {"device": {"id": "d1"}, "channels": [{"name": "y0", "pin": "AIN0"}]}
+
+
+def _with(**sections):
+    d = {k: (v.copy() if isinstance(v, dict) else [dict(c) for c in v]) for k, v in MIN.items()}
+    for k, v in sections.items():
+        d[k] = v
+    return d
+
+
+def test_minimal_config_takes_schema_defaults():
+    cfg = config_from_dict(MIN)
+    for sec in SCHEMA:
+        if sec.array:
+            continue
+        for key in sec.keys:
+            if key.name == "id":
+                continue
+            assert cfg[sec.name][key.name] == key.default, (sec.name, key.name)
+    assert cfg.channels[0]["pin_neg"] == "AINCOM"
+    assert cfg.channels[0]["sensitivity"] == 1.0
+
+
+@pytest.mark.parametrize("raw, pattern", [
+    (_with(mqtt={"port": 70000}), r"\[mqtt\] port: must be <= 65535, got 70000"),
+    (_with(mqtt={"port": "1883"}), r"\[mqtt\] port: expected int, got str"),
+    (_with(mqtt={"qos": 3}), r"\[mqtt\] qos: must be one of 0, 1, 2; got 3"),
+    (_with(mqtt={"prot": 1}), r"\[mqtt\] prot: unknown key"),
+    (_with(mqtt={"password_env": "s3cr3t!"}), r"\[mqtt\] password_env: .* not an environment"),
+    (_with(mqtt={"cert_file": "c.pem"}), r"\[mqtt\] key_file: cert_file and key_file"),
+    (_with(adc={"drate": 1234.0}), r"\[adc\] drate: must be one of"),
+    (_with(adc={"pga": True}), r"\[adc\] pga: expected int, got bool"),
+    (_with(bundle={"block": 0}), r"\[bundle\] block: must be >= 1, got 0"),
+    (_with(device={}), r"\[device\] id: required key is missing"),
+    (_with(device={"id": "a b"}), r"\[device\] id: 'a b' does not match"),
+    (_with(channels=[]), r"\[\[channels\]\]: at least 1 required"),
+    (_with(channels=[{"name": "y0"}]), r"\[\[channels\]\] #0 pin: required key is missing"),
+    (_with(channels=[{"name": "y0", "pin": "AIN9"}]), r"#0 pin: must be one of"),
+    (_with(channels=[{"name": "y0", "pin": "AIN0", "sensitivity": 0.0}]),
+     r"#0 sensitivity: must not be 0"),
+    (_with(channels=[{"name": "y0", "pin": "AIN0"}, {"name": "y0", "pin": "AIN1"}]),
+     r"name: duplicate 'y0'"),
+    (_with(channels={"name": "y0"}), r"expected an array of tables"),
+    (_with(simulate={"source": "file"}), r"\[simulate\] file: required"),
+    (_with(realtime={"cpu_affinity": [0, -1]}), r"\[realtime\] cpu_affinity: must be >= 0"),
+    (_with(recorder={"fsync_interval_s": float("nan")}), r"fsync_interval_s: must be finite"),
+    (dict(MIN, bogus={}), r"\[bogus\]: unknown section"),
+])
+def test_bad_values_name_the_key(raw, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        config_from_dict(raw)
+
+
+def test_file_errors_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"nope\.toml: cannot read config file"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[device\nid = 1\n")
+    with pytest.raises(ConfigError, match=r"bad\.toml: not valid TOML"):
+        load_config(bad)
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('[device]\nid = "d"\n[[channels]]\nname = "a"\npin = "AIN0"\n'
+                     "[mqtt]\nport = 0\n")
+    with pytest.raises(ConfigError, match=r"wrong\.toml: \[mqtt\] port: must be >= 1, got 0"):
+        load_config(wrong)
+
+
+def test_relative_paths_resolve_against_the_config_file(tmp_path):
+    p = tmp_path / "sub" / "edge.toml"
+    p.parent.mkdir()
+    p.write_text(EXAMPLE.replace('/var/lib/vsense/bundle.npz', 'bundle.npz'))
+    cfg = load_config(p)
+    assert cfg.resolve(cfg["bundle"]["path"]) == p.parent / "bundle.npz"
+    assert cfg.resolve("/abs/x") == Path("/abs/x")
+
+
+def test_password_comes_from_the_named_environment_variable(monkeypatch):
+    cfg = config_from_dict(_with(mqtt={"username": "u", "password_env": "VSENSE_TEST_PW"}))
+    monkeypatch.delenv("VSENSE_TEST_PW", raising=False)
+    with pytest.raises(ConfigError, match="VSENSE_TEST_PW is not set"):
+        mqtt_password(cfg)
+    monkeypatch.setenv("VSENSE_TEST_PW", "hunter2")
+    assert mqtt_password(cfg) == "hunter2"
+    assert mqtt_password(config_from_dict(MIN)) is None
+
+
+def test_shipped_examples_are_valid():
+    load_config(ROOT / "deploy" / "edge.toml")
+    cfg = config_from_dict(__import__("tomllib").loads(EXAMPLE))
+    assert cfg["device"]["id"] == "cantilever-01"
+
+
+def test_check_config_cli_exit_codes(tmp_path, capsys):
+    good = tmp_path / "good.toml"
+    good.write_text(EXAMPLE)
+    assert main(["check-config", str(good)]) == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text(EXAMPLE.replace('host = "localhost"', "host = 5"))
+    assert main(["check-config", str(bad)]) == 2
+    assert re.search(r"\[mqtt\] host: expected str, got int", capsys.readouterr().err)
+
+
+def test_reference_is_generated_from_the_schema_and_embedded_in_the_docs(capsys):
+    assert main(["config-reference"]) == 0
+    out = capsys.readouterr().out
+    assert out == reference_markdown()
+    for sec in SCHEMA:
+        for key in sec.keys:
+            assert f"| `{key.name}` |" in out
+    doc = (ROOT / "docs" / "daemon.md").read_text()
+    assert reference_markdown().strip() in doc, \
+        "docs/daemon.md is stale: paste the output of `vsense-edge config-reference`"

@@ -1,0 +1,142 @@
+"""MQTT: payload codecs, command validation, publisher against a real Mosquitto."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from edge.daemon.config import config_from_dict
+from edge.daemon.mqtt import (CommandError, CommandRegistry, Publisher, decode_estimates,
+                              encode_estimates)
+from conftest import free_port
+
+
+def _mqtt_cfg(port, **kw):
+    d = {"device": {"id": "d1"}, "channels": [{"name": "y0", "pin": "AIN0"}],
+         "mqtt": dict({"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
+                       "reconnect_max_s": 0.5}, **kw)}
+    return config_from_dict(d)["mqtt"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "binary"])
+def test_estimates_codec_round_trips_exactly(fmt):
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal((13, 4)) * 10.0 ** rng.integers(-12, 12, (13, 4))
+    v[2, 1] = np.nan  # warm-up / missing -> null in JSON
+    t = np.arange(13, dtype=np.int64) * 1_000_000 + 123
+    f = rng.integers(0, 16, 13).astype(np.uint8)
+    d = decode_estimates(encode_estimates(41, t, v, f, fmt))
+    # reference: the encoded arrays themselves (both formats are lossless)
+    np.testing.assert_array_equal(d["v"], v)
+    np.testing.assert_array_equal(d["t_ns"], t)
+    np.testing.assert_array_equal(d["flags"], f)
+    np.testing.assert_array_equal(d["seq"], np.arange(41, 54))
+
+
+def test_binary_layout_is_as_documented():
+    p = encode_estimates(5, np.array([7, 8], np.int64), np.array([[1.0, 2.0], [3.0, 4.0]]),
+                         np.array([0, 2], np.uint8), "binary")
+    assert p[:4] == b"VSE1" and len(p) == 24 + 2 * 8 + 4 * 8 + 2  # header 24 B (docstring layout)
+    assert int.from_bytes(p[6:8], "little") == 2 and int.from_bytes(p[8:12], "little") == 2
+    assert int.from_bytes(p[16:24], "little") == 5
+    assert np.frombuffer(p, "<f8", 4, 40).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def _registry():
+    reg = CommandRegistry()
+    reg.register("pause", lambda d, a: None)
+    reg.register("identify", lambda d, a: {"window": a["window_s"]},
+                 args={"window_s": (int, float), "label": str}, required=("window_s",))
+    return reg
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (b"{not json", "payload is not JSON"),
+    (b"[1, 2]", "must be a JSON object"),
+    (b'{"args": {}}', "'cmd' missing"),
+    (b'{"cmd": "explode"}', "unknown command 'explode' (known: identify, pause)"),
+    (b'{"cmd": "pause", "extra": 1}', "unknown field 'extra'"),
+    (b'{"cmd": "pause", "args": [1]}', "'args' must be an object"),
+    (b'{"cmd": "identify", "args": {}}', "missing argument 'window_s'"),
+    (b'{"cmd": "identify", "args": {"window_s": "2"}}', "'window_s' has the wrong type"),
+    (b'{"cmd": "identify", "args": {"window_s": true}}', "must be"),
+    (b'{"cmd": "identify", "args": {"window_s": 1, "x": 1}}', "unknown argument 'x'"),
+    (b"\xff\xfe", "payload is not JSON"),
+])
+def test_malformed_commands_are_rejected_with_a_reason(payload, reason):
+    with pytest.raises(CommandError, match=__import__("re").escape(reason)):
+        _registry().parse(payload)
+
+
+def test_valid_command_and_hook_registry():
+    reg = _registry()
+    cmd, args, cid = reg.parse(b'{"cmd": "identify", "id": 9, "args": {"window_s": 2.5}}')
+    assert (cmd.name, args, cid) == ("identify", {"window_s": 2.5}, 9)
+    assert cmd.handler(None, args) == {"window": 2.5}
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("pause", lambda d, a: None)
+
+
+def test_publisher_retained_status_meta_estimates_and_last_will(mosquitto, subscriber):
+    cfg = _mqtt_cfg(mosquitto.port, batch=4)
+    pub = Publisher(cfg, "dev-a", _registry(), ncol=2)
+    sub = subscriber(["vsense/dev-a/#"], "sub-a")
+    pub.start()
+    pub.set_retained(pub.topics.status, {"state": "running"})
+    pub.set_retained(pub.topics.meta, {"rate": 1000.0})
+    t = np.arange(10, dtype=np.int64)
+    v = np.arange(20, dtype=float).reshape(10, 2)
+    pub.add_estimates(np.arange(10), t, v, np.zeros(10, np.uint8))
+    pub.flush_batch()
+    assert sub.wait(lambda: len(sub.get("vsense/dev-a/estimates")) == 3)
+    got = [decode_estimates(p) for p, _ in sub.get("vsense/dev-a/estimates")]
+    assert [len(g["seq"]) for g in got] == [4, 4, 2]  # batch = 4
+    np.testing.assert_array_equal(np.concatenate([g["v"] for g in got]), v)
+    assert sub.wait(lambda: sub.get("vsense/dev-a/meta"))
+    # a late subscriber gets the retained status and meta
+    late = subscriber(["vsense/dev-a/status", "vsense/dev-a/meta"], "sub-late")
+    assert late.wait(lambda: late.get("vsense/dev-a/status") and late.get("vsense/dev-a/meta"))
+    payload, retained = late.get("vsense/dev-a/status")[0]
+    assert retained and json.loads(payload)["state"] == "running"
+    # the device dies without DISCONNECT: the broker publishes the last will (retained)
+    pub._stop = True
+    pub.client.loop_stop()
+    pub.client.socket().close()
+    assert sub.wait(lambda: any(json.loads(p).get("state") == "offline"
+                                for p, _ in sub.get("vsense/dev-a/status")), 15)
+
+
+def test_outgoing_queue_is_bounded_drop_oldest_and_never_blocks():
+    port = free_port()  # nobody listens here
+    cfg = _mqtt_cfg(port, batch=1, queue_messages=5)
+    pub = Publisher(cfg, "dev-b", _registry(), ncol=1)
+    pub.start()
+    t0 = time.perf_counter()
+    for k in range(100):
+        pub.add_estimates(np.array([k]), np.array([k]), np.array([[float(k)]]),
+                          np.zeros(1, np.uint8))
+    dt = time.perf_counter() - t0
+    assert dt < 0.5  # 100 batches, no network: must not wait for the broker
+    assert pub.queue_depth() == 5
+    assert pub.stats["drops_messages"] == 95 and pub.stats["drops_samples"] == 95
+    kept = [decode_estimates(m[1])["seq"][0] for m in pub.out]
+    assert kept == [95, 96, 97, 98, 99]  # the newest survive
+    pub.stop(timeout=0.2)
+
+
+def test_malformed_command_gets_a_reply_with_the_reason(mosquitto, subscriber):
+    pub = Publisher(_mqtt_cfg(mosquitto.port), "dev-c", _registry(), ncol=1)
+    pub.start()
+    sub = subscriber(["vsense/dev-c/cmd/reply"], "sub-c")
+    assert sub.wait(lambda: pub.connected, 10)
+    sub.publish("vsense/dev-c/cmd", b'{"cmd": "selfdestruct", "id": 4}')
+    sub.publish("vsense/dev-c/cmd", b"not json at all")
+    sub.publish("vsense/dev-c/cmd", b'{"cmd": "pause", "id": 5}')
+    assert sub.wait(lambda: len(sub.get("vsense/dev-c/cmd/reply")) == 2)
+    r = [json.loads(p) for p, _ in sub.get("vsense/dev-c/cmd/reply")]
+    assert r[0]["ok"] is False and r[0]["id"] == 4 and "unknown command" in r[0]["reason"]
+    assert r[1]["ok"] is False and "not JSON" in r[1]["reason"]
+    cmd, args, cid = pub.commands.get(timeout=5)  # valid: queued for the loop thread
+    assert (cmd.name, cid) == ("pause", 5)
+    pub.stop(final_status={"state": "stopped"})
