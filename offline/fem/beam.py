@@ -305,8 +305,10 @@ def beam_model(coords, node_ids, conn, E, G, rho, sections, theory="euler-bernou
     n = coords.shape[0] * 6
     K, M = assemble(n, node_dofs(conn, 6), Ke, Me)
     dof_node, dof_kind = dof_table(node_ids, range(6))
-    return FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
-                   dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
+    model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
+                    dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
+    model.n_elements = int(conn.shape[0])  # informational (inspect); not kept by constrain()
+    return model
 
 
 # ----------------------------------------------------------------- model-file builder

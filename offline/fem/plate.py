@@ -216,8 +216,10 @@ def plate_model(coords, node_ids, tris, E, nu, rho, t, shear_factor=5.0 / 6.0, g
     Ke, Me = mitc3_matrices(coords[tris][..., :2], E, nu, rho, t, shear_factor)
     K, M = assemble(coords.shape[0] * 3, node_dofs(tris, 3), Ke, Me)
     dof_node, dof_kind = dof_table(node_ids, PLATE_KINDS)
-    return FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
-                   dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
+    model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
+                    dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
+    model.n_elements = int(tris.shape[0])  # informational (inspect); not kept by constrain()
+    return model
 
 
 # ----------------------------------------------------------------- model-file builder
