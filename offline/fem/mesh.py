@@ -152,7 +152,7 @@ def read_mesh(path, scale: float = 1.0, mesh_size: float | None = None,
     meshio = need("meshio")
     try:
         m = meshio.read(str(path))
-    except Exception as exc:  # meshio raises many kinds (ReadError, ValueError, KeyError...)
+    except (Exception, SystemExit) as exc:  # meshio raises many kinds, even SystemExit
         raise MeshError(f"{label}: cannot read the mesh ({type(exc).__name__}: {exc})") from exc
     return from_meshio(m, source=label, scale=scale)
 

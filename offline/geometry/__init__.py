@@ -1,0 +1,1 @@
+"""Parametric geometries meshed with gmsh (test and benchmark parts)."""
