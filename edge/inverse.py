@@ -285,3 +285,413 @@ def excitation_signal(excitation: dict, n: int, rate: float, substeps: int = 1) 
     T = (n - 1) / rate
     # f(t) = A sin(2π (f0 t + (f1 - f0) t² / (2T)))   (linear chirp)
     return amp * np.sin(2 * np.pi * (f0 * t + (f1 - f0) * t ** 2 / (2 * T)))
+
+
+# =========================================================================== ONNX maps
+def _ort():
+    try:
+        import onnxruntime
+    except ImportError as exc:  # pragma: no cover - onnxruntime is a base dependency
+        raise InverseMapError("onnxruntime is needed for the inverse maps: pip install onnxruntime") from exc
+    return onnxruntime
+
+
+def map_names(arrays: dict) -> list[str]:
+    """Names of the inverse maps among bundle extras (keys ``inv_<name>_onnx``)."""
+    return sorted(k[4:-5] for k in arrays if k.startswith("inv_") and k.endswith("_onnx"))
+
+
+class InverseMap:
+    """One ONNX inverse map: session created once, check set verified at load.
+
+    Parameters
+    ----------
+    name : str
+    arrays : dict
+        Bundle extras (without the ``x_`` prefix): ``inv_<name>_onnx`` (uint8 ONNX bytes),
+        ``_check_x`` (k, nf), ``_check_y`` (k, np), ``_feat_lo``/``_feat_hi`` (nf,).
+    meta : dict
+        ``meta["inverse"]["maps"][name]``: kind, names, bounds, features, experiment, n, nch.
+    verify : bool
+        Run the check set and raise :class:`InverseMapError` if any output differs from the
+        stored reference by more than ``CHECK_TOL`` times the parameter range.
+    """
+
+    def __init__(self, name: str, arrays: dict, meta: dict, verify: bool = True):
+        self.name = name
+        key = f"inv_{name}_"
+        need = ["onnx", "check_x", "check_y", "feat_lo", "feat_hi"]
+        missing = [key + k for k in need if key + k not in arrays]
+        if missing:
+            raise InverseMapError(f"inverse map {name!r}: bundle extras lack {missing}")
+        for k in ("kind", "names", "bounds", "features", "experiment", "n", "nch"):
+            if k not in meta:
+                raise InverseMapError(f"inverse map {name!r}: meta lacks {k!r}")
+        self.meta = meta
+        self.names = tuple(meta["names"])
+        self.bounds = np.asarray(meta["bounds"], dtype=np.float64)
+        self.features = _features.FeatureConfig.from_dict(meta["features"], where=f"map {name}.features")
+        self.experiment = dict(meta["experiment"])
+        self.rate = float(self.experiment["rate"])
+        self.n, self.nch = int(meta["n"]), int(meta["nch"])
+        self.feat_lo = np.asarray(arrays[key + "feat_lo"], dtype=np.float64)
+        self.feat_hi = np.asarray(arrays[key + "feat_hi"], dtype=np.float64)
+        blob = np.asarray(arrays[key + "onnx"], dtype=np.uint8).tobytes()
+        self.model_sha256 = hashlib.sha256(blob).hexdigest()
+        ort = _ort()
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        try:
+            self.session = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - any ORT load failure means a bad model
+            raise InverseMapError(f"inverse map {name!r}: ONNX model does not load ({exc})") from None
+        ins, outs = self.session.get_inputs(), [o.name for o in self.session.get_outputs()]
+        if len(ins) != 1 or outs[:2] != ["params", "std"]:
+            raise InverseMapError(f"inverse map {name!r}: expected input 'features' and outputs "
+                                  f"['params', 'std'], got {[i.name for i in ins]} -> {outs}")
+        self._input = ins[0].name
+        self.n_features = int(self.feat_lo.size)
+        want = _features.n_features(self.features.kind, self.n, self.nch, self.features)
+        if want != self.n_features:
+            raise InverseMapError(f"inverse map {name!r}: feature settings give {want} features, "
+                                  f"the map was trained on {self.n_features}")
+        self._x = np.empty((1, self.n_features))
+        if verify:
+            self.verify(np.asarray(arrays[key + "check_x"], np.float64),
+                        np.asarray(arrays[key + "check_y"], np.float64))
+
+    def verify(self, Xc: np.ndarray, Yc: np.ndarray, tol: float = CHECK_TOL) -> float:
+        """Largest deviation (in parameter ranges) of ONNX from the stored check set."""
+        P, _ = self.infer(Xc)
+        span = self.bounds[:, 1] - self.bounds[:, 0]
+        if P.shape != Yc.shape:
+            raise InverseMapError(f"inverse map {self.name!r}: check set shape {Yc.shape}, "
+                                  f"model gives {P.shape}")
+        dev = float(np.max(np.abs(P - Yc) / span)) if P.size else 0.0
+        if not dev <= tol:
+            raise InverseMapError(
+                f"inverse map {self.name!r}: check set deviates by {dev:.3g} parameter ranges "
+                f"(tolerance {tol:g}): the ONNX model was modified or runs differently here")
+        return dev
+
+    def infer(self, psi) -> tuple[np.ndarray, np.ndarray]:
+        """Parameters and their standard deviation from feature vectors.
+
+        Parameters
+        ----------
+        psi : array_like, shape (nf,) or (S, nf)
+
+        Returns
+        -------
+        params, std : ndarray, shape (np,) or (S, np)   [SI]
+        """
+        x = np.asarray(psi, dtype=np.float64)
+        one = x.ndim == 1
+        X = x[None] if one else x
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"map {self.name!r} takes {self.n_features} features, got {X.shape[1]}")
+        P, S = self.session.run(None, {self._input: np.ascontiguousarray(X)})
+        return (P[0], S[0]) if one else (P, S)
+
+    def identify(self, window) -> dict:
+        """Features of an experiment window, inference and range flags (payload for ``params``).
+
+        Parameters
+        ----------
+        window : array_like, shape (n, nch)
+            Response from the start of the excitation [SI].
+
+        Returns
+        -------
+        dict with ``map``, ``names``, ``values``, ``std``, ``out_of_range`` (bool),
+        ``param_out_of_range`` (per parameter), ``features_outside`` (fraction of features
+        outside the training range), ``infer_ms``.
+        """
+        w = np.asarray(window, dtype=np.float64)
+        if w.shape != (self.n, self.nch):
+            raise ValueError(f"map {self.name!r} needs a window of shape ({self.n}, {self.nch}), "
+                             f"got {w.shape}")
+        t0 = time.perf_counter()
+        psi = _features.extract(self.features.kind, w, self.rate, self.features)
+        if not np.isfinite(psi).all():
+            raise ValueError(f"map {self.name!r}: window gives non-finite features "
+                             "(too few extrema for time_extrema?)")
+        p, s = self.infer(psi)
+        dt = (time.perf_counter() - t0) * 1e3
+        return {"map": self.name, "kind": self.meta["kind"], "names": list(self.names),
+                "values": p.tolist(), "std": s.tolist(), **range_flags(p, self.bounds, psi,
+                                                                       self.feat_lo, self.feat_hi),
+                "model_sha256": self.model_sha256[:16], "infer_ms": dt}
+
+
+def range_flags(p, bounds, psi=None, feat_lo=None, feat_hi=None, margin: float = 0.1) -> dict:
+    """Out-of-range flags (paper 000, Sect. 4.3.2: recognise extrapolation).
+
+    A parameter is out of range when it leaves the training box; the features are out of the
+    training distribution when more than 5 % of them leave the training feature range widened
+    by ``margin`` of its width on both sides.
+    """
+    p = np.asarray(p, np.float64)
+    b = np.asarray(bounds, np.float64)
+    par = (p < b[:, 0]) | (p > b[:, 1])
+    frac = 0.0
+    if psi is not None:
+        w = feat_hi - feat_lo
+        out = (psi < feat_lo - margin * w) | (psi > feat_hi + margin * w)
+        frac = float(out.mean())
+    return {"out_of_range": bool(par.any() or frac > 0.05), "param_out_of_range": par.tolist(),
+            "features_outside": frac}
+
+
+# =========================================================================== capture
+class WindowCapture:
+    """Collects the experiment window from the live sample stream, block by block.
+
+    :meth:`arm` starts a capture at the next sample pushed (the rig/simulator applies the known
+    excitation from that sample on); :meth:`push` returns the complete ``(n, nch)`` window once
+    ``n`` samples are in (later samples of that block are ignored), else None.
+    """
+
+    def __init__(self, n: int, nch: int):
+        self.n, self.nch = int(n), int(nch)
+        self._buf = np.empty((self.n, self.nch))
+        self._k = 0
+        self.armed = False
+
+    def arm(self) -> None:
+        self._k = 0
+        self.armed = True
+
+    def push(self, Y) -> np.ndarray | None:
+        if not self.armed:
+            return None
+        Y = np.asarray(Y, dtype=np.float64)
+        if Y.ndim != 2 or Y.shape[1] != self.nch:
+            raise ValueError(f"capture expects blocks of shape (nb, {self.nch}), got {Y.shape}")
+        take = min(self.n - self._k, Y.shape[0])
+        self._buf[self._k:self._k + take] = Y[:take]
+        self._k += take
+        if self._k == self.n:
+            self.armed = False
+            return self._buf.copy()
+        return None
+
+
+# =========================================================================== runtime
+class InverseRuntime:
+    """All inverse maps of a bundle plus its parametric model; created once at start-up.
+
+    Parameters
+    ----------
+    arrays : dict
+        Bundle extras without the ``x_`` prefix (``Bundle.extras``).
+    meta : dict
+        Bundle meta; the ``"inverse"`` entry holds ``{"maps": {name: {...}}, "parts": {...},
+        "default": name}``.
+    """
+
+    def __init__(self, arrays: dict, meta: dict, verify: bool = True):
+        inv = meta.get("inverse")
+        if not isinstance(inv, dict):
+            raise InverseMapError("bundle meta has no 'inverse' entry (built without [[parameters]]?)")
+        maps_meta = inv.get("maps", {})
+        names = map_names(arrays)
+        if sorted(maps_meta) != names:
+            raise InverseMapError(f"inverse maps in meta {sorted(maps_meta)} and extras {names} differ")
+        self.maps = {n: InverseMap(n, arrays, maps_meta[n], verify=verify) for n in names}
+        self.default = inv.get("default", names[0] if names else None)
+        if self.default is not None and self.default not in self.maps:
+            raise InverseMapError(f"default inverse map {self.default!r} is not in the bundle")
+        self.parts = Parts.from_extras(arrays, inv["parts"]) if "parts" in inv else None
+        self.last: dict | None = None
+        m = self.maps.get(self.default) if self.default else None
+        self.capture = WindowCapture(m.n, m.nch) if m is not None else None
+
+    @classmethod
+    def from_bundle(cls, bundle, verify: bool = True) -> "InverseRuntime":
+        return cls(bundle.extras, bundle.meta, verify=verify)
+
+    def get(self, name: str | None = None) -> InverseMap:
+        name = name or self.default
+        if name not in self.maps:
+            raise KeyError(f"no inverse map {name!r}; the bundle has {sorted(self.maps)}")
+        return self.maps[name]
+
+    def identify(self, window, name: str | None = None) -> dict:
+        self.last = self.get(name).identify(window)
+        return self.last
+
+    def excitation(self, name: str | None = None) -> np.ndarray:
+        """Force history the rig must apply for the experiment of map ``name`` (n,) [N]."""
+        m = self.get(name)
+        return excitation_signal(m.experiment["excitation"], m.n, m.rate)
+
+
+def model_id(bundle_id: str, names, theta) -> str:
+    """Identifier of an updated model: bundle id plus a short hash of the parameters."""
+    h = hashlib.sha256(json.dumps([list(names), [float(v) for v in theta]]).encode()).hexdigest()
+    return f"{bundle_id}+{h[:10]}"
+
+
+def update_model(parts: Parts, bundle, theta, derive=None):
+    """Rebuild M̂, Ĉ, K̂ for ``theta`` and derive the estimator's new step operator.
+
+    Parameters
+    ----------
+    parts : Parts
+    bundle : edge.bundle.Bundle
+        The running bundle (its channels, forces, outputs, dt, alpha are kept).
+    theta : array_like (np,) or dict {name: value}
+    derive : callable bundle -> operator, optional
+        Defaults to :func:`edge.estimator.derive_operator`.
+
+    Returns
+    -------
+    op : step operator, new_bundle : Bundle (hash cleared), theta : ndarray (np,)
+
+    Raises
+    ------
+    RejectedUpdate
+        The parameters cannot be applied (reason in the message).
+    """
+    th = check_parameters(parts, theta)
+    if parts.n != bundle.M.shape[0]:
+        raise RejectedUpdate(f"parametric model has {parts.n} DOFs, the running bundle {bundle.M.shape[0]}")
+    M, C, K = matrices(parts, th)
+    if derive is None:
+        from edge.estimator import derive_operator as derive
+    nb = bundle.replace(M=M, C=C, K=K)
+    try:
+        op = derive(nb)
+    except ValueError as exc:
+        raise RejectedUpdate(f"the estimator cannot use the updated model: {exc}") from None
+    return op, nb, th
+
+
+# =========================================================================== daemon hook
+class InverseHook:
+    """Glue between the daemon loop and the inverse maps (created once at start-up).
+
+    The daemon calls :meth:`attach` at start-up (sessions created, check sets verified) and
+    :meth:`on_block` with every block of physical channel samples (nb, nch) on the loop
+    thread; it returns the ``params`` payload when an armed capture completes (the hook also
+    publishes it when the daemon has a publisher). ``auto_update`` (config) applies an accepted
+    in-range identification to the estimator at once.
+    """
+
+    def __init__(self, runtime: InverseRuntime, auto_update: bool = False):
+        self.rt = runtime
+        self.auto_update = bool(auto_update)
+        self.pending: str | None = None
+        self.model_id: str | None = None
+
+    @classmethod
+    def attach(cls, daemon, auto_update: bool = False) -> "InverseHook":
+        hook = cls(InverseRuntime.from_bundle(daemon.est.bundle), auto_update)
+        daemon.inverse = hook
+        return hook
+
+    def arm(self, daemon, name: str | None = None) -> dict:
+        m = self.rt.get(name)
+        if m.nch != getattr(daemon, "nch", m.nch):
+            raise ValueError(f"map {m.name!r} expects {m.nch} channels, the daemon has {daemon.nch}")
+        self.rt.capture = WindowCapture(m.n, m.nch)
+        self.rt.capture.arm()
+        self.pending = m.name
+        src = getattr(getattr(daemon, "acq", None), "source", None)
+        inject = getattr(src, "inject_excitation", None)
+        if callable(inject):  # simulated rig: it applies the known excitation itself
+            inject(self.rt.excitation(m.name))
+        return {"map": m.name, "samples": m.n, "duration_s": m.n / m.rate}
+
+    def on_block(self, daemon, Y) -> dict | None:
+        if self.pending is None:
+            return None
+        w = self.rt.capture.push(Y)
+        if w is None:
+            return None
+        name, self.pending = self.pending, None
+        try:
+            res = self.rt.identify(w, name)
+        except ValueError as exc:
+            res = {"map": name, "error": str(exc)}
+        if self.auto_update and "values" in res and not res["out_of_range"]:
+            try:
+                res["model_id"] = self.apply(daemon, dict(zip(res["names"], res["values"])))
+            except RejectedUpdate as exc:
+                res["update_rejected"] = str(exc)
+        _publish(daemon, "params", res)
+        return res
+
+    def apply(self, daemon, params) -> str:
+        """Update the estimator's model between two blocks; publish the new model id on meta."""
+        if self.rt.parts is None:
+            raise RejectedUpdate("the bundle carries no parametric model: parameters cannot be applied")
+        t0 = time.perf_counter()
+        op, nb, th = update_model(self.rt.parts, daemon.est.bundle, params)
+        daemon.est.swap(op)
+        daemon.est.bundle = nb
+        self.model_id = model_id(getattr(daemon.est.bundle, "bundle_id", "bundle"),
+                                 self.rt.parts.names, th)
+        _publish(daemon, "meta", {"model_id": self.model_id,
+                                  "params": dict(zip(self.rt.parts.names, th.tolist())),
+                                  "update_ms": (time.perf_counter() - t0) * 1e3})
+        return self.model_id
+
+
+def _publish(daemon, topic: str, obj: dict) -> None:
+    pub = getattr(daemon, "pub", None)
+    if pub is None:
+        return
+    pub.send(getattr(pub.topics, topic), json.dumps(obj).encode())
+
+
+def _hook(daemon) -> InverseHook:
+    hook = getattr(daemon, "inverse", None)
+    if hook is None:
+        try:
+            hook = InverseHook.attach(daemon)
+        except InverseMapError as exc:
+            raise _command_error()(str(exc)) from None
+    return hook
+
+
+def _command_error():
+    try:
+        from edge.daemon.mqtt import CommandError
+    except ImportError:  # pragma: no cover
+        return ValueError
+    return CommandError
+
+
+def _cmd_identify(daemon, args: dict):
+    try:
+        return {"identify": _hook(daemon).arm(daemon, args.get("map"))}
+    except (KeyError, ValueError) as exc:
+        raise _command_error()(str(exc).strip("'\"")) from None
+
+
+def _cmd_update_model(daemon, args: dict):
+    params = args.get("params")
+    if params is None:
+        hook = _hook(daemon)
+        if hook.rt.last is None or "values" not in hook.rt.last:
+            raise _command_error()("no identification result to apply; send 'params' or run 'identify'")
+        if hook.rt.last["out_of_range"] and not args.get("force", False):
+            raise _command_error()("the last identification is out of range; send force=true to apply it")
+        params = dict(zip(hook.rt.last["names"], hook.rt.last["values"]))
+    try:
+        return {"model_id": _hook(daemon).apply(daemon, params)}
+    except RejectedUpdate as exc:
+        raise _command_error()(str(exc)) from None
+
+
+def register_commands(registry) -> None:
+    """Register ``identify`` and ``update_model`` on the daemon's command registry."""
+    registry.register("identify", _cmd_identify, args={"map": str},
+                      doc="capture the known experiment, infer parameters, publish on params")
+    registry.register("update_model", _cmd_update_model, args={"params": dict, "force": bool},
+                      doc="apply parameters (default: the last identification) to the estimator; "
+                          "publishes the new model id on meta")
