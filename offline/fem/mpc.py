@@ -330,4 +330,8 @@ def add_spiders(model: FEModel, spiders: list[Spider], where: str = "spiders") -
         node, in spider order. ``groups[spider.name]`` holds the master node id.
     """
     ext, T, keep = spider_transform(model, spiders, where)
-    return ext.constrain(np.zeros(keep.size, dtype=bool), T, keep)
+    red = ext.constrain(np.zeros(keep.size, dtype=bool), T, keep)
+    # A <- (A + A^T) / 2   (T^T A T is symmetric only up to round-off)
+    sym = lambda A: None if A is None else ((A + A.T) * 0.5).tocsr()  # noqa: E731
+    red.M, red.K, red.C = sym(red.M), sym(red.K), sym(red.C)
+    return red
