@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Idempotent installer of the vsense edge daemon on Raspberry Pi OS 64-bit (Bookworm).
+#
+#   sudo deploy/install.sh [--dry-run] [--with-mosquitto] [--src DIR] [--no-start]
+#
+# Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv with vsense[pi]
+# (vsense[pi5] on a Raspberry Pi 5), /etc/vsense/edge.toml (kept if present), /var/lib/vsense,
+# the systemd unit, and optionally a local Mosquitto broker. --dry-run prints the actions.
+# Then put a bundle in place (see docs/daemon.md "Deployment") and start the service.
+set -euo pipefail
+
+DRY=0; MOSQ=0; START=1
+SRC="$(cd "$(dirname "$0")/.." && pwd)"
+PREFIX=/opt/vsense
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY=1 ;;
+    --with-mosquitto) MOSQ=1 ;;
+    --no-start) START=0 ;;
+    --src) SRC="$2"; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+run() {  # print, and execute unless --dry-run
+  echo "+ $*"
+  if [ "$DRY" -eq 0 ]; then "$@"; fi
+}
+
+if [ "$DRY" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
+  echo "install.sh: run as root (sudo), or with --dry-run" >&2; exit 1
+fi
+
+MODEL="$(tr -d '\0' 2>/dev/null < /proc/device-tree/model || echo unknown)"
+EXTRA=pi
+case "$MODEL" in *"Raspberry Pi 5"*) EXTRA=pi5 ;; esac
+echo "# board: $MODEL -> extra [$EXTRA]; source $SRC"
+
+# system packages
+PKGS="python3-venv python3-dev"
+[ "$MOSQ" -eq 1 ] && PKGS="$PKGS mosquitto"
+run apt-get install -y $PKGS
+
+# user and groups (spi/gpio exist on Raspberry Pi OS; created if missing)
+for g in spi gpio; do
+  getent group "$g" >/dev/null || run groupadd --system "$g"
+done
+if ! id vsense >/dev/null 2>&1; then
+  run useradd --system --home-dir /var/lib/vsense --shell /usr/sbin/nologin vsense
+fi
+run usermod -a -G spi,gpio vsense
+
+# directories
+run install -d -m 0755 "$PREFIX"
+run install -d -m 0750 -o root -g vsense /etc/vsense
+run install -d -m 0750 -o vsense -g vsense /var/lib/vsense /var/lib/vsense/recordings
+run install -d -m 0750 -o vsense -g vsense /var/cache/vsense
+
+# virtualenv with the hardware extra
+[ -x "$PREFIX/venv/bin/python" ] || run python3 -m venv "$PREFIX/venv"
+run "$PREFIX/venv/bin/pip" install -q --upgrade pip
+run "$PREFIX/venv/bin/pip" install -q "$SRC[$EXTRA]"
+
+# config: never overwrite an edited one
+if [ ! -e /etc/vsense/edge.toml ]; then
+  run install -m 0640 -o root -g vsense "$SRC/deploy/edge.toml" /etc/vsense/edge.toml
+else
+  echo "# keeping existing /etc/vsense/edge.toml"
+fi
+if [ ! -e /etc/vsense/env ]; then
+  run install -m 0640 -o root -g vsense /dev/null /etc/vsense/env
+fi
+
+# SPI must be enabled (raspi-config nonint do_spi 0 = enable)
+if command -v raspi-config >/dev/null 2>&1; then
+  run raspi-config nonint do_spi 0
+fi
+
+# unit
+run install -m 0644 "$SRC/systemd/vsense-edge.service" /etc/systemd/system/vsense-edge.service
+run systemctl daemon-reload
+[ "$MOSQ" -eq 1 ] && run systemctl enable --now mosquitto
+run systemctl enable vsense-edge.service
+if [ -e /var/lib/vsense/bundle.npz ] && [ "$START" -eq 1 ]; then
+  run systemctl restart vsense-edge.service
+else
+  echo "# no /var/lib/vsense/bundle.npz yet: copy one there (docs/daemon.md), then"
+  echo "#   sudo systemctl start vsense-edge"
+fi
+echo "# done"
