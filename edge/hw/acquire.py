@@ -1,0 +1,318 @@
+"""High-level acquisition on the ADS1256: channels in engineering units, block reads.
+
+:class:`Acquisition` is what the daemon uses: configured with :class:`Channel` s, a data rate
+and a mode (``"continuous"``: one channel with RDATAC, up to 30 kSPS; ``"cycle"``: several
+channels by the datasheet's multiplexer cycling), it fills preallocated arrays::
+
+    acq = Acquisition(adc, [Channel("a1", "AIN0", sensitivity=0.1, unit="m/s^2")], rate=1000)
+    acq.start()
+    n = acq.read(values (n, nch) float64, t_ns (n,) int64, flags (n,) uint8)
+
+Flags (ARCHITECTURE.md): bit 2 (4) saturated: a code at either rail or ``|V| >= saturation_v``;
+bit 3 (8) gap: the time since the previous row exceeds 1.5 nominal periods (a DRDY pulse or
+samples were lost); bit 4 (16) suspect: a jump larger than the channel's ``max_step`` relative
+to the last accepted sample (the signature of a MISO bit error in a high bit; the ADS1256 has
+no CRC). Bits 0 and 1 belong to the estimator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge.hw.ads1256 import (
+    ADS1256, CODE_MAX, CODE_MIN, CYCLING_THROUGHPUT_HZ, PGA_CODES, DrdyTimeout, _nearest_rate,
+    input_index, lsb_volts, mux_byte,
+)
+
+__all__ = ["Channel", "Acquisition", "FLAG_SATURATED", "FLAG_GAP", "FLAG_SUSPECT"]
+
+FLAG_SATURATED = np.uint8(4)
+FLAG_GAP = np.uint8(8)
+FLAG_SUSPECT = np.uint8(16)
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One measured channel.
+
+    Attributes
+    ----------
+    name : str
+    pos, neg : str or int
+        Inputs ``"AIN0"``..``"AIN7"``, ``"AINCOM"`` (or 0..8).
+    pga : int
+        1, 2, 4, ..., 64.
+    sensitivity : float
+        Volts per engineering unit [V/unit]; value = (V - offset) / sensitivity.
+    offset : float
+        Volts at zero engineering value [V].
+    unit : str
+    saturation_v : float or None
+        ``|V| >=`` this counts as saturated (besides codes at the rails).
+    max_step : float or None
+        Largest plausible change between consecutive samples [unit]; larger jumps are
+        flagged suspect (bit-error check). None = off.
+    """
+
+    name: str
+    pos: object = "AIN0"
+    neg: object = "AINCOM"
+    pga: int = 1
+    sensitivity: float = 1.0
+    offset: float = 0.0
+    unit: str = "V"
+    saturation_v: float | None = None
+    max_step: float | None = None
+
+    def __post_init__(self):
+        where = f"Channel {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"{where}: name must be a non-empty string")
+        p, n = input_index(self.pos), input_index(self.neg)
+        if p == n:
+            raise ValueError(f"{where}: pos and neg are the same input {self.pos!r}")
+        if self.pga not in PGA_CODES:
+            raise ValueError(f"{where}: pga must be one of {sorted(PGA_CODES)}, got {self.pga!r}")
+        if not (math.isfinite(self.sensitivity) and self.sensitivity != 0):
+            raise ValueError(f"{where}: sensitivity must be finite and non-zero [V/unit], got "
+                             f"{self.sensitivity!r}")
+        if not math.isfinite(self.offset):
+            raise ValueError(f"{where}: offset must be finite [V], got {self.offset!r}")
+        if self.saturation_v is not None and not self.saturation_v > 0:
+            raise ValueError(f"{where}: saturation_v must be > 0 V, got {self.saturation_v!r}")
+        if self.max_step is not None and not self.max_step > 0:
+            raise ValueError(f"{where}: max_step must be > 0, got {self.max_step!r}")
+
+    @property
+    def mux(self) -> int:
+        return mux_byte(self.pos, self.neg)
+
+
+class Acquisition:
+    """Channels read from an :class:`~edge.hw.ads1256.ADS1256` into preallocated blocks.
+
+    Parameters
+    ----------
+    adc : ADS1256
+    channels : sequence of Channel
+    rate : float
+        ADS1256 data rate [SPS] (DRATE). Continuous mode delivers ``rate`` rows/s; cycling
+        delivers about Table 14's throughput / n_channels rows/s (see :attr:`nominal_rate`).
+    mode : "auto" | "continuous" | "cycle"
+        auto: continuous for one channel, cycle for several.
+    buffer : bool
+        Input buffer on.
+    calibrate : bool
+        SELFCAL after configuration.
+    nan_on_saturation : bool
+        Write NaN instead of the railed value for saturated samples.
+    """
+
+    def __init__(self, adc: ADS1256, channels, rate: float = 1000.0, mode: str = "auto",
+                 buffer: bool = True, calibrate: bool = True, nan_on_saturation: bool = False):
+        chans = tuple(channels)
+        if not chans:
+            raise ValueError("Acquisition: at least one channel is needed")
+        if not all(isinstance(c, Channel) for c in chans):
+            raise TypeError("Acquisition channels: Channel instances expected")
+        names = [c.name for c in chans]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Acquisition channels: duplicate names in {names}")
+        if len(chans) > 8:
+            raise ValueError(f"Acquisition: at most 8 channels, got {len(chans)}")
+        self.rate = _nearest_rate(rate)
+        if mode == "cycling":
+            mode = "cycle"
+        if mode == "auto":
+            mode = "continuous" if len(chans) == 1 else "cycle"
+        if mode not in ("continuous", "cycle"):
+            raise ValueError(f"Acquisition mode: 'auto', 'continuous' or 'cycle', got {mode!r}")
+        if mode == "continuous" and len(chans) != 1:
+            raise ValueError(f"Acquisition mode 'continuous' reads one channel, got {len(chans)}")
+        self.adc, self.channels, self.mode = adc, chans, mode
+        self.buffer, self.calibrate = bool(buffer), bool(calibrate)
+        self.nan_on_saturation = bool(nan_on_saturation)
+        nch = len(chans)
+        self.nch = nch
+        self.names = tuple(names)
+        self.units = tuple(c.unit for c in chans)
+        self._lsb = np.array([lsb_volts(adc.vref, c.pga) for c in chans])
+        self._off = np.array([c.offset for c in chans])
+        self._sens = np.array([c.sensitivity for c in chans])
+        self._sat_v = np.array([np.inf if c.saturation_v is None else c.saturation_v
+                                for c in chans])
+        # max_step in codes: |Δunit| * |sensitivity| / LSB
+        self._step_codes = [None if c.max_step is None else
+                            c.max_step * abs(c.sensitivity) / self._lsb[j]
+                            for j, c in enumerate(chans)]
+        self._muxes = [c.mux for c in chans]
+        pgas = {c.pga for c in chans}
+        self._adcons = ([PGA_CODES[c.pga] for c in chans] if len(pgas) > 1 else None)
+        self._codes = np.zeros((0, nch), dtype=np.int64)
+        self._last_t = None
+        self._ref = np.zeros(nch, dtype=np.int64)
+        self._ref_ok = np.zeros(nch, dtype=bool)
+        self._n_bad = np.zeros(nch, dtype=np.int64)
+        self.counts = {"rows": 0, "saturated": 0, "gaps": 0, "suspect": 0}
+        self.started = False
+
+    @property
+    def nominal_rate(self) -> float:
+        """Rows per second: ``rate`` (continuous) or Table 14 throughput / n_channels."""
+        if self.mode == "continuous":
+            return self.rate
+        return CYCLING_THROUGHPUT_HZ[self.rate] / self.nch
+
+    def start(self) -> None:
+        """Reset, check the chip ID, configure, calibrate, start conversions."""
+        adc = self.adc
+        adc.reset()
+        adc.check_id()
+        c0 = self.channels[0]
+        adc.configure(mux=self._muxes[0], pga=c0.pga, rate=self.rate, buffer=self.buffer)
+        if self.calibrate:
+            adc.self_calibrate()
+        if self.mode == "continuous":
+            adc.start_continuous()
+        else:
+            adc.start_cycling(self._muxes[0], None if self._adcons is None else self._adcons[0])
+        self._last_t = None
+        self._ref_ok[:] = False
+        self.started = True
+
+    def stop(self) -> None:
+        """Leave RDATAC / stop cycling; CS released. ``start()`` again to resume."""
+        if not self.started:
+            return
+        self.started = False
+        if self.mode == "continuous":
+            self.adc.stop_continuous()
+        else:
+            self.adc.sync_wakeup()
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self.adc.close()
+
+    def __enter__(self):
+        if not self.started:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check_out(self, values, t_ns, flags) -> int:
+        n = t_ns.shape[0] if hasattr(t_ns, "shape") else -1
+        if not (isinstance(values, np.ndarray) and values.dtype == np.float64
+                and values.ndim == 2 and values.shape[1] == self.nch):
+            raise ValueError(f"read out_values: float64 array (n, {self.nch}) expected, got "
+                             f"{getattr(values, 'dtype', type(values))} "
+                             f"{getattr(values, 'shape', '')}")
+        if not (isinstance(t_ns, np.ndarray) and t_ns.dtype == np.int64 and t_ns.ndim == 1):
+            raise ValueError("read out_t_ns: int64 array (n,) expected")
+        if not (isinstance(flags, np.ndarray) and flags.dtype == np.uint8 and flags.ndim == 1):
+            raise ValueError("read out_flags: uint8 array (n,) expected")
+        if values.shape[0] != n or flags.shape[0] != n:
+            raise ValueError(f"read: out_values {values.shape}, out_t_ns {t_ns.shape}, "
+                             f"out_flags {flags.shape} must have the same n")
+        return n
+
+    def read(self, out_values: np.ndarray, out_t_ns: np.ndarray, out_flags: np.ndarray) -> int:
+        """Fill all rows of the output arrays; return the number of rows (= n).
+
+        Parameters
+        ----------
+        out_values : ndarray (n, nch) float64   engineering units
+        out_t_ns : ndarray (n,) int64           clock time of the row's (first) DRDY [ns]
+        out_flags : ndarray (n,) uint8          see module docstring
+
+        Raises
+        ------
+        DrdyTimeout
+            ``exc.n_read`` rows were filled (and post-processed) before the timeout.
+        """
+        n = self._check_out(out_values, out_t_ns, out_flags)
+        if not self.started:
+            raise RuntimeError("Acquisition.read: call start() first")
+        if self._codes.shape[0] < n:
+            self._codes = np.zeros((n, self.nch), dtype=np.int64)
+        codes = self._codes
+        err = None
+        try:
+            if self.mode == "continuous":
+                self.adc.read_continuous(codes[:, 0], out_t_ns, n)
+                n_done = n
+            else:
+                n_done = 0
+                self._cycle(codes, out_t_ns, n)
+                n_done = n
+        except DrdyTimeout as exc:
+            n_done = exc.n_read if self.mode == "continuous" else self._rows_done
+            err = exc
+        self._post(codes, out_values, out_t_ns, out_flags, n_done)
+        if err is not None:
+            err.n_read = n_done
+            raise err
+        return n_done
+
+    def _cycle(self, codes, out_t_ns, n) -> None:
+        adc, nch, muxes, adcons = self.adc, self.nch, self._muxes, self._adcons
+        step = adc.cycle_step
+        self._rows_done = 0
+        for i in range(n):
+            for j in range(nch):
+                k = j + 1 if j + 1 < nch else 0
+                code, t = step(muxes[k], None if adcons is None else adcons[k])
+                codes[i, j] = code
+                if j == 0:
+                    out_t_ns[i] = t
+            self._rows_done = i + 1
+
+    def _post(self, codes, values, t_ns, flags, n) -> None:
+        if n == 0:
+            return
+        c = codes[:n]
+        flags[:n] = 0
+        # V = code * LSB; value = (V - offset) / sensitivity
+        V = c * self._lsb
+        np.divide(V - self._off, self._sens, out=values[:n])
+        sat = (c >= CODE_MAX) | (c <= CODE_MIN) | (np.abs(V) >= self._sat_v)
+        sat_row = sat.any(axis=1)
+        if sat_row.any():
+            flags[:n][sat_row] |= FLAG_SATURATED
+            if self.nan_on_saturation:
+                values[:n][sat] = np.nan
+            self.counts["saturated"] += int(sat_row.sum())
+        # gaps: more than 1.5 nominal periods since the previous row
+        period_ns = 1e9 / self.nominal_rate
+        t = t_ns[:n]
+        dt = np.empty(n)
+        dt[1:] = np.diff(t)
+        dt[0] = (t[0] - self._last_t) if self._last_t is not None else 0.0
+        gap = dt > 1.5 * period_ns
+        if gap.any():
+            flags[:n][gap] |= FLAG_GAP
+            self.counts["gaps"] += int(gap.sum())
+        self._last_t = int(t[-1])
+        # suspect jumps (bit errors): compare with the last accepted sample of the channel
+        for j, lim in enumerate(self._step_codes):
+            if lim is None:
+                continue
+            ref, ok, bad = int(self._ref[j]), bool(self._ref_ok[j]), int(self._n_bad[j])
+            col = c[:, j]
+            for i in range(n):
+                x = int(col[i])
+                if ok and abs(x - ref) > lim and bad < 3:
+                    flags[i] |= FLAG_SUSPECT
+                    self.counts["suspect"] += 1
+                    bad += 1
+                else:  # accepted (after 3 rejects in a row the new level is believed)
+                    ref, ok, bad = x, True, 0
+            self._ref[j], self._ref_ok[j], self._n_bad[j] = ref, ok, bad
+        self.counts["rows"] += n

@@ -1,0 +1,583 @@
+"""ADS1256 24-bit delta-sigma ADC driver over SPI (TI datasheet SBAS288K).
+
+Protocol facts used here (datasheet section in brackets):
+
+* SPI mode 1 (CPOL=0, CPHA=1); SCLK period at least 4 tCLKIN, i.e. at most f_CLKIN/4
+  = 1.92 MHz for the 7.68 MHz crystal [Timing Characteristics].
+* CS must stay low during a whole command sequence, including the data read that follows
+  RDATA/RREG [Command Definitions]. spidev's own CS is disabled (``no_cs``) and CS is a GPIO.
+* t6 = 50 tCLKIN (6.51 µs) between the end of RDATA/RDATAC/RREG and the first SCLK of the
+  data [Figures 30, 31, 34]; t11 = 4 tCLKIN after RREG/WREG/RDATA/WAKEUP and 24 tCLKIN after
+  SYNC/RESET/RDATAC before the next command [Timing Characteristics].
+* Conversion data: 24-bit two's complement, MSB first; +FS = 7FFFFFh, -FS = 800000h, LSB
+  weight 2 VREF / (PGA 2^23) [Data Format, Table 16].
+* Input multiplexer cycling: WREG MUX right after DRDY falls, SYNC, WAKEUP, then RDATA of the
+  *previous* conversion [Settling Time Using the Input Multiplexer, Table 14].
+
+DRDY is awaited as a GPIO falling edge with a timeout (``wait_for_edge``), never by spinning;
+a timeout raises :class:`DrdyTimeout` naming the pin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from edge.hw.ports import Pins
+
+__all__ = [
+    "ADS1256", "ADS1256Error", "DrdyTimeout", "ChipIdError", "RegisterVerifyError",
+    "CMD", "REG", "DRATE_CODES", "SETTLING_TIME_S", "CYCLING_THROUGHPUT_HZ", "PGA_CODES",
+    "INPUTS", "CODE_MAX", "CODE_MIN", "sign_extend_24", "code_from_bytes", "codes_to_volts",
+    "lsb_volts", "mux_byte", "input_index",
+]
+
+#: Command opcodes [Table 24]. RREG/WREG take the register address in the low nibble.
+CMD = {
+    "WAKEUP": 0x00, "RDATA": 0x01, "RDATAC": 0x03, "SDATAC": 0x0F, "RREG": 0x10, "WREG": 0x50,
+    "SELFCAL": 0xF0, "SELFOCAL": 0xF1, "SELFGCAL": 0xF2, "SYSOCAL": 0xF3, "SYSGCAL": 0xF4,
+    "SYNC": 0xFC, "STANDBY": 0xFD, "RESET": 0xFE, "WAKEUP2": 0xFF,
+}
+WAKEUP, RDATA, RDATAC, SDATAC = 0x00, 0x01, 0x03, 0x0F
+RREG, WREG = 0x10, 0x50
+SELFCAL, SELFOCAL, SELFGCAL, SYSOCAL, SYSGCAL = 0xF0, 0xF1, 0xF2, 0xF3, 0xF4
+SYNC, STANDBY, RESET = 0xFC, 0xFD, 0xFE
+
+#: Register addresses [Table 23].
+REG = {"STATUS": 0, "MUX": 1, "ADCON": 2, "DRATE": 3, "IO": 4, "OFC0": 5, "OFC1": 6,
+       "OFC2": 7, "FSC0": 8, "FSC1": 9, "FSC2": 10}
+STATUS, MUX, ADCON, DRATE, IO = 0, 1, 2, 3, 4
+OFC0, FSC0 = 5, 8
+N_REGS = 11
+CHIP_ID = 3  # STATUS bits 7:4 of the ADS1256
+
+#: DRATE register codes [DRATE register description] (f_CLKIN = 7.68 MHz).
+DRATE_CODES = {
+    30000.0: 0xF0, 15000.0: 0xE0, 7500.0: 0xD0, 3750.0: 0xC0, 2000.0: 0xB0, 1000.0: 0xA1,
+    500.0: 0x92, 100.0: 0x82, 60.0: 0x72, 50.0: 0x63, 30.0: 0x53, 25.0: 0x43, 15.0: 0x33,
+    10.0: 0x23, 5.0: 0x13, 2.5: 0x03,
+}
+#: Settling time t18 after SYNC/WAKEUP [Table 13], seconds.
+SETTLING_TIME_S = {
+    30000.0: 0.21e-3, 15000.0: 0.25e-3, 7500.0: 0.31e-3, 3750.0: 0.44e-3, 2000.0: 0.68e-3,
+    1000.0: 1.18e-3, 500.0: 2.18e-3, 100.0: 10.18e-3, 60.0: 16.84e-3, 50.0: 20.18e-3,
+    30.0: 33.51e-3, 25.0: 40.18e-3, 15.0: 66.84e-3, 10.0: 100.18e-3, 5.0: 200.18e-3,
+    2.5: 400.18e-3,
+}
+#: Multiplexer cycling throughput 1/t19, all channels together [Table 14], Hz
+#: (3-byte WREG, SCLK = f_CLKIN/4).
+CYCLING_THROUGHPUT_HZ = {
+    30000.0: 4374.0, 15000.0: 3817.0, 7500.0: 3043.0, 3750.0: 2165.0, 2000.0: 1438.0,
+    1000.0: 837.0, 500.0: 456.0, 100.0: 98.0, 60.0: 59.0, 50.0: 50.0, 30.0: 30.0, 25.0: 25.0,
+    15.0: 15.0, 10.0: 10.0, 5.0: 5.0, 2.5: 2.5,
+}
+#: PGA gain -> ADCON bits 2:0.
+PGA_CODES = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4, 32: 5, 64: 6}
+#: Input names -> MUX nibble (AINCOM = 1xxx).
+INPUTS = {f"AIN{i}": i for i in range(8)} | {"AINCOM": 8}
+
+CODE_MAX = 0x7FFFFF
+CODE_MIN = -0x800000
+
+
+class ADS1256Error(RuntimeError):
+    """Any ADS1256 hardware/protocol failure (the daemon maps it to its hardware exit code)."""
+
+
+class DrdyTimeout(ADS1256Error, TimeoutError):
+    """DRDY did not fall within the timeout. ``pin`` is the BCM pin, ``n_read`` the rows
+    already filled by :meth:`edge.hw.acquire.Acquisition.read` before the timeout."""
+
+    def __init__(self, pin: int, timeout_s: float, what: str = "data", n_read: int = 0):
+        self.pin, self.timeout_s, self.n_read = pin, timeout_s, n_read
+        super().__init__(f"ADS1256: DRDY (GPIO{pin}, BCM) did not fall within "
+                         f"{timeout_s * 1e3:.1f} ms waiting for {what} (line stuck or "
+                         f"chip not converting?)")
+
+
+class ChipIdError(ADS1256Error):
+    """STATUS bits 7:4 are not the ADS1256 ID (3): wrong chip, wiring or SPI mode."""
+
+
+class RegisterVerifyError(ADS1256Error):
+    """A register read back different from what was written (after retries)."""
+
+
+def input_index(name_or_index) -> int:
+    """``"AIN3"`` / 3 -> 3; ``"AINCOM"`` / 8 -> 8."""
+    if isinstance(name_or_index, str):
+        key = name_or_index.strip().upper()
+        if key not in INPUTS:
+            raise ValueError(f"input {name_or_index!r}: expected one of {sorted(INPUTS)}")
+        return INPUTS[key]
+    i = int(name_or_index)
+    if not 0 <= i <= 8:
+        raise ValueError(f"input {name_or_index!r}: index 0..7 (AIN0..7) or 8 (AINCOM)")
+    return i
+
+
+def mux_byte(pos, neg="AINCOM") -> int:
+    """MUX register value: PSEL in bits 7:4, NSEL in bits 3:0."""
+    p, n = input_index(pos), input_index(neg)
+    if p == n:
+        raise ValueError(f"MUX: positive and negative input are both {pos!r}")
+    return (p << 4) | n
+
+
+def sign_extend_24(raw: int) -> int:
+    """24-bit two's complement -> Python int (0x800000 -> -8388608, 0xFFFFFF -> -1)."""
+    raw &= 0xFFFFFF
+    return raw - 0x1000000 if raw & 0x800000 else raw
+
+
+def code_from_bytes(b) -> int:
+    """Three data bytes, MSB first -> signed code."""
+    raw = (b[0] << 16) | (b[1] << 8) | b[2]
+    return raw - 0x1000000 if raw & 0x800000 else raw
+
+
+def lsb_volts(vref: float, pga: int) -> float:
+    """Weight of one code [V]: 2 VREF / (PGA 2^23)."""
+    return 2.0 * vref / (pga * 8388608.0)
+
+
+def codes_to_volts(codes, vref: float, pga) -> np.ndarray:
+    """Signed codes -> volts.
+
+    Parameters
+    ----------
+    codes : array_like of int
+    vref : float  [V]
+    pga : int or array_like (broadcast against codes' last axis)
+
+    Returns
+    -------
+    ndarray of float64 [V]
+    """
+    # V = code / 2^23 * 2 VREF / PGA   [Data Format]
+    V = np.asarray(codes, dtype=np.float64) * (2.0 * vref / 8388608.0) / np.asarray(pga, float)
+    return V
+
+
+def _nearest_rate(rate: float) -> float:
+    r = float(rate)
+    for k in DRATE_CODES:
+        if math.isclose(k, r, rel_tol=1e-9):
+            return k
+    raise ValueError(f"data rate {rate!r} SPS: not an ADS1256 rate; choose one of "
+                     f"{sorted(DRATE_CODES)}")
+
+
+class ADS1256:
+    """ADS1256 over SPI with GPIO chip select, DRDY, RESET and SYNC/PDWN.
+
+    Parameters
+    ----------
+    spi : SpiPort
+        An opened ``spidev.SpiDev`` (or the simulator's ``FakeSpiDev``).
+    gpio : GpioPort
+        The ``RPi.GPIO`` module (or ``FakeGPIO``).
+    clock : Clock
+    pins : Pins
+        BCM pins; default the Waveshare High-Precision AD/DA board (CS 22, DRDY 17,
+        RESET 18, PDWN 27).
+    vref : float
+        Reference voltage [V] (2.5 V on the Waveshare board).
+    fclkin_hz : float
+        Crystal frequency [Hz]; the Waveshare board uses 7.68 MHz.
+    speed_hz : int
+        SCLK [Hz], at most ``fclkin_hz / 4``.
+    drdy_timeout_s : float
+        Timeout for a data DRDY [s] (settling time and calibration are added where needed).
+
+    Notes
+    -----
+    Construction configures the ports (SPI mode 1, speed, ``no_cs``; pins as outputs/input)
+    but does not talk to the chip; call :meth:`reset` and :meth:`check_id` next.
+    """
+
+    def __init__(self, spi, gpio, clock, pins: Pins = Pins(), *, vref: float = 2.5,
+                 fclkin_hz: float = 7.68e6, speed_hz: int = 1_000_000,
+                 drdy_timeout_s: float = 0.1):
+        if not vref > 0:
+            raise ValueError(f"vref: must be > 0 V, got {vref!r}")
+        if not fclkin_hz > 0:
+            raise ValueError(f"fclkin_hz: must be > 0, got {fclkin_hz!r}")
+        if not 0 < speed_hz <= fclkin_hz / 4:
+            raise ValueError(f"speed_hz: SCLK must be in (0, f_CLKIN/4 = {fclkin_hz / 4:.0f}] "
+                             f"Hz, got {speed_hz!r}")
+        if not drdy_timeout_s > 0:
+            raise ValueError(f"drdy_timeout_s: must be > 0, got {drdy_timeout_s!r}")
+        self.spi, self.gpio, self.clock, self.pins = spi, gpio, clock, pins
+        self.vref = float(vref)
+        self.fclkin_hz = float(fclkin_hz)
+        self.speed_hz = int(speed_hz)
+        self.drdy_timeout_s = float(drdy_timeout_s)
+        tau_ns = 1e9 / self.fclkin_hz
+        # t6 = 50 tCLKIN; t11 = 4 tCLKIN (RREG, WREG, RDATA, WAKEUP), 24 tCLKIN (SYNC, RESET,
+        # RDATAC); RESET pulse >= 4 tCLKIN (t16).      [Timing Characteristics]
+        self.t6_ns = math.ceil(50 * tau_ns)
+        self.t11_short_ns = math.ceil(4 * tau_ns)
+        self.t11_long_ns = math.ceil(24 * tau_ns)
+        self.t_reset_ns = math.ceil(4 * tau_ns)
+        self.drate = 30000.0  # reset value (DRATE = F0h)
+        self.pga = 1
+        self.mux = 0x01
+        self.continuous = False
+        self.stats = {"register_retries": 0, "drdy_missed_edge": 0}
+        self._cs_held = False
+        self._last_cmd_end = 0
+        self._last_cmd_gap = 0
+        self._setup_ports()
+
+    # ------------------------------------------------------------------ ports
+    def _setup_ports(self) -> None:
+        spi, g, p = self.spi, self.gpio, self.pins
+        spi.mode = 1
+        spi.max_speed_hz = self.speed_hz
+        if p.cs is not None:
+            try:
+                spi.no_cs = True
+            except (OSError, AttributeError):
+                # Some kernels reject SPI_NO_CS; harmless when the ADS1256's CS is a GPIO
+                # (the controller's CE line is then not connected to this chip).
+                pass
+        g.setmode(g.BCM)
+        if p.cs is not None:
+            g.setup(p.cs, g.OUT, initial=g.HIGH)
+        if p.reset is not None:
+            g.setup(p.reset, g.OUT, initial=g.HIGH)
+        if p.pdwn is not None:
+            g.setup(p.pdwn, g.OUT, initial=g.HIGH)
+        g.setup(p.drdy, g.IN, pull_up_down=g.PUD_UP)
+
+    def close(self) -> None:
+        """Stop continuous mode if active, release CS and the pins, close SPI."""
+        try:
+            if self.continuous:
+                self.stop_continuous()
+        finally:
+            self._cs(False)
+            pins = [p for p in (self.pins.cs, self.pins.reset, self.pins.pdwn, self.pins.drdy)
+                    if p is not None]
+            try:
+                self.gpio.cleanup(pins)
+            finally:
+                self.spi.close()
+
+    def _cs(self, low: bool) -> None:
+        if self.pins.cs is not None:
+            self.gpio.output(self.pins.cs, self.gpio.LOW if low else self.gpio.HIGH)
+        self._cs_held = low
+
+    # ------------------------------------------------------------------ timing
+    def _wait_since(self, t_ref_ns: int, min_ns: int) -> None:
+        """Sleep until ``min_ns`` have passed since ``t_ref_ns`` (no sleep if already so)."""
+        rem = t_ref_ns + min_ns - self.clock.monotonic_ns()
+        if rem > 0:
+            self.clock.sleep_us(rem * 1e-3)
+
+    def _command(self, data: list[int], gap_after_ns: int) -> None:
+        """Send one command (with its operand bytes), honouring t11 of the previous one."""
+        self._wait_since(self._last_cmd_end, self._last_cmd_gap)
+        self.spi.xfer2(data)
+        self._last_cmd_end = self.clock.monotonic_ns()
+        self._last_cmd_gap = gap_after_ns
+
+    def _read_after_command(self, n: int) -> list[int]:
+        """Read ``n`` bytes t6 after the command just sent (CS still low)."""
+        self._wait_since(self._last_cmd_end, self.t6_ns)
+        out = self.spi.readbytes(n)
+        self._last_cmd_end = self.clock.monotonic_ns()
+        self._last_cmd_gap = self.t11_short_ns
+        return out
+
+    def wait_drdy(self, timeout_s: float | None = None, what: str = "data") -> int:
+        """Wait until DRDY is low; return the clock time [ns] it was seen low.
+
+        If DRDY is already low (unread data), returns at once. Otherwise waits for a falling
+        edge with ``wait_for_edge`` in slices, re-checking the level between slices (an edge
+        that fell between the level check and arming the edge detector is not lost).
+        """
+        g, pin = self.gpio, self.pins.drdy
+        if g.input(pin) == 0:
+            return self.clock.monotonic_ns()
+        timeout = self.drdy_timeout_s if timeout_s is None else timeout_s
+        t0 = self.clock.monotonic_ns()
+        deadline = t0 + int(timeout * 1e9)
+        slice_ms = max(1, min(int(timeout * 1e3), 20))
+        while True:
+            left_ms = (deadline - self.clock.monotonic_ns()) * 1e-6
+            if left_ms <= 0:
+                raise DrdyTimeout(pin, timeout, what)
+            r = g.wait_for_edge(pin, g.FALLING, timeout=max(1, min(slice_ms, math.ceil(left_ms))))
+            if r is not None:
+                return self.clock.monotonic_ns()
+            if g.input(pin) == 0:
+                self.stats["drdy_missed_edge"] += 1
+                return self.clock.monotonic_ns()
+
+    # ------------------------------------------------------------------ control
+    def reset(self, hard: bool | None = None) -> None:
+        """Reset to power-up values; waits for the post-reset self-calibration (DRDY low).
+
+        ``hard=None``: pulse the RESET pin when wired, else send the RESET command.
+        """
+        if self.continuous:
+            self.stop_continuous()
+        if self.pins.pdwn is not None:
+            self.gpio.output(self.pins.pdwn, self.gpio.HIGH)
+        use_pin = self.pins.reset is not None if hard is None else hard
+        if use_pin:
+            if self.pins.reset is None:
+                raise ValueError("reset(hard=True): Pins.reset is not wired")
+            self.gpio.output(self.pins.reset, self.gpio.LOW)
+            self.clock.sleep_us(max(self.t_reset_ns * 1e-3, 1.0))
+            self.gpio.output(self.pins.reset, self.gpio.HIGH)
+        else:
+            self._cs(True)
+            try:
+                self._command([RESET], self.t11_long_ns)
+            finally:
+                self._cs(False)
+        self.drate, self.pga, self.mux = 30000.0, 1, 0x01
+        self.wait_drdy(self.calibration_timeout_s(30000.0), "reset/self-calibration")
+
+    def calibration_timeout_s(self, rate: float | None = None) -> float:
+        """Generous bound for calibration + settling at ``rate`` [s]."""
+        r = self.drate if rate is None else rate
+        return 4.0 * SETTLING_TIME_S[_nearest_rate(r)] + self.drdy_timeout_s + 0.05
+
+    def read_registers(self, start: int, n: int = 1) -> list[int]:
+        """RREG: ``n`` registers from ``start`` (CS held across command and read; t6)."""
+        if not (0 <= start < N_REGS and 1 <= n <= N_REGS):
+            raise ValueError(f"read_registers: start 0..10 and n 1..11, got {start}, {n}")
+        self._cs(True)
+        try:
+            self._command([RREG | start, n - 1], self.t11_short_ns)
+            return list(self._read_after_command(n))
+        finally:
+            self._cs(False)
+
+    def write_registers(self, start: int, values, verify: bool = True, retries: int = 2,
+                        mask: list[int] | None = None) -> None:
+        """WREG ``values`` from ``start``; with ``verify`` read back and retry on mismatch.
+
+        ``mask`` (per register) selects the bits compared (read-only bits excluded); by
+        default STATUS compares bits 3:1 and ADCON bits 6:0.
+        """
+        vals = [int(v) & 0xFF for v in values]
+        if not (0 <= start < N_REGS and 1 <= len(vals) <= N_REGS - start):
+            raise ValueError(f"write_registers: start {start} with {len(vals)} values")
+        if mask is None:
+            mask = [{STATUS: 0x0E, ADCON: 0x7F}.get(start + i, 0xFF) for i in range(len(vals))]
+        for attempt in range(retries + 1):
+            self._cs(True)
+            try:
+                self._command([WREG | start, len(vals) - 1, *vals], self.t11_short_ns)
+            finally:
+                self._cs(False)
+            if not verify:
+                return
+            got = self.read_registers(start, len(vals))
+            if all((g & m) == (v & m) for g, v, m in zip(got, vals, mask)):
+                return
+            self.stats["register_retries"] += 1
+        raise RegisterVerifyError(
+            f"ADS1256: register {start:#04x}..{start + len(vals) - 1:#04x} wrote "
+            f"{[hex(v) for v in vals]} but read back {[hex(g) for g in got]} "
+            f"after {retries + 1} attempts (SPI wiring/noise?)")
+
+    def chip_id(self) -> int:
+        """STATUS bits 7:4 (3 for an ADS1256)."""
+        return self.read_registers(STATUS, 1)[0] >> 4
+
+    def check_id(self) -> None:
+        """Raise :class:`ChipIdError` unless the chip answers with ID 3."""
+        cid = self.chip_id()
+        if cid != CHIP_ID:
+            raise ChipIdError(f"ADS1256: STATUS ID bits read {cid} (expected {CHIP_ID}); check "
+                              f"wiring, power, SPI mode 1 and CS pin GPIO{self.pins.cs}")
+
+    def configure(self, mux: int = 0x08, pga: int = 1, rate: float = 1000.0,
+                  buffer: bool = True, auto_cal: bool = False, clock_out: bool = False) -> None:
+        """Write STATUS, MUX, ADCON, DRATE in one WREG and verify them.
+
+        Parameters
+        ----------
+        mux : int        MUX register (see :func:`mux_byte`).
+        pga : int        1, 2, 4, ..., 64.
+        rate : float     data rate [SPS], one of :data:`DRATE_CODES`.
+        buffer : bool    input buffer (BUFEN).
+        auto_cal : bool  ACAL: self-calibrate on PGA/DRATE/BUFEN changes.
+        clock_out : bool keep D0/CLKOUT = f_CLKIN (off by default, as the datasheet advises).
+        """
+        if pga not in PGA_CODES:
+            raise ValueError(f"pga: one of {sorted(PGA_CODES)}, got {pga!r}")
+        r = _nearest_rate(rate)
+        if not 0 <= int(mux) <= 0xFF:
+            raise ValueError(f"mux: register byte expected, got {mux!r}")
+        status = (0x04 if auto_cal else 0) | (0x02 if buffer else 0)   # ORDER = 0 (MSB first)
+        adcon = (0x20 if clock_out else 0) | PGA_CODES[pga]
+        self.write_registers(STATUS, [status, int(mux), adcon, DRATE_CODES[r]])
+        self.drate, self.pga, self.mux = r, pga, int(mux)
+        if auto_cal:
+            self.wait_drdy(self.calibration_timeout_s(), "auto-calibration")
+
+    def self_calibrate(self, kind: int = SELFCAL) -> None:
+        """SELFCAL (or SELFOCAL/SELFGCAL/SYSOCAL/SYSGCAL); waits until DRDY falls."""
+        if kind not in (SELFCAL, SELFOCAL, SELFGCAL, SYSOCAL, SYSGCAL):
+            raise ValueError(f"self_calibrate: not a calibration command {kind:#x}")
+        self._cs(True)
+        try:
+            self._command([kind], self.t11_short_ns)
+        finally:
+            self._cs(False)
+        self.wait_drdy(self.calibration_timeout_s(), "calibration")
+
+    def sync_wakeup(self) -> None:
+        """SYNC then WAKEUP (t11 = 24 tCLKIN between them): restart the digital filter."""
+        self._cs(True)
+        try:
+            self._command([SYNC], self.t11_long_ns)
+            self._command([WAKEUP], self.t11_short_ns)
+        finally:
+            self._cs(False)
+
+    def standby(self) -> None:
+        """STANDBY (leave with :meth:`sync_wakeup` or WAKEUP)."""
+        self._cs(True)
+        try:
+            self._command([STANDBY], self.t11_short_ns)
+        finally:
+            self._cs(False)
+
+    def read_data(self) -> int:
+        """Wait for DRDY, RDATA, return the signed code (single-shot read, not RDATAC)."""
+        self.wait_drdy()
+        return self.rdata()
+
+    def rdata(self) -> int:
+        """RDATA now (caller made sure a conversion is ready): signed code."""
+        self._cs(True)
+        try:
+            self._command([RDATA], self.t11_short_ns)
+            b = self._read_after_command(3)
+        finally:
+            self._cs(False)
+        return code_from_bytes(b)
+
+    # ------------------------------------------------------------------ continuous
+    def start_continuous(self) -> None:
+        """RDATAC (issued after DRDY falls, as the datasheet requires); CS stays low.
+
+        The conversion that made DRDY fall is skipped: at high rates there is no time left to
+        shift it out (RDATAC + t6 + 24 bits > 1/f_DATA at 30 kSPS and 1 MHz SCLK). The first
+        :meth:`read_continuous` sample is the next conversion.
+        """
+        self.wait_drdy(self.calibration_timeout_s(), "RDATAC start")
+        self._cs(True)
+        self._command([RDATAC], self.t11_long_ns)
+        self.continuous = True
+        self._rdatac_end = self._last_cmd_end
+        # wait for the *next* falling edge (DRDY is still low from the skipped conversion)
+        g, pin = self.gpio, self.pins.drdy
+        if g.wait_for_edge(pin, g.FALLING, timeout=max(1, math.ceil(
+                self.calibration_timeout_s() * 1e3))) is None:
+            self._cs(False)
+            self.continuous = False
+            raise DrdyTimeout(pin, self.calibration_timeout_s(), "first RDATAC conversion")
+
+    def read_continuous(self, out_codes, out_t_ns, n: int | None = None) -> int:
+        """Fill ``out_codes[:n]`` (int) and ``out_t_ns[:n]`` from RDATAC; returns n.
+
+        Raises :class:`DrdyTimeout` (``n_read`` = rows filled) when DRDY stays high.
+        """
+        if not self.continuous:
+            raise ADS1256Error("read_continuous: call start_continuous() first")
+        n = len(out_codes) if n is None else n
+        g, pin, spi, clock = self.gpio, self.pins.drdy, self.spi, self.clock
+        readbytes, ginput = spi.readbytes, g.input
+        first_wait = self._rdatac_end
+        for i in range(n):
+            if ginput(pin) == 0:
+                t = clock.monotonic_ns()
+            else:
+                try:
+                    t = self.wait_drdy()
+                except DrdyTimeout as exc:
+                    exc.n_read = i
+                    raise
+            if first_wait:
+                # t6 after RDATAC before the first data read (later reads follow a DRDY)
+                self._wait_since(first_wait, self.t6_ns)
+                first_wait = 0
+                self._rdatac_end = 0
+            b = readbytes(3)
+            raw = (b[0] << 16) | (b[1] << 8) | b[2]
+            out_codes[i] = raw - 0x1000000 if raw & 0x800000 else raw
+            out_t_ns[i] = t
+        return n
+
+    def stop_continuous(self) -> None:
+        """SDATAC (after DRDY falls and before it rises again, per the datasheet); CS high."""
+        if not self.continuous:
+            return
+        try:
+            try:
+                self.wait_drdy(self.calibration_timeout_s(), "SDATAC")
+            except DrdyTimeout:
+                pass  # send SDATAC anyway: the chip may be wedged, do not lose the CS release
+            self._command([SDATAC], self.t11_short_ns)
+        finally:
+            self.continuous = False
+            self._cs(False)
+
+    # ------------------------------------------------------------------ cycling
+    def cycle_step(self, next_mux: int, next_adcon: int | None = None,
+                   timeout_s: float | None = None) -> tuple[int, int]:
+        """One step of the datasheet's multiplexer cycling procedure.
+
+        Waits for DRDY (conversion of the current MUX done), writes ``next_mux`` (and ADCON
+        when ``next_adcon`` is given: per-channel PGA), SYNC, WAKEUP, then RDATA of the
+        conversion that made DRDY fall.
+
+        Returns
+        -------
+        (code, t_ns) : the previous channel's signed code and its DRDY time [ns].
+        """
+        t = self.wait_drdy(timeout_s)
+        self._cs(True)
+        try:
+            if next_adcon is None:
+                self._command([WREG | MUX, 0, next_mux], self.t11_short_ns)
+            else:
+                self._command([WREG | MUX, 1, next_mux, next_adcon], self.t11_short_ns)
+            self._command([SYNC], self.t11_long_ns)
+            self._command([WAKEUP], self.t11_short_ns)
+            self._command([RDATA], self.t11_short_ns)
+            b = self._read_after_command(3)
+        finally:
+            self._cs(False)
+        self.mux = next_mux
+        return code_from_bytes(b), t
+
+    def start_cycling(self, first_mux: int, first_adcon: int | None = None) -> None:
+        """Point the MUX at the first channel and restart conversion (SYNC, WAKEUP)."""
+        self._cs(True)
+        try:
+            if first_adcon is None:
+                self._command([WREG | MUX, 0, first_mux], self.t11_short_ns)
+            else:
+                self._command([WREG | MUX, 1, first_mux, first_adcon], self.t11_short_ns)
+            self._command([SYNC], self.t11_long_ns)
+            self._command([WAKEUP], self.t11_short_ns)
+        finally:
+            self._cs(False)
+        self.mux = first_mux
+
+    # ------------------------------------------------------------------ helpers
+    def volts(self, code, pga: int | None = None):
+        """Code(s) -> volts at this chip's VREF and the given (default: current) PGA."""
+        return codes_to_volts(code, self.vref, self.pga if pga is None else pga)

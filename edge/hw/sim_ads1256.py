@@ -1,0 +1,769 @@
+"""A simulated ADS1256 that speaks the SPI protocol byte by byte.
+
+:class:`SimulatedADS1256` models the chip: command decoder, the eleven registers with their
+reset values, conversions at the configured data rate with the datasheet's settling time after
+SYNC/WAKEUP/reset (Table 13), DRDY, RDATAC mode, calibration registers, and the timing rules
+a driver must respect. :class:`FakeSpiDev` and :class:`FakeGPIO` put it behind the same
+``spidev``/``RPi.GPIO`` shapes as the hardware (:mod:`edge.hw.ports`), so the real driver
+(:mod:`edge.hw.ads1256`) runs unchanged; :func:`make_simulated_hardware` builds all three.
+
+Protocol violations are **rejected**: every one increments ``chip.violations[kind]`` and, with
+``strict=True`` (default), raises :class:`ProtocolViolation` at the offending SPI/GPIO call.
+Kinds:
+
+``t6``                 data shifted out less than 50 tCLKIN after RDATA/RDATAC/RREG
+``t11``                a command less than 4 (24 after SYNC/RESET/RDATAC) tCLKIN after the
+                       previous one
+``cs_high``            SCLK while CS is high (bytes ignored, DOUT reads FFh)
+``cs_released``        CS raised between a command and its operands/data (command aborted)
+``sclk``               SCLK faster than f_CLKIN/4
+``spi_mode``           SPI mode other than 1 (data garbled by one bit), or 8-bit/MSB-first not set
+``read_not_ready``     conversion data read with no unread conversion (DRDY high)
+``read_during_update`` a data read still running when the next conversion completed
+``busy``               a command while a calibration is running (before DRDY falls)
+``unknown_command``, ``bad_register``, ``invalid_drate``
+
+Timing model. Bytes of one transfer are back to back at SCLK = ``max_speed_hz``; the clock
+is advanced to the end of the transfer. With the virtual clock (``SimClock(virtual=True)``)
+time moves only through transfers and sleeps, so a run is deterministic and faster than real
+time; ``wait_for_edge`` jumps to the next DRDY. The real-time clock follows
+``time.monotonic_ns``; waits ``time.sleep`` (never spin) and the simulated time may run at
+most ``max_lead_us`` ahead of the wall clock, so that short waits (t6, transfers, DRDY at
+20 kSPS) do not each cost the operating system's ~60 µs sleep granularity while the long-run
+pace stays the wall clock's.
+
+Simplifications (documented in docs/hardware.md): a conversion is the instantaneous input
+voltage at the moment DRDY falls (no sinc filter); writing MUX/ADCON/DRATE/BUFEN restarts the
+filter like SYNC/WAKEUP (settled data after t18); calibration takes 3 t18 (SELFCAL) or 2 t18
+(the others); the calibration equation (datasheet eq. 3) uses α = 400000h and the ideal
+FSC = 44AC08h at every rate with β chosen so that an ideal chip is exact.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge.hw.ads1256 import (
+    ADCON, CODE_MAX, CODE_MIN, DRATE, DRATE_CODES, FSC0, IO, MUX, N_REGS, OFC0, RDATA,
+    RDATAC, RESET, RREG, SDATAC, SELFCAL, SELFGCAL, SELFOCAL, SETTLING_TIME_S, STANDBY, STATUS,
+    SYNC, SYSGCAL, SYSOCAL, WAKEUP, WREG,
+)
+from edge.hw.ports import Pins
+
+__all__ = ["ProtocolViolation", "SimClock", "Faults", "SimulatedADS1256", "FakeSpiDev",
+           "FakeGPIO", "make_simulated_hardware", "RESET_VALUES", "FSC_IDEAL", "OFC_ALPHA"]
+
+#: Register reset values (datasheet register map; OFC/FSC: the ideal-chip calibration).
+FSC_IDEAL = 0x44AC08
+OFC_ALPHA = 0x400000
+RESET_VALUES = (0x31, 0x01, 0x20, 0xF0, 0xE0, 0x00, 0x00, 0x00,
+                FSC_IDEAL & 0xFF, (FSC_IDEAL >> 8) & 0xFF, FSC_IDEAL >> 16)
+_RATE_OF_CODE = {c: r for r, c in DRATE_CODES.items()}
+_PGA_OF_BITS = (1, 2, 4, 8, 16, 32, 64, 64)
+_MASK64 = (1 << 64) - 1
+
+
+class ProtocolViolation(RuntimeError):
+    """The driver broke an ADS1256 protocol rule; ``kind`` names the rule."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(f"ADS1256 protocol violation [{kind}]: {message}")
+
+
+class SimClock:
+    """Clock for the simulator (satisfies :class:`edge.hw.ports.Clock`).
+
+    Parameters
+    ----------
+    virtual : bool
+        True: time advances only through sleeps/transfers/DRDY waits (instantly).
+        False: wall-clock time (``time.monotonic_ns`` since creation), paced with
+        ``time.sleep``; simulated time may lead the wall clock by at most ``max_lead_us``.
+    max_lead_us : float
+        Real-time mode only (see module notes). 0 = strict wall clock.
+    """
+
+    def __init__(self, virtual: bool = False, max_lead_us: float = 2000.0):
+        self.virtual = bool(virtual)
+        self.max_lead_ns = int(max_lead_us * 1e3)
+        self._origin = time.monotonic_ns()
+        self._t = 0
+
+    def monotonic_ns(self) -> int:
+        if not self.virtual:
+            real = time.monotonic_ns() - self._origin
+            if real > self._t:
+                self._t = real
+        return self._t
+
+    def sleep_until_ns(self, t_ns: int) -> None:
+        """Advance to ``t_ns`` (virtual: at once; real: sleep while too far ahead)."""
+        if not self.virtual:
+            lead = t_ns - (time.monotonic_ns() - self._origin)
+            if lead > self.max_lead_ns:
+                time.sleep((lead - self.max_lead_ns // 2) * 1e-9)
+        if t_ns > self._t:
+            self._t = t_ns
+
+    def sleep_us(self, us: float) -> None:
+        if us > 0:
+            self.sleep_until_ns(self.monotonic_ns() + math.ceil(us * 1e3))
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected faults.
+
+    Attributes
+    ----------
+    stuck_drdy_after_s : float or None
+        From this simulated time on DRDY never falls again (no conversions become ready).
+    missing_drdy_prob : float
+        Probability that a conversion is lost: its DRDY pulse never comes.
+    bit_error_prob : float
+        Probability that a MISO (DOUT) bit is flipped, independently per bit.
+    saturation : tuple of (t0_s, t1_s, input, volts)
+        Over ``[t0, t1)`` the input (name or index) is driven to ``volts`` (beyond
+        ±2 VREF/PGA the codes clip at the rails).
+    dropouts : tuple of (t0_s, t1_s, input)
+        Over ``[t0, t1)`` the input is disconnected: conversions that use it read the
+        positive rail (7FFFFFh), as a floating buffered input does.
+    """
+
+    stuck_drdy_after_s: float | None = None
+    missing_drdy_prob: float = 0.0
+    bit_error_prob: float = 0.0
+    saturation: tuple = ()
+    dropouts: tuple = ()
+
+    def __post_init__(self):
+        for name in ("missing_drdy_prob", "bit_error_prob"):
+            p = getattr(self, name)
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"Faults.{name}: probability in [0, 1], got {p!r}")
+
+
+def _hash01(seed: int, k: int) -> float:
+    """Deterministic uniform [0, 1) from (seed, k) (splitmix64)."""
+    z = (seed * 0x9E3779B97F4A7C15 + (k + 1) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return ((z ^ (z >> 31)) >> 11) * (1.0 / (1 << 53))
+
+
+class SimulatedADS1256:
+    """The chip. Driven through :class:`FakeSpiDev` / :class:`FakeGPIO`.
+
+    Parameters
+    ----------
+    source : object with ``volts(t_s) -> ndarray (9,)``
+        See :mod:`edge.hw.sources`.
+    clock : SimClock
+    pins : Pins
+        Which GPIOs are CS, DRDY, RESET, SYNC/PDWN.
+    fclkin_hz, vref : float
+    seed : int
+        Seeds noise, bit errors and missing-DRDY draws.
+    faults : Faults
+    noise_v : float
+        Input-referred white noise, standard deviation [V].
+    offset_error_v, gain_error : float
+        Chip imperfections removed by self-calibration (0 = ideal chip).
+    strict : bool
+        Raise :class:`ProtocolViolation` on a violation (always counted in ``violations``).
+    """
+
+    def __init__(self, source, clock: SimClock, *, pins: Pins = Pins(),
+                 fclkin_hz: float = 7.68e6, vref: float = 2.5, seed: int = 0,
+                 faults: Faults | None = None, noise_v: float = 0.0,
+                 offset_error_v: float = 0.0, gain_error: float = 0.0, strict: bool = True):
+        if not hasattr(source, "volts"):
+            raise TypeError("source: an object with volts(t_s) -> ndarray (9,) expected")
+        self.source, self.clock, self.pins = source, clock, pins
+        self.fclkin_hz, self.vref = float(fclkin_hz), float(vref)
+        self.faults = Faults() if faults is None else faults
+        self.seed = int(seed)
+        self._rng = np.random.default_rng(seed)
+        self.noise_v = float(noise_v)
+        self.offset_error_v, self.gain_error = float(offset_error_v), float(gain_error)
+        self.strict = bool(strict)
+        self.violations: Counter = Counter()
+        self.stats: Counter = Counter()
+        self.log: list[str] = []
+        tau = 1e9 / self.fclkin_hz
+        self.t6_ns = 50 * tau
+        self.t11_short_ns = 4 * tau
+        self.t11_long_ns = 24 * tau
+        self.max_sclk_hz = self.fclkin_hz / 4
+        self._sat = tuple((int(a * 1e9), int(b * 1e9), _inp(i), float(v))
+                          for a, b, i, v in self.faults.saturation)
+        self._drop = tuple((int(a * 1e9), int(b * 1e9), _inp(i))
+                           for a, b, i in self.faults.dropouts)
+        self._stuck_ns = (None if self.faults.stuck_drdy_after_s is None
+                          else int(self.faults.stuck_drdy_after_s * 1e9))
+        self._p_missing = float(self.faults.missing_drdy_prob)
+        self._p_bit = float(self.faults.bit_error_prob)
+        self.cs_low = False
+        self.in_reset = False
+        self.pdwn_low = False
+        self._power_on(clock.monotonic_ns())
+
+    # ------------------------------------------------------------------ state
+    def _power_on(self, t: int) -> None:
+        self.regs = list(RESET_VALUES)
+        self.continuous = False
+        self._state = "idle"
+        self._pos = 0
+        self._n = 0
+        self._addr = 0
+        self._cmd_end = -1e18
+        self._next_cmd_ok = -1e18
+        self._data_not_before = -1e18
+        self._code = 0
+        self._unread = False
+        self._t_data = -1
+        self._latched = (0, 0, 0)
+        self._read_t0 = 0
+        self._busy_until = -1
+        self._k = 0  # conversion counter (for missing-DRDY draws)
+        self._self_cal()  # "After a reset, the ADS1255/6 performs self-calibration."
+        self._restart(t, 3 * self._settle_ns())
+
+    def _rate(self) -> float:
+        return _RATE_OF_CODE.get(self.regs[DRATE], 30000.0)
+
+    def _settle_ns(self) -> float:
+        return SETTLING_TIME_S[self._rate()] * 1e9
+
+    def _restart(self, t: float, first_after_ns: float, busy: bool = False) -> None:
+        """(Re)start conversions: first data ``first_after_ns`` after ``t``, then periodic."""
+        self._t_first = t + first_after_ns
+        self._j = 0
+        self._period = 1e9 / self._rate()
+        self._t_next = int(self._t_first)
+        if busy:
+            self._busy_until = self._t_next
+
+    def _stop(self) -> None:
+        self._t_next = None
+
+    @property
+    def pga(self) -> int:
+        return _PGA_OF_BITS[self.regs[ADCON] & 0x07]
+
+    def _missing(self, k: int) -> bool:
+        return self._p_missing > 0.0 and _hash01(self.seed, k) < self._p_missing
+
+    def _advance(self, now: int) -> None:
+        """Complete every conversion due by ``now``."""
+        while self._t_next is not None and self._t_next <= now:
+            behind = int((now - self._t_next) // self._period)
+            if behind > 2:  # far behind: skip to the last two conversions
+                self.stats["overwritten"] += behind - 1
+                self._j += behind - 1
+                self._k += behind - 1
+                self._t_next = int(self._t_first + self._j * self._period)
+                continue
+            t = self._t_next
+            k = self._k
+            self._k += 1
+            self._j += 1
+            self._t_next = int(self._t_first + self._j * self._period)
+            if (self._stuck_ns is not None and t >= self._stuck_ns) or self._missing(k):
+                self.stats["drdy_missing"] += 1
+                continue
+            if self._unread:
+                self.stats["overwritten"] += 1
+            self._code = self._convert(t)
+            self._unread = True
+            self._t_data = t
+            self.stats["conversions"] += 1
+
+    def _convert(self, t_ns: int) -> int:
+        mux = self.regs[MUX]
+        p, n = mux >> 4, mux & 0x0F
+        p = 8 if p >= 8 else p
+        n = 8 if n >= 8 else n
+        for a, b, i in self._drop:
+            if a <= t_ns < b and (i == p or i == n):
+                return CODE_MAX
+        v = self.source.volts(t_ns * 1e-9)
+        vp, vn = float(v[p]), float(v[n])
+        for a, b, i, volts in self._sat:
+            if a <= t_ns < b:
+                if i == p:
+                    vp = volts
+                elif i == n:
+                    vn = volts
+        vd = vp - vn
+        if self.noise_v > 0.0:
+            vd += self.noise_v * float(self._rng.standard_normal())
+        # x = PGA (V_IN + offset error)(1 + gain error) / (2 VREF)   (fraction of full scale)
+        x = self.pga * (vd + self.offset_error_v) * (1.0 + self.gain_error) / (2.0 * self.vref)
+        # Output = (x - OFC/alpha) FSC beta, beta = 2^23 / FSC_ideal   [datasheet eq. 3]
+        code = round((x - self._ofc() / OFC_ALPHA) * self._fsc() * (8388608.0 / FSC_IDEAL))
+        return CODE_MAX if code > CODE_MAX else (CODE_MIN if code < CODE_MIN else code)
+
+    def _ofc(self) -> int:
+        raw = self.regs[OFC0] | (self.regs[OFC0 + 1] << 8) | (self.regs[OFC0 + 2] << 16)
+        return raw - 0x1000000 if raw & 0x800000 else raw
+
+    def _fsc(self) -> int:
+        return self.regs[FSC0] | (self.regs[FSC0 + 1] << 8) | (self.regs[FSC0 + 2] << 16)
+
+    def _set24(self, base: int, value: int) -> None:
+        value &= 0xFFFFFF
+        self.regs[base:base + 3] = [value & 0xFF, (value >> 8) & 0xFF, value >> 16]
+
+    def _x_now(self, t_ns: int, shorted: bool) -> float:
+        vd = 0.0
+        if not shorted:
+            mux = self.regs[MUX]
+            p, n = min(mux >> 4, 8), min(mux & 0x0F, 8)
+            v = self.source.volts(t_ns * 1e-9)
+            vd = float(v[p]) - float(v[n])
+        return self.pga * (vd + self.offset_error_v) * (1.0 + self.gain_error) / (2.0 * self.vref)
+
+    def _self_cal(self, offset: bool = True, gain: bool = True) -> None:
+        if offset:
+            self._set24(OFC0, round(OFC_ALPHA * self._x_now(0, shorted=True)))
+        if gain:
+            self._set24(FSC0, round(FSC_IDEAL / (1.0 + self.gain_error)))
+
+    # ------------------------------------------------------------------ violations
+    def _violate(self, kind: str, message: str) -> None:
+        self.violations[kind] += 1
+        if len(self.log) < 1000:
+            self.log.append(f"{kind}: {message}")
+        if self.strict:
+            raise ProtocolViolation(kind, message)
+
+    # ------------------------------------------------------------------ pins
+    def drdy_level(self, now: int) -> int:
+        self._advance(now)
+        return 0 if self._unread else 1
+
+    def next_drdy_fall_ns(self, now: int) -> int | None:
+        """Time of the next DRDY falling edge strictly after ``now`` (None: never)."""
+        self._advance(now)
+        if self._t_next is None:
+            return None
+        j, k = self._j, self._k
+        for _ in range(100_000):
+            t = int(self._t_first + j * self._period)
+            if self._stuck_ns is not None and t >= self._stuck_ns:
+                return None
+            if not self._missing(k):
+                return t
+            j += 1
+            k += 1
+        return None
+
+    def set_cs(self, level: int, now: int) -> None:
+        low = not level
+        if low == self.cs_low:
+            return
+        if not low:
+            st = self._state
+            if st in ("rreg_n", "wreg_n", "wreg") or (st in ("rdata", "rreg") and self._pos == 0):
+                self._violate("cs_released", f"CS raised in the middle of a command (state "
+                              f"{st}); the serial interface resets and the command is lost")
+            if st != "idle":
+                self._state = "idle"
+                self._cmd_end = now
+                self._next_cmd_ok = now + self.t11_short_ns
+        self.cs_low = low
+
+    def set_reset(self, level: int, now: int) -> None:
+        if not level:
+            self.in_reset = True
+            self._stop()
+            self._unread = False
+        elif self.in_reset:
+            self.in_reset = False
+            self._power_on(now)
+            self._busy_until = self._t_next
+
+    def set_pdwn(self, level: int, now: int) -> None:
+        if not level:
+            self.pdwn_low = True
+            self._stop()
+            self._unread = False  # "As soon as SYNC/PDWN goes low, DRDY goes high"
+        elif self.pdwn_low:
+            self.pdwn_low = False
+            self._restart(now, self._settle_ns())
+
+    # ------------------------------------------------------------------ SPI
+    def transfer(self, mosi, t0: int, sclk_hz: float, mode: int, bits_per_word: int = 8,
+                 lsbfirst: bool = False) -> list[int]:
+        """Shift ``mosi`` bytes starting at ``t0`` [ns]; return the DOUT bytes."""
+        self._advance(t0)
+        n = len(mosi)
+        byte_ns = 8e9 / sclk_hz
+        if sclk_hz > self.max_sclk_hz * (1 + 1e-9):
+            self._violate("sclk", f"SCLK {sclk_hz:.0f} Hz > f_CLKIN/4 = {self.max_sclk_hz:.0f} Hz")
+        garble = False
+        if mode != 1 or bits_per_word != 8 or lsbfirst:
+            self._violate("spi_mode", f"SPI mode {mode}, {bits_per_word} bits/word, "
+                          f"lsbfirst={lsbfirst}; the ADS1256 needs mode 1, 8 bits, MSB first")
+            garble = True
+        if not self.cs_low:
+            self._violate("cs_high", f"{n} byte(s) clocked with CS high (ignored)")
+            return [0xFF] * n
+        if self.in_reset:
+            return [0xFF] * n
+        out = [0] * n
+        for i in range(n):
+            tb = t0 + i * byte_ns
+            out[i] = self._byte(int(mosi[i]) & 0xFF, tb, tb + byte_ns)
+        if garble:
+            out = [((b << 1) | (b >> 7)) & 0xFF for b in out]
+        if self._p_bit > 0.0:
+            flips = self._rng.random((n, 8)) < self._p_bit
+            if flips.any():
+                for i, j in np.argwhere(flips):
+                    out[i] ^= 1 << int(j)
+                self.stats["bit_flips"] += int(flips.sum())
+        return out
+
+    def _data_byte(self, tb: float, te: float, not_before: float) -> int:
+        """One byte of conversion data (RDATA data phase or RDATAC)."""
+        if self._pos == 0:
+            if tb < not_before:
+                self._violate("t6", f"data clocked {(tb - self._cmd_end) * 1e-3:.2f} µs after "
+                              f"the command; t6 = {self.t6_ns * 1e-3:.2f} µs")
+            if not self._unread:
+                self._violate("read_not_ready", "conversion data read while DRDY is high "
+                              "(no new conversion since the last read)")
+            raw = self._code & 0xFFFFFF
+            if self.regs[STATUS] & 0x08:  # ORDER = 1: LSB first
+                raw = int(f"{raw:024b}"[::-1], 2)
+            self._latched = (raw >> 16, (raw >> 8) & 0xFF, raw & 0xFF)
+            self._read_t0 = tb
+            self._read_t_data = self._t_data
+        b = self._latched[self._pos]
+        self._pos += 1
+        if self._pos == 3:
+            self._pos = 0
+            if self._t_next is not None and self._t_next <= te:
+                self._violate("read_during_update", "a conversion completed while its "
+                              "predecessor was being shifted out")
+            if self._t_data == self._read_t_data:
+                self._unread = False
+            self.stats["reads"] += 1
+            return b | 0x100  # marker: read complete
+        return b
+
+    def _byte(self, b: int, tb: float, te: float) -> int:
+        st = self._state
+        if st == "rdata":
+            out = self._data_byte(tb, te, self._data_not_before)
+            if out & 0x100:
+                self._state = "idle"
+                self._cmd_end = te
+                self._next_cmd_ok = te + self.t11_short_ns
+            return out & 0xFF
+        if st == "rreg_n":
+            self._n = (b & 0x0F) + 1
+            self._state, self._pos = "rreg", 0
+            self._cmd_end = te
+            self._data_not_before = te + self.t6_ns
+            return 0
+        if st == "rreg":
+            if self._pos == 0 and tb < self._data_not_before:
+                self._violate("t6", f"register data clocked {(tb - self._cmd_end) * 1e-3:.2f}"
+                              f" µs after RREG; t6 = {self.t6_ns * 1e-3:.2f} µs")
+            addr = (self._addr + self._pos) % N_REGS
+            v = self.regs[addr]
+            if addr == STATUS:
+                v = (v & 0xFE) | (0 if self._unread else 1)
+            self._pos += 1
+            if self._pos == self._n:
+                self._state, self._pos = "idle", 0
+                self._cmd_end = te
+                self._next_cmd_ok = te + self.t11_short_ns
+            return v
+        if st == "wreg_n":
+            self._n = (b & 0x0F) + 1
+            self._state, self._pos = "wreg", 0
+            return 0
+        if st == "wreg":
+            self._write_reg((self._addr + self._pos) % N_REGS, b, te)
+            self._pos += 1
+            if self._pos == self._n:
+                self._state, self._pos = "idle", 0
+                self._cmd_end = te
+                self._next_cmd_ok = te + self.t11_short_ns
+            return 0
+        if self.continuous:
+            if b == SDATAC and self._pos == 0:
+                self.continuous = False
+                self._cmd_end = te
+                self._next_cmd_ok = te + self.t11_short_ns
+                return 0
+            if b == RESET:
+                self._power_on(te)
+                self._busy_until = self._t_next
+                return 0
+            out = self._data_byte(tb, te, self._data_not_before)
+            return out & 0xFF
+        return self._command(b, tb, te)
+
+    def _command(self, b: int, tb: float, te: float) -> int:
+        if tb < self._next_cmd_ok:
+            self._violate("t11", f"command {b:#04x} {(tb - self._cmd_end) * 1e-3:.3f} µs after "
+                          f"the previous one (t11 not respected)")
+        if tb < self._busy_until:
+            self._violate("busy", f"command {b:#04x} during calibration (wait for DRDY)")
+        self._cmd_end = te
+        self._next_cmd_ok = te + self.t11_short_ns
+        hi = b & 0xF0
+        if b in (WAKEUP, 0xFF):
+            if self._t_next is None and not self.pdwn_low and not self.in_reset:
+                self._restart(te, self._settle_ns())
+        elif b == RDATA:
+            self._state, self._pos = "rdata", 0
+            self._data_not_before = te + self.t6_ns
+        elif b == RDATAC:
+            self.continuous = True
+            self._pos = 0
+            self._data_not_before = te + self.t6_ns
+            self._next_cmd_ok = te + self.t11_long_ns
+        elif b == SDATAC:
+            pass
+        elif hi == RREG or hi == WREG:
+            addr = b & 0x0F
+            if addr >= N_REGS:
+                self._violate("bad_register", f"register address {addr:#x} > 0x0A")
+                addr %= N_REGS
+            self._addr = addr
+            self._state = "rreg_n" if hi == RREG else "wreg_n"
+        elif b in (SELFCAL, SELFOCAL, SELFGCAL, SYSOCAL, SYSGCAL):
+            self._calibrate(b, te)
+        elif b == SYNC:
+            self._stop()
+            self._next_cmd_ok = te + self.t11_long_ns
+        elif b == STANDBY:
+            self._stop()
+        elif b == RESET:
+            self._power_on(te)
+            self._busy_until = self._t_next
+            self._next_cmd_ok = te + self.t11_long_ns
+        else:
+            self._violate("unknown_command", f"byte {b:#04x} is not an ADS1256 command")
+        return 0
+
+    def _calibrate(self, cmd: int, te: float) -> None:
+        t = int(te)
+        if cmd == SELFCAL:
+            self._self_cal()
+        elif cmd == SELFOCAL:
+            self._self_cal(offset=True, gain=False)
+        elif cmd == SELFGCAL:
+            self._self_cal(offset=False, gain=True)
+        elif cmd == SYSOCAL:  # system offset: the inputs carry the system's zero
+            self._set24(OFC0, round(OFC_ALPHA * self._x_now(t, shorted=False)))
+        elif cmd == SYSGCAL:  # system gain: the inputs carry the system's full scale
+            span = self._x_now(t, shorted=False) - self._ofc() / OFC_ALPHA
+            if span > 1e-6:
+                self._set24(FSC0, min(round(FSC_IDEAL / span), 0xFFFFFF))
+        self._unread = False  # "DRDY goes high at the beginning of the calibration"
+        self._restart(te, (3 if cmd == SELFCAL else 2) * self._settle_ns(), busy=True)
+
+    def _write_reg(self, addr: int, v: int, te: float) -> None:
+        old = self.regs[addr]
+        if addr == STATUS:
+            v = (old & 0xF1) | (v & 0x0E)  # ID and DRDY bits are read-only
+        elif addr == ADCON:
+            v &= 0x7F  # bit 7 reserved, reads 0
+        elif addr == DRATE and v not in _RATE_OF_CODE:
+            self._violate("invalid_drate", f"DRATE {v:#04x} is not one of the 16 valid codes")
+            return
+        self.regs[addr] = v
+        if v == old or self._t_next is None:
+            return
+        if addr in (MUX, ADCON, DRATE, STATUS):
+            acal = self.regs[STATUS] & 0x04
+            cal_trigger = (addr == DRATE or (addr == ADCON and (old ^ v) & 0x07)
+                           or (addr == STATUS and (old ^ v) & 0x02))
+            if acal and cal_trigger:
+                self._self_cal()
+                self._unread = False
+                self._restart(te, 3 * self._settle_ns(), busy=True)
+            elif addr != STATUS or (old ^ v) & 0x02:
+                self._restart(te, self._settle_ns())
+        elif addr == IO:
+            pass
+
+
+def _inp(i) -> int:
+    from edge.hw.ads1256 import input_index
+    return input_index(i)
+
+
+class FakeSpiDev:
+    """``spidev.SpiDev`` look-alike wired to a :class:`SimulatedADS1256`.
+
+    Defaults mirror spidev: ``mode = 0`` (the driver must set 1), ``no_cs = False``.
+    When the chip's ``pins.cs`` is None and ``no_cs`` is False the controller's own chip
+    select is emulated: low during each transfer, released between transfers.
+    """
+
+    def __init__(self, chip: SimulatedADS1256):
+        self.chip = chip
+        self.mode = 0
+        self.max_speed_hz = 125_000_000
+        self.no_cs = False
+        self.bits_per_word = 8
+        self.lsbfirst = False
+        self._open = False
+
+    def open(self, bus: int, device: int) -> None:
+        self.bus, self.device = int(bus), int(device)
+        self._open = True
+
+    def close(self) -> None:
+        self._open = False
+
+    def _transfer(self, data) -> list[int]:
+        if not self._open:
+            raise OSError("FakeSpiDev: transfer on a closed device (call open(bus, dev))")
+        chip, clock = self.chip, self.chip.clock
+        hw_cs = chip.pins.cs is None and not self.no_cs
+        t0 = clock.monotonic_ns()
+        if hw_cs:
+            chip.set_cs(0, t0)
+        out = chip.transfer(data, t0, self.max_speed_hz, self.mode, self.bits_per_word,
+                            self.lsbfirst)
+        t_end = t0 + math.ceil(len(data) * 8e9 / self.max_speed_hz)
+        clock.sleep_until_ns(t_end)
+        if hw_cs:
+            chip.set_cs(1, t_end)
+        return out
+
+    def xfer2(self, data) -> list[int]:
+        return self._transfer(data)
+
+    def xfer(self, data) -> list[int]:
+        return self._transfer(data)
+
+    def writebytes(self, data) -> None:
+        self._transfer(data)
+
+    def readbytes(self, n: int) -> list[int]:
+        return self._transfer([0] * int(n))
+
+
+class FakeGPIO:
+    """``RPi.GPIO`` look-alike (BCM numbering) wired to a :class:`SimulatedADS1256`."""
+
+    BCM, BOARD = 11, 10
+    OUT, IN = 0, 1
+    LOW, HIGH = 0, 1
+    RISING, FALLING, BOTH = 31, 32, 33
+    PUD_OFF, PUD_DOWN, PUD_UP = 20, 21, 22
+
+    def __init__(self, chip: SimulatedADS1256):
+        self.chip = chip
+        self._mode = None
+        self._dir: dict[int, int] = {}
+        self._level: dict[int, int] = {}
+
+    def setwarnings(self, flag: bool) -> None:
+        pass
+
+    def setmode(self, mode: int) -> None:
+        if mode not in (self.BCM, self.BOARD):
+            raise ValueError(f"FakeGPIO.setmode: BCM or BOARD, got {mode!r}")
+        self._mode = mode
+
+    def setup(self, pin: int, direction: int, pull_up_down: int = 20, initial=None) -> None:
+        if self._mode != self.BCM:
+            raise RuntimeError("FakeGPIO.setup: call setmode(GPIO.BCM) first (pins are BCM)")
+        self._dir[pin] = direction
+        if direction == self.OUT:
+            self.output(pin, self.LOW if initial is None else initial)
+
+    def output(self, pin: int, value) -> None:
+        if self._dir.get(pin) != self.OUT:
+            raise RuntimeError(f"FakeGPIO.output: GPIO{pin} has not been set up as an OUTPUT")
+        level = 1 if value else 0
+        self._level[pin] = level
+        chip, p = self.chip, self.chip.pins
+        now = chip.clock.monotonic_ns()
+        if pin == p.cs:
+            chip.set_cs(level, now)
+        elif pin == p.reset:
+            chip.set_reset(level, now)
+        elif pin == p.pdwn:
+            chip.set_pdwn(level, now)
+
+    def input(self, pin: int) -> int:
+        if pin not in self._dir:
+            raise RuntimeError(f"FakeGPIO.input: GPIO{pin} has not been set up")
+        if pin == self.chip.pins.drdy:
+            return self.chip.drdy_level(self.chip.clock.monotonic_ns())
+        return self._level.get(pin, 0)
+
+    def wait_for_edge(self, pin: int, edge: int, timeout=None, bouncetime=None):
+        """Block until DRDY falls (returns ``pin``) or ``timeout`` ms pass (returns None)."""
+        chip = self.chip
+        if pin != chip.pins.drdy or edge != self.FALLING:
+            raise NotImplementedError("FakeGPIO.wait_for_edge: only DRDY falling edges")
+        if self._dir.get(pin) != self.IN:
+            raise RuntimeError(f"FakeGPIO.wait_for_edge: GPIO{pin} is not set up as an input")
+        clock = chip.clock
+        now = clock.monotonic_ns()
+        t_edge = chip.next_drdy_fall_ns(now)
+        if timeout is None:
+            if t_edge is None:
+                raise RuntimeError("FakeGPIO.wait_for_edge: DRDY never falls and no timeout "
+                                   "was given (would block forever)")
+            clock.sleep_until_ns(t_edge)
+            return pin
+        deadline = now + int(float(timeout) * 1e6)
+        if t_edge is None or t_edge > deadline:
+            clock.sleep_until_ns(deadline)
+            return None
+        clock.sleep_until_ns(t_edge)
+        return pin
+
+    def cleanup(self, *pins) -> None:
+        self._dir.clear()
+
+
+def make_simulated_hardware(source, seed: int = 0, faults: Faults | None = None, *,
+                            virtual_clock: bool = False, pins: Pins = Pins(),
+                            max_lead_us: float = 2000.0, **chip_kw):
+    """A simulated ADS1256 behind fake spidev/GPIO objects.
+
+    Parameters
+    ----------
+    source : object with ``volts(t_s) -> ndarray (9,)`` (see :mod:`edge.hw.sources`)
+    seed : int
+    faults : Faults, optional
+    virtual_clock : bool
+        True: time jumps to the next event (tests, benchmarks). False: real-time pacing.
+    pins : Pins
+    max_lead_us : float
+        Real-time clock only, see :class:`SimClock`.
+    **chip_kw
+        Passed to :class:`SimulatedADS1256` (``vref, fclkin_hz, noise_v, offset_error_v,
+        gain_error, strict``).
+
+    Returns
+    -------
+    (spi, gpio, clock) : FakeSpiDev (opened on bus 0 device 0), FakeGPIO, SimClock.
+        The chip is ``spi.chip`` (also ``gpio.chip``).
+    """
+    clock = SimClock(virtual=virtual_clock, max_lead_us=max_lead_us)
+    chip = SimulatedADS1256(source, clock, pins=pins, seed=seed, faults=faults, **chip_kw)
+    spi = FakeSpiDev(chip)
+    spi.open(0, 0)
+    return spi, FakeGPIO(chip), clock

@@ -1,0 +1,168 @@
+"""Signal sources for the simulated ADS1256: volts on the nine inputs as a function of time.
+
+A source is any object with ``volts(t_s) -> ndarray (9,)``: the voltages [V] on AIN0..AIN7
+and AINCOM (index 8) at time ``t_s`` [s] of the simulation clock. Three kinds:
+
+* :class:`FunctionSource`: a callable per input, ``f(t_s) -> volts`` (unset inputs at 0 V).
+* :class:`ArraySource`: uniformly sampled volts ``(n, n_inputs)`` from ``t0`` at ``rate``,
+  linearly interpolated (the base for replays and for simulated structures).
+* :func:`csv_source`: a measurement CSV ``time,<channels>`` in SI units (the
+  ARCHITECTURE "Measurement" format) mapped to inputs with ``volts = offset +
+  sensitivity * value`` per channel.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Callable, Mapping, Protocol
+
+import numpy as np
+
+from edge.hw.ads1256 import input_index
+
+__all__ = ["Source", "FunctionSource", "ArraySource", "csv_source", "N_INPUTS"]
+
+#: AIN0..AIN7 plus AINCOM.
+N_INPUTS = 9
+
+
+class Source(Protocol):
+    def volts(self, t_s: float) -> np.ndarray:
+        """Voltages on AIN0..AIN7, AINCOM [V], shape (9,)."""
+        ...
+
+
+class FunctionSource:
+    """One callable per input: ``FunctionSource({"AIN0": f, 3: g})``; others at 0 V.
+
+    Parameters
+    ----------
+    funcs : mapping input -> callable(t_s: float) -> float [V]
+        Keys are input names (``"AIN0"``..``"AIN7"``, ``"AINCOM"``) or indices 0..8.
+    """
+
+    def __init__(self, funcs: Mapping[object, Callable[[float], float]]):
+        self._f = []
+        for k, f in funcs.items():
+            if not callable(f):
+                raise TypeError(f"FunctionSource[{k!r}]: a callable f(t_s) -> volts expected")
+            self._f.append((input_index(k), f))
+        self._out = np.zeros(N_INPUTS)
+
+    def volts(self, t_s: float) -> np.ndarray:
+        out = self._out
+        for i, f in self._f:
+            out[i] = f(t_s)
+        return out
+
+
+class ArraySource:
+    """Uniformly sampled input voltages, linearly interpolated in time.
+
+    Parameters
+    ----------
+    t0 : float
+        Time of row 0 [s].
+    rate : float
+        Rows per second [Hz].
+    volts : ndarray (n, n_inputs)
+        Voltages [V]; column j is input j (AIN0.., then AINCOM at 8); ``n_inputs <= 9``,
+        missing inputs are 0 V. Non-finite values are rejected.
+    inputs : sequence, optional
+        Input (name or index) of each column, instead of columns 0, 1, ...
+    beyond : "hold" | "loop" | "zero"
+        Outside ``[t0, t0 + (n-1)/rate]``: hold the end rows, wrap around, or 0 V.
+    """
+
+    def __init__(self, t0: float, rate: float, volts, inputs=None, beyond: str = "hold"):
+        v = np.asarray(volts, dtype=np.float64)
+        if v.ndim == 1:
+            v = v[:, None]
+        if v.ndim != 2 or v.shape[0] < 1:
+            raise ValueError(f"ArraySource volts: shape (n, n_inputs) expected, got {v.shape}")
+        if not np.all(np.isfinite(v)):
+            bad = np.argwhere(~np.isfinite(v))[0]
+            raise ValueError(f"ArraySource volts: non-finite value at row {bad[0]}, column "
+                             f"{bad[1]}")
+        if not rate > 0 or not np.isfinite(rate):
+            raise ValueError(f"ArraySource rate: must be > 0 Hz, got {rate!r}")
+        if beyond not in ("hold", "loop", "zero"):
+            raise ValueError(f"ArraySource beyond: 'hold', 'loop' or 'zero', got {beyond!r}")
+        cols = list(range(v.shape[1])) if inputs is None else [input_index(i) for i in inputs]
+        if len(cols) != v.shape[1] or len(set(cols)) != len(cols) or max(cols) >= N_INPUTS:
+            raise ValueError(f"ArraySource inputs: {v.shape[1]} distinct inputs 0..8 needed, "
+                             f"got {cols}")
+        full = np.zeros((v.shape[0] + 1, N_INPUTS))
+        full[:-1, cols] = v
+        full[-1] = full[0] if beyond == "loop" else full[-2]
+        self._v = full
+        self.n = v.shape[0]
+        self.t0, self.rate, self.beyond = float(t0), float(rate), beyond
+        self._zero = np.zeros(N_INPUTS)
+        self._out = np.empty(N_INPUTS)
+
+    def volts(self, t_s: float) -> np.ndarray:
+        x = (t_s - self.t0) * self.rate
+        n = self.n
+        if self.beyond == "loop":
+            x %= n
+        elif x <= 0.0:
+            return self._zero if (self.beyond == "zero" and x < 0.0) else self._v[0]
+        elif x >= n - 1:
+            return self._zero if (self.beyond == "zero" and x > n - 1) else self._v[n - 1]
+        i = int(x)
+        f = x - i
+        out = self._out
+        # linear interpolation between rows i and i+1
+        np.multiply(self._v[i], 1.0 - f, out=out)
+        out += f * self._v[i + 1]
+        return out
+
+
+def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> ArraySource:
+    """Replay a measurement CSV (``time,<channels>``, SI units) as input voltages.
+
+    Parameters
+    ----------
+    path : path-like
+        CSV with header ``time,<channel names>``, uniform time step.
+    mapping : {channel name: (input, sensitivity [V/unit], offset [V])}
+        Each listed column drives ``input`` (name or index) with
+        ``volts = offset + sensitivity * value``.
+    beyond : see :class:`ArraySource`.
+
+    Returns
+    -------
+    ArraySource starting at the file's first time stamp.
+    """
+    path = Path(path)
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise ValueError(f"{path}: empty file")
+    header = [h.strip() for h in rows[0]]
+    if not header or header[0] != "time":
+        raise ValueError(f"{path}: header must start with 'time', got {header[:3]}")
+    try:
+        data = np.array([[float(x) for x in r] for r in rows[1:] if r], dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"{path}: non-numeric value ({exc})") from exc
+    if data.ndim != 2 or data.shape[0] < 2 or data.shape[1] != len(header):
+        raise ValueError(f"{path}: need >= 2 rows of {len(header)} columns")
+    t = data[:, 0]
+    dt = np.diff(t)
+    if not np.all(dt > 0) or not np.allclose(dt, dt[0], rtol=1e-6, atol=1e-12):
+        raise ValueError(f"{path}: column 'time' must be uniformly increasing")
+    cols, inputs = [], []
+    for name, spec in mapping.items():
+        if name not in header[1:]:
+            raise ValueError(f"{path}: channel {name!r} not in header {header[1:]}")
+        inp, sens, off = spec
+        j = header.index(name)
+        if not np.all(np.isfinite(data[:, j])):
+            raise ValueError(f"{path}: column {name!r} has non-finite values")
+        cols.append(float(off) + float(sens) * data[:, j])
+        inputs.append(inp)
+    rate = 1.0 / float(np.mean(dt))
+    return ArraySource(t[0], rate, np.stack(cols, axis=1), inputs=inputs, beyond=beyond)
