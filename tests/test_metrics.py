@@ -139,3 +139,102 @@ def test_rms_and_correlation():
     # orthogonal tones over whole periods: correlation 0
     assert correlation(_tone(40), _tone(90)) == pytest.approx(0.0, abs=1e-12)
     assert np.isnan(correlation(np.ones(NT), x))
+
+
+# ------------------------------------------------------------------------- score tool
+from offline.score import ScoreError, main, score  # noqa: E402
+
+
+def _write(path, names, cols, fmt="%.10g"):
+    np.savetxt(path, np.column_stack(cols), delimiter=",", header=",".join(names),
+               comments="", fmt=fmt)
+    return path
+
+
+def _score_files(tmp_path, c=0.5, flags=None, truth_sub=1):
+    # truth: F (two tones) and u; estimate: c * F and u exactly. Truth may be on a finer grid.
+    t = np.arange(NT) * DT
+    tf = np.arange(NT * truth_sub) * DT / truth_sub
+    F = lambda tt: np.sin(2 * np.pi * 50 * tt) + 0.4 * np.sin(2 * np.pi * 300 * tt)  # noqa
+    u = lambda tt: 1e-4 * np.cos(2 * np.pi * 20 * tt)  # noqa
+    fl = np.zeros(NT) if flags is None else flags
+    est = _write(tmp_path / "est.csv", ["time", "F", "u", "flags"], [t, c * F(t), u(t), fl])
+    tru = _write(tmp_path / "truth.csv", ["time", "u", "F", "extra"],
+                 [tf, u(tf), F(tf), np.zeros_like(tf)])
+    return est, tru
+
+
+def test_score_scaled_copy_and_band(tmp_path):
+    # F estimate = c F: FDE = |1-c|/(1+c) = 1/3 in any band and over any row subset
+    # (analytic, bin by bin); u exact: FDE 0, RMS 0, correlation 1.
+    est, tru = _score_files(tmp_path, c=0.5)
+    tab = score(est, tru, band=(0, 200))
+    rows = {r.name: r for r in tab.rows}
+    assert list(rows) == ["F", "u"]
+    assert rows["F"].fde_band == pytest.approx(1 / 3, abs=1e-9)
+    assert rows["F"].fde_full == pytest.approx(1 / 3, abs=1e-9)
+    assert rows["u"].fde_full == pytest.approx(0.0, abs=1e-9)
+    assert rows["u"].rms == pytest.approx(0.0, abs=1e-14)
+    assert rows["F"].corr == pytest.approx(1.0, abs=1e-9)
+    # RMS of (c - 1) F: |c - 1| * sqrt(1/2 + 0.4^2/2) over whole periods (analytic)
+    assert rows["F"].rms == pytest.approx(0.5 * np.sqrt(0.5 + 0.08), rel=1e-8)
+    assert tab.band_label == "0-200 Hz" and tab.full_label.startswith("full spectrum")
+    assert tab.n_used == NT and tab.n_warmup == 0 and tab.n_nan == 0
+    assert "FDE over 0-200 Hz" in tab.format()
+
+
+def test_score_skips_warmup_and_nan(tmp_path):
+    fl = np.zeros(NT)
+    fl[:5] = 2        # warm-up (bit 1)
+    fl[100] = 1       # held value only: kept
+    est, tru = _score_files(tmp_path, c=0.5, flags=fl)
+    # a NaN in the middle of the estimate
+    text = est.read_text().splitlines()
+    parts = text[1 + 500].split(",")
+    parts[1] = "nan"
+    text[1 + 500] = ",".join(parts)
+    est.write_text("\n".join(text) + "\n")
+    tab = score(est, tru)
+    assert (tab.n_warmup, tab.n_nan, tab.n_used, tab.n_interior) == (5, 1, NT - 6, 1)
+    rows = {r.name: r for r in tab.rows}
+    # zeroing one interior row in both signals keeps E = c C bin by bin: still 1/3
+    assert rows["F"].fde_full == pytest.approx(1 / 3, abs=1e-9)
+
+
+def test_score_truth_on_finer_grid(tmp_path):
+    # truth at 4x the rate: rows picked at the estimate times -> exact comparison
+    est, tru = _score_files(tmp_path, c=1.0, truth_sub=4)
+    tab = score(est, tru)
+    assert all(r.fde_full == pytest.approx(0.0, abs=1e-9) for r in tab.rows)
+
+
+def test_score_errors_name_file_and_column(tmp_path):
+    est, tru = _score_files(tmp_path)
+    txt = tru.read_text().replace("time,u,F,extra", "time,u,G,extra")
+    bad = tmp_path / "bad_truth.csv"
+    bad.write_text(txt)
+    with pytest.raises(ScoreError, match=r"bad_truth.csv: column 'F' is missing"):
+        score(est, bad)
+    # shifted truth times: no row at the estimate times
+    names, cols = ["time", "u", "F"], None
+    t = np.arange(NT) * DT + 0.4 * DT
+    shifted = _write(tmp_path / "shifted.csv", names, [t, t, t])
+    with pytest.raises(ScoreError, match=r"shifted.csv: no row at time 0 s of .*est.csv"):
+        score(est, shifted)
+    with pytest.raises(ScoreError, match=r"nope.csv: cannot read"):
+        score(est, tmp_path / "nope.csv")
+    with pytest.raises(ScoreError, match=r"est.csv: column 'X' is missing"):
+        score(est, tru, columns=["X"])
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("time,F\n0,1\n0.001,2,3\n")
+    with pytest.raises(ScoreError, match=r"ragged.csv: line 3 has 3 fields"):
+        score(ragged, tru)
+
+
+def test_score_main(tmp_path, capsys):
+    est, tru = _score_files(tmp_path, c=0.5)
+    assert main([str(est), str(tru), "--band", "0", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "FDE over 0-200 Hz" in out and "0.3333" in out
+    assert main([str(est), str(tru), "--columns", "F,missing"]) == 2
+    assert "column 'missing' is missing" in capsys.readouterr().err

@@ -1,0 +1,273 @@
+"""Score an estimate file against a truth file: FDE (band and full), RMS error, correlation.
+
+``vsense-offline score OUTPUT TRUTH [--band F0 FMAX]`` calls :func:`main`.
+
+* OUTPUT: estimates as written by replay, header ``time,<force names>,<output names>,flags``
+  (the ``flags`` column is optional).
+* TRUTH: header ``time,<names>``, e.g. the truth file of ``offline/simulate.py``; it may hold
+  more columns and a finer, commensurate time grid than OUTPUT.
+
+Every data column of OUTPUT (or the ones chosen with ``--columns``) must exist in TRUTH, and
+every OUTPUT time must have a TRUTH time within 1e-3 of the OUTPUT sample interval; otherwise
+a :class:`ScoreError` names the file and the column or time. Rows with flags bit 1 (warm-up)
+or a NaN in a scored column of either file are skipped and counted. Skipped rows at the start
+and end are dropped; skipped rows inside the record are set to zero in both signals for the
+FFT (the time grid stays uniform, and such rows add nothing to the FDE numerator) and left
+out of the RMS error and correlation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from offline.metrics import correlation, fde, rms_error
+
+__all__ = ["ScoreError", "ColumnScore", "ScoreTable", "read_table", "score", "main"]
+
+FLAG_WARMUP = 2  # bit 1, as edge.estimator.FLAG_WARMUP
+
+
+class ScoreError(ValueError):
+    """An input file is missing, malformed, or does not line up with the other one."""
+
+
+@dataclass
+class ColumnScore:
+    """Scores of one column (units of that column for ``rms``)."""
+
+    name: str
+    fde_band: float
+    fde_full: float
+    rms: float
+    corr: float
+
+
+@dataclass
+class ScoreTable:
+    """Result of :func:`score`.
+
+    Attributes
+    ----------
+    rows : list of ColumnScore
+    band_label : str
+        What ``fde_band`` was computed over ("0-200 Hz", or "full spectrum (...)").
+    full_label : str
+    dt : float
+        Sample interval of the estimate file [s].
+    n_rows, n_used : int
+        Rows in the estimate file; rows scored.
+    n_warmup, n_nan : int
+        Rows skipped for the warm-up flag; for a NaN (not counting warm-up rows).
+    n_interior : int
+        Skipped rows inside the record (zeroed for the FFT, see the module docstring).
+    """
+
+    output_csv: str
+    truth_csv: str
+    rows: list = field(default_factory=list)
+    band_label: str = ""
+    full_label: str = ""
+    dt: float = 0.0
+    n_rows: int = 0
+    n_used: int = 0
+    n_warmup: int = 0
+    n_nan: int = 0
+    n_interior: int = 0
+
+    def format(self) -> str:
+        """A plain-text table."""
+        lines = [f"score: {self.output_csv} vs {self.truth_csv}",
+                 f"rows: {self.n_rows} in output, {self.n_used} scored, skipped "
+                 f"{self.n_warmup} warm-up, {self.n_nan} NaN"
+                 + (f" ({self.n_interior} inside the record, zeroed for the FFT)"
+                    if self.n_interior else ""),
+                 f"FDE over {self.band_label}; full: {self.full_label}; "
+                 f"dt = {self.dt:g} s"]
+        w = max([len("column")] + [len(r.name) for r in self.rows])
+        hb = f"FDE {self.band_label}"
+        lines.append(f"{'column':<{w}}  {hb:>{max(len(hb), 10)}}  {'FDE full':>10}  "
+                     f"{'RMS error':>11}  {'corr':>7}")
+        for r in self.rows:
+            lines.append(f"{r.name:<{w}}  {r.fde_band:>{max(len(hb), 10)}.4f}  "
+                         f"{r.fde_full:>10.4f}  {r.rms:>11.4g}  {r.corr:>7.4f}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------- reading
+def read_table(path) -> tuple[list, np.ndarray]:
+    """Read a numeric CSV with a header row.
+
+    Returns
+    -------
+    names : list of str, the header
+    data : ndarray, shape (nrows, len(names)), float64 ("nan" allowed)
+
+    Raises :class:`ScoreError` naming the file (and line) when it is missing, empty,
+    ragged or not numeric.
+    """
+    path = str(path)
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.reader(fh)
+            try:
+                names = [h.strip() for h in next(reader)]
+            except StopIteration:
+                raise ScoreError(f"{path}: empty file (expected a header 'time,...')") from None
+            rows = []
+            for lineno, row in enumerate(reader, start=2):
+                if not row or all(not c.strip() for c in row):
+                    continue
+                if len(row) != len(names):
+                    raise ScoreError(f"{path}: line {lineno} has {len(row)} fields, the "
+                                     f"header has {len(names)}")
+                try:
+                    rows.append([float(c) for c in row])
+                except ValueError:
+                    raise ScoreError(f"{path}: line {lineno} is not numeric: "
+                                     f"{','.join(row)[:80]!r}") from None
+    except OSError as exc:
+        raise ScoreError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not names or names[0] != "time":
+        raise ScoreError(f"{path}: first column must be 'time', header is {names[:5]}")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ScoreError(f"{path}: duplicate columns {dup}")
+    if len(rows) < 2:
+        raise ScoreError(f"{path}: needs at least 2 data rows, has {len(rows)}")
+    return names, np.array(rows, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------- scoring
+def score(output_csv, truth_csv, band=None, columns=None) -> ScoreTable:
+    """Compare an estimate file with a truth file column by column.
+
+    Parameters
+    ----------
+    output_csv : path
+        Estimates, ``time,<names>[,flags]``.
+    truth_csv : path
+        Reference, ``time,<names>``; same names, commensurate times.
+    band : tuple (f0, fmax) [Hz], optional
+        Band of the FDE column (the full-spectrum FDE is always reported too).
+    columns : list of str, optional
+        Columns to score (default: every data column of ``output_csv``).
+
+    Returns
+    -------
+    ScoreTable
+    """
+    out_csv, tru_csv = str(output_csv), str(truth_csv)
+    en, E = read_table(out_csv)
+    tn, T = read_table(tru_csv)
+    data_cols = [n for n in en if n not in ("time", "flags")]
+    if columns is None:
+        columns = data_cols
+    else:
+        columns = list(columns)
+        for c in columns:
+            if c not in en:
+                raise ScoreError(f"{out_csv}: column {c!r} is missing (has: {', '.join(en)})")
+    if not columns:
+        raise ScoreError(f"{out_csv}: no data columns to score besides time/flags")
+    for c in columns:
+        if c not in tn:
+            raise ScoreError(f"{tru_csv}: column {c!r} is missing (has: {', '.join(tn)})")
+
+    # time grid of the estimate: uniform
+    te, tt = E[:, 0], T[:, 0]
+    if not (np.all(np.isfinite(te)) and np.all(np.isfinite(tt))):
+        raise ScoreError(f"{out_csv if not np.all(np.isfinite(te)) else tru_csv}: "
+                         "non-finite value in column 'time'")
+    d = np.diff(te)
+    dt = float(np.median(d))
+    tol = 1e-3 * dt
+    if dt <= 0 or np.any(np.abs(d - dt) > tol):
+        i = int(np.argmax(np.abs(d - dt))) if dt > 0 else 0
+        raise ScoreError(f"{out_csv}: times are not uniformly spaced (dt {dt:g} s, row {i + 2} "
+                         f"to {i + 3} steps {d[i]:g} s)")
+    if np.any(np.diff(tt) <= 0):
+        raise ScoreError(f"{tru_csv}: times are not strictly increasing")
+    # every estimate time must have a truth time within tol
+    j = np.clip(np.searchsorted(tt, te), 1, len(tt) - 1)
+    j = np.where(np.abs(tt[j - 1] - te) <= np.abs(tt[j] - te), j - 1, j)
+    miss = np.abs(tt[j] - te) > tol
+    if np.any(miss):
+        i = int(np.flatnonzero(miss)[0])
+        raise ScoreError(f"{tru_csv}: no row at time {te[i]:.9g} s of {out_csv} (row {i + 2}); "
+                         f"times do not line up (truth covers {tt[0]:g}..{tt[-1]:g} s)")
+
+    ecols = [en.index(c) for c in columns]
+    tcols = [tn.index(c) for c in columns]
+    Ee = E[:, ecols]
+    Tt = T[j][:, tcols]
+    flags = E[:, en.index("flags")] if "flags" in en else np.zeros(len(E))
+    warm = (np.nan_to_num(flags).astype(np.int64) & FLAG_WARMUP) != 0
+    nan = ~np.all(np.isfinite(Ee), axis=1) | ~np.all(np.isfinite(Tt), axis=1)
+    skip = warm | nan
+    keep_idx = np.flatnonzero(~skip)
+    table = ScoreTable(output_csv=out_csv, truth_csv=tru_csv, dt=dt, n_rows=len(E),
+                       n_warmup=int(warm.sum()), n_nan=int((nan & ~warm).sum()))
+    if keep_idx.size < 2:
+        raise ScoreError(f"{out_csv}: fewer than 2 rows left after skipping "
+                         f"{table.n_warmup} warm-up and {table.n_nan} NaN rows")
+    lo, hi = keep_idx[0], keep_idx[-1] + 1
+    seg_skip = skip[lo:hi]
+    Es = np.where(seg_skip[:, None], 0.0, Ee[lo:hi])
+    Ts = np.where(seg_skip[:, None], 0.0, Tt[lo:hi])
+    table.n_used = int(keep_idx.size)
+    table.n_interior = int(seg_skip.sum())
+    r_full = fde(Es, Ts, dt)
+    r_band = fde(Es, Ts, dt, band=band) if band is not None else r_full
+    table.full_label = r_full.label
+    table.band_label = r_band.label
+    Ek, Tk = Ee[keep_idx], Tt[keep_idx]
+    rms = np.atleast_1d(rms_error(Ek, Tk))
+    cor = np.atleast_1d(correlation(Ek, Tk))
+    fb, ff = np.atleast_1d(r_band.value), np.atleast_1d(r_full.value)
+    table.rows = [ColumnScore(name=c, fde_band=float(fb[i]), fde_full=float(ff[i]),
+                              rms=float(rms[i]), corr=float(cor[i]))
+                  for i, c in enumerate(columns)]
+    return table
+
+
+# -------------------------------------------------------------------------------- CLI
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """Arguments of ``vsense-offline score`` (adds to ``parser`` when given)."""
+    p = parser or argparse.ArgumentParser(
+        prog="vsense-offline score",
+        description="Compare an estimate CSV with a truth CSV: FDE (paper 004 eq. 33), RMS "
+                    "error and correlation per column.")
+    p.add_argument("output", help="estimate CSV: time,<names>,flags")
+    p.add_argument("truth", help="truth CSV: time,<names>")
+    p.add_argument("--band", nargs=2, type=float, metavar=("F0", "FMAX"),
+                   help="frequency band of the FDE column [Hz] (full spectrum also shown)")
+    p.add_argument("--columns", help="comma-separated columns to score (default: all)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point: prints the table; returns 0, or 2 with a message on bad input."""
+    args = build_parser().parse_args(argv)
+    cols = [c.strip() for c in args.columns.split(",")] if args.columns else None
+    try:
+        table = score(args.output, args.truth, band=tuple(args.band) if args.band else None,
+                      columns=cols)
+    except ValueError as exc:
+        print(f"vsense-offline score: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(table.to_dict(), indent=1) if args.json else table.format())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
