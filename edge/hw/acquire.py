@@ -10,9 +10,9 @@ channels by the datasheet's multiplexer cycling), it fills preallocated arrays::
 
 Flags (ARCHITECTURE.md): bit 2 (4) saturated: a code at either rail or ``|V| >= saturation_v``;
 bit 3 (8) gap: the time since the previous row exceeds 1.5 nominal periods (a DRDY pulse or
-samples were lost); bit 4 (16) suspect: a jump larger than the channel's ``max_step`` relative
-to the last accepted sample (the signature of a MISO bit error in a high bit; the ADS1256 has
-no CRC). Bits 0 and 1 belong to the estimator.
+samples were lost); bit 4 (16) suspect: a jump larger than the channel's ``max_step`` from the
+last accepted sample and larger than 2 ``max_step`` from the one before (the signature of a
+MISO bit error in a high bit; the ADS1256 has no CRC). Bits 0 and 1 belong to the estimator.
 """
 
 from __future__ import annotations
@@ -153,8 +153,8 @@ class Acquisition:
         self._adcons = ([PGA_CODES[c.pga] for c in chans] if len(pgas) > 1 else None)
         self._codes = np.zeros((0, nch), dtype=np.int64)
         self._last_t = None
-        self._ref = np.zeros(nch, dtype=np.int64)
-        self._ref_ok = np.zeros(nch, dtype=bool)
+        self._ref = np.zeros((nch, 2), dtype=np.int64)
+        self._n_ref = np.zeros(nch, dtype=np.int64)
         self._n_bad = np.zeros(nch, dtype=np.int64)
         self.counts = {"rows": 0, "saturated": 0, "gaps": 0, "suspect": 0}
         self.started = False
@@ -180,7 +180,7 @@ class Acquisition:
         else:
             adc.start_cycling(self._muxes[0], None if self._adcons is None else self._adcons[0])
         self._last_t = None
-        self._ref_ok[:] = False
+        self._n_ref[:] = 0
         self.started = True
 
     def stop(self) -> None:
@@ -300,19 +300,25 @@ class Acquisition:
             flags[:n][gap] |= FLAG_GAP
             self.counts["gaps"] += int(gap.sum())
         self._last_t = int(t[-1])
-        # suspect jumps (bit errors): compare with the last accepted sample of the channel
+        # suspect jumps (bit errors): x is suspect when it is more than max_step away from the
+        # last accepted sample r1 AND more than 2 max_step from the one before, r2 (a small
+        # corruption accepted as r1 then does not condemn the clean sample after it)
         for j, lim in enumerate(self._step_codes):
             if lim is None:
                 continue
-            ref, ok, bad = int(self._ref[j]), bool(self._ref_ok[j]), int(self._n_bad[j])
+            r1, r2 = int(self._ref[j, 0]), int(self._ref[j, 1])
+            nref, bad = int(self._n_ref[j]), int(self._n_bad[j])
             col = c[:, j]
             for i in range(n):
                 x = int(col[i])
-                if ok and abs(x - ref) > lim and bad < 3:
+                if (nref >= 2 and bad < 3 and abs(x - r1) > lim
+                        and abs(x - r2) > 2.0 * lim):
                     flags[i] |= FLAG_SUSPECT
                     self.counts["suspect"] += 1
                     bad += 1
                 else:  # accepted (after 3 rejects in a row the new level is believed)
-                    ref, ok, bad = x, True, 0
-            self._ref[j], self._ref_ok[j], self._n_bad[j] = ref, ok, bad
+                    r2, r1, bad = r1, x, 0
+                    nref = min(nref + 1, 2)
+            self._ref[j, 0], self._ref[j, 1] = r1, r2
+            self._n_ref[j], self._n_bad[j] = nref, bad
         self.counts["rows"] += n

@@ -58,6 +58,7 @@ DRATE_CODES = {
     500.0: 0x92, 100.0: 0x82, 60.0: 0x72, 50.0: 0x63, 30.0: 0x53, 25.0: 0x43, 15.0: 0x33,
     10.0: 0x23, 5.0: 0x13, 2.5: 0x03,
 }
+_RATE_OF_CODE = {c: r for r, c in DRATE_CODES.items()}
 #: Settling time t18 after SYNC/WAKEUP [Table 13], seconds.
 SETTLING_TIME_S = {
     30000.0: 0.21e-3, 15000.0: 0.25e-3, 7500.0: 0.31e-3, 3750.0: 0.44e-3, 2000.0: 0.68e-3,
@@ -225,6 +226,7 @@ class ADS1256:
         self.pga = 1
         self.mux = 0x01
         self.continuous = False
+        self._acal = False
         self.stats = {"register_retries": 0, "drdy_missed_edge": 0}
         self._cs_held = False
         self._last_cmd_end = 0
@@ -342,6 +344,7 @@ class ADS1256:
             finally:
                 self._cs(False)
         self.drate, self.pga, self.mux = 30000.0, 1, 0x01
+        self._acal = False
         self.wait_drdy(self.calibration_timeout_s(30000.0), "reset/self-calibration")
 
     def calibration_timeout_s(self, rate: float | None = None) -> float:
@@ -378,6 +381,18 @@ class ADS1256:
                 self._command([WREG | start, len(vals) - 1, *vals], self.t11_short_ns)
             finally:
                 self._cs(False)
+            if start <= STATUS < start + len(vals):
+                self._acal = bool(vals[STATUS - start] & 0x04)
+            if self._acal and start <= DRATE and start + len(vals) > STATUS:
+                # ACAL: a PGA/DRATE/BUFEN change starts a self-calibration; no command may
+                # be sent before DRDY falls again (SELFCAL description)
+                try:
+                    rate = self.drate
+                    if start <= DRATE < start + len(vals):
+                        rate = _RATE_OF_CODE.get(vals[DRATE - start], 2.5)
+                    self.wait_drdy(self.calibration_timeout_s(rate), "auto-calibration")
+                except DrdyTimeout:
+                    pass  # conversions stopped (SYNC/STANDBY): no calibration ran
             if not verify:
                 return
             got = self.read_registers(start, len(vals))
@@ -422,8 +437,6 @@ class ADS1256:
         adcon = (0x20 if clock_out else 0) | PGA_CODES[pga]
         self.write_registers(STATUS, [status, int(mux), adcon, DRATE_CODES[r]])
         self.drate, self.pga, self.mux = r, pga, int(mux)
-        if auto_cal:
-            self.wait_drdy(self.calibration_timeout_s(), "auto-calibration")
 
     def self_calibrate(self, kind: int = SELFCAL) -> None:
         """SELFCAL (or SELFOCAL/SELFGCAL/SYSOCAL/SYSGCAL); waits until DRDY falls."""
@@ -564,18 +577,12 @@ class ADS1256:
         return code_from_bytes(b), t
 
     def start_cycling(self, first_mux: int, first_adcon: int | None = None) -> None:
-        """Point the MUX at the first channel and restart conversion (SYNC, WAKEUP)."""
-        self._cs(True)
-        try:
-            if first_adcon is None:
-                self._command([WREG | MUX, 0, first_mux], self.t11_short_ns)
-            else:
-                self._command([WREG | MUX, 1, first_mux, first_adcon], self.t11_short_ns)
-            self._command([SYNC], self.t11_long_ns)
-            self._command([WAKEUP], self.t11_short_ns)
-        finally:
-            self._cs(False)
-        self.mux = first_mux
+        """Point the MUX at the first channel and restart conversion.
+
+        One full cycling step whose data (a conversion of the previous MUX setting) is
+        discarded, so the first :meth:`cycle_step` returns the first channel.
+        """
+        self.cycle_step(first_mux, first_adcon, timeout_s=self.calibration_timeout_s())
 
     # ------------------------------------------------------------------ helpers
     def volts(self, code, pga: int | None = None):

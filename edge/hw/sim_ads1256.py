@@ -187,7 +187,6 @@ class SimulatedADS1256:
             raise TypeError("source: an object with volts(t_s) -> ndarray (9,) expected")
         self.source, self.clock, self.pins = source, clock, pins
         self.fclkin_hz, self.vref = float(fclkin_hz), float(vref)
-        self.faults = Faults() if faults is None else faults
         self.seed = int(seed)
         self._rng = np.random.default_rng(seed)
         self.noise_v = float(noise_v)
@@ -201,18 +200,24 @@ class SimulatedADS1256:
         self.t11_short_ns = 4 * tau
         self.t11_long_ns = 24 * tau
         self.max_sclk_hz = self.fclkin_hz / 4
-        self._sat = tuple((int(a * 1e9), int(b * 1e9), _inp(i), float(v))
-                          for a, b, i, v in self.faults.saturation)
-        self._drop = tuple((int(a * 1e9), int(b * 1e9), _inp(i))
-                           for a, b, i in self.faults.dropouts)
-        self._stuck_ns = (None if self.faults.stuck_drdy_after_s is None
-                          else int(self.faults.stuck_drdy_after_s * 1e9))
-        self._p_missing = float(self.faults.missing_drdy_prob)
-        self._p_bit = float(self.faults.bit_error_prob)
+        self.set_faults(faults)
         self.cs_low = False
         self.in_reset = False
         self.pdwn_low = False
         self._power_on(clock.monotonic_ns())
+
+    def set_faults(self, faults: Faults | None) -> None:
+        """Replace the injected faults (e.g. to start them after configuration)."""
+        self.faults = f = Faults() if faults is None else faults
+        if not isinstance(f, Faults):
+            raise TypeError("faults: a Faults instance expected")
+        self._sat = tuple((int(a * 1e9), int(b * 1e9), _inp(i), float(v))
+                          for a, b, i, v in f.saturation)
+        self._drop = tuple((int(a * 1e9), int(b * 1e9), _inp(i)) for a, b, i in f.dropouts)
+        self._stuck_ns = (None if f.stuck_drdy_after_s is None
+                          else int(f.stuck_drdy_after_s * 1e9))
+        self._p_missing = float(f.missing_drdy_prob)
+        self._p_bit = float(f.bit_error_prob)
 
     # ------------------------------------------------------------------ state
     def _power_on(self, t: int) -> None:
@@ -227,9 +232,11 @@ class SimulatedADS1256:
         self._data_not_before = -1e18
         self._code = 0
         self._unread = False
+        self._drdy_low = False
         self._t_data = -1
         self._latched = (0, 0, 0)
         self._read_t0 = 0
+        self._read_t_data = -1
         self._busy_until = -1
         self._k = 0  # conversion counter (for missing-DRDY draws)
         self._self_cal()  # "After a reset, the ADS1255/6 performs self-calibration."
@@ -242,7 +249,12 @@ class SimulatedADS1256:
         return SETTLING_TIME_S[self._rate()] * 1e9
 
     def _restart(self, t: float, first_after_ns: float, busy: bool = False) -> None:
-        """(Re)start conversions: first data ``first_after_ns`` after ``t``, then periodic."""
+        """(Re)start conversions: first data ``first_after_ns`` after ``t``, then periodic.
+
+        DRDY goes high; the output register keeps the previous conversion, which may still
+        be read once (the multiplexer-cycling procedure reads it after SYNC/WAKEUP).
+        """
+        self._drdy_low = False
         self._t_first = t + first_after_ns
         self._j = 0
         self._period = 1e9 / self._rate()
@@ -282,6 +294,7 @@ class SimulatedADS1256:
                 self.stats["overwritten"] += 1
             self._code = self._convert(t)
             self._unread = True
+            self._drdy_low = True
             self._t_data = t
             self.stats["conversions"] += 1
 
@@ -342,12 +355,13 @@ class SimulatedADS1256:
         if len(self.log) < 1000:
             self.log.append(f"{kind}: {message}")
         if self.strict:
+            self._state, self._pos = "idle", 0  # the command is aborted
             raise ProtocolViolation(kind, message)
 
     # ------------------------------------------------------------------ pins
     def drdy_level(self, now: int) -> int:
         self._advance(now)
-        return 0 if self._unread else 1
+        return 0 if self._drdy_low else 1
 
     def next_drdy_fall_ns(self, now: int) -> int | None:
         """Time of the next DRDY falling edge strictly after ``now`` (None: never)."""
@@ -384,7 +398,7 @@ class SimulatedADS1256:
         if not level:
             self.in_reset = True
             self._stop()
-            self._unread = False
+            self._unread = self._drdy_low = False
         elif self.in_reset:
             self.in_reset = False
             self._power_on(now)
@@ -394,7 +408,7 @@ class SimulatedADS1256:
         if not level:
             self.pdwn_low = True
             self._stop()
-            self._unread = False  # "As soon as SYNC/PDWN goes low, DRDY goes high"
+            self._drdy_low = False  # "As soon as SYNC/PDWN goes low, DRDY goes high"
         elif self.pdwn_low:
             self.pdwn_low = False
             self._restart(now, self._settle_ns())
@@ -455,7 +469,7 @@ class SimulatedADS1256:
                 self._violate("read_during_update", "a conversion completed while its "
                               "predecessor was being shifted out")
             if self._t_data == self._read_t_data:
-                self._unread = False
+                self._unread = self._drdy_low = False
             self.stats["reads"] += 1
             return b | 0x100  # marker: read complete
         return b
@@ -482,7 +496,7 @@ class SimulatedADS1256:
             addr = (self._addr + self._pos) % N_REGS
             v = self.regs[addr]
             if addr == STATUS:
-                v = (v & 0xFE) | (0 if self._unread else 1)
+                v = (v & 0xFE) | (0 if self._drdy_low else 1)
             self._pos += 1
             if self._pos == self._n:
                 self._state, self._pos = "idle", 0
@@ -573,7 +587,7 @@ class SimulatedADS1256:
             span = self._x_now(t, shorted=False) - self._ofc() / OFC_ALPHA
             if span > 1e-6:
                 self._set24(FSC0, min(round(FSC_IDEAL / span), 0xFFFFFF))
-        self._unread = False  # "DRDY goes high at the beginning of the calibration"
+        self._unread = self._drdy_low = False  # "DRDY goes high at the beginning of the calibration"
         self._restart(te, (3 if cmd == SELFCAL else 2) * self._settle_ns(), busy=True)
 
     def _write_reg(self, addr: int, v: int, te: float) -> None:
