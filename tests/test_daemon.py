@@ -39,6 +39,15 @@ def bundle_path(tmp_path_factory):
     return p
 
 
+@pytest.fixture(scope="module")
+def bundle1_path(tmp_path_factory):
+    # one displacement channel, window 3 (delay 2): the ADS1256 reads it in continuous mode
+    b = chain_bundle(window=3, kinds=("displacement",))
+    p = tmp_path_factory.mktemp("bundle1") / "chain1.npz"
+    b.save(p)
+    return p
+
+
 def _cfg(tmp_path, bundle_path, port, dev, **sections):
     d = {"device": {"id": dev}, "bundle": {"path": str(bundle_path)},
          "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"},
@@ -47,7 +56,7 @@ def _cfg(tmp_path, bundle_path, port, dev, **sections):
                   "reconnect_max_s": 0.5, "health_interval_s": 0.5},
          "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2},
          "realtime": {"gc": "freeze"},
-         "simulate": {"clock": "virtual", "duration_s": 2.0, "seed": 3}}
+         "simulate": {"clock": "virtual", "duration_s": 2.0, "seed": 3, "level": "signal"}}
     for k, v in sections.items():
         d[k] = dict(d.get(k, {}), **v) if isinstance(v, dict) else v
     return config_from_dict(d)
@@ -73,11 +82,15 @@ def _collect(sub, topic):
 
 
 # ------------------------------------------------------------------------ end to end
-def test_end_to_end_every_estimate_once_in_order_equal_to_replay(tmp_path, bundle_path,
+def test_end_to_end_every_estimate_once_in_order_equal_to_replay(tmp_path, bundle1_path,
                                                                   mosquitto, subscriber):
-    """10 s at 1,000 samples/s, virtual clock, QoS 1, JSON batches of 50."""
-    cfg = _cfg(tmp_path, bundle_path, mosquitto.port, "e2e",
-               simulate={"duration_s": 10.0, "noise": 0.01})
+    """10 s at 1,000 samples/s through the byte-level ADS1256 simulator and the real driver
+    (continuous mode), virtual clock, QoS 1, JSON batches of 50."""
+    cfg = _cfg(tmp_path, bundle1_path, mosquitto.port, "e2e",
+               channels=[{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
+               adc={"drate": 1000.0, "mode": "continuous"},
+               simulate={"duration_s": 10.0, "noise": 0.01, "level": "adc"})
+    bundle_path = bundle1_path
     sub = subscriber(["vsense/e2e/estimates", "vsense/e2e/status", "vsense/e2e/meta"], "s-e2e")
     assert run_daemon(cfg, simulate=True, install_signals=False) == 0
     n_expected = 10_000 - 2  # the last `delay` = 2 samples have no estimate yet at stop
@@ -92,6 +105,10 @@ def test_end_to_end_every_estimate_once_in_order_equal_to_replay(tmp_path, bundl
     meta = json.loads(sub.get("vsense/e2e/meta")[-1][0])
     assert meta["delay_samples"] == 2 and meta["delay_s"] == pytest.approx(2e-3, abs=1e-15)
     assert meta["columns"] == ["F", "u_mid", "a_mid"]
+    raw = read_recording_full(tmp_path / "rec")
+    np.testing.assert_array_equal(raw.seq, np.arange(10_000))
+    # virtual ADC clock: DRDY every 1 ms (1,000 SPS), to the simulator's ns rounding
+    assert np.abs(np.diff(raw.t_ns) - 1_000_000).max() <= 1_000
     states = [json.loads(p)["state"] for p, _ in sub.get("vsense/e2e/status")]
     assert states[-1] == "stopped" and "running" in states
 
@@ -226,13 +243,13 @@ def test_sigterm_clean_stop_with_sd_notify(tmp_path, bundle_path):
     sock_path = str(tmp_path / "notify.sock")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     s.bind(sock_path)
-    s.settimeout(60)
+    s.settimeout(30)
     cfgp = tmp_path / "edge.toml"
     cfgp.write_text(f'[device]\nid = "sig"\n[bundle]\npath = "{bundle_path}"\n'
                     '[[channels]]\nname = "y0"\npin = "AIN0"\n'
                     '[[channels]]\nname = "y1"\npin = "AIN1"\n'
                     f'[mqtt]\nenabled = false\n[recorder]\ndir = "{tmp_path / "rec"}"\n'
-                    '[simulate]\nclock = "real"\n')
+                    '[simulate]\nclock = "real"\nlevel = "signal"\n')
     env = dict(os.environ, NOTIFY_SOCKET=sock_path, WATCHDOG_USEC="400000")
     p = subprocess.Popen([sys.executable, "-m", "edge.cli", "run", "-c", str(cfgp),
                           "--simulate"], env=env, cwd=ROOT, stderr=subprocess.PIPE)
@@ -301,6 +318,7 @@ def test_calibrate_against_hand_values():
     np.testing.assert_allclose(Y[0], [5.0, 0.0], rtol=1e-15, atol=1e-15)
     np.testing.assert_allclose(Y[2, 1], 0.05, rtol=1e-12)
     assert fl.tolist() == [0, 1 | 4, 4]
+    assert np.isnan(Y[1]).all() and np.isnan(Y[2, 0])  # saturated -> NaN, as the driver
     assert bad.tolist() == [[False, False], [True, True], [True, False]]
 
 

@@ -52,15 +52,50 @@ def load_estimator(cfg: Config):
     return est, rate, drate
 
 
+def _hw_channels(cfg: Config):
+    from edge.hw.acquire import Channel
+
+    return [Channel(c["name"], c["pin"], c["pin_neg"], cfg["adc"]["pga"], c["sensitivity"],
+                    c["offset"], c["unit"], c["saturation"]) for c in cfg.channels]
+
+
+def _driver_acquisition(cfg: Config, spi, gpio, clock, rate: float):
+    """ADS1256 driver + Acquisition on the given ports; checks the row rate."""
+    from edge.hw.acquire import Acquisition
+    from edge.hw.ads1256 import ADS1256
+    from edge.hw.ports import Pins
+
+    a = cfg["adc"]
+    try:
+        pins = Pins.from_config(a["cs_pin"], a["drdy_pin"], a["reset_pin"], a["pdwn_pin"])
+    except ValueError as e:
+        raise StartupError(EXIT_CONFIG, f"[adc] pins: {e}") from None
+    adc = ADS1256(spi, gpio, clock, pins, vref=a["vref"], speed_hz=a["spi_speed_hz"],
+                  drdy_timeout_s=a["drdy_timeout_ms"] / 1e3)
+    mode = "continuous" if len(cfg.channels) == 1 and a["mode"] == "continuous" else "auto"
+    acq = Acquisition(adc, _hw_channels(cfg), rate=a["drate"], mode=mode, buffer=a["buffer"],
+                      nan_on_saturation=True)
+    if abs(acq.nominal_rate - rate) > 1e-6 * rate:
+        adc.close()
+        raise StartupError(EXIT_CONFIG, f"[adc] drate: {a['drate']:g} SPS gives "
+                                        f"{acq.nominal_rate:g} rows/s in {acq.mode} mode with "
+                                        f"{len(cfg.channels)} channel(s), but the bundle "
+                                        f"expects {rate:g} samples/s (1/dt)")
+    acq.start()
+    return acq
+
+
 def make_acquisition(cfg: Config, est, simulate: bool):
     """The ADC (real or simulated). Returns ``(acquisition, virtual_clock)``."""
     sim = cfg["simulate"]
     ch = cfg.channels
     sens = np.array([c["sensitivity"] for c in ch])
     off = np.array([c["offset"] for c in ch])
+    sat = np.array([c["saturation"] for c in ch])
     rate = 1.0 / est.bundle.dt
     if simulate:
-        from edge.daemon.simulate import FileSource, SignalAcquisition, StructureSource
+        from edge.daemon.simulate import (FileSource, InputSource, LimitedAcquisition,
+                                          SignalAcquisition, StructureSource, parse_faults)
 
         if sim["source"] == "file":
             try:
@@ -70,26 +105,55 @@ def make_acquisition(cfg: Config, est, simulate: bool):
         else:
             src = StructureSource(est.bundle, sens, off, sim["load"], sim["amplitude"],
                                   sim["frequency"], sim["noise"], sim["seed"])
-        from edge.daemon.simulate import parse_faults
-
         try:
             faults, dead = parse_faults(sim["faults"], len(ch))
         except ValueError as e:
             raise StartupError(EXIT_CONFIG, str(e)) from None
-        acq = SignalAcquisition(src, rate, sim["clock"], sim["duration_s"],
-                                cfg["adc"]["drdy_timeout_ms"] / 1e3, dead, faults=faults,
-                                full_scale=cfg["adc"]["vref"] * 2 / cfg["adc"]["pga"])
-        return acq, sim["clock"] == "virtual"
+        virtual = sim["clock"] == "virtual"
+        full_scale = 2 * cfg["adc"]["vref"] / cfg["adc"]["pga"]
+        if sim["level"] == "signal":
+            acq = SignalAcquisition(src, rate, sim["clock"], sim["duration_s"],
+                                    cfg["adc"]["drdy_timeout_ms"] / 1e3, dead, faults=faults,
+                                    full_scale=full_scale, sensitivity=sens, offset=off,
+                                    saturation=sat)
+            return acq, virtual
+        from edge.hw.ads1256 import input_index
+        from edge.hw.sim_ads1256 import Faults, make_simulated_hardware
+
+        inputs = [input_index(c["pin"]) for c in ch]
+        hw_faults = Faults(
+            stuck_drdy_after_s=dead,
+            saturation=tuple((at, at + n / rate, ch[c]["pin"], 1.02 * full_scale)
+                             for kind, c, at, n in faults if kind == "saturate"),
+            dropouts=tuple((at, at + n / rate, ch[c]["pin"])
+                           for kind, c, at, n in faults if kind == "nan"))
+        spi, gpio, clock = make_simulated_hardware(InputSource(src, rate, inputs),
+                                                   sim["seed"], hw_faults,
+                                                   virtual_clock=virtual)
+        try:
+            acq = _driver_acquisition(cfg, spi, gpio, clock, rate)
+        except (RuntimeError, ValueError) as e:
+            if isinstance(e, StartupError):
+                raise
+            raise StartupError(EXIT_HARDWARE, f"hardware (simulated): {e}") from None
+        total = int(round(sim["duration_s"] * rate)) if sim["duration_s"] > 0 else None
+        return LimitedAcquisition(acq, total), virtual
     try:
-        from edge.hw import acquire as hw_acquire  # noqa: F401
+        from edge.hw.ports import MissingHardwareDependency, Pins, open_hardware
     except ImportError as e:
         raise StartupError(EXIT_HARDWARE, f"hardware: ADS1256 driver not available ({e})") \
             from None
+    a = cfg["adc"]
     try:
-        return hw_acquire.open_acquisition(cfg), False
-    except HardwareError as e:
+        spi, gpio, clock = open_hardware(
+            Pins.from_config(a["cs_pin"], a["drdy_pin"], a["reset_pin"], a["pdwn_pin"]),
+            a["spi_bus"], a["spi_device"], a["spi_speed_hz"])
+        return _driver_acquisition(cfg, spi, gpio, clock, rate), False
+    except StartupError:
+        raise
+    except MissingHardwareDependency as e:
         raise StartupError(EXIT_HARDWARE, f"hardware: {e}") from None
-    except (OSError, RuntimeError, ImportError) as e:
+    except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(EXIT_HARDWARE, f"hardware: {type(e).__name__}: {e}") from None
 
 
@@ -99,9 +163,6 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     from edge.daemon.recorder import Recorder, RecordingError
 
     est, rate, drate = load_estimator(cfg)
-    if not simulate and abs(drate - rate) > 1e-9 * rate and len(cfg.channels) == 1:
-        raise StartupError(EXIT_CONFIG, f"[adc] drate: {drate:g} samples/s but the bundle "
-                                        f"expects {rate:g} samples/s (1/dt)")
     acq, virtual = make_acquisition(cfg, est, simulate)
     b = est.bundle
     cols = [f.name for f in b.forces] + [o.name for o in b.outputs]

@@ -188,7 +188,8 @@ SCHEMA: tuple[Section, ...] = (
     Section("loop", "Acquisition/estimation loop.", (
         Key("ring_s", "float", 2.0, "Ring buffer between acquisition and estimation.",
             unit="s", min=0.01, max=600.0),
-        Key("read_max", "int", 64, "Most samples taken from the ADC per read call.",
+        Key("read_max", "int", 1, "Rows per driver read call (the driver blocks until all "
+            "are in: 1 = lowest latency; raise it for very high rates).",
             unit="samples", min=1, max=65536),
         Key("latency_window", "int", 100_000, "Samples kept for latency percentiles.",
             unit="samples", min=100, max=10_000_000),
@@ -206,6 +207,10 @@ SCHEMA: tuple[Section, ...] = (
     )),
     Section("simulate", "`vsense-edge run --simulate`: a simulated ADS1256 instead of the "
             "hardware.", (
+        Key("level", "str", "adc", "`adc`: byte-level ADS1256 simulator read by the real "
+            "driver (one channel: continuous mode at `[adc] drate`; several: mux cycling, "
+            "whose row rate must equal the bundle's); `signal`: values injected after the "
+            "driver (any channel count, all fault kinds).", choices=("adc", "signal")),
         Key("source", "str", "structure", "`structure`: the bundle's own model driven by "
             "`load`; `file`: a measurement CSV (`time,<channels>`, SI units).",
             choices=("structure", "file")),

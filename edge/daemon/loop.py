@@ -18,7 +18,7 @@ Threads
 Bad samples
 -----------
 A sample of a channel is *bad* when it is non-finite (flags bit0) or ``|volts| >= saturation``
-(bit2). The estimator gets NaN there and holds the channel's last finite value (kernel
+or at an ADC rail (bit2; the driver returns NaN for it). The estimator gets NaN there and holds the channel's last finite value (kernel
 behaviour). After ``[faults] bad_sample_limit`` consecutive bad samples the channel is in
 fault: status ``sensor_fault`` (with the channel names). When it delivers a good sample again
 the estimator state is reset right before that sample and the status returns to ``running``.
@@ -78,6 +78,9 @@ class HardwareError(RuntimeError):
 def calibrate(V, sensitivity, offset, saturation, Y, flags):
     """Volts to physical units and bad-sample flags (pure; outputs preallocated).
 
+    What :class:`edge.hw.acquire.Acquisition` does on the Pi; used by the signal-level
+    simulator. Saturated values are replaced by NaN (the driver's ``nan_on_saturation``).
+
     Parameters
     ----------
     V : float64 (n, nch)          channel voltages [V]
@@ -97,6 +100,7 @@ def calibrate(V, sensitivity, offset, saturation, Y, flags):
         sat = np.abs(V) >= saturation
     flags |= np.where(nonfinite.any(axis=1), FLAG_NONFINITE, 0).astype(np.uint8)
     flags |= np.where(sat.any(axis=1), FLAG_SATURATED, 0).astype(np.uint8)
+    Y[sat] = np.nan
     return nonfinite | sat
 
 
@@ -144,8 +148,11 @@ class Daemon:
     ----------
     cfg : edge.daemon.config.Config
     acquisition : object with ``read(values (n,nch), t_ns (n,), flags (n,)) -> n`` and
-        ``close()``; values are channel voltages [V]. Raises :class:`HardwareError` on a
-        hardware failure and ``EOFError`` at the end of a simulation.
+        ``close()`` (:class:`edge.hw.acquire.Acquisition` or
+        :class:`edge.daemon.simulate.SignalAcquisition`): values in physical units, a
+        saturated channel value NaN with flags bit2, lost samples flagged bit3. Any exception
+        is a hardware failure (exit code 4; an ``n_read`` attribute = rows filled before it)
+        except ``EOFError``, the end of a simulation (exit code 0).
     estimator : edge.estimator.Estimator
     publisher : edge.daemon.mqtt.Publisher or None
     recorder : edge.daemon.recorder.Recorder or None
@@ -169,9 +176,6 @@ class Daemon:
         ch = cfg.channels
         self.names = [c["name"] for c in ch]
         self.nch = len(ch)
-        self.sens = np.array([c["sensitivity"] for c in ch])
-        self.off = np.array([c["offset"] for c in ch])
-        self.sat = np.array([c["saturation"] for c in ch])
         self.rate = 1.0 / estimator.bundle.dt
         loop = cfg["loop"]
         self.block = cfg["bundle"]["block"]
@@ -224,7 +228,11 @@ class Daemon:
                     while ring.capacity - ring.available() < 1 and not self.stop_event.is_set():
                         time.sleep(0.0005)
                 v, t, f = ring.write_span(self.read_max)
-                n = self.acq.read(v, t, f)
+                try:
+                    n = self.acq.read(v, t, f)
+                except BaseException as e:
+                    ring.commit(int(getattr(e, "n_read", 0) or 0))  # rows before the error
+                    raise
                 ring.commit(n)
                 if n and not self.first_sample.is_set():
                     self.first_sample.set()
@@ -309,16 +317,16 @@ class Daemon:
         t_ns = ring.t_ns[i:i + n]
         fl = self._fl[:n]
         fl[:] = ring.flags[i:i + n]
-        Y = self._Y[:n]
-        bad = calibrate(V, self.sens, self.off, self.sat, Y, fl)
+        Y = V  # physical units (the acquisition calibrated them)
+        bad = ~np.isfinite(V)
+        if bad.any():
+            fl |= np.where(bad.any(axis=1), FLAG_NONFINITE, 0).astype(np.uint8)
         if self.rec is not None:
             self.rec.append_raw(seq, t_ns, Y, fl)
         if not self.paused:
-            Yk = self._Yk[:n]
-            Yk[:] = Y
+            Yk = Y
             cuts = []
             if bad.any():
-                Yk[bad] = np.nan
                 self.bad_samples += int(bad.any(axis=1).sum())
             events = self.faults.update(bad)
             if events:

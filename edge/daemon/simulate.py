@@ -1,5 +1,9 @@
 """Simulated sensor signals for ``vsense-edge run --simulate`` (no hardware needed).
 
+``[simulate] level = "adc"`` feeds these sources to the byte-level ADS1256 simulator
+(``edge.hw.sim_ads1256``) through :class:`InputSource` and reads them back with the real
+driver; ``level = "signal"`` delivers them directly with :class:`SignalAcquisition`.
+
 Two sources, both producing the channels' **voltages** (what the ADC sees):
 
 * ``structure``: the bundle's own reduced model (forward Newmark, paper 004 eq. 14-15)
@@ -180,7 +184,8 @@ class SignalAcquisition:
 
     def __init__(self, source, rate: float, clock: str = "real", duration_s: float = 0.0,
                  drdy_timeout_s: float = 0.1, drdy_dead_at: float | None = None,
-                 chunk: int = 1024, faults: list | None = None, full_scale: float = 2.5):
+                 chunk: int = 1024, faults: list | None = None, full_scale: float = 2.5,
+                 sensitivity=None, offset=None, saturation=None):
         self.src = source
         self.rate = float(rate)
         self.dt_ns = int(round(1e9 / rate))
@@ -194,6 +199,7 @@ class SignalAcquisition:
         self._bi = 0
         self.chunk = chunk
         self.full_scale = full_scale
+        self.sens, self.off, self.sat = sensitivity, offset, saturation
         # (kind, channel, first sample, n) with kind "nan" | "saturate"
         self.faults = [(k, c, int(round(at * rate)), n) for k, c, at, n in (faults or [])]
 
@@ -233,14 +239,19 @@ class SignalAcquisition:
             nmax = min(nmax, avail)
         v = self._take(nmax)
         n = v.shape[0]
-        out_values[:n] = v
+        V = v.copy()
         out_t_ns[:n] = (self.k + np.arange(n)) * self.dt_ns
         out_flags[:n] = 0
         for kind, c, k0, nf in self.faults:
             a, b = max(k0, self.k), min(k0 + nf, self.k + n)
             if a < b:
-                out_values[a - self.k:b - self.k, c] = (np.nan if kind == "nan"
-                                                        else self.full_scale)
+                V[a - self.k:b - self.k, c] = np.nan if kind == "nan" else self.full_scale
+        if self.sens is None:
+            out_values[:n] = V
+        else:  # volts -> physical units, saturated -> NaN + bit2 (as the ADS1256 driver)
+            from edge.daemon.loop import calibrate
+
+            calibrate(V, self.sens, self.off, self.sat, out_values[:n], out_flags[:n])
         self.k += n
         return n
 
@@ -273,3 +284,59 @@ def parse_faults(specs: list[str], nch: int) -> tuple[list, float | None]:
         except ValueError as e:
             raise ValueError(f"[simulate] faults #{i}: {spec!r}: {e}") from None
     return out, dead
+
+
+class InputSource:
+    """Adapter for ``edge.hw.sim_ads1256``: ``volts(t_s) -> (9,)`` on AIN0..AIN7, AINCOM
+    from a chunked source (sample and hold at the source's rate, from the first call on)."""
+
+    def __init__(self, source, rate: float, inputs: list[int], chunk: int = 1024):
+        self.src, self.rate, self.inputs = source, float(rate), list(inputs)
+        self.chunk = chunk
+        self.k0 = 0  # sample index of buf[0]
+        self.buf = np.zeros((0, len(inputs)))
+        self.t0 = None
+        self.out = np.zeros(9)
+
+    def volts(self, t_s: float) -> np.ndarray:
+        if self.t0 is None:
+            self.t0 = t_s
+        k = int((t_s - self.t0) * self.rate + 1e-6)
+        while k >= self.k0 + self.buf.shape[0]:
+            nxt = self.src.volts(self.chunk)
+            if nxt.shape[0] == 0:  # file source exhausted: hold the last value
+                k = self.k0 + self.buf.shape[0] - 1
+                break
+            keep = self.buf[-1:] if self.buf.shape[0] else self.buf
+            self.k0 += self.buf.shape[0] - keep.shape[0]
+            self.buf = np.vstack([keep, nxt])
+        i = min(max(k - self.k0, 0), self.buf.shape[0] - 1)
+        self.out[:] = 0.0
+        if self.buf.shape[0]:
+            self.out[self.inputs] = self.buf[i]
+        return self.out
+
+
+class LimitedAcquisition:
+    """Wrap a driver acquisition: :class:`SimulationFinished` after ``total`` rows."""
+
+    def __init__(self, acq, total: int | None):
+        self.acq, self.total, self.k = acq, total, 0
+
+    def read(self, values, t_ns, flags) -> int:
+        if self.total is not None:
+            left = self.total - self.k
+            if left <= 0:
+                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
+            if values.shape[0] > left:
+                values, t_ns, flags = values[:left], t_ns[:left], flags[:left]
+        try:
+            n = self.acq.read(values, t_ns, flags)
+        except Exception as e:
+            self.k += int(getattr(e, "n_read", 0) or 0)
+            raise
+        self.k += n
+        return n
+
+    def close(self) -> None:
+        self.acq.close()
