@@ -49,7 +49,8 @@ import numpy as np
 from edge.bundle import KINDS, Bundle
 from offline._deps import need, progress
 
-__all__ = ["AKFModel", "akf_model", "akf_identify", "run_akf", "augmented_transition", "kalman_predict", "kalman_update",
+__all__ = ["AKFModel", "akf_model", "akf_identify", "run_akf", "augmented_transition",
+           "collapse_substeps", "kalman_predict", "kalman_update",
            "continuous_state_space"]
 
 
@@ -268,7 +269,8 @@ def kalman_update(z, P, y, H, R):
 
 
 def akf_identify(bundle: Bundle, Y, dt_filter=None, q_force=1.0, q_state=0.0, r=None,
-                 feed: str = "sample", show_progress: bool = False, return_P: bool = False):
+                 feed: str = "sample", collapse: bool = False, show_progress: bool = False,
+                 return_P: bool = False):
     """Identify forces and virtual outputs from measurements with the AKF.
 
     Parameters
@@ -280,6 +282,10 @@ def akf_identify(bundle: Bundle, Y, dt_filter=None, q_force=1.0, q_state=0.0, r=
         Non-finite values are skipped in the update of that sample.
     dt_filter, q_force, q_state, r, feed
         See :func:`akf_model`.
+    collapse : bool
+        With ``feed="sample"``, replace the m prediction substeps by one precomputed step
+        (Phi^m and the accumulated Q, built by repeated squaring): the same filter up to
+        roundoff at the cost of m = 1 (the substep loop is what paper 004 timed).
     show_progress : bool
         Progress bar over the samples.
     return_P : bool
@@ -298,8 +304,38 @@ def akf_identify(bundle: Bundle, Y, dt_filter=None, q_force=1.0, q_state=0.0, r=
                          f"{[c.name for c in bundle.channels]}, got {Y.shape}")
     mod = akf_model(bundle, dt_filter=dt_filter, q_force=q_force, q_state=q_state, r=r,
                     feed=feed)
+    if collapse and mod.feed == "sample" and mod.m > 1:
+        mod = collapse_substeps(mod)
     F, Z, P = run_akf(mod, Y, show_progress=show_progress)
     return (F, Z, P) if return_P else (F, Z)
+
+
+def collapse_substeps(mod: AKFModel) -> AKFModel:
+    """The model with its m time updates per sample merged into one (``feed="sample"``).
+
+    Composition of two time updates (Phi1, Q1) then (Phi2, Q2) is
+    (Phi2 Phi1, Phi2 Q1 Phi2^T + Q2); m of them are combined by repeated squaring.
+    """
+    if mod.feed != "sample":
+        raise ValueError("feed: only 'sample' substeps (no update in between) can be collapsed")
+    Phi_acc, Q_acc = None, None          # accumulated result
+    Phi_p, Q_p = mod.Phi, mod.Q           # (Phi, Q) of 2^j substeps
+    m = mod.m
+    while m:
+        if m & 1:
+            if Phi_acc is None:
+                Phi_acc, Q_acc = Phi_p, Q_p
+            else:
+                # later steps act after the earlier ones; all blocks commute (same Phi)
+                Q_acc = Phi_p @ Q_acc @ Phi_p.T + Q_p
+                Phi_acc = Phi_p @ Phi_acc
+        m >>= 1
+        if m:
+            Q_p = Phi_p @ Q_p @ Phi_p.T + Q_p
+            Phi_p = Phi_p @ Phi_p
+    from dataclasses import replace
+
+    return replace(mod, Phi=Phi_acc, Q=Q_acc, h=mod.h * mod.m, m=1)
 
 
 def run_akf(mod: AKFModel, Y, show_progress: bool = False):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from edge.estimator.newmark import newmark
-from offline.akf import (AKFModel, akf_identify, akf_model, kalman_predict, kalman_update,
-                         run_akf)
+from offline.akf import (AKFModel, akf_identify, akf_model, collapse_substeps, kalman_predict,
+                         kalman_update, run_akf)
 from offline.metrics import add_noise, fde
 from tests.helpers import chain_bundle
 
@@ -161,6 +161,12 @@ def test_substeps_equal_collapsed_step():
     Fm, Zm, _ = run_akf(mod, Y)
     np.testing.assert_allclose(Fm, F1, rtol=0, atol=1e-9 * np.max(np.abs(F1)))
     np.testing.assert_allclose(Zm, Z1, rtol=0, atol=1e-9 * np.max(np.abs(Z1)))
+    # collapse=True (repeated squaring) gives the same filter for m = 5, not a power of 2
+    h5 = b.dt / 5
+    Fl, Zl = akf_identify(b, Y, dt_filter=h5, q_force=1e-2, q_state=1e-16, r=r)
+    Fc, Zc = akf_identify(b, Y, dt_filter=h5, q_force=1e-2, q_state=1e-16, r=r, collapse=True)
+    np.testing.assert_allclose(Fc, Fl, rtol=0, atol=1e-9 * np.max(np.abs(Fl)))
+    np.testing.assert_allclose(Zc, Zl, rtol=0, atol=1e-9 * np.max(np.abs(Zl)))
 
 
 def test_joseph_keeps_covariance_spd_over_long_run():
@@ -199,5 +205,7 @@ def test_bad_parameters_are_named():
         akf_identify(b, np.zeros((10, 2)))
     with pytest.raises(ValueError, match="q_force"):
         akf_identify(b, Y, q_force=[1.0, 2.0])
+    with pytest.raises(ValueError, match="feed"):
+        collapse_substeps(akf_model(b, dt_filter=b.dt / 2, feed="interpolate"))
     with pytest.raises(ValueError, match="r: "):
         akf_identify(b, Y, r=-1.0)
