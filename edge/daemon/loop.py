@@ -63,6 +63,7 @@ EXIT_CODES = {
     EXIT_BUNDLE: "bad bundle (missing, corrupt, hash mismatch, estimator cannot be built)",
     EXIT_HARDWARE: "hardware error (SPI/GPIO not available, ADS1256 not answering, DRDY dead)",
     EXIT_RECORDER: "recording directory not usable",
+    6: "replay: bad input file (edge.replay)",
 }
 
 FLAG_NONFINITE = np.uint8(1)
