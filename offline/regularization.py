@@ -195,12 +195,17 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
     gcv = np.full(alphas.size, np.nan)
     unstable = []
     for i, a in enumerate(progress(alphas, desc=f"alpha sweep (L={L})", enable=show_progress)):
+        # stability is checked for the chosen alpha only (an eigenvalue problem of the closed
+        # loop per grid point would dominate the sweep); a blown-up run is dropped here
         try:
-            est = Estimator(fit_bundle, alpha=float(a), window=L)
+            est = Estimator(fit_bundle, alpha=float(a), window=L, check_stability=False)
         except EstimatorError:
             unstable.append(float(a))
             continue
         F, Z, fl = est.run(Y)
+        if not (np.all(np.isfinite(F[L - 1:])) and np.all(np.isfinite(Z[L - 1:]))):
+            unstable.append(float(a))
+            continue
         d = est.delay
         ok = np.isfinite(F[:, 0])
         # estimate row j describes sample j - d: compare with the measurement it describes
@@ -233,7 +238,28 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
     chi2[good] = np.exp(smooth_log(np.log(rho[good] ** 2 / nobs), t, width))
     above = np.flatnonzero(good & (chi2 >= 1.0))
     alpha_disc = float(alphas[above[0]]) if above.size else float("nan")
-    return AlphaChoice(alphas=alphas, residual_norm=rho, solution_norm=eta, curvature=kap,
+    choice = AlphaChoice(alphas=alphas, residual_norm=rho, solution_norm=eta, curvature=kap,
                        gcv=gcv, alpha_lcurve=float(alphas[i_corner]),
                        alpha_gcv=float(alphas[i_gcv]), alpha_discrepancy=alpha_disc,
                        window=L, method=method, unstable=unstable, chi2=chi2)
+    _ensure_stable(choice, bundle)
+    return choice
+
+
+def _ensure_stable(choice: AlphaChoice, bundle: Bundle) -> None:
+    """Move each chosen alpha up the grid until the closed loop is stable (rho <= 1)."""
+    for attr in ("alpha_lcurve", "alpha_gcv", "alpha_discrepancy"):
+        a0 = getattr(choice, attr)
+        if not np.isfinite(a0):
+            continue
+        for a in choice.alphas[choice.alphas >= a0]:
+            try:
+                derive_operator(bundle, alpha=float(a), window=choice.window)
+            except EstimatorError:
+                if float(a) not in choice.unstable:
+                    choice.unstable.append(float(a))
+                continue
+            setattr(choice, attr, float(a))
+            break
+        else:
+            setattr(choice, attr, float("nan"))

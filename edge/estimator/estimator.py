@@ -22,6 +22,8 @@ class Estimator:
         A loaded bundle or the path of one.
     alpha, window : optional
         Override the bundle's Tikhonov parameter / fixed-lag window.
+    check_stability : bool
+        Refuse an unstable closed loop (default). Off only for parameter sweeps.
 
     Notes
     -----
@@ -31,7 +33,8 @@ class Estimator:
     finite value and every estimate that used it carries :data:`FLAG_HELD`.
     """
 
-    def __init__(self, bundle, alpha: float | None = None, window: int | None = None):
+    def __init__(self, bundle, alpha: float | None = None, window: int | None = None,
+                 check_stability: bool = True):
         if not isinstance(bundle, Bundle):
             bundle = Bundle.load(bundle)
         self.bundle = bundle
@@ -39,7 +42,8 @@ class Estimator:
         self.force_names = [f.name for f in bundle.forces]
         self.output_names = [o.name for o in bundle.outputs]
         self._lock = threading.Lock()  # held per block, never per sample
-        self._install(derive_operator(bundle, alpha=alpha, window=window), keep_state=False)
+        self._install(derive_operator(bundle, alpha=alpha, window=window,
+                                      check_stability=check_stability), keep_state=False)
         self._warm_up()
 
     # ------------------------------------------------------------------ properties

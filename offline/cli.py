@@ -1,0 +1,130 @@
+"""``vsense-offline``: the workstation command line.
+
+    vsense-offline inspect MODEL.toml [--modes N]
+    vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR] [--alpha A|lcurve|gcv|...]
+                                                  [--window L]
+    vsense-offline simulate MODEL.toml --load random --band 5 160 --rms 1 --duration 2
+                                       --noise 0.01 -o PREFIX [--reduced] [--oversample 10]
+    vsense-offline score ESTIMATES.csv TRUTH.csv [--band F0 FMAX]
+
+Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was refused
+(unstable or not identifiable), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _alpha(v: str):
+    try:
+        return float(v)
+    except ValueError:
+        if v not in ("auto", "lcurve", "gcv", "discrepancy"):
+            raise argparse.ArgumentTypeError(
+                f"alpha must be a number or one of auto, lcurve, gcv, discrepancy; got {v!r}")
+        return v
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vsense-offline", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 2)[2])
+    sub = p.add_subparsers(dest="command", required=True)
+    i = sub.add_parser("inspect", help="sizes and natural frequencies of the full model")
+    i.add_argument("model")
+    i.add_argument("--modes", type=int, default=10)
+    b = sub.add_parser("build", help="model file -> bundle (reduction, alpha, stability)")
+    b.add_argument("model")
+    b.add_argument("-o", "--out", required=True, help="bundle .npz to write")
+    b.add_argument("--report", default=None, help="directory for the build report (PNG, HTML)")
+    b.add_argument("--alpha", type=_alpha, default=None,
+                   help="override [estimator].alpha (number or rule)")
+    b.add_argument("--window", type=int, default=None, help="override [estimator].window")
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    s = sub.add_parser("simulate", help="simulated rig: measurement and truth CSVs")
+    s.add_argument("model")
+    s.add_argument("--load", default="random", choices=("sine", "chirp", "random", "pulse",
+                                                         "csv"))
+    s.add_argument("--freq", type=float, default=None, help="sine frequency [Hz]")
+    s.add_argument("--band", type=float, nargs=2, default=(5.0, 160.0),
+                   help="random/chirp band [Hz]")
+    s.add_argument("--rms", type=float, default=1.0, help="random load RMS [N]")
+    s.add_argument("--amplitude", type=float, default=1.0, help="sine/chirp amplitude [N]")
+    s.add_argument("--csv", default=None, help="force history CSV (time,<force>) for --load csv")
+    s.add_argument("--duration", type=float, default=2.0, help="record length [s]")
+    s.add_argument("--noise", type=float, default=0.01,
+                   help="noise std relative to the signal std (eq. 28)")
+    s.add_argument("--oversample", type=int, default=10, help="fine steps per sample")
+    s.add_argument("--reduced", action="store_true", help="reduced instead of full model")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("-o", "--out", required=True,
+                   help="prefix: writes PREFIX_measurement.csv and PREFIX_truth.csv")
+    s.add_argument("--quiet", action="store_true")
+    sc = sub.add_parser("score", help="compare an estimates CSV with a truth CSV", add_help=False)
+    sc.add_argument("rest", nargs=argparse.REMAINDER)
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["score"]:
+        from offline.score import main as score_main
+
+        return score_main(argv[1:])
+    args = _parser().parse_args(argv)
+    from edge.estimator import EstimatorError
+    from offline.model.spec import ModelFileError
+
+    try:
+        if args.command == "inspect":
+            from offline.model.inspect import inspect_model
+
+            print(inspect_model(args.model, n_modes=args.modes, progress=True))
+        elif args.command == "build":
+            from offline.build import build
+
+            res = build(args.model, alpha=args.alpha, window=args.window,
+                        progress=not args.quiet, report_dir=args.report)
+            res.bundle.save(args.out)
+            print(res.summary())
+            print(res.reduction.report.format())
+            print(f"wrote {args.out}")
+            if args.report:
+                print(f"build report in {args.report}")
+        elif args.command == "simulate":
+            from offline.simulate import simulate_model
+
+            load = {"type": args.load, "amplitude": args.amplitude}
+            if args.load == "sine":
+                if args.freq is None:
+                    raise ValueError("--load sine needs --freq")
+                load["freq"] = args.freq
+            if args.load in ("random", "chirp"):
+                load["band"] = tuple(args.band)
+            if args.load == "random":
+                load["rms"] = args.rms
+            if args.load == "csv":
+                if not args.csv:
+                    raise ValueError("--load csv needs --csv FILE")
+                load["csv_path"] = args.csv
+            res = simulate_model(args.model, load, args.duration, noise=args.noise,
+                                 oversample=args.oversample, reduced=args.reduced,
+                                 seed=args.seed, show_progress=not args.quiet)
+            meas, truth = f"{args.out}_measurement.csv", f"{args.out}_truth.csv"
+            res.write(meas, truth)
+            snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))
+            print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
+                  f"SNR {snr})")
+    except (ModelFileError, FileNotFoundError, ValueError) as exc:
+        if isinstance(exc, EstimatorError):
+            print(f"vsense-offline {args.command}: estimator refused: {exc}", file=sys.stderr)
+            return 3
+        print(f"vsense-offline {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""Simulated test rigs: load profiles, full or reduced model responses, noisy sensor records.
+
+The truth comes from a Newmark-beta run (average acceleration) on a fine time step
+(``oversample`` sub-steps per sample) of the *full* sparse model, or of the reduced model when
+speed matters (calibration, training data). Sensors are sampled at the bundle rate and get
+Gaussian noise per paper 004 eq. 28: ``y_noisy = y + sigma N``, ``sigma = level * std(y)``.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edge.bundle import KINDS
+from offline._deps import need, progress
+
+# ------------------------------------------------------------------------ load profiles
+LOAD_TYPES = ("sine", "chirp", "random", "pulse", "csv")
+
+
+def load_profile(kind: str, t: np.ndarray, *, freq=None, amplitude=1.0, band=None, rms=None,
+                 seed=0, ramp=0.0, csv_path=None, column=None) -> np.ndarray:
+    """A force history f(t) [N] on the time grid ``t`` [s].
+
+    Parameters
+    ----------
+    kind : {"sine", "chirp", "random", "pulse", "csv"}
+        ``sine``: amplitude sin(2 pi freq t); ``chirp``: linear sweep over ``band`` with
+        ``amplitude``; ``random``: Gaussian noise band-limited to ``band`` [Hz] (ideal FFT
+        filter), scaled to ``rms``; ``pulse``: half-sine of width ``freq`` seconds... (see
+        :func:`pulse`); ``csv``: column ``column`` of a CSV with a ``time`` column, linearly
+        interpolated.
+    ramp : float
+        Time constant [s] of a ``1 - exp(-t / ramp)`` onset (paper eq. 27 uses 0.05 s); 0: none.
+    """
+    t = np.asarray(t, dtype=float)
+    if kind == "sine":
+        if freq is None or freq <= 0:
+            raise ValueError("sine load needs freq > 0 [Hz]")
+        f = amplitude * np.sin(2 * np.pi * freq * t)
+    elif kind == "chirp":
+        if band is None:
+            raise ValueError("chirp load needs band = [f0, f1] [Hz]")
+        f0, f1 = band
+        T = max(t[-1] - t[0], 1e-12)
+        # instantaneous frequency f0 + (f1 - f0) t / T
+        f = amplitude * np.sin(2 * np.pi * (f0 * (t - t[0]) + 0.5 * (f1 - f0) * (t - t[0]) ** 2 / T))
+    elif kind == "random":
+        if band is None or rms is None:
+            raise ValueError("random load needs band = [f0, f1] [Hz] and rms [N]")
+        rng = np.random.default_rng(seed)
+        n = t.size
+        dt = t[1] - t[0]
+        spec = np.fft.rfft(rng.standard_normal(n))
+        fr = np.fft.rfftfreq(n, dt)
+        spec[(fr < band[0]) | (fr > band[1])] = 0.0
+        f = np.fft.irfft(spec, n)
+        f *= rms / max(np.std(f), 1e-300)
+    elif kind == "pulse":
+        width = freq if freq is not None else 0.002
+        f = np.where(t - t[0] < width, amplitude * np.sin(np.pi * (t - t[0]) / width), 0.0)
+    elif kind == "csv":
+        tt, data, names = read_csv(csv_path)
+        col = names.index(column) if column is not None else 0
+        f = np.interp(t, tt, data[:, col], left=0.0, right=0.0)
+    else:
+        raise ValueError(f"unknown load type {kind!r}; expected one of {', '.join(LOAD_TYPES)}")
+    if ramp > 0:
+        f = f * (1.0 - np.exp(-(t - t[0]) / ramp))
+    return f
+
+
+# ---------------------------------------------------------------------------- results
+@dataclass
+class SimResult:
+    """Sampled truth and noisy measurements of one simulated run.
+
+    Attributes
+    ----------
+    t : (ns,) sample times [s]; Y : (ns, nch) noisy channels; Y_clean : (ns, nch) noise-free;
+    F : (ns, nf) applied forces [N]; Z : (ns, nout) true virtual outputs; names of each.
+    """
+
+    t: np.ndarray
+    Y: np.ndarray
+    Y_clean: np.ndarray
+    F: np.ndarray
+    Z: np.ndarray
+    channel_names: list
+    force_names: list
+    output_names: list
+    info: dict = field(default_factory=dict)
+
+    def snr_db(self) -> np.ndarray:
+        """SNR per channel [dB] (paper eq. 29: signal power over noise power)."""
+        noise = self.Y - self.Y_clean
+        return 10 * np.log10(np.sum(self.Y ** 2, axis=0) / np.maximum(np.sum(noise ** 2, axis=0),
+                                                                    1e-300))
+
+    def write(self, measurement_csv, truth_csv) -> None:
+        """Measurement: ``time,<channels>``; truth: ``time,<forces>,<outputs>,<channels>``."""
+        write_csv(measurement_csv, self.t, self.Y, self.channel_names)
+        write_csv(truth_csv, self.t, np.hstack([self.F, self.Z, self.Y_clean]),
+                  self.force_names + self.output_names + self.channel_names)
+
+
+def add_noise(Y: np.ndarray, level, rng) -> np.ndarray:
+    """Paper eq. 28: ``Y + sigma N`` with ``sigma = level * std(Y)`` per column."""
+    level = np.broadcast_to(np.asarray(level, dtype=float), (Y.shape[1],))
+    sigma = level * np.std(Y, axis=0)
+    return Y + sigma * rng.standard_normal(Y.shape)
+
+
+# ------------------------------------------------------------------------- integrators
+def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, show_progress=True):
+    """Newmark (average acceleration) on sparse full-model matrices, sampling probe DOFs.
+
+    Parameters
+    ----------
+    M, C, K : scipy.sparse matrices, shape (N, N)
+    force_dofs : (nf,) int            DOFs the forces act on
+    F_fine : (nt, nf)                 force history on the fine grid [N]
+    dt_fine : float                   fine time step [s]
+    decim : int                       fine steps per sample
+    probes : list of (dof, kind)      recorded quantities (kind 0 u, 1 v, 2 a)
+
+    Returns
+    -------
+    ndarray, shape (nt // decim + ..., len(probes)) sampled at fine steps 0, decim, 2 decim, ...
+    """
+    sp = need("scipy.sparse")
+    spla = need("scipy.sparse.linalg")
+    beta, gamma = 0.25, 0.5
+    dt = dt_fine
+    N = M.shape[0]
+    nt = F_fine.shape[0]
+    Keff = (M / (beta * dt * dt) + gamma * C / (beta * dt) + K).tocsc()
+    lu = spla.splu(Keff)
+    u = np.zeros(N)
+    v = np.zeros(N)
+    a = np.zeros(N)
+    fvec = np.zeros(N)
+    pd = np.array([p[0] for p in probes], dtype=int)
+    pk = np.array([p[1] for p in probes], dtype=int)
+    out = np.zeros(((nt - 1) // decim + 1, len(probes)))
+    M = sp.csr_matrix(M)
+    C = sp.csr_matrix(C)
+
+    def record(i):
+        st = (u, v, a)
+        out[i] = [st[k][d] for d, k in zip(pd, pk)]
+
+    record(0)
+    c1, c2, c3 = 1 / (beta * dt * dt), 1 / (beta * dt), 0.5 / beta - 1
+    d1, d2, d3 = gamma / (beta * dt), gamma / beta - 1, dt * (0.5 * gamma / beta - 1)
+    for k in progress(range(nt - 1), desc="full-model Newmark", enable=show_progress,
+                      mininterval=0.5):
+        fvec[:] = 0.0
+        fvec[force_dofs] = F_fine[k + 1]
+        # r = M (c1 u + c2 v + c3 a) + C (d1 u + d2 v + d3 a)            (eq. 15d)
+        r = M @ (c1 * u + c2 * v + c3 * a) + C @ (d1 * u + d2 * v + d3 * a)
+        u_new = lu.solve(r + fvec)
+        a_new = c1 * (u_new - u) - c2 * v - c3 * a
+        v += dt * ((1 - gamma) * a + gamma * a_new)
+        u, a = u_new, a_new
+        if (k + 1) % decim == 0:
+            record((k + 1) // decim)
+    return out
+
+
+def simulate_dense(M, C, K, force_dofs, F, dt, probes_rows, kinds):
+    """Newmark on dense (reduced) matrices; outputs ``rows @ (u, v or a)`` at every step.
+
+    Parameters
+    ----------
+    probes_rows : (np, n) rows over the coordinates; kinds : (np,) 0 u, 1 v, 2 a.
+    """
+    from edge.estimator.newmark import newmark
+
+    n = M.shape[0]
+    Fn = np.zeros((F.shape[0], n))
+    Fn[:, force_dofs] = F
+    u, v, a = newmark(M, C, K, Fn, dt)
+    st = (u, v, a)
+    return np.column_stack([st[k] @ row for row, k in zip(probes_rows, kinds)]) \
+        if len(kinds) else np.zeros((F.shape[0], 0))
+
+
+# ------------------------------------------------------------------------------- CSV
+def write_csv(path, t, data, names) -> None:
+    path = Path(path)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["time", *names])
+        for ti, row in zip(t, data):
+            w.writerow([repr(float(ti)), *(repr(float(x)) for x in row)])
+
+
+def read_csv(path):
+    """Read a ``time,<names>`` CSV; returns (t (n,), data (n, m), names). Clear errors."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file does not exist")
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise ValueError(f"{path}: empty file")
+    header = [h.strip() for h in rows[0]]
+    if not header or header[0] != "time":
+        raise ValueError(f"{path}: first column must be 'time', header is {header}")
+    names = header[1:]
+    data = []
+    for i, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise ValueError(f"{path}: line {i} has {len(row)} fields, header has {len(header)}")
+        try:
+            data.append([float(x) for x in row])
+        except ValueError:
+            raise ValueError(f"{path}: line {i}: not a number in {row}") from None
+    if not data:
+        raise ValueError(f"{path}: no data rows")
+    arr = np.array(data)
+    return arr[:, 0], arr[:, 1:], names
+
+
+# ------------------------------------------------------------------- model-file runs
+def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
+                   reduced: bool = False, seed: int = 0, rate: float | None = None,
+                   show_progress: bool = True, build_result=None) -> SimResult:
+    """Simulate the rig described by a model file under a load profile.
+
+    Parameters
+    ----------
+    model_path : path of the model TOML (sensors, forces, outputs, estimator rate).
+    load : dict
+        Keyword arguments of :func:`load_profile` plus ``type`` (sine, chirp, random, pulse,
+        csv) and optionally ``force`` (the name of the force it drives; default all).
+    duration : float        record length [s]
+    noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %)
+    oversample : int        fine Newmark sub-steps per sample (full model)
+    reduced : bool          simulate the reduced model of the bundle instead of the full one
+    """
+    from offline.model import build_fe_model, load_model_file, resolve_dofs
+
+    load = dict(load)
+    kind = load.pop("type", "random")
+    target = load.pop("force", None)
+    rng = np.random.default_rng(seed)
+    if reduced or build_result is not None:
+        if build_result is None:
+            from offline.build import build
+
+            build_result = build(model_path, alpha=1.0, progress=show_progress)
+        spec = build_result.spec
+    else:
+        spec = load_model_file(model_path)
+    dt = 1.0 / (rate or (spec.estimator.rate if spec.estimator else 1000.0))
+    ns = int(round(duration / dt)) + 1
+    names_c = [s.name for s in spec.sensors]
+    names_f = [f.name for f in spec.forces]
+    names_o = [o.name for o in spec.outputs]
+    kinds_c = [KINDS.index(s.kind) for s in spec.sensors]
+    kinds_o = [KINDS.index(o.kind) for o in spec.outputs]
+    active = [i for i, n in enumerate(names_f) if target in (None, n)]
+    if target is not None and not active:
+        raise ValueError(f"load force {target!r} is not one of the model's forces {names_f}")
+    if reduced:
+        b = build_result.bundle
+        t = np.arange(ns) * dt
+        F = np.zeros((ns, len(names_f)))
+        for i in active:
+            F[:, i] = load_profile(kind, t, seed=seed, **load)
+        rows = []
+        for c in b.channels:
+            r = np.zeros(b.n)
+            r[c.dof] = 1.0
+            rows.append(r)
+        rows += [o.row for o in b.outputs]
+        out = simulate_dense(b.M, b.C, b.K, [f.dof for f in b.forces], F, dt, np.array(rows),
+                             kinds_c + kinds_o)
+        info = {"model": "reduced", "dt": dt}
+    else:
+        model = build_result.model if build_result is not None else \
+            build_fe_model(spec, progress=show_progress)
+        cd = [resolve_dofs(model, s.select, s.dof, s.name)[0] for s in spec.sensors]
+        fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
+        od = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
+        dt_f = dt / oversample
+        nt = (ns - 1) * oversample + 1
+        tf = np.arange(nt) * dt_f
+        F_fine = np.zeros((nt, len(fd)))
+        for i in active:
+            F_fine[:, i] = load_profile(kind, tf, seed=seed, **load)
+        C = model.damping_matrix()
+        out = simulate_sparse(model.M, C, model.K, np.array(fd), F_fine, dt_f, oversample,
+                              list(zip(cd, kinds_c)) + list(zip(od, kinds_o)),
+                              show_progress=show_progress)
+        F = F_fine[::oversample]
+        t = tf[::oversample]
+        info = {"model": "full", "dt_fine": dt_f, "full_dofs": int(model.n_dofs)}
+    nc = len(names_c)
+    Yc, Z = out[:, :nc], out[:, nc:]
+    Y = add_noise(Yc, noise, rng)
+    info.update({"load": kind, "noise": noise, "seed": seed})
+    return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
+                     output_names=names_o, info=info)
