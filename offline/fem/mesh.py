@@ -205,6 +205,7 @@ def _mesh_geometry(path: Path, scale, mesh_size, order, label, progress) -> Mesh
             gmsh.option.setNumber("Mesh.MeshSizeMax", float(mesh_size) / scale)
         gmsh.model.mesh.generate(3)
         if order == 2:
+            gmsh.option.setNumber("Mesh.HighOrderOptimize", 2)  # untangle curved elements
             gmsh.model.mesh.setOrder(2)
         if not gmsh.model.getPhysicalGroups():
             gmsh.option.setNumber("Mesh.SaveAll", 1)
