@@ -79,7 +79,8 @@ def select_nodes(coords, node_ids, groups: dict, select: dict, where: str = "sel
 
         * ``group = "name"`` – a node group (mesh physical group);
         * ``nodes = [id, ...]`` – explicit ids;
-        * ``box = {min = [x, y, z], max = [x, y, z]}`` – nodes inside the box [m];
+        * ``box = [[x0, y0, z0], [x1, y1, z1]]`` with optional ``tol`` – nodes inside the
+          inclusive box enlarged by ``tol`` [m] (same form as docs/modelfile.md);
         * ``cylinder = {point = [x, y, z], axis = [ax, ay, az], radius = r, tol = t,
           range = [s0, s1]}`` – nodes at distance ``r +- t`` from the axis line through
           ``point`` (``tol`` default ``0.01 r``), optionally with axial coordinate
@@ -94,10 +95,10 @@ def select_nodes(coords, node_ids, groups: dict, select: dict, where: str = "sel
     """
     if not isinstance(select, dict) or not select:
         raise SpiderError(f"{where}: expected a table with one of group, nodes, box, cylinder")
-    unknown = sorted(set(select) - {"group", "nodes", "box", "cylinder"})
+    unknown = sorted(set(select) - {"group", "nodes", "box", "tol", "cylinder"})
     if unknown:
         raise SpiderError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: group, "
-                          f"nodes, box, cylinder)")
+                          f"nodes, box, tol, cylinder)")
     coords = np.asarray(coords, dtype=float)
     node_ids = np.asarray(node_ids, dtype=np.int64)
     mask = np.ones(node_ids.size, dtype=bool)
@@ -120,12 +121,12 @@ def select_nodes(coords, node_ids, groups: dict, select: dict, where: str = "sel
     if "box" in select:
         b = select["box"]
         w = f"{where}.box"
-        if not isinstance(b, dict) or set(b) != {"min", "max"}:
-            raise SpiderError(f"{w}: expected {{min = [x, y, z], max = [x, y, z]}}")
-        lo, hi = _vec3(b["min"], f"{w}.min"), _vec3(b["max"], f"{w}.max")
-        if np.any(lo > hi):
-            raise SpiderError(f"{w}: min must not exceed max in any coordinate")
-        mask &= np.all((coords >= lo) & (coords <= hi), axis=1)
+        if not (isinstance(b, (list, tuple)) and len(b) == 2):
+            raise SpiderError(f"{w}: expected two points [[x0,y0,z0],[x1,y1,z1]]")
+        lo, hi = _vec3(b[0], f"{w}[0]"), _vec3(b[1], f"{w}[1]")
+        lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+        tol = _num(select, "tol", where, default=0.0, positive=False)
+        mask &= np.all((coords >= lo - tol) & (coords <= hi + tol), axis=1)
     if "cylinder" in select:
         c = select["cylinder"]
         w = f"{where}.cylinder"

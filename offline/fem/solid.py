@@ -399,7 +399,7 @@ def build_solid(section: dict, materials: dict, base_dir: Path, where: str,
         order = 2                 # optional, .geo/.step only: element order 1 or 2
         [[solid.spiders]]
         name = "bearing1"         # becomes the group of the new 6-DOF master node
-        select = { group = "hole1" }   # or box = {min, max}, cylinder = {...}, nodes = [...]
+        select = { group = "hole1" }   # or box = [[..],[..]], cylinder = {...}, nodes = [...]
         center = [0.1, 0.0, 0.05] # optional master position [m]; default: slave centroid
 
     Returns the unconstrained model with the spiders already eliminated.
