@@ -26,6 +26,19 @@ from offline.reduction.report import eigenvalue_error
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    # the dense LAPACK references are small; OpenBLAS threads on the shared 2-core machine
+    # made them 30x slower (measured), so run them single-threaded like reduce() does
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # comes with scikit-learn (offline extra); tests just run slower
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 # ------------------------------------------------------------------------- test models
 def _model(K, M, name="test") -> FEModel:
     n = K.shape[0]
