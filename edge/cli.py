@@ -4,6 +4,7 @@
     vsense-edge check-config [PATH]
     vsense-edge config-reference
     vsense-edge replay RECORDING --bundle B [-o OUT.csv]
+    vsense-edge monitor --broker HOST[:PORT] --device ID [--csv FILE] [--once]
 
 Exit codes: 0 clean, 1 internal error, 2 bad config, 3 bad bundle, 4 hardware error,
 5 recording directory unusable (``edge.daemon.loop.EXIT_CODES``).
@@ -44,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("recording", help="recording directory or raw-*.vsr file")
     rp.add_argument("--bundle", required=True, help="bundle .npz")
     rp.add_argument("-o", "--out", default=None, help="estimates CSV (default stdout)")
+    from edge.monitor import add_arguments as monitor_arguments
+
+    monitor_arguments(sub.add_parser("monitor", help="live terminal view of a device over MQTT "
+                                                     "(edge.monitor)"))
     return p
 
 
@@ -73,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_CONFIG
         print(f"{args.path}: ok ({len(cfg.channels)} channels, device {cfg['device']['id']})")
         return 0
+    if args.command == "monitor":
+        from edge.monitor import run_monitor
+
+        return run_monitor(args)
     if args.command == "replay":
         from edge.replay import replay
 
