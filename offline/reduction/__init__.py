@@ -24,9 +24,10 @@ from offline._deps import progress as _progress
 from .craig_bampton import craig_bampton_basis
 from .eigen import modes
 from .flexibility import Flexibility
-from .gmr import gmr_correction, project
+from .gmr import gmr_correction
 from .guyan import constraint_modes, guyan_basis
 from .partition import partition
+from .projection import project, reduced_stiffness
 from .report import ReductionReport, eigenvalue_error, frequencies, plot_reports
 
 __all__ = ["reduce", "recover", "Reduction", "ReductionReport", "plot_reports", "METHODS"]
@@ -216,22 +217,25 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
 
         # ---------------------------------------------------- basis and projection (eq. 6)
         t0 = phase("projection")
-        T = guyan_basis(part, Y) if method == "guyan" else craig_bampton_basis(part, Y, sm.Phi)
+        psi = None if method == "guyan" else sm.Phi
+        T = guyan_basis(part, Y) if method == "guyan" else craig_bampton_basis(part, Y, psi)
         Mh, asym_M = project(T, M)
-        Kh, asym_K = project(T, K)
+        Kh, asym_K, coupling = reduced_stiffness(part, Y, psi)
         timings["projection"] = time.perf_counter() - t0
         bar.update()
 
         if method == "gmr+":
             # ------------------------------------------- residual flexibility (eq. 4b, 4c)
             t0 = phase("residual flexibility")
-            T[part.s] += gmr_correction(part, Y, flex, Mh, Kh)
+            Tr_s = gmr_correction(part, Y, flex, Mh, Kh)
+            T[part.s] += Tr_s
             timings["residual_flexibility"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             Mh, asym_M = project(T, M)
-            Kh, asym_K = project(T, K)
+            Kh, asym_K, coupling = reduced_stiffness(part, Y, psi, Tr_s)
             timings["projection"] += time.perf_counter() - t0
             bar.update()
+        diag["K_coupling"] = coupling
         diag["asym_M"] = asym_M
         diag["asym_K"] = asym_K
         if flex.iterations:

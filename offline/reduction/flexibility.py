@@ -78,7 +78,10 @@ class Flexibility:
         Psi, gamma = self.Psi, self.gamma
         if self.factor.sigma == 0.0:
             # F_rs X = K_ss^-1 X - Psi_d Gamma_d^-1 Psi_d^T X   (eq. 4c)
-            return self.factor.solve(X) - Psi @ ((Psi.T @ X) / gamma[:, None])
+            Z = self.factor.solve(X) - Psi @ ((Psi.T @ X) / gamma[:, None])
+            # Z <- P Z: exact arithmetic gives Psi_d^T M_ss Z = 0; the subtraction above
+            # cancels (badly so when most slave modes are dominant), the projection restores it
+            return self._project(Z)
         return self._iterate(X)
 
     def static(self, X: np.ndarray) -> np.ndarray:

@@ -23,28 +23,6 @@ from .flexibility import Flexibility
 from .partition import Partition
 
 
-def project(T: np.ndarray, A) -> tuple[np.ndarray, float]:
-    """``T^T A T`` made exactly symmetric, and its asymmetry before symmetrising.
-
-    Parameters
-    ----------
-    T : ndarray, shape (N, n)
-    A : scipy.sparse matrix, shape (N, N)
-
-    Returns
-    -------
-    Ahat : ndarray, shape (n, n)
-    asym : float
-        ``||Ahat - Ahat^T||_F / ||Ahat||_F`` before symmetrising.
-    """
-    # Ahat = T^T A T
-    Ahat = T.T @ (A @ T)
-    nrm = float(np.linalg.norm(Ahat))
-    asym = float(np.linalg.norm(Ahat - Ahat.T)) / nrm if nrm > 0 else 0.0
-    # Ahat <- (Ahat + Ahat^T) / 2
-    return 0.5 * (Ahat + Ahat.T), asym
-
-
 def gmr_correction(part: Partition, Y: np.ndarray, flex: Flexibility, M0: np.ndarray,
                    K0: np.ndarray) -> np.ndarray:
     """Slave rows of the residual-flexibility correction ``T_r`` (eq. 4b).
