@@ -218,7 +218,8 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
 
 
 def write_build_report(res: BuildResult, report_dir) -> Path:
-    """PNG plots (eigenvalue error, L-curve) and a summary JSON/text in ``report_dir``."""
+    """PNG plots (eigenvalue error, L-curve), a summary JSON/text and ``index.html``
+    (:func:`offline.report.write_build_html`) in ``report_dir``."""
     d = Path(report_dir)
     d.mkdir(parents=True, exist_ok=True)
     res.reduction.report.plot(d / "eigenvalue_error.png")
@@ -227,4 +228,7 @@ def write_build_report(res: BuildResult, report_dir) -> Path:
     (d / "build_summary.txt").write_text(res.summary() + "\n\n" + res.reduction.report.format()
                                          + "\n")
     (d / "build_meta.json").write_text(json.dumps(res.bundle.meta, indent=2, default=float))
+    from offline.report import write_build_html
+
+    write_build_html(res, d)  # d/index.html: the same, self-contained (PNGs embedded)
     return d

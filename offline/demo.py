@@ -1,0 +1,402 @@
+"""The one-command demo: paper cantilever bundle -> broker -> edge daemon -> subscriber -> report.
+
+``bash examples/demo.sh [--short] [--out DIR]`` (or ``python -m offline.demo``) runs:
+
+1. **build** the bundle of ``examples/paper_cantilever.toml`` (paper 004, Sect. 5: GMR+ to
+   21 masters + 50 modes, L-curve alpha), with the build report (eigenvalue error, L-curve);
+2. **truth**: the *full* 5,610-DOF FE model (:func:`offline.simulate.simulate_model`, Newmark
+   on ``oversample`` sub-steps per sample) under a band-limited random force at 110 mm
+   (paper Table 9: 5-160 Hz) gives the laser signal at 110 mm with 1 % noise (eq. 28), the
+   applied force and the true displacement at 60 mm. It runs in a second process while the
+   bundle is built. The estimator's model (reduced) is therefore not the truth's model (full);
+3. **broker**: an MQTT broker already answering on localhost:1883, else ``mosquitto`` on a
+   free port, else an embedded amqtt broker (:mod:`offline.broker`);
+4. **edge daemon**: ``vsense-edge run --simulate`` as a separate process, real-time clock,
+   1,000 samples/s, reading the truth's measurement CSV through the simulated ADC
+   (``[simulate] source = "file"``), publishing estimates over MQTT (QoS 1) and recording;
+5. **subscriber**: :class:`edge.monitor.DeviceView` collects status, meta, health and every
+   estimate (deduplicated by ``seq``);
+6. **report** (:mod:`offline.report`): identified vs true force and displacement at 60 mm
+   (time traces and spectra), FDE (eq. 33) in the load band and over the full spectrum,
+   per-step computation time (the kernel timed per sample with ``Estimator.process`` over
+   the same measurement; the daemon's loop latency percentiles from ``health``), and the
+   configuration of the run: ``OUT/report/index.html``.
+
+Sample ``k`` of the measurement CSV is the ADC sample with ``seq = k`` (signal-level
+simulation, ``t_ns = k dt``), and an estimate carries the ``seq`` of the sample it describes,
+so estimate ``seq = k`` is compared with truth row ``k``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODEL = ROOT / "examples" / "paper_cantilever.toml"
+DEVICE = "demo-cantilever"
+
+
+@dataclass
+class DemoSettings:
+    """What the demo runs. ``short`` changes the defaults of ``duration`` and ``oversample``.
+
+    Attributes
+    ----------
+    duration : float          seconds of real-time daemon run (= record length) [s]
+    band : (f0, f1)           random force band [Hz] (paper Table 9, widest case)
+    rms : float               random force RMS [N]
+    noise : float             laser noise std relative to the signal std (eq. 28)
+    oversample : int          full-model Newmark sub-steps per sample (truth)
+    level : "signal" | "adc"  simulated ADC level (``[simulate] level``)
+    broker : "auto" | "existing" | "mosquitto" | "amqtt"
+    """
+
+    model: str = str(DEFAULT_MODEL)
+    out: str = "demo-out"
+    short: bool = False
+    duration: float | None = None
+    band: tuple = (5.0, 160.0)
+    rms: float = 0.05
+    noise: float = 0.01
+    oversample: int | None = None
+    seed: int = 1
+    level: str = "signal"
+    broker: str = "auto"
+    device: str = DEVICE
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.duration is None:
+            self.duration = 4.0 if self.short else 20.0
+        if self.oversample is None:
+            self.oversample = 1 if self.short else 2
+        if not self.duration > 0.5:
+            raise ValueError(f"duration: must be > 0.5 s, got {self.duration}")
+        if int(self.oversample) < 1:
+            raise ValueError(f"oversample: must be >= 1, got {self.oversample}")
+        if self.level not in ("signal", "adc"):
+            raise ValueError(f"level: expected signal or adc, got {self.level!r}")
+        self.band = tuple(float(b) for b in self.band)
+
+
+@dataclass
+class DemoResult:
+    out: Path
+    report: Path
+    fde: dict                      # {name: {"band": FDE, "full": FDE}}
+    received: int
+    expected: int
+    broker: str
+    exit_code: int
+    timings: dict = field(default_factory=dict)
+    health: dict | None = None
+    step_time_us: dict = field(default_factory=dict)
+
+
+def _say(msg: str) -> None:
+    print(f"==> {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------- steps
+def simulate_truth(model: str, band, rms: float, duration: float, noise: float,
+                   oversample: int, seed: int, show_progress: bool = False):
+    """Full-model truth (top level so it can run in a worker process)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from offline.simulate import simulate_model
+
+    return simulate_model(model, {"type": "random", "band": tuple(band), "rms": rms},
+                          duration, noise=noise, oversample=oversample, seed=seed,
+                          show_progress=show_progress)
+
+
+def edge_config(s: DemoSettings, bundle_path: Path, meas_csv: Path, host: str, port: int,
+                rec_dir: Path, channel: str, sensitivity: float, rate: float,
+                n_samples: int) -> str:
+    """The daemon's TOML for the run (see docs/daemon.md for every key)."""
+    return f"""# written by offline.demo ({time.strftime('%Y-%m-%d %H:%M:%S')})
+[device]
+id = "{s.device}"
+log_level = "info"
+
+[bundle]
+path = "{bundle_path}"
+block = 1
+
+[adc]
+drate = {rate:g}
+mode = "continuous"
+
+[[channels]]
+name = "{channel}"
+pin = "AIN0"
+sensitivity = {sensitivity!r}   # V/m: the largest |displacement| of the run -> 2 V
+offset = 2.5
+unit = "m"
+saturation = 4.9
+
+[mqtt]
+host = "{host}"
+port = {port}
+qos = 1
+format = "json"
+batch = 50
+health_interval_s = 1.0
+
+[recorder]
+dir = "{rec_dir}"
+fsync_interval_s = 1.0
+
+[realtime]
+sched_fifo_priority = 0
+mlockall = false
+gc = "freeze"
+
+[simulate]
+level = "{s.level}"
+source = "file"
+file = "{meas_csv}"
+clock = "real"
+duration_s = {n_samples / rate!r}
+"""
+
+
+def time_kernel(bundle, Y: np.ndarray) -> np.ndarray:
+    """Per-sample wall time [us] of ``Estimator.process`` on one-row blocks over ``Y``.
+
+    The daemon publishes only latency percentiles, not per-sample timings, so Fig. 15 is
+    redrawn from this offline re-run of the same kernel on the same measurement.
+    """
+    from edge.estimator import Estimator
+
+    est = Estimator(bundle)
+    nch = Y.shape[1]
+    y = np.zeros((1, nch))
+    F = np.zeros((1, est.n_forces))
+    Z = np.zeros((1, est.n_outputs))
+    fl = np.zeros(1, np.uint8)
+    out = np.empty(Y.shape[0])
+    clock = time.perf_counter_ns
+    for k in range(Y.shape[0]):
+        y[0] = Y[k]
+        t0 = clock()
+        est.process(y, F, Z, fl)
+        out[k] = clock() - t0
+    return out / 1e3
+
+
+def _wait(pred, timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+# ---------------------------------------------------------------------- the demo
+def run_demo(s: DemoSettings) -> DemoResult:
+    """Run every step (module docstring); returns the figures and the report path."""
+    from edge.bundle import Bundle
+    from edge.monitor import DeviceSubscriber, DeviceView
+    from offline.broker import find_or_start_broker
+    from offline.build import build
+    from offline.metrics import fde
+    from offline.report import write_demo_report
+    from offline.simulate import write_csv
+
+    out = Path(s.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    rep = out / "report"
+    timings: dict[str, float] = {}
+    t_all = time.perf_counter()
+
+    # 1 + 2: build here, full-model truth in a worker process at the same time
+    _say(f"simulating the full FE model ({s.duration:g} s, {s.oversample} sub-steps per "
+         f"sample) in a second process")
+    ex = cf.ProcessPoolExecutor(max_workers=1)
+    t0 = time.perf_counter()
+    fut = ex.submit(simulate_truth, s.model, s.band, s.rms, s.duration, s.noise,
+                    int(s.oversample), s.seed, False)
+    _say(f"building the bundle of {Path(s.model).name}")
+    res = build(s.model, progress=s.progress, report_dir=rep)
+    bundle_path = out / "bundle.npz"
+    res.bundle.save(bundle_path)
+    bundle = Bundle.load(bundle_path)
+    timings["build [s]"] = time.perf_counter() - t0
+    print(res.summary(), flush=True)
+    _say("waiting for the full-model truth")
+    try:
+        truth = fut.result()
+    finally:
+        ex.shutdown()
+    timings["build + truth (parallel) [s]"] = time.perf_counter() - t0
+    meas_csv, truth_csv = out / "measurement.csv", out / "truth.csv"
+    truth.write(meas_csv, truth_csv)
+    rate = 1.0 / bundle.dt
+    ns = truth.Y.shape[0]
+    ch = bundle.channels[0].name
+    peak = float(np.max(np.abs(truth.Y)))
+    sensitivity = 2.0 / peak if peak > 0 else 1.0
+
+    # 3: broker
+    broker = find_or_start_broker(s.broker)
+    _say(f"MQTT broker: {broker.kind} on {broker.address}")
+    rec_dir = out / "recordings"
+    cfg_path = out / "edge.toml"
+    cfg_path.write_text(edge_config(s, bundle_path, meas_csv, broker.host, broker.port, rec_dir,
+                                    ch, sensitivity, rate, ns))
+    code = -1
+    view = DeviceView(keep=True)
+    sub = None
+    try:
+        # 5 (first): the subscriber is listening before the daemon starts
+        sub = DeviceSubscriber(broker.host, broker.port, s.device, view=view,
+                               client_id=f"vsense-demo-{os.getpid()}")
+        sub.start()
+        # 4: the daemon, as its own process
+        _say(f"edge daemon: {s.duration:g} s at {rate:g} samples/s (real-time clock, "
+             f"simulated ADC at {s.level} level); log in {out / 'daemon.log'}")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        t1 = time.perf_counter()
+        with open(out / "daemon.log", "wb") as logf:
+            proc = subprocess.Popen([sys.executable, "-m", "edge.cli", "run", "-c",
+                                     str(cfg_path), "--simulate"], stdout=logf,
+                                    stderr=subprocess.STDOUT, env=env, cwd=str(out))
+            last = -1.0
+            while proc.poll() is None:
+                time.sleep(0.25)
+                if s.progress and view.n_samples and time.monotonic() - last > 2:
+                    last = time.monotonic()
+                    r = view.measured_rate()
+                    print(f"    received {view.n_samples:6d} / {ns} estimates"
+                          + (f", {r:,.0f} samples/s" if r else ""), flush=True)
+                if time.perf_counter() - t1 > s.duration + 120:
+                    proc.terminate()
+                    proc.wait(10)
+            code = proc.returncode
+        timings["daemon run [s]"] = time.perf_counter() - t1
+        # the last batches and the final status may still be on their way
+        _wait(lambda: view.n_samples >= ns or (view.status or {}).get("state") == "stopped", 5)
+        _wait(lambda: view.n_samples >= ns, 2)
+    finally:
+        if sub is not None:
+            sub.stop()
+        broker.stop()
+    if code != 0:
+        tail = (out / "daemon.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"edge daemon exited with code {code}; end of {out / 'daemon.log'}:"
+                           f"\n{tail}")
+
+    # compare
+    seq, t_ns, V, flags = view.arrays()
+    cols = view.columns
+    keep = (seq >= 0) & (seq < ns)
+    seq, V, flags = seq[keep], V[keep], flags[keep]
+    est = np.full((ns, len(cols)), np.nan)
+    est[seq] = V
+    ok = np.all(np.isfinite(est), axis=1)
+    idx = np.flatnonzero(ok)
+    if idx.size < 16:
+        raise RuntimeError(f"only {idx.size} usable estimates received of {ns} "
+                           f"(see {out / 'daemon.log'})")
+    # longest run of consecutive usable samples (FDE needs a uniform record)
+    breaks = np.flatnonzero(np.diff(idx) != 1)
+    starts = np.r_[idx[0], idx[breaks + 1]]
+    ends = np.r_[idx[breaks], idx[-1]] + 1
+    j = int(np.argmax(ends - starts))
+    a, b = int(starts[j]), int(ends[j])
+    ref = {**{n: truth.F[:, i] for i, n in enumerate(truth.force_names)},
+           **{n: truth.Z[:, i] for i, n in enumerate(truth.output_names)}}
+    dt = bundle.dt
+    scores = {}
+    for i, n in enumerate(cols):
+        if n in ref:
+            scores[n] = {"band": fde(est[a:b, i], ref[n][a:b], dt, band=s.band),
+                         "full": fde(est[a:b, i], ref[n][a:b], dt)}
+    # estimates aligned with the truth rows; "received" = 1 where a usable estimate arrived
+    est_csv = np.column_stack([est, np.isfinite(est).all(axis=1).astype(float)])
+    write_csv(out / "estimates.csv", truth.t, est_csv, cols + ["received"])
+
+    _say("timing the estimator kernel per sample over the same measurement")
+    step_us = time_kernel(bundle, truth.Y)
+    timings["total [s]"] = time.perf_counter() - t_all
+    run = {
+        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(s).items()},
+        "broker": f"{broker.kind} ({broker.address})", "device": s.device,
+        "exit_code": code, "samples": ns, "received": int(len(seq)),
+        "usable": int(idx.size), "compared": [a, b], "rate": rate,
+        "delay_samples": (view.meta or {}).get("delay_samples"),
+        "sensitivity_V_per_m": sensitivity, "truth_info": truth.info,
+        "snr_db": dict(zip(truth.channel_names, map(float, truth.snr_db()))),
+        "health": view.health, "n_health": view.n_health, "duplicates": view.n_duplicates,
+        "timings": timings, "bundle_id": bundle.bundle_id, "columns": cols,
+        "config_path": str(cfg_path),
+        "units": view.units(),
+        "fde": {n: {"band": float(v["band"].value), "full": float(v["full"].value),
+                    "band_label": v["band"].label, "full_label": v["full"].label}
+                for n, v in scores.items()},
+        "step_time_us": {"mean": float(step_us.mean()), "p50": float(np.median(step_us)),
+                         "p99": float(np.percentile(step_us, 99)),
+                         "max": float(step_us.max())},
+    }
+    (out / "run.json").write_text(json.dumps(run, indent=2, default=str))
+    _say("writing the report")
+    report = write_demo_report(rep, res, run, t=truth.t, est=est, ref=ref, cols=cols,
+                               units=view.units(), health_log=view.health_log,
+                               step_us=step_us, y_meas=truth.Y, y_name=ch)
+    timings["total [s]"] = time.perf_counter() - t_all
+    return DemoResult(out=out, report=report, fde=scores, received=int(len(seq)), expected=ns,
+                      broker=broker.kind, exit_code=code, timings=timings, health=view.health,
+                      step_time_us=run["step_time_us"])
+
+
+# ---------------------------------------------------------------------- CLI
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m offline.demo", description=__doc__.split("\n")[0])
+    p.add_argument("--short", action="store_true",
+                   help="a few seconds of run (4 s, truth without sub-steps): the test's mode")
+    p.add_argument("--out", default="demo-out", help="output directory (default %(default)s)")
+    p.add_argument("--duration", type=float, default=None, help="run length [s] (20; short 4)")
+    p.add_argument("--broker", default="auto",
+                   choices=("auto", "existing", "mosquitto", "amqtt"),
+                   help="auto: localhost:1883 if it answers, else mosquitto, else amqtt")
+    p.add_argument("--level", default="signal", choices=("signal", "adc"),
+                   help="simulated ADC level (adc: byte-level ADS1256 behind the driver)")
+    p.add_argument("--oversample", type=int, default=None,
+                   help="full-model sub-steps per sample for the truth (2; short 1)")
+    p.add_argument("--model", default=str(DEFAULT_MODEL), help="model file")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    a = p.parse_args(argv)
+    try:
+        s = DemoSettings(model=a.model, out=a.out, short=a.short, duration=a.duration,
+                         oversample=a.oversample, level=a.level, broker=a.broker,
+                         progress=not a.quiet)
+        r = run_demo(s)
+    except (ValueError, FileNotFoundError, RuntimeError, ImportError) as e:
+        print(f"demo: error: {e}", file=sys.stderr)
+        return 2
+    print()
+    for n, v in r.fde.items():
+        print(f"FDE {n}: {float(v['band'].value):.4f} ({v['band'].label}), "
+              f"{float(v['full'].value):.4f} ({v['full'].label})")
+    print(f"received {r.received} / {r.expected} estimates over MQTT ({r.broker} broker); "
+          f"kernel step {r.step_time_us['mean']:.1f} us mean, "
+          f"{r.step_time_us['max']:.0f} us max")
+    print(f"total {r.timings['total [s]']:.0f} s")
+    print(f"\nreport: {r.report}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
