@@ -326,7 +326,7 @@ class CsvRecorder:
 
     def _write(self, rows: dict) -> None:
         for s, t, v, f in zip(rows["seq"], rows["t_ns"], rows["v"], rows["flags"]):
-            self.w.writerow([repr(t / 1e9), int(s), *(repr(float(x)) for x in v), int(f)])
+            self.w.writerow([repr(int(t) / 1e9), int(s), *(repr(float(x)) for x in v), int(f)])
             self.rows += 1
 
     def close(self) -> None:
