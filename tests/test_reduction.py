@@ -495,6 +495,24 @@ def test_model_without_matrices_rejected():
         reduce(object(), [0], 1, progress=False)
 
 
+@pytest.mark.parametrize("bad,which,match", [
+    (np.nan, "K", "model.K: contains NaN"), (np.inf, "M", "model.M: contains NaN or inf"),
+    ("asym", "K", "model.K: not symmetric"), ("zero", "M", "model.M: is all zero"),
+])
+def test_bad_matrices_named(bad, which, match):
+    model = cantilever(10)
+    A = getattr(model, which).tolil()
+    if bad == "asym":
+        A[0, 1] = A[0, 1] * 1.01 + 1.0
+    elif bad == "zero":
+        A = sp.lil_matrix(A.shape)
+    else:
+        A[3, 3] = bad
+    setattr(model, which, A.tocsr())
+    with pytest.raises(ValueError, match=match):
+        reduce(model, [19], 2, "cb", progress=False)
+
+
 def test_float_integer_masters_accepted_and_order_kept():
     model = cantilever(20)
     red = reduce(model, np.array([39.0, 5.0]), 2, "cb", n_report=2, progress=False)

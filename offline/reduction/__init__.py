@@ -162,6 +162,9 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
     K, M = getattr(model, "K", None), getattr(model, "M", None)
     if K is None or M is None:
         raise ValueError("model: expected an FEModel with sparse M and K")
+    K, M = _check_matrix(K, "model.K"), _check_matrix(M, "model.M")
+    if K.shape != M.shape:
+        raise ValueError(f"model.K {K.shape} and model.M {M.shape} differ in shape")
     n_modes = 0 if method == "guyan" else int(n_modes)
     if method != "guyan" and n_modes < 1:
         raise ValueError(f"n_modes: {method} needs at least one slave mode, got {n_modes}")
@@ -280,6 +283,29 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
     )
     return Reduction(method=method, M=Mh, K=Kh, T=T, masters=part.m, n_modes=n_modes,
                      report=report)
+
+
+def _check_matrix(A, name: str):
+    """CSR copy check: square, finite, symmetric to 1e-10 relative (ValueError naming it)."""
+    sp = need("scipy.sparse")
+    if not sp.issparse(A):
+        A = np.asarray(A, dtype=np.float64)
+        if A.ndim != 2:
+            raise ValueError(f"{name}: expected a 2-D matrix, got shape {A.shape}")
+    A = sp.csr_matrix(A, dtype=np.float64)
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name}: expected a square matrix, got shape {A.shape}")
+    if not np.all(np.isfinite(A.data)):
+        raise ValueError(f"{name}: contains NaN or inf")
+    scale = float(np.max(np.abs(A.data), initial=0.0))
+    if scale == 0.0:
+        raise ValueError(f"{name}: is all zero")
+    # || A - A^T ||_max <= 1e-10 max |A|
+    asym = float(np.max(np.abs((A - A.T).data), initial=0.0))
+    if asym > 1e-10 * scale:
+        raise ValueError(f"{name}: not symmetric (max |A - A^T| = {asym:.3g}, "
+                         f"max |A| = {scale:.3g})")
+    return A
 
 
 def _csr(A):
