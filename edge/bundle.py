@@ -106,6 +106,9 @@ class Bundle:
         Newmark parameters (average acceleration: 1/4, 1/2).
     window : int
         Fixed-lag window L (1 = the paper's per-step estimator).
+    discretization : {"newmark", "foh"}
+        Time discretisation of the reduced model: Newmark-beta (paper) or the exact
+        matrix exponential with a first-order hold on the force (stored in ``meta``).
     meta : dict
         Free JSON metadata (name, reduction summary, alpha selection, ...).
     report : dict of ndarray
@@ -125,6 +128,7 @@ class Bundle:
     beta: float = 0.25
     gamma: float = 0.5
     window: int = 1
+    discretization: str = "newmark"
     meta: dict = field(default_factory=dict)
     report: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
@@ -153,6 +157,7 @@ class Bundle:
         meta.setdefault("name", "bundle")
         meta.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         meta.setdefault("vsense_version", __version__)
+        meta["discretization"] = self.discretization
         meta["channels"] = [
             {"name": c.name, "kind": c.kind, "unit": c.unit, "node": int(c.node),
              "dof": c.dof_name} for c in self.channels]
@@ -246,7 +251,8 @@ class Bundle:
             M=np.array(arrays["M"]), C=np.array(arrays["C"]), K=np.array(arrays["K"]),
             dt=float(arrays["dt"]), channels=channels, forces=forces, outputs=outputs,
             alpha=float(arrays["alpha"]), beta=float(arrays["beta"]),
-            gamma=float(arrays["gamma"]), window=int(arrays["window"]), meta=meta,
+            gamma=float(arrays["gamma"]), window=int(arrays["window"]),
+            discretization=meta.get("discretization", "newmark"), meta=meta,
             report=report, extras=extras, content_hash=str(arrays["content_hash"]), path=path)
 
     def replace(self, **changes) -> "Bundle":
@@ -323,6 +329,8 @@ def _validate(a: dict, path: str) -> None:
         fail("meta", f"not valid JSON ({exc})")
     if not isinstance(meta, dict):
         fail("meta", "must be a JSON object")
+    if meta.get("discretization", "newmark") not in ("newmark", "foh"):
+        fail("meta", f"discretization {meta.get('discretization')!r} is not newmark or foh")
     n = a["M"].shape[0]
     if n == 0:
         fail("M", "empty")

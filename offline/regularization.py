@@ -22,8 +22,9 @@ before the curvature is taken.
 GCV uses the one-step influence of the measurement on its own fit, ``H = S Gamma K1_0``
 (nch x nch): ``GCV = mean(w r^2) / (1 - tr(H) / nch)^2``.
 
-The discrepancy principle (Morozov) picks the smallest alpha whose weighted residual reaches
-the noise level, ``mean(w r^2) = 1`` per channel, with ``w = 1 / sigma^2`` the channel weights.
+The discrepancy principle (Morozov) picks the alpha where the weighted residual reaches the
+noise level, ``mean(w r^2) = 1`` per channel, with ``w = 1 / sigma^2`` the channel weights
+(the last upward crossing on the grid).
 
 ``method="auto"`` uses the L-curve for the per-step estimator (window 1, as in the paper) and
 the discrepancy principle for fixed-lag windows: measured on simulated records, the L-curve
@@ -231,13 +232,18 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
     i_corner = np.flatnonzero(good)[corner_index(xs, ys, t)]
     g = np.where(good, gcv, np.inf)
     i_gcv = int(np.argmin(g))
-    # discrepancy: smallest alpha whose (smoothed) weighted residual per sample and channel
-    # reaches 1 (the noise level, weights being 1/sigma^2)
+    # discrepancy: the alpha just above the last grid point whose (smoothed) weighted
+    # residual per sample and channel is below 1 (the noise level, weights being 1/sigma^2);
+    # taking the last crossing skips small-alpha runs made noisy by a marginal closed loop
     nobs = (Y.shape[0] - (L - 1)) * nch
     chi2 = np.full(alphas.size, np.nan)
     chi2[good] = np.exp(smooth_log(np.log(rho[good] ** 2 / nobs), t, width))
-    above = np.flatnonzero(good & (chi2 >= 1.0))
-    alpha_disc = float(alphas[above[0]]) if above.size else float("nan")
+    below = np.flatnonzero(good & (chi2 < 1.0))
+    if below.size == 0:
+        alpha_disc = float(alphas[np.flatnonzero(good)[0]])
+    else:
+        nxt = np.flatnonzero(good & (np.arange(alphas.size) > below[-1]))
+        alpha_disc = float(alphas[nxt[0]]) if nxt.size else float("nan")
     choice = AlphaChoice(alphas=alphas, residual_norm=rho, solution_norm=eta, curvature=kap,
                        gcv=gcv, alpha_lcurve=float(alphas[i_corner]),
                        alpha_gcv=float(alphas[i_gcv]), alpha_discrepancy=alpha_disc,

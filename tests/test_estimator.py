@@ -154,3 +154,72 @@ def test_swap_keeps_physical_state():
     est.swap(derive_operator(b.replace(K=b.K * 1.1, C=b.C * 1.1)))
     after = np.concatenate(est.physical_state())
     np.testing.assert_allclose(after, before, rtol=1e-10, atol=1e-14 * np.max(np.abs(before)))
+
+
+def test_foh_per_step_displacement_inversion_is_refused():
+    # The FOH-sampled force -> displacement map (relative degree 2) has a sampling zero at
+    # -(2 + sqrt 3) = -3.732 (Astrom, Hagander & Sternby, Automatica 20 (1984), FOH variant):
+    # inverting it one step at a time is unstable, and derive_operator must say so.
+    b = chain_bundle(n=6, window=1, alpha=0.0).replace(discretization="foh")
+    with pytest.raises(EstimatorError, match="unstable") as err:
+        derive_operator(b)
+    import re
+
+    rho = float(re.search(r"operator is ([0-9.]+)", str(err.value)).group(1))
+    assert abs(rho - (2 + np.sqrt(3))) < 0.05  # the sampling zero, up to the chain's dynamics
+
+
+@pytest.mark.parametrize("window,kinds,prop", [
+    (4, ("displacement",), True),
+    (6, ("displacement", "acceleration"), True),
+    (3, ("displacement", "velocity"), False),
+])
+def test_foh_kernel_matches_physical_reference(window, kinds, prop):
+    # exact discretisation (FOH): modal kernel vs the physical-coordinate expm twin
+    rng = np.random.default_rng(8)
+    b = chain_bundle(n=6, window=window, alpha=1e-2, kinds=kinds).replace(discretization="foh")
+    if not prop:
+        C = b.C.copy()
+        C[1, 1] += 3.0
+        b = b.replace(C=C)
+    scale = {"displacement": 1e-4, "velocity": 5e-3, "acceleration": 0.3}
+    Y = _signal(2000, b.dt, rng, nch=len(kinds), scale=[scale[k] for k in kinds])
+    Y[700, 0] = np.nan
+    F, Z, fl = Estimator(b).run(Y)
+    Fr, Zr, flr = ReferenceEstimator(b).run(Y)
+    assert _rel(F, Fr) < 1e-9 and _rel(Z, Zr) < 1e-9
+    np.testing.assert_array_equal(fl, flr)
+
+
+def test_foh_is_exact_for_piecewise_linear_loads():
+    # A load linear between samples is propagated exactly by the FOH realisation: its forward
+    # run (x+ = A x + Gamma f) equals an independent scipy-expm integration to roundoff.
+    from scipy.linalg import expm as sexpm
+
+    b = chain_bundle(n=5, window=1, alpha=1.0).replace(discretization="foh")
+    n, dt, nt = 5, b.dt, 800
+    t = np.arange(nt) * dt
+    f = np.sin(2 * np.pi * 40 * t) * np.exp(-t / 0.3)
+    Minv = np.linalg.inv(b.M)
+    Ac = np.block([[np.zeros((n, n)), np.eye(n)], [-Minv @ b.K, -Minv @ b.C]])
+    bc = np.concatenate([np.zeros(n), Minv[:, 4]])
+    # augmented [x, p, p'] system integrated exactly over each step with scipy
+    Maug = np.zeros((2 * n + 2, 2 * n + 2))
+    Maug[:2 * n, :2 * n] = Ac
+    Maug[:2 * n, 2 * n] = bc
+    Maug[2 * n, 2 * n + 1] = 1.0
+    Ed = sexpm(Maug * dt)
+    x = np.zeros(2 * n)
+    u = np.zeros(nt)
+    for k in range(nt - 1):
+        z = Ed @ np.concatenate([x, [f[k], (f[k + 1] - f[k]) / dt]])
+        x = z[:2 * n]
+        u[k + 1] = x[4]
+    op = derive_operator(b, check_stability=False)
+    A = op.A_dense()
+    xs = np.zeros(op.n_state)
+    y = np.zeros(nt)
+    for k in range(nt - 1):
+        xs = A @ xs + op.Gamma[:, 0] * f[k + 1]
+        y[k + 1] = op.S[0] @ xs
+    np.testing.assert_allclose(y, u, atol=1e-10 * np.max(np.abs(u)))

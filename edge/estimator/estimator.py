@@ -89,8 +89,8 @@ class Estimator:
                              "(nb,) uint8")
         op = self.op
         with self._lock:
-            _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Gamma, op.Kx,
-                     op.Ky, op.E, self._x, self._xn, self._ybuf, self._fbuf, self._last,
+            _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma,
+                     op.Kx, op.Ky, op.E, self._x, self._xn, self._ybuf, self._fbuf, self._last,
                      self._counters)
 
     def run(self, Y):
@@ -128,7 +128,11 @@ class Estimator:
             raise ValueError("the new operator must keep channels, forces, outputs and window")
         with self._lock:
             phys = self.op.P @ self._x
+            nc_old, nc_new = self.op.Acoup.shape[1], op.Acoup.shape[1]
+            tail = self._x[self._x.shape[0] - nc_old:].copy()
             self._install(op, keep_state=True, phys=phys)
+            if nc_new and nc_new == nc_old:
+                self._x[self._x.shape[0] - nc_new:] = tail  # previous force (FOH)
 
     # ------------------------------------------------------------------ internals
     def _install(self, op: StepOperator, keep_state: bool, phys=None) -> None:
@@ -149,6 +153,7 @@ class Estimator:
         op = self.op
         Y = np.zeros((1, op.n_channels))
         _process(Y, np.empty((1, op.n_forces)), np.empty((1, op.n_outputs)),
-                 np.empty(1, dtype=np.uint8), op.blk_ptr, op.dat_ptr, op.A_data, op.Gamma,
+                 np.empty(1, dtype=np.uint8), op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup,
+                 op.Gamma,
                  op.Kx, op.Ky, op.E, self._x.copy(), self._xn.copy(), self._ybuf.copy(),
                  self._fbuf.copy(), self._last.copy(), self._counters.copy())

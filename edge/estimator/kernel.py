@@ -4,7 +4,7 @@ Per input sample (see :mod:`edge.estimator.operator` for the derivation)::
 
     window  <- y (non-finite channels hold their last finite value; flag bit 0)
     f       = Ky @ window - Kx @ x          (Tikhonov force of the oldest window step)
-    x       = A x + Gamma f                 (A block diagonal)
+    x       = A x + Gamma f                 (A block diagonal + coupling to the last states)
     z       = E x                           (virtual outputs)
 
 Nothing is allocated, logged or locked per sample; ``nogil=True`` lets the daemon run it beside
@@ -22,7 +22,7 @@ FLAG_SATURATED = 4  # set by the acquisition layer, passed through
 
 
 @njit(cache=True, nogil=True)
-def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Gamma, Kx, Ky, E,
+def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
              x, xn, ybuf, fbuf, last, counters):  # pragma: no cover - compiled
     """Run the estimator over a block of samples.
 
@@ -32,7 +32,8 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Gamma, Kx, Ky, E,
     F : float64 (nb, nf)             out: identified forces (NaN during warm-up)
     Z : float64 (nb, nout)           out: virtual outputs (NaN during warm-up)
     flags : uint8 (nb,)              out: FLAG_* bits of each estimate
-    blk_ptr, dat_ptr, A_data         block-diagonal A (see StepOperator)
+    blk_ptr, dat_ptr, A_data         block-diagonal part of A (see StepOperator)
+    Acoup : (ns, nc)                 A's coupling to the last nc states (0 columns: none)
     Gamma : (ns, nf), Kx : (nf, ns), Ky : (nf, L*nch), E : (nout, ns)
     x, xn : float64 (ns,)            state (in/out) and scratch
     ybuf : float64 (L, nch)          measurement ring; fbuf : uint8 (L,) its flags
@@ -45,6 +46,7 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Gamma, Kx, Ky, E,
     nout = E.shape[0]
     L = ybuf.shape[0]
     nblk = blk_ptr.shape[0] - 1
+    nc = Acoup.shape[1]
     for j in range(nb):
         count = counters[0]
         slot = count % L
@@ -92,6 +94,12 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Gamma, Kx, Ky, E,
                 for cc in range(m):
                     acc += A_data[row + cc] * x[s0 + cc]
                 xn[s0 + r] = acc
+        # xn += Acoup x[tail]  (FOH: the previous force)
+        for k in range(ns):
+            acc = 0.0
+            for c in range(nc):
+                acc += Acoup[k, c] * x[ns - nc + c]
+            xn[k] += acc
         # x = xn + Gamma f
         for k in range(ns):
             acc = xn[k]

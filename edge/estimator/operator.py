@@ -48,6 +48,7 @@ class StepOperator:
     blk_ptr : int64 (nblk+1,)       state index where each diagonal block of A starts
     dat_ptr : int64 (nblk+1,)       offset of each block's row-major data in ``A_data``
     A_data : float64                the diagonal blocks of A
+    Acoup : float64 (ns, nc)        A's coupling to the last nc states (FOH: previous force)
     Gamma : float64 (ns, nf)        force input of one step
     Kx : float64 (nf, ns)           state gain (K1 O)
     Ky : float64 (nf, L*nch)        measurement-window gain (K1), oldest sample first
@@ -60,6 +61,7 @@ class StepOperator:
     blk_ptr: np.ndarray
     dat_ptr: np.ndarray
     A_data: np.ndarray
+    Acoup: np.ndarray
     Gamma: np.ndarray
     Kx: np.ndarray
     Ky: np.ndarray
@@ -92,7 +94,11 @@ class StepOperator:
 
     def A_dense(self) -> np.ndarray:
         """The full state matrix A, shape (ns, ns) (for analysis and tests)."""
-        return blocks_to_dense(self.blk_ptr, self.dat_ptr, self.A_data)
+        A = blocks_to_dense(self.blk_ptr, self.dat_ptr, self.A_data)
+        nc = self.Acoup.shape[1]
+        if nc:
+            A[:, A.shape[0] - nc:] += self.Acoup
+        return A
 
 
 # ----------------------------------------------------------------------------- Newmark
@@ -173,8 +179,8 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
         raise EstimatorError(f"alpha must be finite and >= 0, got {alpha}")
     M, C, K = bundle.M, bundle.C, bundle.K
     n = M.shape[0]
-    dt, beta, gamma = bundle.dt, bundle.beta, bundle.gamma
-    nch, nf, nout = len(bundle.channels), len(bundle.forces), len(bundle.outputs)
+    nf = len(bundle.forces)
+    disc = getattr(bundle, "discretization", "newmark")
 
     # modal coordinates: Phi^T M Phi = I, Phi^T K Phi = diag(w^2), Phi^T C Phi = Ct
     w2, Phi = modal_basis(M, K)
@@ -183,44 +189,23 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     off = Ct - np.diag(np.diag(Ct))
     scale = max(float(np.max(np.abs(np.diag(Ct)))), 1e-300)
     proportional = float(np.max(np.abs(off))) <= 1e-9 * scale if n > 1 else True
-    Ad, Gd = newmark_state_matrices(np.eye(n), Ct if not proportional else np.diag(np.diag(Ct)),
-                                    np.diag(w2), dt, beta, gamma)
-    # permute [q(all); qd(all); qdd(all)] -> per mode [q_i, qd_i, qdd_i]
-    perm = np.arange(3 * n).reshape(3, n).T.ravel()
-    A = Ad[np.ix_(perm, perm)]
-    Gm = Gd[perm]  # (3n, n) modal input
     if proportional:
-        blk_ptr = np.arange(0, 3 * n + 1, 3, dtype=np.int64)
-        dat_ptr = np.arange(0, 9 * n + 1, 9, dtype=np.int64)
-        A_data = np.concatenate([A[3 * i:3 * i + 3, 3 * i:3 * i + 3].ravel() for i in range(n)])
-        A = blocks_to_dense(blk_ptr, dat_ptr, A_data)  # exact zeros off the blocks
-    else:
-        blk_ptr = np.array([0, 3 * n], dtype=np.int64)
-        dat_ptr = np.array([0, 9 * n * n], dtype=np.int64)
-        A_data = A.ravel().copy()
-
-    # physical <-> modal state maps: [u; v; a] = P x
-    P = np.zeros((3 * n, 3 * n))
-    for k in range(3):
-        P[k * n:(k + 1) * n, k::3] = Phi
-    Pinv = np.zeros((3 * n, 3 * n))
-    PhiInv = Phi.T @ M  # Phi^-1 = Phi^T M
-    for k in range(3):
-        Pinv[k::3, k * n:(k + 1) * n] = PhiInv
-
+        Ct = np.diag(np.diag(Ct))
     B = np.zeros((n, nf))
     for j, f in enumerate(bundle.forces):
         B[f.dof, j] = 1.0
-    # Gamma = Gm Phi^T B  (modal load p = Phi^T B f)
-    Gamma = Gm @ (Phi.T @ B)
-    S = np.zeros((nch, 3 * n))
-    for i, ch in enumerate(bundle.channels):
-        k = KINDS.index(ch.kind)
-        S[i, k::3] = Phi[ch.dof]
-    E = np.zeros((nout, 3 * n))
-    for i, o in enumerate(bundle.outputs):
-        k = KINDS.index(o.kind)
-        E[i, k::3] = np.asarray(o.row) @ Phi
+    PhiB = Phi.T @ B  # modal load per unit force: p = Phi^T B f
+    if disc == "newmark":
+        real = _newmark_realisation(bundle, Phi, w2, Ct, PhiB, proportional)
+    elif disc == "foh":
+        real = _foh_realisation(bundle, Phi, w2, Ct, PhiB, proportional)
+    else:
+        raise EstimatorError(f"unknown discretization {disc!r} (newmark or foh)")
+    blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv = real
+    A = blocks_to_dense(blk_ptr, dat_ptr, A_data)
+    nc = Acoup.shape[1]
+    if nc:
+        A[:, A.shape[0] - nc:] += Acoup
     w = np.array([ch.weight for ch in bundle.channels])
 
     O, J = window_matrices(A, Gamma, S, L)
@@ -242,11 +227,133 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
     return StepOperator(
         blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
-        Gamma=np.ascontiguousarray(Gamma), Kx=np.ascontiguousarray(Kx),
+        Acoup=np.ascontiguousarray(Acoup), Gamma=np.ascontiguousarray(Gamma), Kx=np.ascontiguousarray(Kx),
         Ky=np.ascontiguousarray(Ky), E=np.ascontiguousarray(E), S=S, P=P, Pinv=Pinv,
-        window=L, alpha=alpha, dt=dt, spectral_radius=rho, freqs_hz=freqs,
+        window=L, alpha=alpha, dt=bundle.dt, spectral_radius=rho, freqs_hz=freqs,
         info={"proportional_damping": bool(proportional), "condition": cond,
-              "n_state": 3 * n, "n_blocks": int(len(blk_ptr) - 1)})
+              "n_state": int(Gamma.shape[0]), "n_blocks": int(len(blk_ptr) - 1),
+              "discretization": disc})
+
+
+def _block_layout(A, size, n, proportional):
+    """Block-diagonal storage of A (per-mode blocks of ``size`` or one dense block)."""
+    if proportional:
+        blk_ptr = np.arange(0, size * n + 1, size, dtype=np.int64)
+        dat_ptr = np.arange(0, size * size * n + 1, size * size, dtype=np.int64)
+        A_data = np.concatenate([A[size * i:size * (i + 1), size * i:size * (i + 1)].ravel()
+                                 for i in range(n)])
+    else:
+        blk_ptr = np.array([0, size * n], dtype=np.int64)
+        dat_ptr = np.array([0, (size * n) ** 2], dtype=np.int64)
+        A_data = A.ravel().copy()
+    return blk_ptr, dat_ptr, A_data
+
+
+def _rows(bundle, Phi, items, kinds_attr="kind", stride=3, accel=None):
+    """Rows over the modal state for channels/outputs (``row @ Phi`` at offset kind)."""
+    n = Phi.shape[0]
+    out = []
+    for it in items:
+        r = np.zeros(n)
+        if hasattr(it, "row"):
+            r = np.asarray(it.row, dtype=float)
+        else:
+            r[it.dof] = 1.0
+        out.append((KINDS.index(getattr(it, kinds_attr)), r @ Phi))
+    return out
+
+
+def _newmark_realisation(bundle, Phi, w2, Ct, PhiB, proportional):
+    """Newmark-beta (paper eq. 14-15) per mode: state [q_i, qd_i, qdd_i]."""
+    n = Phi.shape[0]
+    dt, beta, gamma = bundle.dt, bundle.beta, bundle.gamma
+    Ad, Gd = newmark_state_matrices(np.eye(n), Ct, np.diag(w2), dt, beta, gamma)
+    # permute [q(all); qd(all); qdd(all)] -> per mode [q_i, qd_i, qdd_i]
+    perm = np.arange(3 * n).reshape(3, n).T.ravel()
+    A = Ad[np.ix_(perm, perm)]
+    Gamma = Gd[perm] @ PhiB
+    blk_ptr, dat_ptr, A_data = _block_layout(A, 3, n, proportional)
+    S = np.zeros((len(bundle.channels), 3 * n))
+    for i, (k, r) in enumerate(_rows(bundle, Phi, bundle.channels)):
+        S[i, k::3] = r
+    E = np.zeros((len(bundle.outputs), 3 * n))
+    for i, (k, r) in enumerate(_rows(bundle, Phi, bundle.outputs)):
+        E[i, k::3] = r
+    # physical <-> modal state maps: [u; v; a] = P x, x = Pinv [u; v; a]
+    P = np.zeros((3 * n, 3 * n))
+    Pinv = np.zeros((3 * n, 3 * n))
+    PhiInv = Phi.T @ bundle.M  # Phi^-1 = Phi^T M
+    for k in range(3):
+        P[k * n:(k + 1) * n, k::3] = Phi
+        Pinv[k::3, k * n:(k + 1) * n] = PhiInv
+    return blk_ptr, dat_ptr, A_data, np.zeros((3 * n, 0)), Gamma, S, E, P, Pinv
+
+
+def _foh_realisation(bundle, Phi, w2, Ct, PhiB, proportional):
+    """Exact discretisation with a first-order hold on the force.
+
+    State ``[q_1, qd_1, ..., q_n, qd_n, f_prev (nf)]``. Continuous modal dynamics
+    ``q'' + Ct q' + diag(w2) q = Phi^T B f(t)``, f linear between samples (see
+    :func:`edge.estimator.expm.foh_matrices`); ``a = Phi (Phi^T B f - Ct qd - w2 q)``.
+    """
+    from edge.estimator.expm import foh_matrices
+
+    n = Phi.shape[0]
+    nf = PhiB.shape[1]
+    dt = bundle.dt
+    ns = 2 * n + nf
+    A = np.zeros((2 * n, 2 * n))
+    G0 = np.zeros((2 * n, nf))
+    G1 = np.zeros((2 * n, nf))
+    if proportional:
+        for i in range(n):
+            Ac = np.array([[0.0, 1.0], [-w2[i], -Ct[i, i]]])
+            Phi_i, g0, g1 = foh_matrices(Ac, np.array([[0.0], [1.0]]), dt)
+            A[2 * i:2 * i + 2, 2 * i:2 * i + 2] = Phi_i
+            G0[2 * i:2 * i + 2] = g0 @ PhiB[i:i + 1]
+            G1[2 * i:2 * i + 2] = g1 @ PhiB[i:i + 1]
+    else:
+        Ac = np.zeros((2 * n, 2 * n))
+        Ac[0::2, 1::2] = np.eye(n)
+        Ac[1::2, 0::2] = -np.diag(w2)
+        Ac[1::2, 1::2] = -Ct
+        Bc = np.zeros((2 * n, nf))
+        Bc[1::2] = PhiB
+        A, G0, G1 = foh_matrices(Ac, Bc, dt)
+    blk_ptr, dat_ptr, A_data = _block_layout(A, 2, n, proportional)
+    # the tail (previous force) is a zero block of size nf; its new value comes via Gamma
+    blk_ptr = np.append(blk_ptr, blk_ptr[-1] + nf)
+    dat_ptr = np.append(dat_ptr, dat_ptr[-1] + nf * nf)
+    A_data = np.concatenate([A_data, np.zeros(nf * nf)])
+    Acoup = np.zeros((ns, nf))
+    Acoup[:2 * n] = G0
+    Gamma = np.vstack([G1, np.eye(nf)])
+
+    def rows(items):
+        R = np.zeros((len(items), ns))
+        for i, (k, r) in enumerate(_rows(bundle, Phi, items)):
+            if k == 0:
+                R[i, 0:2 * n:2] = r
+            elif k == 1:
+                R[i, 1:2 * n:2] = r
+            else:  # a = Phi (PhiB f - Ct qd - w2 q)
+                R[i, 0:2 * n:2] = -r * w2
+                R[i, 1:2 * n:2] = -r @ Ct
+                R[i, 2 * n:] = r @ PhiB
+        return R
+
+    S, E = rows(bundle.channels), rows(bundle.outputs)
+    P = np.zeros((3 * n, ns))
+    P[:n, 0:2 * n:2] = Phi
+    P[n:2 * n, 1:2 * n:2] = Phi
+    P[2 * n:, 0:2 * n:2] = -Phi * w2
+    P[2 * n:, 1:2 * n:2] = -Phi @ Ct
+    P[2 * n:, 2 * n:] = Phi @ PhiB
+    Pinv = np.zeros((ns, 3 * n))
+    PhiInv = Phi.T @ bundle.M
+    Pinv[0:2 * n:2, :n] = PhiInv
+    Pinv[1:2 * n:2, n:2 * n] = PhiInv
+    return blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv
 
 
 def window_matrices(A, Gamma, S, L):

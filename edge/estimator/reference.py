@@ -1,5 +1,9 @@
 """Plain NumPy reference estimator following paper 004, Table 1, step by step.
 
+With ``discretization="foh"`` the Newmark step is replaced by the exact discretisation of the
+physical reduced model (matrix exponential, force linear between samples), again computed
+directly in physical coordinates.
+
 This is the readable twin of the compiled kernel: physical reduced coordinates, the effective
 stiffness solved every step, no precomputed gains. With ``window > 1`` it solves the fixed-lag
 Tikhonov problem at every step from explicit free-response predictions (Newmark runs with zero
@@ -24,6 +28,7 @@ class ReferenceEstimator:
         self.M, self.C, self.K = b.M, b.C, b.K
         self.dt, self.beta, self.gamma = b.dt, b.beta, b.gamma
         self.alpha = float(b.alpha if alpha is None else alpha)
+        self.disc = getattr(b, "discretization", "newmark")
         self.L = int(b.window if window is None else window)
         n = self.n = b.M.shape[0]
         self.ch_dof = np.array([c.dof for c in b.channels])
@@ -36,6 +41,14 @@ class ReferenceEstimator:
         self.out_kind = np.array([KINDS.index(o.kind) for o in b.outputs], dtype=int)
         # 1-2. effective stiffness Keff = M/(b dt^2) + g C/(b dt) + K            (eq. 15b)
         self.Keff = effective_stiffness(self.M, self.C, self.K, self.dt, self.beta, self.gamma)
+        if self.disc == "foh":
+            from edge.estimator.expm import foh_matrices
+
+            Minv = np.linalg.inv(self.M)
+            Ac = np.block([[np.zeros((n, n)), np.eye(n)], [-Minv @ self.K, -Minv @ self.C]])
+            Bc = np.vstack([np.zeros((n, n)), Minv])
+            self.Phi, self.G0, self.G1 = foh_matrices(Ac, Bc, self.dt)
+            self.Minv = Minv
         self.reset()
         # impulse responses of the channels to a unit force at window step j (for J)
         self.markov = self._markov()
@@ -43,11 +56,24 @@ class ReferenceEstimator:
     def reset(self):
         n = self.n
         self.u, self.v, self.a = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.fp = np.zeros(n)  # previous nodal force (FOH)
         self.window = []
         self.wflags = []
         self.last = np.zeros(len(self.ch_dof))
 
     # -------------------------------------------------------------- building blocks
+    def _step(self, st, f_nodal):
+        """One step from state (u, v, a, f_prev) with the nodal load f_nodal at the new step."""
+        u, v, a, fp = st
+        if self.disc == "foh":
+            # x+ = Phi x + G0 f_prev + G1 f_new  (exact, force linear over the step)
+            x = self.Phi @ np.concatenate([u, v]) + self.G0 @ fp + self.G1 @ f_nodal
+            u1, v1 = x[:self.n], x[self.n:]
+            # a+ = M^-1 (f - C v - K u)
+            a1 = self.Minv @ (f_nodal - self.C @ v1 - self.K @ u1)
+            return u1, v1, a1, f_nodal
+        return (*self._newmark_step(u, v, a, f_nodal), f_nodal)
+
     def _newmark_step(self, u, v, a, f_nodal):
         # 2-1. internal force r (eq. 15d)
         r = internal_force(self.M, self.C, u, v, a, self.dt, self.beta, self.gamma)
@@ -65,11 +91,11 @@ class ReferenceEstimator:
         n, nf = self.n, self.B.shape[1]
         out = np.zeros((self.L, len(self.ch_dof), nf))
         for j in range(nf):
-            u, v, a = np.zeros(n), np.zeros(n), np.zeros(n)
+            st = (np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
             for i in range(self.L):
                 f = self.B[:, j] if i == 0 else np.zeros(n)
-                u, v, a = self._newmark_step(u, v, a, f)
-                out[i, :, j] = self._measure(u, v, a)
+                st = self._step(st, f)
+                out[i, :, j] = self._measure(*st[:3])
         return out
 
     # ------------------------------------------------------------------------ step
@@ -92,10 +118,10 @@ class ReferenceEstimator:
         L, nch = self.L, len(self.ch_dof)
         # 2-2. initial prediction with no external force, over the window (eq. 16)
         pred = np.zeros((L, nch))
-        u, v, a = self.u, self.v, self.a
+        st = (self.u, self.v, self.a, self.fp)
         for i in range(L):
-            u, v, a = self._newmark_step(u, v, a, np.zeros(self.n))
-            pred[i] = self._measure(u, v, a)
+            st = self._step(st, np.zeros(self.n))
+            pred[i] = self._measure(*st[:3])
         # 2-3. Tikhonov force (eq. 24 for L = 1; windowed least squares otherwise)
         J = np.zeros((L * nch, L * nf))
         for i in range(L):
@@ -106,7 +132,8 @@ class ReferenceEstimator:
         Fw = np.linalg.solve(J.T @ W @ J + self.alpha * np.eye(L * nf), J.T @ W @ resid)
         f = Fw[:nf]
         # 2-4. effective force of the second sub-step, 3-1. state update
-        self.u, self.v, self.a = self._newmark_step(self.u, self.v, self.a, self.B @ f)
+        self.u, self.v, self.a, self.fp = self._step((self.u, self.v, self.a, self.fp),
+                                                     self.B @ f)
         state = (self.u, self.v, self.a)
         z = np.array([row @ state[k] for row, k in zip(self.out_rows, self.out_kind)])
         return f, z, int(np.bitwise_or.reduce(self.wflags))
