@@ -407,6 +407,43 @@ def test_sparse_eigensolver_matches_references():
     assert np.max(np.abs(md.lam - ref) / ref) < 1e-7
 
 
+def test_shift_selection_paths():
+    from offline.reduction.eigen import SingularFactor, factorize
+    # exactly singular (integer Laplacian of a free chain): splu refuses sigma = 0
+    model = chain(600, 1000.0, 2.0, grounded=False)
+    with pytest.raises(SingularFactor):
+        factorize(model.K)
+    md = modes(model.K, model.M, 4)
+    ref = chain_eigenvalues(600, 1000.0, 2.0, grounded=False)[:4]   # closed form
+    assert md.n_rigid == 1 and md.factor.sigma < 0
+    assert abs(md.lam[0]) < 1e-9 * ref[1]
+    assert np.max(np.abs(md.lam[1:] - ref[1:]) / ref[1:]) < 1e-9
+    # the shift ends up within [1e-3, 1] x the first elastic eigenvalue (module docstring)
+    assert 1e-3 * ref[1] <= -md.factor.sigma <= ref[1] * (1 + 1e-9)
+    # an explicit shift is used as given; a positive one is refused
+    md = modes(model.K, model.M, 3, sigma=-0.5 * ref[1])
+    assert md.factor.sigma == -0.5 * ref[1]
+    assert np.max(np.abs(md.lam[1:] - ref[1:3]) / ref[1:3]) < 1e-9
+    with pytest.raises(ValueError, match="sigma"):
+        modes(model.K, model.M, 3, sigma=1.0)
+    with pytest.raises(ValueError, match="k=-1"):
+        modes(model.K, model.M, -1)
+
+
+@pytest.mark.parametrize("method", ["guyan", "cb"])
+def test_static_response_to_master_loads_is_exact(method):
+    # static condensation property: [I; Y] holds the exact static response to master forces
+    spla = pytest.importorskip("scipy.sparse.linalg")
+    model = truss(30, 8, clamp_left=True)
+    masters = np.array([463, 462, 231, 230, 99])
+    red = reduce(model, masters, 4, method, n_report=0, progress=False)
+    f = np.zeros(model.n_dofs)
+    f[masters] = np.random.default_rng(6).standard_normal(masters.size) * 1e3
+    u_ref = spla.spsolve(model.K.tocsc(), f)   # reference: direct sparse solve of the full model
+    u_red = red.T @ np.linalg.solve(red.K, red.T.T @ f)
+    assert np.max(np.abs(u_red - u_ref)) < 1e-9 * np.max(np.abs(u_ref))
+
+
 def test_rigid_count():
     # round-off zeros below a gap of > 1e6 count as rigid; negatives always
     assert rigid_count(np.array([1e-9, -3e-10, 2e-9, 4.0e4, 1e5])) == 3
