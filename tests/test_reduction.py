@@ -78,8 +78,10 @@ def cantilever(n_el, L=1.0, EI=2.0e3, rhoA=3.0) -> FEModel:
     Ke = EI / h**3 * np.array([[12, 6 * h, -12, 6 * h], [6 * h, 4 * h * h, -6 * h, 2 * h * h],
                                [-12, -6 * h, 12, -6 * h], [6 * h, 2 * h * h, -6 * h, 4 * h * h]])
     # M_e = rho A h / 420 [[156, 22h, 54, -13h], ...]
-    Me = rhoA * h / 420 * np.array([[156, 22 * h, 54, -13 * h], [22 * h, 4 * h * h, 13 * h, -3 * h * h],
-                                    [54, 13 * h, 156, -22 * h], [-13 * h, -3 * h * h, -22 * h, 4 * h * h]])
+    Me = rhoA * h / 420 * np.array([[156, 22 * h, 54, -13 * h],
+                                    [22 * h, 4 * h * h, 13 * h, -3 * h * h],
+                                    [54, 13 * h, 156, -22 * h],
+                                    [-13 * h, -3 * h * h, -22 * h, 4 * h * h]])
     N = 2 * (n_el + 1)
     rows, cols, kv, mv = [], [], [], []
     for e in range(n_el):

@@ -59,7 +59,8 @@ def check_masters(masters, n_dofs: int) -> np.ndarray:
         raise ValueError(f"masters: expected a non-empty 1-D array of DOF indices, got shape "
                          f"{a.shape}")
     if not np.issubdtype(a.dtype, np.integer):
-        if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+        whole = np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a))
+        if whole and np.all(a == np.round(a)):
             a = a.astype(np.int64)
         else:
             raise ValueError(f"masters: expected integer DOF indices, got dtype {a.dtype}")
