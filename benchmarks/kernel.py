@@ -1,0 +1,107 @@
+"""Time per step of the compiled estimator kernel next to the NumPy reference (Table 1).
+
+    python benchmarks/kernel.py [--steps 200000] [--ref-steps 2000]
+
+Bundles: the paper's cantilever (71 reduced DOFs, 1 displacement channel, 1 force), a
+4-channel ~100-DOF variant of it, and a scaling sweep over model size, channel count and
+fixed-lag window. Both implementations run in this process, one after the other; figures are
+medians of 5 repetitions (block mode: the whole record in one call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from edge.bundle import Channel
+from edge.estimator import Estimator
+from edge.estimator.reference import ReferenceEstimator
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def time_kernel(bundle, steps, window=None, single=False, reps=5):
+    rng = np.random.default_rng(0)
+    est = Estimator(bundle, window=window, check_stability=False)
+    Y = 1e-5 * rng.standard_normal((steps, est.n_channels))
+    F = np.empty((steps, est.n_forces))
+    Z = np.empty((steps, est.n_outputs))
+    fl = np.empty(steps, dtype=np.uint8)
+    times = []
+    for _ in range(reps):
+        est.reset()
+        if single:
+            n = min(steps, 20000)
+            t0 = time.perf_counter()
+            for i in range(n):
+                est.process(Y[i:i + 1], F[i:i + 1], Z[i:i + 1], fl[i:i + 1])
+            times.append((time.perf_counter() - t0) / n)
+        else:
+            t0 = time.perf_counter()
+            est.process(Y, F, Z, fl)
+            times.append((time.perf_counter() - t0) / steps)
+    return float(np.median(times))
+
+
+def time_reference(bundle, steps, window=None):
+    rng = np.random.default_rng(0)
+    ref = ReferenceEstimator(bundle, window=window)
+    Y = 1e-5 * rng.standard_normal((steps, len(bundle.channels)))
+    t0 = time.perf_counter()
+    ref.run(Y)
+    return (time.perf_counter() - t0) / steps
+
+
+def cantilever_bundle(n_modes=50):
+    from offline.build import build
+
+    res = build(ROOT / "examples" / "paper_cantilever.toml", alpha=1.0, progress=False,
+                n_modes=n_modes)
+    return res.bundle
+
+
+def four_channel(b):
+    """4 channels at master DOFs of the cantilever: uz at 110, 60 mm, rx at 110, ry at 60."""
+    names = {0: "uz110", 1: "rx110", 2: "ry110"}
+    dofs = [0, 1, 2, 9] if b.n > 9 else [0, 1, 2, 3]
+    chans = [Channel(f"c{i}_{names.get(d, d)}", dof=d, kind="displacement", weight=1e10)
+             for i, d in enumerate(dofs)]
+    return b.replace(channels=chans, alpha=1e3)  # heavily regularised: stable for timing
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=200_000)
+    ap.add_argument("--ref-steps", type=int, default=2000)
+    args = ap.parse_args(argv)
+    b71 = cantilever_bundle(50)
+    b100 = four_channel(cantilever_bundle(79))
+    print(f"cantilever bundle: n={b71.n}; 4-channel bundle: n={b100.n}, nch=4\n")
+    print(f"{'bundle':<28}{'kernel [us/step]':>18}{'reference [us/step]':>22}{'ratio':>8}"
+          f"{'single-call [us]':>18}")
+    for name, b in (("cantilever 71 DOF, L=1", b71), ("4 ch, 100 DOF, L=1", b100)):
+        k = time_kernel(b, args.steps)
+        r = time_reference(b, args.ref_steps)
+        s = time_kernel(b, args.steps, single=True, reps=1)
+        print(f"{name:<28}{k * 1e6:>18.3f}{r * 1e6:>22.1f}{r / k:>8.0f}{s * 1e6:>18.2f}")
+    print("\nfixed-lag windows (cantilever 71 DOF; Newmark and exact FOH):")
+    print(f"{'L':>4}{'newmark [us/step]':>20}{'foh [us/step]':>16}")
+    for L in (1, 5, 10, 20):
+        kn = time_kernel(b71, args.steps, window=L)
+        kf = time_kernel(b71.replace(discretization="foh"), args.steps, window=L)
+        print(f"{L:>4}{kn * 1e6:>20.3f}{kf * 1e6:>16.3f}")
+    print("\nscaling with model size (1 channel, L=1) and channel count (71 DOF):")
+    for modes in (10, 30, 79, 179):
+        b = cantilever_bundle(modes)
+        print(f"  n={b.n:>4}: {time_kernel(b, args.steps // 2) * 1e6:8.3f} us/step")
+    for nch in (1, 2, 4, 8):
+        chans = [Channel(f"c{i}", dof=i, kind="displacement", weight=1e10) for i in range(nch)]
+        b = b71.replace(channels=chans)
+        print(f"  nch={nch}: {time_kernel(b, args.steps // 2) * 1e6:8.3f} us/step")
+
+
+if __name__ == "__main__":
+    main()
