@@ -243,6 +243,9 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
         diag["asym_K"] = asym_K
         if flex.iterations:
             diag["flex_iterations"] = int(max(flex.iterations))
+        # release the slave factorisation before the full model is factorised (peak memory)
+        n_full, m_idx = part.n, part.m
+        flex = sm = Y = part = psi = Tr_s = None
 
         # -------------------------------------------------------------- reduced eigen
         t0 = phase("reduced eigen")
@@ -275,13 +278,13 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
     lam_red_r = lam_red[:nr]
     timings["total"] = time.perf_counter() - t_all
     report = ReductionReport(
-        method=method, n_full=part.n, n_reduced=Mh.shape[0],
+        method=method, n_full=n_full, n_reduced=Mh.shape[0],
         freqs_full=frequencies(lam_full), freqs_reduced=frequencies(lam_red_r),
         eig_error=eigenvalue_error(lam_full, lam_red_r, n_rigid_full) if nr else np.zeros(0),
         timings=timings, diagnostics=diag, lam_full=lam_full, lam_reduced=lam_red_r,
         n_rigid=n_rigid_full,
     )
-    return Reduction(method=method, M=Mh, K=Kh, T=T, masters=part.m, n_modes=n_modes,
+    return Reduction(method=method, M=Mh, K=Kh, T=T, masters=m_idx, n_modes=n_modes,
                      report=report)
 
 
