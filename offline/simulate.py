@@ -108,10 +108,12 @@ class SimResult:
 
 
 def add_noise(Y: np.ndarray, level, rng) -> np.ndarray:
-    """Paper eq. 28: ``Y + sigma N`` with ``sigma = level * std(Y)`` per column."""
+    """Paper eq. 28 per column, with a level per column (see :func:`offline.metrics.add_noise`)."""
+    from offline.metrics import add_noise as _add
+
     level = np.broadcast_to(np.asarray(level, dtype=float), (Y.shape[1],))
-    sigma = level * np.std(Y, axis=0)
-    return Y + sigma * rng.standard_normal(Y.shape)
+    return np.column_stack([_add(Y[:, j], level[j], rng) for j in range(Y.shape[1])]) \
+        if Y.shape[1] else Y.copy()
 
 
 # ------------------------------------------------------------------------- integrators
