@@ -348,7 +348,8 @@ def run_demo(s: DemoSettings) -> DemoResult:
                 for n, v in scores.items()},
         "step_time_us": {"mean": float(step_us.mean()), "p50": float(np.median(step_us)),
                          "p99": float(np.percentile(step_us, 99)),
-                         "max": float(step_us.max())},
+                         "max": float(step_us.max()),
+                         "over_budget": int(np.sum(step_us > bundle.dt * 1e6))},
     }
     (out / "run.json").write_text(json.dumps(run, indent=2, default=str))
     _say("writing the report")
