@@ -90,8 +90,8 @@ class Estimator:
         op = self.op
         with self._lock:
             _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma,
-                     op.Kx, op.Ky, op.E, self._x, self._xn, self._ybuf, self._fbuf, self._last,
-                     self._counters)
+                     op.Kx, op.Ky, op.E, self._x, self._xn, self._fs, self._zs, self._ybuf,
+                     self._fbuf, self._last, self._counters)
 
     def run(self, Y):
         """Convenience: allocate outputs and process a whole record; returns (F, Z, flags)."""
@@ -146,6 +146,8 @@ class Estimator:
         else:
             self._x = op.Pinv @ phys
         self._xn = np.zeros(ns)
+        self._fs = np.zeros(op.n_forces)
+        self._zs = np.zeros(op.n_outputs)
         self.op = op
 
     def _warm_up(self) -> None:
@@ -155,5 +157,6 @@ class Estimator:
         _process(Y, np.empty((1, op.n_forces)), np.empty((1, op.n_outputs)),
                  np.empty(1, dtype=np.uint8), op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup,
                  op.Gamma,
-                 op.Kx, op.Ky, op.E, self._x.copy(), self._xn.copy(), self._ybuf.copy(),
+                 op.Kx, op.Ky, op.E, self._x.copy(), self._xn.copy(), self._fs.copy(),
+                 self._zs.copy(), self._ybuf.copy(),
                  self._fbuf.copy(), self._last.copy(), self._counters.copy())

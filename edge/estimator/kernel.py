@@ -21,9 +21,14 @@ FLAG_WARMUP = 2     # no estimate yet (window not full): row is NaN
 FLAG_SATURATED = 4  # set by the acquisition layer, passed through
 
 
-@njit(cache=True, nogil=True)
+# reassociation and FMA contraction let LLVM vectorise the dot products; no "nnan"/"ninf"
+# (the NaN test below must stay a real test)
+_FASTMATH = {"reassoc", "contract"}
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
-             x, xn, ybuf, fbuf, last, counters):  # pragma: no cover - compiled
+             x, xn, fs, zs, ybuf, fbuf, last, counters):  # pragma: no cover - compiled
     """Run the estimator over a block of samples.
 
     Parameters
@@ -36,6 +41,7 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
     Acoup : (ns, nc)                 A's coupling to the last nc states (0 columns: none)
     Gamma : (ns, nf), Kx : (nf, ns), Ky : (nf, L*nch), E : (nout, ns)
     x, xn : float64 (ns,)            state (in/out) and scratch
+    fs : float64 (nf,), zs : float64 (nout,)   scratch
     ybuf : float64 (L, nch)          measurement ring; fbuf : uint8 (L,) its flags
     last : float64 (nch,)            last finite value per channel
     counters : int64 (1,)            number of samples seen so far
@@ -72,7 +78,7 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
         wflag = np.uint8(0)
         for p in range(L):
             wflag |= fbuf[(oldest + p) % L]
-        # f = Ky @ window - Kx @ x
+        # pass 1: f = Ky @ window - Kx @ x
         for i in range(nf):
             acc = 0.0
             for p in range(L):
@@ -82,34 +88,30 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
                     acc += Ky[i, base + c] * ybuf[s, c]
             for k in range(ns):
                 acc -= Kx[i, k] * x[k]
+            fs[i] = acc
             F[j, i] = acc
-        # xn = A x  (block diagonal)
+        # pass 2, block by block: xn = A x + Acoup x[tail] + Gamma f, and z = E xn on the fly
+        for o in range(nout):
+            zs[o] = 0.0
         for b in range(nblk):
             s0 = blk_ptr[b]
             m = blk_ptr[b + 1] - s0
             d0 = dat_ptr[b]
             for r in range(m):
+                k = s0 + r
                 acc = 0.0
                 row = d0 + r * m
                 for cc in range(m):
                     acc += A_data[row + cc] * x[s0 + cc]
-                xn[s0 + r] = acc
-        # xn += Acoup x[tail]  (FOH: the previous force)
+                for c in range(nc):
+                    acc += Acoup[k, c] * x[ns - nc + c]
+                for i in range(nf):
+                    acc += Gamma[k, i] * fs[i]
+                xn[k] = acc
+                for o in range(nout):
+                    zs[o] += E[o, k] * acc
         for k in range(ns):
-            acc = 0.0
-            for c in range(nc):
-                acc += Acoup[k, c] * x[ns - nc + c]
-            xn[k] += acc
-        # x = xn + Gamma f
-        for k in range(ns):
-            acc = xn[k]
-            for i in range(nf):
-                acc += Gamma[k, i] * F[j, i]
-            x[k] = acc
-        # z = E x
+            x[k] = xn[k]
         for o in range(nout):
-            acc = 0.0
-            for k in range(ns):
-                acc += E[o, k] * x[k]
-            Z[j, o] = acc
+            Z[j, o] = zs[o]
         flags[j] = wflag
