@@ -171,11 +171,13 @@ def from_gmsh(source: str = "gmsh model", scale: float = 1.0) -> Mesh:
         gmsh.model.addPhysicalGroup(3, [t for _, t in gmsh.model.getEntities(3)], name="volume")
     fd, tmp = tempfile.mkstemp(suffix=".msh")
     os.close(fd)
+    binary = gmsh.option.getNumber("Mesh.Binary")
     try:
         gmsh.option.setNumber("Mesh.Binary", 1)
         gmsh.write(tmp)
         m = meshio.read(tmp)
     finally:
+        gmsh.option.setNumber("Mesh.Binary", binary)
         os.unlink(tmp)
     return from_meshio(m, source=source, scale=scale)
 

@@ -221,8 +221,8 @@ def _check_material(E, nu, rho):
         raise SolidInputError(f"material: density rho must be finite and >= 0, got {rho!r}")
 
 
-def element_matrices(name: str, X, E: float, nu: float, rho: float, chunk: int = 4096
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def element_matrices(name: str, X, E: float, nu: float, rho: float, chunk: int = 4096,
+                     bar=None) -> tuple[np.ndarray, np.ndarray]:
     """Stiffness and consistent mass of many elements of one type.
 
     Parameters
@@ -235,6 +235,8 @@ def element_matrices(name: str, X, E: float, nu: float, rho: float, chunk: int =
         Young's modulus [Pa], Poisson ratio [-], density [kg/m^3].
     chunk : int
         Elements integrated per batch (bounds the temporary memory).
+    bar : progress bar, optional
+        ``bar.update(m)`` is called after each batch of ``m`` elements.
 
     Returns
     -------
@@ -291,6 +293,8 @@ def element_matrices(name: str, X, E: float, nu: float, rho: float, chunk: int =
         # Ms[a, b] = rho sum_q w |J| N_a N_b
         Ms = rho * np.einsum("eq,qa,qb->eab", wdm, Nm, Nm, optimize=True)
         Me[s:s + m] = (Ms[:, :, None, :, None] * I3[None, None, :, None, :]).reshape(m, nd, nd)
+        if bar is not None:
+            bar.update(m)
     return Ke, Me
 
 
@@ -313,7 +317,7 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
     groups : dict of str -> node ids, optional
     name : str
     progress : bool
-        Show a progress bar over the cell blocks.
+        Show a progress bar over the elements.
 
     Returns
     -------
@@ -332,7 +336,8 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
         raise SolidInputError("mesh has no volume cells (tetrahedra or hexahedra)")
     used = np.zeros(n, dtype=bool)
     Ks, Ms, Ds = [], [], []
-    bar = _progress(total=len(cells), desc="solid elements", enable=progress)
+    bar = _progress(total=int(sum(np.shape(c)[0] for _, c in cells)), desc="solid elements",
+                    enable=progress)
     for ctype, conn in cells:
         conn = np.asarray(conn, dtype=np.int64)
         et = element_type(ctype)
@@ -343,11 +348,10 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
             raise SolidInputError(f"{et.name}: connectivity refers to node rows outside "
                                   f"[0, {n})")
         used[conn.ravel()] = True
-        Ke, Me = element_matrices(et.name, coords[conn], E, nu, rho)
+        Ke, Me = element_matrices(et.name, coords[conn], E, nu, rho, bar=bar)
         Ks.append(Ke)
         Ms.append(Me)
         Ds.append(node_dofs(conn, 3))
-        bar.update(1)
     bar.close()
     if not used.all():
         raise SolidInputError(f"{int((~used).sum())} nodes are not connected to any volume "
