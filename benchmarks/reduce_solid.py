@@ -133,7 +133,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="GMR+ vs Craig-Bampton on a solid housing")
     ap.add_argument("--target-dofs", type=int, default=200_000,
                     help="minimum DOFs of the model that is reduced (default 200000)")
-    ap.add_argument("--quick", action="store_true", help="~30k DOFs, 10 modes checked against the full model")
+    ap.add_argument("--quick", action="store_true",
+                    help="~30k DOFs, 10 modes checked against the full model")
     ap.add_argument("--methods", default="gmr+,cb", help="comma list of gmr+, cb, guyan")
     ap.add_argument("--n-modes", type=int, default=50)
     ap.add_argument("--n-report", type=int, default=None,
@@ -194,7 +195,8 @@ def _format(a, mres, mwall, runs, total) -> str:
     L.append(f"masters: {first['n_masters']} (8 spider masters x 6), slave modes: {a.n_modes}, "
              f"machine: {os.cpu_count()} cores")
     L.append(f"meshing (own process): {mres['timings']['meshing']:.1f} s wall in gmsh, "
-             f"process {mwall:.1f} s (CPU {mres['cpu_s']:.1f} s), peak RSS {mres['rss_gib']:.2f} GiB")
+             f"process {mwall:.1f} s (CPU {mres['cpu_s']:.1f} s), "
+             f"peak RSS {mres['rss_gib']:.2f} GiB")
     L.append(f"load average at start: {a.load[0]:.1f} (1 min) on {os.cpu_count()} cores: "
              f"wall times above ~{os.cpu_count()} mean other processes shared the CPUs")
     names = list(runs)

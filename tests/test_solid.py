@@ -337,7 +337,8 @@ def test_spider_errors_name_the_problem():
     with pytest.raises(mpc.SpiderError, match=r"s\[0\].select.group: unknown node group 'hole'"):
         mpc.spider_from_dict({"name": "a", "select": {"group": "hole"}}, model, "s[0]")
     with pytest.raises(mpc.SpiderError, match=r"s\[0\].select: selects no nodes"):
-        mpc.spider_from_dict({"name": "a", "select": {"box": [[5, 5, 5], [6, 6, 6]]}}, model, "s[0]")
+        mpc.spider_from_dict({"name": "a", "select": {"box": [[5, 5, 5], [6, 6, 6]]}}, model,
+                             "s[0]")
     with pytest.raises(mpc.SpiderError, match=r"s\[0\].select.cylinder.radius: missing"):
         mpc.spider_from_dict({"name": "a", "select": {"cylinder": {"point": [0, 0, 0],
                                                                    "axis": [0, 0, 1]}}},
