@@ -129,7 +129,8 @@ def make_acquisition(cfg: Config, est, simulate: bool):
                            for kind, c, at, n in faults if kind == "nan"))
         spi, gpio, clock = make_simulated_hardware(InputSource(src, rate, inputs),
                                                    sim["seed"], hw_faults,
-                                                   virtual_clock=virtual)
+                                                   virtual_clock=virtual,
+                                                   max_lead_us=sim["max_lead_us"])
         try:
             acq = _driver_acquisition(cfg, spi, gpio, clock, rate)
         except (RuntimeError, ValueError) as e:

@@ -193,6 +193,15 @@ SCHEMA: tuple[Section, ...] = (
             unit="samples", min=1, max=65536),
         Key("latency_window", "int", 100_000, "Samples kept for latency percentiles.",
             unit="samples", min=100, max=10_000_000),
+        Key("estimate_in", "str", "auto", "Thread that runs the estimator: `acquisition` "
+            "(right after each driver read: no thread hand-over between DRDY and the "
+            "estimate; recording and publishing follow on the loop thread), `loop` (the "
+            "loop thread takes blocks from the ring: best throughput for large blocks), "
+            "`auto` (`acquisition` when `[bundle] block` = 1, else `loop`).",
+            choices=("auto", "acquisition", "loop")),
+        Key("handover_ms", "float", 10.0, "With `estimate_in = acquisition`: how often the "
+            "loop thread hands estimates and raw samples to the publisher and recorder.",
+            unit="ms", min=0.1, max=1000.0),
     )),
     Section("realtime", "Optional real-time settings; each one that is not permitted logs a "
             "warning and the daemon continues.", (
@@ -204,6 +213,14 @@ SCHEMA: tuple[Section, ...] = (
         Key("gc", "str", "freeze", "`normal`; `freeze` (gc.freeze() after start-up); "
             "`disable` (freeze, then gc.disable() while running).",
             choices=("normal", "freeze", "disable")),
+        Key("switch_interval_us", "float", 5000.0, "Python's thread switch interval "
+            "(`sys.setswitchinterval`): how long a thread that wants the GIL waits before "
+            "the holder is asked to drop it (Python's default 5000).", unit="us", min=10.0,
+            max=100_000.0),
+        Key("release_compiler_memory", "bool", True, "After start-up, advise the kernel to "
+            "drop the resident pages of the LLVM compiler library (`libllvmlite.so`, "
+            "~70 MB of clean file pages, unused once the kernel is loaded; "
+            "`madvise(MADV_PAGEOUT)`, Linux >= 5.4; skipped with `mlockall`)."),
     )),
     Section("simulate", "`vsense-edge run --simulate`: a simulated ADS1256 instead of the "
             "hardware.", (
@@ -229,6 +246,10 @@ SCHEMA: tuple[Section, ...] = (
             "as fast as the loop runs (tests, benchmarks).", choices=("real", "virtual")),
         Key("duration_s", "float", 0.0, "Stop after this much simulated time (0 = run "
             "until stopped).", unit="s", min=0.0),
+        Key("max_lead_us", "float", 2000.0, "`adc` level, real clock: how far the simulated "
+            "converter's time may run ahead of the wall clock (short waits then cost no "
+            "sleep; 0 = DRDY times are wall-clock times, needed to measure latency from "
+            "DRDY).", unit="us", min=0.0, max=100_000.0),
     )),
 )
 

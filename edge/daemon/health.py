@@ -13,9 +13,11 @@ import numpy as np
 class LatencyStats:
     """Sliding window of the last ``window`` per-sample latencies [ns].
 
-    Latency of a sample = ``perf_counter_ns`` when its estimate was ready minus when the
-    sample entered the ring (i.e. ring wait + estimation; the ADC conversion time before
-    the driver returned the sample is not included).
+    The daemon keeps two (``time.monotonic_ns`` throughout): from the sample's DRDY time
+    (the driver's ``t_ns``: the clock time DRDY was seen low, mapped to the monotonic
+    clock) to its estimate being ready, and from the sample entering the ring to the same
+    point. "Ready" = the estimator has returned and the row sits in the daemon's output
+    buffer (see docs/daemon.md, "Latency").
     """
 
     def __init__(self, window: int = 100_000):
@@ -41,6 +43,13 @@ class LatencyStats:
         if m > self.max_ns:
             self.max_ns = m
         self.n += k
+
+    def add_one(self, lat_ns: int) -> None:
+        """Record one latency [ns] (the per-sample path: no temporary arrays)."""
+        self.buf[self.n % self.buf.shape[0]] = lat_ns
+        if lat_ns > self.max_ns:
+            self.max_ns = lat_ns
+        self.n += 1
 
     def summary(self) -> dict:
         """``{"p50","p99","p999","max"}`` in microseconds (window percentiles, max ever)."""

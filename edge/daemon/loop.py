@@ -6,14 +6,28 @@ Threads
   :class:`~edge.daemon.ring.Ring`; never waits for anything else. If the ring is full the
   samples are counted lost (real clock). With the virtual clock there is no real converter
   that could overflow, so the thread waits for space instead (lossless simulation).
-* **loop** (the calling thread, :meth:`Daemon.run`): takes up to ``[bundle] block`` samples,
-  calibrates and flags them (:class:`Conditioner`), runs ``Estimator.process``, hands raw
-  samples and estimates to the recorder (never drops; back-pressure) and estimates to the
-  publisher (bounded, drop-oldest), runs accepted commands between blocks.
+  With ``[loop] estimate_in = "acquisition"`` (the default for ``[bundle] block = 1``) this
+  thread also calibrates, flags and estimates each sample right after the driver returned
+  it, before the sample becomes visible in the ring: no thread hand-over (GIL, condition
+  variable, wake-up) lies between DRDY and the estimate.
+* **loop** (the calling thread, :meth:`Daemon.run`): with ``estimate_in = "loop"`` it takes
+  up to ``[bundle] block`` samples from the ring, calibrates and flags them, runs
+  ``Estimator.process``; in both modes it hands raw samples and estimates to the recorder
+  (never drops; back-pressure) and estimates to the publisher (bounded, drop-oldest), and
+  runs accepted commands between two estimator calls (under the estimator lock).
 * **supervisor**: health messages every ``health_interval_s``, systemd watchdog pings only
   while the loop advances, status changes.
 * **mqtt sender / paho network / recorder writer**: see :mod:`edge.daemon.mqtt` and
   :mod:`edge.daemon.recorder`.
+
+Latency
+-------
+Per sample, ``time.monotonic_ns`` when its estimate is ready (the estimator returned and the
+row sits in the daemon's output buffer, before recorder/publisher) minus its DRDY time (the
+driver's ``t_ns``, the clock time DRDY was seen low, mapped to the monotonic clock by
+:func:`drdy_offset_ns`): ``latency_us`` in health. ``latency_ring_us``: from the sample
+entering the ring to the same point (the definition used before; also the fallback for
+``latency_us`` when the acquisition clock is virtual).
 
 Bad samples
 -----------
@@ -141,6 +155,31 @@ class FaultTracker:
         return events
 
 
+def drdy_offset_ns(acq, virtual: bool) -> int | None:
+    """Offset [ns] that maps an acquisition's ``t_ns`` (DRDY times) to
+    ``time.monotonic_ns``, or None when there is none (virtual clock).
+
+    * ``host_offset_ns`` attribute (:class:`edge.daemon.simulate.SignalAcquisition`,
+      :class:`edge.daemon.simulate.LimitedAcquisition`): used as given;
+    * the ADS1256 driver: its clock's ``origin_ns`` (0 for the real clock, whose
+      ``monotonic_ns`` is ``time.monotonic_ns``; the simulator's real-time clock counts
+      from its creation).
+    """
+    if virtual:
+        return None
+    off = getattr(acq, "host_offset_ns", None)
+    if off is not None:
+        return int(off)
+    clock = getattr(getattr(acq, "adc", None), "clock", None)
+    if clock is None:
+        return None
+    if getattr(clock, "virtual", False):
+        return None
+    if hasattr(clock, "origin_ns"):
+        return int(clock.origin_ns)
+    return int(getattr(clock, "_origin", 0))  # edge.hw.sim_ads1256.SimClock; RealClock: 0
+
+
 # ----------------------------------------------------------------------------- daemon
 class Daemon:
     """One running device: acquisition, estimation, publishing, recording.
@@ -186,13 +225,9 @@ class Daemon:
         self.nf, self.nout = estimator.n_forces, estimator.n_outputs
         self.delay = estimator.delay
         b = self.block
-        self._Y = np.zeros((b, self.nch))
-        self._Yk = np.zeros((b, self.nch))
-        self._fl = np.zeros(b, np.uint8)
         self._F = np.zeros((b, self.nf))
         self._Z = np.zeros((b, self.nout))
         self._ef = np.zeros(b, np.uint8)
-        self._V = np.zeros((b, self.nf + self.nout))
         # history of the stream fed to the estimator: seq, t_ns, flags of the last
         # `delay` samples followed by the current segment
         h = self.delay + b
@@ -201,7 +236,21 @@ class Daemon:
         self._hf = np.zeros(h, np.uint8)
         self._hn = 0  # valid history entries before the segment (<= delay)
         self.faults = FaultTracker(self.nch, cfg["faults"]["bad_sample_limit"])
-        self.latency = LatencyStats(loop["latency_window"])
+        mode = loop["estimate_in"]
+        self.inline = mode == "acquisition" or (mode == "auto" and self.block == 1)
+        self.handover_s = loop["handover_ms"] / 1e3
+        # estimate rows by ring slot: the row produced when the slot's sample was estimated
+        cap, ncol = self.ring.capacity, self.nf + self.nout
+        self._sV = np.zeros((cap, ncol))
+        self._sseq = np.zeros(cap, np.int64)
+        self._st = np.zeros(cap, np.int64)
+        self._sf = np.zeros(cap, np.uint8)
+        self._sok = np.zeros(cap, bool)
+        self._lock = threading.Lock()  # estimator/state: estimation vs commands
+        self.latency = LatencyStats(loop["latency_window"])  # DRDY -> estimate ready
+        self.latency_ring = LatencyStats(loop["latency_window"])  # ring entry -> ready
+        self._t_off: int | None = None  # DRDY clock -> time.monotonic_ns offset [ns]
+        self._t_off_known = False
         self.cpu = CpuMeter()
         self.state = "starting"
         self.paused = False
@@ -223,6 +272,7 @@ class Daemon:
     def _acquire(self) -> None:
         realtime.set_fifo(self.cfg["realtime"]["sched_fifo_priority"])
         ring = self.ring
+        inline = self.inline
         try:
             while not self.stop_event.is_set():
                 if self.virtual:
@@ -232,9 +282,19 @@ class Daemon:
                 try:
                     n = self.acq.read(v, t, f)
                 except BaseException as e:
-                    ring.commit(int(getattr(e, "n_read", 0) or 0))  # rows before the error
+                    k = int(getattr(e, "n_read", 0) or 0)  # rows before the error
+                    if ring.stage(k):
+                        if inline:
+                            self._estimate_staged(k)
+                        ring.publish(k)
                     raise
-                ring.commit(n)
+                if ring.stage(n):
+                    if not self._t_off_known:
+                        self._t_off = drdy_offset_ns(self.acq, self.virtual)
+                        self._t_off_known = True
+                    if inline:
+                        self._estimate_staged(n)
+                    ring.publish(n)
                 if n and not self.first_sample.is_set():
                     self.first_sample.set()
         except EOFError as e:
@@ -247,6 +307,15 @@ class Daemon:
             self.first_sample.set()
             ring.close()
 
+    def _estimate_staged(self, n: int) -> None:
+        """Estimate ``n`` staged (not yet published) ring samples in the acquisition thread
+        (``estimate_in = "acquisition"``)."""
+        i = self.ring.head % self.ring.capacity
+        with self._lock:
+            b = self.block
+            for a in range(0, n, b):
+                self._process(i + a, min(b, n - a))
+
     # --------------------------------------------------------------------- the loop
     def run(self) -> int:
         """Run until stopped (:meth:`stop`, a signal handler), the simulation ends, or the
@@ -256,6 +325,8 @@ class Daemon:
         self._set_state("starting")
         self._acq_thread.start()
         self.first_sample.wait()
+        if rt["release_compiler_memory"] and not rt["mlockall"]:
+            realtime.release_library_pages("libllvmlite.so")
         realtime.gc_setup(rt["gc"])
         if self.hw_error is None:
             self._set_state("running")
@@ -280,6 +351,8 @@ class Daemon:
 
     def _loop(self) -> None:
         ring = self.ring
+        inline = self.inline
+        take = ring.capacity if inline else self.block
         while True:
             if ring.available() == 0:
                 if ring.closed or self.stop_event.is_set():
@@ -290,11 +363,17 @@ class Daemon:
                     if ring.available() == 0 and not self._acq_thread.is_alive():
                         break
                     continue
-                ring.wait(0.05)
+                if inline:  # no per-sample wake-up: collect what arrived meanwhile
+                    self.stop_event.wait(self.handover_s)
+                else:
+                    ring.wait(0.05)
                 self._idle()
                 continue
-            i, n = ring.read_span(self.block)
-            self._process(i, n)
+            i, n = ring.read_span(take)
+            if not inline:
+                with self._lock:
+                    self._process(i, n)
+            self._handover(i, n)
             ring.release(n)
             if self._cmd_pending():
                 self._run_commands()
@@ -312,45 +391,59 @@ class Daemon:
         return self.pub is not None and not self.pub.commands.empty()
 
     def _process(self, i: int, n: int) -> None:
+        """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span); the
+        estimate rows go to the slot arrays (``_sV``...), see :meth:`_handover`."""
         ring = self.ring
         V = ring.values[i:i + n]
         seq = ring.seq[i:i + n]
         t_ns = ring.t_ns[i:i + n]
-        fl = self._fl[:n]
-        fl[:] = ring.flags[i:i + n]
+        fl = ring.flags[i:i + n]  # bit0 is added in place: the raw record carries it
         Y = V  # physical units (the acquisition calibrated them)
         bad = ~np.isfinite(V)
-        if bad.any():
+        anybad = bad.any()
+        if anybad:
             fl |= np.where(bad.any(axis=1), FLAG_NONFINITE, 0).astype(np.uint8)
-        if self.rec is not None:
-            self.rec.append_raw(seq, t_ns, Y, fl)
         if not self.paused:
-            Yk = Y
             cuts = []
-            if bad.any():
+            if anybad:
                 self.bad_samples += int(bad.any(axis=1).sum())
             events = self.faults.update(bad)
             if events:
                 self._fault_events(events, seq)
                 cuts += [k for k, _, what in events if what == "recovered"]
-            gaps = np.nonzero(fl & FLAG_GAP)[0]
-            cuts += gaps.tolist()
+            if n == 1:
+                if fl[0] & FLAG_GAP:
+                    cuts.append(0)
+            else:
+                cuts += np.nonzero(fl & FLAG_GAP)[0].tolist()
             if cuts:
                 a = 0
                 for c in sorted(set(cuts)):
                     if c > a:
-                        self._estimate(Yk[a:c], seq[a:c], t_ns[a:c], fl[a:c])
+                        self._estimate(Y[a:c], seq[a:c], t_ns[a:c], fl[a:c], i + a)
                     self._reset_estimator()
                     a = c
-                self._estimate(Yk[a:], seq[a:], t_ns[a:], fl[a:])
+                self._estimate(Y[a:], seq[a:], t_ns[a:], fl[a:], i + a)
             else:
-                self._estimate(Yk, seq, t_ns, fl)
+                self._estimate(Y, seq, t_ns, fl, i)
         else:
             self.faults.update(bad)
-        self.latency.add(time.perf_counter_ns() - ring.stamp_ns[i:i + n])
+        now = time.monotonic_ns()
+        off = self._t_off
+        if n == 1:
+            self.latency_ring.add_one(now - int(ring.stamp_ns[i]))
+            if off is not None:
+                self.latency.add_one(now - (int(t_ns[0]) + off))
+        else:
+            self.latency_ring.add(now - ring.stamp_ns[i:i + n])
+            if off is not None:
+                self.latency.add(now - (t_ns + off))
         self.processed += n
 
-    def _estimate(self, Yk, seq, t_ns, fl) -> None:
+    def _estimate(self, Yk, seq, t_ns, fl, slot: int) -> None:
+        """Run the estimator on one gap-free segment (ring slots ``slot ..``); estimate
+        row ``j`` of the segment goes to slot ``slot + j`` (the sample whose arrival
+        completed it)."""
         n = Yk.shape[0]
         F, Z, ef = self._F[:n], self._Z[:n], self._ef[:n]
         self.est.process(Yk, F, Z, ef)
@@ -364,15 +457,16 @@ class Daemon:
         m = n - first
         if m > 0:
             src = slice(h + first - d, h + n - d)
-            V = self._V[:m]
+            s0 = slot + first
+            V = self._sV[s0:s0 + m]
             V[:, :self.nf] = F[first:]
             V[:, self.nf:] = Z[first:]
-            eflags = ef[first:] | (self._hf[src] & (FLAG_SATURATED | FLAG_GAP))
-            dseq, dt = self._hseq[src], self._ht[src]
-            if self.pub is not None:
-                self.pub.add_estimates(dseq, dt, V, eflags)
-            if self.rec is not None:
-                self.rec.append_estimates(dseq, dt, V, eflags)
+            # eflags = estimator flags | (saturated, gap) of the described sample
+            np.bitwise_or(ef[first:], self._hf[src] & (FLAG_SATURATED | FLAG_GAP),
+                          out=self._sf[s0:s0 + m])
+            self._sseq[s0:s0 + m] = self._hseq[src]
+            self._st[s0:s0 + m] = self._ht[src]
+            self._sok[s0:s0 + m] = True
             self.estimates += m
         # keep the last `delay` entries
         tot = h + n
@@ -382,6 +476,30 @@ class Daemon:
             self._ht[:keep] = self._ht[tot - keep:tot]
             self._hf[:keep] = self._hf[tot - keep:tot]
         self._hn = keep
+
+    def _handover(self, i: int, n: int) -> None:
+        """Raw samples of ring slots ``i .. i+n-1`` to the recorder, their estimate rows to
+        the recorder and the publisher (both copy)."""
+        ring = self.ring
+        if self.rec is not None:
+            self.rec.append_raw(ring.seq[i:i + n], ring.t_ns[i:i + n], ring.values[i:i + n],
+                                ring.flags[i:i + n])
+        ok = self._sok[i:i + n]
+        if self.pub is None and (self.rec is None or "estimates" not in self.rec.streams):
+            ok[:] = False
+            return
+        if ok.all():
+            sel = slice(i, i + n)
+        elif ok.any():
+            sel = i + np.nonzero(ok)[0]
+        else:
+            return
+        seq, t, V, f = self._sseq[sel], self._st[sel], self._sV[sel], self._sf[sel]
+        if self.pub is not None:
+            self.pub.add_estimates(seq, t, V, f)
+        if self.rec is not None:
+            self.rec.append_estimates(seq, t, V, f)
+        ok[:] = False
 
     def _reset_estimator(self) -> None:
         """Reset the estimator; samples still waiting for their delayed estimate get NaN
@@ -409,7 +527,8 @@ class Daemon:
             except queue.Empty:
                 return
             try:
-                extra = cmd.handler(self, args) or {}
+                with self._lock:
+                    extra = cmd.handler(self, args) or {}
                 self.pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
             except CommandError as e:
                 self.pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})
@@ -455,7 +574,11 @@ class Daemon:
         d = {"t": round(time.time(), 3), "state": self.state,
              "uptime_s": round(time.monotonic() - self.t_start, 3),
              "samples": self.processed, "estimates": self.estimates,
-             "latency_us": self.latency.summary(),
+             "latency_us": (self.latency if self._t_off is not None
+                            else self.latency_ring).summary(),
+             "latency_from": "drdy" if self._t_off is not None else "ring",
+             "latency_ring_us": self.latency_ring.summary(),
+             "estimate_in": "acquisition" if self.inline else "loop",
              "overruns": r.overruns, "lost_samples": r.lost, "ring_depth": r.available(),
              "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
              "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),

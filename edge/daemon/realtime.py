@@ -7,6 +7,7 @@ import ctypes.util
 import gc
 import logging
 import os
+import sys
 import threading
 
 log = logging.getLogger("vsense.realtime")
@@ -71,7 +72,56 @@ def gc_restore(mode: str) -> None:
         gc.enable()
 
 
+MADV_PAGEOUT = 21  # Linux >= 5.4: reclaim these pages now
+
+
+def release_library_pages(name: str = "libllvmlite.so", maps: str = "/proc/self/maps") -> int:
+    """Advise the kernel to page out the resident pages of the read-only mappings of a shared
+    library (``madvise(MADV_PAGEOUT)``); return the number of bytes advised (0 when the
+    library is not mapped or the call is refused; never raises).
+
+    Used after start-up for the LLVM compiler inside llvmlite: once the estimator kernel is
+    compiled or loaded from the numba cache, the ~70 MB of LLVM code pages it touched are
+    not used by the running kernel (it is machine code in its own anonymous pages). They
+    are clean file pages, so nothing is written anywhere; if LLVM runs again (a new kernel
+    signature) the kernel simply faults them back in from the page cache.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise = libc.madvise
+        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        ranges = []
+        with open(maps) as f:
+            for line in f:
+                p = line.split()
+                if len(p) >= 6 and p[5].rsplit("/", 1)[-1] == name and "w" not in p[1]:
+                    a, b = (int(x, 16) for x in p[0].split("-"))
+                    ranges.append((a, b))
+    except (OSError, AttributeError) as e:
+        log.warning("realtime: cannot release %s pages (%s); continuing", name, e)
+        return 0
+    done = 0
+    for a, b in ranges:
+        if madvise(a, b - a, MADV_PAGEOUT) == 0:
+            done += b - a
+        else:
+            e = ctypes.get_errno()
+            log.warning("realtime: madvise(MADV_PAGEOUT) on %s refused (%s); continuing",
+                        name, os.strerror(e))
+            return done
+    if done:
+        log.info("released the resident pages of %s (%.0f MB mapped)", name, done / 1e6)
+    return done
+
+
+def set_switch_interval(us: float) -> None:
+    """``sys.setswitchinterval``: a thread waiting for the GIL asks the holder to drop it
+    after ``us`` microseconds (Python's default 5000)."""
+    sys.setswitchinterval(us * 1e-6)
+
+
 def apply(rt: dict) -> dict:
     """Apply the process-wide part of ``[realtime]``; return what took effect."""
+    set_switch_interval(rt["switch_interval_us"])
     return {"cpu_affinity": set_affinity(rt["cpu_affinity"]),
             "mlockall": lock_memory() if rt["mlockall"] else False}

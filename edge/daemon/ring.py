@@ -28,7 +28,7 @@ class Ring:
     Arrays (all preallocated): ``values (capacity, nch) float64`` [channel units],
     ``t_ns (capacity,) int64`` [sample time, ns], ``flags (capacity,) uint8``,
     ``seq (capacity,) int64`` [ADC sample number], ``stamp_ns (capacity,) int64``
-    [``time.perf_counter_ns()`` when the sample entered the ring, for latency].
+    [``time.monotonic_ns()`` when the sample entered the ring, for latency].
     """
 
     def __init__(self, capacity: int, nch: int):
@@ -75,21 +75,40 @@ class Ring:
 
     def commit(self, n: int) -> None:
         """Publish ``n`` samples written into the last :meth:`write_span` views."""
+        if self.stage(n):
+            self.publish(n)
+
+    def stage(self, n: int) -> bool:
+        """Number ``n`` samples written into the last :meth:`write_span` views (``seq``,
+        ``stamp_ns``, gap flag) without making them visible to the consumer yet, so the
+        producer can still work on them in place (estimation in the acquisition thread).
+
+        Returns False when there is nothing to publish: ``n <= 0``, or the views were the
+        scratch buffers of a full ring (the samples are then counted lost here).
+        """
         if n <= 0:
-            return
+            return False
         if self._span_scratch:
             self.lost += n
             self.overruns += 1
             self.adc_count += n
             self._gap_pending = True
-            return
+            return False
         i = self.head % self.capacity
-        self.seq[i:i + n] = np.arange(self.adc_count, self.adc_count + n)
-        self.stamp_ns[i:i + n] = time.perf_counter_ns()
+        if n == 1:  # the per-sample path: no temporary arrays
+            self.seq[i] = self.adc_count
+            self.stamp_ns[i] = time.monotonic_ns()
+        else:
+            self.seq[i:i + n] = np.arange(self.adc_count, self.adc_count + n)
+            self.stamp_ns[i:i + n] = time.monotonic_ns()
         if self._gap_pending:
             self.flags[i] |= FLAG_GAP
             self._gap_pending = False
         self.adc_count += n
+        return True
+
+    def publish(self, n: int) -> None:
+        """Make ``n`` staged samples visible to the consumer (after :meth:`stage`)."""
         self.head += n  # the slot contents are complete before head moves
         if self._waiting:
             with self._cond:

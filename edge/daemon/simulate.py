@@ -214,9 +214,18 @@ class SignalAcquisition:
         self._bi += n
         return out
 
+    @property
+    def host_offset_ns(self) -> int | None:
+        """``time.monotonic_ns`` of sample 0's DRDY (real clock, after the first read):
+        sample k's DRDY is at ``host_offset_ns + t_ns[k]``."""
+        if self.clock != "real" or self.start is None:
+            return None
+        return self._start_ns
+
     def read(self, out_values, out_t_ns, out_flags) -> int:
         if self.start is None:
-            self.start = time.monotonic()
+            self._start_ns = time.monotonic_ns()
+            self.start = self._start_ns * 1e-9
         nmax = out_values.shape[0]
         if self.total is not None:
             if self.k >= self.total:
@@ -235,7 +244,8 @@ class SignalAcquisition:
                 avail = due - self.k
                 if avail > 0:
                     break
-                time.sleep(max(0.0, (self.k + 1) / self.rate - (time.monotonic() - self.start)))
+                # sample k is due (its DRDY) at start + k / rate
+                time.sleep(max(0.0, self.k / self.rate - (time.monotonic() - self.start)))
             nmax = min(nmax, avail)
         v = self._take(nmax)
         n = v.shape[0]
@@ -322,6 +332,13 @@ class LimitedAcquisition:
 
     def __init__(self, acq, total: int | None):
         self.acq, self.total, self.k = acq, total, 0
+
+    @property
+    def host_offset_ns(self) -> int | None:
+        """DRDY clock -> ``time.monotonic_ns`` offset of the wrapped driver's clock."""
+        from edge.daemon.loop import drdy_offset_ns
+
+        return drdy_offset_ns(self.acq, False)
 
     def read(self, values, t_ns, flags) -> int:
         if self.total is not None:
