@@ -239,7 +239,8 @@ class EstimatorSpec:
     beta: float = 0.25
     gamma: float = 0.5
     alpha: float | str = "auto"
-    window: int = 1
+    window: int | str = 1
+    discretization: str = "newmark"
 
 
 @dataclass(frozen=True)
@@ -522,9 +523,14 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
             check(alpha, f"{w}.alpha", "str", choices=ALPHA_RULES)
         else:
             alpha = check(alpha, f"{w}.alpha", "num", lo=0.0)
-        window = t.get("window", "int", 1, lo=1)
+        window = t.get("window", "any", 1)
+        if isinstance(window, str):
+            check(window, f"{w}.window", "str", choices=("auto",))
+        else:
+            window = check(window, f"{w}.window", "int", lo=1, hi=200)
+        disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
         t.done()
-        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window)
+        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc)
 
     signal_names = {}
     for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
