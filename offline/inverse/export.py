@@ -1,9 +1,9 @@
-"""Export of a trained inverse map to ONNX, normalisation inside the graph, with a check set.
+r"""Export of a trained inverse map to ONNX, normalisation inside the graph, with a check set.
 
 Graph (double precision throughout)::
 
-    features (N, nf) -> Sub(x_min) -> Mul(x_scale) -> [sklearn graph(s)] -> Mul(y_range) -> Add(y_min) -> params (N, np)
-                                                                         \-> std (N, np)
+    features (N, nf) -> Sub(x_min) -> Mul(x_scale) -> [sklearn graph(s)] -> Mul(y_range) -> Add(y_min)
+                     [-> Exp when the map learned log p] -> params (N, np);   std (N, np)
 
 For the MLP, ``std`` is the constant validation-residual standard deviation; for the GP, each
 parameter's GP gives its predictive standard deviation. A *check set* (features and the
@@ -52,7 +52,8 @@ def to_onnx(tm: TrainedMap, name: str = "inverse_map") -> bytes:
     # x_nor = (x - x_min) * x_scale   (min-max normalisation, paper 000 Appendix A)
     nodes.append(helper.make_node("Sub", [INPUT, const("x_min", tm.x_min[None])], ["x_shift"], name="norm_sub"))
     nodes.append(helper.make_node("Mul", ["x_shift", const("x_scale", tm.x_scale[None])], ["x_norm"], name="norm_mul"))
-    inits.append(numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), "col_shape"))
+    inits.append(numpy_helper.from_array(np.array([-1, 1] if tm.kind == "gp" else [-1, n_p],
+                                                  dtype=np.int64), "col_shape" if tm.kind == "gp" else "row_shape"))
     subs = [tm.model] if tm.kind == "mlp" else list(tm.model)
     means, stds = [], []
     opset = OPSET
@@ -64,8 +65,12 @@ def to_onnx(tm: TrainedMap, name: str = "inverse_map") -> bytes:
         nodes.extend(m.graph.node)
         inits.extend(m.graph.initializer)
         outs = [o.name for o in m.graph.output]
-        nodes.append(helper.make_node("Reshape", [outs[0], "col_shape"], [f"m{j}_mean"], name=f"m{j}_mean_r"))
-        means.append(f"m{j}_mean")
+        if tm.kind == "gp":  # one column per single-output GP
+            nodes.append(helper.make_node("Reshape", [outs[0], "col_shape"], [f"m{j}_mean"], name=f"m{j}_mean_r"))
+            means.append(f"m{j}_mean")
+        else:  # the MLP gives all parameters at once; skl2onnx flattens them to (N*np, 1)
+            nodes.append(helper.make_node("Reshape", [outs[0], "row_shape"], [f"m{j}_mean"], name=f"m{j}_mean_r"))
+            means.append(f"m{j}_mean")
         if tm.kind == "gp":
             nodes.append(helper.make_node("Reshape", [outs[1], "col_shape"], [f"m{j}_std"], name=f"m{j}_std_r"))
             stds.append(f"m{j}_std")
@@ -75,10 +80,19 @@ def to_onnx(tm: TrainedMap, name: str = "inverse_map") -> bytes:
         nodes.append(helper.make_node("Identity", means, ["y_norm"], name="mean_id"))
     # p = y_min + y_range * y_nor   (denormalisation)
     nodes.append(helper.make_node("Mul", ["y_norm", const("y_range", tm.y_range[None])], ["y_scaled"], name="denorm_mul"))
-    nodes.append(helper.make_node("Add", ["y_scaled", const("y_min", tm.y_min[None])], [OUT_PARAMS], name="denorm_add"))
+    p_out = "log_params" if tm.log_targets else OUT_PARAMS
+    nodes.append(helper.make_node("Add", ["y_scaled", const("y_min", tm.y_min[None])], [p_out], name="denorm_add"))
+    if tm.log_targets:
+        # p = exp(log p)
+        nodes.append(helper.make_node("Exp", [p_out], [OUT_PARAMS], name="exp"))
     if tm.kind == "gp":
         nodes.append(helper.make_node("Concat", stds, ["s_norm"], axis=1, name="concat_std"))
-        nodes.append(helper.make_node("Mul", ["s_norm", "y_range"], [OUT_STD], name="std_mul"))
+        if tm.log_targets:
+            # std(p) ≈ p * y_range * std(y_nor)   (first-order propagation through exp)
+            nodes.append(helper.make_node("Mul", ["s_norm", "y_range"], ["s_log"], name="std_mul"))
+            nodes.append(helper.make_node("Mul", ["s_log", OUT_PARAMS], [OUT_STD], name="std_exp"))
+        else:
+            nodes.append(helper.make_node("Mul", ["s_norm", "y_range"], [OUT_STD], name="std_mul"))
     else:
         # std = 0 * y_norm + sigma_val   (validation-residual estimate, broadcast per row)
         nodes.append(helper.make_node("Mul", ["y_norm", const("zero", np.zeros((1, n_p)))], ["s0"], name="std_zero"))

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from offline._deps import need
-from offline.inverse.mlp import TrainedMap, _check_xy, normalisation
+from offline.inverse.mlp import TrainedMap, _check_xy, normalisation, targets
 
 
 def train_gp(X, Y, X_val=None, Y_val=None, seed: int = 0, n_restarts: int = 0,
-             max_train: int = 1500) -> TrainedMap:
+             max_train: int = 1500, log_targets: bool = True) -> TrainedMap:
     """Train the GP inverse map.
 
     Parameters
@@ -28,6 +28,7 @@ def train_gp(X, Y, X_val=None, Y_val=None, seed: int = 0, n_restarts: int = 0,
     gpm = need("sklearn.gaussian_process")
     kern = need("sklearn.gaussian_process.kernels")
     X, Y = _check_xy(X, Y, "training set")
+    Y = targets(Y, log_targets)
     if len(X) > max_train:
         raise ValueError(f"GP training set has {len(X)} samples; at most {max_train} (O(S^3) cost)")
     x_min, x_scale, y_min, y_range = normalisation(X, Y)
@@ -46,7 +47,7 @@ def train_gp(X, Y, X_val=None, Y_val=None, seed: int = 0, n_restarts: int = 0,
         info.append(str(gp.kernel_))
     # each GP is fitted to the centred column: fold the centring into the output offset
     tm = TrainedMap("gp", gps, x_min, x_scale, y_min + y_range * Ym, y_range, np.zeros(Y.shape[1]),
-                    {"kernels": info})
+                    {"kernels": info}, log_targets=log_targets)
     if X_val is not None:
         X_val, Y_val = _check_xy(X_val, Y_val, "validation set")
         tm.sigma_val = (tm.predict(X_val) - Y_val).std(axis=0, ddof=1)

@@ -29,6 +29,8 @@ class TrainedMap:
     y_min, y_range : (np,)    p = y_min + y_range * y_norm
     sigma_val : (np,)         std of the validation residuals [SI] (uncertainty of the MLP)
     history : dict            training/validation loss per epoch, best epoch
+    log_targets : bool        the map learns log(p) (min-max normalised): the training loss
+                              then weighs relative errors, as eq. 18 does
     """
 
     kind: str
@@ -39,6 +41,7 @@ class TrainedMap:
     y_range: np.ndarray
     sigma_val: np.ndarray
     history: dict = field(default_factory=dict)
+    log_targets: bool = False
 
     def normalise(self, X):
         # x_nor = (x - x_min) / (x_max - x_min)   (paper 000, Appendix A)
@@ -53,9 +56,16 @@ class TrainedMap:
             sd = np.stack([o[1].reshape(-1) for o in out], axis=1)
         else:
             mu = self.model.predict(Xn).reshape(len(Xn), -1)
-            sd = np.broadcast_to(self.sigma_val / self.y_range, mu.shape)
+            sd = np.zeros_like(mu)  # replaced by sigma_val below
         p = self.y_min + self.y_range * mu
-        return (p, sd * self.y_range) if return_std else p
+        sd = sd * self.y_range
+        if self.log_targets:
+            # p = exp(log p);  std(p) ≈ p std(log p)   (first-order propagation)
+            p = np.exp(p)
+            sd = p * sd
+        if self.kind == "mlp":  # validation-residual standard deviation [SI], per parameter
+            sd = np.broadcast_to(np.asarray(self.sigma_val, np.float64), p.shape).copy()
+        return (p, sd) if return_std else p
 
 
 def normalisation(X, Y):
@@ -67,6 +77,18 @@ def normalisation(X, Y):
     y_min, y_max = Y.min(axis=0), Y.max(axis=0)
     y_range = np.where(y_max > y_min, y_max - y_min, 1.0)
     return x_min, x_scale, y_min, y_range
+
+
+def targets(Y, log_targets: bool, what: str = "training set"):
+    """Parameters as learned: ``log(Y)`` when ``log_targets`` (all must be > 0)."""
+    Y = np.asarray(Y, np.float64)
+    if not log_targets:
+        return Y
+    if np.any(Y <= 0):
+        j = int(np.argwhere(Y <= 0)[0, 1])
+        raise ValueError(f"{what}: log_targets needs positive parameters; column {j} has values <= 0 "
+                         "(e.g. an added mass with lower bound 0): use log_targets=False")
+    return np.log(Y)
 
 
 def _check_xy(X, Y, what):
@@ -82,7 +104,8 @@ def _check_xy(X, Y, what):
 
 def train_mlp(X, Y, X_val, Y_val, hidden=(64, 64), max_epochs: int = 400, patience: int = 40,
               batch_size: int = 50, learning_rate: float = 1e-3, alpha: float = 1e-6,
-              seed: int = 0, progress: bool = True) -> TrainedMap:
+              seed: int = 0, log_targets: bool = True, lr_drops: int = 2,
+              progress: bool = True) -> TrainedMap:
     """Train the MLP inverse map.
 
     Parameters
@@ -90,12 +113,16 @@ def train_mlp(X, Y, X_val, Y_val, hidden=(64, 64), max_epochs: int = 400, patien
     X, Y : (S, nf), (S, np)      training features and parameters [SI]
     X_val, Y_val : (Sv, nf), (Sv, np)   validation set (early stopping only)
     hidden : tuple of int        neurons per ReLU hidden layer
-    patience : int               epochs without validation improvement before stopping (n_es)
+    patience : int               epochs without validation improvement before stopping (n_es),
+                                 after ``lr_drops`` restarts from the best weights with the
+                                 learning rate divided by 10 each time
     seed : int                   weight initialisation and batch shuffling
     """
     nn = need("sklearn.neural_network")
     X, Y = _check_xy(X, Y, "training set")
     X_val, Y_val = _check_xy(X_val, Y_val, "validation set")
+    Y_si, Yv_si = Y, Y_val
+    Y, Y_val = targets(Y, log_targets), targets(Y_val, log_targets, "validation set")
     if X_val.shape[1] != X.shape[1]:
         raise ValueError(f"validation features have {X_val.shape[1]} columns, training {X.shape[1]}")
     x_min, x_scale, y_min, y_range = normalisation(X, Y)
@@ -106,6 +133,7 @@ def train_mlp(X, Y, X_val, Y_val, hidden=(64, 64), max_epochs: int = 400, patien
                           alpha=alpha, random_state=seed, shuffle=True, max_iter=1, tol=0.0)
     best, best_loss, best_epoch, wait = None, np.inf, -1, 0
     hist_tr, hist_val = [], []
+    lr, drops = learning_rate, 0
     bar = _progress(total=max_epochs, desc="training MLP", enable=progress)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -121,11 +149,17 @@ def train_mlp(X, Y, X_val, Y_val, hidden=(64, 64), max_epochs: int = 400, patien
             else:
                 wait += 1
                 if wait >= patience:
-                    break
+                    if drops >= lr_drops:
+                        break
+                    # plateau: restart from the best weights with a 10x smaller step
+                    drops, wait, lr = drops + 1, 0, lr * 0.1
+                    mlp.coefs_, mlp.intercepts_ = copy.deepcopy(best[0]), copy.deepcopy(best[1])
+                    mlp._optimizer.learning_rate_init = lr
     bar.close()
     mlp.coefs_, mlp.intercepts_ = best
-    res = mlp.predict(Xv).reshape(Yv.shape) - Yv
-    sigma_val = res.std(axis=0, ddof=1) * y_range
-    return TrainedMap("mlp", mlp, x_min, x_scale, y_min, y_range, sigma_val,
-                      {"train_loss": hist_tr, "val_loss": hist_val, "best_epoch": best_epoch,
-                       "epochs": len(hist_val)})
+    tm = TrainedMap("mlp", mlp, x_min, x_scale, y_min, y_range, np.zeros(Y.shape[1]),
+                    {"train_loss": hist_tr, "val_loss": hist_val, "best_epoch": best_epoch,
+                     "epochs": len(hist_val), "lr_drops": drops}, log_targets=log_targets)
+    # uncertainty of the MLP: std of the validation residuals [SI]
+    tm.sigma_val = (tm.predict(X_val) - Yv_si).std(axis=0, ddof=1)
+    return tm
