@@ -1,0 +1,112 @@
+"""Parametric reduced model from a model file ([[parameters]], [experiment], [inverse]).
+
+The full FE model is built at the nominal parameters and once per parameter at a perturbed
+point (a copy of ``spec.raw`` edited: ``materials.<m>.E``, the named ``[[spring]]``'s ``k``, the
+named ``[[mass]]``'s ``m``); all are projected with the nominal reduction basis T, whose
+coordinates are those of the bundle (masters first: sensors, forces, declared masters; then
+slave modal coordinates), so the parts can ship in the same bundle.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from offline.inverse import spec as ispec
+from offline.inverse.parametric import ParametricModel, from_builder
+
+_KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
+
+
+@dataclass
+class ModelFileSetup:
+    """Everything the inverse-map pipeline needs from one model file."""
+
+    pm: ParametricModel
+    parameters: list
+    experiment: ispec.Experiment
+    settings: ispec.InverseSettings
+    name: str
+    reduction: object
+
+
+def _edit(raw: dict, params, theta, where: str) -> dict:
+    r = copy.deepcopy(raw)
+    for p, v in zip(params, theta):
+        if p.kind == "modulus":
+            mats = r.get("materials", {})
+            if p.target not in mats:
+                raise ValueError(f"{where}: [[parameters]] {p.name!r}: no material {p.target!r} "
+                                 f"(have {sorted(mats)})")
+            mats[p.target]["E"] = float(v)
+        elif p.kind in ("spring", "mass"):
+            key, field = ("spring", "k") if p.kind == "spring" else ("mass", "m")
+            hits = [e for e in r.get(key, []) if e.get("name") == p.target]
+            if len(hits) != 1:
+                raise ValueError(f"{where}: [[parameters]] {p.name!r}: needs exactly one [[{key}]] "
+                                 f"named {p.target!r}, found {len(hits)}")
+            hits[0][field] = float(v)
+    return r
+
+
+def from_model_file(path, progress: bool = True, extra: dict | None = None) -> ModelFileSetup:
+    """Load a model file and build its parametric reduced model (see module docstring).
+
+    ``extra`` adds or replaces top-level sections (e.g. ``parameters``, ``experiment``) of the
+    parsed file before anything is built, for files that carry no ``[[parameters]]``.
+    """
+    from offline.build import _masters
+    from offline.model import build_fe_model, load_model_file, spec_from_dict
+    from offline.reduction import reduce
+
+    spec0 = load_model_file(path)
+    if extra:
+        spec0 = spec_from_dict({**spec0.raw, **copy.deepcopy(extra)}, spec0.path)
+    where = spec0.where("").rstrip(": ")
+    params, exp, settings = ispec.parse(spec0.raw, where)
+    theta0 = np.array([p.theta0 for p in params])
+    bounds = np.array([p.bounds for p in params])
+    zeta = [p for p in params if p.kind == "damping_ratio"]
+    raw0 = _edit(spec0.raw, params, theta0, where)
+    spec = spec_from_dict(raw0, spec0.path)
+    model = build_fe_model(spec, progress=progress)
+    masters, chan_dofs, force_dofs = _masters(spec, model)
+    red_spec = spec.reduction
+    red = reduce(model, masters, n_modes=int(red_spec.modes if red_spec else 50),
+                 method=red_spec.method if red_spec else "gmr+", n_report=0, progress=progress)
+    n = red.M.shape[0]
+    names = [s.name for s in spec.sensors]
+    rows, kinds = [], []
+    for ch in exp.channels:
+        if ch not in names:
+            raise ValueError(f"{where}: [experiment].channels: {ch!r} is not a [[sensors]] name "
+                             f"(have {names})")
+        i = names.index(ch)
+        rows.append(np.eye(n)[i])  # sensors are the first masters, in file order
+        kinds.append(_KIND_CODE[spec.sensors[i].kind])
+    fnames = [f.name for f in spec.forces]
+    at = exp.excitation.get("at", fnames[0] if fnames else None)
+    if at not in fnames:
+        raise ValueError(f"{where}: [experiment].excitation.at: {at!r} is not a [[forces]] name "
+                         f"(have {fnames})")
+    pos = {int(d): i for i, d in enumerate(masters)}
+    force = np.eye(n)[pos[int(force_dofs[fnames.index(at)])]]
+    zeta0 = 0.01
+    if spec.damping is not None and spec.damping.ratios is not None:
+        zeta0 = float(spec.damping.ratios[0][1])
+
+    def build(theta):
+        m = build_fe_model(spec_from_dict(_edit(spec0.raw, params, theta, where), spec0.path),
+                           progress=False)
+        if m.n_dofs != model.n_dofs:
+            raise ValueError(f"{where}: the model's DOFs change with the parameters")
+        return m.M, m.K
+
+    pm = from_builder(build, theta0, bounds, [p.name for p in params], [p.kind for p in params],
+                      T=red.T, out_rows=np.array(rows), out_kind=np.array(kinds), force=force,
+                      channels=exp.channels, zeta0=zeta0,
+                      modes=zeta[0].modes if zeta else (1, 2), verify=True)
+    return ModelFileSetup(pm=pm, parameters=params, experiment=exp, settings=settings,
+                          name=spec.name, reduction=red)
