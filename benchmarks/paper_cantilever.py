@@ -97,7 +97,7 @@ def main(argv=None):
         sims[name] = simulate_model(MODEL, load, args.duration, noise=0.0, oversample=4,
                                     show_progress=False, build_result=res)
     print(f"\nFDE over {BAND[0]:g}-{BAND[1]:g} Hz, force F110 / displacement d60; automatic "
-          "alpha per window (L-curve for L=1, discrepancy for L>1)")
+          "alpha per window (rule auto: L-curve for L=1, discrepancy for L>1)")
     head = "".join(f"{'L=' + str(L):>16}" for L in windows)
     print(f"{'case':<18}{'noise':>6}{head}{'paper T8/T9':>16}")
     for name, sim in sims.items():

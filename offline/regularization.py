@@ -26,11 +26,13 @@ The discrepancy principle (Morozov) picks the alpha where the weighted residual 
 noise level, ``mean(w r^2) = 1`` per channel, with ``w = 1 / sigma^2`` the channel weights
 (the last upward crossing on the grid).
 
-``method="auto"`` uses the L-curve for the per-step estimator (window 1, as in the paper) and
-the discrepancy principle for fixed-lag windows: measured on simulated records, the L-curve
-under-regularises windowed estimators (force errors 2-5x the best alpha on the grid) while the
-discrepancy principle lands within 1.6x; the per-step estimator cannot fit the data to the noise
-level at any useful alpha, so the discrepancy principle fails there (see docs/estimator.md).
+``method="auto"`` uses the discrepancy principle for fixed-lag windows on displacement
+channels and the L-curve otherwise: measured on simulated records, the L-curve
+under-regularises windowed displacement estimators (force errors 2-5x the best alpha on the
+grid) while the discrepancy principle lands within 1.6x; the per-step estimator cannot fit the
+data to the noise level at any useful alpha, and with velocity/acceleration channels the
+residual reaches the noise level only where the displacement has drifted, so the discrepancy
+principle fails there (see docs/estimator.md).
 """
 
 from __future__ import annotations
@@ -61,10 +63,12 @@ class AlphaChoice:
     unstable: list = field(default_factory=list)
     chi2: np.ndarray | None = None
 
+    displacement_only: bool = True
+
     @property
     def resolved_method(self) -> str:
         if self.method == "auto":
-            return "lcurve" if self.window == 1 else "discrepancy"
+            return "discrepancy" if self.window > 1 and self.displacement_only else "lcurve"
         return self.method
 
     @property
@@ -247,7 +251,9 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
     choice = AlphaChoice(alphas=alphas, residual_norm=rho, solution_norm=eta, curvature=kap,
                        gcv=gcv, alpha_lcurve=float(alphas[i_corner]),
                        alpha_gcv=float(alphas[i_gcv]), alpha_discrepancy=alpha_disc,
-                       window=L, method=method, unstable=unstable, chi2=chi2)
+                       window=L, method=method, unstable=unstable, chi2=chi2,
+                       displacement_only=all(c.kind == "displacement"
+                                             for c in bundle.channels))
     _ensure_stable(choice, bundle)
     return choice
 
