@@ -9,7 +9,6 @@ estimate describes (the fixed-lag delay is already removed); warm-up rows are om
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.csvio import CsvError, read_table, write_table
 from edge.estimator import FLAG_WARMUP, Estimator
 
 
@@ -26,32 +26,10 @@ class ReplayError(ValueError):
 
 def read_measurement_csv(path):
     """``(t (n,), Y (n, m), names)`` from a ``time,<names>`` CSV; errors name file and line."""
-    path = Path(path)
-    if not path.exists():
-        raise ReplayError(f"{path}: file does not exist")
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise ReplayError(f"{path}: empty file") from None
-        if not header or header[0] != "time":
-            raise ReplayError(f"{path}: first column must be 'time', header is {header}")
-        rows = []
-        for i, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise ReplayError(f"{path}: line {i} has {len(row)} fields, header has "
-                                  f"{len(header)}")
-            try:
-                rows.append([float(x) for x in row])
-            except ValueError:
-                raise ReplayError(f"{path}: line {i}: not a number in {row}") from None
-    if not rows:
-        raise ReplayError(f"{path}: no data rows")
-    arr = np.array(rows)
-    return arr[:, 0], arr[:, 1:], header[1:]
+    try:
+        return read_table(path)
+    except CsvError as exc:
+        raise ReplayError(str(exc)) from None
 
 
 def load_input(path):
@@ -90,11 +68,9 @@ def run_replay(bundle: Bundle, t, Y, names, source="input"):
 
 
 def write_estimates(out, t, F, Z, flags, force_names, output_names) -> None:
-    w = csv.writer(out)
-    w.writerow(["time", *force_names, *output_names, "flags"])
-    for i in range(len(t)):
-        w.writerow([repr(float(t[i])), *(repr(float(x)) for x in F[i]),
-                    *(repr(float(x)) for x in Z[i]), int(flags[i])])
+    """``time,<forces>,<outputs>,flags`` to a path or an open text file."""
+    write_table(out, t, np.hstack([F, Z]), [*force_names, *output_names], extra=flags,
+                extra_name="flags")
 
 
 def replay(input_path, bundle_path, out_path=None) -> int:

@@ -19,7 +19,6 @@ out of the RMS error and correlation.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from dataclasses import asdict, dataclass, field
@@ -104,7 +103,7 @@ class ScoreTable:
 
 # ---------------------------------------------------------------------------- reading
 def read_table(path) -> tuple[list, np.ndarray]:
-    """Read a numeric CSV with a header row.
+    """Read a numeric CSV with a header row (:func:`edge.csvio.read_table`).
 
     Returns
     -------
@@ -114,36 +113,14 @@ def read_table(path) -> tuple[list, np.ndarray]:
     Raises :class:`ScoreError` naming the file (and line) when it is missing, empty,
     ragged or not numeric.
     """
-    path = str(path)
+    from edge.csvio import CsvError
+    from edge.csvio import read_table as _read
+
     try:
-        with open(path, newline="") as fh:
-            reader = csv.reader(fh)
-            try:
-                names = [h.strip() for h in next(reader)]
-            except StopIteration:
-                raise ScoreError(f"{path}: empty file (expected a header 'time,...')") from None
-            rows = []
-            for lineno, row in enumerate(reader, start=2):
-                if not row or all(not c.strip() for c in row):
-                    continue
-                if len(row) != len(names):
-                    raise ScoreError(f"{path}: line {lineno} has {len(row)} fields, the "
-                                     f"header has {len(names)}")
-                try:
-                    rows.append([float(c) for c in row])
-                except ValueError:
-                    raise ScoreError(f"{path}: line {lineno} is not numeric: "
-                                     f"{','.join(row)[:80]!r}") from None
-    except OSError as exc:
-        raise ScoreError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not names or names[0] != "time":
-        raise ScoreError(f"{path}: first column must be 'time', header is {names[:5]}")
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ScoreError(f"{path}: duplicate columns {dup}")
-    if len(rows) < 2:
-        raise ScoreError(f"{path}: needs at least 2 data rows, has {len(rows)}")
-    return names, np.array(rows, dtype=np.float64)
+        t, data, names = _read(path, min_rows=2)
+    except CsvError as exc:
+        raise ScoreError(str(exc)) from None
+    return ["time", *names], np.column_stack([t, data])
 
 
 # ---------------------------------------------------------------------------- scoring

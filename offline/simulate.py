@@ -8,7 +8,6 @@ Gaussian noise per paper 004 eq. 28: ``y_noisy = y + sigma N``, ``sigma = level 
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -266,41 +265,17 @@ def simulate_dense(M, C, K, force_dofs, F, dt, probes_rows, kinds):
 
 # ------------------------------------------------------------------------------- CSV
 def write_csv(path, t, data, names) -> None:
-    path = Path(path)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["time", *names])
-        for ti, row in zip(t, data):
-            w.writerow([repr(float(ti)), *(repr(float(x)) for x in row)])
+    """``time,<names>`` CSV (:func:`edge.csvio.write_table`)."""
+    from edge.csvio import write_table
+
+    write_table(path, t, data, names)
 
 
 def read_csv(path):
     """Read a ``time,<names>`` CSV; returns (t (n,), data (n, m), names). Clear errors."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: file does not exist")
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        raise ValueError(f"{path}: empty file")
-    header = [h.strip() for h in rows[0]]
-    if not header or header[0] != "time":
-        raise ValueError(f"{path}: first column must be 'time', header is {header}")
-    names = header[1:]
-    data = []
-    for i, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        if len(row) != len(header):
-            raise ValueError(f"{path}: line {i} has {len(row)} fields, header has {len(header)}")
-        try:
-            data.append([float(x) for x in row])
-        except ValueError:
-            raise ValueError(f"{path}: line {i}: not a number in {row}") from None
-    if not data:
-        raise ValueError(f"{path}: no data rows")
-    arr = np.array(data)
-    return arr[:, 0], arr[:, 1:], names
+    from edge.csvio import read_table
+
+    return read_table(path)
 
 
 # ------------------------------------------------------------------- model-file runs

@@ -271,7 +271,7 @@ def test_csv_source_maps_sensitivity_and_offset(tmp_path):
         csv_source(p, {"a3": ("AIN0", 1.0, 0.0)})
     bad = tmp_path / "bad.csv"
     bad.write_text("t,a1\n0,1\n1,2\n")
-    with pytest.raises(ValueError, match="start with 'time'"):
+    with pytest.raises(ValueError, match="first column must be 'time'"):
         csv_source(bad, {"a1": ("AIN0", 1.0, 0.0)})
 
 

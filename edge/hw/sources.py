@@ -13,7 +13,6 @@ and AINCOM (index 8) at time ``t_s`` [s] of the simulation clock. Three kinds:
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
@@ -136,20 +135,12 @@ def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> Arra
     -------
     ArraySource starting at the file's first time stamp.
     """
+    from edge.csvio import read_table
+
     path = Path(path)
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        raise ValueError(f"{path}: empty file")
-    header = [h.strip() for h in rows[0]]
-    if not header or header[0] != "time":
-        raise ValueError(f"{path}: header must start with 'time', got {header[:3]}")
-    try:
-        data = np.array([[float(x) for x in r] for r in rows[1:] if r], dtype=np.float64)
-    except ValueError as exc:
-        raise ValueError(f"{path}: non-numeric value ({exc})") from exc
-    if data.ndim != 2 or data.shape[0] < 2 or data.shape[1] != len(header):
-        raise ValueError(f"{path}: need >= 2 rows of {len(header)} columns")
+    t0, values, names = read_table(path, min_rows=2)
+    header = ["time", *names]
+    data = np.column_stack([t0, values])
     t = data[:, 0]
     dt = np.diff(t)
     if not np.all(dt > 0) or not np.allclose(dt, dt[0], rtol=1e-6, atol=1e-12):
