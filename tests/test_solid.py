@@ -445,3 +445,34 @@ select = {{ group = "root" }}
     # clamped face; equal up to ARPACK convergence, ~1e-9 observed)
     f_face = _first_frequency(model_of(mesh), mesh.groups["x0"])
     assert f[0] == pytest.approx(f_face[0], rel=1e-7)
+
+
+def test_geometry_files_are_meshed_by_gmsh(tmp_path):
+    """.geo and .step inputs: meshed with gmsh (tet10 by default), physical groups kept."""
+    gmsh = pytest.importorskip("gmsh")
+    (tmp_path / "b.geo").write_text(
+        'SetFactory("OpenCASCADE");\nBox(1) = {0, 0, 0, 0.3, 0.1, 0.05};\n'
+        'Physical Volume("body") = {1};\nPhysical Surface("x0") = {1};\n')
+    mesh = read_mesh(tmp_path / "b.geo", mesh_size=0.05)
+    assert [c for c, _ in mesh.cells] == ["tetra10"]
+    assert set(mesh.groups) == {"body", "x0"}
+    # OCC box surface 1 is the face x = 0 (gmsh's OpenCASCADE numbering)
+    rows = np.searchsorted(mesh.node_ids, mesh.groups["x0"])
+    np.testing.assert_allclose(mesh.points[rows, 0], 0.0, atol=1e-12)
+    gmsh.initialize(interruptible=False)
+    try:
+        gmsh.option.setNumber("General.Terminal", 0)
+        gmsh.model.occ.addBox(0, 0, 0, 300.0, 100.0, 50.0)  # in mm
+        gmsh.model.occ.synchronize()
+        gmsh.write(str(tmp_path / "b.step"))
+    finally:
+        gmsh.finalize()
+    mesh = read_mesh(tmp_path / "b.step", scale=1e-3, mesh_size=0.05, order=1)
+    assert [c for c, _ in mesh.cells] == ["tetra"]
+    # the model's volume from the mm geometry scaled to m: 0.3 x 0.1 x 0.05 = 1.5e-3 m^3
+    model = model_of(mesh, rho=1.0)
+    R = mpc.rigid_body_modes(model)
+    assert (R[:, 0] @ (model.M @ R[:, 0])) == pytest.approx(1.5e-3, rel=1e-12)
+    msh = gmsh_box(tmp_path / "m.msh", (1.0, 1.0, 1.0), 0.5, 1)
+    with pytest.raises(MeshError, match="mesh_size/order apply only to geometry files"):
+        read_mesh(msh, mesh_size=0.1)
