@@ -51,6 +51,24 @@ def _edit(raw: dict, params, theta, where: str) -> dict:
     return r
 
 
+def _nominal(raw: dict, p) -> float:
+    """θ0 of a parameter: ``nominal`` if given, else the model file's own value (so the nominal
+    reduction basis is the one ``offline.build`` computes), else the box centre."""
+    if p.nominal is not None:
+        return float(p.nominal)
+    try:
+        if p.kind == "modulus":
+            return float(raw["materials"][p.target]["E"])
+        if p.kind in ("spring", "mass"):
+            key, field = ("spring", "k") if p.kind == "spring" else ("mass", "m")
+            hits = [e for e in raw.get(key, []) if e.get("name") == p.target]
+            if len(hits) == 1:
+                return float(hits[0][field])
+    except (KeyError, TypeError, ValueError):
+        pass
+    return p.theta0
+
+
 def from_model_file(path, progress: bool = True, extra: dict | None = None) -> ModelFileSetup:
     """Load a model file and build its parametric reduced model (see module docstring).
 
@@ -66,7 +84,7 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None) -> M
         spec0 = spec_from_dict({**spec0.raw, **copy.deepcopy(extra)}, spec0.path)
     where = spec0.where("").rstrip(": ")
     params, exp, settings = ispec.parse(spec0.raw, where)
-    theta0 = np.array([p.theta0 for p in params])
+    theta0 = np.array([_nominal(spec0.raw, p) for p in params])
     bounds = np.array([p.bounds for p in params])
     zeta = [p for p in params if p.kind == "damping_ratio"]
     raw0 = _edit(spec0.raw, params, theta0, where)
