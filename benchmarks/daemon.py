@@ -1,27 +1,39 @@
 """Daemon benchmark: sustained rate, loop latency, CPU and memory with the simulated ADC.
 
-    /work/venv/bin/python benchmarks/daemon.py [--quick] [--level signal|adc]
+    /work/venv/bin/python benchmarks/daemon.py [--quick] [--repeat 3]
+        [--python /tmp/edge-venv/bin/python] [--only rate,latency,memory]
 
-Runs the real daemon (ring, estimator, recorder to a temp dir, MQTT to a private Mosquitto
-when /usr/sbin/mosquitto exists) on the real-time clock:
+Runs the real daemon (ring, estimator, recorder to a temp dir, MQTT QoS 0 to a private
+Mosquitto when /usr/sbin/mosquitto exists). Bundle: 8-DOF chain, window 3, one displacement
+channel, dt = 1/rate. Every figure is run ``--repeat`` times (variants interleaved, so they
+see the same machine load) and reported as the median with the range; the load average is
+printed with each section.
 
-1. highest sustained rate with no lost sample: rates stepped up, each for a few seconds
-   (bundle: 8-DOF chain, window 3, one displacement channel, dt = 1/rate; block 64);
-2. loop latency p50/p99/p99.9/max at 1,000 samples/s, per-sample (block 1, read_max 1);
-3. CPU use at 1,000 samples/s of the whole process (with --level signal the source is
-   precomputed, so the figure is the daemon's, not the structure simulation's);
-4. resident memory.
-
-All figures are printed side by side at the end.
+1. **Highest sustained rate with no lost sample** (block 64, read_max 64, estimation in the
+   loop thread), rates stepped up for a few seconds each, at three levels:
+   ``signal`` (values injected after the driver, real clock), ``adc`` (byte-level ADS1256
+   simulator read by the real driver in continuous mode, at the converter's data rates,
+   real clock) and ``adc`` with the virtual clock (no pacing: the rate the whole chain
+   reaches, reported as samples per wall-clock second).
+2. **Latency at 1,000 samples/s**, block 1, read_max 1: from the sample's DRDY time to its
+   estimate being ready, and from the sample entering the ring to the same point (see
+   docs/daemon.md "Latency"), for the variants in :data:`VARIANTS` side by side.
+3. **CPU at 1,000 samples/s** of the whole process during the latency runs.
+4. **Resident memory** of ``vsense-edge run --simulate`` (adc level, real clock, MQTT and
+   recorder on) in a subprocess of each interpreter given (this one and ``--python``):
+   the environment is reported (base-only = scipy not importable; numba imports scipy when
+   it is installed), with and without ``[realtime] release_compiler_memory``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,12 +43,24 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from edge.daemon import app  # noqa: E402
+from edge.daemon import app, realtime  # noqa: E402
 from edge.daemon.config import config_from_dict  # noqa: E402
-from edge.daemon.health import rss_mb  # noqa: E402
+
+#: latency variants: name -> ([loop] estimate_in, [realtime] switch_interval_us,
+#: sched_fifo_priority of the acquisition thread, sched_fifo_others, timer_slack_ns)
+VARIANTS = {
+    "loop thread (before)": ("loop", 5000.0, 0, False, 0),
+    "acq thread": ("acquisition", 5000.0, 0, False, 0),
+    "acq thread, slack 1 us": ("acquisition", 5000.0, 0, False, 1000),
+    "acq thread, slack 1 us, switch 100 us": ("acquisition", 100.0, 0, False, 1000),
+    "acq thread, FIFO 50": ("acquisition", 5000.0, 50, False, 1000),
+    "acq thread, FIFO 50, switch 100 us": ("acquisition", 100.0, 50, False, 1000),
+    "acq thread, FIFO 50 + others 49, switch 100 us": ("acquisition", 100.0, 50, True, 1000),
+}
 
 
 class ArrayVolts:
@@ -51,12 +75,19 @@ class ArrayVolts:
         return self.v[idx]
 
 
+def loadavg() -> str:
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
+
+
 def _bundle(tmp: Path, rate: float) -> Path:
     from helpers import chain_bundle
 
-    b = chain_bundle(window=3, kinds=("displacement",), dt=1.0 / rate)
     p = tmp / f"chain_{int(rate)}.npz"
-    b.save(p)
+    if not p.exists():
+        chain_bundle(window=3, kinds=("displacement",), dt=1.0 / rate).save(p)
     return p
 
 
@@ -82,6 +113,27 @@ def _broker(tmp: Path):
     return p, port
 
 
+def _cfg_dict(tmp: Path, rate: float, seconds: float, port, *, level="signal",
+              clock="real", block=1, read_max=1, estimate_in="auto", switch_us=5000.0,
+              fifo=0, others=False, slack=1000, gc="freeze", max_lead_us=2000.0,
+              release=True, tag=""):
+    rec = tmp / f"rec_{int(rate)}_{block}_{tag}"
+    return {
+        "device": {"id": f"bench{int(rate)}"},
+        "bundle": {"path": str(_bundle(tmp, rate)), "block": block},
+        "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
+        "adc": {"drate": rate if level == "adc" else 30000.0, "mode": "continuous"},
+        "mqtt": {"enabled": port is not None, "host": "127.0.0.1", "port": port or 1883,
+                 "health_interval_s": 1.0, "qos": 0, "batch": max(50, int(rate / 20))},
+        "recorder": {"dir": str(rec)},
+        "loop": {"read_max": read_max, "ring_s": 2.0, "estimate_in": estimate_in},
+        "realtime": {"gc": gc, "switch_interval_us": switch_us,
+                     "sched_fifo_priority": fifo, "sched_fifo_others": others,
+                     "timer_slack_ns": slack, "release_compiler_memory": release},
+        "simulate": {"clock": clock, "duration_s": seconds, "level": level,
+                     "max_lead_us": max_lead_us}}
+
+
 def _thread_cpu() -> dict:
     """CPU seconds (user+sys) per thread name of this process, from /proc."""
     out = {}
@@ -96,78 +148,250 @@ def _thread_cpu() -> dict:
     return out
 
 
-def run_once(tmp: Path, rate: float, seconds: float, block: int, read_max: int, port,
-             level: str = "signal"):
-    bp = _bundle(tmp, rate)
-    rec = tmp / f"rec_{int(rate)}_{block}"
-    cfg = config_from_dict({
-        "device": {"id": f"bench{int(rate)}"}, "bundle": {"path": str(bp), "block": block},
-        "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
-        "adc": {"drate": 1000.0 if level == "adc" else 30000.0, "mode": "continuous"},
-        "mqtt": {"enabled": port is not None, "host": "127.0.0.1", "port": port or 1883,
-                 "health_interval_s": 1.0, "qos": 0, "batch": max(50, int(rate / 20))},
-        "recorder": {"dir": str(rec)},
-        "loop": {"read_max": read_max, "ring_s": 2.0},
-        "realtime": {"gc": "freeze"},
-        "simulate": {"clock": "real", "duration_s": seconds, "level": level}})
-    d = app.build_daemon(cfg, simulate=True)
-    if level == "signal":  # precomputed source: measure the daemon, not the simulation
-        n = int(rate * 2)
-        v = d.acq.src.volts(n)
-        d.acq.src = ArrayVolts(v)
-    if d.pub is not None:
-        d.pub.start()
-    c0, t0 = _thread_cpu(), time.monotonic()
-    p0 = time.process_time()
-    code = d.run()
-    wall = time.monotonic() - t0
-    c1 = _thread_cpu()
-    cpu = {k: (c1[k] - c0.get(k, 0.0)) / wall * 100 for k in c1}
-    total_cpu = (time.process_time() - p0) / wall * 100
-    shutil.rmtree(rec, ignore_errors=True)
-    expected = int(round(rate * seconds))
-    return {"code": code, "rate": rate, "samples": d.processed, "expected": expected,
-            "lost": d.ring.lost, "overruns": d.ring.overruns, "latency": d.latency.summary(),
-            "cpu_total": total_cpu, "cpu_threads": cpu, "estimates": d.estimates,
-            "pub_drops": d.pub.stats["drops_samples"] if d.pub else None, "rss": rss_mb()}
+def run_once(tmp: Path, rate: float, seconds: float, port, **kw) -> dict:
+    """One in-process daemon run; returns counts, latencies (us), CPU (% of a core)."""
+    d_cfg = _cfg_dict(tmp, rate, seconds, port, **kw)
+    cfg = config_from_dict(d_cfg)
+    old_switch = sys.getswitchinterval()
+    realtime.set_switch_interval(cfg["realtime"]["switch_interval_us"])
+    try:
+        d = app.build_daemon(cfg, simulate=True)
+        if kw.get("level", "signal") == "signal":  # precomputed: time the daemon only
+            d.acq.src = ArrayVolts(d.acq.src.volts(int(rate * 2)))
+        if d.pub is not None:
+            d.pub.start()
+        c0, t0, p0 = _thread_cpu(), time.monotonic(), time.process_time()
+        code = d.run()
+        wall = time.monotonic() - t0
+        total_cpu = (time.process_time() - p0) / wall * 100
+        c1 = _thread_cpu()
+    finally:
+        sys.setswitchinterval(old_switch)
+        shutil.rmtree(d_cfg["recorder"]["dir"], ignore_errors=True)
+    return {"code": code, "rate": rate, "samples": d.processed, "wall": wall,
+            "expected": int(round(rate * seconds)), "lost": d.ring.lost,
+            "overruns": d.ring.overruns, "drdy": d.latency.summary(),
+            "drdy_known": d._t_off is not None, "ring": d.latency_ring.summary(),
+            "cpu_total": total_cpu,
+            "cpu_threads": {k: (c1[k] - c0.get(k, 0.0)) / wall * 100 for k in c1},
+            "pub_drops": d.pub.stats["drops_samples"] if d.pub else None,
+            "inline": d.inline}
+
+
+def _med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _fmt_range(xs, fmt="{:.0f}"):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "n/a"
+    m = statistics.median(xs)
+    return f"{fmt.format(m)} ({fmt.format(min(xs))}-{fmt.format(max(xs))})"
+
+
+# ----------------------------------------------------------------------------- sections
+def section_rate(tmp, port, sec, repeat):
+    print(f"\n## 1. Highest sustained rate, no lost sample (block 64)   load {loadavg()}")
+    sweeps = {
+        "signal, real clock": ("signal", "real",
+                               (5000.0, 10000.0, 20000.0, 30000.0, 50000.0, 80000.0)),
+        "adc, real clock": ("adc", "real", (2000.0, 3750.0, 7500.0, 15000.0, 30000.0)),
+    }
+    rows = []
+    for name, (level, clock, rates) in sweeps.items():
+        best = []
+        for r_i in range(repeat):
+            ok_rate = None
+            for rate in rates:
+                r = run_once(tmp, rate, sec, port, level=level, clock=clock, block=64,
+                             read_max=64, estimate_in="loop", tag=f"rate{r_i}")
+                ok = r["code"] == 0 and r["lost"] == 0 and r["samples"] == r["expected"]
+                print(f"  {name}, run {r_i + 1}: {rate:7.0f}/s: {r['samples']}/{r['expected']}"
+                      f" samples, lost {r['lost']}, CPU {r['cpu_total']:.0f} % -> "
+                      f"{'ok' if ok else 'LOSS'}", flush=True)
+                if not ok:
+                    break
+                ok_rate = rate
+            best.append(ok_rate)
+        rows.append((name, best, rates[-1]))
+    # virtual clock: how fast the driver + simulator + daemon chain runs
+    thr = []
+    for r_i in range(repeat):
+        r = run_once(tmp, 30000.0, sec, port, level="adc", clock="virtual", block=64,
+                     read_max=64, estimate_in="loop", tag=f"virt{r_i}")
+        thr.append(r["samples"] / r["wall"])
+        print(f"  adc, virtual clock, run {r_i + 1}: {r['samples']} samples in "
+              f"{r['wall']:.2f} s = {thr[-1]:,.0f} samples/s, lost {r['lost']}", flush=True)
+    return rows, thr
+
+
+def section_latency(tmp, port, sec, repeat, levels):
+    print(f"\n## 2./3. Latency and CPU at 1,000 samples/s, block 1   load {loadavg()}")
+    res = {(lv, v): [] for lv in levels for v in VARIANTS}
+    for r_i in range(repeat):
+        for lv in levels:
+            for v, (where, sw, fifo, others, slack) in VARIANTS.items():
+                r = run_once(tmp, 1000.0, sec, port, level=lv, estimate_in=where,
+                             switch_us=sw, fifo=fifo, others=others, slack=slack,
+                             max_lead_us=0.0, tag=f"lat{r_i}")
+                res[(lv, v)].append(r)
+                L, R = r["drdy"], r["ring"]
+                print(f"  run {r_i + 1} {lv:6s} {v:42s}: DRDY p50/p99/p99.9/max "
+                      f"{L['p50']}/{L['p99']}/{L['p999']}/{L['max']} us, ring "
+                      f"{R['p50']}/{R['p99']}/{R['p999']}/{R['max']} us, CPU "
+                      f"{r['cpu_total']:.1f} %, lost {r['lost']}   load {loadavg()}",
+                      flush=True)
+    return res
+
+
+MEM_SCRIPT = r"""
+import json, subprocess, sys, time
+py, cfg, dur = sys.argv[1], sys.argv[2], float(sys.argv[3])
+p = subprocess.Popen([py, "-m", "edge.cli", "run", "-c", cfg, "--simulate"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+t0, samples = time.monotonic(), []
+while p.poll() is None:
+    try:
+        d = {}
+        for line in open(f"/proc/{p.pid}/status"):
+            k = line.split(":")[0]
+            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                d[k] = int(line.split()[1]) * 1024 / 1e6
+        samples.append((time.monotonic() - t0, d))
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.05)
+print(json.dumps({"code": p.returncode, "samples": samples}))
+"""
+
+
+def _env_of(py: str) -> str:
+    r = subprocess.run([py, "-c", "import importlib.util as u, numba, sys; print("
+                        "'full (scipy installed: numba imports it)' if u.find_spec('scipy') "
+                        "else 'base-only (no scipy)', numba.__version__, sys.prefix)"],
+                       capture_output=True, text=True, cwd=str(ROOT))
+    return r.stdout.strip() or r.stderr.strip()[-200:]
+
+
+def section_memory(tmp, port, pythons, repeat, seconds):
+    print(f"\n## 4. Resident memory of `vsense-edge run --simulate`   load {loadavg()}")
+    out = []
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for py in pythons:
+        print(f"  interpreter {py}: {_env_of(py)}", flush=True)
+        for release in (False, True):
+            cfgd = _cfg_dict(tmp, 1000.0, seconds, port, level="adc", release=release,
+                             tag="mem")
+            cfgd["device"]["id"] = "benchmem"
+            p = tmp / f"mem_{release}.toml"
+            p.write_text(_toml(cfgd))
+            steady, hwm, anon, filer = [], [], [], []
+            for r_i in range(repeat + 1):  # the first run may compile: warm-up, not counted
+                r = subprocess.run([sys.executable, "-c", MEM_SCRIPT, py, str(p),
+                                    str(seconds)], capture_output=True, text=True, env=env,
+                                   cwd=str(tmp))
+                d = json.loads(r.stdout)
+                s = [x for t, x in d["samples"] if x]
+                last = s[len(s) // 2:]  # steady state: second half of the run
+                if r_i == 0:
+                    continue
+                steady.append(max(x["VmRSS"] for x in last))
+                hwm.append(max(x["VmHWM"] for x in s))
+                anon.append(max(x["RssAnon"] for x in last))
+                filer.append(max(x["RssFile"] for x in last))
+                print(f"    release_compiler_memory={release}, run {r_i}: exit {d['code']}, "
+                      f"RSS steady {steady[-1]:.1f} MB (anon {anon[-1]:.1f}, file "
+                      f"{filer[-1]:.1f}), peak {hwm[-1]:.1f} MB", flush=True)
+            shutil.rmtree(cfgd["recorder"]["dir"], ignore_errors=True)
+            out.append((py, release, steady, hwm, anon, filer))
+    return out
+
+
+def _toml(d: dict) -> str:
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return repr(v)
+
+    lines = []
+    for sec, body in d.items():
+        if isinstance(body, list):
+            for item in body:
+                lines.append(f"[[{sec}]]")
+                lines += [f"{k} = {val(v)}" for k, v in item.items()]
+        else:
+            lines.append(f"[{sec}]")
+            lines += [f"{k} = {val(v)}" for k, v in body.items()]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter runs")
-    ap.add_argument("--level", default="signal", choices=("signal", "adc"),
-                    help="latency/CPU run through the byte-level ADS1256 simulator (adc) "
-                         "or at signal level")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
+    ap.add_argument("--python", action="append", default=[],
+                    help="also measure memory with this interpreter (e.g. a base-only venv "
+                         "/tmp/edge-venv/bin/python); repeatable")
+    ap.add_argument("--only", default="rate,latency,memory",
+                    help="comma list of sections: rate, latency, memory")
+    ap.add_argument("--levels", default="signal,adc", help="latency levels: signal, adc")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=logging.ERROR)
+    only = set(args.only.split(","))
     sec = 2.0 if args.quick else 4.0
     tmp = Path(tempfile.mkdtemp(prefix="vsense-bench-"))
     broker, port = _broker(tmp)
+    summary = []
     try:
-        print(f"# broker: {'mosquitto on port %d' % port if port else 'none (MQTT off)'}",
-              flush=True)
-        best = None
-        for rate in (1000.0, 5000.0, 10000.0, 20000.0, 30000.0, 50000.0, 80000.0):
-            r = run_once(tmp, rate, sec, 64, 64, port)
-            ok = r["code"] == 0 and r["lost"] == 0 and r["samples"] == r["expected"]
-            print(f"rate {rate:8.0f}/s: {r['samples']}/{r['expected']} samples, lost "
-                  f"{r['lost']}, overruns {r['overruns']}, publish drops {r['pub_drops']}, "
-                  f"CPU {r['cpu_total']:.0f} %  -> {'ok' if ok else 'LOSS'}", flush=True)
-            if not ok:
-                break
-            best = rate
-        lat = run_once(tmp, 1000.0, 2 * sec + 2, 1, 1, port, args.level)
-        L = lat["latency"]
-        print("\n| figure | goal | measured |")
+        print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}, {os.cpu_count()} CPUs, load {loadavg()}"
+              f", broker: {'mosquitto on port %d' % port if port else 'none (MQTT off)'}, "
+              f"this interpreter: {sys.executable}: {_env_of(sys.executable)}", flush=True)
+        if "rate" in only:
+            rows, thr = section_rate(tmp, port, sec, args.repeat)
+            for name, best, top in rows:
+                b = [x for x in best if x is not None]
+                summary.append(f"| highest sustained rate, no lost sample ({name}) | "
+                               f">= 20,000 /s | {_fmt_range(b, '{:,.0f}')} /s"
+                               f"{' (top of the sweep)' if b and min(b) == top else ''} |")
+            summary.append(f"| rate the adc chain reaches with the virtual clock | - | "
+                           f"{_fmt_range(thr, '{:,.0f}')} /s |")
+        if "latency" in only:
+            levels = args.levels.split(",")
+            res = section_latency(tmp, port, 1.5 * sec + 1, args.repeat, levels)
+            for (lv, v), rs in res.items():
+                def col(key, q):
+                    return _fmt_range([r[key][q] for r in rs])
+
+                summary.append(
+                    f"| latency DRDY->estimate p50 / p99 / p99.9 / max, {lv}, {v} | "
+                    f"p99.9 < 100 us | {col('drdy', 'p50')} / {col('drdy', 'p99')} / "
+                    f"{col('drdy', 'p999')} / {col('drdy', 'max')} us |")
+                summary.append(
+                    f"| latency ring->estimate p50 / p99 / p99.9 / max, {lv}, {v} | - | "
+                    f"{col('ring', 'p50')} / {col('ring', 'p99')} / "
+                    f"{col('ring', 'p999')} / {col('ring', 'max')} us |")
+                summary.append(f"| CPU at 1,000 /s, {lv}, {v} | < 10 % of a core | "
+                               f"{_fmt_range([r['cpu_total'] for r in rs], '{:.1f}')} % |")
+        if "memory" in only:
+            mem = section_memory(tmp, port, [sys.executable] + args.python, args.repeat,
+                                 3.0 if args.quick else 5.0)
+            for py, release, steady, hwm, anon, filer in mem:
+                summary.append(f"| resident memory, {py}, release_compiler_memory="
+                               f"{str(release).lower()} | < 150 MB | steady "
+                               f"{_fmt_range(steady, '{:.0f}')} MB (anon "
+                               f"{_fmt_range(anon, '{:.0f}')}, file "
+                               f"{_fmt_range(filer, '{:.0f}')}), peak "
+                               f"{_fmt_range(hwm, '{:.0f}')} MB |")
+        print(f"\n# summary: median (min-max) of {args.repeat} runs; load {loadavg()}")
+        print("| figure | goal | measured |")
         print("| --- | --- | --- |")
-        print(f"| highest sustained rate, no lost sample (block 64) | >= 20,000 /s | "
-              f"{best:,.0f} /s (next step failed or limit of the sweep) |")
-        print(f"| latency p50 / p99 / p99.9 / max at 1,000 /s, block 1 ({args.level}) | "
-              f"p99.9 < 100 us | {L['p50']} / {L['p99']} / {L['p999']} / {L['max']} us "
-              f"({L['n']} samples, lost {lat['lost']}) |")
-        print(f"| CPU at 1,000 /s (whole process) | < 10 % of a core | "
-              f"{lat['cpu_total']:.1f} % |")
-        print(f"| resident memory | < 150 MB | {lat['rss']:.0f} MB |")
+        print("\n".join(summary))
     finally:
         if broker is not None:
             broker.terminate()

@@ -213,6 +213,13 @@ SCHEMA: tuple[Section, ...] = (
         Key("gc", "str", "freeze", "`normal`; `freeze` (gc.freeze() after start-up); "
             "`disable` (freeze, then gc.disable() while running).",
             choices=("normal", "freeze", "disable")),
+        Key("sched_fifo_others", "bool", False, "Also run the daemon's other threads (loop, "
+            "MQTT, recorder, supervisor) at SCHED_FIFO priority `sched_fifo_priority` - 1, so "
+            "that none of them can be preempted by other processes while holding the GIL the "
+            "acquisition thread needs next (priority inversion)."),
+        Key("timer_slack_ns", "int", 1000, "Timer slack of the acquisition thread "
+            "(`prctl(PR_SET_TIMERSLACK)`; Linux adds up to this to every timed sleep, default "
+            "50,000 ns; 0 = leave the default).", unit="ns", min=0, max=10_000_000),
         Key("switch_interval_us", "float", 5000.0, "Python's thread switch interval "
             "(`sys.setswitchinterval`): how long a thread that wants the GIL waits before "
             "the holder is asked to drop it (Python's default 5000).", unit="us", min=10.0,

@@ -51,6 +51,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
+import os
 import queue
 import threading
 import time
@@ -83,6 +85,7 @@ EXIT_CODES = {
 FLAG_NONFINITE = np.uint8(1)
 FLAG_WARMUP = np.uint8(2)
 FLAG_SATURATED = np.uint8(4)
+_SAT_GAP = int(FLAG_SATURATED | FLAG_GAP)
 
 
 class HardwareError(RuntimeError):
@@ -126,6 +129,7 @@ class FaultTracker:
         self.count = np.zeros(nch, np.int64)
         self.fault = np.zeros(nch, bool)
         self.limit = int(limit)
+        self.quiet = True  # no channel has a bad-sample count (the per-sample fast path)
 
     def update(self, bad: np.ndarray) -> list[tuple[int, int, str]]:
         """Feed ``bad (n, nch)``; return events ``(sample index, channel, "fault" |
@@ -151,6 +155,7 @@ class FaultTracker:
                         flt = False
                     cnt = 0
             self.count[c], self.fault[c] = cnt, flt
+        self.quiet = not self.count.any()
         events.sort()
         return events
 
@@ -228,6 +233,7 @@ class Daemon:
         self._F = np.zeros((b, self.nf))
         self._Z = np.zeros((b, self.nout))
         self._ef = np.zeros(b, np.uint8)
+        self._F1, self._Z1, self._ef1 = self._F[:1], self._Z[:1], self._ef[:1]
         # history of the stream fed to the estimator: seq, t_ns, flags of the last
         # `delay` samples followed by the current segment
         h = self.delay + b
@@ -270,7 +276,9 @@ class Daemon:
 
     # ------------------------------------------------------------------ acquisition
     def _acquire(self) -> None:
-        realtime.set_fifo(self.cfg["realtime"]["sched_fifo_priority"])
+        rt = self.cfg["realtime"]
+        realtime.set_fifo(rt["sched_fifo_priority"])
+        realtime.set_timer_slack(rt["timer_slack_ns"])
         ring = self.ring
         inline = self.inline
         try:
@@ -323,16 +331,23 @@ class Daemon:
         rt = self.cfg["realtime"]
         self._publish_meta()
         self._set_state("starting")
-        self._acq_thread.start()
-        self.first_sample.wait()
+        # start-up work that holds the GIL for tens of ms (a full collection over numba's
+        # objects, reading /proc/self/maps) is done before the first sample, not during it
         if rt["release_compiler_memory"] and not rt["mlockall"]:
             realtime.release_library_pages("libllvmlite.so")
         realtime.gc_setup(rt["gc"])
+        self._acq_thread.start()
+        self.first_sample.wait()
         if self.hw_error is None:
             self._set_state("running")
             if self.notifier is not None:
                 self.notifier.ready(f"running: {self.nch} channels at {self.rate:g} samples/s")
         self._sup_thread.start()
+        policy = None
+        if rt["sched_fifo_others"] and rt["sched_fifo_priority"] > 1:
+            policy = (os.sched_getscheduler(0), os.sched_getparam(0))
+            realtime.set_fifo_threads(rt["sched_fifo_priority"] - 1,
+                                      {self._acq_thread.native_id})
         code = EXIT_OK
         try:
             self._loop()
@@ -341,6 +356,11 @@ class Daemon:
             code = EXIT_INTERNAL
         finally:
             realtime.gc_restore(rt["gc"])
+            if policy is not None:  # the calling thread (matters when embedded, tests)
+                try:
+                    os.sched_setscheduler(0, *policy)
+                except OSError:
+                    pass
             self.stop_event.set()
             code = self._shutdown(code)
         return code
@@ -394,6 +414,10 @@ class Daemon:
         """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span); the
         estimate rows go to the slot arrays (``_sV``...), see :meth:`_handover`."""
         ring = self.ring
+        if (n == 1 and not self.paused and self.faults.quiet
+                and not ring.flags[i] & FLAG_GAP and self._isfinite_row(ring.values[i])):
+            self._process_one(i)
+            return
         V = ring.values[i:i + n]
         seq = ring.seq[i:i + n]
         t_ns = ring.t_ns[i:i + n]
@@ -439,6 +463,52 @@ class Daemon:
             if off is not None:
                 self.latency.add(now - (t_ns + off))
         self.processed += n
+
+    @staticmethod
+    def _isfinite_row(row) -> bool:
+        for x in row.tolist():
+            if not math.isfinite(x):
+                return False
+        return True
+
+    def _process_one(self, i: int) -> None:
+        """:meth:`_process` for one good sample in the running state (no gap, no fault
+        count, finite values): the same result with scalar bookkeeping instead of array
+        temporaries (tests compare both paths)."""
+        ring = self.ring
+        F, Z, ef = self._F1, self._Z1, self._ef1
+        self.est.process(ring.values[i:i + 1], F, Z, ef)
+        d, h = self.delay, self._hn
+        seq, t, f = ring.seq.item(i), ring.t_ns.item(i), ring.flags.item(i)
+        hseq, ht, hf = self._hseq, self._ht, self._hf
+        if h >= d:  # the row describes the oldest history entry (this sample if d == 0)
+            if d == 0:
+                dseq, dt, df = seq, t, f
+            else:
+                dseq, dt, df = hseq.item(0), ht.item(0), hf.item(0)
+                if d > 1:
+                    hseq[:d - 1] = hseq[1:d]
+                    ht[:d - 1] = ht[1:d]
+                    hf[:d - 1] = hf[1:d]
+                hseq[d - 1], ht[d - 1], hf[d - 1] = seq, t, f
+            nf = self.nf
+            V = self._sV[i]
+            V[:nf] = F[0]
+            V[nf:] = Z[0]
+            # eflags = estimator flags | (saturated, gap) of the described sample
+            self._sf[i] = ef.item(0) | (df & _SAT_GAP)
+            self._sseq[i] = dseq
+            self._st[i] = dt
+            self._sok[i] = True
+            self.estimates += 1
+        else:  # warm-up after start or reset: the kernel's row is NaN, nothing described
+            hseq[h], ht[h], hf[h] = seq, t, f
+            self._hn = h + 1
+        now = time.monotonic_ns()
+        self.latency_ring.add_one(now - ring.stamp_ns.item(i))
+        if self._t_off is not None:
+            self.latency.add_one(now - (t + self._t_off))
+        self.processed += 1
 
     def _estimate(self, Yk, seq, t_ns, fl, slot: int) -> None:
         """Run the estimator on one gap-free segment (ring slots ``slot ..``); estimate

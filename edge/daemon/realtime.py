@@ -30,6 +30,50 @@ def set_fifo(priority: int, tid: int | None = None) -> bool:
         return False
 
 
+def set_fifo_threads(priority: int, skip: set[int] = frozenset()) -> int:
+    """SCHED_FIFO ``priority`` for every thread of this process except the native ids in
+    ``skip``; return how many were set (0 and one warning when not permitted)."""
+    if priority <= 0:
+        return 0
+    n = 0
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [threading.get_native_id()]
+    for tid in tids:
+        if tid in skip:
+            continue
+        try:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+            n += 1
+        except ProcessLookupError:
+            continue
+        except (OSError, AttributeError) as e:
+            log.warning("realtime: SCHED_FIFO priority %d for the other threads not "
+                        "permitted (%s); continuing", priority, e)
+            return n
+    log.info("SCHED_FIFO priority %d for %d other threads", priority, n)
+    return n
+
+
+PR_SET_TIMERSLACK = 29
+
+
+def set_timer_slack(ns: int) -> bool:
+    """Timer slack of the calling thread [ns] (``prctl(PR_SET_TIMERSLACK)``; 0: leave it)."""
+    if ns <= 0:
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(int(ns)), 0, 0, 0) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+        return True
+    except (OSError, AttributeError) as e:
+        log.warning("realtime: timer slack %d ns not set (%s); continuing", ns, e)
+        return False
+
+
 def set_affinity(cpus: list[int]) -> bool:
     """Pin the process to ``cpus`` (empty: leave as is)."""
     if not cpus:
