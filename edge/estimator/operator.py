@@ -20,8 +20,10 @@ every step is the fixed linear filter::
     x_{k+1} = A x_k + Gamma f_{k+1}
 
 Realisation: the state is expressed in the M-orthonormal modal basis of the reduced model
-(``u = Phi q``). With proportional (e.g. Rayleigh) damping, A is block diagonal with one 3x3
-block per mode, so a step costs O(n) instead of O(n^2); otherwise one dense block is used.
+(``u = Phi q``) as ``[q_i, qd_i]`` per mode plus the previous force (equilibrium gives the
+accelerations). With proportional (e.g. Rayleigh) damping, A is block diagonal with one 2x2
+block per mode plus a rank-nf coupling to the previous force, so a step costs O(n) instead of
+O(n^2); otherwise one dense block is used.
 The modal basis is well conditioned (Phi^T M Phi = I), unlike a diagonalisation of the
 non-normal closed-loop matrix.
 """
@@ -264,70 +266,75 @@ def _rows(bundle, Phi, items, kinds_attr="kind", stride=3, accel=None):
 
 
 def _newmark_realisation(bundle, Phi, w2, Ct, PhiB, proportional):
-    """Newmark-beta (paper eq. 14-15) per mode: state [q_i, qd_i, qdd_i]."""
+    """Newmark-beta (paper eq. 14-15) in modal coordinates, reduced to 2 states per mode.
+
+    The 3-state step ``[q, qd, qdd]+ = A3 [q, qd, qdd] + g3 p+`` enforces equilibrium at every
+    step, so ``qdd = p - Ct qd - w2 q`` with ``p`` the modal load of the current step. Keeping
+    that load as a state (the previous force) gives the same 2-states-per-mode form as the
+    exact discretisation: ``[q, qd]+ = A2 [q, qd] + G0 p + G1 p+`` (identical results, fewer
+    operations per sample).
+    """
     n = Phi.shape[0]
-    dt, beta, gamma = bundle.dt, bundle.beta, bundle.gamma
-    Ad, Gd = newmark_state_matrices(np.eye(n), Ct, np.diag(w2), dt, beta, gamma)
-    # permute [q(all); qd(all); qdd(all)] -> per mode [q_i, qd_i, qdd_i]
-    perm = np.arange(3 * n).reshape(3, n).T.ravel()
-    A = Ad[np.ix_(perm, perm)]
-    Gamma = Gd[perm] @ PhiB
-    blk_ptr, dat_ptr, A_data = _block_layout(A, 3, n, proportional)
-    S = np.zeros((len(bundle.channels), 3 * n))
-    for i, (k, r) in enumerate(_rows(bundle, Phi, bundle.channels)):
-        S[i, k::3] = r
-    E = np.zeros((len(bundle.outputs), 3 * n))
-    for i, (k, r) in enumerate(_rows(bundle, Phi, bundle.outputs)):
-        E[i, k::3] = r
-    # physical <-> modal state maps: [u; v; a] = P x, x = Pinv [u; v; a]
-    P = np.zeros((3 * n, 3 * n))
-    Pinv = np.zeros((3 * n, 3 * n))
-    PhiInv = Phi.T @ bundle.M  # Phi^-1 = Phi^T M
-    for k in range(3):
-        P[k * n:(k + 1) * n, k::3] = Phi
-        Pinv[k::3, k * n:(k + 1) * n] = PhiInv
-    return blk_ptr, dat_ptr, A_data, np.zeros((3 * n, 0)), Gamma, S, E, P, Pinv
+    A3, G3 = newmark_state_matrices(np.eye(n), Ct, np.diag(w2), bundle.dt, bundle.beta,
+                                    bundle.gamma)
+    # [q; qd; qdd] = T [q; qd] + E3 p   (equilibrium at the current step)
+    T = np.vstack([np.eye(2 * n), np.hstack([-np.diag(w2), -Ct])])
+    E3 = np.vstack([np.zeros((2 * n, n)), np.eye(n)])
+    A2 = (A3 @ T)[:2 * n]
+    G0 = (A3 @ E3)[:2 * n] @ PhiB
+    G1 = G3[:2 * n] @ PhiB
+    return _two_state_realisation(bundle, Phi, w2, Ct, PhiB, proportional, A2, G0, G1)
 
 
 def _foh_realisation(bundle, Phi, w2, Ct, PhiB, proportional):
     """Exact discretisation with a first-order hold on the force.
 
-    State ``[q_1, qd_1, ..., q_n, qd_n, f_prev (nf)]``. Continuous modal dynamics
-    ``q'' + Ct q' + diag(w2) q = Phi^T B f(t)``, f linear between samples (see
-    :func:`edge.estimator.expm.foh_matrices`); ``a = Phi (Phi^T B f - Ct qd - w2 q)``.
+    Continuous modal dynamics ``q'' + Ct q' + diag(w2) q = Phi^T B f(t)``, f linear between
+    samples (see :func:`edge.estimator.expm.foh_matrices`).
     """
     from edge.estimator.expm import foh_matrices
 
     n = Phi.shape[0]
     nf = PhiB.shape[1]
-    dt = bundle.dt
-    ns = 2 * n + nf
-    A = np.zeros((2 * n, 2 * n))
-    G0 = np.zeros((2 * n, nf))
-    G1 = np.zeros((2 * n, nf))
     if proportional:
+        A2 = np.zeros((2 * n, 2 * n))
+        G0 = np.zeros((2 * n, nf))
+        G1 = np.zeros((2 * n, nf))
         for i in range(n):
             Ac = np.array([[0.0, 1.0], [-w2[i], -Ct[i, i]]])
-            Phi_i, g0, g1 = foh_matrices(Ac, np.array([[0.0], [1.0]]), dt)
-            A[2 * i:2 * i + 2, 2 * i:2 * i + 2] = Phi_i
-            G0[2 * i:2 * i + 2] = g0 @ PhiB[i:i + 1]
-            G1[2 * i:2 * i + 2] = g1 @ PhiB[i:i + 1]
+            Ai, g0, g1 = foh_matrices(Ac, np.array([[0.0], [1.0]]), bundle.dt)
+            idx = [i, n + i]
+            A2[np.ix_(idx, idx)] = Ai
+            G0[idx] = g0 @ PhiB[i:i + 1]
+            G1[idx] = g1 @ PhiB[i:i + 1]
     else:
-        Ac = np.zeros((2 * n, 2 * n))
-        Ac[0::2, 1::2] = np.eye(n)
-        Ac[1::2, 0::2] = -np.diag(w2)
-        Ac[1::2, 1::2] = -Ct
-        Bc = np.zeros((2 * n, nf))
-        Bc[1::2] = PhiB
-        A, G0, G1 = foh_matrices(Ac, Bc, dt)
+        Ac = np.block([[np.zeros((n, n)), np.eye(n)], [-np.diag(w2), -Ct]])
+        Bc = np.vstack([np.zeros((n, nf)), PhiB])
+        A2, G0, G1 = foh_matrices(Ac, Bc, bundle.dt)
+    return _two_state_realisation(bundle, Phi, w2, Ct, PhiB, proportional, A2, G0, G1)
+
+
+def _two_state_realisation(bundle, Phi, w2, Ct, PhiB, proportional, A2, G0, G1):
+    """Kernel layout of ``[q; qd]+ = A2 [q; qd] + G0 f_prev + G1 f`` (``[q(all); qd(all)]``).
+
+    State ``[q_1, qd_1, ..., q_n, qd_n, f_prev (nf)]``: per-mode 2x2 blocks (one dense block
+    without proportional damping), the previous force as a zero block whose new value comes
+    through Gamma, coupled into the modes by ``Acoup``. Accelerations from equilibrium,
+    ``a = Phi (Phi^T B f - Ct qd - w2 q)``.
+    """
+    n = Phi.shape[0]
+    nf = PhiB.shape[1]
+    ns = 2 * n + nf
+    perm = np.arange(2 * n).reshape(2, n).T.ravel()  # -> per mode [q_i, qd_i]
+    A = A2[np.ix_(perm, perm)]
     blk_ptr, dat_ptr, A_data = _block_layout(A, 2, n, proportional)
     # the tail (previous force) is a zero block of size nf; its new value comes via Gamma
     blk_ptr = np.append(blk_ptr, blk_ptr[-1] + nf)
     dat_ptr = np.append(dat_ptr, dat_ptr[-1] + nf * nf)
     A_data = np.concatenate([A_data, np.zeros(nf * nf)])
     Acoup = np.zeros((ns, nf))
-    Acoup[:2 * n] = G0
-    Gamma = np.vstack([G1, np.eye(nf)])
+    Acoup[:2 * n] = G0[perm]
+    Gamma = np.vstack([G1[perm], np.eye(nf)])
 
     def rows(items):
         R = np.zeros((len(items), ns))
@@ -350,7 +357,7 @@ def _foh_realisation(bundle, Phi, w2, Ct, PhiB, proportional):
     P[2 * n:, 1:2 * n:2] = -Phi @ Ct
     P[2 * n:, 2 * n:] = Phi @ PhiB
     Pinv = np.zeros((ns, 3 * n))
-    PhiInv = Phi.T @ bundle.M
+    PhiInv = Phi.T @ bundle.M  # Phi^-1 = Phi^T M
     Pinv[0:2 * n:2, :n] = PhiInv
     Pinv[1:2 * n:2, n:2 * n] = PhiInv
     return blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv
