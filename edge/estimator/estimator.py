@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from edge.bundle import Bundle
@@ -27,6 +25,10 @@ class Estimator:
 
     Notes
     -----
+    Not thread-safe by design (no lock on the per-sample path): call :meth:`process`,
+    :meth:`reset` and :meth:`swap` from one thread, as the daemon's loop does. The kernel
+    releases the GIL, so other threads run meanwhile.
+
     Output row ``j`` of :meth:`process` describes the input sample ``j - delay`` of the
     stream (``delay = window - 1`` samples); rows of the first ``delay`` samples are NaN with
     :data:`FLAG_WARMUP` set. A non-finite channel value is replaced by that channel's last
@@ -41,7 +43,6 @@ class Estimator:
         self.channel_names = [c.name for c in bundle.channels]
         self.force_names = [f.name for f in bundle.forces]
         self.output_names = [o.name for o in bundle.outputs]
-        self._lock = threading.Lock()  # held per block, never per sample
         self._install(derive_operator(bundle, alpha=alpha, window=window,
                                       check_stability=check_stability), keep_state=False)
         self._warm_up()
@@ -88,10 +89,9 @@ class Estimator:
             raise ValueError("F, Z, flags must be preallocated as (nb, nf), (nb, nout), "
                              "(nb,) uint8")
         op = self.op
-        with self._lock:
-            _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma,
-                     op.Kx, op.Ky, op.E, self._x, self._xn, self._fs, self._zs, self._ybuf,
-                     self._fbuf, self._last, self._counters)
+        _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma,
+                 op.Kx, op.Ky, op.E, self._x, self._xn, self._fs, self._zs, self._ybuf,
+                 self._fbuf, self._last, self._counters)
 
     def run(self, Y):
         """Convenience: allocate outputs and process a whole record; returns (F, Z, flags)."""
@@ -105,12 +105,11 @@ class Estimator:
 
     def reset(self) -> None:
         """Zero the state (structure at rest) and forget the measurement window."""
-        with self._lock:
-            self._x[:] = 0.0
-            self._ybuf[:] = 0.0
-            self._fbuf[:] = 0
-            self._last[:] = 0.0
-            self._counters[:] = 0
+        self._x[:] = 0.0
+        self._ybuf[:] = 0.0
+        self._fbuf[:] = 0
+        self._last[:] = 0.0
+        self._counters[:] = 0
 
     def physical_state(self):
         """Reduced-coordinate (u, v, a), each shape (n,)."""
@@ -121,18 +120,18 @@ class Estimator:
     def swap(self, op: StepOperator) -> None:
         """Swap in a new operator between two blocks (e.g. after a model update).
 
-        The physical state (u, v, a) is carried over; the window must keep its length.
+        Displacements, velocities and the previous force carry over (accelerations then follow
+        from the new model's equilibrium); the window must keep its length.
         """
         if (op.n_channels, op.n_forces, op.n_outputs, op.window) != (
                 self.n_channels, self.n_forces, self.n_outputs, self.op.window):
             raise ValueError("the new operator must keep channels, forces, outputs and window")
-        with self._lock:
-            phys = self.op.P @ self._x
-            nc_old, nc_new = self.op.Acoup.shape[1], op.Acoup.shape[1]
-            tail = self._x[self._x.shape[0] - nc_old:].copy()
-            self._install(op, keep_state=True, phys=phys)
-            if nc_new and nc_new == nc_old:
-                self._x[self._x.shape[0] - nc_new:] = tail  # previous force (FOH)
+        phys = self.op.P @ self._x
+        nc_old, nc_new = self.op.Acoup.shape[1], op.Acoup.shape[1]
+        tail = self._x[self._x.shape[0] - nc_old:].copy()
+        self._install(op, keep_state=True, phys=phys)
+        if nc_new and nc_new == nc_old:
+            self._x[self._x.shape[0] - nc_new:] = tail  # previous force
 
     # ------------------------------------------------------------------ internals
     def _install(self, op: StepOperator, keep_state: bool, phys=None) -> None:
