@@ -20,7 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+# one BLAS thread, as on the Pi: multithreaded eigh/solve on a shared 2-core machine is slower
+# and its timings meaningless (the operator update took 60-800 ms with default threading)
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

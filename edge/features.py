@@ -19,6 +19,8 @@ Feature kinds (``KINDS``)
 ``fft_mp_bins``          MP in the frequency bins of interest ``bins`` (MP (FBoI))
 ``fft_ri_bins``          RI in the frequency bins of interest ``bins`` (RI (FBoI))
 ``fft_bins``             alias of ``fft_ri_bins`` (the paper's best feature type)
+``a+b``                  concatenation, e.g. ``fft_ri_bins+time_extrema`` (frequencies from the
+                         FFT bins, decay from the extrema heights)
 
 Phase and imaginary part are dropped at f = 0 and at the Nyquist bin (always zero for a real
 signal). The FFT is scaled by 1/n, so ``|Y|`` is in the signal's unit.
@@ -81,6 +83,13 @@ class FeatureConfig:
         if "bins" in d:
             d["bins"] = tuple(int(b) for b in d["bins"])
         return cls(**d)
+
+
+def _parts(kind: str) -> list[str]:
+    """A combined kind ``"a+b"`` is the concatenation of the kinds' features (paper Fig. 2)."""
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"feature kind must be a non-empty string, got {kind!r}")
+    return kind.split("+")
 
 
 def _kind(kind: str) -> str:
@@ -167,6 +176,9 @@ def extract_batch(kind: str, windows, rate: float, config=None) -> np.ndarray:
     -------
     Psi : ndarray, shape (ns, n_features)
     """
+    if "+" in str(kind):
+        W = _check_windows(windows, rate, "window")
+        return np.concatenate([extract_batch(k, W, rate, config) for k in _parts(kind)], axis=1)
     k = _kind(kind)
     cfg = _config(config, k)
     W = _check_windows(windows, rate, "window")
@@ -207,6 +219,8 @@ def extract_batch(kind: str, windows, rate: float, config=None) -> np.ndarray:
 
 def n_features(kind: str, n: int, nch: int, config=None) -> int:
     """Length of the feature vector for windows of ``n`` samples and ``nch`` channels."""
+    if "+" in str(kind):
+        return sum(n_features(k, n, nch, config) for k in _parts(kind))
     k = _kind(kind)
     cfg = _config(config, k)
     if k == "time_samples":
@@ -225,6 +239,8 @@ def n_features(kind: str, n: int, nch: int, config=None) -> int:
 def feature_labels(kind: str, n: int, nch: int, rate: float, config=None,
                    channels=None) -> list[str]:
     """Human-readable label of every feature (same order as :func:`extract`)."""
+    if "+" in str(kind):
+        return [lab for k in _parts(kind) for lab in feature_labels(k, n, nch, rate, config, channels)]
     k = _kind(kind)
     cfg = _config(config, k)
     chans = list(channels) if channels is not None else [f"ch{c}" for c in range(nch)]

@@ -128,3 +128,15 @@ def test_batch_equals_single():
     for s in range(5):
         # the batch is a vectorised loop over the same code path: identical to round-off
         np.testing.assert_allclose(B[s], F.extract("fft_mp_bins", W[s], 50.0, cfg), atol=1e-15)
+
+
+def test_combined_kind_is_concatenation():
+    W = _window(64, 2, seed=7)
+    cfg = F.FeatureConfig(bins=(3, 4, 5), n_samples=5)
+    both = F.extract("fft_ri_bins+time_samples_sparse", W, 100.0, cfg)
+    ref = np.concatenate([F.extract("fft_ri_bins", W, 100.0, cfg),
+                          F.extract("time_samples_sparse", W, 100.0, cfg)])
+    np.testing.assert_array_equal(both, ref)  # pure concatenation, no arithmetic
+    assert F.n_features("fft_ri_bins+time_samples_sparse", 64, 2, cfg) == both.size
+    with pytest.raises(ValueError, match="unknown feature kind 'x'"):
+        F.extract("fft_ri+x", W, 100.0)

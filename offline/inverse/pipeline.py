@@ -31,7 +31,7 @@ def train(setup: ModelFileSetup, cache_dir=None, n_jobs: int = 1, progress: bool
                      for i, (X, d) in enumerate(((Xtr, "train"), (Xva, "validation"), (Xte, "test"))))
     t_data = time.perf_counter() - t0
     cfg = st.features
-    if cfg.kind in ("fft_bins", "fft_ri_bins", "fft_mp_bins") and not cfg.bins:
+    if any(k in ("fft_bins", "fft_ri_bins", "fft_mp_bins") for k in cfg.kind.split("+")) and not cfg.bins:
         bands = P.frequency_bands(pm, ex.rate / 2)
         cfg = F.FeatureConfig(**{**cfg.to_dict(),
                                  "bins": tuple(int(b) for b in F.bins_of_interest(bands, ex.n, ex.rate, st.margin_bins))})

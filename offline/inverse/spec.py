@@ -236,8 +236,10 @@ def parse_inverse(raw: dict, where: str = "model") -> InverseSettings:
         f = inv["features"]
         if isinstance(f, str):
             f = {"kind": f}
-        if not isinstance(f, dict) or f.get("kind") not in FEATURE_KINDS:
-            raise ValueError(f"{w}.features must be one of {FEATURE_KINDS} (or a table with 'kind'), "
+        if not isinstance(f, dict) or not isinstance(f.get("kind"), str) or any(
+                k not in FEATURE_KINDS for k in f["kind"].split("+")):
+            raise ValueError(f"{w}.features must be one of {FEATURE_KINDS}, or several joined by '+' "
+                             f"(or a table with 'kind'), "
                              f"got {inv['features']!r}")
         kw["features"] = FeatureConfig.from_dict(f, where=f"{w}.features")
     return InverseSettings(**{**d.__dict__, **kw})
