@@ -31,8 +31,13 @@ def load_estimator(cfg: Config):
     """Load the bundle and build the estimator (exit code 3 on failure); check that the
     configured channels match the bundle's channels (exit code 2)."""
     from edge.bundle import BundleError
-    from edge.estimator import Estimator
+    from edge.estimator import Estimator  # numba + llvmlite: ~90 MB resident after import
 
+    rt = cfg["realtime"]
+    if rt["release_compiler_memory"] and not rt["mlockall"]:
+        # LLVM pages touched by the import itself (initialisation): drop them before the
+        # kernel load touches its own, so the start-up peak is not the sum of both
+        realtime.release_library_pages("libllvmlite.so")
     path = cfg.resolve(cfg["bundle"]["path"])
     try:
         est = Estimator(str(path))
@@ -164,6 +169,11 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     from edge.daemon.recorder import Recorder, RecordingError
 
     est, rate, drate = load_estimator(cfg)
+    rt = cfg["realtime"]
+    if rt["release_compiler_memory"] and not rt["mlockall"]:
+        # the kernel is compiled/loaded (Estimator warms it up): LLVM's pages can go now,
+        # before the rest of start-up adds its own memory on top of them (peak RSS)
+        realtime.release_library_pages("libllvmlite.so")
     acq, virtual = make_acquisition(cfg, est, simulate)
     b = est.bundle
     cols = [f.name for f in b.forces] + [o.name for o in b.outputs]

@@ -227,7 +227,8 @@ SCHEMA: tuple[Section, ...] = (
         Key("release_compiler_memory", "bool", True, "After start-up, advise the kernel to "
             "drop the resident pages of the LLVM compiler library (`libllvmlite.so`, "
             "~70 MB of clean file pages, unused once the kernel is loaded; "
-            "`madvise(MADV_PAGEOUT)`, Linux >= 5.4; skipped with `mlockall`)."),
+            "`madvise(MADV_DONTNEED)` on its unmodified read-only mappings; skipped with "
+            "`mlockall`)."),
     )),
     Section("simulate", "`vsense-edge run --simulate`: a simulated ADS1256 instead of the "
             "hardware.", (

@@ -332,9 +332,7 @@ class Daemon:
         self._publish_meta()
         self._set_state("starting")
         # start-up work that holds the GIL for tens of ms (a full collection over numba's
-        # objects, reading /proc/self/maps) is done before the first sample, not during it
-        if rt["release_compiler_memory"] and not rt["mlockall"]:
-            realtime.release_library_pages("libllvmlite.so")
+        # objects) is done before the first sample, not during it
         realtime.gc_setup(rt["gc"])
         self._acq_thread.start()
         self.first_sample.wait()

@@ -116,45 +116,63 @@ def gc_restore(mode: str) -> None:
         gc.enable()
 
 
-MADV_PAGEOUT = 21  # Linux >= 5.4: reclaim these pages now
+MADV_DONTNEED = 4
 
 
-def release_library_pages(name: str = "libllvmlite.so", maps: str = "/proc/self/maps") -> int:
-    """Advise the kernel to page out the resident pages of the read-only mappings of a shared
-    library (``madvise(MADV_PAGEOUT)``); return the number of bytes advised (0 when the
-    library is not mapped or the call is refused; never raises).
+def _clean_ranges(name: str, smaps: str) -> list[tuple[int, int]]:
+    """Address ranges of ``name``'s mappings that are not writable and hold no private
+    (copy-on-write) pages: every resident page equals the file's content."""
+    out, cur = [], None
+    with open(smaps) as f:
+        for line in f:
+            p = line.split()
+            if p and "-" in p[0] and not p[0].endswith(":"):
+                cur = None
+                if len(p) >= 6 and p[5].rsplit("/", 1)[-1] == name and "w" not in p[1]:
+                    a, b = (int(x, 16) for x in p[0].split("-"))
+                    cur = [a, b, True]
+                    out.append(cur)
+            elif cur is not None and p[0] in ("Anonymous:", "Private_Dirty:", "Swap:") \
+                    and int(p[1]) > 0:
+                cur[2] = False  # relocated (RELRO) or otherwise written: keep it
+    return [(a, b) for a, b, clean in out if clean]
+
+
+def release_library_pages(name: str = "libllvmlite.so", smaps: str = "/proc/self/smaps") -> int:
+    """Drop this process's resident pages of a shared library's clean read-only mappings
+    (``madvise(MADV_DONTNEED)``); return the bytes of address space advised (0 when the
+    library is not mapped or the call fails; never raises).
 
     Used after start-up for the LLVM compiler inside llvmlite: once the estimator kernel is
-    compiled or loaded from the numba cache, the ~70 MB of LLVM code pages it touched are
-    not used by the running kernel (it is machine code in its own anonymous pages). They
-    are clean file pages, so nothing is written anywhere; if LLVM runs again (a new kernel
-    signature) the kernel simply faults them back in from the page cache.
+    compiled or loaded from the numba cache (``Estimator`` warms it up), the ~70 MB of LLVM
+    code and read-only data pages it touched are not used by the running kernel (machine
+    code in its own anonymous pages). Only mappings without a single private page are
+    advised (not the relocated RELRO segment), so every dropped page is an unmodified copy
+    of the file: if LLVM runs again (e.g. a kernel of a new signature) the pages fault back
+    in from the page cache. ``MADV_PAGEOUT`` would leave pages that another process also
+    maps (another Python using the same venv), ``MADV_DONTNEED`` unmaps them from this
+    process regardless.
     """
     try:
+        ranges = _clean_ranges(name, smaps)
         libc = ctypes.CDLL(None, use_errno=True)
         madvise = libc.madvise
         madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        ranges = []
-        with open(maps) as f:
-            for line in f:
-                p = line.split()
-                if len(p) >= 6 and p[5].rsplit("/", 1)[-1] == name and "w" not in p[1]:
-                    a, b = (int(x, 16) for x in p[0].split("-"))
-                    ranges.append((a, b))
-    except (OSError, AttributeError) as e:
+    except (OSError, AttributeError, ValueError) as e:
         log.warning("realtime: cannot release %s pages (%s); continuing", name, e)
         return 0
     done = 0
     for a, b in ranges:
-        if madvise(a, b - a, MADV_PAGEOUT) == 0:
+        if madvise(a, b - a, MADV_DONTNEED) == 0:
             done += b - a
         else:
             e = ctypes.get_errno()
-            log.warning("realtime: madvise(MADV_PAGEOUT) on %s refused (%s); continuing",
+            log.warning("realtime: madvise(MADV_DONTNEED) on %s refused (%s); continuing",
                         name, os.strerror(e))
             return done
     if done:
-        log.info("released the resident pages of %s (%.0f MB mapped)", name, done / 1e6)
+        log.info("released the resident pages of %s (%.0f MB of clean mappings)", name,
+                 done / 1e6)
     return done
 
 
