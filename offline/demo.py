@@ -4,8 +4,8 @@
 
 1. **build** the bundle of ``examples/paper_cantilever.toml`` (paper 004, Sect. 5: GMR+ to
    21 masters + 50 modes, L-curve alpha), with the build report (eigenvalue error, L-curve);
-2. **truth**: the *full* 5,610-DOF FE model (:func:`offline.simulate.simulate_model`, Newmark
-   on ``oversample`` sub-steps per sample) under a band-limited random force at 110 mm
+2. **truth**: the *full* 5,610-DOF FE model (:func:`offline.simulate.simulate_model`, exact
+   modal superposition with static correction on ``oversample`` sub-steps per sample) under a band-limited random force at 110 mm
    (paper Table 9: 5-160 Hz) gives the laser signal at 110 mm with 1 % noise (eq. 28), the
    applied force and the true displacement at 60 mm. It runs in a second process while the
    bundle is built. The estimator's model (reduced) is therefore not the truth's model (full);
@@ -56,7 +56,7 @@ class DemoSettings:
     band : (f0, f1)           random force band [Hz] (paper Table 9, widest case)
     rms : float               random force RMS [N]
     noise : float             laser noise std relative to the signal std (eq. 28)
-    oversample : int          full-model Newmark sub-steps per sample (truth)
+    oversample : int          full-model sub-steps per sample (truth; load resolution)
     level : "signal" | "adc"  simulated ADC level (``[simulate] level``)
     broker : "auto" | "existing" | "mosquitto" | "amqtt"
     """
