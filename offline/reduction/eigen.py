@@ -23,12 +23,15 @@ residual flexibility in :mod:`.guyan`, :mod:`.gmr`). Eigenpairs do not depend on
 
 from __future__ import annotations
 
+import ctypes
+import os
+import platform
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from offline._deps import need
+from offline._deps import MissingDependency, need
 
 #: Pencils up to this size are solved densely (scipy.linalg.eigh): exact, and eigsh cannot
 #: return all but one eigenpair.
@@ -41,6 +44,32 @@ RIGID_GAP = 1e6
 #: Extra eigenpairs computed beyond the requested ones (rigid-mode gap, first residual mode).
 PROBE = 4
 
+#: Accepted ``solver`` names of :func:`factorize` / :func:`modes`.
+SOLVERS = ("auto", "superlu", "pardiso")
+
+#: Environment variable choosing the solver when the ``solver`` argument is None.
+SOLVER_ENV = "VSENSE_SPARSE_SOLVER"
+
+#: MKL threads inside PARDISO calls (None: MKL's own setting). One thread: on the shared
+#: 2-core machine a second OpenMP thread made the factorisation no faster and the ~200
+#: triangular solves of the Lanczos iteration slower (measured, docs/reduction.md).
+PARDISO_THREADS: int | None = 1
+
+#: Iterative refinement steps in every PARDISO solve (``iparm(8)``). Without them the
+#: lowest eigenvalues of the ill-conditioned test cantilever (cond ~ 1e11-1e12, 250-400
+#: elements) came out 2e-7 to 1e-6 off the beam-theory roots instead of SuperLU's 1e-8; with 2
+#: they match SuperLU's 1e-8 (tests/test_reduction.py). A step costs a sparse product and a
+#: further triangular solve pair.
+PARDISO_REFINE = 2
+
+#: PARDISO perturbs pivots smaller than ``10**-PIVOT_EXP * ||A||`` (8 is MKL's default for
+#: symmetric indefinite matrices); any perturbed pivot raises :class:`SingularFactor`.
+#: Measured: 8 flags exactly singular free spring chains (10 to 2000 DOFs) as SuperLU does, and
+#: not the regular cantilever beam with cond ~ 5e11 (tests/test_reduction.py); at 10 and above
+#: the 2000-DOF chain passes unflagged. Neither solver flags a free solid or truss whose zero
+#: pivots are round-off: :func:`modes` recognises those from the spectrum (rigid_count).
+PIVOT_EXP = 8
+
 
 class SingularFactor(RuntimeError):
     """The shifted stiffness ``K - sigma M`` could not be factorised (singular)."""
@@ -48,7 +77,7 @@ class SingularFactor(RuntimeError):
 
 @dataclass
 class Factor:
-    """Sparse LU factorisation of ``A = K - sigma M`` (SuperLU, symmetric ordering).
+    """Factorisation of ``A = K - sigma M`` for many solves (SuperLU or PARDISO).
 
     Attributes
     ----------
@@ -56,42 +85,104 @@ class Factor:
         Shift [rad^2/s^2].
     n : int
         Size of ``A``.
+    solver : str
+        ``"superlu"`` or ``"pardiso"``.
+    inertia : tuple of int or None
+        ``(n_positive, n_negative)`` eigenvalues of ``A`` (Sylvester: signs of the pivots of
+        the symmetric factorisation); ``n_negative`` is the number of eigenvalues of the
+        pencil below ``sigma``. None when SuperLU had to pivot off the diagonal.
+    info : dict
+        Backend statistics (PARDISO: ``nnz_factor``, ``memory_mib``).
     """
 
     sigma: float
     n: int
     _lu: object = field(repr=False)
+    solver: str = "superlu"
+    inertia: tuple | None = None
+    info: dict = field(default_factory=dict)
 
     def solve(self, B: np.ndarray) -> np.ndarray:
-        """``A^-1 B`` for a dense ``B`` of shape (n,) or (n, r)."""
+        """``A^-1 B`` for a dense ``B`` of shape (n,) or (n, r); same shape returned."""
         B = np.asarray(B, dtype=np.float64)
         return self._lu.solve(np.ascontiguousarray(B) if B.ndim == 1 else np.asfortranarray(B))
 
 
-def factorize(K, M=None, sigma: float = 0.0) -> Factor:
+def sparse_solver(solver: str | None = None) -> str:
+    """Resolve a solver choice to ``"superlu"`` or ``"pardiso"``.
+
+    Parameters
+    ----------
+    solver : {"auto", "superlu", "pardiso"} or None
+        None reads ``VSENSE_SPARSE_SOLVER`` (default ``"auto"``). ``"auto"`` is PARDISO when
+        ``pypardiso`` and MKL load, SuperLU otherwise.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (naming the argument or the environment variable).
+    MissingDependency
+        ``"pardiso"`` requested but not loadable.
+    """
+    where = "solver"
+    if solver is None:
+        solver, where = os.environ.get(SOLVER_ENV, "") or "auto", SOLVER_ENV
+    name = str(solver).strip().lower()
+    if name not in SOLVERS:
+        raise ValueError(f"{where}: expected one of {', '.join(SOLVERS)}, got {solver!r}")
+    if name == "superlu":
+        return name
+    ok = _mkl() is not None
+    if name == "auto":
+        return "pardiso" if ok else "superlu"
+    if not ok:
+        raise MissingDependency(
+            f"{where}={solver!r}: MKL PARDISO is not available ({_MKL_ERROR}); "
+            f"pip install 'vsense[fast]' (x86-64 only) or use solver='superlu'")
+    return name
+
+
+def pardiso_available() -> bool:
+    """True when MKL PARDISO (``pypardiso`` and its ``mkl``) can be loaded."""
+    return _mkl() is not None
+
+
+def factorize(K, M=None, sigma: float = 0.0, solver: str | None = None) -> Factor:
     """Factorise ``A = K - sigma M`` once for many solves.
 
-    SuperLU with a minimum-degree ordering of ``A^T + A`` and no off-diagonal pivoting
-    (``A`` is symmetric; positive definite whenever ``sigma`` is below the lowest eigenvalue),
-    which keeps the symmetric fill-reducing ordering.
+    * SuperLU: minimum-degree ordering of ``A^T + A`` and no off-diagonal pivoting (``A`` is
+      symmetric; positive definite whenever ``sigma`` is below the lowest eigenvalue), which
+      keeps the symmetric fill-reducing ordering.
+    * PARDISO: symmetric indefinite ``L D L^T`` (matrix type -2) of the upper triangle, METIS
+      ordering, so a shift above some eigenvalues is fine; ``PARDISO_THREADS`` MKL threads.
 
     Parameters
     ----------
     K, M : scipy.sparse matrix, shape (n, n)
-        Stiffness and mass.
+        Symmetric stiffness and mass.
     sigma : float
         Shift [rad^2/s^2].
+    solver : {"auto", "superlu", "pardiso"} or None
+        Backend (:func:`sparse_solver`; None: ``VSENSE_SPARSE_SOLVER`` or ``"auto"``).
 
     Raises
     ------
     SingularFactor
-        When a pivot is exactly zero or not finite.
+        SuperLU: a pivot is exactly zero or not finite. PARDISO: a zero pivot or a pivot
+        below ``10**-PIVOT_EXP ||A||`` (perturbed). Both: ``A`` has NaN or inf entries.
     """
     sp = need("scipy.sparse")
-    spla = need("scipy.sparse.linalg")
+    backend = sparse_solver(solver)
     # A = K - sigma M
     A = K if sigma == 0.0 or M is None else K - sigma * M
-    A = sp.csc_matrix(A)
+    if not np.all(np.isfinite(A.data if sp.issparse(A) else np.asarray(A))):
+        raise SingularFactor(f"K - ({sigma:g}) M has NaN or inf entries")
+    if backend == "pardiso":
+        pf = _Pardiso(sp.csr_matrix(A, dtype=np.float64), PARDISO_THREADS, sigma)
+        return Factor(sigma=float(sigma), n=pf.n, _lu=pf, solver="pardiso",
+                      inertia=pf.inertia, info=pf.info)
+    spla = need("scipy.sparse.linalg")
+    A = sp.csc_matrix(A, dtype=np.float64)
     try:
         lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                        options={"SymmetricMode": True})
@@ -100,7 +191,164 @@ def factorize(K, M=None, sigma: float = 0.0) -> Factor:
     d = lu.U.diagonal()
     if not np.all(np.isfinite(d)) or np.any(d == 0.0):
         raise SingularFactor(f"K - ({sigma:g}) M has a zero or non-finite pivot")
-    return Factor(sigma=float(sigma), n=A.shape[0], _lu=lu)
+    # symmetric pivoting only (perm_r == perm_c): A = P^T L U P, U = D L^T, inertia = signs of d
+    inertia = ((int(np.sum(d > 0)), int(np.sum(d < 0)))
+               if np.array_equal(lu.perm_r, lu.perm_c) else None)
+    return Factor(sigma=float(sigma), n=A.shape[0], _lu=lu, solver="superlu", inertia=inertia)
+
+
+# ------------------------------------------------------------------------ MKL PARDISO
+_MKL: object = None        # (pardiso, set_threads_local) once loaded; False if unavailable
+_MKL_ERROR = ""
+
+
+def _mkl():
+    """The MKL ``pardiso`` and ``MKL_Set_Num_Threads_Local`` functions, or None (cached)."""
+    global _MKL, _MKL_ERROR
+    if _MKL is None:
+        _MKL = False
+        try:
+            if platform.machine().lower() not in ("x86_64", "amd64"):
+                raise ImportError(f"MKL is x86-64 only, this is {platform.machine()}")
+            import pypardiso  # locates mkl_rt (pip wheel, conda, PYPARDISO_MKL_RT)
+
+            lib = ctypes.CDLL(pypardiso.ps.libmkl._name)
+            fn = lib.pardiso
+            i32p, f64p = ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_double)
+            fn.argtypes = [ctypes.POINTER(ctypes.c_int64)] + [i32p] * 5 + [
+                f64p, i32p, i32p, i32p, i32p, i32p, i32p, f64p, f64p, i32p]
+            fn.restype = None
+            nt = lib.MKL_Set_Num_Threads_Local
+            nt.argtypes, nt.restype = [ctypes.c_int], ctypes.c_int
+            _MKL = (fn, nt)
+        except (ImportError, OSError, AttributeError) as exc:
+            _MKL_ERROR = f"{type(exc).__name__}: {exc}"
+    return _MKL or None
+
+
+#: PARDISO error codes (MKL reference, ``pardiso`` "error" parameter).
+_PARDISO_ERRORS = {
+    -1: "input inconsistent", -2: "not enough memory", -3: "reordering problem",
+    -4: "zero pivot", -5: "unclassified internal error", -6: "reordering failed",
+    -7: "diagonal matrix is singular", -8: "32-bit integer overflow",
+    -9: "not enough memory for out-of-core", -10: "out-of-core file error",
+    -11: "out-of-core read/write error", -13: "interrupted",
+}
+
+
+class _Pardiso:
+    """MKL PARDISO ``L D L^T`` of a real symmetric matrix (type -2); frees itself on collection.
+
+    Keeps the upper triangle (CSR, 0-based, explicit diagonal) alive for the solve phase.
+    """
+
+    MTYPE = -2
+
+    def __init__(self, A, threads: int | None, sigma: float):
+        sp = need("scipy.sparse")
+        fn_nt = _mkl()
+        if fn_nt is None:  # pragma: no cover - sparse_solver checked this
+            raise MissingDependency(f"MKL PARDISO is not available ({_MKL_ERROR})")
+        self._fn, self._nt = fn_nt
+        self.threads = threads
+        n = A.shape[0]
+        if A.shape != (n, n):
+            raise ValueError(f"K - sigma M: expected a square matrix, got shape {A.shape}")
+        self.n = n
+        # upper triangle with every diagonal entry stored (PARDISO needs the diagonal of
+        # symmetric matrices even where it is zero): coo -> csr sums duplicates, keeps zeros
+        U = sp.triu(A, format="coo")
+        d = np.arange(n)
+        U = sp.coo_matrix((np.concatenate([U.data, np.zeros(n)]),
+                           (np.concatenate([U.row, d]), np.concatenate([U.col, d]))),
+                          shape=(n, n)).tocsr()
+        U.sum_duplicates()
+        U.sort_indices()
+        self._a = np.ascontiguousarray(U.data, dtype=np.float64)
+        self._ia = np.ascontiguousarray(U.indptr, dtype=np.int32)
+        self._ja = np.ascontiguousarray(U.indices, dtype=np.int32)
+        if U.nnz >= 2 ** 31 - 1:
+            raise ValueError(f"K - sigma M: {U.nnz} non-zeros exceed PARDISO's 32-bit indices")
+        del U
+        self._pt = np.zeros(64, dtype=np.int64)
+        self._iparm = np.zeros(64, dtype=np.int32)
+        ip = self._iparm
+        ip[0] = 1            # iparm(1): no solver defaults, use the values below
+        ip[1] = 2            # iparm(2): METIS nested-dissection ordering
+        ip[7] = PARDISO_REFINE  # iparm(8): iterative refinement steps per solve
+        ip[9] = PIVOT_EXP    # iparm(10): perturb pivots < 10^-PIVOT_EXP ||A|| (-> Singular)
+        ip[10] = 0           # iparm(11): no scaling (symmetric indefinite default)
+        ip[12] = 0           # iparm(13): no weighted matching
+        ip[17] = -1          # iparm(18): report nnz of the factor
+        ip[20] = 1           # iparm(21): Bunch-Kaufman 1x1 and 2x2 pivots
+        ip[26] = 1           # iparm(27): check the CSR structure
+        ip[34] = 1           # iparm(35): zero-based indices
+        self._alive = False
+        self._call(12, np.zeros((n, 1), order="F"), np.zeros((n, 1), order="F"))
+        self._alive = True
+        if ip[13] > 0:       # iparm(14): perturbed pivots
+            self.free()
+            raise SingularFactor(
+                f"K - ({sigma:g}) M is singular: PARDISO perturbed {int(ip[13])} pivot(s) "
+                f"below 1e-{PIVOT_EXP} ||A||")
+        self.inertia = (int(ip[21]), int(ip[22]))      # iparm(22), iparm(23)
+        # peak memory = max(iparm(15), iparm(16) + iparm(17)) [KiB]
+        self.info = {"nnz_factor": int(ip[17]),
+                     "memory_mib": max(int(ip[14]), int(ip[15]) + int(ip[16])) / 1024.0}
+
+    def _call(self, phase: int, B: np.ndarray, X: np.ndarray) -> None:
+        i32 = ctypes.c_int32
+        err = i32(0)
+        prev = self._nt(int(self.threads)) if self.threads else None
+        try:
+            self._fn(self._pt.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+                     ctypes.byref(i32(1)), ctypes.byref(i32(1)), ctypes.byref(i32(self.MTYPE)),
+                     ctypes.byref(i32(phase)), ctypes.byref(i32(self.n)),
+                     self._a.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                     self._ia.ctypes.data_as(ctypes.POINTER(i32)),
+                     self._ja.ctypes.data_as(ctypes.POINTER(i32)),
+                     None, ctypes.byref(i32(B.shape[1] if B.ndim == 2 else 1)),
+                     self._iparm.ctypes.data_as(ctypes.POINTER(i32)), ctypes.byref(i32(0)),
+                     B.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                     X.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.byref(err))
+        finally:
+            if prev is not None:
+                self._nt(prev)
+        if err.value != 0:
+            code = err.value
+            if phase != -1:
+                self.free()
+            msg = f"PARDISO phase {phase} failed: error {code} ({_PARDISO_ERRORS.get(code, '?')})"
+            if code in (-4, -7):
+                raise SingularFactor(msg)
+            raise RuntimeError(msg)
+
+    def solve(self, B: np.ndarray) -> np.ndarray:
+        """``A^-1 B``, ``B`` of shape (n,) or (n, r)."""
+        if not self._alive:
+            raise RuntimeError("PARDISO factor was released")
+        B = np.asarray(B, dtype=np.float64)
+        if B.ndim not in (1, 2) or B.shape[0] != self.n:
+            raise ValueError(f"B: expected shape ({self.n},) or ({self.n}, r), got {B.shape}")
+        Bf = np.asfortranarray(B.reshape(self.n, -1))
+        X = np.empty_like(Bf, order="F")
+        if Bf.shape[1]:
+            self._call(33, Bf, X)
+        return X[:, 0] if B.ndim == 1 else X
+
+    def free(self) -> None:
+        """Release PARDISO's memory (idempotent)."""
+        if self._pt.any():
+            z = np.zeros((self.n, 1), order="F")
+            self._call(-1, z, z)
+            self._pt[:] = 0
+        self._alive = False
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown; nothing to report to
+            pass
 
 
 def rigid_count(lam: np.ndarray, gap: float = RIGID_GAP) -> int:
@@ -210,7 +458,8 @@ class Modes:
     lam_next: float = float("nan")
 
 
-def modes(K, M, k: int, sigma: float | None = None, seed: int = 0) -> Modes:
+def modes(K, M, k: int, sigma: float | None = None, seed: int = 0,
+          solver: str | None = None) -> Modes:
     """Lowest ``k`` eigenpairs and a reusable factorisation, with the automatic shift.
 
     Parameters
@@ -225,9 +474,12 @@ def modes(K, M, k: int, sigma: float | None = None, seed: int = 0) -> Modes:
         Fixed shift (``<= 0``); ``None`` chooses it as described in the module docstring.
     seed : int
         Seed of the Lanczos start vector.
+    solver : {"auto", "superlu", "pardiso"} or None
+        Sparse direct solver (:func:`factorize`); None: ``VSENSE_SPARSE_SOLVER`` or auto.
     """
     n = K.shape[0]
     t = {"factorise": 0.0, "eigen": 0.0}
+    solver = sparse_solver(solver)
     if k < 0:
         raise ValueError(f"number of modes k={k} must be >= 0")
     k_run = min(k + PROBE, n - 1 if n > DENSE_MAX else n)
@@ -239,7 +491,8 @@ def modes(K, M, k: int, sigma: float | None = None, seed: int = 0) -> Modes:
 
     def run(s):
         t0 = time.perf_counter()
-        fac = None if (n <= DENSE_MAX and s is None) else factorize(K, M, 0.0 if s is None else s)
+        dense_only = n <= DENSE_MAX and s is None
+        fac = None if dense_only else factorize(K, M, 0.0 if s is None else s, solver)
         t1 = time.perf_counter()
         lam, Phi = eigenpairs(K, M, k_run, fac, seed)
         t["factorise"] += t1 - t0
@@ -263,13 +516,13 @@ def modes(K, M, k: int, sigma: float | None = None, seed: int = 0) -> Modes:
         nr = rigid_count(lam)
         if nr == 0:
             t0 = time.perf_counter()
-            fac = factorize(K, M, 0.0) if fac is None else fac
+            fac = factorize(K, M, 0.0, solver) if fac is None else fac
             t["factorise"] += time.perf_counter() - t0
             return done(fac, lam, Phi)
         lam_ref = float(lam[nr]) if nr < lam.size else None
         if n <= DENSE_MAX and lam_ref is not None:
             t0 = time.perf_counter()
-            fac = factorize(K, M, -lam_ref)
+            fac = factorize(K, M, -lam_ref, solver)
             t["factorise"] += time.perf_counter() - t0
             return done(fac, lam, Phi)
     except (SingularFactor, need("scipy.sparse.linalg").ArpackError):
