@@ -46,7 +46,8 @@ PAPER_EXTRA = {
                    "initial": "rest", "duration": 0.5, "rate": 1000.0, "channels": ["d110"],
                    "noise": 0.01},
     "inverse": {"samples": 1000, "test_samples": 1000, "validation_samples": 500,
-                "features": "fft_bins", "map": "mlp", "seed": 0},
+                "features": {"kind": "fft_ri_bins+time_extrema", "n_extrema": 12}, "map": "mlp",
+                "seed": 0, "hidden": [128, 128], "max_epochs": 1500},
 }
 
 
@@ -100,21 +101,23 @@ def run(path, args, extra=None, label=""):
           f"{np.round(bands, 1).tolist()} Hz -> {bins.size} bins of interest")
     kinds = ([st.features.kind] if not args.table else
              ["time_samples", "time_samples_sparse", "time_extrema", "fft_mp", "fft_ri",
-              "fft_mp_bins", "fft_ri_bins"])
+              "fft_mp_bins", "fft_ri_bins", st.features.kind])
+    kinds = list(dict.fromkeys(kinds))
     rows, nfs, res = {}, {}, {}
     for kind in kinds:
         cfg = F.FeatureConfig(kind=kind, bins=tuple(int(b) for b in bins), n_samples=bins.size,
-                              n_extrema=args.n_extrema)
+                              n_extrema=st.features.n_extrema, prominence=st.features.prominence)
         Ftr, Fva, Fte = (F.extract_batch(kind, Y, ex.rate, cfg) for Y in (Ytr, Yva, Yte))
         if not np.isfinite(Ftr).all():
-            print(f"{kind}: skipped, some windows have fewer than {args.n_extrema} extrema")
+            print(f"{kind}: skipped, some windows have fewer than {cfg.n_extrema} extrema")
             continue
         for mp in args.maps:
             t0 = time.perf_counter()
             if mp == "mlp":
-                tm = train_mlp(Ftr, Xtr, Fva, Xva, hidden=tuple(args.hidden), max_epochs=args.epochs,
-                               patience=st.patience, seed=seed, batch_size=args.batch,
-                               learning_rate=args.lr, progress=True)
+                tm = train_mlp(Ftr, Xtr, Fva, Xva, hidden=tuple(args.hidden or st.hidden),
+                               max_epochs=args.epochs or st.max_epochs, patience=st.patience,
+                               seed=seed, batch_size=st.batch_size, learning_rate=st.learning_rate,
+                               progress=True)
             else:
                 tm = train_gp(Ftr, Xtr, Fva, Xva, seed=seed)
             t_train = time.perf_counter() - t0
@@ -196,8 +199,15 @@ def extrapolation(pm, ex, st, Xtr, Ytr, Xva, Yva, sigma, cfg, names, zj, args):
     Xt = sampling.uniform(st.test_samples, box, st.seed + 3)
     Yt = dataset.generate(pm, ex, Xt, seed=st.seed + 13, sigma=sigma, cache_dir=CACHE, desc="extrapolation")
     Ftr, Fva, Ft = (F.extract_batch(cfg.kind, Y, ex.rate, cfg) for Y in (Ytr[keep], Yva[keep_v], Yt))
-    tm = train_mlp(Ftr, Xtr[keep], Fva, Xva[keep_v], hidden=tuple(args.hidden), max_epochs=args.epochs,
-                   patience=st.patience, seed=st.seed, batch_size=args.batch, learning_rate=args.lr)
+    tm = train_mlp(Ftr, Xtr[keep], Fva, Xva[keep_v], hidden=tuple(args.hidden or st.hidden),
+                   max_epochs=args.epochs or st.max_epochs,
+                   patience=st.patience, seed=st.seed, batch_size=st.batch_size,
+                   learning_rate=st.learning_rate)
+    ok = np.isfinite(Ft).all(axis=1)
+    if not ok.all():
+        print(f"extrapolation: {int((~ok).sum())} test windows give non-finite features (too few "
+              "extrema) and are left out")
+    Ft, Xt = Ft[ok], Xt[ok]
     p = tm.predict(Ft)
     fl = []
     lo, hi = Ftr.min(0), Ftr.max(0)
@@ -217,11 +227,8 @@ def main(argv=None):
     ap.add_argument("--crb", action="store_true")
     ap.add_argument("--extrapolation", action="store_true")
     ap.add_argument("--maps", nargs="+", default=["mlp", "gp"], choices=["mlp", "gp"])
-    ap.add_argument("--hidden", nargs="+", type=int, default=[128, 128])
-    ap.add_argument("--epochs", type=int, default=1500)
-    ap.add_argument("--batch", type=int, default=100)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--n-extrema", type=int, default=8)
+    ap.add_argument("--hidden", nargs="+", type=int, default=None, help="default: [inverse].hidden")
+    ap.add_argument("--epochs", type=int, default=None, help="default: [inverse].max_epochs")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--no-cache", action="store_true")
     args = ap.parse_args(argv)

@@ -39,7 +39,8 @@ def train(setup: ModelFileSetup, cache_dir=None, n_jobs: int = 1, progress: bool
     t1 = time.perf_counter()
     if st.map == "mlp":
         tm = train_mlp(Ftr, Xtr, Fva, Xva, hidden=st.hidden, max_epochs=st.max_epochs,
-                       patience=st.patience, seed=st.seed, progress=progress)
+                       patience=st.patience, seed=st.seed, batch_size=st.batch_size,
+                       learning_rate=st.learning_rate, progress=progress)
     else:
         tm = train_gp(Ftr, Xtr, Fva, Xva, seed=st.seed)
     t_train = time.perf_counter() - t1

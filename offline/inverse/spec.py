@@ -83,6 +83,8 @@ class InverseSettings:
     max_epochs: int = 400
     patience: int = 40
     margin_bins: int = 3
+    batch_size: int = 100
+    learning_rate: float = 2e-3
 
 
 def _num(v, where, positive=False, nonneg=False, integer=False):
@@ -208,7 +210,7 @@ def parse_inverse(raw: dict, where: str = "model") -> InverseSettings:
     if not isinstance(inv, dict):
         raise ValueError(f"{w} must be a table")
     known = {"samples", "test_samples", "validation_samples", "features", "map", "seed", "hidden",
-             "max_epochs", "patience", "margin_bins"}
+             "max_epochs", "patience", "margin_bins", "batch_size", "learning_rate"}
     extra = sorted(set(inv) - known)
     if extra:
         raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
@@ -221,6 +223,10 @@ def parse_inverse(raw: dict, where: str = "model") -> InverseSettings:
             if v < lo:
                 raise ValueError(f"{w}.{key} must be >= {lo}, got {v}")
             kw[key] = v
+    if "batch_size" in inv:
+        kw["batch_size"] = _num(inv["batch_size"], f"{w}.batch_size", positive=True, integer=True)
+    if "learning_rate" in inv:
+        kw["learning_rate"] = _num(inv["learning_rate"], f"{w}.learning_rate", positive=True)
     if "seed" in inv:
         kw["seed"] = _num(inv["seed"], f"{w}.seed", integer=True, nonneg=True)
     if "map" in inv:
