@@ -1,7 +1,7 @@
 """Daemon benchmark: sustained rate, loop latency, CPU and memory with the simulated ADC.
 
     /work/venv/bin/python benchmarks/daemon.py [--quick] [--repeat 3]
-        [--python /tmp/edge-venv/bin/python] [--only rate,latency,memory]
+        [--python /tmp/edge-venv/bin/python] [--only floor,rate,latency,memory]
 
 Runs the real daemon (ring, estimator, recorder to a temp dir, MQTT QoS 0 to a private
 Mosquitto when /usr/sbin/mosquitto exists). Bundle: 8-DOF chain, window 3, one displacement
@@ -9,6 +9,8 @@ channel, dt = 1/rate. Every figure is run ``--repeat`` times (variants interleav
 see the same machine load) and reported as the median with the range; the load average is
 printed with each section.
 
+0. **Machine floor**: wake-up delay of a Python thread sleeping to a 1 ms deadline, normal
+   and SCHED_FIFO: no daemon can have a lower latency tail than this on the machine.
 1. **Highest sustained rate with no lost sample** (block 64, read_max 64, estimation in the
    loop thread), rates stepped up for a few seconds each, at three levels:
    ``signal`` (values injected after the driver, real clock), ``adc`` (byte-level ADS1256
@@ -156,8 +158,14 @@ def run_once(tmp: Path, rate: float, seconds: float, port, **kw) -> dict:
     realtime.set_switch_interval(cfg["realtime"]["switch_interval_us"])
     try:
         d = app.build_daemon(cfg, simulate=True)
-        if kw.get("level", "signal") == "signal":  # precomputed: time the daemon only
+        # precomputed source: time the daemon (and the driver), not the structure model,
+        # whose next chunk of 1,024 samples would otherwise be computed on the acquisition
+        # thread once a second at 1,000 samples/s
+        if kw.get("level", "signal") == "signal":
             d.acq.src = ArrayVolts(d.acq.src.volts(int(rate * 2)))
+        else:  # LimitedAcquisition -> Acquisition -> ADS1256 -> FakeSpiDev -> chip
+            inp = d.acq.acq.adc.spi.chip.source  # edge.daemon.simulate.InputSource
+            inp.src = ArrayVolts(inp.src.volts(int(rate * 2)))
         if d.pub is not None:
             d.pub.start()
         c0, t0, p0 = _thread_cpu(), time.monotonic(), time.process_time()
@@ -192,6 +200,39 @@ def _fmt_range(xs, fmt="{:.0f}"):
 
 
 # ----------------------------------------------------------------------------- sections
+def section_floor(seconds, repeat):
+    """What the machine allows: wake-up delay of a Python thread sleeping to a 1 ms deadline
+    (nothing else in the process), normal scheduling and SCHED_FIFO 50, timer slack 1 us."""
+    print(f"\n## 0. Machine floor: wake-up delay of a sleeping thread, 1 ms period   "
+          f"load {loadavg()}")
+    res = {}
+    for r_i in range(repeat):
+        for fifo in (0, 50):
+            n = int(seconds * 1000)
+            out = np.zeros(n, np.int64)
+
+            def th():
+                realtime.set_fifo(fifo)
+                realtime.set_timer_slack(1000)
+                t0 = time.monotonic_ns()
+                for k in range(n):
+                    due = t0 + (k + 1) * 1_000_000
+                    dl = due - time.monotonic_ns()
+                    if dl > 0:
+                        time.sleep(dl * 1e-9)
+                    out[k] = time.monotonic_ns() - due
+
+            t = threading.Thread(target=th)
+            t.start()
+            t.join()
+            p = np.percentile(out / 1e3, [50, 99, 99.9])
+            res.setdefault(fifo, []).append((*p, out.max() / 1e3))
+            print(f"  run {r_i + 1} {'SCHED_FIFO 50' if fifo else 'normal       '}: "
+                  f"p50/p99/p99.9/max {p[0]:.0f}/{p[1]:.0f}/{p[2]:.0f}/{out.max() / 1e3:.0f} us"
+                  f"   load {loadavg()}", flush=True)
+    return res
+
+
 def section_rate(tmp, port, sec, repeat):
     print(f"\n## 1. Highest sustained rate, no lost sample (block 64)   load {loadavg()}")
     sweeps = {
@@ -338,8 +379,8 @@ def main(argv=None):
     ap.add_argument("--python", action="append", default=[],
                     help="also measure memory with this interpreter (e.g. a base-only venv "
                          "/tmp/edge-venv/bin/python); repeatable")
-    ap.add_argument("--only", default="rate,latency,memory",
-                    help="comma list of sections: rate, latency, memory")
+    ap.add_argument("--only", default="floor,rate,latency,memory",
+                    help="comma list of sections: floor, rate, latency, memory")
     ap.add_argument("--levels", default="signal,adc", help="latency levels: signal, adc")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -352,6 +393,13 @@ def main(argv=None):
         print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}, {os.cpu_count()} CPUs, load {loadavg()}"
               f", broker: {'mosquitto on port %d' % port if port else 'none (MQTT off)'}, "
               f"this interpreter: {sys.executable}: {_env_of(sys.executable)}", flush=True)
+        if "floor" in only:
+            fl = section_floor(sec, args.repeat)
+            for fifo, rs in fl.items():
+                summary.append(
+                    f"| machine floor: thread wake-up delay p50 / p99 / p99.9 / max, "
+                    f"{'SCHED_FIFO 50' if fifo else 'normal scheduling'} | - | "
+                    + " / ".join(_fmt_range([r[j] for r in rs]) for j in range(4)) + " us |")
         if "rate" in only:
             rows, thr = section_rate(tmp, port, sec, args.repeat)
             for name, best, top in rows:
