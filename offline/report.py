@@ -118,6 +118,11 @@ def build_parts(res, d: Path) -> list[str]:
                                             "alpha"))
     else:
         parts.append('<p class="note">alpha was given as a number: no L-curve.</p>')
+    if (d / "window.png").exists():
+        st = m.get("window_study", {})
+        parts.append("<h2>Fixed-lag window (calibration run)</h2>")
+        parts.append(_img(d / "window.png", f"force FDE per window L, each with its automatic "
+                                            f"alpha; recommended L = {st.get('recommended')}"))
     parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")
     return parts
 

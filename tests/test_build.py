@@ -36,6 +36,12 @@ def test_bundle_of_the_paper_rig(built):
     assert b.meta["spectral_radius"] <= 1.0 and b.alpha > 0
     assert (d / "report" / "lcurve.png").stat().st_size > 10_000
     assert (d / "report" / "eigenvalue_error.png").exists()
+    # window study on the calibration run (issue "beyond the paper"): plotted, L recommended
+    study = b.meta["window_study"]
+    assert study["recommended"] in (1, 5, 10, 20) and (d / "report" / "window.png").exists()
+    fde = {r["window"]: r["force_fde"] for r in study["rows"]}
+    assert min(fde[5], fde[10], fde[20]) < fde[1]  # a window beats the per-step estimator
+    assert "Fixed-lag window" in (d / "report" / "index.html").read_text()
 
 
 def test_reduced_simulation_matches_full_model(built):
