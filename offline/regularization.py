@@ -211,17 +211,19 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
         if not (np.all(np.isfinite(F[L - 1:])) and np.all(np.isfinite(Z[L - 1:]))):
             unstable.append(float(a))
             continue
-        d = est.delay
-        ok = np.isfinite(F[:, 0])
-        # estimate row j describes sample j - d: compare with the measurement it describes
-        r = (Y[: Y.shape[0] - d] - Z[d:])[ok[d:]]
-        rho[i] = np.sqrt(np.sum(w * r * r))
-        eta[i] = np.sqrt(np.sum(F[ok] ** 2))
-        # one-step influence of y_{k+1} on its own fit: H = S Gamma K1[:, first block]
-        op = est.op
-        H = (op.S @ op.Gamma) @ op.Ky[:, :nch]
-        denom = 1.0 - np.trace(H) / nch
-        gcv[i] = np.mean(w * r * r) / max(denom, 1e-300) ** 2
+        # runs that blow up (unstable alpha) overflow here; they are dropped below as non-finite
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = est.delay
+            ok = np.isfinite(F[:, 0])
+            # estimate row j describes sample j - d: compare with the measurement it describes
+            r = (Y[: Y.shape[0] - d] - Z[d:])[ok[d:]]
+            rho[i] = np.sqrt(np.sum(w * r * r))
+            eta[i] = np.sqrt(np.sum(F[ok] ** 2))
+            # one-step influence of y_{k+1} on its own fit: H = S Gamma K1[:, first block]
+            op = est.op
+            H = (op.S @ op.Gamma) @ op.Ky[:, :nch]
+            denom = 1.0 - np.trace(H) / nch
+            gcv[i] = np.mean(w * r * r) / max(denom, 1e-300) ** 2
     good = np.isfinite(rho) & np.isfinite(eta) & (rho > 0) & (eta > 0)
     if good.sum() < 5:
         raise EstimatorError(
