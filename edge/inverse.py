@@ -586,10 +586,13 @@ class InverseHook:
         self.auto_update = bool(auto_update)
         self.pending: str | None = None
         self.model_id: str | None = None
+        self.base_id = "bundle"
 
     @classmethod
     def attach(cls, daemon, auto_update: bool = False) -> "InverseHook":
-        hook = cls(InverseRuntime.from_bundle(daemon.est.bundle), auto_update)
+        b = daemon.est.bundle
+        hook = cls(InverseRuntime.from_bundle(b), auto_update)
+        hook.base_id = getattr(b, "bundle_id", "bundle")
         daemon.inverse = hook
         return hook
 
@@ -633,8 +636,7 @@ class InverseHook:
         op, nb, th = update_model(self.rt.parts, daemon.est.bundle, params)
         daemon.est.swap(op)
         daemon.est.bundle = nb
-        self.model_id = model_id(getattr(daemon.est.bundle, "bundle_id", "bundle"),
-                                 self.rt.parts.names, th)
+        self.model_id = model_id(self.base_id, self.rt.parts.names, th)
         _publish(daemon, "meta", {"model_id": self.model_id,
                                   "params": dict(zip(self.rt.parts.names, th.tolist())),
                                   "update_ms": (time.perf_counter() - t0) * 1e3})

@@ -448,3 +448,44 @@ patience = 10
     np.testing.assert_allclose(EI.matrices(rt.parts, rt.parts.theta0)[2], b.K, rtol=0,
                                atol=1e-8 * np.abs(b.K).max())
     assert tm.kind == "mlp" and b.meta["inverse"]["maps"]["mlp"]["onnx_sha256"] == rt.get().model_sha256
+
+
+def test_command_hook_identify_and_update(trained):
+    """register_commands + InverseHook on a stand-in daemon: identify arms a capture, the
+    window arrives in blocks, params are published; update_model swaps and publishes meta."""
+    from types import SimpleNamespace
+
+    from edge.bundle import Bundle, Channel, Force
+    from edge.daemon.mqtt import CommandError, CommandRegistry, Topics
+    from edge.estimator import Estimator
+    pm, ex = trained["pm"], trained["ex"]
+    M, C, K = EI.matrices(pm.parts, pm.parts.theta0)
+    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[Channel("y2", dof=1)],
+               forces=[Force("f2", dof=1)], alpha=1e-8,
+               extras=dict(trained["arrays"]), meta=dict(trained["meta"]))
+    sent = []
+    pub = SimpleNamespace(topics=Topics("vsense", "dev"),
+                          send=lambda topic, payload: sent.append((topic, json.loads(payload))))
+    injected = []
+    src = SimpleNamespace(inject_excitation=lambda f: injected.append(np.asarray(f)))
+    d = SimpleNamespace(est=Estimator(b), pub=pub, nch=1, acq=SimpleNamespace(source=src))
+    reg = CommandRegistry()
+    EI.register_commands(reg)
+    with pytest.raises(CommandError, match="no identification result"):
+        reg.commands["update_model"].handler(d, {})
+    EI.InverseHook.attach(d)
+    reply = reg.commands["identify"].handler(d, {})
+    assert reply["identify"]["samples"] == ex.n and injected[0].shape == (ex.n,)
+    w = trained["Yte"][7]
+    for k in range(0, ex.n, 50):
+        d.inverse.on_block(d, w[k:k + 50])
+    topic, payload = sent[-1]
+    assert topic.endswith("/params") and payload["names"] == list(pm.names)
+    # same window straight through the runtime: identical values (same ONNX session)
+    np.testing.assert_array_equal(payload["values"], d.inverse.rt.get().identify(w)["values"])
+    op_before = d.est.op
+    reply = reg.commands["update_model"].handler(d, {})
+    assert d.est.op is not op_before and reply["model_id"].startswith(b.bundle_id)
+    assert sent[-1][0].endswith("/meta") and sent[-1][1]["model_id"] == reply["model_id"]
+    with pytest.raises(CommandError, match="must be > 0"):
+        reg.commands["update_model"].handler(d, {"params": {"k1": -1.0}})
