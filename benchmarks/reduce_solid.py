@@ -4,6 +4,11 @@
     python benchmarks/reduce_solid.py --n-report 10      # ... and check 10 full-model modes
     python benchmarks/reduce_solid.py --quick            # ~30,000 DOFs, with 10 modes checked
     python benchmarks/reduce_solid.py --target-dofs 100000 --methods gmr+
+    python benchmarks/reduce_solid.py --solver superlu   # one sparse solver only
+
+``--solver`` is a comma list of ``superlu``, ``pardiso`` (MKL, ``pip install 'vsense[fast]'``)
+and ``auto``; by default both are run side by side when PARDISO is installed, SuperLU alone
+otherwise. Each (method, solver) pair is its own process.
 
 The part (offline/geometry/housing.py) is a gearbox-like thick-walled box with a bolted
 flange, two bearing bores (four seats) and four cover-bolt holes, meshed with quadratic
@@ -15,10 +20,12 @@ Each step runs in a fresh subprocess so that its peak resident memory (``ru_maxr
 counts scipy's SuperLU and BLAS allocations that tracemalloc misses) belongs to it alone:
 
 1. ``mesh``  – gmsh geometry + mesh, written to a temporary ``.msh``;
-2. one process per method – read mesh, assemble K and M, spiders, clamp, reduce.
+2. one process per method and solver – read mesh, assemble K and M, spiders, clamp, reduce.
 
 Printed side by side: wall time of every phase and peak RSS per process, the full and reduced
-frequencies and the eigenvalue error (paper 004 eq. 31).
+frequencies and the eigenvalue error (paper 004 eq. 31), the load average before and after
+each process (the machine is shared), and, when both solvers ran, how far apart their reduced
+frequencies are.
 """
 
 from __future__ import annotations
@@ -41,6 +48,12 @@ if str(ROOT) not in sys.path:
 #: at 200k DOFs); the mesh is made this much larger so that the reduced-from model meets
 #: --target-dofs.
 MARGIN = 1.07
+
+#: Reduced frequencies compared between the two solvers.
+N_CMP = 10
+
+#: Environment variable read by offline.reduction.eigen (sparse solver choice).
+SOLVER_ENV = "VSENSE_SPARSE_SOLVER"
 
 
 def _rss_gib() -> float:
@@ -72,6 +85,7 @@ def worker_mesh(a) -> None:
 
 def worker_reduce(a) -> None:
     import numpy as np
+    import scipy.linalg as sla
 
     from offline.fem import mpc, solid
     from offline.fem.mesh import read_mesh
@@ -99,12 +113,18 @@ def worker_reduce(a) -> None:
     masters = np.array([model.dof_index(int(model.groups[n][0]), k)
                         for n in names["bearing"] + names["cover"] for k in range(6)])
     tm["spiders_clamp"] = time.perf_counter() - t
+    # the solver is read by offline.reduction.eigen.modes from the environment
+    os.environ[SOLVER_ENV] = a.solver
     t = time.perf_counter()
     red = reduce(model, masters, a.n_modes, method=a.method, n_report=a.n_report,
                  progress=not a.no_progress)
     tm["reduce"] = time.perf_counter() - t
     rep = red.report
-    _emit({"method": a.method, "timings": tm, "reduce_timings": rep.timings,
+    # lowest reduced frequencies (also when n_report = 0): cross-check between solvers
+    lam = sla.eigh(red.K, red.M, eigvals_only=True)[:N_CMP]
+    _emit({"method": a.method, "solver": rep.diagnostics.get("solver", "?"), "timings": tm,
+           "freqs_cmp": (np.sqrt(np.maximum(lam, 0.0)) / (2 * np.pi)).tolist(),
+           "reduce_timings": rep.timings,
            "n_mesh_dofs": n_mesh_dofs, "n_full": int(rep.n_full), "n_reduced": int(red.n),
            "nnz_K": int(model.K.nnz), "n_masters": int(masters.size),
            "freqs_full": np.asarray(rep.freqs_full).tolist(),
@@ -142,6 +162,9 @@ def main(argv=None) -> int:
                          "solve, a second factorisation of the same size (default: 0 for the "
                          "full-size run, 10 with --quick)")
     ap.add_argument("--order", type=int, default=2, help="element order: 1 tet4, 2 tet10")
+    ap.add_argument("--solver", default=None,
+                    help="comma list of superlu, pardiso, auto (default: superlu,pardiso when "
+                         "PARDISO is installed, else superlu)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", help="also write all results to this JSON file")
     # internal: worker modes
@@ -149,6 +172,10 @@ def main(argv=None) -> int:
     ap.add_argument("--mesh", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.worker is None:
+        a.solvers = _solvers(a.solver, ap)
+    else:
+        a.solver = a.solver or "auto"
     if a.quick:
         a.target_dofs = min(a.target_dofs, 30_000)
     if a.n_report is None:
@@ -173,16 +200,36 @@ def main(argv=None) -> int:
         mres, mwall = _run(["--worker", "mesh", "--mesh", mesh_path] + common)
         runs = {}
         for m in methods:
-            print(f"reducing with {m} ...", file=sys.stderr)
-            runs[m], wall = _run(["--worker", "reduce", "--method", m, "--mesh", mesh_path]
-                                 + common)
-            runs[m]["wall"] = wall
+            for sv in a.solvers:
+                key = f"{m}/{sv}"
+                print(f"reducing with {m}, {sv} ...", file=sys.stderr)
+                load0 = os.getloadavg()
+                runs[key], wall = _run(["--worker", "reduce", "--method", m, "--solver", sv,
+                                        "--mesh", mesh_path] + common)
+                runs[key]["wall"] = wall
+                runs[key]["load"] = [load0[0], os.getloadavg()[0]]
     total = time.perf_counter() - t_all
     print(_format(a, mres, mwall, runs, total))
     if a.json:
         Path(a.json).write_text(json.dumps({"mesh": mres, "runs": runs, "total": total},
                                            indent=1))
     return 0
+
+
+def _solvers(spec, ap) -> list[str]:
+    """Solvers to run (``--solver``): both when PARDISO is installed, unless told."""
+    from offline.reduction.eigen import SOLVERS, pardiso_available
+
+    if spec is None:
+        return ["superlu", "pardiso"] if pardiso_available() else ["superlu"]
+    out = [x.strip().lower() for x in spec.split(",") if x.strip()]
+    bad = [x for x in out if x not in SOLVERS]
+    if bad or not out:
+        ap.error(f"--solver: expected a comma list of {', '.join(SOLVERS)}, got {spec!r}")
+    if "pardiso" in out and not pardiso_available():
+        ap.error("--solver pardiso: MKL PARDISO is not installed "
+                 "(pip install 'vsense[fast]', x86-64 only)")
+    return out
 
 
 def _format(a, mres, mwall, runs, total) -> str:
@@ -222,17 +269,34 @@ def _format(a, mres, mwall, runs, total) -> str:
     L.append(f"{'peak RSS [GiB]':<26}" + "".join(f"{runs[n]['rss_gib']:>{w}.2f}"
                                                 for n in names))
     L.append(f"{'reduced DOFs':<26}" + "".join(f"{runs[n]['n_reduced']:>{w}d}" for n in names))
+    L.append(f"{'solver used':<26}" + "".join(f"{runs[n]['solver']:>{w}}" for n in names))
+    L.append(f"{'sigma_slave':<26}" + "".join(
+        f"{float(runs[n]['diagnostics'].get('sigma_slave', float('nan'))):>{w}.3g}"
+        for n in names))
+    L.append(f"{'load avg 1 min start/end':<26}" + "".join(
+        f"{'%.1f/%.1f' % tuple(runs[n]['load']):>{w}}" for n in names))
+    # the same method with two solvers: relative spread of the lowest reduced frequencies
+    by_m: dict = {}
+    for n in names:
+        by_m.setdefault(runs[n]["method"], []).append(n)
+    for m, ns in by_m.items():
+        if len(ns) > 1:
+            f0 = runs[ns[0]]["freqs_cmp"]
+            d = max(abs(x - y) / y for n in ns[1:] for x, y in zip(runs[n]["freqs_cmp"], f0))
+            L.append(f"{m}: lowest {len(f0)} reduced frequencies, {' vs '.join(ns)}: "
+                     f"max relative difference {d:.1e}")
     nf = min(len(r["freqs_full"]) for r in runs.values())
+    wf = max(14, max(len(n) for n in names) + 7)
     if nf:
         L.append("")
         L.append(f"{'mode':>4} {'f_full [Hz]':>12}" + "".join(
-            f"{n + ' [Hz]':>14}{'eps [%]':>11}" for n in names))
+            f"{n + ' [Hz]':>{wf}}{'eps [%]':>11}" for n in names))
         for i in range(nf):
             L.append(f"{i + 1:>4} {first['freqs_full'][i]:>12.2f}" + "".join(
-                f"{runs[n]['freqs_reduced'][i]:>14.2f}{runs[n]['eig_error'][i]:>11.2e}"
+                f"{runs[n]['freqs_reduced'][i]:>{wf}.2f}{runs[n]['eig_error'][i]:>11.2e}"
                 for n in names))
         L.append(f"{'max':>17}" + "".join(
-            f"{'':>14}{max(abs(e) for e in runs[n]['eig_error']):>11.2e}" for n in names))
+            f"{'':>{wf}}{max(abs(e) for e in runs[n]['eig_error']):>11.2e}" for n in names))
     L.append("")
     L.append(f"total wall (all processes): {total:.1f} s")
     return "\n".join(L)

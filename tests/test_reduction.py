@@ -586,3 +586,183 @@ def test_paper_cantilever_gmr_first_20_within_1e5():
     # f1 = 1.8751^2 / (2 pi L^2) sqrt(E h^2 / (12 rho)) = 34.0 Hz; plate within 2 %
     f1 = 1.875104068711961**2 / (2 * np.pi * 0.170**2) * np.sqrt(69e9 * 1.2e-3**2 / (12 * 2700))
     assert rep.freqs_full[0] == pytest.approx(f1, rel=0.02)
+
+
+# ------------------------------------------------------------ sparse solver backends
+def _pardiso_or_skip():
+    from offline.reduction.eigen import pardiso_available
+    if not pardiso_available():
+        pytest.skip("MKL PARDISO (pypardiso, pip extra 'fast') is not importable here")
+
+
+def _shifts(model):
+    """sigma = 0, below the spectrum, and between eigenvalues 3 and 4 (indefinite)."""
+    lam = dense_eigenvalues(model, 4)   # reference: LAPACK eigh of the full model
+    return [0.0, -0.5 * lam[0], 0.5 * (lam[2] + lam[3])], lam
+
+
+@pytest.mark.parametrize("which", ["truss", "beam"])
+def test_pardiso_solves_match_superlu(which):
+    _pardiso_or_skip()
+    from offline.reduction.eigen import factorize
+    model = truss(30, 10, clamp_left=True) if which == "truss" else cantilever(120)
+    K, M = model.K, model.M
+    rng = np.random.default_rng(7)
+    B = rng.standard_normal((K.shape[0], 7))
+    for sigma in _shifts(model)[0]:
+        fs = factorize(K, M, sigma, solver="superlu")
+        fp = factorize(K, M, sigma, solver="pardiso")
+        assert (fs.solver, fp.solver) == ("superlu", "pardiso")
+        Xs, Xp = fs.solve(B), fp.solve(B)
+        # reference: SuperLU (independent code). Both are backward stable, so they differ by
+        # at most ~cond(A) eps: the truss (cond ~ 1e4) within 1e-10 relative; the beam with its
+        # mixed units (cond ~ 1e9) within 100 eps cond (measured 5.6e-10 relative)
+        cond = np.linalg.cond((K - sigma * M).toarray())
+        tol = 1e-10 if which == "truss" else 100 * np.finfo(float).eps * cond
+        assert which == "beam" or cond < 1e6
+        assert Xp.shape == B.shape
+        assert np.max(np.abs(Xp - Xs)) <= tol * np.max(np.abs(Xs))
+        # one right-hand side keeps its 1-D shape and equals the first column
+        xp = fp.solve(B[:, 0])
+        assert xp.shape == (K.shape[0],)
+        assert np.max(np.abs(xp - Xs[:, 0])) <= tol * np.max(np.abs(Xs[:, 0]))
+        # normwise backward error of A x = b, A = K - sigma M (definition; eps-level for a
+        # backward-stable solver, measured ~1e-16)
+        A = K - sigma * M
+        nA = sla.norm(A.toarray(), 2)
+        assert (np.linalg.norm(A @ Xp - B, 2)
+                <= 1e-13 * (nA * np.linalg.norm(Xp, 2) + np.linalg.norm(B, 2)))
+
+
+def test_inertia_counts_eigenvalues_below_shift():
+    _pardiso_or_skip()
+    from offline.reduction.eigen import factorize
+    model = truss(30, 10, clamp_left=True)
+    shifts, lam = _shifts(model)
+    # Sylvester: negative pivots of L D L^T of K - sigma M = eigenvalues below sigma;
+    # reference: LAPACK eigh (3 below the middle shift, none below 0 or -lam_1/2)
+    for sigma, n_below in zip(shifts, (0, 0, 3)):
+        for solver in ("superlu", "pardiso"):
+            f = factorize(model.K, model.M, sigma, solver=solver)
+            assert f.inertia == (model.K.shape[0] - n_below, n_below), (solver, sigma)
+    f = factorize(model.K, model.M, 0.0, solver="pardiso")
+    assert f.info["nnz_factor"] > 0 and f.info["memory_mib"] > 0
+
+
+def test_pardiso_singular_and_bad_input():
+    _pardiso_or_skip()
+    from offline.reduction.eigen import SingularFactor, factorize
+    # exactly singular (integer Laplacian of a free chain), as in test_shift_selection_paths
+    for n in (10, 600, 2000):
+        with pytest.raises(SingularFactor, match="singular"):
+            factorize(chain(n, 1000.0, 2.0, grounded=False).K, solver="pardiso")
+    # a DOF without stiffness: an empty row/column (zero pivot)
+    K = chain(50).K.tolil()
+    K[10, :] = 0.0
+    K[:, 10] = 0.0
+    with pytest.raises(SingularFactor):
+        factorize(K.tocsr(), solver="pardiso")
+    # NaN / inf entries are refused before factorising, by both backends
+    K = chain(50).K.copy()
+    K.data[3] = np.nan
+    for solver in ("superlu", "pardiso"):
+        with pytest.raises(SingularFactor, match="NaN or inf"):
+            factorize(K, solver=solver)
+    f = factorize(chain(50).K, solver="pardiso")
+    with pytest.raises(ValueError, match="B: expected shape"):
+        f.solve(np.ones(49))
+    # no right-hand side at all is an empty result, not a crash
+    assert f.solve(np.ones((50, 0))).shape == (50, 0)
+    # a shift between eigenvalues is fine (indefinite L D L^T), exact solve residual
+    model = chain(50)
+    lam = chain_eigenvalues(50, 1000.0, 2.0, True)          # closed form
+    sigma = 0.5 * (lam[4] + lam[5])
+    f = factorize(model.K, model.M, sigma, solver="pardiso")
+    assert f.inertia == (45, 5)
+    b = np.random.default_rng(3).standard_normal(50)
+    assert np.linalg.norm((model.K - sigma * model.M) @ f.solve(b) - b) < 1e-10 * np.linalg.norm(b)
+
+
+def test_solver_selection(monkeypatch):
+    import offline.reduction.eigen as eigen
+    from offline._deps import MissingDependency
+    monkeypatch.delenv(eigen.SOLVER_ENV, raising=False)
+    assert eigen.sparse_solver("superlu") == "superlu"
+    assert eigen.sparse_solver(" SuperLU ") == "superlu"
+    auto = "pardiso" if eigen.pardiso_available() else "superlu"
+    assert eigen.sparse_solver() == auto and eigen.sparse_solver("auto") == auto
+    with pytest.raises(ValueError, match="^solver: expected one of"):
+        eigen.sparse_solver("cholmod")
+    monkeypatch.setenv(eigen.SOLVER_ENV, "umfpack")
+    with pytest.raises(ValueError, match=f"^{eigen.SOLVER_ENV}: expected one of"):
+        eigen.sparse_solver()
+    with pytest.raises(ValueError, match=eigen.SOLVER_ENV):
+        modes(chain(10).K, chain(10).M, 2)
+    monkeypatch.setenv(eigen.SOLVER_ENV, "superlu")
+    assert eigen.factorize(chain(10).K).solver == "superlu"
+    # the argument wins over the environment
+    assert eigen.factorize(chain(10).K, solver="auto").solver == auto
+    # PARDISO requested but not loadable: names the pip extra; auto falls back to SuperLU
+    monkeypatch.setattr(eigen, "_MKL", False)
+    monkeypatch.setattr(eigen, "_MKL_ERROR", "ImportError: test")
+    with pytest.raises(MissingDependency, match=r"vsense\[fast\]"):
+        eigen.factorize(chain(10).K, solver="pardiso")
+    assert eigen.factorize(chain(10).K, solver="auto").solver == "superlu"
+
+
+def _align_modal_signs(red, ref):
+    """Flip modal coordinates of ``red`` to the signs of ``ref`` (eigenvector sign is free)."""
+    nm = ref.masters.size
+    s = np.ones(ref.n)
+    s[nm:] = np.sign(np.einsum("ij,ij->j", red.T[:, nm:], ref.T[:, nm:]))
+    return red.T * s, red.M * np.outer(s, s), red.K * np.outer(s, s)
+
+
+@pytest.mark.parametrize("method", ["gmr+", "cb", "guyan"])
+@pytest.mark.parametrize("which", ["truss", "free truss"])
+def test_reduction_same_with_either_solver(method, which, monkeypatch):
+    _pardiso_or_skip()
+    import offline.reduction.eigen as eigen
+    if which == "truss":    # 580 DOFs: the sparse (shift-invert) path, sigma = 0
+        model = truss(30, 10, clamp_left=True)
+        masters = np.array([2 * (j * 29 + i) + c for j in (0, 9) for i in (9, 19, 28)
+                            for c in (0, 1)])
+    else:                   # free-free 640 DOFs, masters at one end: full model shifted
+        if method == "guyan":
+            pytest.skip("covered by the clamped truss")
+        model = truss(32, 10)
+        masters = np.array([2 * (j * 32 + 31) + c for j in range(10) for c in (0, 1)])
+    reds = {}
+    for solver in ("superlu", "pardiso"):
+        monkeypatch.setenv(eigen.SOLVER_ENV, solver)
+        reds[solver] = reduce(model, masters, 12, method, n_report=10, progress=False)
+        assert reds[solver].report.diagnostics["solver"] == solver
+    ref, red = reds["superlu"], reds["pardiso"]
+    T, Mh, Kh = _align_modal_signs(red, ref)
+    # reference: the SuperLU reduction (independent factorisation code). Tolerances: the
+    # slave modes are well separated (gaps > 1 %), so they agree to ~1e-12 and T, M_hat, K_hat
+    # to ~1e-11 relative; 1e-9 leaves room for other BLAS builds.
+    assert np.max(np.abs(T - ref.T)) <= 1e-9 * np.max(np.abs(ref.T))
+    assert np.max(np.abs(Mh - ref.M)) <= 1e-9 * np.max(np.abs(ref.M))
+    assert np.max(np.abs(Kh - ref.K)) <= 1e-9 * np.max(np.abs(ref.K))
+    assert np.allclose(red.report.lam_full, ref.report.lam_full, rtol=1e-10, atol=1e-6)
+    assert np.allclose(red.report.lam_reduced, ref.report.lam_reduced, rtol=1e-10, atol=1e-6)
+    assert red.report.n_rigid == ref.report.n_rigid
+
+
+def test_pardiso_orderings_and_release(monkeypatch):
+    _pardiso_or_skip()
+    import offline.reduction.eigen as eigen
+    model = truss(30, 10, clamp_left=True)
+    B = np.random.default_rng(11).standard_normal((model.K.shape[0], 3))
+    Xs = eigen.factorize(model.K, solver="superlu").solve(B)
+    monkeypatch.setattr(eigen, "PARDISO_ORDERING", "metis")
+    f = eigen.factorize(model.K, solver="pardiso")
+    # reference: SuperLU; cond(K) ~ 1e4 here, so 1e-10 relative (as above)
+    assert np.max(np.abs(f.solve(B) - Xs)) <= 1e-10 * np.max(np.abs(Xs))
+    f._lu.free()                       # releases MKL's memory; the factor is then unusable
+    with pytest.raises(RuntimeError, match="released"):
+        f.solve(B)
+    monkeypatch.setattr(eigen, "PARDISO_ORDERING", "nd")
+    with pytest.raises(ValueError, match="PARDISO_ORDERING"):
+        eigen.factorize(model.K, solver="pardiso")

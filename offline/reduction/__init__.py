@@ -197,6 +197,8 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
         timings["slave_factorise"] = sm.timings["factorise"]
         timings["slave_eigen"] = sm.timings["eigen"]
         diag["sigma_slave"] = sm.factor.sigma
+        diag["solver"] = sm.factor.solver
+        diag.update({f"slave_{k}": v for k, v in sm.factor.info.items()})
         diag["n_rigid_slave"] = sm.n_rigid
         if sm.n_rigid and method == "guyan":
             raise ValueError(

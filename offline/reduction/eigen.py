@@ -50,24 +50,32 @@ SOLVERS = ("auto", "superlu", "pardiso")
 #: Environment variable choosing the solver when the ``solver`` argument is None.
 SOLVER_ENV = "VSENSE_SPARSE_SOLVER"
 
-#: MKL threads inside PARDISO calls (None: MKL's own setting). One thread: on the shared
-#: 2-core machine a second OpenMP thread made the factorisation no faster and the ~200
-#: triangular solves of the Lanczos iteration slower (measured, docs/reduction.md).
+#: MKL threads inside PARDISO calls (None: MKL's own setting). One: on the shared 2-core
+#: machine (load 4) two threads cut the 209k-DOF factorisation from 15.4 s to 13.1 s wall but
+#: cost more CPU (16.0 s vs 14.2 s) and made the solves slower (48 right-hand sides 2.8 s vs
+#: 1.9 s); one thread also matches ``reduce``'s one-BLAS-thread rule.
 PARDISO_THREADS: int | None = 1
 
-#: Iterative refinement steps in every PARDISO solve (``iparm(8)``). Without them the
-#: lowest eigenvalues of the ill-conditioned test cantilever (cond ~ 1e11-1e12, 250-400
-#: elements) came out 2e-7 to 1e-6 off the beam-theory roots instead of SuperLU's 1e-8; with 2
-#: they match SuperLU's 1e-8 (tests/test_reduction.py). A step costs a sparse product and a
-#: further triangular solve pair.
-PARDISO_REFINE = 2
+#: Fill-reducing ordering of PARDISO (``iparm(2)``): ``"amd"`` (minimum degree, the family of
+#: SuperLU's MMD) or ``"metis"`` (nested dissection). Measured on the 209k-DOF housing slave
+#: stiffness: METIS 9.5 s / 1.64 GiB peak / 1.05e8 factor entries, AMD 15.4 s / 1.97 GiB /
+#: 1.47e8, same solve time (0.14-0.15 s per right-hand side). But with METIS the lowest
+#: eigenvalues of the ill-conditioned test cantilever (mixed w/theta units, cond ~ 1e11-1e12)
+#: came out 2e-7 to 1e-6 off the beam-theory roots, with AMD (and SuperLU) 3e-9 to 1.4e-8;
+#: two refinement steps repair METIS but make every solve 3.5x dearer. Default: AMD.
+PARDISO_ORDERING = "amd"
+
+#: Iterative refinement steps per PARDISO solve (``iparm(8)``; 0: only after perturbed
+#: pivots, which raise here anyway).
+PARDISO_REFINE = 0
 
 #: PARDISO perturbs pivots smaller than ``10**-PIVOT_EXP * ||A||`` (8 is MKL's default for
 #: symmetric indefinite matrices); any perturbed pivot raises :class:`SingularFactor`.
-#: Measured: 8 flags exactly singular free spring chains (10 to 2000 DOFs) as SuperLU does, and
-#: not the regular cantilever beam with cond ~ 5e11 (tests/test_reduction.py); at 10 and above
-#: the 2000-DOF chain passes unflagged. Neither solver flags a free solid or truss whose zero
-#: pivots are round-off: :func:`modes` recognises those from the spectrum (rigid_count).
+#: Measured: 8 flags the exactly singular free spring chains (10 to 2000 DOFs) as SuperLU does
+#: (with AMD any exponent 8..13 does; with METIS 10 and above miss the 2000-DOF chain) and not
+#: the regular cantilever beam with cond ~ 5e11 or the paper's plate. Neither solver flags a
+#: free solid or truss whose zero pivots are round-off: :func:`modes` recognises those from
+#: the spectrum (rigid_count).
 PIVOT_EXP = 8
 
 
@@ -153,8 +161,9 @@ def factorize(K, M=None, sigma: float = 0.0, solver: str | None = None) -> Facto
     * SuperLU: minimum-degree ordering of ``A^T + A`` and no off-diagonal pivoting (``A`` is
       symmetric; positive definite whenever ``sigma`` is below the lowest eigenvalue), which
       keeps the symmetric fill-reducing ordering.
-    * PARDISO: symmetric indefinite ``L D L^T`` (matrix type -2) of the upper triangle, METIS
-      ordering, so a shift above some eigenvalues is fine; ``PARDISO_THREADS`` MKL threads.
+    * PARDISO: symmetric indefinite ``L D L^T`` (matrix type -2) of the upper triangle, so a
+      shift above some eigenvalues is fine; ``PARDISO_ORDERING`` (AMD), ``PARDISO_THREADS``
+      (1) MKL threads, ``PARDISO_REFINE`` (0) refinement steps.
 
     Parameters
     ----------
@@ -274,7 +283,11 @@ class _Pardiso:
         self._iparm = np.zeros(64, dtype=np.int32)
         ip = self._iparm
         ip[0] = 1            # iparm(1): no solver defaults, use the values below
-        ip[1] = 2            # iparm(2): METIS nested-dissection ordering
+        orderings = {"amd": 0, "metis": 2}
+        if PARDISO_ORDERING not in orderings:
+            raise ValueError(f"PARDISO_ORDERING: expected 'amd' or 'metis', "
+                             f"got {PARDISO_ORDERING!r}")
+        ip[1] = orderings[PARDISO_ORDERING]   # iparm(2): fill-reducing ordering
         ip[7] = PARDISO_REFINE  # iparm(8): iterative refinement steps per solve
         ip[9] = PIVOT_EXP    # iparm(10): perturb pivots < 10^-PIVOT_EXP ||A|| (-> Singular)
         ip[10] = 0           # iparm(11): no scaling (symmetric indefinite default)
