@@ -273,6 +273,6 @@ def test_build_report_html_for_any_model(tmp_path):
                  str(tmp_path / "rep"), "--quiet"])
     assert code == 0
     html = (tmp_path / "rep" / "index.html").read_text()
-    # eigenvalue error and L-curve, both embedded
-    assert html.count("data:image/png;base64,") == 2
+    # eigenvalue error, L-curve and the fixed-lag window study, all embedded
+    assert html.count("data:image/png;base64,") == 3
     assert "small-beam" in html and "eigenvalue error" in html and "spectral radius" in html
