@@ -212,7 +212,7 @@ def extrapolation(pm, ex, st, Xtr, Ytr, Xva, Yva, sigma, cfg, names, zj, args):
     fl = []
     lo, hi = Ftr.min(0), Ftr.max(0)
     for pi, psi in zip(p, Ft):
-        fl.append(EI.range_flags(pi, pm.bounds, psi, lo, hi)["out_of_range"])
+        fl.append(EI.range_flags(pi, pm.bounds, psi, lo, hi, std=tm.sigma_val)["out_of_range"])
     lab = evaluate.zones(Xt, pm.bounds, [zj])
     print(f"\nExtrapolation (Sect. 4.3.2): {int(keep.sum())} training samples after removing the "
           f"central 20 % band of {names[zj]}; test box {names[zj]} in {np.round(box[zj], 4).tolist()}")

@@ -421,21 +421,24 @@ class InverseMap:
         p, s = self.infer(psi)
         dt = (time.perf_counter() - t0) * 1e3
         return {"map": self.name, "kind": self.meta["kind"], "names": list(self.names),
-                "values": p.tolist(), "std": s.tolist(), **range_flags(p, self.bounds, psi,
-                                                                       self.feat_lo, self.feat_hi),
+                "values": p.tolist(), "std": s.tolist(),
+                **range_flags(p, self.bounds, psi, self.feat_lo, self.feat_hi, std=s),
                 "model_sha256": self.model_sha256[:16], "infer_ms": dt}
 
 
-def range_flags(p, bounds, psi=None, feat_lo=None, feat_hi=None, margin: float = 0.1) -> dict:
+def range_flags(p, bounds, psi=None, feat_lo=None, feat_hi=None, margin: float = 0.1,
+                std=None) -> dict:
     """Out-of-range flags (paper 000, Sect. 4.3.2: recognise extrapolation).
 
-    A parameter is out of range when it leaves the training box; the features are out of the
-    training distribution when more than 5 % of them leave the training feature range widened
-    by ``margin`` of its width on both sides.
+    A parameter is out of range when it leaves the training box by more than its standard
+    deviation ``std`` (estimates of true values near a box edge scatter across it); the
+    features are out of the training distribution when more than 5 % of them leave the
+    training feature range widened by ``margin`` of its width on both sides.
     """
     p = np.asarray(p, np.float64)
     b = np.asarray(bounds, np.float64)
-    par = (p < b[:, 0]) | (p > b[:, 1])
+    tol = np.zeros_like(p) if std is None else np.abs(np.asarray(std, np.float64))
+    par = (p < b[:, 0] - tol) | (p > b[:, 1] + tol)
     frac = 0.0
     if psi is not None:
         w = feat_hi - feat_lo

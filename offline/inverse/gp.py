@@ -38,8 +38,8 @@ def train_gp(X, Y, X_val=None, Y_val=None, seed: int = 0, n_restarts: int = 0,
     gps, info = [], []
     for j in range(Yn.shape[1]):
         kernel = (kern.ConstantKernel(0.1, (1e-3, 1e2))
-                  * kern.RBF(length_scale=np.sqrt(d), length_scale_bounds=(1e-2, 1e3))
-                  + kern.WhiteKernel(1e-4, (1e-9, 1e-1)))
+                  * kern.RBF(length_scale=np.sqrt(d), length_scale_bounds=(0.05 * np.sqrt(d), 1e3))
+                  + kern.WhiteKernel(1e-4, (1e-9, 1e-2)))
         gp = gpm.GaussianProcessRegressor(kernel=kernel, normalize_y=False,
                                           n_restarts_optimizer=n_restarts, random_state=seed)
         gp.fit(Xn, Yn[:, j] - Ym[j])
