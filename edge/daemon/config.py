@@ -220,13 +220,15 @@ SCHEMA: tuple[Section, ...] = (
         Key("timer_slack_ns", "int", 1000, "Timer slack of the acquisition thread "
             "(`prctl(PR_SET_TIMERSLACK)`; Linux adds up to this to every timed sleep, default "
             "50,000 ns; 0 = leave the default).", unit="ns", min=0, max=10_000_000),
-        Key("switch_interval_us", "float", 5000.0, "Python's thread switch interval "
+        Key("switch_interval_us", "float", 100.0, "Python's thread switch interval "
             "(`sys.setswitchinterval`): how long a thread that wants the GIL waits before "
-            "the holder is asked to drop it (Python's default 5000).", unit="us", min=10.0,
+            "the holder is asked to drop it (Python's default is 5000; 100 bounds the wait of the "
+            "acquisition thread behind the loop/MQTT threads, no throughput cost measured).",
+            unit="us", min=10.0,
             max=100_000.0),
-        Key("release_compiler_memory", "bool", True, "After start-up, advise the kernel to "
-            "drop the resident pages of the LLVM compiler library (`libllvmlite.so`, "
-            "~70 MB of clean file pages, unused once the kernel is loaded; "
+        Key("release_compiler_memory", "bool", True, "After start-up, drop the resident "
+            "pages of the LLVM compiler library (`libllvmlite.so`, ~70 MB of clean file "
+            "pages, unused once the kernel is loaded; "
             "`madvise(MADV_DONTNEED)` on its unmodified read-only mappings; skipped with "
             "`mlockall`)."),
     )),
