@@ -356,6 +356,12 @@ def test_latency_percentiles_match_numpy():
     assert s["p50"] == pytest.approx(p[0], abs=0.01) and s["p999"] == pytest.approx(p[2],
                                                                                  abs=0.01)
     assert s["max"] == pytest.approx(x.max() / 1e3, abs=0.01) and s["n"] == 5000
+    for m in (1, 2, 3, 999, 1001):  # short windows: every interpolation corner
+        st = LatencyStats(window=2000)
+        st.add(x[:m])
+        s = st.summary()
+        p = np.percentile(x[:m], [50, 99, 99.9]) / 1e3  # reference: numpy, linear method
+        assert [s["p50"], s["p99"], s["p999"]] == pytest.approx(p, abs=0.006), m
 
 
 def test_notifier_over_a_local_socket_and_watchdog_needs_progress(tmp_path):
