@@ -55,6 +55,13 @@ class BuildResult:
             f"  alpha = {b.alpha:.4g} ({b.meta.get('alpha_method', '')}), spectral radius "
             f"{b.meta.get('spectral_radius', float('nan')):.6f}",
         ]
+        inv = b.meta.get("inverse")  # inverse maps (step 6): begin
+        if inv:
+            for name, mm in inv["maps"].items():
+                mu = mm.get("test_metrics", {}).get("mu_abs", [])
+                errs = ", ".join(f"{p} {100 * v:.2f} %" for p, v in zip(mm["names"], mu))
+                lines.append(f"  inverse map {name} ({mm['kind']}, {len(mm['names'])} parameters, "
+                             f"features {mm['features']['kind']}): test mean |eps| {errs}")  # end
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
 
@@ -79,8 +86,13 @@ def _masters(spec, model):
 
 
 def build(model_path, *, alpha=None, window=None, method=None, progress=True,
-          report_dir=None, n_modes=None) -> BuildResult:
-    """Build the bundle of a model file (see module docstring). Returns a BuildResult."""
+          report_dir=None, n_modes=None, maps=True, maps_cache=None) -> BuildResult:
+    """Build the bundle of a model file (see module docstring). Returns a BuildResult.
+
+    ``maps``: train and attach the inverse maps when the model file has ``[[parameters]]``
+    (step 6, :func:`attach_inverse_maps`); ``maps_cache``: directory for the cached training
+    windows (default :func:`default_maps_cache`).
+    """
     from offline.model import build_fe_model, load_model_file, resolve_dofs
     from offline.reduction import recover, reduce
 
@@ -218,6 +230,12 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
         bundle.extras.update({"lcurve_alphas": choice.alphas,
                               "lcurve_residual": choice.residual_norm,
                               "lcurve_solution": choice.solution_norm})
+    # --- inverse maps (step 6; docs/inverse.md "Build"): begin --------------------------
+    if maps and spec.raw.get("parameters"):
+        t3 = time.perf_counter()
+        bundle = attach_inverse_maps(bundle, model_path, cache_dir=maps_cache, progress=progress)
+        timings["inverse maps"] = time.perf_counter() - t3
+    # --- inverse maps: end ---------------------------------------------------------------
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F}, timings=timings,
                       full_dofs={"channels": chan_dofs, "forces": force_dofs,
@@ -225,6 +243,32 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     if report_dir is not None:
         write_build_report(res, report_dir)
     return res
+
+
+# --- inverse maps (step 6): begin -------------------------------------------------------
+def default_maps_cache() -> Path:
+    """Cache of the inverse-map training windows: ``$VSENSE_CACHE/inverse`` (default
+    ``~/.cache/vsense/inverse``)."""
+    import os
+
+    return Path(os.environ.get("VSENSE_CACHE", "~/.cache/vsense")).expanduser() / "inverse"
+
+
+def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=True) -> Bundle:
+    """Train the inverse map(s) of ``[[parameters]]``/``[experiment]``/``[inverse]`` and add
+    them and the parametric parts to ``bundle`` (:func:`offline.inverse.pipeline.attach`).
+
+    The training windows are cached in ``cache_dir`` (default :func:`default_maps_cache`).
+    The map's test metrics and timings go to ``meta["inverse"]``.
+    """
+    from offline.inverse.pipeline import attach
+
+    cache = Path(cache_dir) if cache_dir is not None else default_maps_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    out, res = attach(bundle, model_path, cache_dir=cache, progress=progress)
+    out.meta["inverse"]["timings"] = {k: float(v) for k, v in res["timings"].items()}
+    return out
+# --- inverse maps: end -----------------------------------------------------------------
 
 
 def window_study(bundle: Bundle, Y, F_true, rule="auto", windows=(1, 5, 10, 20),

@@ -2,7 +2,7 @@
 
     vsense-offline inspect MODEL.toml [--modes N]
     vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR] [--alpha A|lcurve|gcv|...]
-                                                  [--window L]
+                                                  [--window L] [--no-maps] [--maps-cache DIR]
     vsense-offline simulate MODEL.toml --load random --band 5 160 --rms 1 --duration 2
                                        --noise 0.01 -o PREFIX [--reduced] [--oversample 10]
     vsense-offline score ESTIMATES.csv TRUTH.csv [--band F0 FMAX]
@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="override [estimator].alpha (number or rule)")
     b.add_argument("--window", type=int, default=None, help="override [estimator].window")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
+    # inverse maps (docs/inverse.md "Build")
+    b.add_argument("--no-maps", action="store_true",
+                   help="do not train/attach the inverse maps of [[parameters]]")
+    b.add_argument("--maps-cache", default=None,
+                   help="cache directory of the inverse-map training windows "
+                        "(default $VSENSE_CACHE/inverse or ~/.cache/vsense/inverse)")
     s = sub.add_parser("simulate", help="simulated rig: measurement and truth CSVs")
     s.add_argument("model")
     s.add_argument("--load", default="random", choices=("sine", "chirp", "random", "pulse",
@@ -86,7 +92,8 @@ def main(argv=None) -> int:
             from offline.build import build
 
             res = build(args.model, alpha=args.alpha, window=args.window,
-                        progress=not args.quiet, report_dir=args.report)
+                        progress=not args.quiet, report_dir=args.report,
+                        maps=not args.no_maps, maps_cache=args.maps_cache)
             res.bundle.save(args.out)
             print(res.summary())
             print(res.reduction.report.format())
