@@ -253,27 +253,27 @@ def _format(a, mres, mwall, runs, total) -> str:
         rkeys += [k for k in r["reduce_timings"] if k not in rkeys and k != "total"]
     w = 14
     L.append("")
-    L.append(f"{'phase [s]':<26}" + "".join(f"{n:>{w}}" for n in names))
+    L.append(f"{'phase [s]':<30}" + "".join(f"{n:>{w}}" for n in names))
     for k in keys:
-        L.append(f"{k:<26}" + "".join(f"{runs[n]['timings'][k]:>{w}.2f}" for n in names))
+        L.append(f"{k:<30}" + "".join(f"{runs[n]['timings'][k]:>{w}.2f}" for n in names))
     for k in rkeys:
-        L.append(f"{'  reduce: ' + k:<26}" + "".join(
+        L.append(f"{'  reduce: ' + k:<30}" + "".join(
             f"{runs[n]['reduce_timings'].get(k, float('nan')):>{w}.2f}" for n in names))
-    L.append(f"{'reduce total':<26}" + "".join(f"{runs[n]['timings']['reduce']:>{w}.2f}"
+    L.append(f"{'reduce total':<30}" + "".join(f"{runs[n]['timings']['reduce']:>{w}.2f}"
                                               for n in names))
-    L.append(f"{'process wall':<26}" + "".join(f"{runs[n]['wall']:>{w}.2f}" for n in names))
-    L.append(f"{'mesh + process wall':<26}" + "".join(f"{runs[n]['wall'] + mwall:>{w}.2f}"
+    L.append(f"{'process wall':<30}" + "".join(f"{runs[n]['wall']:>{w}.2f}" for n in names))
+    L.append(f"{'mesh + process wall':<30}" + "".join(f"{runs[n]['wall'] + mwall:>{w}.2f}"
                                                     for n in names))
-    L.append(f"{'process CPU (user+sys)':<26}" + "".join(f"{runs[n]['cpu_s']:>{w}.2f}"
+    L.append(f"{'process CPU (user+sys)':<30}" + "".join(f"{runs[n]['cpu_s']:>{w}.2f}"
                                                         for n in names))
-    L.append(f"{'peak RSS [GiB]':<26}" + "".join(f"{runs[n]['rss_gib']:>{w}.2f}"
+    L.append(f"{'peak RSS [GiB]':<30}" + "".join(f"{runs[n]['rss_gib']:>{w}.2f}"
                                                 for n in names))
-    L.append(f"{'reduced DOFs':<26}" + "".join(f"{runs[n]['n_reduced']:>{w}d}" for n in names))
-    L.append(f"{'solver used':<26}" + "".join(f"{runs[n]['solver']:>{w}}" for n in names))
-    L.append(f"{'sigma_slave':<26}" + "".join(
+    L.append(f"{'reduced DOFs':<30}" + "".join(f"{runs[n]['n_reduced']:>{w}d}" for n in names))
+    L.append(f"{'solver used':<30}" + "".join(f"{runs[n]['solver']:>{w}}" for n in names))
+    L.append(f"{'sigma_slave':<30}" + "".join(
         f"{float(runs[n]['diagnostics'].get('sigma_slave', float('nan'))):>{w}.3g}"
         for n in names))
-    L.append(f"{'load avg 1 min start/end':<26}" + "".join(
+    L.append(f"{'load avg 1 min start/end':<30}" + "".join(
         f"{'%.1f/%.1f' % tuple(runs[n]['load']):>{w}}" for n in names))
     # the same method with two solvers: relative spread of the lowest reduced frequencies
     by_m: dict = {}

@@ -739,12 +739,12 @@ def test_reduction_same_with_either_solver(method, which, monkeypatch):
         assert reds[solver].report.diagnostics["solver"] == solver
     ref, red = reds["superlu"], reds["pardiso"]
     T, Mh, Kh = _align_modal_signs(red, ref)
-    # reference: the SuperLU reduction (independent factorisation code). Tolerances: the
-    # slave modes are well separated (gaps > 1 %), so they agree to ~1e-12 and T, M_hat, K_hat
-    # to ~1e-11 relative; 1e-9 leaves room for other BLAS builds.
-    assert np.max(np.abs(T - ref.T)) <= 1e-9 * np.max(np.abs(ref.T))
-    assert np.max(np.abs(Mh - ref.M)) <= 1e-9 * np.max(np.abs(ref.M))
-    assert np.max(np.abs(Kh - ref.K)) <= 1e-9 * np.max(np.abs(ref.K))
+    # reference: the SuperLU reduction (independent factorisation code). Measured agreement:
+    # 1e-14 relative to the largest entry on the clamped truss, 3.2e-12 for T on the free one
+    # (shifted full model, iterated flexibility); 1e-10 leaves room for other MKL/BLAS builds
+    for A, B in ((T, ref.T), (Mh, ref.M), (Kh, ref.K)):
+        assert np.max(np.abs(A - B)) <= 1e-10 * np.max(np.abs(B))
+    # eigenvalues: 1e-13 relative measured; rigid ones (free truss) are round-off zeros, ~1e-6
     assert np.allclose(red.report.lam_full, ref.report.lam_full, rtol=1e-10, atol=1e-6)
     assert np.allclose(red.report.lam_reduced, ref.report.lam_reduced, rtol=1e-10, atol=1e-6)
     assert red.report.n_rigid == ref.report.n_rigid
