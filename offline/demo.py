@@ -244,6 +244,9 @@ def run_demo(s: DemoSettings) -> DemoResult:
     truth.write(meas_csv, truth_csv)
     rate = 1.0 / bundle.dt
     ns = truth.Y.shape[0]
+    # a fixed-lag bundle (window L) describes sample k once sample k + L - 1 is in: the last
+    # L - 1 samples of the record have no estimate by design
+    n_expected = ns - (res.bundle.window - 1)
     ch = bundle.channels[0].name
     peak = float(np.max(np.abs(truth.Y)))
     sensitivity = 2.0 / peak if peak > 0 else 1.0
@@ -287,8 +290,9 @@ def run_demo(s: DemoSettings) -> DemoResult:
             code = proc.returncode
         timings["daemon run [s]"] = time.perf_counter() - t1
         # the last batches and the final status may still be on their way
-        _wait(lambda: view.n_samples >= ns or (view.status or {}).get("state") == "stopped", 5)
-        _wait(lambda: view.n_samples >= ns, 2)
+        _wait(lambda: view.n_samples >= n_expected
+              or (view.status or {}).get("state") == "stopped", 5)
+        _wait(lambda: view.n_samples >= n_expected, 2)
     finally:
         if sub is not None:
             sub.stop()
@@ -357,7 +361,7 @@ def run_demo(s: DemoSettings) -> DemoResult:
                                units=view.units(), health_log=view.health_log,
                                step_us=step_us, y_meas=truth.Y, y_name=ch)
     timings["total [s]"] = time.perf_counter() - t_all
-    return DemoResult(out=out, report=report, fde=scores, received=int(len(seq)), expected=ns,
+    return DemoResult(out=out, report=report, fde=scores, received=int(len(seq)), expected=n_expected,
                       broker=broker.kind, exit_code=code, timings=timings, health=view.health,
                       step_time_us=run["step_time_us"])
 
