@@ -23,7 +23,8 @@ Timeline (all phases at the bundle's rate, blocks of ``block`` samples):
   R  random load again, changed structure                FDE "after update", and of an
                                                           estimator that was never updated
 FDE: paper 004 eq. 33 of the displacement at the reference point (output ``d60``, 60 mm) in
-the load band, over each random phase after ``settle`` seconds.
+the load band, over each random phase after ``settle`` seconds. A, B and R get the same random
+load realisation, so their FDEs differ by the model only.
 """
 
 from __future__ import annotations
@@ -278,9 +279,13 @@ def run(model_path, bundle, sc: Scenario, map_name=None, show_progress=False) ->
     d = int(sc.oversample)
     tf = np.arange((n - 1) * d + 1) * dt / d
     Ff = np.zeros((tf.size, len(f_dofs)))
-    rnd = load_profile("random", tf, band=sc.band, rms=sc.rms, seed=sc.seed)
-    on = (tf < kQ * dt) | (tf >= kR * dt)
-    Ff[:, fi] = np.where(on, rnd, 0.0)
+    # the SAME random load realisation in A, B and R (FDEs of the phases then differ by the
+    # model, not by the load): one segment of the longest phase, truncated to each phase
+    nmax = max(nA, nB, nR) * d
+    seg_f = load_profile("random", np.arange(nmax) * dt / d, band=sc.band, rms=sc.rms, seed=sc.seed)
+    for k_start, k_len in ((0, nA), (kB, nB), (kR, nR)):
+        dst = Ff[k_start * d:(k_start + k_len) * d, fi]   # a view (R ends one step short)
+        dst[:] = seg_f[:dst.size]
     g = EI.excitation_signal(exc, imap.n, rate, substeps=d)
     Ff[kX * d:kX * d + g.size, fi] += g
     # ---- the rig: full model, parameters switch at the start of phase B
