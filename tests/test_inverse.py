@@ -429,7 +429,7 @@ patience = 10
 """
     path = tmp_path / "strip.toml"
     path.write_text(toml)
-    b0 = build(path, progress=False).bundle
+    b0 = build(path, progress=False, maps=False).bundle  # maps attached below
     b1, res = attach(b0, path, cache_dir=tmp_path, progress=False)
     out = tmp_path / "strip.npz"
     b1.save(out)
