@@ -194,6 +194,10 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
             raise StartupError(EXIT_RECORDER, f"[recorder] dir: {e}") from None
     pub = None
     registry = registry if registry is not None else CommandRegistry()
+    if "identify" not in registry.commands:  # inverse maps: identify, update_model
+        from edge.inverse import register_commands
+
+        register_commands(registry)
     if cfg["mqtt"]["enabled"]:
         try:
             pw = mqtt_password(cfg)
@@ -208,7 +212,15 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
             if m[k]:
                 m[k] = str(cfg.resolve(m[k]))
         pub = Publisher(m, cfg["device"]["id"], registry, len(cols), pw)
-    return Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
+    d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
+    if "inverse" in b.meta:  # ONNX sessions created and check sets verified at start-up
+        from edge.inverse import InverseHook, InverseMapError
+
+        try:
+            InverseHook.attach(d)
+        except InverseMapError as e:
+            raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {e}") from None
+    return d
 
 
 def run_daemon(cfg: Config, simulate: bool = False, install_signals: bool = True,

@@ -14,7 +14,9 @@ Threads
   up to ``[bundle] block`` samples from the ring, calibrates and flags them, runs
   ``Estimator.process``; in both modes it hands raw samples and estimates to the recorder
   (never drops; back-pressure) and estimates to the publisher (bounded, drop-oldest), and
-  runs accepted commands between two estimator calls (under the estimator lock).
+  runs accepted commands between two estimator calls. Commands always run on the thread that
+  estimates (the acquisition thread with ``estimate_in = "acquisition"``), so the estimator
+  and its state need no lock: the estimating thread polls a plain flag per call.
 * **supervisor**: health messages every ``health_interval_s``, systemd watchdog pings only
   while the loop advances, status changes.
 * **mqtt sender / paho network / recorder writer**: see :mod:`edge.daemon.mqtt` and
@@ -252,7 +254,7 @@ class Daemon:
         self._st = np.zeros(cap, np.int64)
         self._sf = np.zeros(cap, np.uint8)
         self._sok = np.zeros(cap, bool)
-        self._lock = threading.Lock()  # estimator/state: estimation vs commands
+        self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
         self.latency = LatencyStats(loop["latency_window"])  # DRDY -> estimate ready
         self.latency_ring = LatencyStats(loop["latency_window"])  # ring entry -> ready
         self._t_off: int | None = None  # DRDY clock -> time.monotonic_ns offset [ns]
@@ -319,10 +321,11 @@ class Daemon:
         """Estimate ``n`` staged (not yet published) ring samples in the acquisition thread
         (``estimate_in = "acquisition"``)."""
         i = self.ring.head % self.ring.capacity
-        with self._lock:
-            b = self.block
-            for a in range(0, n, b):
-                self._process(i + a, min(b, n - a))
+        if self._cmd_pending():  # commands run on the estimating thread, between samples
+            self._run_commands()
+        b = self.block
+        for a in range(0, n, b):
+            self._process(i + a, min(b, n - a))
 
     # --------------------------------------------------------------------- the loop
     def run(self) -> int:
@@ -389,11 +392,10 @@ class Daemon:
                 continue
             i, n = ring.read_span(take)
             if not inline:
-                with self._lock:
-                    self._process(i, n)
+                self._process(i, n)
             self._handover(i, n)
             ring.release(n)
-            if self._cmd_pending():
+            if not inline and self._cmd_pending():
                 self._run_commands()
             self._idle()
 
@@ -406,12 +408,15 @@ class Daemon:
                 self._run_commands()
 
     def _cmd_pending(self) -> bool:
-        return self.pub is not None and not self.pub.commands.empty()
+        return self.pub is not None and self.pub.cmd_flag
 
     def _process(self, i: int, n: int) -> None:
         """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span); the
         estimate rows go to the slot arrays (``_sV``...), see :meth:`_handover`."""
         ring = self.ring
+        inv = self.inverse
+        if inv is not None and inv.pending is not None:  # an armed identification window
+            inv.on_block(self, ring.values[i:i + n])
         if (n == 1 and not self.paused and self.faults.quiet
                 and not ring.flags[i] & FLAG_GAP and self._isfinite_row(ring.values[i])):
             self._process_one(i)
@@ -589,14 +594,14 @@ class Daemon:
 
     # ---------------------------------------------------------------------- commands
     def _run_commands(self) -> None:
+        self.pub.cmd_flag = False  # cleared before draining: a later command sets it again
         while True:
             try:
                 cmd, args, cid = self.pub.commands.get_nowait()
             except queue.Empty:
                 return
             try:
-                with self._lock:
-                    extra = cmd.handler(self, args) or {}
+                extra = cmd.handler(self, args) or {}
                 self.pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
             except CommandError as e:
                 self.pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})

@@ -207,6 +207,7 @@ class Publisher:
         self.max_delay = cfg_mqtt["max_batch_delay_s"]
         self.ncol = ncol
         self.commands: queue.Queue = queue.Queue(maxsize=100)
+        self.cmd_flag = False  # set when a command was queued (see Daemon._cmd_pending)
         self.out: collections.deque = collections.deque()
         self.maxq = cfg_mqtt["queue_messages"]
         self.cond = threading.Condition()
@@ -308,6 +309,8 @@ class Publisher:
             return
         try:
             self.commands.put_nowait((cmd, args, cid))
+            # a plain attribute the estimating thread polls without taking the queue's lock
+            self.cmd_flag = True
             self.stats["cmd_accepted"] += 1
         except queue.Full:
             self.reply({"id": cid, "cmd": cmd.name, "ok": False,
