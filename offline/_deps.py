@@ -14,6 +14,7 @@ _EXTRA = {
     "skl2onnx": "offline",
     "onnx": "offline",
     "tqdm": "offline",
+    "pypardiso": "fast",
 }
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README "Quick start", step 2; .ci/run calls exactly this).
-# Creates a virtual environment with the offline and test extras, installs Mosquitto from
+# Creates a virtual environment with the offline, test and fast (PARDISO) extras, installs Mosquitto from
 # Debian's packages when it is missing (the MQTT tests start their own broker on a free
 # loopback port), then runs the whole suite. Extra arguments go to pytest.
 set -euo pipefail
@@ -18,9 +18,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating $VENV"
   python3 -m venv "$VENV"
 fi
-echo "==> installing vsense[offline,test] into $VENV"
+echo "==> installing vsense[offline,test,fast] into $VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q -e ".[offline,test]"
+"$VENV/bin/python" -m pip install -q -e ".[offline,test,fast]"
 
 echo "==> running the tests"
 exec "$VENV/bin/python" -m pytest "$@"
