@@ -43,7 +43,7 @@ class EstimatorError(ValueError):
 
 @dataclass
 class StepOperator:
-    """Precomputed arrays of the estimator (modal per-mode state ordering ``[q_i, qd_i, qdd_i]``).
+    """Precomputed arrays of the estimator (state ``[q_1, qd_1, ..., q_n, qd_n, f_prev]``).
 
     Attributes
     ----------
@@ -251,17 +251,16 @@ def _block_layout(A, size, n, proportional):
     return blk_ptr, dat_ptr, A_data
 
 
-def _rows(bundle, Phi, items, kinds_attr="kind", stride=3, accel=None):
-    """Rows over the modal state for channels/outputs (``row @ Phi`` at offset kind)."""
-    n = Phi.shape[0]
+def _modal_rows(Phi, items):
+    """(kind index, row over the modal coordinates) of channels (a DOF) or outputs (a row)."""
     out = []
     for it in items:
-        r = np.zeros(n)
         if hasattr(it, "row"):
             r = np.asarray(it.row, dtype=float)
         else:
+            r = np.zeros(Phi.shape[0])
             r[it.dof] = 1.0
-        out.append((KINDS.index(getattr(it, kinds_attr)), r @ Phi))
+        out.append((KINDS.index(it.kind), r @ Phi))
     return out
 
 
@@ -338,7 +337,7 @@ def _two_state_realisation(bundle, Phi, w2, Ct, PhiB, proportional, A2, G0, G1):
 
     def rows(items):
         R = np.zeros((len(items), ns))
-        for i, (k, r) in enumerate(_rows(bundle, Phi, items)):
+        for i, (k, r) in enumerate(_modal_rows(Phi, items)):
             if k == 0:
                 R[i, 0:2 * n:2] = r
             elif k == 1:
