@@ -141,6 +141,22 @@ def main(argv=None):
             print(f"{name:<18}{L:>4}{out[0][0]:>9.3f}/{out[0][1]:<6.3f}{out[1][0]:>9.3f}/"
                   f"{out[1][1]:<6.3f}")
 
+    print("\nfirst-order Tikhonov (penalty on force increments) vs zeroth order, 1 % noise, "
+          "automatic alpha:")
+    print(f"{'case':<18}{'L':>4}{'tikhonov0 F/d':>16}{'tikhonov1 F/d':>16}")
+    for name in [n for n in sims if n.startswith("random")]:
+        sim = sims[name]
+        Y = add_noise(sim.Y_clean, 0.01, np.random.default_rng(17))
+        for L in (5, 10, 20):
+            out = []
+            for reg in ("tikhonov0", "tikhonov1"):
+                bd = bl.replace(window=L, regularization=reg, discretization="newmark")
+                a = choose_alpha(bd, Ycal, show_progress=False).alpha
+                out.append(evaluate(bd.replace(alpha=a), Y, sim.F, sim.Z, dt)[:2])
+            results.setdefault("tikhonov1", {})[f"{name} L{L}"] = out
+            print(f"{name:<18}{L:>4}{out[0][0]:>9.3f}/{out[0][1]:<6.3f}{out[1][0]:>9.3f}/"
+                  f"{out[1][1]:<6.3f}")
+
     print("\nacceleration-measured variant (a110), random 5-160 Hz:")
     resa = build(MODEL_ACC, alpha=1.0, progress=False)
     sima = simulate_model(MODEL_ACC, dict(cases(True)[0][1]), args.duration, noise=0.0,

@@ -109,6 +109,9 @@ class Bundle:
     discretization : {"newmark", "foh"}
         Time discretisation of the reduced model: Newmark-beta (paper) or the exact
         matrix exponential with a first-order hold on the force (stored in ``meta``).
+    regularization : {"tikhonov0", "tikhonov1"}
+        Penalty on the forces (``alpha ||F||^2``, paper eq. 20) or on their increments
+        (``alpha ||f_k - f_(k-1)||^2``, first-order Tikhonov); stored in ``meta``.
     meta : dict
         Free JSON metadata (name, reduction summary, alpha selection, ...).
     report : dict of ndarray
@@ -129,6 +132,7 @@ class Bundle:
     gamma: float = 0.5
     window: int = 1
     discretization: str = "newmark"
+    regularization: str = "tikhonov0"
     meta: dict = field(default_factory=dict)
     report: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
@@ -158,6 +162,7 @@ class Bundle:
         meta.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         meta.setdefault("vsense_version", __version__)
         meta["discretization"] = self.discretization
+        meta["regularization"] = self.regularization
         meta["channels"] = [
             {"name": c.name, "kind": c.kind, "unit": c.unit, "node": int(c.node),
              "dof": c.dof_name} for c in self.channels]
@@ -252,7 +257,8 @@ class Bundle:
             dt=float(arrays["dt"]), channels=channels, forces=forces, outputs=outputs,
             alpha=float(arrays["alpha"]), beta=float(arrays["beta"]),
             gamma=float(arrays["gamma"]), window=int(arrays["window"]),
-            discretization=meta.get("discretization", "newmark"), meta=meta,
+            discretization=meta.get("discretization", "newmark"),
+            regularization=meta.get("regularization", "tikhonov0"), meta=meta,
             report=report, extras=extras, content_hash=str(arrays["content_hash"]), path=path)
 
     def replace(self, **changes) -> "Bundle":
@@ -331,6 +337,9 @@ def _validate(a: dict, path: str) -> None:
         fail("meta", "must be a JSON object")
     if meta.get("discretization", "newmark") not in ("newmark", "foh"):
         fail("meta", f"discretization {meta.get('discretization')!r} is not newmark or foh")
+    if meta.get("regularization", "tikhonov0") not in ("tikhonov0", "tikhonov1"):
+        fail("meta", f"regularization {meta.get('regularization')!r} is not tikhonov0 or "
+                     "tikhonov1")
     n = a["M"].shape[0]
     if n == 0:
         fail("M", "empty")

@@ -212,9 +212,22 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
 
     O, J = window_matrices(A, Gamma, S, L)
     Wbar = np.tile(w, L)
-    K1, cond = tikhonov_gain(J, Wbar, alpha, nf, bundle)
+    reg = getattr(bundle, "regularization", "tikhonov0")
+    if reg not in ("tikhonov0", "tikhonov1"):
+        raise EstimatorError(f"unknown regularization {reg!r} (tikhonov0 or tikhonov1)")
+    R = first_difference(L, nf) if reg == "tikhonov1" else None
+    K1, Hinv1, cond = tikhonov_gain(J, Wbar, alpha, nf, bundle, R=R)
     Ky = K1
     Kx = K1 @ O
+    if R is not None:
+        # the first difference f_{k+1} - f_k penalises the jump from the previous force,
+        # which is the state's tail: its term moves into the state gain
+        ns_ = A.shape[0]
+        Ptail = np.zeros((nf, ns_))
+        Ptail[:, ns_ - nf:] = np.eye(nf)
+        r0 = np.zeros((L * nf, nf))
+        r0[:nf] = np.eye(nf)
+        Kx = Kx - alpha * Hinv1 @ R.T @ r0 @ Ptail
     # closed loop: x_{k+1} = (A - Gamma Kx) x_k + Gamma Ky Y
     rho = float("nan")
     if check_stability:
@@ -379,8 +392,15 @@ def window_matrices(A, Gamma, S, L):
     return O, J
 
 
-def tikhonov_gain(J, wbar, alpha, nf, bundle=None):
-    """First nf rows of ``(J^T W J + alpha I)^-1 J^T W`` and the condition of J^T W J.
+def first_difference(L: int, nf: int) -> np.ndarray:
+    """R with ``R F = [f_1; f_2 - f_1; ...; f_L - f_(L-1)]`` (the ``f_1 - f_0`` term's
+    ``f_0``, the previous force, is added by the caller), shape (L nf, L nf)."""
+    return np.eye(L * nf) - np.eye(L * nf, k=-nf)
+
+
+def tikhonov_gain(J, wbar, alpha, nf, bundle=None, R=None):
+    """First nf rows of ``(J^T W J + alpha R^T R)^-1 J^T W``, of the inverse itself, and the
+    condition of J^T W J (``R = I``: zeroth-order Tikhonov, eq. 24).
 
     Raises EstimatorError naming the forces that the channels cannot see, or when alpha = 0
     leaves the window problem singular.
@@ -408,6 +428,8 @@ def tikhonov_gain(J, wbar, alpha, nf, bundle=None):
         raise EstimatorError(
             f"alpha = 0 leaves the windowed problem singular (cond(J^T W J) = {cond:.2e}); "
             "use alpha > 0 (e.g. from the L-curve).")
-    # F = (J^T W J + alpha I)^-1 J^T W (Y - O x)
-    G = np.linalg.solve(JtWJ + alpha * np.eye(JtWJ.shape[0]), Jw.T)
-    return np.ascontiguousarray(G[:nf]), cond
+    # F = (J^T W J + alpha R^T R)^-1 J^T W (Y - O x)    (R = I: eq. 24)
+    RtR = np.eye(JtWJ.shape[0]) if R is None else R.T @ R
+    Hinv = np.linalg.inv(JtWJ + alpha * RtR)
+    G = Hinv @ Jw.T
+    return np.ascontiguousarray(G[:nf]), np.ascontiguousarray(Hinv[:nf]), cond

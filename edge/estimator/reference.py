@@ -29,6 +29,7 @@ class ReferenceEstimator:
         self.dt, self.beta, self.gamma = b.dt, b.beta, b.gamma
         self.alpha = float(b.alpha if alpha is None else alpha)
         self.disc = getattr(b, "discretization", "newmark")
+        self.reg = getattr(b, "regularization", "tikhonov0")
         self.L = int(b.window if window is None else window)
         n = self.n = b.M.shape[0]
         self.ch_dof = np.array([c.dof for c in b.channels])
@@ -57,6 +58,7 @@ class ReferenceEstimator:
         n = self.n
         self.u, self.v, self.a = np.zeros(n), np.zeros(n), np.zeros(n)
         self.fp = np.zeros(n)  # previous nodal force (FOH)
+        self.f_last = np.zeros(self.B.shape[1])  # previous identified force (tikhonov1)
         self.window = []
         self.wflags = []
         self.last = np.zeros(len(self.ch_dof))
@@ -129,8 +131,22 @@ class ReferenceEstimator:
                 J[i * nch:(i + 1) * nch, j * nf:(j + 1) * nf] = self.markov[i - j]
         W = np.diag(np.tile(self.w, L))
         resid = (np.array(self.window) - pred).ravel()
-        Fw = np.linalg.solve(J.T @ W @ J + self.alpha * np.eye(L * nf), J.T @ W @ resid)
+        if self.reg == "tikhonov1":
+            # min ||W^1/2 (Y - pred - J F)||^2 + alpha sum_i ||f_i - f_(i-1)||^2, f_0 known
+            D = np.zeros((L * nf, L * nf))
+            for i in range(L):
+                for j in range(nf):
+                    D[i * nf + j, i * nf + j] = 1.0
+                    if i > 0:
+                        D[i * nf + j, (i - 1) * nf + j] = -1.0
+            d0 = np.zeros(L * nf)
+            d0[:nf] = self.f_last
+            Fw = np.linalg.solve(J.T @ W @ J + self.alpha * D.T @ D,
+                                 J.T @ W @ resid + self.alpha * D.T @ d0)
+        else:
+            Fw = np.linalg.solve(J.T @ W @ J + self.alpha * np.eye(L * nf), J.T @ W @ resid)
         f = Fw[:nf]
+        self.f_last = f.copy()
         # 2-4. effective force of the second sub-step, 3-1. state update
         self.u, self.v, self.a, self.fp = self._step((self.u, self.v, self.a, self.fp),
                                                      self.B @ f)

@@ -241,6 +241,7 @@ class EstimatorSpec:
     alpha: float | str = "auto"
     window: int | str = 1
     discretization: str = "newmark"
+    regularization: str = "tikhonov0"
 
 
 @dataclass(frozen=True)
@@ -529,8 +530,9 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
         else:
             window = check(window, f"{w}.window", "int", lo=1, hi=200)
         disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
+        reg = t.get("regularization", "str", "tikhonov0", choices=("tikhonov0", "tikhonov1"))
         t.done()
-        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc)
+        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg)
 
     signal_names = {}
     for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
