@@ -98,6 +98,8 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch):
 
 def test_shipped_examples_are_valid():
     load_config(ROOT / "deploy" / "edge.toml")
+    bench = load_config(ROOT / "examples" / "bench.toml")  # the README's bench config
+    assert bench["device"]["id"] == "bench-1" and bench.channels[0]["name"] == "d110"
     cfg = config_from_dict(__import__("tomllib").loads(EXAMPLE))
     assert cfg["device"]["id"] == "cantilever-01"
 
