@@ -244,3 +244,37 @@ def test_daemon_identify_and_update_model_over_mqtt(built, tmp_path, mosquitto, 
     assert not r[3]["ok"] and "G" in r[3]["reason"]  # unknown parameter: rejected with reason
     metas = [json.loads(p) for p, _ in sub.get("vsense/inv/meta")]
     assert any(m.get("model_id") == r[2]["model_id"] for m in metas)
+
+
+def test_daemon_scheduled_identification(built, tmp_path, mosquitto, subscriber):
+    """[inverse] identify_every_s arms identifications on a schedule; each completed window
+    publishes a `params` estimate (auto_update on: an in-range one is applied)."""
+    import json
+    import threading
+
+    from edge.daemon.app import run_daemon
+    from edge.daemon.config import config_from_dict
+
+    _, bundle, _ = built
+    cfg = config_from_dict({
+        "device": {"id": "sched"}, "bundle": {"path": str(bundle)},
+        "channels": [{"name": "d110", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
+        "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.5},
+        "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2},
+        "inverse": {"identify_every_s": 1.0, "auto_update": True},
+        "simulate": {"clock": "real", "duration_s": 3.5, "seed": 5, "level": "signal",
+                     "amplitude": 0.05}})
+    sub = subscriber(["vsense/sched/params"], "s-sched")
+    codes = []
+    th = threading.Thread(target=lambda: codes.append(
+        run_daemon(cfg, simulate=True, install_signals=False)))
+    th.start()
+    th.join(40)
+    assert codes == [0]
+    # armed at ~1, 2 and 3 s (0.5 s windows; one arms only when the previous one completed)
+    assert sub.wait(lambda: len(sub.get("vsense/sched/params")) >= 2, 5)
+    for p, _ in sub.get("vsense/sched/params"):
+        res = json.loads(p)
+        assert res["names"] == ["E", "zeta"] and isinstance(res["out_of_range"], bool)
+        # auto_update: an in-range estimate carries the new model id, an out-of-range one not
+        assert ("model_id" in res) == (not res["out_of_range"])

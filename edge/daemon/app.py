@@ -217,7 +217,7 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
         from edge.inverse import InverseHook, InverseMapError
 
         try:
-            InverseHook.attach(d)
+            InverseHook.attach(d, auto_update=cfg["inverse"]["auto_update"])
         except InverseMapError as e:
             raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {e}") from None
     return d

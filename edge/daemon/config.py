@@ -137,6 +137,16 @@ SCHEMA: tuple[Section, ...] = (
             "channel the device publishes status `sensor_fault`; when the channel recovers "
             "the estimator state is reset.", unit="samples", min=1, max=10_000_000),
     )),
+    Section("inverse", "Inverse maps of the bundle (built from a model file with "
+            "`[[parameters]]`): scheduled identification and model update. The rig applies the "
+            "known excitation of the map's experiment when a capture is armed.", (
+        Key("identify_every_s", "float", 0.0, "Arm an identification (the `identify` command) "
+            "this often; 0 = only on command.", unit="s", min=0.0, max=1e7),
+        Key("map", "str", "", "Map to use for scheduled identifications (empty: the bundle's "
+            "default map)."),
+        Key("auto_update", "bool", False, "Apply an in-range identification to the estimator "
+            "at once (otherwise: the `update_model` command)."),
+    )),
     Section("mqtt", "MQTT publishing (paho-mqtt 2.x).", (
         Key("enabled", "bool", True, "Publish over MQTT."),
         Key("host", "str", "localhost", "Broker host."),

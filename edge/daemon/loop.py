@@ -255,6 +255,8 @@ class Daemon:
         self._sf = np.zeros(cap, np.uint8)
         self._sok = np.zeros(cap, bool)
         self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
+        self._identify_due = False  # set by the supervisor ([inverse] identify_every_s)
+        self.scheduled_identifications = 0
         self.latency = LatencyStats(loop["latency_window"])  # DRDY -> estimate ready
         self.latency_ring = LatencyStats(loop["latency_window"])  # ring entry -> ready
         self._t_off: int | None = None  # DRDY clock -> time.monotonic_ns offset [ns]
@@ -407,6 +409,17 @@ class Daemon:
             if not self.pub.commands.empty():
                 self._run_commands()
 
+    def _arm_scheduled(self) -> None:
+        self._identify_due = False
+        inv = self.inverse
+        if inv is None or inv.pending is not None:
+            return
+        try:
+            inv.arm(self, self.cfg["inverse"]["map"] or None)
+            self.scheduled_identifications += 1
+        except (KeyError, ValueError) as e:
+            log.warning("scheduled identification not armed: %s", e)
+
     def _cmd_pending(self) -> bool:
         return self.pub is not None and self.pub.cmd_flag
 
@@ -415,6 +428,8 @@ class Daemon:
         estimate rows go to the slot arrays (``_sV``...), see :meth:`_handover`."""
         ring = self.ring
         inv = self.inverse
+        if self._identify_due:  # scheduled identification: arm on the estimating thread
+            self._arm_scheduled()
         if inv is not None and inv.pending is not None:  # an armed identification window
             inv.on_block(self, ring.values[i:i + n])
         if (n == 1 and not self.paused and self.faults.quiet
@@ -674,8 +689,13 @@ class Daemon:
             self.notifier is not None and self.notifier.watchdog_s) else None
         hi = self.cfg["mqtt"]["health_interval_s"]
         next_h = time.monotonic() + hi
+        every = self.cfg["inverse"]["identify_every_s"]
+        next_id = time.monotonic() + every if every > 0 else None
         while not self.stop_event.wait(min(hi, period_wd or hi, 0.5)):
             now = time.monotonic()
+            if next_id is not None and now >= next_id and self.inverse is not None:
+                next_id = now + every
+                self._identify_due = True  # picked up by the estimating thread
             if wd is not None and period_wd:
                 # a paused loop still consumes samples, so progress = samples processed
                 wd.tick(self.processed)
