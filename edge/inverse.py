@@ -462,17 +462,26 @@ class WindowCapture:
         self._buf = np.empty((self.n, self.nch))
         self._k = 0
         self.armed = False
+        self.start_at: int | None = None  # first sample (stream seq) of the window, if known
 
-    def arm(self) -> None:
+    def arm(self, start_at: int | None = None) -> None:
         self._k = 0
         self.armed = True
+        self.start_at = start_at
 
-    def push(self, Y) -> np.ndarray | None:
+    def push(self, Y, seq0: int | None = None) -> np.ndarray | None:
+        """Add a block whose first row is stream sample ``seq0`` (rows before ``start_at``
+        are skipped when both are known)."""
         if not self.armed:
             return None
         Y = np.asarray(Y, dtype=np.float64)
         if Y.ndim != 2 or Y.shape[1] != self.nch:
             raise ValueError(f"capture expects blocks of shape (nb, {self.nch}), got {Y.shape}")
+        if self.start_at is not None and seq0 is not None and self._k == 0:
+            skip = self.start_at - int(seq0)
+            if skip >= Y.shape[0]:
+                return None
+            Y = Y[max(skip, 0):]
         take = min(self.n - self._k, Y.shape[0])
         self._buf[self._k:self._k + take] = Y[:take]
         self._k += take
@@ -526,10 +535,11 @@ class InverseRuntime:
         self.last = self.get(name).identify(window)
         return self.last
 
-    def excitation(self, name: str | None = None) -> np.ndarray:
-        """Force history the rig must apply for the experiment of map ``name`` (n,) [N]."""
+    def excitation(self, name: str | None = None, substeps: int = 1) -> np.ndarray:
+        """Force history the rig must apply for the experiment of map ``name``
+        ((n-1) substeps + 1,) [N], at ``substeps`` points per sample interval."""
         m = self.get(name)
-        return excitation_signal(m.experiment["excitation"], m.n, m.rate)
+        return excitation_signal(m.experiment["excitation"], m.n, m.rate, substeps)
 
 
 def model_id(bundle_id: str, names, theta) -> str:
@@ -604,18 +614,20 @@ class InverseHook:
         if m.nch != getattr(daemon, "nch", m.nch):
             raise ValueError(f"map {m.name!r} expects {m.nch} channels, the daemon has {daemon.nch}")
         self.rt.capture = WindowCapture(m.n, m.nch)
-        self.rt.capture.arm()
-        self.pending = m.name
+        start = None
         src = getattr(getattr(daemon, "acq", None), "source", None)
         inject = getattr(src, "inject_excitation", None)
         if callable(inject):  # simulated rig: it applies the known excitation itself
-            inject(self.rt.excitation(m.name))
+            sub = int(m.experiment.get("substeps", 1))  # as the training data were simulated
+            start = inject(self.rt.excitation(m.name, sub), substeps=sub)
+        self.rt.capture.arm(start if isinstance(start, (int, np.integer)) else None)
+        self.pending = m.name
         return {"map": m.name, "samples": m.n, "duration_s": m.n / m.rate}
 
-    def on_block(self, daemon, Y) -> dict | None:
+    def on_block(self, daemon, Y, seq0: int | None = None) -> dict | None:
         if self.pending is None:
             return None
-        w = self.rt.capture.push(Y)
+        w = self.rt.capture.push(Y, seq0)
         if w is None:
             return None
         name, self.pending = self.pending, None

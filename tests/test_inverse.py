@@ -467,7 +467,8 @@ def test_command_hook_identify_and_update(trained):
     pub = SimpleNamespace(topics=Topics("vsense", "dev"),
                           send=lambda topic, payload: sent.append((topic, json.loads(payload))))
     injected = []
-    src = SimpleNamespace(inject_excitation=lambda f: injected.append(np.asarray(f)))
+    src = SimpleNamespace(
+        inject_excitation=lambda f, substeps=1: injected.append((np.asarray(f), substeps)))
     d = SimpleNamespace(est=Estimator(b), pub=pub, nch=1, acq=SimpleNamespace(source=src))
     reg = CommandRegistry()
     EI.register_commands(reg)
@@ -475,7 +476,9 @@ def test_command_hook_identify_and_update(trained):
         reg.commands["update_model"].handler(d, {})
     EI.InverseHook.attach(d)
     reply = reg.commands["identify"].handler(d, {})
-    assert reply["identify"]["samples"] == ex.n and injected[0].shape == (ex.n,)
+    # the excitation on the fine grid the training data used: (n - 1) substeps + 1 points
+    f_inj, sub = injected[0]
+    assert reply["identify"]["samples"] == ex.n and f_inj.shape == ((ex.n - 1) * sub + 1,)
     w = trained["Yte"][7]
     for k in range(0, ex.n, 50):
         d.inverse.on_block(d, w[k:k + 50])

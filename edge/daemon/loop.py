@@ -431,7 +431,7 @@ class Daemon:
         if self._identify_due:  # scheduled identification: arm on the estimating thread
             self._arm_scheduled()
         if inv is not None and inv.pending is not None:  # an armed identification window
-            inv.on_block(self, ring.values[i:i + n])
+            inv.on_block(self, ring.values[i:i + n], int(ring.seq[i]))
         if (n == 1 and not self.paused and self.faults.quiet
                 and not ring.flags[i] & FLAG_GAP and self._isfinite_row(ring.values[i])):
             self._process_one(i)

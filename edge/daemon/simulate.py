@@ -69,6 +69,30 @@ class StructureSource:
         self.k = 0
         self._lp = np.zeros(len(self.force_dof))
         self._scale = None  # per-channel signal std for relative noise (from the first chunk)
+        self._exc_pending = None  # (force history, force index) to start at the next chunk
+        self._exc = None  # (first sample, force history, force index) being applied
+
+    def inject_excitation(self, f, substeps: int = 1, force: int = 0) -> int:
+        """Apply the known excitation of an identification experiment.
+
+        ``f`` ((n-1) substeps + 1,) [N] is the force at ``substeps`` points per sample
+        interval. The simulated rig behaves like a test stand between runs: at the start of the
+        next generated chunk the structure is at rest (state reset), the load is off, and ``f``
+        drives force ``force``, integrated with ``substeps`` Newmark steps per sample (as the
+        training data of the maps); then the load resumes. Returns the index of the first
+        excited sample (where the capture window must start).
+        """
+        sub = int(substeps)
+        f = np.asarray(f, dtype=float).ravel()
+        if sub < 1 or (f.size - 1) % sub:
+            raise ValueError(f"excitation of {f.size} points does not fit {sub} substeps")
+        if sub > 1 and getattr(self, "_sub", None) != sub:
+            h = self.dt / sub
+            self._Keff_inv_sub = np.linalg.inv(effective_stiffness(self.M, self.C, self.K, h,
+                                                                   self.beta, self.gamma))
+            self._sub = sub
+        self._exc_pending = (f, int(force), sub)
+        return int(self.k)
 
     def forces(self, k0: int, n: int) -> np.ndarray:
         """Load history ``(n, nf)`` [N] at samples ``k0 .. k0+n-1``."""
@@ -98,7 +122,14 @@ class StructureSource:
     def physical(self, n: int) -> np.ndarray:
         """Next ``n`` samples of the channels in physical units, shape (n, nch)."""
         fh = self.forces(self.k, n)
+        if self._exc_pending is not None:  # rest, then the known excitation from here
+            f, j, sub = self._exc_pending
+            self._exc_pending = None
+            self._exc = (self.k, f, j, sub)
+            self.u[:], self.v[:], self.a[:] = 0.0, 0.0, 0.0
         out = np.empty((n, len(self.ch_dof)))
+        if self._exc is not None:
+            return self._physical_excited(fh, out)
         nfull = self.M.shape[0]
         fv = np.zeros(nfull)
         for i in range(n):
@@ -121,6 +152,45 @@ class StructureSource:
             for c in range(len(self.ch_dof)):
                 out[i, c] = st[self.ch_kind[c]][self.ch_dof[c]]
         self.k += n
+        return out
+
+    def _physical_excited(self, fh, out) -> np.ndarray:
+        """:meth:`physical` while an identification excitation runs (sub-stepped)."""
+        k0, f, j, sub = self._exc
+        n_exc = (f.size - 1) // sub + 1
+        nfull = self.M.shape[0]
+        for i in range(out.shape[0]):
+            kk = self.k + i
+            e = kk - k0
+            fv = np.zeros(nfull)
+            if e == 0:  # at rest: a0 from equilibrium with the excitation's first value
+                fv[self.force_dof[j]] = f[0]
+                self.a = np.linalg.solve(self.M, fv - self.C @ self.v - self.K @ self.u)
+            elif e < n_exc:
+                h, Kinv = (self.dt, self.Keff_inv) if sub == 1 else (self.dt / sub,
+                                                                    self._Keff_inv_sub)
+                for s in range(1, sub + 1):
+                    fv[:] = 0.0
+                    fv[self.force_dof[j]] = f[(e - 1) * sub + s]
+                    r = internal_force(self.M, self.C, self.u, self.v, self.a, h, self.beta,
+                                       self.gamma)
+                    u_new = Kinv @ (r + fv)
+                    v_new, a_new = update_rates(u_new, self.u, self.v, self.a, h, self.beta,
+                                                self.gamma)
+                    self.u, self.v, self.a = u_new, v_new, a_new
+            else:  # the load resumes at the sample rate
+                self._exc = None
+                fv[self.force_dof] += fh[i]
+                r = internal_force(self.M, self.C, self.u, self.v, self.a, self.dt,
+                                   self.beta, self.gamma)
+                u_new = self.Keff_inv @ (r + fv)
+                v_new, a_new = update_rates(u_new, self.u, self.v, self.a, self.dt,
+                                            self.beta, self.gamma)
+                self.u, self.v, self.a = u_new, v_new, a_new
+            st = (self.u, self.v, self.a)
+            for c in range(len(self.ch_dof)):
+                out[i, c] = st[self.ch_kind[c]][self.ch_dof[c]]
+        self.k += out.shape[0]
         return out
 
     def volts(self, n: int) -> np.ndarray:
@@ -204,6 +274,11 @@ class SignalAcquisition:
         # (kind, channel, first sample, n) with kind "nan" | "saturate"
         self.faults = [(k, c, int(round(at * rate)), n) for k, c, at, n in (faults or [])]
         self._cal = None  # (sensitivity, offset, saturation) as Python lists
+
+    @property
+    def source(self):
+        """The signal source (identification experiments call its ``inject_excitation``)."""
+        return self.src
 
     def _take(self, n: int) -> np.ndarray:
         if self._bi >= self._buf.shape[0]:
