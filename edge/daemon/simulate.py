@@ -128,70 +128,46 @@ class StructureSource:
             self._exc = (self.k, f, j, sub)
             self.u[:], self.v[:], self.a[:] = 0.0, 0.0, 0.0
         out = np.empty((n, len(self.ch_dof)))
-        if self._exc is not None:
-            return self._physical_excited(fh, out)
-        nfull = self.M.shape[0]
-        fv = np.zeros(nfull)
+        fv = np.zeros(self.M.shape[0])
         for i in range(n):
-            if self.k == 0 and i == 0:
-                fv[:] = 0.0
-                fv[self.force_dof] += fh[0]
-                # initial acceleration from equilibrium: M a0 = f0 - C v0 - K u0
+            k = self.k + i
+            e = None  # sample index within a running identification excitation
+            if self._exc is not None:
+                k0, f, j, sub = self._exc
+                e = k - k0
+                if e >= (f.size - 1) // sub + 1:  # over: the load resumes at the sample rate
+                    self._exc, e = None, None
+            fv[:] = 0.0
+            if k == 0 or e == 0:  # at rest: initial acceleration from equilibrium
+                if e == 0:
+                    fv[self.force_dof[j]] = f[0]
+                else:
+                    fv[self.force_dof] += fh[i]
+                # M a0 = f0 - C v0 - K u0
                 self.a = np.linalg.solve(self.M, fv - self.C @ self.v - self.K @ self.u)
+            elif e is not None:  # sub-stepped like the maps' training data
+                h, Kinv = ((self.dt, self.Keff_inv) if sub == 1
+                           else (self.dt / sub, self._Keff_inv_sub))
+                for s in range(1, sub + 1):
+                    fv[:] = 0.0
+                    fv[self.force_dof[j]] = f[(e - 1) * sub + s]
+                    self._step(fv, h, Kinv)
             else:
-                fv[:] = 0.0
                 fv[self.force_dof] += fh[i]
-                r = internal_force(self.M, self.C, self.u, self.v, self.a, self.dt,
-                                   self.beta, self.gamma)
-                # u+ = Keff^-1 (r + f+)   (paper 004 eq. 15a)
-                u_new = self.Keff_inv @ (r + fv)
-                v_new, a_new = update_rates(u_new, self.u, self.v, self.a, self.dt,
-                                            self.beta, self.gamma)
-                self.u, self.v, self.a = u_new, v_new, a_new
+                self._step(fv, self.dt, self.Keff_inv)
             st = (self.u, self.v, self.a)
             for c in range(len(self.ch_dof)):
                 out[i, c] = st[self.ch_kind[c]][self.ch_dof[c]]
         self.k += n
         return out
 
-    def _physical_excited(self, fh, out) -> np.ndarray:
-        """:meth:`physical` while an identification excitation runs (sub-stepped)."""
-        k0, f, j, sub = self._exc
-        n_exc = (f.size - 1) // sub + 1
-        nfull = self.M.shape[0]
-        for i in range(out.shape[0]):
-            kk = self.k + i
-            e = kk - k0
-            fv = np.zeros(nfull)
-            if e == 0:  # at rest: a0 from equilibrium with the excitation's first value
-                fv[self.force_dof[j]] = f[0]
-                self.a = np.linalg.solve(self.M, fv - self.C @ self.v - self.K @ self.u)
-            elif e < n_exc:
-                h, Kinv = (self.dt, self.Keff_inv) if sub == 1 else (self.dt / sub,
-                                                                    self._Keff_inv_sub)
-                for s in range(1, sub + 1):
-                    fv[:] = 0.0
-                    fv[self.force_dof[j]] = f[(e - 1) * sub + s]
-                    r = internal_force(self.M, self.C, self.u, self.v, self.a, h, self.beta,
-                                       self.gamma)
-                    u_new = Kinv @ (r + fv)
-                    v_new, a_new = update_rates(u_new, self.u, self.v, self.a, h, self.beta,
-                                                self.gamma)
-                    self.u, self.v, self.a = u_new, v_new, a_new
-            else:  # the load resumes at the sample rate
-                self._exc = None
-                fv[self.force_dof] += fh[i]
-                r = internal_force(self.M, self.C, self.u, self.v, self.a, self.dt,
-                                   self.beta, self.gamma)
-                u_new = self.Keff_inv @ (r + fv)
-                v_new, a_new = update_rates(u_new, self.u, self.v, self.a, self.dt,
-                                            self.beta, self.gamma)
-                self.u, self.v, self.a = u_new, v_new, a_new
-            st = (self.u, self.v, self.a)
-            for c in range(len(self.ch_dof)):
-                out[i, c] = st[self.ch_kind[c]][self.ch_dof[c]]
-        self.k += out.shape[0]
-        return out
+    def _step(self, fv, h, Keff_inv) -> None:
+        """One Newmark step of length ``h`` with the nodal load ``fv`` at its end."""
+        r = internal_force(self.M, self.C, self.u, self.v, self.a, h, self.beta, self.gamma)
+        # u+ = Keff^-1 (r + f+)   (paper 004 eq. 15a)
+        u_new = Keff_inv @ (r + fv)
+        v_new, a_new = update_rates(u_new, self.u, self.v, self.a, h, self.beta, self.gamma)
+        self.u, self.v, self.a = u_new, v_new, a_new
 
     def volts(self, n: int) -> np.ndarray:
         """Next ``n`` samples as channel voltages, shape (n, nch) [V]."""
