@@ -124,38 +124,28 @@ def main(argv=None):
             best = min(r[f"L{L}"]["force_fde"] for L in windows[1:])
             print(f"  {name:<18}{level * 100:>4.0f}%  {r['L1']['force_fde'] / best:5.2f}x")
 
-    print("\nexact discretisation (FOH) vs Newmark, 1 % noise, automatic alpha:")
-    print(f"{'case':<18}{'L':>4}{'Newmark F/d':>16}{'FOH F/d':>16}")
     bl = reweighted(b0, cal_clean, 0.01)
     Ycal = add_noise(cal_clean, 0.01, np.random.default_rng(100))
-    for name in [n for n in sims if n.startswith("random")]:
-        sim = sims[name]
-        Y = add_noise(sim.Y_clean, 0.01, np.random.default_rng(17))
-        for L in (5, 10, 20):
-            out = []
-            for disc in ("newmark", "foh"):
-                bd = bl.replace(window=L, discretization=disc)
-                a = choose_alpha(bd, Ycal, show_progress=False).alpha
-                out.append(evaluate(bd.replace(alpha=a), Y, sim.F, sim.Z, dt)[:2])
-            results.setdefault("foh", {})[f"{name} L{L}"] = out
-            print(f"{name:<18}{L:>4}{out[0][0]:>9.3f}/{out[0][1]:<6.3f}{out[1][0]:>9.3f}/"
-                  f"{out[1][1]:<6.3f}")
-
-    print("\nfirst-order Tikhonov (penalty on force increments) vs zeroth order, 1 % noise, "
-          "automatic alpha:")
-    print(f"{'case':<18}{'L':>4}{'tikhonov0 F/d':>16}{'tikhonov1 F/d':>16}")
-    for name in [n for n in sims if n.startswith("random")]:
-        sim = sims[name]
-        Y = add_noise(sim.Y_clean, 0.01, np.random.default_rng(17))
-        for L in (5, 10, 20):
-            out = []
-            for reg in ("tikhonov0", "tikhonov1"):
-                bd = bl.replace(window=L, regularization=reg, discretization="newmark")
-                a = choose_alpha(bd, Ycal, show_progress=False).alpha
-                out.append(evaluate(bd.replace(alpha=a), Y, sim.F, sim.Z, dt)[:2])
-            results.setdefault("tikhonov1", {})[f"{name} L{L}"] = out
-            print(f"{name:<18}{L:>4}{out[0][0]:>9.3f}/{out[0][1]:<6.3f}{out[1][0]:>9.3f}/"
-                  f"{out[1][1]:<6.3f}")
+    variants = (("foh", "exact discretisation (FOH) vs Newmark",
+                 ("Newmark", {"discretization": "newmark"}), ("FOH", {"discretization": "foh"})),
+                ("tikhonov1", "first-order Tikhonov (penalty on force increments) vs zeroth "
+                 "order", ("tikhonov0", {"regularization": "tikhonov0"}),
+                 ("tikhonov1", {"regularization": "tikhonov1"})))
+    for key, title, (name_a, kw_a), (name_b, kw_b) in variants:
+        print(f"\n{title}, 1 % noise, automatic alpha:")
+        print(f"{'case':<18}{'L':>4}{name_a + ' F/d':>16}{name_b + ' F/d':>16}")
+        for name in [n for n in sims if n.startswith("random")]:
+            sim = sims[name]
+            Y = add_noise(sim.Y_clean, 0.01, np.random.default_rng(17))
+            for L in (5, 10, 20):
+                out = []
+                for kw in (kw_a, kw_b):
+                    bd = bl.replace(window=L, **kw)
+                    a = choose_alpha(bd, Ycal, show_progress=False).alpha
+                    out.append(evaluate(bd.replace(alpha=a), Y, sim.F, sim.Z, dt)[:2])
+                results.setdefault(key, {})[f"{name} L{L}"] = out
+                print(f"{name:<18}{L:>4}{out[0][0]:>9.3f}/{out[0][1]:<6.3f}"
+                      f"{out[1][0]:>9.3f}/{out[1][1]:<6.3f}")
 
     print("\nacceleration-measured variant (a110), random 5-160 Hz:")
     resa = build(MODEL_ACC, alpha=1.0, progress=False)
