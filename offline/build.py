@@ -199,15 +199,17 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     if method is not None:
         alpha_rule = method
     study = None
+    study_choices = {}  # AlphaChoice per window of the study, reused below
     if window_rule == "auto" or (report_dir is not None and isinstance(alpha_rule, str)):
         study = window_study(bundle, Y, F, alpha_rule if isinstance(alpha_rule, str) else "auto",
-                             show_progress=progress)
+                             show_progress=progress, choices=study_choices)
         meta["window_study"] = study
         if window_rule == "auto":
             L = study["recommended"]
             bundle = bundle.replace(window=L)
     if isinstance(alpha_rule, str):
-        choice = choose_alpha(bundle, Y, window=L, method=alpha_rule, show_progress=progress)
+        choice = study_choices.get(L) or choose_alpha(bundle, Y, window=L, method=alpha_rule,
+                                                      show_progress=progress)
         alpha_val = choice.alpha
         meta["alpha_method"] = choice.resolved_method
         meta["alpha_candidates"] = {"lcurve": choice.alpha_lcurve, "gcv": choice.alpha_gcv,
@@ -273,12 +275,13 @@ def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=Tru
 
 
 def window_study(bundle: Bundle, Y, F_true, rule="auto", windows=(1, 5, 10, 20),
-                 tolerance=1.1, show_progress=False) -> dict:
+                 tolerance=1.1, show_progress=False, choices: dict | None = None) -> dict:
     """Force FDE on the calibration run for each window L, each with its automatic alpha.
 
     The calibration run is simulated, so its force is known. The recommended L is the
     smallest window whose force FDE is within ``tolerance`` of the best (a shorter window
     means less delay). FDE over 0 .. min(200 Hz, 0.4 rate), as in the benchmarks.
+    ``choices``, when given, receives the :class:`AlphaChoice` of each window.
     """
     from edge.estimator import Estimator
     from offline.metrics import fde
@@ -288,6 +291,8 @@ def window_study(bundle: Bundle, Y, F_true, rule="auto", windows=(1, 5, 10, 20),
     for L in windows:
         try:
             ch = choose_alpha(bundle, Y, window=L, method=rule, show_progress=False)
+            if choices is not None:
+                choices[L] = ch
             est = Estimator(bundle, alpha=ch.alpha, window=L)
         except EstimatorError as exc:
             rows.append({"window": L, "alpha": float("nan"), "force_fde": float("nan"),
