@@ -5,7 +5,9 @@
 #
 # Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv with vsense[pi]
 # (vsense[pi5] on a Raspberry Pi 5), /etc/vsense/edge.toml (kept if present), /var/lib/vsense,
-# the systemd unit, and optionally a local Mosquitto broker. --dry-run prints the actions.
+# the systemd unit, and optionally a local Mosquitto broker with per-device credentials, an
+# ACL (only the operator role may send commands) and a WebSockets listener on 9001
+# (deploy/mosquitto.sh). --dry-run prints the actions.
 # Then put a bundle in place (see docs/daemon.md "Deployment") and start the service.
 set -euo pipefail
 
@@ -64,14 +66,37 @@ run "$PREFIX/venv/bin/pip" install -q --upgrade pip
 run "$PREFIX/venv/bin/pip" install -q "$SRC[$EXTRA]"
 
 # config: never overwrite an edited one
+FRESH_TOML=0
 if [ ! -e /etc/vsense/edge.toml ]; then
   run install -m 0640 -o root -g vsense "$SRC/deploy/edge.toml" /etc/vsense/edge.toml
+  FRESH_TOML=1
 else
   echo "# keeping existing /etc/vsense/edge.toml"
 fi
 if [ ! -e /etc/vsense/env ]; then
   run install -m 0640 -o root -g vsense /dev/null /etc/vsense/env
 fi
+
+# local broker with access control (deploy/mosquitto.sh; docs/deploy.md "Access control")
+mosquitto_setup() {
+  local toml=/etc/vsense/edge.toml dev
+  [ -e "$toml" ] || toml="$SRC/deploy/edge.toml"
+  dev="$(sed -n 's/^id *= *"\([^"]*\)".*/\1/p' "$toml" | head -n 1)"
+  # shellcheck source=deploy/mosquitto.sh
+  . "$SRC/deploy/mosquitto.sh"
+  local args=(--device "$dev" --owner root:mosquitto)
+  [ "$DRY" -eq 1 ] && args+=(--dry-run)
+  vsense_mosquitto_args "${args[@]}"
+  vsense_mosquitto_config
+  if [ "$FRESH_TOML" -eq 1 ]; then  # a config we just installed: use the credentials
+    run sed -i -e "s/^username = \"\"/username = \"$dev\"/" \
+      -e 's/^password_env = ""/password_env = "VSENSE_MQTT_PASSWORD"/' /etc/vsense/edge.toml
+  else
+    echo "# existing /etc/vsense/edge.toml: set [mqtt] username = \"$dev\" and"
+    echo "#   password_env = \"VSENSE_MQTT_PASSWORD\" (the password is in /etc/vsense/env)"
+  fi
+}
+[ "$MOSQ" -eq 1 ] && mosquitto_setup
 
 # SPI must be enabled (raspi-config nonint do_spi 0 = enable)
 if command -v raspi-config >/dev/null 2>&1; then
@@ -81,7 +106,7 @@ fi
 # unit
 run install -m 0644 "$SRC/systemd/vsense-edge.service" /etc/systemd/system/vsense-edge.service
 run systemctl daemon-reload
-[ "$MOSQ" -eq 1 ] && run systemctl enable --now mosquitto
+[ "$MOSQ" -eq 1 ] && run systemctl enable mosquitto && run systemctl restart mosquitto
 run systemctl enable vsense-edge.service
 if [ -e /var/lib/vsense/bundle.npz ] && [ "$START" -eq 1 ]; then
   run systemctl restart vsense-edge.service

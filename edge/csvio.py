@@ -54,6 +54,10 @@ def read_table(path, min_rows: int = 1):
     if len(rows) < min_rows:
         raise CsvError(f"{path}: needs at least {min_rows} data rows, has {len(rows)}")
     arr = np.array(rows, dtype=np.float64).reshape(len(rows), len(header))
+    bad = np.nonzero(~np.isfinite(arr[:, 0]))[0]
+    if bad.size:
+        raise CsvError(f"{path}: column 'time': not a finite number in data row "
+                       f"{int(bad[0]) + 1} ({arr[bad[0], 0]!r})")
     return arr[:, 0], arr[:, 1:], header[1:]
 
 

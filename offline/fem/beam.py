@@ -40,6 +40,11 @@ _GX = 0.5 * (_GX + 1.0)
 _GW = 0.5 * _GW
 
 
+#: Upper bound on the elements of one member (a model file asking for more is a mistake
+#: or an attack on the workstation's memory).
+MAX_ELEMENTS = 1_000_000
+
+
 class BeamInputError(ValueError):
     """A beam section or member is invalid (the message names the key)."""
 
@@ -484,6 +489,9 @@ def build_beam(section: dict, materials: dict, base_dir: Path, where: str,
             n = ln["n"]
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
                 raise BeamInputError(f"{w}.line.n: expected an integer >= 1, got {n!r}")
+            if n > MAX_ELEMENTS:
+                raise BeamInputError(f"{w}.line.n: {n} elements; at most {MAX_ELEMENTS:,} "
+                                     "(a reduced model needs far fewer)")
             scale = max(scale, float(np.abs(a).max()), float(np.abs(b).max()))
             pts = [node_for(a + (b - a) * k / n) for k in range(n + 1)]
             elems = [(pts[k], pts[k + 1]) for k in range(n)]

@@ -240,6 +240,10 @@ def _num(v, where, lo=0.0, lo_open=True, hi=None):
     return v
 
 
+#: Upper bound on the triangles of a generated rectangle (see offline.fem.beam).
+MAX_ELEMENTS = 2_000_000
+
+
 def _int(v, where, lo=1):
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise PlateInputError(f"{where}: expected an integer >= {lo}, got {v!r}")
@@ -304,9 +308,13 @@ def build_plate(section: dict, materials: dict, base_dir: Path, where: str,
         pattern = r.get("pattern", "alternate")
         if pattern not in PATTERNS:
             raise PlateInputError(f"{w}.pattern: expected one of {', '.join(PATTERNS)}, got {pattern!r}")
+        nx, ny = _int(r["nx"], f"{w}.nx"), _int(r["ny"], f"{w}.ny")
+        if 2 * nx * ny > MAX_ELEMENTS:
+            raise PlateInputError(f"{w}.nx: {nx} x {ny} divisions make {2 * nx * ny:,} "
+                                  f"triangles; at most {MAX_ELEMENTS:,}")
         coords, ids, tris, groups = rectangle_mesh(
             _num(r["length"], f"{w}.length"), _num(r["width"], f"{w}.width"),
-            _int(r["nx"], f"{w}.nx"), _int(r["ny"], f"{w}.ny"), origin, pattern)
+            nx, ny, origin, pattern)
     else:
         nodes, trs = section.get("nodes"), section.get("triangles")
         if not isinstance(nodes, list) or not nodes:

@@ -42,14 +42,31 @@ def load_model_file(path) -> ModelSpec:
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read(MAX_MODEL_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ModelFileError(f"{path}: model file not found") from None
     except IsADirectoryError:
         raise ModelFileError(f"{path}: is a directory, expected a .toml model file") from None
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_MODEL_FILE_BYTES:
+        raise ModelFileError(f"{path.name}: larger than {MAX_MODEL_FILE_BYTES} bytes; node and "
+                             "element tables belong in a mesh or matrix file")
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelFileError(f"{path.name}: not UTF-8 text ({exc.reason} at byte "
+                             f"{exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ModelFileError(f"{path.name}: TOML syntax error: {exc}") from None
+    except RecursionError:
+        raise ModelFileError(f"{path.name}: TOML syntax error: arrays/tables nested too "
+                             "deeply") from None
     return spec_from_dict(raw, path)
+
+
+#: A model file is text written by hand (large tables live in mesh/matrix files).
+MAX_MODEL_FILE_BYTES = 16 << 20
 
 
 # ------------------------------------------------------------------------ selections
