@@ -194,3 +194,85 @@ def test_daemon_with_device_credentials_and_loud_refusal(acl_broker, tmp_path, m
             in caplog.text
     finally:
         view.close()
+
+
+def _ca_and_server(d: Path, name: str):
+    """A CA and a server certificate for 127.0.0.1 signed by it (PEM files in ``d``)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def cert(subject, issuer, pub, key, ca, san=None):
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+             .public_key(pub).serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(days=1))
+             .not_valid_after(now + datetime.timedelta(days=2))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if san:
+            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return b.sign(key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
+    ca = cert(ca_name, ca_name, ca_key.public_key(), ca_key, True)
+    srv_key = ec.generate_private_key(ec.SECP256R1())
+    srv = cert(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name,
+               srv_key.public_key(), ca_key, False,
+               [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    pem = serialization.Encoding.PEM
+    (d / f"{name}-ca.crt").write_bytes(ca.public_bytes(pem))
+    (d / f"{name}-server.crt").write_bytes(srv.public_bytes(pem))
+    (d / f"{name}-server.key").write_bytes(srv_key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return d / f"{name}-ca.crt"
+
+
+def test_tls_listener_and_a_wrong_ca_is_named(tmp_path, caplog):
+    """The installer's TLS option works with the right CA; a wrong CA is logged as a TLS
+    verification failure naming host:port (it used to run silently, exit 0)."""
+    from conftest import _mosquitto_binary
+    from edge.daemon.config import config_from_dict
+    from edge.daemon.mqtt import CommandRegistry, Publisher
+
+    pytest.importorskip("cryptography")
+    good_ca = _ca_and_server(tmp_path, "good")
+    wrong_ca = _ca_and_server(tmp_path, "other")
+    port, tls_port, ws = free_port(), free_port(), free_port()
+    subprocess.run(["bash", str(ROOT / "deploy" / "mosquitto.sh"), "--device", "tdev",
+                    "--conf-dir", str(tmp_path), "--env-file", str(tmp_path / "env"),
+                    "--secrets-dir", str(tmp_path / "sec"), "--port", str(port), "--ws-port",
+                    str(ws), "--bind", "127.0.0.1", "--tls-port", str(tls_port), "--tls-cert",
+                    str(tmp_path / "good-server.crt"), "--tls-key",
+                    str(tmp_path / "good-server.key")],
+                   check=True, capture_output=True, timeout=60)
+    conf = tmp_path / "conf.d" / "vsense.conf"
+    with open(conf, "a") as f:
+        f.write("log_dest stdout\n" + ("user root\n" if os.geteuid() == 0 else ""))
+    b = Broker(_mosquitto_binary(), conf, port, tmp_path / "mosquitto.log")
+    b.start()
+    pw = (tmp_path / "env").read_text().split("=", 1)[1].strip()
+    try:
+        for ca, ok in ((good_ca, True), (wrong_ca, False)):
+            cfg = config_from_dict({"device": {"id": "tdev"},
+                                    "channels": [{"name": "y0", "pin": "AIN0"}],
+                                    "mqtt": {"host": "127.0.0.1", "port": tls_port, "tls": True,
+                                             "ca_file": str(ca), "username": "tdev",
+                                             "reconnect_min_s": 5.0}})
+            pub = Publisher(cfg["mqtt"], "tdev", CommandRegistry(), ncol=1, password=pw)
+            with caplog.at_level(logging.INFO, logger="vsense"):
+                pub.start()
+                if ok:
+                    assert pub.wait_connected(20)
+                else:
+                    assert pub.failed_event.wait(20)
+                pub.stop(timeout=0.1)
+        assert (f"cannot connect to 127.0.0.1:{tls_port}: TLS certificate verification "
+                "failed") in caplog.text
+    finally:
+        b.stop()

@@ -6,7 +6,6 @@ import errno
 import json
 import logging
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -237,8 +236,7 @@ def test_full_disk_reclaims_oldest_files_and_keeps_records_aligned(tmp_path, mon
                  max_disk_mb=10.0, chunk=100)
     for i in range(0, 20_000, 100):
         r.append_raw(seq[i:i + 100], t[i:i + 100], v[i:i + 100], f[i:i + 100])
-        while r.queue_depth() > 10:  # a disk that keeps up (the loop never waits on it)
-            time.sleep(0.001)
+        assert r.idle.wait(10)  # a disk that keeps up (the daemon's loop never waits)
     r.close()
     assert r.stats["write_errors"] > 0 and r.stats["files_deleted"] > 0
     assert r.stats["dropped_samples"] == 0  # space was reclaimed each time
@@ -256,9 +254,8 @@ def test_unwritable_disk_drops_counts_and_recovers(tmp_path, monkeypatch):
     seq, t, v, f = _data(3000)
     r = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, chunk=100, retry_s=0.0)
     r.append_raw(seq[:1000], t[:1000], v[:1000], f[:1000])
-    deadline = time.monotonic() + 10
-    while r.stats["dropped_samples"] < 1000 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    r.flush()
+    assert r.idle.wait(10)  # the writer has taken every queued chunk
     assert r.stats["dropped_samples"] == 1000 and r.stats["dropped_raw"] == 1000
     assert "No space left" in r.degraded_reason()
     quota[0] = 10**9  # space freed: writing resumes
@@ -302,8 +299,6 @@ def test_unknown_host_is_named(tmp_path, bundle_path, caplog):
     pub = Publisher(cfg["mqtt"], "h", CommandRegistry(), ncol=1)
     with caplog.at_level(logging.INFO, logger="vsense"):
         pub.start()
-        deadline = time.monotonic() + 20
-        while pub.stats["connect_failures"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert pub.failed_event.wait(20)
         pub.stop(timeout=0.1)
     assert "cannot connect to no-such-host.invalid:1883: host name not resolved" in caplog.text

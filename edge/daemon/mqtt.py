@@ -334,6 +334,7 @@ class Publisher:
         self.where = f"{cfg_mqtt['host']}:{cfg_mqtt['port']}"
         self.last_error: str | None = None  # why the last connection attempt failed
         self.connected_event = threading.Event()  # set by the first successful CONNACK
+        self.failed_event = threading.Event()  # set by every failed connection attempt
         self._thread = threading.Thread(target=self._run, name="vsense-mqtt", daemon=True)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -404,6 +405,7 @@ class Publisher:
 
     def _on_connect_fail(self, client, userdata):
         self.stats["connect_failures"] += 1
+        self.failed_event.set()
         n = self.stats["connect_failures"]
         # loud at first, then every 10th retry (the backoff already spaces them out)
         if n <= 3 or n % 10 == 0:
@@ -420,6 +422,7 @@ class Publisher:
             if "authori" in str(reason_code).lower() or "password" in str(reason_code).lower():
                 hint = " (check [mqtt] username / password_env and the broker's ACL)"
             log.error("MQTT: %s refused the connection: %s%s", self.where, reason_code, hint)
+            self.failed_event.set()
             return
         self.stats["connects"] += 1
         self.last_error = None

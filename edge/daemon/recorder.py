@@ -122,6 +122,8 @@ class Recorder:
         self._dir_bytes = self._scan_bytes()
         self._last_sync = time.monotonic()
         self._deadline = math.inf
+        #: set when the writer has taken every queued chunk (tests, shutdown diagnostics)
+        self.idle = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vsense-recorder", daemon=True)
         self._stop = False
         self._thread.start()
@@ -167,6 +169,7 @@ class Recorder:
         s.fill = 0
         try:
             self.q.put_nowait(item)
+            self.idle.clear()
         except queue.Full:  # the disk cannot keep up: drop, count, say so; never block
             self._dropped(s.kind, item[2], "recorder queue full (disk too slow or stalled)")
 
@@ -219,8 +222,11 @@ class Recorder:
                 item = self.q.get(timeout=min(0.2, self.fsync_interval_s))
             except queue.Empty:
                 item = None
+                self.idle.set()
             if item is not None:
                 self._write(*item)
+                if self.q.empty():
+                    self.idle.set()
             if time.monotonic() - self._last_sync >= self.fsync_interval_s:
                 self._sync()
         while True:  # past the shutdown deadline: count what is left

@@ -470,7 +470,7 @@ def build_beam(section: dict, materials: dict, base_dir: Path, where: str,
             raise BeamInputError(f"{w}: expected a table")
         _unknown(m, _MEMBER_KEYS, w)
         sname = m.get("section")
-        if sname not in secs:
+        if not isinstance(sname, str) or sname not in secs:
             raise BeamInputError(f"{w}.section: unknown section {sname!r} (defined: "
                                  f"{', '.join(sorted(secs))})")
         ori = _point(m["orientation"], f"{w}.orientation") if "orientation" in m else None

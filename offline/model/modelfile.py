@@ -190,6 +190,10 @@ def build_unconstrained(spec: ModelSpec, progress: bool = False) -> FEModel:
     except ValueError as exc:  # builder input errors already name the key path
         msg = str(exc)
         raise ModelFileError(msg if msg.startswith(Path(spec.path).name) else f"{where}: {msg}") from None
+    except (TypeError, KeyError, AttributeError, IndexError) as exc:
+        # a value of an unexpected type the builder did not check: still an input error
+        raise ModelFileError(f"{where}: malformed input ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
     model.name = spec.name
     N = model.n_dofs
     dK = np.zeros(N)
