@@ -265,7 +265,7 @@ def test_daemon_scheduled_identification(built, tmp_path, mosquitto, subscriber)
         "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.5},
         "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2},
         "inverse": {"identify_every_s": 1.0, "auto_update": True},
-        "simulate": {"clock": "real", "duration_s": 3.5, "seed": 5, "level": "signal",
+        "simulate": {"clock": "real", "duration_s": 6.5, "seed": 5, "level": "signal",
                      "amplitude": 0.05}})
     sub = subscriber(["vsense/sched/params"], "s-sched")
     codes = []
@@ -274,7 +274,9 @@ def test_daemon_scheduled_identification(built, tmp_path, mosquitto, subscriber)
     th.start()
     th.join(40)
     assert codes == [0]
-    # armed at ~1, 2 and 3 s (0.5 s windows; one arms only when the previous one completed)
+    # due every 1 s; one arms only when the previous one completed. The simulated rig applies
+    # the excitation at its next 1024-sample chunk, so a window completes up to 1.024 + 0.5 s
+    # after it was armed: two windows need at most ~1 + 2 x 1.6 s, hence the 6.5 s run.
     assert sub.wait(lambda: len(sub.get("vsense/sched/params")) >= 2, 5)
     for p, _ in sub.get("vsense/sched/params"):
         res = json.loads(p)
