@@ -31,6 +31,38 @@ import numpy as np
 from edge.inverse import Parts, mass_stiffness, modal
 
 
+def propagate_loop(Phi, U):
+    """x_0 = 0, x_{k+1} = Φ x_k + U_k: plain loop (the reference twin of :func:`propagate`).
+
+    U : (nt-1, m) or (nt-1, m, p) -> X : (nt, m) or (nt, m, p)."""
+    X = np.zeros((U.shape[0] + 1,) + U.shape[1:])
+    x = X[0]
+    for k in range(U.shape[0]):
+        x = Phi @ x + U[k]
+        X[k + 1] = x
+    return X
+
+
+def propagate(Phi, U, max_cond: float = 1e8):
+    """Same recursion through the eigenvectors of Φ: z = V⁻¹x decouples into first-order
+    filters z_{k+1} = λ z_k + (V⁻¹U)_k, run by ``scipy.signal.lfilter`` (C speed). Falls back
+    to the loop when V is ill-conditioned (defective or near-defective Φ)."""
+    lam, V = np.linalg.eig(Phi)
+    if np.linalg.cond(V) > max_cond:
+        return propagate_loop(Phi, U)
+    from offline._deps import need
+    lfilter = need("scipy.signal").lfilter
+    Vi = np.linalg.inv(V)
+    Z = np.einsum("ij,kj...->ki...", Vi, U.astype(complex))   # (nt-1, m[, p])
+    out = np.empty_like(Z)
+    for i, li in enumerate(lam):
+        # z_{k+1} = λ z_k + w_k   <=>   lfilter([1], [1, -λ], w) shifted by one sample
+        out[:, i] = lfilter([1.0], [1.0, -li], Z[:, i], axis=0)
+    X = np.zeros((U.shape[0] + 1,) + U.shape[1:])
+    X[1:] = np.einsum("ij,kj...->ki...", V, out).real
+    return X
+
+
 def damped_matrices(parts: Parts, theta):
     """M̂, Ĉ, K̂ (n, n) and their derivatives dM, dC, dK (p, n, n) at θ (p,)."""
     th = np.asarray(theta, dtype=np.float64)
@@ -154,12 +186,7 @@ class TimeModel:
         (Phi, G0, G1, Cy, Dy), (dPhi, dG0, dG1, dCy, dDy) = self.discrete(theta, jac)
         nt = F.shape[0]
         U = F[:-1] @ G0.T + F[1:] @ G1.T                  # (nt-1, 2n) input per step
-        X = np.zeros((nt, Phi.shape[0]))
-        x = X[0]
-        for k in range(nt - 1):
-            # x_{k+1} = Φ x_k + G0 f_k + G1 f_{k+1}
-            x = Phi @ x + U[k]
-            X[k + 1] = x
+        X = propagate(Phi, U)
         Y = X @ Cy.T + F @ Dy.T
         if not jac:
             return Y, None
@@ -167,11 +194,7 @@ class TimeModel:
         # pseudo-input of the sensitivity recursion: dΦ x_k + dG0 f_k + dG1 f_{k+1}
         W = (np.einsum("pij,kj->kip", dPhi, X[:-1]) + np.einsum("pij,kj->kip", dG0, F[:-1])
              + np.einsum("pij,kj->kip", dG1, F[1:]))      # (nt-1, 2n, p)
-        dX = np.zeros((nt, Phi.shape[0], p))
-        d = dX[0]
-        for k in range(nt - 1):
-            d = Phi @ d + W[k]
-            dX[k + 1] = d
+        dX = propagate(Phi, W)
         dY = (np.einsum("kip,ci->pkc", dX, Cy) + np.einsum("pci,ki->pkc", dCy, X)
               + np.einsum("pcf,kf->pkc", dDy, F))
         return Y, dY

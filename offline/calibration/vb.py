@@ -154,7 +154,7 @@ def _param_update(m_old, noise, groups, k, J, m0, L0):
 
 
 def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
-                      max_iter: int = 50, noise0=None, callback=None) -> VBResult:
+                      max_iter: int = 50, noise0=None, callback=None, m_init=None) -> VBResult:
     """Calibrate ξ by variational Bayes (module docstring).
 
     Parameters
@@ -167,6 +167,7 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
     groups : list of NoiseGroup
     tol : float                  stop when |F - F_prev| < tol (paper: 0.1; the default is tight)
     noise0 : list of GammaPosterior, optional   starting noise (default: prior means)
+    m_init : (p,), optional      first expansion point (default m0)
     callback : callable (it, F, m) -> None, optional   progress
 
     Returns
@@ -182,12 +183,13 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
     groups = list(groups)
     if not groups:
         raise ValueError("at least one noise group is needed")
-    m, L = m0.copy(), L0.copy()
+    m = m0.copy() if m_init is None else np.asarray(m_init, float).reshape(p).copy()
+    L = L0.copy()
     noise = noise0 or [GammaPosterior(g.name, s=float(g.fixed), c=1.0, fixed=True) if g.fixed
                        else GammaPosterior(g.name, s=g.s0, c=g.c0) for g in groups]
     hist, n_evals, converged = [], 0, False
-    F_best, state_best = -np.inf, None
-    it = 0
+    F_best, best, prev_acc = -np.inf, None, None
+    shrink, it = 1.0, 0
     for it in range(1, max_iter + 1):
         k, J = model_error(m)
         n_evals += 1
@@ -197,22 +199,29 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
             if ki.shape[0] != Ji.shape[0] or not (np.all(np.isfinite(ki)) and np.all(np.isfinite(Ji))):
                 raise ValueError(f"noise group {g.name!r}: residual/Jacobian non-finite or of "
                                  f"mismatched length ({ki.shape[0]} vs {Ji.shape[0]}) at ξ = {m.tolist()}")
-        if it > 1:
-            noise = _noise_update(groups, [ki for ki in k], J, np.linalg.inv(L))
+        # q(Φ) for the current q(ξ) and linearisation                          (eq. 13-14)
+        noise = _noise_update(groups, k, J, np.linalg.inv(L))
         F = free_energy(m, L, noise, k, J, m0, L0, groups)
         hist.append(F)
         if callback is not None:
             callback(it, F, m)
+        if best is not None and F < F_best - max(tol, 1e-12 * abs(F_best)):
+            # the linearised step overshot (nonlinear model): back-track towards the best point
+            shrink *= 0.5
+            if shrink < 1.0 / 64:
+                break
+            m = best[0] + shrink * (m_prop - best[0])
+            continue
+        shrink = 1.0
         if F > F_best:
-            F_best, state_best = F, (m.copy(), L.copy(), list(noise))
-        if len(hist) > 1 and abs(hist[-1] - hist[-2]) < tol:
+            F_best, best = F, (m.copy(), L.copy(), list(noise))
+        if prev_acc is not None and abs(F - prev_acc) < tol:
             converged = True
             break
-        m_new, L = _param_update(m, noise, groups, k, J, m0, L0)
-        # noise at the new mean under the linearisation (exact for a linear model)
-        k_lin = [ki + Ji @ (m_new - m) for ki, Ji in zip(k, J)]
-        noise = _noise_update(groups, k_lin, J, np.linalg.inv(L))
-        m = m_new
-    m, L, noise = state_best
+        prev_acc = F
+        # q(ξ) update from this linearisation                                   (eq. 15-16)
+        m_prop, L = _param_update(m, noise, groups, k, J, m0, L0)
+        m = m_prop
+    m, L, noise = best
     return VBResult(m=m, precision=L, noise=noise, F=F_best, n_evals=n_evals, iterations=it,
                     converged=converged, history=hist, seconds=time.perf_counter() - t0)
