@@ -26,6 +26,7 @@ import collections
 import csv
 import json
 import math
+import struct
 import sys
 import threading
 import time
@@ -130,7 +131,10 @@ class DeviceView:
                         self.health_log.append(obj)
                     else:
                         self.replies.append(obj)
-            except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+            except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
+                    AttributeError, RecursionError, OverflowError, struct.error):
+                # a malformed message from the broker: counted, never raised on paho's
+                # network thread (issue 12)
                 self.n_bad_payloads += 1
 
     def _estimates(self, d: dict, now: float) -> None:

@@ -154,3 +154,36 @@ def test_fuzz_mqtt_commands():
 
     counts = run_cases("commands", case)
     assert counts.get("rejected", 0) > N_EXAMPLES // 4 and counts.get("accepted", 0) > 0
+
+
+def test_fuzz_monitor_payloads():
+    """What a dashboard/monitor receives from the broker is not trusted either: a malformed
+    message is counted, never raised (it would end the monitor's network thread)."""
+    import numpy as np
+
+    from edge.daemon.mqtt import encode_estimates
+    from edge.monitor import DeviceView
+
+    good = encode_estimates(0, np.arange(3, dtype=np.int64), np.ones((3, 2)),
+                            np.zeros(3, np.uint8), "binary")
+    good_json = encode_estimates(0, np.arange(3, dtype=np.int64), np.ones((3, 2)),
+                                 np.zeros(3, np.uint8), "json")
+
+    def case(d):
+        view = DeviceView()
+        sub = d.choice(["estimates", "estimates", "status", "meta", "health", "cmd/reply"])
+        k = d.int(0, 3)
+        if k == 0:
+            payload = d.mutated_bytes(good)
+        elif k == 1:
+            payload = d.mutated_bytes(good_json)
+        elif k == 2:
+            payload = json.dumps(d.json()).encode()
+        else:
+            payload = d.binary(0, 64)
+        view.feed(sub, payload)
+        view.feed("estimates", good)  # still works afterwards
+        return "bad" if view.n_bad_payloads else "ok"
+
+    counts = run_cases("monitor", case)
+    assert counts.get("bad", 0) > 0
