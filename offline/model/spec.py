@@ -16,7 +16,7 @@ from edge import DOF_NAMES
 #: Model types and the section that describes their mesh.
 MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 #: Top-level sections owned by other parts, accepted without validation (kept in ``spec.raw``).
-PASSTHROUGH = ("parameters", "experiment", "inverse")
+PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
             "reduction", "estimator", "sensors", "forces", "outputs", "calibration",
             *MODEL_TYPES, *PASSTHROUGH}
