@@ -8,11 +8,13 @@ Screenshots go to the test's tmp dir and, when ``VSENSE_ARTIFACTS`` names a dire
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +80,15 @@ def browser():
 @pytest.fixture(scope="module")
 def page(ws_broker):
     srv = serve(page_config(url=f"ws://127.0.0.1:{ws_broker.ws_port}"), "127.0.0.1", 0)
+    yield f"http://127.0.0.1:{srv.server_address[1]}/index.html"
+    srv.shutdown()
+
+
+@pytest.fixture(scope="module")
+def page_relay(ws_broker):
+    """The page served with its /mqtt relay to the broker's TCP listener."""
+    srv = serve(page_config(relay=True), "127.0.0.1", 0,
+                mqtt_cfg={"host": "127.0.0.1", "port": ws_broker.port})
     yield f"http://127.0.0.1:{srv.server_address[1]}/index.html"
     srv.shutdown()
 
@@ -205,7 +216,9 @@ def ws_publisher(ws_broker):
     c.close()
 
 
-def test_bad_payloads_do_not_break_the_page(ws_broker, browser, page, ws_publisher, tmp_path):
+def test_bad_payloads_do_not_break_the_page(ws_broker, browser, page_relay, ws_publisher,
+                                           tmp_path):
+    page = page_relay
     pub = ws_publisher
     rng = np.random.default_rng(11)
     v = rng.standard_normal((50, 3))
@@ -266,3 +279,112 @@ def test_bad_payloads_do_not_break_the_page(ws_broker, browser, page, ws_publish
     wait_js(browser, "return document.getElementById('card-check').textContent",
             lambda x: "SUSPECT" in x)
     screenshot(browser, tmp_path, "dashboard-bad-payloads.png")
+
+
+# ------------------------------------------------------------------------ 10 devices
+def _fleet_module():
+    spec = importlib.util.spec_from_file_location("fleet", ROOT / "benchmarks" / "fleet.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _renderer_pss_mb(driver_pid: int) -> float:
+    """Summed PSS of the Chromium renderer processes under this chromedriver [MB]."""
+    kids = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(p.name))
+    todo, total = [driver_pid], 0.0
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"--type=renderer" in cmd:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return total
+
+
+def test_ten_devices_at_1khz_frame_rate_and_memory(ws_broker, browser, page_relay, tmp_path):
+    """Through the relay (Mosquitto 2.0.11's websockets listener delivers ~100 messages/s to a
+    page, half of the 200/s needed here: see edge/dashboard/relay.py)."""
+    page = page_relay
+    fleet_mod = _fleet_module()
+    fl = fleet_mod.Fleet(10, "127.0.0.1", ws_broker.port, "json", 50, prefix="fl")
+    browser.get(page + "?device=fl000")
+    wait_page(browser, lambda s: s["conn"] == "connected", 20, "broker connection")
+    fl.start()
+    th = threading.Thread(target=fl.run, args=(25.0,), daemon=True)
+    th.start()
+    try:
+        # 10 s of data in every device: the page's windows are full
+        wait_page(browser, lambda s: sum(1 for k, d in s["devices"].items() if k.startswith("fl")
+                                         and d["samples"] >= 10_000) == 10, 60,
+                  "10 devices with 10 s of data")
+        a = stats(browser)
+        t_a = browser.execute_script("return performance.now()")
+        wait_page(browser, lambda s: min(dev(s, f"fl{i:03d}")["samples"] for i in range(10))
+                  >= 15_000, 60, "5 s more at every device")
+        b = stats(browser)
+        t_b = browser.execute_script("return performance.now()")
+        heap = browser.execute_cdp_cmd("Performance.enable", {}) or \
+            browser.execute_cdp_cmd("Performance.getMetrics", {})
+        metrics = {m["name"]: m["value"] for m in heap["metrics"]}
+        pss = _renderer_pss_mb(browser.service.process.pid)
+        shot = screenshot(browser, tmp_path, "dashboard-fleet.png")
+    finally:
+        fl.stop_event.set()
+        th.join(30)
+        fl.stop()
+    span = (t_b - t_a) / 1000
+    fps = (b["counters"]["frames"] - a["counters"]["frames"]) / span
+    drawn = (b["counters"]["drawn"] - a["counters"]["drawn"]) / span
+    ms = (b["counters"]["drawMs"] - a["counters"]["drawMs"]) / max(
+        1, b["counters"]["frames"] - a["counters"]["frames"])
+    heap_mb = metrics["JSHeapUsedSize"] / 2**20
+    print(f"\n10 devices x 1 kHz (JSON, batch 50) over {span:.1f} s: {fps:.1f} frames/s, "
+          f"{drawn:.1f} drawn frames/s, {ms:.2f} ms script per frame, JS heap {heap_mb:.1f} "
+          f"MB, renderer PSS {pss:.0f} MB, load average {os.getloadavg()[0]:.1f}; "
+          f"screenshot {shot}")
+    (tmp_path / "dashboard-fleet.json").write_text(json.dumps(
+        {"fps": fps, "drawn_fps": drawn, "ms_per_frame": ms, "js_heap_mb": heap_mb,
+         "renderer_pss_mb": pss, "load": os.getloadavg()[0]}))
+    assert b["counters"]["uncaught"] == 0
+    assert drawn > 0 and b["counters"]["drawn"] > a["counters"]["drawn"]
+    # memory target of the issue (200 MB for the page): the JS heap, measured by CDP
+    assert heap_mb < 200
+    for i in range(10):
+        d = dev(b, f"fl{i:03d}")
+        assert d["duplicates"] == 0 and d["gaps"] == 0 and d["bad"] == 0
+
+
+# ------------------------------------------------------------------------ relay framing
+def test_websocket_accept_key_and_frames():
+    import io
+
+    from edge.dashboard.relay import accept_key, frame, read_frame
+
+    # RFC 6455 section 1.3 example
+    assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    rng = np.random.default_rng(2)
+    for n in (0, 5, 125, 126, 65535, 65536, 70001):
+        data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        mask = rng.integers(0, 256, 4, dtype=np.uint8).tobytes()
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(data))  # independent XOR
+        hdr = frame(0x2, data)[:-n or None] if n else frame(0x2, data)
+        hdr = bytes([hdr[0], hdr[1] | 0x80]) + hdr[2:]  # same header, mask bit set
+        fin, op, got = read_frame(io.BytesIO(hdr + mask + masked))
+        assert fin and op == 0x2 and got == data
+    with pytest.raises(ValueError, match="not masked"):
+        read_frame(io.BytesIO(frame(0x2, b"abc")))
+    with pytest.raises(EOFError):
+        read_frame(io.BytesIO(b"\x82"))

@@ -13,6 +13,9 @@
   if (q.get("device")) cfg.device = q.get("device");
   if (q.get("user")) cfg.username = q.get("user");
   if (q.get("window") && Number(q.get("window")) > 0) cfg.window_s = Number(q.get("window"));
+  if (cfg.url === "relay") {  // served by `vsense-edge dashboard`: its /mqtt relay
+    cfg.url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/mqtt";
+  }
   const STALE_S = 15;
 
   const devices = new Map();
@@ -258,11 +261,16 @@
     try {
       const d = devices.get(selected);
       // sparklines: first column of every device
+      let sparkBudget = Math.max(1, Math.ceil(rows.size / 8));
       for (const [id, r] of rows) {
         const dv = devices.get(id);
         if (!dv || !dv.est) continue;
         if (!r.spark) r.spark = new ColumnPlot(r.cells.live, "", 240, 36, true);
-        if (now - dv.lastSeen < 2000 || r.sparkVersion !== dv.version) {
+        // sparklines (240 px over the window) are redrawn 4 times a second, staggered over
+        // the frames; the selected device's plots every frame
+        if ((now - dv.lastSeen < 2000 || r.sparkVersion !== dv.version) && now - (r.sparkAt || 0) >= 250
+            && sparkBudget-- > 0) {
+          r.sparkAt = now;
           r.spark.draw(dv.est, 0, windowEnd(dv, dv.est, now), cfg.window_s);
           r.sparkVersion = dv.version;
           drew = true;
