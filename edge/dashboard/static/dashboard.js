@@ -186,7 +186,8 @@
   function rebuildPlots(d) {
     for (const p of view.est.concat(view.raw)) p.destroy();
     view.est = []; view.raw = [];
-    const w = Math.max(300, Math.min(1100, $("device").clientWidth - 30));
+    $("device").hidden = false;  // a hidden section has no width
+    const w = Math.max(300, Math.min(1400, document.body.clientWidth - 40));
     const u = units(d.meta);
     if (d.est) {
       columnNames(d, d.est, "columns").forEach((n, j) => view.est.push(new ColumnPlot($("plots-est"), `${n} [${u[n] || ""}]`, w, 170, false)));

@@ -21,7 +21,7 @@ class ColumnPlot {
     const opts = {
       title: sparkline ? undefined : title,
       width, height,
-      legend: { show: !sparkline },
+      legend: { show: false },
       cursor: { show: !sparkline },
       // device time [s] (the simulator's clock starts at 0; hardware: monotonic seconds)
       scales: { x: { time: false } },
