@@ -13,7 +13,8 @@ subscriber in its own process counts every sample of every device (QoS 1), dedup
 the sample's time stamp (``t_ns`` = the wall-clock instant the sample was due), so the batching
 delay (up to ``batch`` samples) is included. Reported per run: delivered/expected,
 duplicates, latency p50/p99/max per sample, broker CPU (``/proc/<pid>/stat`` over the run),
-the devices' process CPU, publisher drops, and the load average (the machine is shared).
+the CPU of the device processes and of the counting subscriber, publisher drops, and the load
+average (the machine is shared).
 
 :class:`Fleet` is also what ``tests/test_dashboard.py`` uses to drive the browser page with
 10 devices.
@@ -107,9 +108,10 @@ class Fleet:
                                       f"not connected within {timeout} s")
             time.sleep(0.05)
 
-    def run(self, duration_s: float, tick_s: float = 0.005) -> dict:
-        """Publish ``duration_s`` seconds of samples; device i starts ``i/n`` of a batch
-        late so the fleet's batches do not all close at the same instant."""
+    def run(self, duration_s: float, tick_s: float = 0.01) -> dict:
+        """Publish ``duration_s`` seconds of samples, handing rows to each publisher every
+        ``tick_s`` (the daemon's ``[loop] handover_ms`` default is 10 ms); device i starts
+        ``i/n`` of a batch late so the fleet's batches do not all close at the same instant."""
         n, rate = len(self.pubs), self.rate
         total = int(round(duration_s * rate))
         nrec = self.rec.shape[0]
@@ -225,7 +227,7 @@ def subscribe(host, port, n_dev, total, prefix, idle_s=5.0, out=sys.stdout) -> d
     ml = np.asarray(msg_lat) / 1e3
     res = {"expected": n_dev * total, "delivered": st["samples"],
            "duplicates": st["duplicates"], "bad": st["bad"], "messages": st["messages"],
-           "lost": n_dev * total - st["samples"],
+           "lost": n_dev * total - st["samples"], "cpu_s": time.process_time(),
            "lat_ms": {q: float(np.percentile(lat, p)) if lat.size else None
                       for q, p in (("p50", 50), ("p99", 99), ("max", 100))},
            "msg_lat_ms": {q: float(np.percentile(ml, p)) if ml.size else None
@@ -292,6 +294,7 @@ def run_one(n_dev, fmt, batch, duration, procs) -> dict:
                        broker_cpu=bcpu / wall, wall_s=wall, load_before=l0,
                        load_after=os.getloadavg()[0],
                        dev_cpu=sum(d["cpu_s"] for d in dres) / wall,
+                       sub_cpu=res["cpu_s"] / wall,
                        drops=sum(d["drops_samples"] for d in dres))
             return res
         finally:
@@ -335,7 +338,7 @@ def main(argv=None) -> int:
           f"{a.duration:g} s per run, {a.procs} device processes", flush=True)
     hdr = (f"{'N':>4} {'fmt':>6} {'batch':>5} {'delivered/expected':>20} {'dup':>4} "
            f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'newest p99':>10} {'broker':>7} "
-           f"{'devices':>8} {'drops':>6} {'load':>9}")
+           f"{'devices':>8} {'counter':>8} {'drops':>6} {'load':>9}")
     print(hdr, flush=True)
     for n in [int(x) for x in a.devices.split(",")]:
         for fmt in a.formats.split(","):
@@ -345,7 +348,7 @@ def main(argv=None) -> int:
                 print(f"{n:>4} {fmt:>6} {b:>5} {r['delivered']:>10}/{r['expected']:<9} "
                       f"{r['duplicates']:>4} {la['p50']:>7.1f} {la['p99']:>7.1f} "
                       f"{la['max']:>7.1f} {ml['p99']:>10.1f} {100 * r['broker_cpu']:>6.1f}% "
-                      f"{100 * r['dev_cpu']:>7.1f}% {r['drops']:>6} "
+                      f"{100 * r['dev_cpu']:>7.1f}% {100 * r['sub_cpu']:>7.1f}% {r['drops']:>6} "
                       f"{r['load_before']:>4.1f}>{r['load_after']:<4.1f}", flush=True)
     print("latency: arrival minus the sample's due time, per sample (includes the batching "
           "delay); 'newest p99': the newest sample of each message; broker and devices: CPU "
