@@ -62,17 +62,10 @@ def browser():
     _need(os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK),
           "chromium / chromium-driver not installed (tests/run.sh installs them)")
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
+        import selenium  # noqa: F401
     except ImportError:
         _need(False, "selenium not installed (pip install vsense[test])")
-    o = webdriver.ChromeOptions()
-    o.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1100",
-              "--enable-precise-memory-info", "--disable-dev-shm-usage"):
-        o.add_argument(a)
-    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=o)
-    drv.set_script_timeout(30)
+    drv = _bench().chromium()
     yield drv
     drv.quit()
 
@@ -170,6 +163,7 @@ def test_page_follows_a_daemon_every_estimate_then_shows_it_offline(tmp_path, ws
             p.kill()
     rec = read_recording_full(tmp_path / "rec-a", "estimates")
     n_rec = rec.seq.shape[0]
+    print(f"\ndaemon run: {n_rec} estimates recorded")
     assert n_rec > 3500  # 4 s at 1 kHz minus the estimator delay and warm-up
     # the page subscribed before the daemon started: it must count every estimate once
     s = wait_page(browser, lambda s: dev(s, "dash-sim").get("samples") == n_rec
@@ -282,44 +276,35 @@ def test_bad_payloads_do_not_break_the_page(ws_broker, browser, page_relay, ws_p
 
 
 # ------------------------------------------------------------------------ 10 devices
-def _fleet_module():
-    spec = importlib.util.spec_from_file_location("fleet", ROOT / "benchmarks" / "fleet.py")
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
 
 
-def _renderer_mem_mb(driver_pid: int) -> list[tuple[float, float]]:
-    """``(private dirty, PSS)`` of each Chromium renderer process under this chromedriver
-    [MB], largest first (the page's own renderer is the largest; the others are spare
-    renderers or earlier pages). Private dirty memory is what Chromium's task manager calls
-    the memory footprint; PSS adds the renderer's share of the shared libraries."""
-    kids = {}
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(p.name))
-    todo, out = [driver_pid], []
-    while todo:
-        pid = todo.pop()
-        todo += kids.get(pid, [])
-        try:
-            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in Path(
-                    f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]}
-                out.append((kb["Private_Dirty"] / 1024, kb["Pss"] / 1024))
-        except OSError:
-            pass
-    return sorted(out, reverse=True)
+def _fleet_module():
+    return _load("fleet")
 
 
-def test_ten_devices_at_1khz_frame_rate_and_memory(ws_broker, browser, page_relay, tmp_path):
+def _bench():
+    return _load("dashboard")
+
+
+@pytest.fixture
+def fresh_browser(browser):
+    """A browser of its own: the memory measured is this page's, not earlier pages' that the
+    module's browser may keep in the same renderer process."""
+    drv = _bench().chromium()
+    yield drv
+    drv.quit()
+
+
+def test_ten_devices_at_1khz_frame_rate_and_memory(ws_broker, fresh_browser, page_relay,
+                                                  tmp_path):
     """Through the relay (Mosquitto 2.0.11's websockets listener delivers ~100 messages/s to a
     page, half of the 200/s needed here: see edge/dashboard/relay.py)."""
-    page = page_relay
+    page, browser = page_relay, fresh_browser
     fleet_mod = _fleet_module()
     fl = fleet_mod.Fleet(10, "127.0.0.1", ws_broker.port, "json", 50, prefix="fl")
     browser.get(page + "?device=fl000")
@@ -341,7 +326,7 @@ def test_ten_devices_at_1khz_frame_rate_and_memory(ws_broker, browser, page_rela
         heap = browser.execute_cdp_cmd("Performance.enable", {}) or \
             browser.execute_cdp_cmd("Performance.getMetrics", {})
         metrics = {m["name"]: m["value"] for m in heap["metrics"]}
-        mem = _renderer_mem_mb(browser.service.process.pid)
+        mem = _bench().renderer_mem_mb(browser.service.process.pid)
         shot = screenshot(browser, tmp_path, "dashboard-fleet.png")
     finally:
         fl.stop_event.set()
