@@ -6,6 +6,8 @@
     vsense-edge config-reference
     vsense-edge replay RECORDING --bundle B [-o OUT.csv]
     vsense-edge monitor --broker HOST[:PORT] --device ID [--csv FILE] [--once]
+    vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
+    vsense-edge dashboard [-c PATH] [--url ws://HOST:9001] [--port 8090] [--export DIR]
 
 Exit codes: 0 clean, 1 internal error, 2 bad config, 3 bad bundle, 4 hardware error,
 5 recording directory unusable, 6 bad replay input, 7 broker not reachable with
@@ -18,7 +20,12 @@ import argparse
 import logging
 import sys
 
-from edge.daemon.config import DEFAULT_PATH, ConfigError, load_config, reference_markdown
+from edge.daemon.config import (
+    DEFAULT_PATH,
+    ConfigError,
+    load_config,
+    reference_markdown,
+)
 from edge.daemon.loop import EXIT_CODES, EXIT_CONFIG
 
 
@@ -59,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
 
     monitor_arguments(sub.add_parser("monitor", help="live terminal view of a device over MQTT "
                                                      "(edge.monitor)"))
+    from edge.dashboard import add_arguments as dashboard_arguments
+
+    dashboard_arguments(sub.add_parser("dashboard", help="serve the live browser dashboard "
+                                                         "(edge.dashboard)"))
     return p
 
 
@@ -92,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         from edge.monitor import run_monitor
 
         return run_monitor(args)
+    if args.command == "dashboard":
+        from edge.dashboard import run_dashboard
+
+        return run_dashboard(args)
     if args.command == "replay":
         from edge.replay import replay
 
