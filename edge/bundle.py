@@ -245,21 +245,40 @@ class Bundle:
 
     @classmethod
     def load(cls, path) -> "Bundle":
-        """Read and fully validate a bundle file (raises :class:`BundleError`)."""
+        """Read and fully validate a bundle file (raises :class:`BundleError`).
+
+        Before anything is decompressed, every member's declared size and ``.npy`` header
+        are checked against :func:`max_bundle_bytes` (a crafted archive cannot make the
+        loader allocate more than that)."""
         path = str(path)
         if not os.path.exists(path):
             raise BundleError(f"{path}: bundle file does not exist")
         try:
+            _check_archive(path)
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError,
+                NotImplementedError, RuntimeError) as exc:
+            if isinstance(exc, BundleError):
+                raise
             raise BundleError(f"{path}: not a readable .npz bundle ({exc})") from None
         return cls.from_arrays(arrays, path)
 
     @classmethod
     def from_arrays(cls, arrays: dict, path: str = "<arrays>") -> "Bundle":
         """Build a bundle from its array dict (validates, including the hash)."""
-        _validate(arrays, path)
+        try:
+            _validate(arrays, path)
+            return cls._from_valid(arrays, path)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError,
+                np.linalg.LinAlgError) as exc:
+            if isinstance(exc, BundleError):
+                raise
+            raise BundleError(f"{path}: malformed bundle: {type(exc).__name__}: "
+                              f"{str(exc)[:200]}") from None
+
+    @classmethod
+    def _from_valid(cls, arrays: dict, path: str) -> "Bundle":
         meta = json.loads(str(arrays["meta"]))
         ch_meta = meta.get("channels", [])
         channels = [
@@ -305,6 +324,56 @@ class Bundle:
 
 
 # --------------------------------------------------------------------- helpers
+#: Largest window accepted: the estimator's window matrices grow with L^2.
+MAX_WINDOW = 512
+
+
+def max_bundle_bytes() -> int:
+    """Cap on a bundle's total uncompressed size [bytes]: ``VSENSE_MAX_BUNDLE_MB`` (default
+    512 MB; a reduced model with maps is a few MB)."""
+    try:
+        mb = float(os.environ.get("VSENSE_MAX_BUNDLE_MB", "512"))
+    except ValueError:
+        mb = 512.0
+    return int(mb * 1e6)
+
+
+def _check_archive(path: str) -> None:
+    """Bound what loading ``path`` may allocate: declared member sizes and ``.npy`` headers
+    (shape x itemsize) against :func:`max_bundle_bytes`, object arrays refused. Reads only
+    the central directory and each member's first bytes."""
+    cap = max_bundle_bytes()
+    total = 0
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        if len(infos) > 10_000:
+            raise BundleError(f"{path}: {len(infos)} members; not a bundle")
+        for info in infos:
+            total += info.file_size
+            if total > cap:
+                raise BundleError(f"{path}: uncompressed size exceeds {cap / 1e6:g} MB at "
+                                  f"member {info.filename!r} (VSENSE_MAX_BUNDLE_MB)")
+            if not info.filename.endswith(".npy"):
+                continue
+            with zf.open(info) as f:
+                try:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                except (ValueError, SyntaxError, TypeError) as exc:
+                    raise BundleError(f"{path}: field {info.filename[:-4]!r}: bad .npy "
+                                      f"header ({exc})") from None
+            if dtype.hasobject:
+                raise BundleError(f"{path}: field {info.filename[:-4]!r}: object arrays are "
+                                  "not allowed")
+            nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if nbytes > info.file_size:
+                raise BundleError(f"{path}: field {info.filename[:-4]!r}: header claims "
+                                  f"{nbytes} bytes, the member holds {info.file_size}")
+
+
 def _kind_code(kind: str, what: str) -> int:
     if kind not in KINDS:
         raise BundleError(f"{what}: kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -360,7 +429,7 @@ def _validate(a: dict, path: str) -> None:
         fail("content_hash", "does not match the contents (file corrupted or edited)")
     try:
         meta = json.loads(str(a["meta"]))
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         fail("meta", f"not valid JSON ({exc})")
     if not isinstance(meta, dict):
         fail("meta", "must be a JSON object")
@@ -397,14 +466,21 @@ def _validate(a: dict, path: str) -> None:
     if not (gamma >= 0.5 and beta >= 0.25 * (0.5 + gamma) ** 2 - 1e-12):
         fail("beta", f"Newmark (beta={beta}, gamma={gamma}) is not unconditionally stable "
                      "(needs gamma >= 1/2 and beta >= (gamma + 1/2)^2 / 4)")
-    if int(a["window"]) < 1:
-        fail("window", f"must be >= 1, got {int(a['window'])}")
+    window = int(a["window"])
+    if window < 1:
+        fail("window", f"must be >= 1, got {window}")
+    if window > MAX_WINDOW:
+        fail("window", f"must be <= {MAX_WINDOW}, got {window}")
     nch = a["channel_dof"].shape[0]
     nf = a["force_dof"].shape[0]
     if nch == 0:
         fail("channel_dof", "no channels")
     if nf == 0:
         fail("force_dof", "no forces")
+    # the estimator's window matrix J is (L nch, L nf) float64: bound what it will allocate
+    if (window * nch) * (window * nf) * 8 > max_bundle_bytes():
+        fail("window", f"L = {window} with {nch} channels and {nf} forces needs a "
+                       f"{window * nch} x {window * nf} window matrix: too large")
     for name, size in (("channel_kind", nch), ("channel_weight", nch)):
         if a[name].shape != (size,):
             fail(name, f"shape {a[name].shape}, expected ({size},)")
@@ -433,6 +509,10 @@ def _validate(a: dict, path: str) -> None:
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 fail("meta", f"'{key}'[{i}] needs a 'name'")
+            for k, types in (("unit", str), ("dof", str), ("node", int)):
+                if k in item and (not isinstance(item[k], types) or isinstance(item[k], bool)):
+                    fail("meta", f"'{key}'[{i}].{k} must be a {types.__name__}, got "
+                                 f"{type(item[k]).__name__}")
             dof = item.get("dof", "")
             if dof and dof not in DOF_NAMES:
                 fail("meta", f"'{key}'[{i}].dof {dof!r} is not one of {', '.join(DOF_NAMES)}")

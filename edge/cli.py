@@ -1,13 +1,17 @@
 """``vsense-edge``: the command line of the device.
 
     vsense-edge run [-c PATH] [--simulate] [--duration S] [--clock real|virtual]
-    vsense-edge check-config [PATH]
+                    [--require-broker]
+    vsense-edge check-config [PATH] [--bundle] [--simulate]
     vsense-edge config-reference
     vsense-edge replay RECORDING --bundle B [-o OUT.csv]
     vsense-edge monitor --broker HOST[:PORT] --device ID [--csv FILE] [--once]
+    vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
+    vsense-edge dashboard [-c PATH] [--url ws://HOST:9001] [--port 8090] [--export DIR]
 
 Exit codes: 0 clean, 1 internal error, 2 bad config, 3 bad bundle, 4 hardware error,
-5 recording directory unusable (``edge.daemon.loop.EXIT_CODES``).
+5 recording directory unusable, 6 bad replay input, 7 broker not reachable with
+``--require-broker`` (``edge.daemon.loop.EXIT_CODES``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,12 @@ import argparse
 import logging
 import sys
 
-from edge.daemon.config import DEFAULT_PATH, ConfigError, load_config, reference_markdown
+from edge.daemon.config import (
+    DEFAULT_PATH,
+    ConfigError,
+    load_config,
+    reference_markdown,
+)
 from edge.daemon.loop import EXIT_CODES, EXIT_CONFIG
 
 
@@ -36,10 +45,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--clock", choices=("real", "virtual"), default=None,
                    help="override [simulate] clock")
     r.add_argument("--log-level", default=None, help="override [device] log_level")
+    r.add_argument("--require-broker", action="store_true",
+                   help="exit with code 7 unless the MQTT broker accepts the connection "
+                        "within [mqtt] connect_timeout_s (also [mqtt] require_broker)")
     c = sub.add_parser("check-config", help="validate a config file and exit (0 ok, 2 bad)")
     c.add_argument("path", nargs="?", default=str(DEFAULT_PATH))
     c.add_argument("--bundle", action="store_true",
-                   help="also load the bundle and check the channels against it")
+                   help="also run every start-up check of `run` short of opening the "
+                        "hardware: bundle, channels, signature, ADC row rate, inverse maps, "
+                        "MQTT password and TLS files")
+    c.add_argument("--simulate", action="store_true",
+                   help="check for `run --simulate` (the [simulate] level decides the rate "
+                        "check)")
     sub.add_parser("config-reference", help="print the Markdown config reference")
     rp = sub.add_parser("replay", help="run the estimator over a recording (edge.replay)")
     rp.add_argument("recording", help="recording directory or raw-*.vsr file")
@@ -49,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
 
     monitor_arguments(sub.add_parser("monitor", help="live terminal view of a device over MQTT "
                                                      "(edge.monitor)"))
+    from edge.dashboard import add_arguments as dashboard_arguments
+
+    dashboard_arguments(sub.add_parser("dashboard", help="serve the live browser dashboard "
+                                                         "(edge.dashboard)"))
     return p
 
 
@@ -66,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cfg = load_config(args.path)
             if args.bundle:
-                from edge.daemon.app import StartupError, load_estimator
+                from edge.daemon.app import StartupError, preflight
 
                 try:
-                    load_estimator(cfg)
+                    preflight(cfg, simulate=args.simulate)
                 except StartupError as e:
                     print(f"error: {e}", file=sys.stderr)
                     return e.code
@@ -82,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         from edge.monitor import run_monitor
 
         return run_monitor(args)
+    if args.command == "dashboard":
+        from edge.dashboard import run_dashboard
+
+        return run_dashboard(args)
     if args.command == "replay":
         from edge.replay import replay
 
@@ -101,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     _logging(args.log_level or cfg["device"]["log_level"])
     from edge.daemon.app import run_daemon
 
-    return run_daemon(cfg, simulate=args.simulate)
+    return run_daemon(cfg, simulate=args.simulate, require_broker=args.require_broker)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,6 +2,7 @@
 
     vsense-edge monitor --broker HOST[:PORT] --device ID [--base vsense] [--csv FILE]
                         [--once] [--duration S] [--timeout S] [--interval S]
+    vsense-edge monitor --broker HOST[:PORT] --fleet [--once] ...   (edge.fleetview)
 
 Subscribes to ``<base>/<device>/#`` (status, meta, estimates, health, cmd/reply) and redraws
 about twice a second with plain ANSI escapes (no curses): state, bundle, the nominal rate (meta)
@@ -26,6 +27,7 @@ import collections
 import csv
 import json
 import math
+import struct
 import sys
 import threading
 import time
@@ -131,7 +133,10 @@ class DeviceView:
                         self.health_log.append(obj)
                     else:
                         self.replies.append(obj)
-            except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+            except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
+                    AttributeError, RecursionError, OverflowError, struct.error):
+                # a malformed message from the broker: counted, never raised on paho's
+                # network thread (issue 12)
                 self.n_bad_payloads += 1
 
     def _estimates(self, d: dict, now: float) -> None:
@@ -413,7 +418,11 @@ class DeviceSubscriber:
 # ---------------------------------------------------------------------------- CLI
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--broker", default="localhost:1883", help="HOST[:PORT] (default %(default)s)")
-    p.add_argument("--device", required=True, help="device id ([device] id of its config)")
+    p.add_argument("--device", default=None, help="device id ([device] id of its config)")
+    p.add_argument("--fleet", action="store_true",
+                   help="every device under the topic root, one line each (edge.fleetview)")
+    p.add_argument("--stale", type=float, default=15.0,
+                   help="--fleet: mark a device stale after S s of silence (default %(default)s)")
     p.add_argument("--base", default="vsense", help="base topic (default %(default)s)")
     p.add_argument("--csv", default=None, help="record received estimates to this CSV")
     p.add_argument("--once", action="store_true",
@@ -430,6 +439,13 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_monitor(args, out=None) -> int:
     out = out or sys.stdout
+    if getattr(args, "fleet", False):
+        from edge.fleetview import run_fleet
+
+        return run_fleet(args, out)
+    if not args.device:
+        print("vsense-edge monitor: error: --device ID or --fleet is required", file=sys.stderr)
+        return 2
     try:
         host, port = parse_broker(args.broker)
     except ValueError as e:
