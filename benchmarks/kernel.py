@@ -100,14 +100,15 @@ def smoother_table(b71, args):
     print("\nKalman fixed-lag smoother (cantilever 71 DOF + 8 force-model states, "
           "1 displacement channel):")
     print(f"{'lag':>4}{'delay [ms]':>12}{'kernel [us/step]':>18}{'reference [us/step]':>22}"
-          f"{'ratio':>8}{'single-call [us]':>18}")
+          f"{'ratio':>8}{'single-call [us]':>18}{'Tikhonov L=lag+1':>18}{'S/T':>6}")
     for lag in (0, 5, 20, 50):
         sb = smoother_bundle(b71, lag)
         k = time_kernel(sb, args.steps)
         r = time_smoother_reference(sb, args.ref_steps)
         s = time_kernel(sb, args.steps, single=True, reps=1)
+        t = time_kernel(b71, args.steps, window=lag + 1)  # same delay, same run
         print(f"{lag:>4}{lag * b71.dt * 1e3:>12g}{k * 1e6:>18.3f}{r * 1e6:>22.1f}"
-              f"{r / k:>8.0f}{s * 1e6:>18.2f}")
+              f"{r / k:>8.0f}{s * 1e6:>18.2f}{t * 1e6:>18.3f}{k / t:>6.2f}")
     sb = smoother_bundle(b71, 20, kinds=("displacement", "acceleration"))
     print(f"  2 channels (displacement + acceleration), lag 20: "
           f"{time_kernel(sb, args.steps) * 1e6:.3f} us/step")

@@ -55,6 +55,14 @@ class BuildResult:
             f"  alpha = {b.alpha:.4g} ({b.meta.get('alpha_method', '')}), spectral radius "
             f"{b.meta.get('spectral_radius', float('nan')):.6f}",
         ]
+        if b.method == "smoother":  # Kalman fixed-lag smoother (offline/smoother.py)
+            e = b.meta["estimator"]
+            lines[-1] = (f"  Kalman fixed-lag smoother, lag {e['lag']} "
+                         f"({e['lag'] * b.dt * 1e3:g} ms), force models "
+                         + ", ".join(f"{m['kind']} {m['band'][0]:g}-{m['band'][1]:g} Hz "
+                                     f"rms {m['rms']:g}" for m in e["force_models"])
+                         + "; std " + ", ".join(f"{n} {v:.3g}" for n, v in zip(
+                             [x.name for x in (*b.forces, *b.outputs)], e["std"])))
         inv = b.meta.get("inverse")  # inverse maps (step 6): begin
         if inv:
             for name, mm in inv["maps"].items():

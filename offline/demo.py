@@ -359,7 +359,8 @@ def run_demo(s: DemoSettings) -> DemoResult:
     _say("writing the report")
     report = write_demo_report(rep, res, run, t=truth.t, est=est, ref=ref, cols=cols,
                                units=view.units(), health_log=view.health_log,
-                               step_us=step_us, y_meas=truth.Y, y_name=ch)
+                               step_us=step_us, y_meas=truth.Y, y_name=ch,
+                               std=(bundle.kf["std"] if bundle.method == "smoother" else None))
     timings["total [s]"] = time.perf_counter() - t_all
     return DemoResult(out=out, report=report, fde=scores, received=int(len(seq)), expected=n_expected,
                       broker=broker.kind, exit_code=code, timings=timings, health=view.health,

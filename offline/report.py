@@ -163,8 +163,11 @@ def bandpass(x: np.ndarray, dt: float, band) -> np.ndarray:
 
 
 def plot_identification(t, est, ref, name: str, unit: str, band, path, window_s=1.0,
-                        title: str = "") -> Path:
-    """Fig. 13/14 style: identified vs true, a time window and the amplitude spectra."""
+                        title: str = "", std=None) -> Path:
+    """Fig. 13/14 style: identified vs true, a time window and the amplitude spectra.
+
+    ``std``: the estimate's standard deviation (scalar or (ns,); the smoother states it),
+    drawn as shaded +/-1 and +/-2 sigma bands around the estimate."""
     plt = _plt()
     ok = np.isfinite(est)
     dt = float(t[1] - t[0])
@@ -172,6 +175,11 @@ def plot_identification(t, est, ref, name: str, unit: str, band, path, window_s=
     # a window in the middle of the record, after the start-up
     mid = t[ok][len(t[ok]) // 2] if ok.any() else t[len(t) // 2]
     w = (t >= mid - window_s / 2) & (t <= mid + window_s / 2)
+    if std is not None:
+        sd = np.broadcast_to(np.asarray(std, dtype=float), est.shape)[w]
+        for k, a in ((2, 0.10), (1, 0.20)):
+            ax.fill_between(t[w], est[w] - k * sd, est[w] + k * sd, color="C3", alpha=a,
+                            lw=0, label=f"+/- {k} sigma (stated uncertainty)")
     ax.plot(t[w], est[w], color="C3", lw=0.6, alpha=0.35, label="identified (edge daemon)")
     ax.plot(t[w], ref[w], color="0.2", lw=1.4, label="true (full FE model)")
     ax.plot(t[w], bandpass(est, dt, band)[w], color="C3", lw=1.1, ls="--",
@@ -260,7 +268,7 @@ def plot_health(health_log: list[dict], path) -> Path | None:
 
 # ---------------------------------------------------------------------- demo report
 def write_demo_report(report_dir, res, run: dict, *, t, est, ref: dict, cols, units,
-                      health_log, step_us, y_meas=None, y_name="") -> Path:
+                      health_log, step_us, y_meas=None, y_name="", std=None) -> Path:
     """Write the figures and ``report_dir/index.html`` for a demo run; returns the HTML path.
 
     Parameters
@@ -270,6 +278,8 @@ def write_demo_report(report_dir, res, run: dict, *, t, est, ref: dict, cols, un
     t : (ns,) [s]; est : (ns, ncol) estimates aligned to ``t`` (NaN where none arrived)
     ref : {name: (ns,)}                     truth per estimate column
     step_us : (ns,) per-sample kernel time [us]
+    std : (ncol,) or None                   standard deviation of each column (smoother):
+                                            shaded bands in the time plots
     """
     d = Path(report_dir)
     d.mkdir(parents=True, exist_ok=True)
@@ -318,7 +328,8 @@ def write_demo_report(report_dir, res, run: dict, *, t, est, ref: dict, cols, un
         if n not in ref:
             continue
         u = units[i] if i < len(units) else ""
-        p = plot_identification(t, est[:, i], ref[n], n, u, band, d / f"identified_{n}.png")
+        p = plot_identification(t, est[:, i], ref[n], n, u, band, d / f"identified_{n}.png",
+                                std=None if std is None else std[i])
         parts.append(_img(p, f"{n}: identified against true, time window and amplitude "
                              f"spectra"))
     if y_meas is not None:

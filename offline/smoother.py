@@ -177,6 +177,11 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
         raise ValueError(f"{len(force_models)} force models for {len(bundle.forces)} forces")
     n = bundle.n
     nf = len(bundle.forces)
+    if any(fm.kind == "randomwalk" for fm in force_models) and all(
+            c.kind == "acceleration" for c in bundle.channels):
+        raise EstimatorError("a random-walk force model with acceleration channels only: the "
+                             "force's static part is not observable (the displacement would "
+                             "drift); use the bandpass force model")
     w2, Phi = modal_basis(bundle.M, bundle.K)
     if np.min(w2) <= 1e-9 * max(np.max(w2), 1e-300):
         raise EstimatorError("the smoother needs a grounded model (rigid-body modes found); "
@@ -259,6 +264,11 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
         Pj = Pj @ Abar.T
     std = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, Ps, Cq), 0.0, None))
     stdf = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, Pf, Cq), 0.0, None))
+    blind = [f.name for f, fm, sd in zip(bundle.forces, force_models, std)
+             if fm.kind == "bandpass" and sd > 0.99 * fm.rms]
+    if blind:  # the smoothed force is its prior: the sensors say nothing about it
+        raise EstimatorError(f"forces are not identifiable from the sensors (not seen by any "
+                             f"channel: {', '.join(blind)}); add a sensor at or near each force")
     return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
                           Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
                           proportional=bool(proportional), lag=int(lag), spectral_radius=rho)
@@ -284,8 +294,13 @@ def _dare(A, H, Q, R, linalg):
     At = Di[:, None] * A * d[None, :]
     Ht = H * d[None, :]
     Qt = Di[:, None] * Q * Di[None, :]
+    import warnings
+
     try:
-        Pt = linalg.solve_discrete_are(At.T, Ht.T, Qt, R)
+        with warnings.catch_warnings():  # scipy's balancing casts log2(0) = -inf (harmless)
+            warnings.filterwarnings("ignore", "invalid value encountered in cast",
+                                    RuntimeWarning)
+            Pt = linalg.solve_discrete_are(At.T, Ht.T, Qt, R)
     except (np.linalg.LinAlgError, ValueError) as exc:
         raise EstimatorError(f"the smoother's Riccati equation has no stabilising solution "
                              f"({exc}); are the forces observable from the sensors?") from None

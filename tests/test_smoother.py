@@ -196,3 +196,17 @@ def test_smoother_refuses_tikhonov_overrides_and_swap():
         Estimator(b, alpha=1.0)
     with pytest.raises(EstimatorError, match="rebuild"):
         Estimator(b).swap(None)
+
+
+def test_unobservable_designs_are_refused_with_the_reason():
+    b = chain_bundle(n=4, kinds=("acceleration",))
+    with pytest.raises(EstimatorError, match="random-walk.*acceleration"):
+        design_smoother(b, [ForceModel("randomwalk", (5.0, 80.0), 1.0)], lag=5)
+    # a force no channel sees: its smoothed std stays its prior RMS
+    from edge.bundle import Channel
+
+    far = b.replace(channels=[Channel("y", dof=0, kind="displacement", weight=1e12)])
+    Kd = far.K.copy()
+    Kd[0, 1] = Kd[1, 0] = 0.0  # node 0 decoupled from the rest: it cannot see the force
+    with pytest.raises(EstimatorError, match="not seen by any channel: F"):
+        design_smoother(far.replace(K=Kd, C=1e-3 * Kd + 0.1 * far.M), [ForceModel()], lag=2)

@@ -538,7 +538,7 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
         disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
         reg = t.get("regularization", "str", "tikhonov0", choices=("tikhonov0", "tikhonov1"))
         meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
-        lag = t.get("lag", "int", None, lo=0, hi=2000)
+        lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW
         merr = t.get("model_error", "num", 0.0, lo=0.0)
         cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
         cfa = t.get("check_false_alarm", "num", 0.01, lo=0.0, hi=0.5, lo_open=True)
