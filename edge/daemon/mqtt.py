@@ -233,6 +233,12 @@ class Publisher:
                 info.wait_for_publish(timeout=max(0.1, deadline - time.monotonic()))
             except (RuntimeError, ValueError):
                 pass
+        unsent = self.unsent_samples()
+        if unsent or self.stats["drops_samples"]:
+            log.error("MQTT: %d estimates were not sent to %s%s, %d dropped while the queue "
+                      "was full", unsent, self.where,
+                      "" if self.stats["connects"] else " (never connected: "
+                      f"{self.last_error or 'no answer'})", self.stats["drops_samples"])
         self.client.disconnect()
         self.client.loop_stop()
 
