@@ -313,3 +313,15 @@ def test_a_run_that_never_reached_the_broker_says_so_at_the_end(tmp_path, bundle
         assert run_daemon(cfg, simulate=True, install_signals=False) == 0
     # the cause follows ("connection refused", or "no answer" if stopped before an attempt)
     assert f"estimates were not sent to 127.0.0.1:{port} (never connected: " in caplog.text
+
+
+def test_unsent_estimates_are_counted():
+    """health.publish.unsent_samples: produced but not handed to the broker (queue + open
+    batch); reference: the rows appended, nothing connected."""
+    cfg = config_from_dict({"device": {"id": "u"}, "channels": [{"name": "y0", "pin": "AIN0"}],
+                            "mqtt": {"port": free_port(), "batch": 50}})
+    pub = Publisher(cfg["mqtt"], "u", CommandRegistry(), ncol=2)
+    seq = np.arange(120, dtype=np.int64)
+    pub.add_estimates(seq, seq * 1000, np.zeros((120, 2)), np.zeros(120, np.uint8))
+    assert pub.queue_depth() == 2 and pub.unsent_samples() == 120
+    pub.stop(timeout=0.1)
