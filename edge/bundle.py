@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from edge import DOF_NAMES, __version__
+from edge.archive import check_archive, max_bundle_bytes  # noqa: F401 (re-exported)
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: Tikhonov only (no kf_* arrays, no meta["estimator"])
@@ -254,7 +255,7 @@ class Bundle:
         if not os.path.exists(path):
             raise BundleError(f"{path}: bundle file does not exist")
         try:
-            _check_archive(path)
+            check_archive(path)
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError,
@@ -326,52 +327,6 @@ class Bundle:
 # --------------------------------------------------------------------- helpers
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
-
-
-def max_bundle_bytes() -> int:
-    """Cap on a bundle's total uncompressed size [bytes]: ``VSENSE_MAX_BUNDLE_MB`` (default
-    512 MB; a reduced model with maps is a few MB)."""
-    try:
-        mb = float(os.environ.get("VSENSE_MAX_BUNDLE_MB", "512"))
-    except ValueError:
-        mb = 512.0
-    return int(mb * 1e6)
-
-
-def _check_archive(path: str) -> None:
-    """Bound what loading ``path`` may allocate: declared member sizes and ``.npy`` headers
-    (shape x itemsize) against :func:`max_bundle_bytes`, object arrays refused. Reads only
-    the central directory and each member's first bytes."""
-    cap = max_bundle_bytes()
-    total = 0
-    with zipfile.ZipFile(path) as zf:
-        infos = zf.infolist()
-        if len(infos) > 10_000:
-            raise BundleError(f"{path}: {len(infos)} members; not a bundle")
-        for info in infos:
-            total += info.file_size
-            if total > cap:
-                raise BundleError(f"{path}: uncompressed size exceeds {cap / 1e6:g} MB at "
-                                  f"member {info.filename!r} (VSENSE_MAX_BUNDLE_MB)")
-            if not info.filename.endswith(".npy"):
-                continue
-            with zf.open(info) as f:
-                try:
-                    version = np.lib.format.read_magic(f)
-                    if version == (1, 0):
-                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-                    else:
-                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-                except (ValueError, SyntaxError, TypeError) as exc:
-                    raise BundleError(f"{path}: field {info.filename[:-4]!r}: bad .npy "
-                                      f"header ({exc})") from None
-            if dtype.hasobject:
-                raise BundleError(f"{path}: field {info.filename[:-4]!r}: object arrays are "
-                                  "not allowed")
-            nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
-            if nbytes > info.file_size:
-                raise BundleError(f"{path}: field {info.filename[:-4]!r}: header claims "
-                                  f"{nbytes} bytes, the member holds {info.file_size}")
 
 
 def _kind_code(kind: str, what: str) -> int:

@@ -302,3 +302,26 @@ def test_unknown_host_is_named(tmp_path, bundle_path, caplog):
         assert pub.failed_event.wait(20)
         pub.stop(timeout=0.1)
     assert "cannot connect to no-such-host.invalid:1883: host name not resolved" in caplog.text
+
+
+def test_a_run_that_never_reached_the_broker_says_so_at_the_end(tmp_path, bundle_path, caplog):
+    """It used to run, exit 0 and say nothing: a user believed the data went out."""
+    port = free_port()
+    cfg = _cfg(tmp_path, bundle_path, port, "quiet",
+               simulate={"clock": "virtual", "duration_s": 0.5})
+    with caplog.at_level(logging.INFO, logger="vsense"):
+        assert run_daemon(cfg, simulate=True, install_signals=False) == 0
+    # the cause follows ("connection refused", or "no answer" if stopped before an attempt)
+    assert f"estimates were not sent to 127.0.0.1:{port} (never connected: " in caplog.text
+
+
+def test_unsent_estimates_are_counted():
+    """health.publish.unsent_samples: produced but not handed to the broker (queue + open
+    batch); reference: the rows appended, nothing connected."""
+    cfg = config_from_dict({"device": {"id": "u"}, "channels": [{"name": "y0", "pin": "AIN0"}],
+                            "mqtt": {"port": free_port(), "batch": 50}})
+    pub = Publisher(cfg["mqtt"], "u", CommandRegistry(), ncol=2)
+    seq = np.arange(120, dtype=np.int64)
+    pub.add_estimates(seq, seq * 1000, np.zeros((120, 2)), np.zeros(120, np.uint8))
+    assert pub.queue_depth() == 2 and pub.unsent_samples() == 120
+    pub.stop(timeout=0.1)
