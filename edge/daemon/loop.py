@@ -229,6 +229,12 @@ class Daemon:
         self.read_max = loop["read_max"]
         self.ring = Ring(max(int(loop["ring_s"] * self.rate), 2 * self.read_max,
                              2 * self.block), self.nch)
+        self.raw_pub = None
+        if publisher is not None and cfg["mqtt"].get("raw_decimation", 0) > 0:
+            from edge.daemon.raw import RawPublisher
+
+            self.raw_pub = RawPublisher(publisher, self.nch, cfg["mqtt"]["raw_decimation"],
+                                        publisher.topics.raw)
         self.nf, self.nout = estimator.n_forces, estimator.n_outputs
         self.delay = estimator.delay
         b = self.block
@@ -406,6 +412,8 @@ class Daemon:
             self.rec.poll()
         if self.pub is not None:
             self.pub.poll()
+            if self.raw_pub is not None:
+                self.raw_pub.poll()
             if not self.pub.commands.empty():
                 self._run_commands()
 
@@ -572,6 +580,9 @@ class Daemon:
         if self.rec is not None:
             self.rec.append_raw(ring.seq[i:i + n], ring.t_ns[i:i + n], ring.values[i:i + n],
                                 ring.flags[i:i + n])
+        if self.raw_pub is not None:
+            self.raw_pub.add(ring.seq[i:i + n], ring.t_ns[i:i + n], ring.values[i:i + n],
+                             ring.flags[i:i + n])
         ok = self._sok[i:i + n]
         if self.pub is None and (self.rec is None or "estimates" not in self.rec.streams):
             ok[:] = False
@@ -651,7 +662,11 @@ class Daemon:
                 "columns": [f.name for f in b.forces] + [o.name for o in b.outputs],
                 "rate": self.rate, "delay_samples": self.delay,
                 "delay_s": self.delay / self.rate,
-                "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"]}
+                "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"],
+                "raw_decimation": self.cfg["mqtt"]["raw_decimation"],
+                "method": {"window": int(b.window), "alpha": float(b.alpha),
+                           "discretization": b.discretization,
+                           "regularization": b.regularization}}
 
     def _publish_meta(self) -> None:
         if self.pub is not None:
@@ -724,6 +739,8 @@ class Daemon:
             final["error"] = f"hardware: {self.hw_error}"
         self.state = "stopped"
         if self.pub is not None:
+            if self.raw_pub is not None:
+                self.raw_pub.flush()
             self.pub.stop(final_status=self.status_payload(**final))
         log.info("stopped (exit code %d): %s", code, EXIT_CODES.get(code, ""))
         return code

@@ -212,7 +212,10 @@
     const bu = $("card-bundle"); bu.replaceChildren(el("h3", "", "Bundle and estimator"));
     kv(bu, "bundle", str(m.bundle_id));
     kv(bu, "hash", str(m.bundle_hash).slice(0, 16));
-    kv(bu, "method", str(m.method !== undefined ? m.method : m.estimator));
+    const me = m.method;
+    kv(bu, "method", me && typeof me === "object"
+      ? `fixed-lag window ${str(me.window)}, α ${fin(me.alpha) ? me.alpha.toExponential(2) : "—"}, ${str(me.discretization)}, ${str(me.regularization)}`
+      : str(me));
     kv(bu, "delay", fin(m.delay_s) ? `${m.delay_samples} samples (${num(1e3 * m.delay_s, 2)} ms)` : "—");
     kv(bu, "rate", fin(m.rate) ? `${m.rate} samples/s` : "—");
     kv(bu, "payload", `${str(m.format)}, batch ${str(m.batch)}`);
@@ -241,8 +244,9 @@
     } else {
       kv(ck, "", "not provided by this estimator");
     }
-    $("raw-note").textContent = d.raw ? "" :
-      "The device publishes no raw channel values (optional `raw` topic); channels: " + ch;
+    const k = Number(m.raw_decimation);
+    $("raw-note").textContent = d.raw ? `every ${k >= 1 ? k : "?"}th sample ([mqtt] raw_decimation), min/max per pixel` :
+      `No raw channel values received (the device publishes them with [mqtt] raw_decimation > 0; it has ${str(m.raw_decimation)}). Channels: ${ch}`;
   }
 
   // ------------------------------------------------------------------ frame loop
