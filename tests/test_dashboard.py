@@ -426,3 +426,18 @@ def test_page_config_from_the_daemon_config_and_the_command(tmp_path, monkeypatc
     monkeypatch.delenv("DASH_PW")
     assert main(["dashboard", "-c", str(toml), "--export", str(tmp_path / "p2")]) == 2
     assert "DASH_PW" in capsys.readouterr().err   # the missing variable is named
+
+
+def test_page_opened_as_a_file_connects_directly(ws_broker, browser, ws_publisher, tmp_path):
+    from edge.dashboard import export
+
+    index = export(page_config(url=f"ws://127.0.0.1:{ws_broker.ws_port}"), tmp_path / "page")
+    ws_publisher.client.publish("vsense/file-dev/status", json.dumps({"state": "paused"}),
+                                qos=1, retain=True).wait_for_publish(5)
+    browser.get(index.as_uri() + "?device=file-dev")
+    s = wait_page(browser, lambda s: dev(s, "file-dev").get("state") == "paused", 20,
+                  "retained status over the broker's websockets listener")
+    assert s["url"] == f"ws://127.0.0.1:{ws_broker.ws_port}" and s["counters"]["uncaught"] == 0
+    ws_publisher.client.publish("vsense/file-dev/status", b"", qos=1,
+                                retain=True).wait_for_publish(5)  # clear the retained status
+    wait_page(browser, lambda s: "file-dev" not in s["devices"], 20, "cleared device removed")
