@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README "Quick start", step 2; .ci/run calls exactly this).
-# Creates a virtual environment with the offline, test and fast (PARDISO) extras, installs Mosquitto,
-# Chromium and chromium-driver from Debian's packages when they are missing (the MQTT tests start their own broker on a free
-# loopback port), then runs the whole suite. Extra arguments go to pytest.
+# Creates a virtual environment with the offline, mesh (gmsh), test and fast (PARDISO) extras,
+# installs Mosquitto, Chromium and chromium-driver from Debian's packages when they are missing
+# (the MQTT tests start their own broker on a free loopback port), then runs the whole suite.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VSENSE_VENV:-.venv}"
@@ -26,9 +27,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating $VENV"
   python3 -m venv "$VENV"
 fi
-echo "==> installing vsense[offline,test,fast] into $VENV"
+echo "==> installing vsense[offline,mesh,test,fast] into $VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q -e ".[offline,test,fast]"
+"$VENV/bin/python" -m pip install -q -e ".[offline,mesh,test,fast]"
 
 echo "==> running the tests"
 exec "$VENV/bin/python" -m pytest "$@"
