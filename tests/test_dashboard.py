@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -135,6 +136,7 @@ def _daemon(tmp_path, bundle, port, dev_id, duration, tag):
                     '[[channels]]\nname = "y0"\npin = "AIN0"\nsensitivity = 1000.0\n'
                     'unit = "m"\n[adc]\ndrate = 1000.0\nmode = "continuous"\n'
                     f'[mqtt]\nhost = "127.0.0.1"\nport = {port}\nhealth_interval_s = 0.5\n'
+                    'raw_decimation = 10\n'
                     'reconnect_min_s = 0.1\nreconnect_max_s = 0.5\n'
                     f'[recorder]\ndir = "{tmp_path / ("rec-" + tag)}"\n'
                     f'[simulate]\nclock = "real"\nlevel = "adc"\nduration_s = {duration}\n'
@@ -155,6 +157,11 @@ def test_page_follows_a_daemon_every_estimate_then_shows_it_offline(tmp_path, ws
     try:
         wait_page(browser, lambda s: dev(s, "dash-sim").get("samples", 0) > 1500
                   and dev(s, "dash-sim").get("has_health"), 60, "1,500 samples and health")
+        # the device card: estimator method from meta, health counters from health
+        wait_js(browser, "return document.getElementById('card-bundle').textContent",
+                lambda x: "fixed-lag window 3" in x and "2 samples (2.00 ms)" in x)
+        wait_js(browser, "return document.getElementById('card-health').textContent",
+                lambda x: re.search(r"p99 -?\d", x) and "(dropped 0 samples)" in x)
         shot = screenshot(browser, tmp_path, "dashboard-device.png")
         assert shot.stat().st_size > 10_000
         assert p.wait(60) == 0, (tmp_path / "daemon-a.log").read_text()[-2000:]
@@ -175,6 +182,9 @@ def test_page_follows_a_daemon_every_estimate_then_shows_it_offline(tmp_path, ws
     # JSON floats are printed round-trip exact: the page's newest row equals the recording
     np.testing.assert_array_equal(np.array(d["last"], float), rec.values[-1])
     assert d["points"] > 0  # the plots were fed envelopes
+    # the measured channel, every 10th sample (`raw` topic): all of them, once
+    raw = read_recording_full(tmp_path / "rec-a")
+    assert d["raw_samples"] == int((raw.seq % 10 == 0).sum()) > 350
     # 2) a second run of the same device, killed: the broker publishes the last will
     p = _daemon(tmp_path, bundle, ws_broker.port, "dash-sim", 0.0, "b")
     try:
@@ -319,14 +329,22 @@ def test_ten_devices_at_1khz_frame_rate_and_memory(ws_broker, fresh_browser, pag
                   "10 devices with 10 s of data")
         a = stats(browser)
         t_a = browser.execute_script("return performance.now()")
-        wait_page(browser, lambda s: min(dev(s, f"fl{i:03d}")["samples"] for i in range(10))
-                  >= 15_000, 60, "5 s more at every device")
+        # the renderer's memory is sampled every 25 frames while 5 s more arrive: redraws
+        # leave garbage that the browser collects lazily, so it saws up and down
+        pid, samples, f = browser.service.process.pid, [], a["counters"]["frames"]
+        while min(dev(stats(browser), f"fl{i:03d}")["samples"] for i in range(10)) < 15_000:
+            f += 25
+            wait_page(browser, lambda s, f=f: s["counters"]["frames"] >= f, 30, "25 frames")
+            samples.append(_bench().renderer_mem_mb(pid)[0])
         b = stats(browser)
         t_b = browser.execute_script("return performance.now()")
-        heap = browser.execute_cdp_cmd("Performance.enable", {}) or \
-            browser.execute_cdp_cmd("Performance.getMetrics", {})
-        metrics = {m["name"]: m["value"] for m in heap["metrics"]}
-        mem = _bench().renderer_mem_mb(browser.service.process.pid)
+        browser.execute_cdp_cmd("Performance.enable", {})
+        metrics = {m["name"]: m["value"] for m in
+                   browser.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]}
+        # what the page keeps: after a full garbage collection
+        browser.execute_cdp_cmd("HeapProfiler.enable", {})
+        browser.execute_cdp_cmd("HeapProfiler.collectGarbage", {})
+        kept = _bench().renderer_mem_mb(pid)[0]
         shot = screenshot(browser, tmp_path, "dashboard-fleet.png")
     finally:
         fl.stop_event.set()
@@ -338,19 +356,22 @@ def test_ten_devices_at_1khz_frame_rate_and_memory(ws_broker, fresh_browser, pag
     ms = (b["counters"]["drawMs"] - a["counters"]["drawMs"]) / max(
         1, b["counters"]["frames"] - a["counters"]["frames"])
     heap_mb = metrics["JSHeapUsedSize"] / 2**20
+    priv = np.array([m[0] for m in samples])
     print(f"\n10 devices x 1 kHz (JSON, batch 50) over {span:.1f} s: {fps:.1f} frames/s, "
           f"{drawn:.1f} drawn frames/s, {ms:.2f} ms script per frame, JS heap {heap_mb:.1f} "
-          f"MB, page renderer private {mem[0][0]:.0f} MB / PSS {mem[0][1]:.0f} MB (all renderers "
-          f"PSS {sum(m[1] for m in mem):.0f} MB), load average {os.getloadavg()[0]:.1f}; "
-          f"screenshot {shot}")
+          f"MB; page renderer private memory over {priv.size} samples: median "
+          f"{np.median(priv):.0f} MB, max {priv.max():.0f} MB, after a full GC {kept[0]:.0f} MB "
+          f"(PSS {kept[1]:.0f} MB); load average {os.getloadavg()[0]:.1f}; screenshot {shot}")
     (tmp_path / "dashboard-fleet.json").write_text(json.dumps(
         {"fps": fps, "drawn_fps": drawn, "ms_per_frame": ms, "js_heap_mb": heap_mb,
-         "renderer_private_pss_mb": mem, "load": os.getloadavg()[0]}))
+         "renderer_private_mb": priv.tolist(), "after_gc_private_pss_mb": kept,
+         "load": os.getloadavg()[0]}))
     assert b["counters"]["uncaught"] == 0
     assert drawn > 0 and b["counters"]["drawn"] > a["counters"]["drawn"]
-    # memory target of the issue (200 MB for the page): the JS heap (CDP) and the private
-    # memory of the page's renderer process (/proc/<pid>/smaps_rollup)
-    assert heap_mb < 200 and mem[0][0] < 200
+    # memory target of the issue (200 MB for the page): the JS heap (CDP), the median private
+    # memory of the page's renderer process while drawing, and what it keeps after a GC
+    # (/proc/<pid>/smaps_rollup); the transient peaks are printed (docs/dashboard.md)
+    assert heap_mb < 200 and np.median(priv) < 200 and kept[0] < 200
     for i in range(10):
         d = dev(b, f"fl{i:03d}")
         assert d["duplicates"] == 0 and d["gaps"] == 0 and d["bad"] == 0
@@ -377,3 +398,46 @@ def test_websocket_accept_key_and_frames():
         read_frame(io.BytesIO(frame(0x2, b"abc")))
     with pytest.raises(EOFError):
         read_frame(io.BytesIO(b"\x82"))
+
+
+# ------------------------------------------------------------------------ command line
+def test_page_config_from_the_daemon_config_and_the_command(tmp_path, monkeypatch, capsys):
+    from edge.cli import main
+    from edge.daemon.config import config_from_dict
+
+    cfg = config_from_dict({"device": {"id": "d"}, "channels": [{"name": "y0", "pin": "AIN0"}],
+                            "mqtt": {"host": "pi.local", "tls": True, "username": "eng",
+                                     "password_env": "DASH_PW", "base_topic": "plant"}})
+    monkeypatch.setenv("DASH_PW", "s3cret")
+    pc = page_config(cfg, ws_port=9443)
+    assert pc == {"url": "wss://pi.local:9443", "base": "plant", "username": "eng",
+                  "password": "s3cret", "device": "", "window_s": 10.0}
+    assert page_config(cfg, relay=True)["url"] == "relay"
+    with pytest.raises(ValueError, match="--url"):
+        page_config(url="http://x")
+    # --export: the page with its config.js, openable as a file
+    toml = tmp_path / "edge.toml"
+    toml.write_text('[device]\nid = "d"\n[[channels]]\nname = "y0"\npin = "AIN0"\n'
+                    '[mqtt]\nhost = "10.0.0.5"\npassword_env = "DASH_PW"\n')
+    assert main(["dashboard", "-c", str(toml), "--export", str(tmp_path / "page")]) == 0
+    js = (tmp_path / "page" / "config.js").read_text()
+    assert '"url": "ws://10.0.0.5:9001"' in js and '"password": "s3cret"' in js
+    assert (tmp_path / "page" / "vendor" / "uPlot.iife.min.js").stat().st_size > 40_000
+    monkeypatch.delenv("DASH_PW")
+    assert main(["dashboard", "-c", str(toml), "--export", str(tmp_path / "p2")]) == 2
+    assert "DASH_PW" in capsys.readouterr().err   # the missing variable is named
+
+
+def test_page_opened_as_a_file_connects_directly(ws_broker, browser, ws_publisher, tmp_path):
+    from edge.dashboard import export
+
+    index = export(page_config(url=f"ws://127.0.0.1:{ws_broker.ws_port}"), tmp_path / "page")
+    ws_publisher.client.publish("vsense/file-dev/status", json.dumps({"state": "paused"}),
+                                qos=1, retain=True).wait_for_publish(5)
+    browser.get(index.as_uri() + "?device=file-dev")
+    s = wait_page(browser, lambda s: dev(s, "file-dev").get("state") == "paused", 20,
+                  "retained status over the broker's websockets listener")
+    assert s["url"] == f"ws://127.0.0.1:{ws_broker.ws_port}" and s["counters"]["uncaught"] == 0
+    ws_publisher.client.publish("vsense/file-dev/status", b"", qos=1,
+                                retain=True).wait_for_publish(5)  # clear the retained status
+    wait_page(browser, lambda s: "file-dev" not in s["devices"], 20, "cleared device removed")

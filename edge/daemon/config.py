@@ -171,6 +171,9 @@ SCHEMA: tuple[Section, ...] = (
         Key("queue_messages", "int", 2000, "Outgoing queue bound; when full the OLDEST "
             "estimates message is dropped and counted (`publish_drops`).", unit="messages",
             min=1, max=10_000_000),
+        Key("raw_decimation", "int", 0, "Also publish the measured channels on `raw`, every "
+            "N-th sample (physical units, no anti-alias filter: for live displays); 0 = off.",
+            unit="samples", min=0, max=100_000),
         Key("health_interval_s", "float", 5.0, "Period of `health` messages.", unit="s",
             min=0.1, max=3600.0),
         Key("reconnect_min_s", "float", 1.0, "First reconnect delay (doubles up to the "

@@ -233,6 +233,12 @@ class Daemon:
         self.read_max = loop["read_max"]
         self.ring = Ring(max(int(loop["ring_s"] * self.rate), 2 * self.read_max,
                              2 * self.block), self.nch)
+        self.raw_pub = None
+        if publisher is not None and cfg["mqtt"].get("raw_decimation", 0) > 0:
+            from edge.daemon.raw import RawPublisher
+
+            self.raw_pub = RawPublisher(publisher, self.nch, cfg["mqtt"]["raw_decimation"],
+                                        publisher.topics.raw)
         self.nf, self.nout = estimator.n_forces, estimator.n_outputs
         self.delay = estimator.delay
         self.std = getattr(estimator, "std", None)  # (nf + nout,) or None (Tikhonov)
@@ -415,6 +421,8 @@ class Daemon:
             self.rec.poll()
         if self.pub is not None:
             self.pub.poll()
+            if self.raw_pub is not None:
+                self.raw_pub.poll()
             if not self.pub.commands.empty():
                 self._run_commands()
 
@@ -581,6 +589,9 @@ class Daemon:
         if self.rec is not None:
             self.rec.append_raw(ring.seq[i:i + n], ring.t_ns[i:i + n], ring.values[i:i + n],
                                 ring.flags[i:i + n])
+        if self.raw_pub is not None:
+            self.raw_pub.add(ring.seq[i:i + n], ring.t_ns[i:i + n], ring.values[i:i + n],
+                             ring.flags[i:i + n])
         ok = self._sok[i:i + n]
         if self.pub is None and (self.rec is None or "estimates" not in self.rec.streams):
             ok[:] = False
@@ -668,7 +679,11 @@ class Daemon:
                    if self.std is not None else {}),
                 "rate": self.rate, "delay_samples": self.delay,
                 "delay_s": self.delay / self.rate,
-                "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"]}
+                "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"],
+                "raw_decimation": self.cfg["mqtt"]["raw_decimation"],
+                "method": {"window": int(b.window), "alpha": float(b.alpha),
+                           "discretization": b.discretization,
+                           "regularization": b.regularization}}
 
     def _publish_meta(self) -> None:
         if self.pub is not None:
@@ -798,6 +813,8 @@ class Daemon:
             final["error"] = f"hardware: {self.hw_error}"
         self.state = "stopped"
         if self.pub is not None:
+            if self.raw_pub is not None:
+                self.raw_pub.flush()
             self.pub.stop(final_status=self.status_payload(**final))
         log.info("stopped (exit code %d): %s", code, EXIT_CODES.get(code, ""))
         return code

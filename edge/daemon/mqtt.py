@@ -12,6 +12,7 @@ meta           yes      JSON: bundle id/hash, channels, forces, outputs, units, 
                         estimator delay (samples and seconds), payload format
 estimates      no       batch of estimates (JSON, or the binary layout below)
 health         no       JSON loop statistics (latency, overruns, lost samples, queues...)
+raw            no       optional: measured channels, every k-th sample (edge.daemon.raw)
 params         yes      reserved for the inverse maps (identified parameters)
 cmd            -        JSON command to the device, ``{"cmd": name, "id": any, "args": {}}``
 cmd/reply      no       ``{"id", "cmd", "ok": bool, "reason"?: str, ...}``
@@ -162,6 +163,7 @@ class Topics:
         self.meta = f"{root}/meta"
         self.estimates = f"{root}/estimates"
         self.health = f"{root}/health"
+        self.raw = f"{root}/raw"
         self.params = f"{root}/params"
         self.cmd = f"{root}/cmd"
         self.cmd_reply = f"{root}/cmd/reply"

@@ -202,6 +202,7 @@
     const s = d.status || {};
     kv(st, "state", d.state(), "st-" + d.state().replace(/[^a-z_]/g, ""));
     if (Array.isArray(s.faulty_channels) && s.faulty_channels.length) kv(st, "faulty channels", s.faulty_channels.join(", "), "bad");
+    if (s.reason !== undefined) kv(st, "reason", str(s.reason), "bad");
     if (s.error !== undefined) kv(st, "error", str(s.error), "bad");
     if (s.exit_code !== undefined) kv(st, "exit code", str(s.exit_code));
     kv(st, "last seen", d.lastSeen ? new Date(d.lastSeen).toLocaleTimeString() : "—");
@@ -212,7 +213,10 @@
     const bu = $("card-bundle"); bu.replaceChildren(el("h3", "", "Bundle and estimator"));
     kv(bu, "bundle", str(m.bundle_id));
     kv(bu, "hash", str(m.bundle_hash).slice(0, 16));
-    kv(bu, "method", str(m.method !== undefined ? m.method : m.estimator));
+    const me = m.method;
+    kv(bu, "method", me && typeof me === "object"
+      ? `fixed-lag window ${str(me.window)}, α ${fin(me.alpha) ? me.alpha.toExponential(2) : "—"}, ${str(me.discretization)}, ${str(me.regularization)}`
+      : str(me));
     kv(bu, "delay", fin(m.delay_s) ? `${m.delay_samples} samples (${num(1e3 * m.delay_s, 2)} ms)` : "—");
     kv(bu, "rate", fin(m.rate) ? `${m.rate} samples/s` : "—");
     kv(bu, "payload", `${str(m.format)}, batch ${str(m.batch)}`);
@@ -228,7 +232,11 @@
     kv(he, "ring", `${int(h.ring_depth)} / ${int(h.ring_capacity)}`);
     const p = h.publish || {}, r = h.recorder || {};
     kv(he, "publish queue", `${int(p.queue_depth)} (dropped ${int(p.drops_samples)} samples)`, p.drops_samples > 0 ? "bad" : "");
-    kv(he, "recorder queue", `${int(r.queue_depth)} (write errors ${int(r.write_errors)})`, r.write_errors > 0 ? "bad" : "");
+    kv(he, "recorder queue", `${int(r.queue_depth)} (write errors ${int(r.write_errors)}` +
+      (r.dropped_samples !== undefined ? `, dropped ${int(r.dropped_samples)} samples)` : ")"),
+      r.write_errors > 0 || r.dropped_samples > 0 ? "bad" : "");
+    if (r.problem) kv(he, "recorder problem", str(r.problem), "bad");
+    if (h.degraded) kv(he, "degraded", str(h.degraded), "bad");
     kv(he, "CPU / RSS / temp", `${num(h.cpu_percent)} % / ${num(h.rss_mb)} MB / ${fin(h.cpu_temp_c) ? num(h.cpu_temp_c) + " °C" : "—"}`);
     kv(he, "bad samples / resets", `${int(h.bad_samples)} / ${int(h.estimator_resets)}`);
 
@@ -241,8 +249,9 @@
     } else {
       kv(ck, "", "not provided by this estimator");
     }
-    $("raw-note").textContent = d.raw ? "" :
-      "The device publishes no raw channel values (optional `raw` topic); channels: " + ch;
+    const k = Number(m.raw_decimation);
+    $("raw-note").textContent = d.raw ? `every ${k >= 1 ? k : "?"}th sample ([mqtt] raw_decimation), min/max per pixel` :
+      `No raw channel values received (the device publishes them with [mqtt] raw_decimation > 0; it has ${str(m.raw_decimation)}). Channels: ${ch}`;
   }
 
   // ------------------------------------------------------------------ frame loop

@@ -12,7 +12,10 @@ function newEnvelope(nb) {
 // max filled, plus the +-2 sigma band when the estimator sends standard deviations.
 class ColumnPlot {
   constructor(parent, title, width, height, sparkline) {
-    this.nb = Math.max(50, Math.floor(width / (sparkline ? 2 : 1)));
+    // one min/max pair per 2 pixel columns: every redraw builds its paths anew (garbage the
+    // browser collects lazily), so fewer points also means less transient memory
+    this.nb = Math.max(50, Math.floor(width / (sparkline ? 3 : 2)));
+    this.sigma = null;  // whether the +-2 sigma series are shown (only with std values)
     this.env = newEnvelope(this.nb);
     this.el = document.createElement("div");
     this.el.className = sparkline ? "spark" : "plot";
@@ -43,6 +46,12 @@ class ColumnPlot {
   // Redraw from `series` column `col` over the window ending at `tEnd` [s].
   draw(series, col, tEnd, span) {
     const e = this.env;
+    const sigma = series.s !== null;
+    if (sigma !== this.sigma) {  // hidden series are not drawn at all
+      this.u.setSeries(3, { show: sigma });
+      this.u.setSeries(4, { show: sigma });
+      this.sigma = sigma;
+    }
     series.envelope(col, tEnd, span, this.nb, BAND_K, e);
     this.u.setData([e.x, e.lo, e.hi, e.slo, e.shi]);
     this.points = this.nb;

@@ -128,7 +128,8 @@ class Device {
 
   addRaw(batch) {
     if (!this.raw || this.raw.ncol !== batch.ncol) {
-      this.raw = new Series(Math.ceil(this.windowS * this.rate()), batch.ncol, false);
+      const k = this.meta && Number(this.meta.raw_decimation) >= 1 ? Number(this.meta.raw_decimation) : 1;
+      this.raw = new Series(Math.ceil(this.windowS * this.rate() / k), batch.ncol, false);
     }
     const last = batch.seq0 + batch.n - 1;
     if (last <= this.rawMaxSeq) return;
