@@ -5,7 +5,9 @@
 #   sudo deploy/install.sh [--dry-run] [--with-mosquitto] [--src DIR] [--no-start] [--board MODEL]
 #
 # Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv, /etc/vsense/edge.toml (kept if
-# present), /var/lib/vsense, the systemd unit, and optionally a local Mosquitto broker.
+# present), /var/lib/vsense, the systemd unit, and optionally (--with-mosquitto) a local Mosquitto
+# broker with per-device credentials, an ACL (only the operator role may send commands) and a
+# WebSockets listener on 9001 (deploy/mosquitto.sh).
 # SPI and GPIO come from the distribution's prebuilt packages (python3-spidev, python3-rpi.gpio;
 # python3-rpi-lgpio on a Pi 5), seen by a venv made with --system-site-packages; vsense and its
 # base dependencies are wheels, so nothing is compiled. Only when a package is missing does it
@@ -68,14 +70,37 @@ run install -d -m 0750 -o vsense -g vsense /var/cache/vsense
 pi_python_env "$PREFIX/venv" "$SRC"
 
 # config: never overwrite an edited one
+FRESH_TOML=0
 if [ ! -e /etc/vsense/edge.toml ]; then
   run install -m 0640 -o root -g vsense "$SRC/deploy/edge.toml" /etc/vsense/edge.toml
+  FRESH_TOML=1
 else
   echo "# keeping existing /etc/vsense/edge.toml"
 fi
 if [ ! -e /etc/vsense/env ]; then
   run install -m 0640 -o root -g vsense /dev/null /etc/vsense/env
 fi
+
+# local broker with access control (deploy/mosquitto.sh; docs/deploy.md "Access control")
+mosquitto_setup() {
+  local toml=/etc/vsense/edge.toml dev
+  [ -e "$toml" ] || toml="$SRC/deploy/edge.toml"
+  dev="$(sed -n 's/^id *= *"\([^"]*\)".*/\1/p' "$toml" | head -n 1)"
+  # shellcheck source=deploy/mosquitto.sh
+  . "$SRC/deploy/mosquitto.sh"
+  local args=(--device "$dev" --owner root:mosquitto)
+  [ "$DRY" -eq 1 ] && args+=(--dry-run)
+  vsense_mosquitto_args "${args[@]}"
+  vsense_mosquitto_config
+  if [ "$FRESH_TOML" -eq 1 ]; then  # a config we just installed: use the credentials
+    run sed -i -e "s/^username = \"\"/username = \"$dev\"/" \
+      -e 's/^password_env = ""/password_env = "VSENSE_MQTT_PASSWORD"/' /etc/vsense/edge.toml
+  else
+    echo "# existing /etc/vsense/edge.toml: set [mqtt] username = \"$dev\" and"
+    echo "#   password_env = \"VSENSE_MQTT_PASSWORD\" (the password is in /etc/vsense/env)"
+  fi
+}
+[ "$MOSQ" -eq 1 ] && mosquitto_setup
 
 # SPI must be enabled (raspi-config nonint do_spi 0 = enable)
 if command -v raspi-config >/dev/null 2>&1; then
@@ -85,7 +110,7 @@ fi
 # unit
 run install -m 0644 "$SRC/systemd/vsense-edge.service" /etc/systemd/system/vsense-edge.service
 run systemctl daemon-reload
-[ "$MOSQ" -eq 1 ] && run systemctl enable --now mosquitto
+[ "$MOSQ" -eq 1 ] && run systemctl enable mosquitto && run systemctl restart mosquitto
 run systemctl enable vsense-edge.service
 if [ -e /var/lib/vsense/bundle.npz ] && [ "$START" -eq 1 ]; then
   run systemctl restart vsense-edge.service

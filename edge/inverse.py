@@ -24,7 +24,7 @@ import numpy as np
 from edge import features as _features
 
 #: parameter kinds a parametric model may carry
-PARAM_KINDS = ("modulus", "damping_ratio", "spring", "mass")
+PARAM_KINDS = ("modulus", "damping_ratio", "spring", "mass", "damage")
 #: names of the bundle extras written by offline.inverse.export (prefix ``x_``)
 PARTS_KEYS = ("inv_M0", "inv_K0", "inv_dM", "inv_dK", "inv_theta0")
 CHECK_TOL = 1e-5
@@ -59,6 +59,9 @@ class Parts:
         Damping ratio used when no parameter has kind ``damping_ratio``.
     modes : tuple of int, (2,)
         1-based mode numbers at which the Rayleigh damping has the ratio ζ.
+    rayleigh : tuple (a [1/s], b [s]) or None
+        Fixed Rayleigh coefficients of the model file's ``[damping]`` (C = a M + b K), used when
+        no parameter has kind ``damping_ratio`` (then ``zeta0`` is unused).
     """
 
     names: tuple
@@ -70,6 +73,7 @@ class Parts:
     dK: np.ndarray
     zeta0: float = 0.01
     modes: tuple = (1, 2)
+    rayleigh: tuple | None = None
 
     def __post_init__(self):
         n = self.M0.shape[0]
@@ -98,6 +102,8 @@ class Parts:
                   "inv_theta0": np.asarray(self.theta0, dtype=np.float64)}
         meta = {"names": list(self.names), "kinds": list(self.kinds), "zeta0": float(self.zeta0),
                 "modes": [int(m) for m in self.modes]}
+        if self.rayleigh is not None:
+            meta["rayleigh"] = [float(c) for c in self.rayleigh]
         return arrays, meta
 
     @classmethod
@@ -112,7 +118,8 @@ class Parts:
                        K0=np.asarray(arrays["inv_K0"], dtype=np.float64),
                        dM=np.asarray(arrays["inv_dM"], dtype=np.float64),
                        dK=np.asarray(arrays["inv_dK"], dtype=np.float64),
-                       zeta0=float(meta.get("zeta0", 0.01)), modes=tuple(meta.get("modes", (1, 2))))
+                       zeta0=float(meta.get("zeta0", 0.01)), modes=tuple(meta.get("modes", (1, 2))),
+                       rayleigh=tuple(meta["rayleigh"]) if meta.get("rayleigh") is not None else None)
         except KeyError as exc:
             raise InverseMapError(f"bundle meta 'inverse.parts' lacks {exc}") from None
 
@@ -152,6 +159,24 @@ def damping_ratio(parts: Parts, theta) -> np.ndarray:
     return np.full(th.shape[:-1], parts.zeta0)
 
 
+def rayleigh_ab(parts: Parts, theta, omega) -> tuple[np.ndarray, np.ndarray]:
+    """Rayleigh (a [1/s], b [s]) per sample: the model's fixed ``parts.rayleigh`` when no
+    parameter is a damping ratio, else ratio ζ(θ) at ``parts.modes``.
+
+    Parameters
+    ----------
+    theta : array_like, shape (np,) or (S, np)
+    omega : ndarray, shape (n,) or (S, n)   undamped natural frequencies [rad/s], ascending
+    """
+    th = _theta(parts, theta)
+    if parts.rayleigh is not None and "damping_ratio" not in parts.kinds:
+        a = np.full(th.shape[:-1], float(parts.rayleigh[0]))
+        return a, np.full(th.shape[:-1], float(parts.rayleigh[1]))
+    i, j = (int(m) - 1 for m in parts.modes)
+    w = np.asarray(omega, float)
+    return rayleigh_coefficients(damping_ratio(parts, th), w[..., i], w[..., j])
+
+
 def modal(M: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Undamped modes of ``K φ = ω² M φ`` (stacks allowed), mass-normalised.
 
@@ -188,7 +213,7 @@ def rayleigh_coefficients(zeta, omega_i, omega_j) -> tuple[np.ndarray, np.ndarra
 
 
 def matrices(parts: Parts, theta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """M̂, Ĉ, K̂ for parameters θ (Ĉ = a M̂ + b K̂, paper 004 eq. 7, ratio ζ at ``parts.modes``).
+    """M̂, Ĉ, K̂ for parameters θ (Ĉ = a M̂ + b K̂, paper 004 eq. 7, :func:`rayleigh_ab`).
 
     Parameters
     ----------
@@ -203,9 +228,7 @@ def matrices(parts: Parts, theta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"theta must have shape ({len(parts.names)},), got {th.shape}")
     M, K = mass_stiffness(parts, th)
     w2, _ = modal(M, K)
-    i, j = (int(m) - 1 for m in parts.modes)
-    w = np.sqrt(np.maximum(w2, 0.0))
-    a, b = rayleigh_coefficients(float(damping_ratio(parts, th)), w[i], w[j])
+    a, b = (float(c) for c in rayleigh_ab(parts, th, np.sqrt(np.maximum(w2, 0.0))))
     # C = a M + b K   (paper 004 eq. 7)
     C = a * M + b * K
     return M, C, K
@@ -225,6 +248,9 @@ def check_parameters(parts: Parts, theta, names=None) -> np.ndarray:
                                  f"bundle's parametric model has {list(parts.names)}")
         th = np.array(parts.theta0, dtype=np.float64)
         for k, v in theta.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise RejectedUpdate(f"parameter {k!r} must be a number, got "
+                                     f"{type(v).__name__}")
             th[parts.names.index(k)] = float(v)
     else:
         th = np.asarray(theta, dtype=np.float64).reshape(-1)
@@ -238,6 +264,8 @@ def check_parameters(parts: Parts, theta, names=None) -> np.ndarray:
             raise RejectedUpdate(f"parameter {name!r} ({kind}) must be > 0, got {v:g}")
         if kind == "mass" and v < 0:
             raise RejectedUpdate(f"parameter {name!r} (mass) must be >= 0, got {v:g}")
+        if kind == "damage" and not v < 1.0:
+            raise RejectedUpdate(f"parameter {name!r} (damage) must be < 1 (E = (1 - omega) E0), got {v:g}")
         if kind == "damping_ratio" and not (0.0 <= v < 1.0):
             raise RejectedUpdate(f"parameter {name!r} (damping ratio) must be in [0, 1), got {v:g}")
     M, K = mass_stiffness(parts, th)
@@ -647,8 +675,13 @@ class InverseHook:
         """Update the estimator's model between two blocks; publish the new model id on meta."""
         if self.rt.parts is None:
             raise RejectedUpdate("the bundle carries no parametric model: parameters cannot be applied")
+        locked = getattr(daemon, "updates_locked", None)
+        if locked:  # [bundle] public_key set and the bundle's signature did not verify
+            raise RejectedUpdate(locked)
         t0 = time.perf_counter()
-        op, nb, th = update_model(self.rt.parts, daemon.est.bundle, params)
+        th = check_parameters(self.rt.parts, params)
+        check_bounds(self.rt, self.rt.parts.names, th)
+        op, nb, th = update_model(self.rt.parts, daemon.est.bundle, th)
         daemon.est.swap(op)
         daemon.est.bundle = nb
         self.model_id = model_id(self.base_id, self.rt.parts.names, th)
@@ -656,6 +689,34 @@ class InverseHook:
                                   "params": dict(zip(self.rt.parts.names, th.tolist())),
                                   "update_ms": (time.perf_counter() - t0) * 1e3})
         return self.model_id
+
+
+#: How far beyond the training box of the maps (fraction of its width) an update may go.
+BOUNDS_MARGIN = 0.1
+
+
+def parameter_bounds(rt: "InverseRuntime") -> dict:
+    """``{name: (lo, hi)}``: the union of the training boxes of the bundle's maps [SI]."""
+    out: dict = {}
+    for m in rt.maps.values():
+        for name, (lo, hi) in zip(m.names, np.asarray(m.bounds, np.float64).tolist()):
+            a, b = out.get(name, (lo, hi))
+            out[name] = (min(a, lo), max(b, hi))
+    return out
+
+
+def check_bounds(rt: "InverseRuntime", names, theta) -> None:
+    """Refuse parameters outside the maps' training boxes widened by ``BOUNDS_MARGIN`` of
+    their width (the bundle's admissible range; e.g. E = 1 Pa for aluminium)."""
+    bounds = parameter_bounds(rt)
+    for name, v in zip(names, np.asarray(theta, np.float64).tolist()):
+        if name not in bounds:
+            continue
+        lo, hi = bounds[name]
+        w = BOUNDS_MARGIN * (hi - lo)
+        if not (lo - w <= v <= hi + w):
+            raise RejectedUpdate(f"parameter {name!r} = {v:g} is outside the bundle's bounds "
+                                 f"[{lo:g}, {hi:g}] (+/- {BOUNDS_MARGIN:.0%} of the width)")
 
 
 def _publish(daemon, topic: str, obj: dict) -> None:
