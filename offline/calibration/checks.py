@@ -42,7 +42,7 @@ def log_posterior(prob, groups):
     return f
 
 
-def mcmc_check(res, steps: int = 1500, burn: int = 500, seed: int = 0, max_params: int = 6,
+def mcmc_check(res, steps: int = 1500, burn: int | None = None, seed: int = 0, max_params: int = 6,
                progress: bool = False) -> dict:
     """emcee on the same posterior; compares means (in posterior σ) and standard deviations.
 
@@ -57,6 +57,7 @@ def mcmc_check(res, steps: int = 1500, burn: int = 500, seed: int = 0, max_param
     if p > max_params:
         raise ValueError(f"--check mcmc is for small problems (<= {max_params} parameters), "
                          f"this one has {p}")
+    burn = steps // 2 if burn is None else burn
     lp = log_posterior(res.problem, res.groups)
     nw = max(4 * p, 16)
     rng = np.random.default_rng(seed)
