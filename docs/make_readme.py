@@ -7,7 +7,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ORDER = ["readme_head.md", "quickstart.md", "modelfile.md", "solid.md", "reduction.md",
-         "estimator.md", "metrics.md", "inverse.md", "hardware.md", "daemon.md",
+         "estimator.md", "metrics.md", "inverse.md", "calibration.md", "hardware.md", "daemon.md",
          "readme_tail.md"]
 
 
