@@ -751,7 +751,59 @@ def _cmd_identify(daemon, args: dict):
         raise _command_error()(str(exc).strip("'\"")) from None
 
 
+#: largest nonlinearity measure (paper 003 eq. 18) of a calibration applied without force=true
+MAX_NONLINEARITY = 0.5
+
+
+def calibration_params(calib: dict, max_nonlinearity: float = MAX_NONLINEARITY,
+                       force: bool = False) -> tuple[dict, dict]:
+    """Parameters to apply from a calibration posterior (``posterior.json`` of
+    ``vsense-offline calibrate``, or a bundle's ``meta["calibration"]``).
+
+    Returns ({name: median} without sensor offsets, {"std", "free_energy", "nonlinearity"}).
+    Raises :class:`RejectedUpdate` naming the reason when the model family failed the
+    inadequacy test, a nonlinearity measure exceeds ``max_nonlinearity`` (the Gaussian
+    posterior is not trustworthy) or VB did not converge, unless ``force``.
+    """
+    try:
+        names, mean, std = list(calib["names"]), list(calib["mean"]), list(calib["std"])
+    except (KeyError, TypeError):
+        raise RejectedUpdate("calibration: needs 'names', 'mean' and 'std' (posterior.json)") from None
+    if not (len(names) == len(mean) == len(std)):
+        raise RejectedUpdate("calibration: 'names', 'mean' and 'std' differ in length")
+    kinds = list(calib.get("kinds") or [None] * len(names))
+    nl = dict(calib.get("nonlinearity") or {})
+    reasons = []
+    inad = calib.get("inadequacy") or {}
+    if inad.get("passed") is False or calib.get("model_inadequate"):
+        reasons.append(f"the model family failed the inadequacy test (p_min {inad.get('p_min')})")
+    worst = max(nl.items(), key=lambda kv: kv[1]) if nl else None
+    if worst is not None and not worst[1] <= max_nonlinearity:
+        reasons.append(f"nonlinearity measure of {worst[0]!r} is {worst[1]:.3g} > {max_nonlinearity}")
+    if calib.get("converged") is False:
+        reasons.append("the VB iteration did not converge")
+    if reasons and not force:
+        raise RejectedUpdate("calibration not applied: " + "; ".join(reasons)
+                             + "; send force=true to apply it")
+    keep = [i for i, k in enumerate(kinds) if k != "offset"]
+    params = {names[i]: float(mean[i]) for i in keep}
+    info = {"std": {names[i]: float(std[i]) for i in keep},
+            "free_energy": calib.get("free_energy"), "nonlinearity": nl}
+    return params, info
+
+
 def _cmd_update_model(daemon, args: dict):
+    calib = args.get("calibration")
+    if calib is not None:
+        try:
+            params, info = calibration_params(calib, force=bool(args.get("force", False)))
+            mid = _hook(daemon).apply(daemon, params)
+        except RejectedUpdate as exc:
+            raise _command_error()(str(exc)) from None
+        # posterior std and free energy published with the applied values on `params`
+        _publish(daemon, "params", {"source": "calibration", "model_id": mid,
+                                    "names": list(params), "values": list(params.values()), **info})
+        return {"model_id": mid}
     params = args.get("params")
     if params is None:
         hook = _hook(daemon)
@@ -770,6 +822,7 @@ def register_commands(registry) -> None:
     """Register ``identify`` and ``update_model`` on the daemon's command registry."""
     registry.register("identify", _cmd_identify, args={"map": str},
                       doc="capture the known experiment, infer parameters, publish on params")
-    registry.register("update_model", _cmd_update_model, args={"params": dict, "force": bool},
-                      doc="apply parameters (default: the last identification) to the estimator; "
-                          "publishes the new model id on meta")
+    registry.register("update_model", _cmd_update_model,
+                      args={"params": dict, "force": bool, "calibration": dict},
+                      doc="apply parameters (default: the last identification, or a calibration "
+                          "posterior) to the estimator; publishes the new model id on meta")

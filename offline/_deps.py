@@ -14,6 +14,8 @@ _EXTRA = {
     "skl2onnx": "offline",
     "onnx": "offline",
     "tqdm": "offline",
+    "emcee": "offline",
+    "dynesty": "offline",
     "pypardiso": "fast",
 }
 

@@ -7,9 +7,12 @@
                                        --noise 0.01 -o PREFIX [--reduced] [--oversample 10]
     vsense-offline simulate MODEL.toml --load pulse --amplitude 5 --width 0.002 -o PREFIX
     vsense-offline score ESTIMATES.csv TRUTH.csv [--band F0 FMAX]
+    vsense-offline calibrate MODEL.toml --data RUN.csv [--data ...] -o OUTDIR [--bundle OUT.npz]
+                             [--check mcmc] [--kfold]          (docs/calibration.md)
 
 Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was refused
-(unstable or not identifiable), 1 internal error.
+(unstable or not identifiable), 4 calibrate: the model family failed the inadequacy test,
+1 internal error.
 """
 
 from __future__ import annotations
@@ -100,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     sc = command("score", "compare an estimates CSV with a truth CSV", add_help=False)
     sc.add_argument("rest", nargs=argparse.REMAINDER)
+    ca = sub.add_parser("calibrate", help="Bayesian calibration of [[parameters]] from records",
+                        add_help=False)
+    ca.add_argument("rest", nargs=argparse.REMAINDER)
     return p
 
 
@@ -109,6 +115,10 @@ def main(argv=None) -> int:
         from offline.score import main as score_main
 
         return score_main(argv[1:])
+    if argv[:1] == ["calibrate"]:
+        from offline.calibration.cli import main as calibrate_main
+
+        return calibrate_main(argv[1:])
     args = _parser().parse_args(argv)
     from edge.estimator import EstimatorError
     from offline.model.spec import ModelFileError

@@ -44,6 +44,26 @@ def test_three_parameters_from_one_record(rig):
     assert max(out["nonlinearity"].values()) < 0.3
     assert out["free_energy"] == res.vb.F and np.isfinite(res.vb.F)
     assert out["data"][0]["sha256"] and out["model_evaluations"] >= res.vb.n_evals
+    # exceedance of the Gaussian on log E: E > 60 GPa is certain, E > 80 GPa impossible
+    # (both ~20 posterior sigmas away)
+    assert res.exceedance(0, 60e9) > 1 - 1e-12 and res.exceedance(0, 80e9) < 1e-12
+
+
+def test_sensor_offset_is_calibrated(rig, tmp_path):
+    """Paper 003 eq. 2: y = g(θ) + offset; a constant offset on d110 is identified."""
+    d, _, Y = rig
+    text = (d / "run1.csv").read_text().splitlines()
+    off = 0.2 * Y[:, 0].std()
+    rows = [r.split(",") for r in text[1:]]
+    for r in rows:
+        r[2] = repr(float(r[2]) + float(off))
+    (tmp_path / "run_off.csv").write_text("\n".join([text[0]] + [",".join(r) for r in rows]) + "\n")
+    (tmp_path / "model.toml").write_text(model_text() + '[bayes]\noffsets = ["d110"]\n')
+    res = calibrate(from_model_file(tmp_path / "model.toml"), [tmp_path / "run_off.csv"])
+    i = res.names.index("offset_d110")
+    # within 3 posterior sigmas of the offset added (Gaussian posterior of the offset)
+    assert abs(res.theta[i] - off) < 3 * res.theta_std[i]
+    assert abs(res.theta[0] / E_TRUE - 1) < 0.015     # E unaffected (as without offset)
 
 
 def test_record_preparation_repairs_and_names(rig, tmp_path):

@@ -30,7 +30,8 @@ def test_response_equals_dense_newmark_twin(strip):
     sub, dt, nt = 4, 1e-3, 300
     F = rng.normal(size=(nt, 1))
     th = np.array([66e9, 0.02, 8.0, 0.002])
-    tm = TimeModel(strip.pm.parts, strip.B, strip.out_rows, strip.out_kind, dt, sub)
+    tm = TimeModel(strip.pm.parts, strip.B, strip.out_rows, strip.out_kind, dt, sub,
+                   interpolation="linear")
     Y, _ = tm.run(th, F, jac=False)
     M, C, K = EI.matrices(strip.pm.parts, th)           # edge's own M̂, Ĉ, K̂ (independent code)
     t_fine = np.arange((nt - 1) * sub + 1) * dt / sub

@@ -56,7 +56,7 @@ class Settings:
     offsets: tuple = ()
     autocorrelation: bool = True
     prep: Prep = field(default_factory=Prep)
-    substeps: int = 4
+    substeps: int = 16
     tol: float = 1e-3
     max_iter: int = 40
 
@@ -117,7 +117,7 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     return Settings(priors=priors, noise=noise, offsets=tuple(b.get("offsets", ())),
                     autocorrelation=bool(b.get("autocorrelation", True)),
                     prep=Prep.from_dict(b.get("data"), f"{w}.data"),
-                    substeps=int(b.get("substeps", 4)), tol=float(b.get("tol", 1e-3)),
+                    substeps=int(b.get("substeps", 16)), tol=float(b.get("tol", 1e-3)),
                     max_iter=int(b.get("max_iter", 40)))
 
 
@@ -213,8 +213,10 @@ def hash_file(path) -> str:
 
 
 def calibrate(setup, record_paths, settings: Settings | None = None, progress: bool = False,
-              records=None):
-    """VB calibration (module docstring); returns :class:`offline.calibration.result.Result`."""
+              records=None, m_init=None):
+    """VB calibration (module docstring); returns :class:`offline.calibration.result.Result`.
+
+    ``m_init``: first expansion point in ξ (default: the prior mean)."""
     from offline.calibration.result import Result
 
     t0 = time.perf_counter()
@@ -236,8 +238,8 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
     if settings.autocorrelation:
         # start tempered: the residual at the prior mean is smooth (ρ near 1), so the first pass
         # takes short, prior-regularised steps; later passes re-estimate ρ at the posterior mean
-        rho, weights = weights_of(prob.m0)
-    res, m_init, n_vb = None, None, 0
+        rho, weights = weights_of(prob.m0 if m_init is None else np.asarray(m_init, float))
+    res, n_vb = None, 0
     for _ in range(4):
         groups = [NoiseGroup.vague(g, weight=w) for g, w in zip(prob.group_names, weights)]
         if progress:

@@ -1,0 +1,134 @@
+"""``vsense-offline calibrate``: Bayesian calibration of a model file from records.
+
+    vsense-offline calibrate MODEL.toml --data RUN.csv [--data ...] -o OUTDIR
+                             [--bundle OUT.npz] [--check mcmc] [--kfold] [--alpha 0.05]
+
+Writes OUTDIR/posterior.json, OUTDIR/report.html, OUTDIR/calibrated.toml (the model file with
+the posterior medians applied). ``--kfold`` (default with two or more records) runs the
+model-inadequacy test (k-fold by record). Exit codes: 0 ok, 2 bad input, 4 the model family
+failed the inadequacy test (the outputs are still written; the bundle's meta says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+EXIT_INADEQUATE = 4
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vsense-offline calibrate", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("model", help="model file with [[parameters]] (and optionally [bayes])")
+    p.add_argument("--data", action="append", required=True,
+                   help="force-and-response CSV (time,<forces>,<sensors>); repeat for records")
+    p.add_argument("-o", "--out", required=True, help="output directory")
+    p.add_argument("--bundle", default=None, help="also build the calibrated bundle (.npz)")
+    p.add_argument("--check", choices=("mcmc",), default=None,
+                   help="cross-check the VB posterior with emcee (small problems)")
+    p.add_argument("--mcmc-steps", type=int, default=1500)
+    p.add_argument("--kfold", dest="kfold", action="store_true", default=None,
+                   help="model-inadequacy test, k-fold by record (default: with >= 2 records)")
+    p.add_argument("--no-kfold", dest="kfold", action="store_false")
+    p.add_argument("--alpha", type=float, default=0.05, help="test level of the k-fold test")
+    p.add_argument("--quiet", action="store_true")
+    return p
+
+
+def run(args) -> int:
+    from offline.calibration.calibrate import calibrate, hash_file, settings_from_raw
+    from offline.calibration.data import read_record
+    from offline.calibration.report import write_report
+    from offline.calibration.setup import from_model_file
+    from offline.calibration.tomlout import dumps
+
+    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
+    out = Path(args.out)
+    setup = from_model_file(args.model, progress=not args.quiet)
+    settings = settings_from_raw(setup.spec.raw, setup.parameters, setup.where)
+    records = [read_record(p, setup.forces, setup.sensors, settings.prep) for p in args.data]
+    say(f"calibrating {list(setup.names)} from {len(records)} record(s) "
+        f"({sum(r.used.size for r in records)} samples per sensor)")
+    res = calibrate(setup, None, settings, progress=not args.quiet, records=records)
+    info = res.to_dict(model_sha256=hash_file(args.model))
+    for n, m, s in zip(info["names"], info["mean"], info["std"]):
+        say(f"  {n}: {m:.6g} +- {s:.3g} (nonlinearity {info['nonlinearity'][n]:.3g})")
+    say(f"  free energy {info['free_energy']:.6g}, {info['model_evaluations']} model runs, "
+        f"{info['seconds']:.2f} s")
+    extra = []
+    if args.check == "mcmc":
+        from offline.calibration.checks import mcmc_check
+        say(f"MCMC cross-check (emcee, {args.mcmc_steps} steps) ...")
+        info["check"] = mcmc_check(res, steps=args.mcmc_steps)
+        say(f"  max |mean_mcmc - mean_vb| = {info['check']['max_mean_dev_sigma']:.3f} sigma, "
+            f"std ratio {[round(x, 3) for x in info['check']['std_ratio']]}")
+        extra.append(("MCMC: max |Δmean| / σ", f"{info['check']['max_mean_dev_sigma']:.3f}"))
+    kfold = args.kfold if args.kfold is not None else len(records) >= 2
+    failed = False
+    if kfold:
+        from offline.calibration.checks import kfold_inadequacy
+        say(f"model-inadequacy test ({len(records)}-fold by record, alpha {args.alpha}) ...")
+        info["inadequacy"] = kfold_inadequacy(setup, records, settings, alpha=args.alpha,
+                                              progress=not args.quiet)
+        failed = not info["inadequacy"]["passed"]
+        extra.append(("inadequacy test: min p-value", f"{info['inadequacy']['p_min']:.3g}"
+                      + (" (FAILED)" if failed else " (passed)")))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
+    raw = res.calibrated_raw()
+    head = (f"calibrated by vsense-offline calibrate from {Path(args.model).name} and "
+            f"{', '.join(r.name for r in records)}\nposterior medians applied; see posterior.json"
+            + ("\nWARNING: the model family FAILED the inadequacy test" if failed else ""))
+    (out / "calibrated.toml").write_text(dumps(raw, head))
+    write_report(res, out, extra)
+    say(f"wrote {out / 'posterior.json'}, {out / 'calibrated.toml'}, {out / 'report.html'}")
+    if args.bundle:
+        _bundle(args, raw, head, info, failed, say)
+    if failed:
+        print(f"vsense-offline calibrate: the model family failed the inadequacy test "
+              f"(min p-value {info['inadequacy']['p_min']:.3g} < {args.alpha})", file=sys.stderr)
+        return EXIT_INADEQUATE
+    return 0
+
+
+def _bundle(args, raw, head, info, failed, say):
+    """Build the calibrated model next to the original (relative mesh paths keep working)."""
+    from offline.build import build
+    from offline.calibration.tomlout import dumps
+
+    src = Path(args.model).resolve()
+    fd, tmp = tempfile.mkstemp(suffix=".toml", prefix=f".{src.stem}.calibrated.", dir=src.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(dumps(raw, head))
+        res = build(tmp, progress=not args.quiet, maps=False)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    meta = dict(res.bundle.meta)
+    meta["calibration"] = {k: info[k] for k in ("names", "mean", "std", "correlation", "noise_std",
+                                                "free_energy", "nonlinearity", "model_sha256")}
+    meta["calibration"]["data"] = [d["sha256"] for d in info["data"]]
+    if "inadequacy" in info:
+        meta["calibration"]["inadequacy"] = {"passed": info["inadequacy"]["passed"],
+                                             "p_min": info["inadequacy"]["p_min"],
+                                             "alpha": info["inadequacy"]["alpha"]}
+    meta["calibration"]["model_inadequate"] = bool(failed)
+    res.bundle.replace(meta=meta).save(args.bundle)
+    say(f"wrote {args.bundle}")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from offline.model.spec import ModelFileError
+
+    try:
+        return run(args)
+    except (ModelFileError, FileNotFoundError, ValueError) as exc:
+        print(f"vsense-offline calibrate: error: {exc}", file=sys.stderr)
+        return 2
