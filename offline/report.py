@@ -108,10 +108,31 @@ def build_parts(res, d: Path) -> list[str]:
          f"{m.get('spectral_radius', float('nan')):.6f} (< 1: stable)"),
         ("build time", ", ".join(f"{k} {v:.1f} s" for k, v in res.timings.items())),
     ]
+    if b.method == "smoother":  # Kalman fixed-lag smoother (docs "The Kalman smoother")
+        e = m["estimator"]
+        names = [x.name for x in (*b.forces, *b.outputs)]
+        rows[-3:-1] = [
+            ("estimator", f"Kalman fixed-lag smoother, lag {e['lag']} "
+                          f"({e['lag'] * b.dt * 1e3:g} ms), exact (Van Loan) discretisation"),
+            ("force models", "; ".join(
+                f"{f.name}: {fm['kind']} {fm['band'][0]:g}-{fm['band'][1]:g} Hz, rms "
+                f"{fm['rms']:g}, order {fm['order']}" for f, fm in zip(b.forces,
+                                                                       e["force_models"]))),
+            ("standard deviation of each estimate", ", ".join(
+                f"{n} {v:.4g}" for n, v in zip(names, e["std"]))),
+            ("Kalman predictor spectral radius", f"{e['spectral_radius']:.6f} (< 1: stable)"),
+            ("model check", f"window {e['check_window_s']:g} s, false-alarm probability "
+                            f"{e['check_false_alarm']:g} per window; band pairs " + (", ".join(
+                                f"{lo:.1f}-{hi:.1f} Hz" for lo, hi in e["check_bands_hz"])
+                                or "none (no resonance inside the force band)")),
+        ]
     parts = ["<h2>Bundle</h2>", _table(("item", "value"), rows)]
     parts.append("<h2>Model reduction: eigenvalue error (paper Fig. 5/11, eq. 31)</h2>")
     parts.append(_img(d / "eigenvalue_error.png",
                       "relative eigenvalue error of the reduced model against the full model"))
+    if b.method == "smoother":
+        parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")
+        return parts
     parts.append("<h2>Regularisation: L-curve (eq. 20-24)</h2>")
     if res.choice is not None:
         parts.append(_img(d / "lcurve.png", "L-curve of the calibration run and the chosen "

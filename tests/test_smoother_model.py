@@ -198,3 +198,13 @@ def test_model_check_flags_model_errors_within_10_s(strip, fault):
     first = np.flatnonzero(flagged)
     assert len(first) and first[0] * res.bundle.dt <= 10.0, fault
     assert mc["suspect"]
+
+
+def test_build_report_describes_the_smoother(strip, tmp_path):
+    from offline.build import write_build_report
+
+    _, res = strip
+    html = (write_build_report(res, tmp_path / "rep") / "index.html").read_text()
+    assert "Kalman fixed-lag smoother, lag 20 (20 ms)" in html
+    assert "F110: bandpass 5-160 Hz, rms 1, order 4" in html
+    assert f"F110 {res.bundle.kf['std'][0]:.4g}" in html and "L-curve" not in html

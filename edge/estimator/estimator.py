@@ -38,14 +38,16 @@ class Estimator:
     def __new__(cls, bundle, *args, **kwargs):
         # a smoother bundle gets the smoother (same interface): every caller of
         # Estimator(bundle) -- daemon, replay, demo -- runs whichever the bundle selects
+        loaded = None
         if cls is Estimator:
-            if not isinstance(bundle, Bundle):
-                bundle = Bundle.load(bundle)
-            if bundle.method == "smoother":
+            loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
+            if loaded.method == "smoother":
                 from edge.estimator.smoother import SmootherEstimator
 
-                return SmootherEstimator(bundle, *args, **kwargs)
-        return super().__new__(cls)
+                return SmootherEstimator(loaded, *args, **kwargs)
+        obj = super().__new__(cls)
+        obj._loaded = loaded  # __init__ uses it instead of loading the file again
+        return obj
 
     std = None  # the Tikhonov estimator reports no uncertainty
 
@@ -56,7 +58,7 @@ class Estimator:
     def __init__(self, bundle, alpha: float | None = None, window: int | None = None,
                  check_stability: bool = True):
         if not isinstance(bundle, Bundle):
-            bundle = Bundle.load(bundle)
+            bundle = getattr(self, "_loaded", None) or Bundle.load(bundle)
         self.bundle = bundle
         self.channel_names = [c.name for c in bundle.channels]
         self.force_names = [f.name for f in bundle.forces]
