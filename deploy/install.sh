@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Idempotent installer of the vsense edge daemon on Raspberry Pi OS 64-bit (Bookworm).
+# Idempotent installer of the vsense edge daemon on Raspberry Pi OS 64-bit (bookworm or trixie;
+# Debian arm64 too), Raspberry Pi 3, 4 or 5.
 #
-#   sudo deploy/install.sh [--dry-run] [--with-mosquitto] [--src DIR] [--no-start]
+#   sudo deploy/install.sh [--dry-run] [--with-mosquitto] [--src DIR] [--no-start] [--board MODEL]
 #
-# Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv with vsense[pi]
-# (vsense[pi5] on a Raspberry Pi 5), /etc/vsense/edge.toml (kept if present), /var/lib/vsense,
-# the systemd unit, and optionally a local Mosquitto broker with per-device credentials, an
-# ACL (only the operator role may send commands) and a WebSockets listener on 9001
-# (deploy/mosquitto.sh). --dry-run prints the actions.
+# Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv, /etc/vsense/edge.toml (kept if
+# present), /var/lib/vsense, the systemd unit, and optionally (--with-mosquitto) a local Mosquitto
+# broker with per-device credentials, an ACL (only the operator role may send commands) and a
+# WebSockets listener on 9001 (deploy/mosquitto.sh).
+# SPI and GPIO come from the distribution's prebuilt packages (python3-spidev, python3-rpi.gpio;
+# python3-rpi-lgpio on a Pi 5), seen by a venv made with --system-site-packages; vsense and its
+# base dependencies are wheels, so nothing is compiled. Only when a package is missing does it
+# install a compiler and build the module with pip. --dry-run prints the actions; --board
+# overrides the model read from /proc/device-tree/model (e.g. "Raspberry Pi 5 Model B").
 # Then put a bundle in place (see docs/daemon.md "Deployment") and start the service.
 set -euo pipefail
 
-DRY=0; MOSQ=0; START=1
+DRY=0; MOSQ=0; START=1; BOARD=""
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 PREFIX=/opt/vsense
 while [ $# -gt 0 ]; do
@@ -20,7 +25,8 @@ while [ $# -gt 0 ]; do
     --with-mosquitto) MOSQ=1 ;;
     --no-start) START=0 ;;
     --src) SRC="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --board) BOARD="$2"; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -35,15 +41,15 @@ if [ "$DRY" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (sudo), or with --dry-run" >&2; exit 1
 fi
 
-MODEL="$(tr -d '\0' 2>/dev/null < /proc/device-tree/model || echo unknown)"
-EXTRA=pi
-case "$MODEL" in *"Raspberry Pi 5"*) EXTRA=pi5 ;; esac
-echo "# board: $MODEL -> extra [$EXTRA]; source $SRC"
+MODEL="${BOARD:-$(tr -d '\0' 2>/dev/null < /proc/device-tree/model || echo unknown)}"
+PI5=0
+case "$MODEL" in *"Raspberry Pi 5"*) PI5=1 ;; esac
+echo "# board: $MODEL; source $SRC"
 
-# system packages
-PKGS="python3-venv python3-dev"
-[ "$MOSQ" -eq 1 ] && PKGS="$PKGS mosquitto"
-run apt-get install -y $PKGS
+# Python and the Pi's SPI/GPIO modules (functions in deploy/pi_python.sh)
+. "$(dirname "$0")/pi_python.sh"
+pi_system_packages
+[ "$MOSQ" -eq 1 ] && run apt-get install -y mosquitto
 
 # user and groups (spi/gpio exist on Raspberry Pi OS; created if missing)
 for g in spi gpio; do
@@ -60,10 +66,8 @@ run install -d -m 0750 -o root -g vsense /etc/vsense
 run install -d -m 0750 -o vsense -g vsense /var/lib/vsense /var/lib/vsense/recordings
 run install -d -m 0750 -o vsense -g vsense /var/cache/vsense
 
-# virtualenv with the hardware extra
-[ -x "$PREFIX/venv/bin/python" ] || run python3 -m venv "$PREFIX/venv"
-run "$PREFIX/venv/bin/pip" install -q --upgrade pip
-run "$PREFIX/venv/bin/pip" install -q "$SRC[$EXTRA]"
+# virtualenv that sees the distribution's SPI/GPIO modules; vsense from wheels
+pi_python_env "$PREFIX/venv" "$SRC"
 
 # config: never overwrite an edited one
 FRESH_TOML=0

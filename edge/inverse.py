@@ -24,7 +24,7 @@ import numpy as np
 from edge import features as _features
 
 #: parameter kinds a parametric model may carry
-PARAM_KINDS = ("modulus", "damping_ratio", "spring", "mass")
+PARAM_KINDS = ("modulus", "damping_ratio", "spring", "mass", "damage")
 #: names of the bundle extras written by offline.inverse.export (prefix ``x_``)
 PARTS_KEYS = ("inv_M0", "inv_K0", "inv_dM", "inv_dK", "inv_theta0")
 CHECK_TOL = 1e-5
@@ -264,6 +264,8 @@ def check_parameters(parts: Parts, theta, names=None) -> np.ndarray:
             raise RejectedUpdate(f"parameter {name!r} ({kind}) must be > 0, got {v:g}")
         if kind == "mass" and v < 0:
             raise RejectedUpdate(f"parameter {name!r} (mass) must be >= 0, got {v:g}")
+        if kind == "damage" and not v < 1.0:
+            raise RejectedUpdate(f"parameter {name!r} (damage) must be < 1 (E = (1 - omega) E0), got {v:g}")
         if kind == "damping_ratio" and not (0.0 <= v < 1.0):
             raise RejectedUpdate(f"parameter {name!r} (damping ratio) must be in [0, 1), got {v:g}")
     M, K = mass_stiffness(parts, th)

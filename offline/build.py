@@ -198,9 +198,13 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     alpha_rule = alpha if alpha is not None else est_spec.alpha
     if method is not None:
         alpha_rule = method
+    smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
+    if smoother:  # Kalman smoother (offline/smoother.py): no alpha, no window study
+        alpha_rule, window_rule = 0.0, 1
     study = None
     study_choices = {}  # AlphaChoice per window of the study, reused below
-    if window_rule == "auto" or (report_dir is not None and isinstance(alpha_rule, str)):
+    if not smoother and (window_rule == "auto"
+                         or (report_dir is not None and isinstance(alpha_rule, str))):
         study = window_study(bundle, Y, F, alpha_rule if isinstance(alpha_rule, str) else "auto",
                              show_progress=progress, choices=study_choices)
         meta["window_study"] = study
@@ -221,14 +225,19 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
 
     bundle = bundle.replace(alpha=alpha_val)
     try:
-        op = derive_operator(bundle)
+        op = None if smoother else derive_operator(bundle)
     except EstimatorError as exc:
         raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
-    meta["spectral_radius"] = op.spectral_radius
-    meta["condition"] = op.info["condition"]
+    if op is not None:
+        meta["spectral_radius"] = op.spectral_radius
+        meta["condition"] = op.info["condition"]
     meta["calibration"] = {"duration_s": duration, "noise": levels.tolist(),
                            "load": (cal.load.type if cal else "random")}
     bundle = bundle.replace(meta=meta)
+    if smoother:
+        from offline.smoother import smoother_from_spec
+
+        bundle = smoother_from_spec(bundle, spec, est_spec)  # kf_* gains, meta["estimator"]
     if choice is not None:
         bundle.extras.update({"lcurve_alphas": choice.alphas,
                               "lcurve_residual": choice.residual_norm,

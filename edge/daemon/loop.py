@@ -235,6 +235,9 @@ class Daemon:
                              2 * self.block), self.nch)
         self.nf, self.nout = estimator.n_forces, estimator.n_outputs
         self.delay = estimator.delay
+        self.std = getattr(estimator, "std", None)  # (nf + nout,) or None (Tikhonov)
+        if publisher is not None and self.std is not None:
+            publisher.std = np.asarray(self.std, dtype=np.float64)
         b = self.block
         self._F = np.zeros((b, self.nf))
         self._Z = np.zeros((b, self.nout))
@@ -660,6 +663,9 @@ class Daemon:
                 "forces": [{"name": f.name, "unit": f.unit} for f in b.forces],
                 "outputs": [{"name": o.name, "unit": o.unit, "kind": o.kind} for o in b.outputs],
                 "columns": [f.name for f in b.forces] + [o.name for o in b.outputs],
+                "estimator": b.method,
+                **({"std_columns": [f"{x.name}_std" for x in (*b.forces, *b.outputs)]}
+                   if self.std is not None else {}),
                 "rate": self.rate, "delay_samples": self.delay,
                 "delay_s": self.delay / self.rate,
                 "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"]}
@@ -682,6 +688,10 @@ class Daemon:
              "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
              "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
              "rss_mb": round(rss_mb(), 1), "cpu_temp_c": cpu_temperature_c()}
+        check = getattr(self.est, "model_check", None)
+        mc = check() if check is not None else None
+        if mc is not None:  # smoother: innovation statistics (edge.estimator.smoother)
+            d["model_check"] = mc
         if self.pub is not None:
             st = self.pub.stats
             d["publish"] = {"queue_depth": self.pub.queue_depth(),

@@ -308,7 +308,7 @@ def beam_model(coords, node_ids, conn, E, G, rho, sections, theory="euler-bernou
     Ke, Me = element_matrices(coords[conn[:, 0]], coords[conn[:, 1]], E, G, rho, sections,
                               theory, orientation)
     n = coords.shape[0] * 6
-    K, M = assemble(n, node_dofs(conn, 6), Ke, Me)
+    K, M = assemble(n, node_dofs(conn, 6), Ke, Me, centroids=coords[conn].mean(axis=1))
     dof_node, dof_kind = dof_table(node_ids, range(6))
     model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
                     dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)

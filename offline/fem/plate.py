@@ -214,7 +214,8 @@ def plate_model(coords, node_ids, tris, E, nu, rho, t, shear_factor=5.0 / 6.0, g
     flip = area < 0
     tris[flip] = tris[flip][:, [0, 2, 1]]
     Ke, Me = mitc3_matrices(coords[tris][..., :2], E, nu, rho, t, shear_factor)
-    K, M = assemble(coords.shape[0] * 3, node_dofs(tris, 3), Ke, Me)
+    K, M = assemble(coords.shape[0] * 3, node_dofs(tris, 3), Ke, Me,
+                    centroids=coords[tris].mean(axis=1))
     dof_node, dof_kind = dof_table(node_ids, PLATE_KINDS)
     model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
                     dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)

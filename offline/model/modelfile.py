@@ -184,7 +184,9 @@ def build_unconstrained(spec: ModelSpec, progress: bool = False) -> FEModel:
     build = _builder(spec.type)
     where = spec.where(f"[{spec.type}]")
     try:
-        model = build(spec.section, spec.materials, spec.base_dir, where, progress)
+        from offline.model.damage import context as damage_context
+        with damage_context(spec.raw, spec.where("").rstrip(": "), spec.type):
+            model = build(spec.section, spec.materials, spec.base_dir, where, progress)
     except ModelFileError:
         raise
     except ValueError as exc:  # builder input errors already name the key path

@@ -16,7 +16,7 @@ from edge import DOF_NAMES
 #: Model types and the section that describes their mesh.
 MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 #: Top-level sections owned by other parts, accepted without validation (kept in ``spec.raw``).
-PASSTHROUGH = ("parameters", "experiment", "inverse")
+PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
             "reduction", "estimator", "sensors", "forces", "outputs", "calibration",
             *MODEL_TYPES, *PASSTHROUGH}
@@ -242,6 +242,11 @@ class EstimatorSpec:
     window: int | str = 1
     discretization: str = "newmark"
     regularization: str = "tikhonov0"
+    method: str = "tikhonov"          # or "smoother" (offline/smoother.py)
+    lag: int | None = None            # smoother lag [samples]; None: 20 ms
+    model_error: float = 0.0          # smoother process noise for model error
+    check_window_s: float = 8.0       # model check window [s]
+    check_false_alarm: float = 0.01   # model check false-alarm probability per window
 
 
 @dataclass(frozen=True)
@@ -263,6 +268,7 @@ class Force:
     select: Selection
     dof: str
     where: str = ""
+    model: dict | None = None  # smoother force model {kind, band, rms, order} (validated)
 
 
 @dataclass(frozen=True)
@@ -531,8 +537,14 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
             window = check(window, f"{w}.window", "int", lo=1, hi=200)
         disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
         reg = t.get("regularization", "str", "tikhonov0", choices=("tikhonov0", "tikhonov1"))
+        meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
+        lag = t.get("lag", "int", None, lo=0, hi=2000)
+        merr = t.get("model_error", "num", 0.0, lo=0.0)
+        cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
+        cfa = t.get("check_false_alarm", "num", 0.01, lo=0.0, hi=0.5, lo_open=True)
         t.done()
-        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg)
+        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, meth, lag,
+                                       merr, cws, cfa)
 
     signal_names = {}
     for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
@@ -548,8 +560,13 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
                 t.done()
                 spec.sensors.append(Sensor(name, sel, dof, kind, unit, noise, w))
             elif key == "forces":
+                fmod = t.get("model", "table", None)
                 t.done()
-                spec.forces.append(Force(name, sel, dof, w))
+                if fmod is not None:
+                    from offline.smoother import parse_force_model
+
+                    fmod = parse_force_model(fmod, f"{w}.model")
+                spec.forces.append(Force(name, sel, dof, w, fmod))
             else:
                 t.done()
                 spec.outputs.append(Output(name, sel, dof, kind, unit, w))
