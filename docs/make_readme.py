@@ -7,8 +7,8 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ORDER = ["readme_head.md", "quickstart.md", "modelfile.md", "solid.md", "reduction.md",
-         "estimator.md", "metrics.md", "inverse.md", "hardware.md", "daemon.md",
-         "deploy.md", "dashboard.md", "readme_tail.md"]
+         "estimator.md", "metrics.md", "inverse.md", "hardware.md", "raspberrypi.md",
+         "daemon.md", "deploy.md", "dashboard.md", "readme_tail.md"]
 
 
 def render() -> str:
