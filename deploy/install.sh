@@ -37,6 +37,12 @@ run() {  # print, and execute unless --dry-run
   if [ "$DRY" -eq 0 ]; then "$@"; fi
 }
 
+live() {  # run, when systemd is running (`systemctl enable` works without it; daemon-reload and
+          # restart do not, e.g. in a chroot or a container: then say what was skipped)
+  if [ -d /run/systemd/system ] || [ "$DRY" -eq 1 ]; then run "$@"
+  else echo "# systemd is not running here (chroot/container): skipped: $*"; fi
+}
+
 if [ "$DRY" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (sudo), or with --dry-run" >&2; exit 1
 fi
@@ -109,11 +115,11 @@ fi
 
 # unit
 run install -m 0644 "$SRC/systemd/vsense-edge.service" /etc/systemd/system/vsense-edge.service
-run systemctl daemon-reload
-[ "$MOSQ" -eq 1 ] && run systemctl enable mosquitto && run systemctl restart mosquitto
+live systemctl daemon-reload
+[ "$MOSQ" -eq 1 ] && run systemctl enable mosquitto && live systemctl restart mosquitto
 run systemctl enable vsense-edge.service
 if [ -e /var/lib/vsense/bundle.npz ] && [ "$START" -eq 1 ]; then
-  run systemctl restart vsense-edge.service
+  live systemctl restart vsense-edge.service
 else
   echo "# no /var/lib/vsense/bundle.npz yet: copy one there (docs/daemon.md), then"
   echo "#   sudo systemctl start vsense-edge"

@@ -8,7 +8,8 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ORDER = ["readme_head.md", "quickstart.md", "modelfile.md", "solid.md", "reduction.md",
          "estimator.md", "smoother.md", "metrics.md", "inverse.md", "calibration.md",
-         "hardware.md", "daemon.md", "deploy.md", "dashboard.md", "readme_tail.md"]
+         "hardware.md", "raspberrypi.md", "daemon.md", "deploy.md", "dashboard.md",
+         "readme_tail.md"]
 
 
 def render() -> str:

@@ -158,10 +158,13 @@ build_base() {  # Debian arm64, minimal + what a Raspberry Pi OS Lite has that m
   mv "$tar.tmp" "$tar"
 }
 
+base_deps() {  # project.dependencies of pyproject.toml, shell-quoted, one line
+  "$HOST_VENV/bin/python" -c 'import tomllib,sys; d=tomllib.load(open(sys.argv[1],"rb"));
+print(" ".join(repr(x) for x in d["project"]["dependencies"]))' "$REPO/pyproject.toml"
+}
 test_tar() {
-  # keyed by what goes into it: pyproject.toml (the base dependencies) and TEST_PKGS
-  echo "$CACHE/test-$1-$( (cat "$REPO/pyproject.toml"; echo "$TEST_PKGS") | sha256sum \
-    | cut -c1-12).tar"
+  # keyed by what goes into it: the base dependencies of pyproject.toml and TEST_PKGS
+  echo "$CACHE/test-$1-$( (base_deps; echo "$TEST_PKGS") | sha256sum | cut -c1-12).tar"
 }
 TEST_PKGS="'pytest>=8' 'pytest-timeout>=2.3' 'setuptools>=77' wheel; apt: mosquitto"
 build_test_root() {  # base + Mosquitto + venv with the base dependencies and pytest
@@ -171,8 +174,7 @@ build_test_root() {  # base + Mosquitto + venv with the base dependencies and py
   r="$WORK/test-$suite"
   fresh_root "$(base_tar "$suite")" "$r"
   enter "$r" "$suite"
-  deps="$("$HOST_VENV/bin/python" -c 'import tomllib,sys; d=tomllib.load(open(sys.argv[1],"rb"));
-print(" ".join(repr(x) for x in d["project"]["dependencies"]))' "$REPO/pyproject.toml")"
+  deps="$(base_deps)"
   inside "$r" "apt-get update -qq && apt-get install -y -q mosquitto >/dev/null
     python3 -m venv /opt/vsense-test
     /opt/vsense-test/bin/pip install -q --only-binary :all: $deps 'pytest>=8' \
@@ -200,8 +202,8 @@ bad = [m for m in ('scipy', 'sklearn', 'matplotlib', 'gmsh') if importlib.util.f
 assert not bad, f'not a base install: {bad} importable'
 print('python', platform.python_version(), platform.machine())
 PY
-    /opt/vsense-test/bin/python -m pytest -m edge -v -p no:cacheprovider --timeout 300 \
-      --timeout-method thread ${PYTEST_ARGS[*]:-}" \
+    /opt/vsense-test/bin/python -m pytest -m edge -v -p no:cacheprovider --timeout 1500 \
+      --timeout-method signal ${PYTEST_ARGS[*]:-}" \
     > "$out" 2>&1 || rc=$?
   grep -E 'FAILED|ERROR|Timeout' "$out" | head -n 20 || true
   tail -n 3 "$out"
@@ -272,16 +274,19 @@ daemon_compare() {
 }
 
 offline_resolves() {  # vsense[offline] has aarch64 wheels for Python 3.11 and 3.13 (no install)
-  local reqs v
-  reqs="$("$HOST_VENV/bin/python" -c 'import tomllib,sys; d=tomllib.load(open(sys.argv[1],"rb"));
-d=d["project"]; print(" ".join(repr(x) for x in d["dependencies"]+d["optional-dependencies"]["offline"]))' "$REPO/pyproject.toml")"
+  local v reqs=()
+  mapfile -t reqs < <("$HOST_VENV/bin/python" -c 'import tomllib,sys
+d = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(d["dependencies"] + d["optional-dependencies"]["offline"]))' "$REPO/pyproject.toml")
   for v in 3.11 3.13; do
-    eval "\"$HOST_VENV/bin/python\" -m pip install -q --dry-run --ignore-installed \
-      --target \"$WORK/pip-target\" --only-binary :all: --python-version $v \
-      --platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 \
-      --platform manylinux2014_aarch64 $reqs" 2>&1 | grep -v '^WARNING: Location' || {
+    if ! "$HOST_VENV/bin/python" -m pip install -q --dry-run --ignore-installed \
+        --target "$WORK/pip-target" --only-binary :all: --python-version "$v" \
+        --platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 \
+        --platform manylinux2014_aarch64 "${reqs[@]}" > "$WORK/offline-$v.log" 2>&1; then
+      grep -v '^WARNING: Location' "$WORK/offline-$v.log" | tail -n 5
       echo "arm64.sh: vsense[offline] does not resolve to aarch64 wheels for Python $v" >&2
-      exit 1; }
+      exit 1
+    fi
   done
   note "vsense[offline]: every requirement has an aarch64 wheel for Python 3.11 and 3.13"
 }
