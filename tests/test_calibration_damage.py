@@ -73,3 +73,16 @@ def test_bad_damage_entries_are_named(tmp_path):
         "[[0.0, -0.01, -0.01], [0.085,", "[[0.5, -0.01, -0.01], [0.6,")))
     with pytest.raises(ValueError, match="'w0' does not change the model.*no element centroid"):
         from_model_file(path)
+
+
+def test_calibrated_file_keeps_one_damage_entry_per_zone(tmp_path):
+    """A calibrated model file (posterior written to [[damage]]) calibrated again: the
+    parameter starts at the file's omega and replaces its entry instead of adding one."""
+    from offline.inverse.fromfile import _edit, _nominal
+    from offline.inverse.spec import parse_parameters
+    raw = tomllib.loads(damage_model_text(20, damage_params(2)))
+    params = parse_parameters(raw, "m.toml")
+    once = _edit(raw, params, [0.3, 0.0], "m.toml")
+    twice = _edit(once, params, [0.25, 0.1], "m.toml")
+    assert [(e["name"], e["omega"]) for e in twice["damage"]] == [("w0", 0.25), ("w1", 0.1)]
+    assert _nominal(once, params[0]) == 0.3 and _nominal(raw, params[0]) == 0.0

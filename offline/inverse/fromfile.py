@@ -49,8 +49,10 @@ def _edit(raw: dict, params, theta, where: str) -> dict:
                                  f"named {p.target!r}, found {len(hits)}")
             hits[0][field] = float(v)
         elif p.kind == "damage":
-            # E_z = (1 - ω) E on the region's elements (offline.model.damage)
-            r.setdefault("damage", []).append(
+            # E_z = (1 - ω) E on the region's elements (offline.model.damage); an entry of the
+            # same name (a calibrated file) is replaced, not added to
+            r["damage"] = [e for e in r.get("damage", []) if e.get("name") != p.name]
+            r["damage"].append(
                 {"name": p.name, "region": {"box": [list(c) for c in p.region]}, "omega": float(v)})
     return r
 
@@ -60,8 +62,9 @@ def _nominal(raw: dict, p) -> float:
     reduction basis is the one ``offline.build`` computes), else the box centre."""
     if p.nominal is not None:
         return float(p.nominal)
-    if p.kind == "damage":
-        return 0.0  # intact
+    if p.kind == "damage":  # the file's [[damage]] of the same name, else intact
+        hits = [e for e in raw.get("damage", []) if isinstance(e, dict) and e.get("name") == p.name]
+        return float(hits[0].get("omega", 0.0)) if len(hits) == 1 else 0.0
     try:
         if p.kind == "modulus":
             return float(raw["materials"][p.target]["E"])
