@@ -59,6 +59,9 @@ class Parts:
         Damping ratio used when no parameter has kind ``damping_ratio``.
     modes : tuple of int, (2,)
         1-based mode numbers at which the Rayleigh damping has the ratio ζ.
+    rayleigh : tuple (a [1/s], b [s]) or None
+        Fixed Rayleigh coefficients of the model file's ``[damping]`` (C = a M + b K), used when
+        no parameter has kind ``damping_ratio`` (then ``zeta0`` is unused).
     """
 
     names: tuple
@@ -70,6 +73,7 @@ class Parts:
     dK: np.ndarray
     zeta0: float = 0.01
     modes: tuple = (1, 2)
+    rayleigh: tuple | None = None
 
     def __post_init__(self):
         n = self.M0.shape[0]
@@ -98,6 +102,8 @@ class Parts:
                   "inv_theta0": np.asarray(self.theta0, dtype=np.float64)}
         meta = {"names": list(self.names), "kinds": list(self.kinds), "zeta0": float(self.zeta0),
                 "modes": [int(m) for m in self.modes]}
+        if self.rayleigh is not None:
+            meta["rayleigh"] = [float(c) for c in self.rayleigh]
         return arrays, meta
 
     @classmethod
@@ -112,7 +118,8 @@ class Parts:
                        K0=np.asarray(arrays["inv_K0"], dtype=np.float64),
                        dM=np.asarray(arrays["inv_dM"], dtype=np.float64),
                        dK=np.asarray(arrays["inv_dK"], dtype=np.float64),
-                       zeta0=float(meta.get("zeta0", 0.01)), modes=tuple(meta.get("modes", (1, 2))))
+                       zeta0=float(meta.get("zeta0", 0.01)), modes=tuple(meta.get("modes", (1, 2))),
+                       rayleigh=tuple(meta["rayleigh"]) if meta.get("rayleigh") is not None else None)
         except KeyError as exc:
             raise InverseMapError(f"bundle meta 'inverse.parts' lacks {exc}") from None
 
@@ -152,6 +159,24 @@ def damping_ratio(parts: Parts, theta) -> np.ndarray:
     return np.full(th.shape[:-1], parts.zeta0)
 
 
+def rayleigh_ab(parts: Parts, theta, omega) -> tuple[np.ndarray, np.ndarray]:
+    """Rayleigh (a [1/s], b [s]) per sample: the model's fixed ``parts.rayleigh`` when no
+    parameter is a damping ratio, else ratio ζ(θ) at ``parts.modes``.
+
+    Parameters
+    ----------
+    theta : array_like, shape (np,) or (S, np)
+    omega : ndarray, shape (n,) or (S, n)   undamped natural frequencies [rad/s], ascending
+    """
+    th = _theta(parts, theta)
+    if parts.rayleigh is not None and "damping_ratio" not in parts.kinds:
+        a = np.full(th.shape[:-1], float(parts.rayleigh[0]))
+        return a, np.full(th.shape[:-1], float(parts.rayleigh[1]))
+    i, j = (int(m) - 1 for m in parts.modes)
+    w = np.asarray(omega, float)
+    return rayleigh_coefficients(damping_ratio(parts, th), w[..., i], w[..., j])
+
+
 def modal(M: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Undamped modes of ``K φ = ω² M φ`` (stacks allowed), mass-normalised.
 
@@ -188,7 +213,7 @@ def rayleigh_coefficients(zeta, omega_i, omega_j) -> tuple[np.ndarray, np.ndarra
 
 
 def matrices(parts: Parts, theta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """M̂, Ĉ, K̂ for parameters θ (Ĉ = a M̂ + b K̂, paper 004 eq. 7, ratio ζ at ``parts.modes``).
+    """M̂, Ĉ, K̂ for parameters θ (Ĉ = a M̂ + b K̂, paper 004 eq. 7, :func:`rayleigh_ab`).
 
     Parameters
     ----------
@@ -203,9 +228,7 @@ def matrices(parts: Parts, theta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"theta must have shape ({len(parts.names)},), got {th.shape}")
     M, K = mass_stiffness(parts, th)
     w2, _ = modal(M, K)
-    i, j = (int(m) - 1 for m in parts.modes)
-    w = np.sqrt(np.maximum(w2, 0.0))
-    a, b = rayleigh_coefficients(float(damping_ratio(parts, th)), w[i], w[j])
+    a, b = (float(c) for c in rayleigh_ab(parts, th, np.sqrt(np.maximum(w2, 0.0))))
     # C = a M + b K   (paper 004 eq. 7)
     C = a * M + b * K
     return M, C, K

@@ -5,6 +5,7 @@
                                                   [--window L] [--no-maps] [--maps-cache DIR]
     vsense-offline simulate MODEL.toml --load random --band 5 160 --rms 1 --duration 2
                                        --noise 0.01 -o PREFIX [--reduced] [--oversample 10]
+    vsense-offline simulate MODEL.toml --load pulse --amplitude 5 --width 0.002 -o PREFIX
     vsense-offline score ESTIMATES.csv TRUTH.csv [--band F0 FMAX]
     vsense-offline limit MODEL.toml [--noise LEVEL] [--delay MS ...] [--bundle BUNDLE.npz]
 
@@ -28,21 +29,46 @@ def _alpha(v: str):
         return v
 
 
+def _window(v: str):
+    if v == "auto":
+        return v
+    try:
+        L = int(v)
+    except ValueError:
+        L = 0
+    if L < 1:
+        raise argparse.ArgumentTypeError(f"window must be an integer >= 1 or 'auto'; got {v!r}")
+    return L
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the description's line breaks and shows every option's default."""
+
+
 def _parser() -> argparse.ArgumentParser:
+    from offline import __version__
+
     p = argparse.ArgumentParser(prog="vsense-offline", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                formatter_class=_Formatter,
                                 epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    i = sub.add_parser("inspect", help="sizes and natural frequencies of the full model")
-    i.add_argument("model")
-    i.add_argument("--modes", type=int, default=10)
-    b = sub.add_parser("build", help="model file -> bundle (reduction, alpha, stability)")
-    b.add_argument("model")
+
+    def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=_Formatter,
+                              **kw)
+
+    i = command("inspect", "sizes and natural frequencies of the full model")
+    i.add_argument("model", help="model file (TOML)")
+    i.add_argument("--modes", type=int, default=10, help="natural frequencies to list")
+    b = command("build", "model file -> bundle (reduction, alpha, stability)")
+    b.add_argument("model", help="model file (TOML)")
     b.add_argument("-o", "--out", required=True, help="bundle .npz to write")
     b.add_argument("--report", default=None, help="directory for the build report (PNG, HTML)")
     b.add_argument("--alpha", type=_alpha, default=None,
                    help="override [estimator].alpha (number or rule)")
-    b.add_argument("--window", type=int, default=None, help="override [estimator].window")
+    b.add_argument("--window", type=_window, default=None,
+                   help="override [estimator].window: samples L >= 1, or 'auto'")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     # inverse maps (docs/inverse.md "Build")
     b.add_argument("--no-maps", action="store_true",
@@ -50,38 +76,44 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--maps-cache", default=None,
                    help="cache directory of the inverse-map training windows "
                         "(default $VSENSE_CACHE/inverse or ~/.cache/vsense/inverse)")
-    s = sub.add_parser("simulate", help="simulated rig: measurement and truth CSVs")
-    s.add_argument("model")
+    s = command("simulate", "simulated rig: measurement and truth CSVs")
+    s.add_argument("model", help="model file (TOML)")
     s.add_argument("--load", default="random", choices=("sine", "chirp", "random", "pulse",
-                                                         "csv"))
-    s.add_argument("--freq", type=float, default=None, help="sine frequency [Hz]")
+                                                         "csv"),
+                   help="load profile on every force of the model file")
+    s.add_argument("--freq", type=float, default=None, help="sine frequency [Hz] (--load sine)")
+    s.add_argument("--width", type=float, default=0.002,
+                   help="half-sine pulse width [s] (--load pulse)")
     s.add_argument("--band", type=float, nargs=2, default=(5.0, 160.0),
                    help="random/chirp band [Hz]")
     s.add_argument("--rms", type=float, default=1.0, help="random load RMS [N]")
-    s.add_argument("--amplitude", type=float, default=1.0, help="sine/chirp amplitude [N]")
+    s.add_argument("--amplitude", type=float, default=1.0,
+                   help="sine/chirp/pulse amplitude [N]")
     s.add_argument("--csv", default=None, help="force history CSV (time,<force>) for --load csv")
     s.add_argument("--duration", type=float, default=2.0, help="record length [s]")
     s.add_argument("--noise", type=float, default=0.01,
                    help="noise std relative to the signal std (eq. 28)")
-    s.add_argument("--oversample", type=int, default=10, help="fine steps per sample")
-    s.add_argument("--reduced", action="store_true", help="reduced instead of full model")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--oversample", type=int, default=10,
+                   help="integrator steps (and load points) per sample")
+    s.add_argument("--reduced", action="store_true",
+                   help="simulate the bundle's reduced model instead of the full FE model")
+    s.add_argument("--seed", type=int, default=0, help="seed of the load and the noise")
     s.add_argument("-o", "--out", required=True,
                    help="prefix: writes PREFIX_measurement.csv and PREFIX_truth.csv")
-    s.add_argument("--quiet", action="store_true")
-    lm = sub.add_parser("limit", help="MMSE (Wiener) accuracy limit of the forces and outputs")
-    lm.add_argument("model")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    lm = command("limit", "MMSE (Wiener) accuracy limit of the forces and outputs")
+    lm.add_argument("model", help="model file (TOML)")
     lm.add_argument("--noise", type=float, default=None,
                     help="relative noise level of every sensor (default: each sensor's noise)")
     lm.add_argument("--delay", type=float, nargs="+", default=None,
-                    help="delays [ms] of the causal limits (default 0 5 10 20 100)")
+                    help="delays [ms] of the causal limits (default: 0 5 10 20 100)")
     lm.add_argument("--modes", type=int, default=80,
                     help="full-model modes (the rest enters as residual flexibility)")
     lm.add_argument("--bundle", default=None,
                     help="also run this bundle's estimator on honest calibration runs "
                          "(full model, exact modal integration) and print its error")
-    lm.add_argument("--quiet", action="store_true")
-    sc = sub.add_parser("score", help="compare an estimates CSV with a truth CSV", add_help=False)
+    lm.add_argument("--quiet", action="store_true", help="no progress bars")
+    sc = command("score", "compare an estimates CSV with a truth CSV", add_help=False)
     sc.add_argument("rest", nargs=argparse.REMAINDER)
     return p
 
@@ -117,6 +149,8 @@ def main(argv=None) -> int:
             from offline.simulate import simulate_model
 
             load = {"type": args.load, "amplitude": args.amplitude}
+            if args.load == "pulse":
+                load["width"] = args.width
             if args.load == "sine":
                 if args.freq is None:
                     raise ValueError("--load sine needs --freq")

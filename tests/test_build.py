@@ -59,8 +59,8 @@ def test_reduced_simulation_matches_full_model(built):
     load = {"type": "sine", "freq": 20.0, "amplitude": 1.0}
     full = simulate_model(MODEL, load, 0.5, noise=0.0, oversample=1, show_progress=False,
                           build_result=res, engine="newmark")
-    red = simulate_model(MODEL, load, 0.5, noise=0.0, reduced=True, show_progress=False,
-                         build_result=res)
+    red = simulate_model(MODEL, load, 0.5, noise=0.0, oversample=1, reduced=True,
+                         show_progress=False, build_result=res)
     for a, b in ((full.Y_clean, red.Y_clean), (full.Z, red.Z)):
         np.testing.assert_allclose(b, a, atol=1e-3 * np.max(np.abs(a)))
 
@@ -145,3 +145,25 @@ def test_modal_truth_matches_sparse_newmark(built):
                        show_progress=False, build_result=res)
     for x, y in ((a.Y_clean, b.Y_clean), (a.Z, b.Z)):
         np.testing.assert_allclose(x, y, atol=1e-2 * np.max(np.abs(y)))
+
+
+def test_reduced_simulation_samples_the_load_on_the_fine_grid(built):
+    """`simulate --reduced` honours `oversample`: a 2 ms pulse is integrated on the fine grid.
+
+    Reference: the full FE model through the exact modal engine (an independent integrator).
+    Measured on this rig: NRMS of the 110 mm displacement 0.013 with 10 sub-steps, 0.25 with
+    one (the pulse sampled at 1 kHz only: the old behaviour of `--reduced`)."""
+    res = built[0]
+    load = {"type": "pulse", "amplitude": 1.0, "width": 0.002}
+    run = {k: simulate_model(MODEL, load, 0.2, noise=0.0, build_result=res, show_progress=False,
+                             **kw)
+           for k, kw in (("full", {}), ("fine", {"reduced": True, "oversample": 10}),
+                         ("coarse", {"reduced": True, "oversample": 1}))}
+    ref = run["full"].Y_clean[:, 0]
+
+    def nrms(k):
+        return np.sqrt(np.mean((run[k].Y_clean[:, 0] - ref) ** 2)) / np.std(ref)
+
+    assert run["fine"].info["model"] == "reduced" and run["fine"].Y_clean[:, 0].shape == ref.shape
+    assert nrms("fine") < 0.03   # 0.013 measured: reduction + Newmark at dt/10
+    assert nrms("coarse") > 0.15  # 0.25 measured: shows the fine grid is what matters

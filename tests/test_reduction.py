@@ -703,8 +703,9 @@ def test_solver_selection(monkeypatch):
     # the argument wins over the environment
     assert eigen.factorize(chain(10).K, solver="auto").solver == auto
     # PARDISO requested but not loadable: names the pip extra; auto falls back to SuperLU
-    monkeypatch.setattr(eigen, "_MKL", False)
-    monkeypatch.setattr(eigen, "_MKL_ERROR", "ImportError: test")
+    import offline.reduction.pardiso as pardiso
+    monkeypatch.setattr(pardiso, "_MKL", False)
+    monkeypatch.setattr(pardiso, "_MKL_ERROR", "ImportError: test")
     with pytest.raises(MissingDependency, match=r"vsense\[fast\]"):
         eigen.factorize(chain(10).K, solver="pardiso")
     assert eigen.factorize(chain(10).K, solver="auto").solver == "superlu"
@@ -755,13 +756,14 @@ def test_pardiso_orderings_and_release(monkeypatch):
     model = truss(30, 10, clamp_left=True)
     B = np.random.default_rng(11).standard_normal((model.K.shape[0], 3))
     Xs = eigen.factorize(model.K, solver="superlu").solve(B)
-    monkeypatch.setattr(eigen, "PARDISO_ORDERING", "metis")
+    import offline.reduction.pardiso as pardiso
+    monkeypatch.setattr(pardiso, "PARDISO_ORDERING", "metis")
     f = eigen.factorize(model.K, solver="pardiso")
     # reference: SuperLU; cond(K) ~ 1e4 here, so 1e-10 relative (as above)
     assert np.max(np.abs(f.solve(B) - Xs)) <= 1e-10 * np.max(np.abs(Xs))
     f._lu.free()                       # releases MKL's memory; the factor is then unusable
     with pytest.raises(RuntimeError, match="released"):
         f.solve(B)
-    monkeypatch.setattr(eigen, "PARDISO_ORDERING", "nd")
+    monkeypatch.setattr(pardiso, "PARDISO_ORDERING", "nd")
     with pytest.raises(ValueError, match="PARDISO_ORDERING"):
         eigen.factorize(model.K, solver="pardiso")

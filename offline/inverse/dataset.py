@@ -40,7 +40,8 @@ def cache_key(pm: ParametricModel, experiment: Experiment, thetas: np.ndarray, s
         h.update(str(a.shape).encode() + str(a.dtype).encode())
         h.update(a.tobytes())
     h.update(json.dumps({"exp": experiment.to_dict(), "seed": int(seed), "kinds": list(p.kinds),
-                         "zeta0": p.zeta0, "modes": list(p.modes)}, sort_keys=True).encode())
+                         "zeta0": p.zeta0, "modes": list(p.modes),
+                         "rayleigh": None if p.rayleigh is None else list(p.rayleigh)}, sort_keys=True).encode())
     return h.hexdigest()
 
 

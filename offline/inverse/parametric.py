@@ -6,7 +6,8 @@ point; the differences are projected ONCE with the nominal reduction basis T:
 
     K̂(θ) = K̂0 + Σ_j (θ_j - θ0_j) K̂_j,   K̂_j = Tᵀ (K(θ0 + δ_j e_j) - K(θ0)) T / δ_j
 
-(same for M̂). Damping is Rayleigh on the reduced model with ratio ζ at two modes.
+(same for M̂). Damping is Rayleigh on the reduced model: the model file's fixed (a, b), or,
+with a ``damping_ratio`` parameter, ratio ζ at two modes.
 
 One experiment (known excitation from rest, paper Sect. 2.2.3) is simulated with the
 average-acceleration Newmark scheme in modal coordinates: with Rayleigh damping the modes
@@ -21,8 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.inverse import (Parts, damping_ratio, excitation_signal, mass_stiffness, modal,
-                          rayleigh_coefficients)
+from edge.inverse import Parts, excitation_signal, mass_stiffness, modal, rayleigh_ab
 
 NEWMARK_BETA = 0.25
 NEWMARK_GAMMA = 0.5
@@ -62,7 +62,7 @@ class ParametricModel:
 
 def from_builder(build, theta0, bounds, names, kinds, T=None, out_rows=None, out_kind=None,
                  force=None, channels=None, zeta0: float = 0.01, modes=(1, 2),
-                 verify: bool = True) -> ParametricModel:
+                 verify: bool = True, rayleigh=None) -> ParametricModel:
     """Parametric model from a function that builds the full model for given parameters.
 
     Parameters
@@ -76,6 +76,8 @@ def from_builder(build, theta0, bounds, names, kinds, T=None, out_rows=None, out
     T : ndarray, shape (N, n), optional
         Nominal reduction basis (identity when None).
     out_rows : (nch, n), out_kind : (nch,), force : (n,) in reduced coordinates.
+    rayleigh : (a, b) or None
+        The model's fixed Rayleigh damping, used when no parameter is a damping ratio.
     verify : bool
         Rebuild the full model at a mid-box point and check that the parts reproduce its
         projection (relative 1e-8): catches parameters that are not linear in M, K.
@@ -105,7 +107,8 @@ def from_builder(build, theta0, bounds, names, kinds, T=None, out_rows=None, out
         dM[j] = proj(Mj - M0f) / delta
     sym = lambda A: 0.5 * (A + np.swapaxes(A, -1, -2))  # noqa: E731
     parts = Parts(names=tuple(names), kinds=tuple(kinds), theta0=theta0, M0=sym(M0), K0=sym(K0),
-                  dM=sym(dM), dK=sym(dK), zeta0=float(zeta0), modes=tuple(int(m) for m in modes))
+                  dM=sym(dM), dK=sym(dK), zeta0=float(zeta0), modes=tuple(int(m) for m in modes),
+                  rayleigh=None if rayleigh is None else tuple(float(c) for c in rayleigh))
     if verify and p:
         th = bounds.mean(axis=1) + 0.27 * (bounds[:, 1] - bounds[:, 0])
         Mf, Kf = build(th)
@@ -180,8 +183,7 @@ def _simulate_chunk(pm, th, g, n, rate, substeps):
     M, K = mass_stiffness(parts, th)
     w2, Phi = modal(M, K)                                      # (S, n), (S, n, n)
     w = np.sqrt(np.maximum(w2, 0.0))
-    i, j = (int(m) - 1 for m in parts.modes)
-    a, b = rayleigh_coefficients(damping_ratio(parts, th), w[:, i], w[:, j])
+    a, b = rayleigh_ab(parts, th, w)
     # modal damping of C = aM + bK:  φᵀ C φ = a + b ω²  (= 2 ζ_r ω_r)
     c = a[:, None] + b[:, None] * w2
     P = np.einsum("sni,n->si", Phi, pm.force)                  # modal load per unit g

@@ -1,0 +1,259 @@
+"""Calibration of a model file's parameters from force-and-response records (paper 003).
+
+Parameters live on ξ = t⁻¹(θ) (:mod:`transforms`) with a Gaussian prior; by default positive
+kinds (modulus, spring, damping ratio) get ``log`` with the prior median at the nominal value
+and the ``bounds`` at ±2σ, masses ``identity`` with the box centre ± 2σ at the bounds. The
+``[bayes]`` table of the model file overrides this::
+
+    [bayes]
+    noise = "channel"            # one noise group per sensor ("channel") or one for all ("one")
+    offsets = ["d110"]           # sensor offsets calibrated as parameters (paper 003 eq. 2)
+    autocorrelation = true       # likelihood weights N_eff/N from the residuals' lag-1 correlation
+    [bayes.prior.E]              # per parameter: transform, and mean/std of θ (log: of log θ)
+    transform = "log"   median = 69e9   log_std = 0.1
+    [bayes.data]                 # offline.calibration.data.Prep
+    filter_hz = 200.0   decimate = 2   skip_s = 0.0
+
+Residuals kᵢ = (g - y) / scale_c per channel c, scale_c = the measured channel's std over all
+records (dimensionless residuals; the noise std is reported back in the channel's unit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from offline.calibration.data import Prep, read_record
+from offline.calibration.forward import TimeModel
+from offline.calibration.noise import NoiseGroup
+from offline.calibration.nonlinearity import nonlinearity_measure
+from offline.calibration.transforms import Transform
+from offline.calibration.vb import variational_bayes
+
+POSITIVE = ("modulus", "spring", "damping_ratio", "zone")
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Gaussian prior of ξ = t⁻¹(θ) for one parameter."""
+
+    name: str
+    transform: Transform
+    mean: float      # of ξ
+    std: float       # of ξ
+
+
+@dataclass
+class Settings:
+    """Calibration settings (``[bayes]``)."""
+
+    priors: list
+    noise: str = "channel"
+    offsets: tuple = ()
+    autocorrelation: bool = True
+    prep: Prep = field(default_factory=Prep)
+    substeps: int = 4
+    tol: float = 1e-3
+    max_iter: int = 40
+
+
+def default_prior(p) -> Prior:
+    lo, hi = p.bounds
+    nom = p.theta0 if p.nominal is None else p.nominal
+    if p.kind in POSITIVE and lo > 0:
+        # log θ ~ N(log θ0, σ²), the bounds at ±2σ
+        return Prior(p.name, Transform("log"), float(np.log(nom)), float(np.log(hi / lo) / 4))
+    return Prior(p.name, Transform("identity"), float(nom), float((hi - lo) / 4))
+
+
+def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
+    """Parse ``[bayes]`` (absent: defaults) -> :class:`Settings`. Errors name the key."""
+    b = raw.get("bayes", {}) or {}
+    w = f"{where}: [bayes]"
+    known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter"}
+    extra = sorted(set(b) - known)
+    if extra:
+        raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
+    names = [p.name for p in parameters]
+    pri = b.get("prior", {})
+    unknown = sorted(set(pri) - set(names))
+    if unknown:
+        raise ValueError(f"{w}.prior: {unknown} are not [[parameters]] (have {names})")
+    priors = []
+    for p in parameters:
+        d = pri.get(p.name)
+        if d is None:
+            priors.append(default_prior(p))
+            continue
+        ww = f"{w}.prior.{p.name}"
+        tk = d.get("transform", "log" if p.kind in POSITIVE else "identity")
+        try:
+            if tk == "log":
+                tr, mean, std = Transform("log"), float(np.log(d["median"])), float(d["log_std"])
+            elif tk == "identity":
+                tr, mean, std = Transform("identity"), float(d["mean"]), float(d["std"])
+            else:
+                lo, hi = p.bounds
+                tr = Transform("logit", lo, hi)
+                mean, std = float(tr.to_xi(d.get("median", p.theta0))), float(d.get("logit_std", 1.0))
+        except KeyError as exc:
+            raise ValueError(f"{ww}: missing {exc} for transform {tk!r} (log: median, log_std; "
+                             f"identity: mean, std; logit: median, logit_std)") from None
+        except ValueError as exc:
+            raise ValueError(f"{ww}: {exc}") from None
+        if not (np.isfinite(mean) and std > 0):
+            raise ValueError(f"{ww}: the prior needs a finite centre and a std > 0")
+        priors.append(Prior(p.name, tr, mean, std))
+    noise = b.get("noise", "channel")
+    if noise not in ("channel", "one"):
+        raise ValueError(f"{w}.noise must be 'channel' or 'one', got {noise!r}")
+    return Settings(priors=priors, noise=noise, offsets=tuple(b.get("offsets", ())),
+                    autocorrelation=bool(b.get("autocorrelation", True)),
+                    prep=Prep.from_dict(b.get("data"), f"{w}.data"),
+                    substeps=int(b.get("substeps", 4)), tol=float(b.get("tol", 1e-3)),
+                    max_iter=int(b.get("max_iter", 40)))
+
+
+class Problem:
+    """Residuals and Jacobians of all records, grouped by noise group."""
+
+    def __init__(self, setup, records, settings: Settings):
+        self.setup, self.records, self.s = setup, list(records), settings
+        nch = len(setup.sensors)
+        self.nmodel = len(setup.parameters)
+        bad = [o for o in settings.offsets if o not in setup.sensors]
+        if bad:
+            raise ValueError(f"{setup.where}: [bayes].offsets {bad} are not [[sensors]] {setup.sensors}")
+        self.off_ch = [setup.sensors.index(o) for o in settings.offsets]
+        dts = {round(r.dt, 12) for r in self.records}
+        if len(dts) != 1:
+            raise ValueError(f"records have different sample intervals {sorted(dts)}")
+        self.tm = TimeModel(setup.pm.parts, setup.B, setup.out_rows, setup.out_kind,
+                            self.records[0].dt, settings.substeps)
+        Yall = np.vstack([r.Y[r.used] for r in self.records])
+        self.scale = Yall.std(axis=0)
+        if np.any(self.scale <= 0):
+            raise ValueError(f"sensor(s) {[setup.sensors[c] for c in np.flatnonzero(self.scale <= 0)]} "
+                             f"are constant in every record: nothing to calibrate against")
+        self.groups_of = [[c] for c in range(nch)] if settings.noise == "channel" else [list(range(nch))]
+        self.group_names = ([setup.sensors[c] for c in range(nch)] if settings.noise == "channel"
+                            else ["all"])
+        self.transforms = [p.transform for p in settings.priors]
+        off_pri = [Prior(f"offset_{setup.sensors[c]}", Transform("identity"), 0.0, 1.0)
+                   for c in self.off_ch]   # ξ = offset / scale_c ~ N(0, 1)
+        self.priors = list(settings.priors) + off_pri
+        self.names = [p.name for p in self.priors]
+        self.m0 = np.array([p.mean for p in self.priors])
+        self.L0 = np.diag(1.0 / np.array([p.std for p in self.priors]) ** 2)
+        self.n_evals = 0
+
+    def theta(self, xi) -> np.ndarray:
+        return np.array([t.to_theta(x) for t, x in zip(self.transforms, xi[:self.nmodel])])
+
+    def simulate(self, xi, jac=True):
+        """Model outputs per record (nt, nch) and d/dξ (p, nt, nch), offsets included."""
+        th = self.theta(xi)
+        dth = np.array([t.dtheta_dxi(x) for t, x in zip(self.transforms, xi[:self.nmodel])])
+        out = []
+        for r in self.records:
+            Y, dY = self.tm.run(th, r.F, jac=jac)
+            self.n_evals += 1
+            dX = None
+            if jac:
+                dX = np.zeros((len(xi),) + Y.shape)
+                dX[:self.nmodel] = dY * dth[:, None, None]      # chain rule dθ/dξ
+            for i, c in enumerate(self.off_ch):
+                Y[:, c] += xi[self.nmodel + i] * self.scale[c]  # y = g + offset  (eq. 2)
+                if jac:
+                    dX[self.nmodel + i, :, c] = self.scale[c]
+            out.append((Y, dX))
+        return out
+
+    def residuals(self, xi, jac=True):
+        """(k, J): per noise group, k = (g - y)/scale over the used samples of all records."""
+        sims = self.simulate(np.asarray(xi, float), jac)
+        k, J = [], []
+        for chans in self.groups_of:
+            kk, JJ = [], []
+            for (Y, dX), r in zip(sims, self.records):
+                for c in chans:
+                    kk.append((Y[r.used, c] - r.Y[r.used, c]) / self.scale[c])
+                    if jac:
+                        JJ.append(dX[:, r.used, c].T / self.scale[c])
+            k.append(np.concatenate(kk))
+            J.append(np.vstack(JJ) if jac else None)
+        return k, J
+
+    def lag1(self, k) -> list[float]:
+        """Lag-one autocorrelation of each group's residual (per record and channel, pooled)."""
+        out = []
+        for chans, kg in zip(self.groups_of, k):
+            num = den = 0.0
+            pos = 0
+            for r in self.records:
+                for _ in chans:
+                    seg = kg[pos:pos + r.used.size]
+                    pos += r.used.size
+                    seg = seg - seg.mean()
+                    num += seg[1:] @ seg[:-1]
+                    den += seg @ seg
+            out.append(float(num / den) if den > 0 else 0.0)
+        return out
+
+
+def hash_file(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def calibrate(setup, record_paths, settings: Settings | None = None, progress: bool = False,
+              records=None):
+    """VB calibration (module docstring); returns :class:`offline.calibration.result.Result`."""
+    from offline.calibration.result import Result
+
+    t0 = time.perf_counter()
+    if settings is None:
+        settings = settings_from_raw(setup.spec.raw, setup.parameters, setup.where)
+    if records is None:
+        records = [read_record(p, setup.forces, setup.sensors, settings.prep) for p in record_paths]
+    prob = Problem(setup, records, settings)
+    say = (lambda it, F, m: print(f"  VB iteration {it}: F = {F:.3f}", flush=True)) if progress else None
+    rho = [0.0] * len(prob.group_names)
+    weights = [1.0] * len(rho)
+
+    def weights_of(xi):
+        k, _ = prob.residuals(xi, jac=False)
+        r = prob.lag1(k)
+        # AR(1) residual: N_eff / N = (1 - ρ) / (1 + ρ)
+        return r, [float(np.clip((1 - q) / (1 + q), 1.0 / kk.size, 1.0)) for q, kk in zip(r, k)]
+
+    if settings.autocorrelation:
+        # start tempered: the residual at the prior mean is smooth (ρ near 1), so the first pass
+        # takes short, prior-regularised steps; later passes re-estimate ρ at the posterior mean
+        rho, weights = weights_of(prob.m0)
+    res, m_init, n_vb = None, None, 0
+    for _ in range(4):
+        groups = [NoiseGroup.vague(g, weight=w) for g, w in zip(prob.group_names, weights)]
+        if progress:
+            print(f"  likelihood weights {np.round(weights, 4).tolist()} "
+                  f"(residual lag-1 correlation {np.round(rho, 3).tolist()})", flush=True)
+        res = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
+                                max_iter=settings.max_iter, callback=say, m_init=m_init)
+        n_vb += res.n_evals
+        m_init = res.m
+        if not settings.autocorrelation:
+            break
+        rho, new = weights_of(res.m)
+        if all(abs(np.log(a / b)) < np.log(1.25) for a, b in zip(new, weights)):
+            break
+        weights = new
+    res.n_evals = n_vb
+    k, J = prob.residuals(res.m)
+    scale = [np.sqrt(g.weight * q.mean) for g, q in zip(groups, res.noise)]
+    L, _ = nonlinearity_measure(lambda xi: prob.residuals(xi, jac=False)[0], res.m, res.std,
+                                k, J, scale=scale)
+    return Result(problem=prob, vb=res, groups=groups, rho=rho, nonlinearity=L,
+                  seconds=time.perf_counter() - t0)

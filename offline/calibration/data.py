@@ -1,0 +1,154 @@
+"""Force-and-response records for calibration, prepared as paper 003 Sect. 2.4 asks.
+
+A record is a CSV ``time,<columns>`` whose columns are named after the model file's
+``[[forces]]`` (inputs) and ``[[sensors]]`` (outputs), SI units. Preparation, in order:
+
+1. **sync**: every column is put on one uniform time grid (the median sample interval) by
+   linear interpolation when the time stamps jitter; a per-channel ``delay`` [s] (a sensor
+   whose clock or anti-alias filter lags) is removed by sampling that channel at t + delay.
+2. **gaps and outliers**: non-finite samples and (sensors only) spikes (a jump of more than
+   k = ``outlier_k`` robust stds of the first difference into and out of a sample) are replaced by linear interpolation; more than ``max_bad`` (fraction)
+   in a channel is an error naming file and column (a dead sensor).
+3. **filter**: zero-phase Butterworth low-pass (order 4) at ``filter_hz`` on forces AND
+   responses (the same linear filter on input and output keeps the LTI relation).
+4. **decimation**: the residual is taken every ``decimate``-th sample (the model still runs at
+   the record rate); residual autocorrelation left after that is accounted for by the noise
+   groups' likelihood weights (see :mod:`offline.calibration.noise`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from offline._deps import need
+
+
+@dataclass(frozen=True)
+class Prep:
+    """Data-preparation settings (``[bayes.data]`` of the model file)."""
+
+    filter_hz: float | None = None
+    decimate: int = 1
+    outlier_k: float = 8.0
+    max_bad: float = 0.01
+    delays: dict = field(default_factory=dict)
+    skip_s: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: dict | None, where: str = "[bayes.data]") -> "Prep":
+        d = dict(d or {})
+        known = {"filter_hz", "decimate", "outlier_k", "max_bad", "delays", "skip_s"}
+        extra = sorted(set(d) - known)
+        if extra:
+            raise ValueError(f"{where}: unknown key(s) {extra}; allowed {sorted(known)}")
+        out = cls(**d)
+        if out.filter_hz is not None and not out.filter_hz > 0:
+            raise ValueError(f"{where}.filter_hz must be > 0, got {out.filter_hz}")
+        if not (isinstance(out.decimate, int) and out.decimate >= 1):
+            raise ValueError(f"{where}.decimate must be an integer >= 1, got {out.decimate!r}")
+        if not out.outlier_k > 0 or not 0 <= out.max_bad < 1 or out.skip_s < 0:
+            raise ValueError(f"{where}: outlier_k > 0, 0 <= max_bad < 1, skip_s >= 0 needed")
+        return out
+
+
+@dataclass
+class Record:
+    """One prepared record.
+
+    Attributes
+    ----------
+    name : str           file name
+    dt : float           sample interval [s]
+    F : (nt, nf)         forces [N], in ``[[forces]]`` order
+    Y : (nt, nch)        responses, in ``[[sensors]]`` order
+    used : (nu,) int     sample indices entering the residual
+    repaired : dict      {column: number of samples replaced}
+    sha256 : str         hash of the file
+    """
+
+    name: str
+    dt: float
+    F: np.ndarray
+    Y: np.ndarray
+    used: np.ndarray
+    repaired: dict
+    sha256: str
+
+
+def _spikes(x, k):
+    """Isolated spikes: a jump larger than k robust stds of the first difference into AND out
+    of a sample, with opposite signs (a smooth vibration signal never does this: its
+    differences are bounded by a few of their MAD)."""
+    d = np.diff(x)
+    T = k * 1.4826 * max(float(np.median(np.abs(d - np.median(d)))), 1e-300)
+    bad = np.zeros(x.size, bool)
+    bad[1:-1] = (np.abs(d[:-1]) > T) & (np.abs(d[1:]) > T) & (np.sign(d[:-1]) != np.sign(d[1:]))
+    return bad
+
+
+def _repair(x, bad, where):
+    good = ~bad
+    if good.sum() < 2:
+        raise ValueError(f"{where}: no usable samples (all non-finite or outliers)")
+    idx = np.arange(x.size)
+    y = x.copy()
+    y[bad] = np.interp(idx[bad], idx[good], x[good])
+    return y
+
+
+def read_record(path, forces, sensors, prep: Prep = Prep()) -> Record:
+    """Read and prepare one CSV record (see module docstring). Errors name file and column."""
+    from edge.csvio import read_table
+
+    path = Path(path)
+    t, data, names = read_table(path, min_rows=16)
+    want = list(forces) + list(sensors)
+    missing = [c for c in want if c not in names]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}: a calibration record needs the "
+                         f"[[forces]] {list(forces)} and [[sensors]] {list(sensors)} (has {names})")
+    t = np.asarray(t, float)
+    dts = np.diff(t)
+    if not np.all(np.isfinite(t)) or np.any(dts <= 0):
+        k = int(np.argmax(~np.isfinite(dts) | (dts <= 0)))
+        raise ValueError(f"{path}: time must increase strictly (row {k + 2})")
+    dt = float(np.median(dts))
+    nt = int(np.floor((t[-1] - t[0]) / dt + 1e-9)) + 1
+    grid = t[0] + dt * np.arange(nt)
+    cols, repaired = {}, {}
+    for c in want:
+        x = np.asarray(data[:, names.index(c)], float)
+        w = f"{path}: column {c!r}"
+        bad = ~np.isfinite(x)
+        xf = _repair(x, bad, w) if bad.any() else x
+        if c in sensors:  # forces may be impulsive (a hammer): only non-finite samples there
+            bad |= _spikes(xf, prep.outlier_k)
+        if bad.mean() > prep.max_bad:
+            raise ValueError(f"{w}: {int(bad.sum())} of {x.size} samples non-finite or outliers "
+                             f"(more than {prep.max_bad:.1%}): dead or faulty sensor?")
+        if bad.any():
+            xf = _repair(x, bad, w)
+        repaired[c] = int(bad.sum())
+        # sync: uniform grid, channel delay removed (sample at t + delay)
+        delay = float(prep.delays.get(c, 0.0))
+        cols[c] = np.interp(grid + delay, t, xf)
+    F = np.column_stack([cols[c] for c in forces]) if forces else np.zeros((nt, 0))
+    Y = np.column_stack([cols[c] for c in sensors])
+    if prep.filter_hz is not None:
+        if prep.filter_hz >= 0.5 / dt:
+            raise ValueError(f"{path}: filter_hz {prep.filter_hz} is not below the Nyquist "
+                             f"frequency {0.5 / dt:.1f} Hz")
+        sig = need("scipy.signal")
+        sos = sig.butter(4, prep.filter_hz, fs=1.0 / dt, output="sos")
+        F = sig.sosfiltfilt(sos, F, axis=0) if F.shape[1] else F
+        Y = sig.sosfiltfilt(sos, Y, axis=0)
+    start = int(round(prep.skip_s / dt))
+    used = np.arange(start, nt, prep.decimate)
+    if used.size < 8:
+        raise ValueError(f"{path}: only {used.size} samples left after skip_s/decimate")
+    h = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Record(name=path.name, dt=dt, F=F, Y=Y, used=used, repaired=repaired, sha256=h)

@@ -1,0 +1,101 @@
+"""Calibration setup from a model file: parameters, parametric reduced model, sensors, forces.
+
+Same construction as the inverse maps (``offline.inverse.fromfile``): the full FE model at θ0
+and once per parameter at a perturbed point, projected with the nominal reduction basis
+(K̂ linear in θ: the differences are the exact derivatives dK̂/dθ). The model file's damping
+is used as the inverse maps now do (``model_damping``). All ``[[sensors]]`` are observed, all
+``[[forces]]`` are inputs; no ``[experiment]`` is needed.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from offline.inverse import spec as ispec
+from offline.inverse.fromfile import _edit, _nominal, model_damping
+from offline.inverse.parametric import ParametricModel, from_builder
+
+KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
+
+
+@dataclass
+class CalibrationSetup:
+    """What the calibration needs from one model file.
+
+    Attributes
+    ----------
+    pm : ParametricModel       parts (M̂0, K̂0, dM̂, dK̂, θ0, damping), bounds
+    parameters : list of ParameterSpec
+    sensors, forces : list of str        names (CSV columns)
+    out_rows : (nch, n), out_kind : (nch,), B : (n, nf)
+    spec : ModelSpec          the model file as loaded
+    reduction : Reduction
+    """
+
+    pm: ParametricModel
+    parameters: list
+    sensors: list
+    forces: list
+    out_rows: np.ndarray
+    out_kind: np.ndarray
+    B: np.ndarray
+    spec: object
+    reduction: object
+    where: str
+
+    @property
+    def names(self) -> tuple:
+        return tuple(p.name for p in self.parameters)
+
+
+def from_model_file(path, progress: bool = False, extra: dict | None = None) -> CalibrationSetup:
+    """Build the parametric reduced model of a model file with ``[[parameters]]``.
+
+    ``extra`` adds or replaces top-level sections of the parsed file (as in the inverse maps).
+    """
+    from offline.build import _masters
+    from offline.model import build_fe_model, load_model_file, spec_from_dict
+    from offline.reduction import reduce
+
+    spec0 = load_model_file(path)
+    if extra:
+        spec0 = spec_from_dict({**spec0.raw, **copy.deepcopy(extra)}, spec0.path)
+    where = spec0.where("").rstrip(": ")
+    params = ispec.parse_parameters(spec0.raw, where)
+    theta0 = np.array([_nominal(spec0.raw, p) for p in params])
+    bounds = np.array([p.bounds for p in params])
+    zeta = [p for p in params if p.kind == "damping_ratio"]
+    spec = spec_from_dict(_edit(spec0.raw, params, theta0, where), spec0.path)
+    if not spec.sensors:
+        raise ValueError(f"{where}: no [[sensors]]: nothing to calibrate against")
+    model = build_fe_model(spec, progress=progress)
+    masters, chan_dofs, force_dofs = _masters(spec, model)
+    rs = spec.reduction
+    red = reduce(model, masters, n_modes=int(rs.modes if rs else 50),
+                 method=rs.method if rs else "gmr+", n_report=0, progress=progress)
+    n = red.M.shape[0]
+    pos = {int(d): i for i, d in enumerate(masters)}
+    rows = np.array([np.eye(n)[pos[int(d)]] for d in chan_dofs])
+    kinds = np.array([KIND_CODE[s.kind] for s in spec.sensors], np.int8)
+    B = np.zeros((n, len(force_dofs)))
+    for j, d in enumerate(force_dofs):
+        B[pos[int(d)], j] = 1.0
+    zeta0, rayleigh = model_damping(spec, zeta, where)
+
+    def build(theta):
+        m = build_fe_model(spec_from_dict(_edit(spec0.raw, params, theta, where), spec0.path),
+                           progress=False)
+        if m.n_dofs != model.n_dofs:
+            raise ValueError(f"{where}: the model's DOFs change with the parameters")
+        return m.M, m.K
+
+    pm = from_builder(build, theta0, bounds, [p.name for p in params], [p.kind for p in params],
+                      T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
+                      channels=[s.name for s in spec.sensors], zeta0=zeta0,
+                      modes=zeta[0].modes if zeta else (1, 2), verify=True, rayleigh=rayleigh)
+    return CalibrationSetup(pm=pm, parameters=params, sensors=[s.name for s in spec.sensors],
+                            forces=[f.name for f in spec.forces], out_rows=rows, out_kind=kinds,
+                            B=B, spec=spec, reduction=red, where=where)
