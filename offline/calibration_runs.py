@@ -65,12 +65,17 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
     Pm = Pf[::decim]                            # at the samples (ns, m)
     Q = np.empty_like(Pm)
     Qd = np.empty_like(Pm)
+    imp = np.zeros(nt)
+    imp[0] = 1.0
     for i in range(m):
-        # [q; qd]_{k+1} = A [q; qd]_k + G0 p_k + G1 p_{k+1} (exact for p linear in a step),
-        # from rest, as a transfer function: x(z) = (z I - A)^-1 (G0 + z G1) p(z), run by
-        # lfilter; den = z^2 - tr(A) z + det(A), num = adj(z I - A) (G0 + z G1)
+        # [q; qd]_{k+1} = A [q; qd]_k + G0 p_k + G1 p_{k+1} (exact for p linear in a step)
+        # as a transfer function: x(z) = (z I - A)^-1 (G0 + z G1) p(z), run by lfilter;
+        # den = z^2 - tr(A) z + det(A), num = adj(z I - A) (G0 + z G1). That filter starts
+        # from x_0 = G1 p_0; the run starts from rest, x_0 = 0: subtract the free response
+        # e_k = A^k G1 p_0, e(z) = z (z I - A)^-1 e_0
         a_ = A[i]
         den = np.array([1.0, -np.trace(a_), np.linalg.det(a_)])
+        e0 = G1[i] * Pf[0, i]
         for row, out in ((0, Q), (1, Qd)):
             o = 1 - row
             # adj(zI - A) row `row`: [z - A_oo, A_ro] permuted to the state order
@@ -78,11 +83,14 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
             adj_r[row] = [1.0, -a_[o, o]]
             adj_r[o] = [0.0, a_[row, o]]
             g1, g0 = G1[i], G0[i]
-            # num(z) = sum_j adj_r[j](z) (g0_j + z g1_j)
+            # num(z) = sum_j adj_r[j](z) (g0_j + z g1_j);  free: sum_j e0_j z adj_r[j](z)
             num = np.zeros(3)
+            free = np.zeros(3)
             for j in range(2):
                 num += np.convolve(adj_r[j], [g1[j], g0[j]])
-            out[:, i] = signal.lfilter(num, den, Pf[:, i])[::decim]
+                free += e0[j] * np.append(adj_r[j], 0.0)
+            out[:, i] = (signal.lfilter(num, den, Pf[:, i])
+                         - signal.lfilter(free, den, imp))[::decim]
     Qdd = Pm - mm.c * Qd - mm.lam * Q            # modal equilibrium
     out = np.empty((Pm.shape[0], kinds.size))
     Fs = F_fine[::decim]

@@ -105,10 +105,19 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=Fals
     from offline.regularization import alpha_grid, choose_alpha
 
     rows = []
-    for L in _progress(list(windows), desc="estimator choice", enable=show_progress):
+    prev = None  # (alpha, L) of the previous window: the next search starts around it
+    for L in _progress(sorted(windows, reverse=True), desc="estimator choice",
+                       enable=show_progress):
         if isinstance(alpha_rule, str) and alpha_rule == "auto":
-            g = alpha_grid(bundle, L, n=2, decades=(-9.0, 3.0))
-            best, _ = _alpha_search(bundle, runs, L, g[0], g[-1], reference=reference)
+            if prev is None:  # 12 decades around the one-step sensitivity, 3 passes
+                g = alpha_grid(bundle, L, n=2, decades=(-9.0, 3.0))
+                best, _ = _alpha_search(bundle, runs, L, g[0], g[-1], reference=reference)
+            else:  # +/- 2 decades around the previous window's alpha (scaled by L), 2 passes
+                c = prev[0] * L / prev[1]
+                best, _ = _alpha_search(bundle, runs, L, c / 100, c * 100, n=5, refine=1,
+                                        reference=reference)
+            if best is not None:
+                prev = (best["alpha"], L)
         elif isinstance(alpha_rule, str):
             try:
                 a = choose_alpha(bundle, runs[0].Y, window=L, method=alpha_rule,
@@ -162,7 +171,7 @@ CANDIDATES = [("per-step", _per_step), ("fixed-lag", _fixed_lag),
 
 def default_windows(max_lag: int) -> list[int]:
     """Windows tried within a delay bound of ``max_lag`` samples (window L: delay L - 1)."""
-    base = [1, 2, 3, 5, 8, 12, 16, 21, 31, 51, 101]
+    base = [1, 2, 4, 8, 12, 16, 21, 31, 51, 101]
     out = [L for L in base if L - 1 <= max_lag]
     if max_lag + 1 not in out and max_lag + 1 <= 201:
         out.append(max_lag + 1)

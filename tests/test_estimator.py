@@ -7,7 +7,7 @@ from edge.bundle import Channel, Force
 from edge.estimator import FLAG_HELD, FLAG_WARMUP, Estimator, EstimatorError, derive_operator
 from edge.estimator.kernel import _process
 from edge.estimator.reference import ReferenceEstimator
-from tests.helpers import chain_bundle
+from tests.helpers import chain_bundle, chain_matrices
 
 
 def _signal(nt, dt, rng, nch=1, scale=(1e-4,)):
@@ -291,3 +291,25 @@ def test_force_scales_penalise_f_over_s_and_match_reference(reg, tmp_path):
 
     b.save(tmp_path / "b.npz")
     assert [f.scale for f in Bundle.load(tmp_path / "b.npz").forces] == [1.0, 0.01]
+
+
+def test_free_free_rigid_modes_are_exactly_rigid_and_bad_stiffness_is_named():
+    # a free-free chain (no ground spring): its rigid-body mode comes out of eigh at round-off
+    # level (about 1e-16 of the largest eigenvalue, either sign); it is set to exactly 0, so
+    # the step's rigid block is exactly Newmark's (eigenvalues 1), and the estimator builds
+    from edge.estimator.operator import modal_basis
+
+    M, C, K = chain_matrices(n=6)
+    K[0, 0] -= 1e4  # remove the ground spring
+    C = 1e-4 * K     # stiffness-proportional damping: the rigid mode is undamped
+    w2, Phi = modal_basis(M, K)
+    assert w2[0] == 0.0 and w2[1] > 1e3  # exactly rigid; next mode elastic (~1.5e4 rad^2/s^2)
+    np.testing.assert_allclose(Phi.T @ M @ Phi, np.eye(6), atol=1e-12)
+    b = chain_bundle(n=6, window=5, alpha=1e-2).replace(M=M, C=C, K=K)
+    op = derive_operator(b)
+    assert op.spectral_radius <= 1.0 + 1e-7
+    # a stiffness matrix with a clearly negative eigenvalue is refused, naming K
+    Kbad = K.copy()
+    Kbad[0, 0] -= 5e3
+    with pytest.raises(EstimatorError, match="stiffness matrix K is not positive semi"):
+        modal_basis(M, Kbad)
