@@ -224,10 +224,24 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0):
     i_d = int(np.argmin(np.abs(np.array(lim["delays_ms"]) - sel["max_delay_s"] * 1e3)))
     at_d = np.array(lim["lag_force_nrmse"][i_d] + lim["lag_output_nrmse"][i_d])
     rows = []
+    tik = b.replace(meta={k: v for k, v in b.meta.items() if k != "estimator"}, kf={})
     for cname, c in sel["candidates"].items():
         best = c["best"]
-        est = Estimator(b.replace(**best.get("changes", {})), alpha=best["alpha"],
-                        window=best["window"])
+        if best.get("kind") == "smoother":  # the smoother of that row
+            if b.method == "smoother":
+                sb = b
+            else:
+                from offline.selection import _force_models
+                from offline.smoother import attach_smoother, design_smoother
+
+                fms = _force_models(spec, b.rate)(best["order"])
+                sb = attach_smoother(tik, design_smoother(tik, fms, best["delay"],
+                                                          best["model_error"]),
+                                     fms, best["model_error"])
+            est = Estimator(sb)
+        else:
+            est = Estimator(tik.replace(**best.get("changes", {})), alpha=best["alpha"],
+                            window=best["window"])
         per, fb, ff = [], [], []
         for r in runs:
             est.reset()
@@ -242,7 +256,7 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0):
         per = np.array(per)
         rows.append({"estimator": cname, "chosen": cname == sel["chosen"],
                      "window": best["window"], "delay_ms": (best["window"] - 1) * b.dt * 1e3,
-                     "alpha": best["alpha"],
+                     "alpha": best.get("alpha", float("nan")),
                      "targets": {n: {"nrmse": float(per[:, j].mean()),
                                      "spread": float(per[:, j].std()),
                                      "fde_0_200": float(np.mean(np.array(fb)[:, j])),
@@ -280,6 +294,12 @@ def main(argv=None) -> int:
                          "free-free case only")
     ap.add_argument("--json", default=None, help="write all figures to this JSON file")
     ap.add_argument("--only", default=None, help="run only the models whose name contains this")
+    ap.add_argument("--noises", type=float, nargs="+", default=None,
+                    help="relative noise levels (default 0.001 0.01 0.03)")
+    ap.add_argument("--kinds", nargs="+", default=None, choices=("displacement", "acceleration"),
+                    help="sensor kinds (default both)")
+    ap.add_argument("--loads", nargs="+", default=None, choices=("random", "sine"),
+                    help="load types (default both)")
     args = ap.parse_args(argv)
     loads = [{"type": "random", "band": [5.0, 80.0], "rms": 1.0},
              {"type": "random", "band": [5.0, 160.0], "rms": 1.0},
@@ -291,11 +311,17 @@ def main(argv=None) -> int:
     kinds = ["displacement", "acceleration"]
     if args.quick:
         models, loads, noises, kinds = models[:1], loads[:2], [0.01], ["displacement"]
+    noises = args.noises or noises
+    kinds = args.kinds or kinds
+    loads = [ld for ld in loads if args.loads is None or ld["type"] in args.loads]
     cases = [(m, ld, nz, k) for m in models for k in kinds for ld in loads for nz in noises]
     ff = free_free_model(tmp)
     cases.append((ff, {"type": "random", "band": [0.0, 200.0], "rms": 1.0}, 0.1, None))
     if args.only:
         cases = [c for c in cases if args.only in c[0].stem]
+    if args.noises or args.kinds or args.loads:  # the free-free case only when asked by name
+        cases = [c for c in cases if c[3] is not None
+                 or (args.only is not None and args.only in c[0].stem)]
     print(HEAD, flush=True)
     results = []
     for i, (m, ld, nz, k) in enumerate(cases):

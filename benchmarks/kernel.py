@@ -4,7 +4,8 @@
 
 Bundles: the paper's cantilever (71 reduced DOFs, 1 displacement channel, 1 force), a
 4-channel ~100-DOF variant of it, and a scaling sweep over model size, channel count and
-fixed-lag window. Both implementations run in this process, one after the other; figures are
+fixed-lag window; the Kalman fixed-lag smoother on the cantilever (order-4 band-pass force
+model, lag 20 = 20 ms and others) next to its NumPy twin (``--smoother-only``: just that). Both implementations run in this process, one after the other; figures are
 medians of 5 repetitions (block mode: the whole record in one call).
 """
 
@@ -72,12 +73,56 @@ def four_channel(b):
     return b.replace(channels=chans, alpha=1e3)  # heavily regularised: stable for timing
 
 
+def smoother_bundle(b, lag, kinds=None):
+    from offline.smoother import ForceModel, attach_smoother, design_smoother
+
+    if kinds:
+        b = b.replace(channels=[Channel(f"c{i}", dof=b.channels[0].dof, kind=k,
+                                        weight={"displacement": 1e10, "velocity": 1e6,
+                                                "acceleration": 1e2}[k])
+                                for i, k in enumerate(kinds)])
+    fm = [ForceModel("bandpass", (5.0, 160.0), 1.0, 4)]
+    return attach_smoother(b, design_smoother(b, fm, lag=lag), fm, 0.0)
+
+
+def time_smoother_reference(bundle, steps):
+    from edge.estimator.smoother_reference import ReferenceSmoother
+
+    rng = np.random.default_rng(0)
+    ref = ReferenceSmoother(bundle)
+    Y = 1e-5 * rng.standard_normal((steps, len(bundle.channels)))
+    t0 = time.perf_counter()
+    ref.run(Y)
+    return (time.perf_counter() - t0) / steps
+
+
+def smoother_table(b71, args):
+    print("\nKalman fixed-lag smoother (cantilever 71 DOF + 8 force-model states, "
+          "1 displacement channel):")
+    print(f"{'lag':>4}{'delay [ms]':>12}{'kernel [us/step]':>18}{'reference [us/step]':>22}"
+          f"{'ratio':>8}{'single-call [us]':>18}")
+    for lag in (0, 5, 20, 50):
+        sb = smoother_bundle(b71, lag)
+        k = time_kernel(sb, args.steps)
+        r = time_smoother_reference(sb, args.ref_steps)
+        s = time_kernel(sb, args.steps, single=True, reps=1)
+        print(f"{lag:>4}{lag * b71.dt * 1e3:>12g}{k * 1e6:>18.3f}{r * 1e6:>22.1f}"
+              f"{r / k:>8.0f}{s * 1e6:>18.2f}")
+    sb = smoother_bundle(b71, 20, kinds=("displacement", "acceleration"))
+    print(f"  2 channels (displacement + acceleration), lag 20: "
+          f"{time_kernel(sb, args.steps) * 1e6:.3f} us/step")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=200_000)
     ap.add_argument("--ref-steps", type=int, default=2000)
+    ap.add_argument("--smoother-only", action="store_true")
     args = ap.parse_args(argv)
     b71 = cantilever_bundle(50)
+    if args.smoother_only:
+        smoother_table(b71, args)
+        return
     b100 = four_channel(cantilever_bundle(79))
     print(f"cantilever bundle: n={b71.n}; 4-channel bundle: n={b100.n}, nch=4\n")
     print(f"{'bundle':<28}{'kernel [us/step]':>18}{'reference [us/step]':>22}{'ratio':>8}"
@@ -87,6 +132,7 @@ def main(argv=None):
         r = time_reference(b, args.ref_steps)
         s = time_kernel(b, args.steps, single=True, reps=1)
         print(f"{name:<28}{k * 1e6:>18.3f}{r * 1e6:>22.1f}{r / k:>8.0f}{s * 1e6:>18.2f}")
+    smoother_table(b71, args)
     print("\nfixed-lag windows (cantilever 71 DOF; Newmark and exact FOH):")
     print(f"{'L':>4}{'newmark [us/step]':>20}{'foh [us/step]':>16}")
     for L in (1, 5, 10, 20):

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Idempotent installer of the vsense edge daemon on Raspberry Pi OS 64-bit (Bookworm).
+# Idempotent installer of the vsense edge daemon on Raspberry Pi OS 64-bit (bookworm or trixie;
+# Debian arm64 too), Raspberry Pi 3, 4 or 5.
 #
-#   sudo deploy/install.sh [--dry-run] [--with-mosquitto] [--src DIR] [--no-start]
+#   sudo deploy/install.sh [--dry-run] [--with-mosquitto] [--src DIR] [--no-start] [--board MODEL]
 #
-# Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv with vsense[pi]
-# (vsense[pi5] on a Raspberry Pi 5), /etc/vsense/edge.toml (kept if present), /var/lib/vsense,
-# the systemd unit, and optionally a local Mosquitto broker. --dry-run prints the actions.
+# Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv, /etc/vsense/edge.toml (kept if
+# present), /var/lib/vsense, the systemd unit, and optionally (--with-mosquitto) a local Mosquitto
+# broker with per-device credentials, an ACL (only the operator role may send commands) and a
+# WebSockets listener on 9001 (deploy/mosquitto.sh).
+# SPI and GPIO come from the distribution's prebuilt packages (python3-spidev, python3-rpi.gpio;
+# python3-rpi-lgpio on a Pi 5), seen by a venv made with --system-site-packages; vsense and its
+# base dependencies are wheels, so nothing is compiled. Only when a package is missing does it
+# install a compiler and build the module with pip. --dry-run prints the actions; --board
+# overrides the model read from /proc/device-tree/model (e.g. "Raspberry Pi 5 Model B").
 # Then put a bundle in place (see docs/daemon.md "Deployment") and start the service.
 set -euo pipefail
 
-DRY=0; MOSQ=0; START=1
+DRY=0; MOSQ=0; START=1; BOARD=""
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 PREFIX=/opt/vsense
 while [ $# -gt 0 ]; do
@@ -18,7 +25,8 @@ while [ $# -gt 0 ]; do
     --with-mosquitto) MOSQ=1 ;;
     --no-start) START=0 ;;
     --src) SRC="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --board) BOARD="$2"; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -33,15 +41,15 @@ if [ "$DRY" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (sudo), or with --dry-run" >&2; exit 1
 fi
 
-MODEL="$(tr -d '\0' 2>/dev/null < /proc/device-tree/model || echo unknown)"
-EXTRA=pi
-case "$MODEL" in *"Raspberry Pi 5"*) EXTRA=pi5 ;; esac
-echo "# board: $MODEL -> extra [$EXTRA]; source $SRC"
+MODEL="${BOARD:-$(tr -d '\0' 2>/dev/null < /proc/device-tree/model || echo unknown)}"
+PI5=0
+case "$MODEL" in *"Raspberry Pi 5"*) PI5=1 ;; esac
+echo "# board: $MODEL; source $SRC"
 
-# system packages
-PKGS="python3-venv python3-dev"
-[ "$MOSQ" -eq 1 ] && PKGS="$PKGS mosquitto"
-run apt-get install -y $PKGS
+# Python and the Pi's SPI/GPIO modules (functions in deploy/pi_python.sh)
+. "$(dirname "$0")/pi_python.sh"
+pi_system_packages
+[ "$MOSQ" -eq 1 ] && run apt-get install -y mosquitto
 
 # user and groups (spi/gpio exist on Raspberry Pi OS; created if missing)
 for g in spi gpio; do
@@ -58,20 +66,41 @@ run install -d -m 0750 -o root -g vsense /etc/vsense
 run install -d -m 0750 -o vsense -g vsense /var/lib/vsense /var/lib/vsense/recordings
 run install -d -m 0750 -o vsense -g vsense /var/cache/vsense
 
-# virtualenv with the hardware extra
-[ -x "$PREFIX/venv/bin/python" ] || run python3 -m venv "$PREFIX/venv"
-run "$PREFIX/venv/bin/pip" install -q --upgrade pip
-run "$PREFIX/venv/bin/pip" install -q "$SRC[$EXTRA]"
+# virtualenv that sees the distribution's SPI/GPIO modules; vsense from wheels
+pi_python_env "$PREFIX/venv" "$SRC"
 
 # config: never overwrite an edited one
+FRESH_TOML=0
 if [ ! -e /etc/vsense/edge.toml ]; then
   run install -m 0640 -o root -g vsense "$SRC/deploy/edge.toml" /etc/vsense/edge.toml
+  FRESH_TOML=1
 else
   echo "# keeping existing /etc/vsense/edge.toml"
 fi
 if [ ! -e /etc/vsense/env ]; then
   run install -m 0640 -o root -g vsense /dev/null /etc/vsense/env
 fi
+
+# local broker with access control (deploy/mosquitto.sh; docs/deploy.md "Access control")
+mosquitto_setup() {
+  local toml=/etc/vsense/edge.toml dev
+  [ -e "$toml" ] || toml="$SRC/deploy/edge.toml"
+  dev="$(sed -n 's/^id *= *"\([^"]*\)".*/\1/p' "$toml" | head -n 1)"
+  # shellcheck source=deploy/mosquitto.sh
+  . "$SRC/deploy/mosquitto.sh"
+  local args=(--device "$dev" --owner root:mosquitto)
+  [ "$DRY" -eq 1 ] && args+=(--dry-run)
+  vsense_mosquitto_args "${args[@]}"
+  vsense_mosquitto_config
+  if [ "$FRESH_TOML" -eq 1 ]; then  # a config we just installed: use the credentials
+    run sed -i -e "s/^username = \"\"/username = \"$dev\"/" \
+      -e 's/^password_env = ""/password_env = "VSENSE_MQTT_PASSWORD"/' /etc/vsense/edge.toml
+  else
+    echo "# existing /etc/vsense/edge.toml: set [mqtt] username = \"$dev\" and"
+    echo "#   password_env = \"VSENSE_MQTT_PASSWORD\" (the password is in /etc/vsense/env)"
+  fi
+}
+[ "$MOSQ" -eq 1 ] && mosquitto_setup
 
 # SPI must be enabled (raspi-config nonint do_spi 0 = enable)
 if command -v raspi-config >/dev/null 2>&1; then
@@ -81,7 +110,7 @@ fi
 # unit
 run install -m 0644 "$SRC/systemd/vsense-edge.service" /etc/systemd/system/vsense-edge.service
 run systemctl daemon-reload
-[ "$MOSQ" -eq 1 ] && run systemctl enable --now mosquitto
+[ "$MOSQ" -eq 1 ] && run systemctl enable mosquitto && run systemctl restart mosquitto
 run systemctl enable vsense-edge.service
 if [ -e /var/lib/vsense/bundle.npz ] && [ "$START" -eq 1 ]; then
   run systemctl restart vsense-edge.service

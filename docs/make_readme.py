@@ -8,7 +8,7 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ORDER = ["readme_head.md", "quickstart.md", "modelfile.md", "solid.md", "reduction.md",
          "estimator.md", "metrics.md", "inverse.md", "hardware.md", "daemon.md",
-         "readme_tail.md"]
+         "deploy.md", "dashboard.md", "readme_tail.md"]
 
 
 def render() -> str:

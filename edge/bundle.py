@@ -23,6 +23,15 @@ Arrays (n = reduced DOFs, nch channels, nf forces, nout virtual outputs)::
     output_kind     int64 (nout,)   0 displacement, 1 velocity, 2 acceleration
     report_freqs_full, report_freqs_reduced, report_eig_error   float64 (nr,)
     x_<name>        any             extras (inverse maps as ONNX bytes, parametric parts, ...)
+    kf_<name>       float64         smoother gains (schema 2, only when meta["estimator"]
+                                    ["method"] == "smoother"; ns states, nq = nf + nout):
+                    kf_A (ns, ns) step, kf_H (nch, ns), kf_K (ns, nch) filter gain,
+                    kf_Cq (nq, ns), kf_G (L+1, nq, nch) smoother gains, kf_Sinv (nch, nch)
+                    inverse innovation covariance, kf_std (nq,) standard deviation of each
+                    force and output [SI], kf_nis_window int64 () [samples],
+                    kf_nis_threshold () model-check threshold, kf_Wt (nch, nch) whitening,
+                    kf_band_ba (nb, 5), kf_band_gain (nb,), kf_band_threshold (nb,),
+                    kf_band_hz (nb, 2) model-check bands (see edge.estimator.smoother)
     content_hash    str ()          sha256 over every other array (name, dtype, shape, bytes)
 """
 
@@ -41,7 +50,14 @@ import numpy as np
 
 from edge import DOF_NAMES, __version__
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: Tikhonov only (no kf_* arrays, no meta["estimator"])
+ESTIMATOR_METHODS = ("tikhonov", "smoother")
+KF_FIELDS = {  # name: ndim (shapes checked in _validate_kf)
+    "A": 2, "H": 2, "K": 2, "Cq": 2, "G": 3, "Sinv": 2, "std": 1, "nis_window": 0,
+    "nis_threshold": 0, "Wt": 2, "band_ba": 2, "band_gain": 1, "band_threshold": 1,
+    "band_hz": 2,
+}
 KINDS = ("displacement", "velocity", "acceleration")
 
 
@@ -124,6 +140,9 @@ class Bundle:
         ``freqs_full``, ``freqs_reduced``, ``eig_error`` of the reduction report.
     extras : dict of ndarray
         Additional named arrays (stored as ``x_<name>``), covered by the hash.
+    kf : dict of ndarray
+        Steady-state smoother gains (stored as ``kf_<name>``, see the module docstring) when
+        ``meta["estimator"]["method"] == "smoother"``; empty for the Tikhonov estimator.
     """
 
     M: np.ndarray
@@ -142,6 +161,7 @@ class Bundle:
     meta: dict = field(default_factory=dict)
     report: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
+    kf: dict = field(default_factory=dict)
     content_hash: str = ""
     path: str = ""
 
@@ -149,6 +169,11 @@ class Bundle:
     @property
     def n(self) -> int:
         return int(self.M.shape[0])
+
+    @property
+    def method(self) -> str:
+        """``"tikhonov"`` (paper estimator) or ``"smoother"`` (Kalman fixed-lag smoother)."""
+        return str(self.meta.get("estimator", {}).get("method", "tikhonov"))
 
     @property
     def rate(self) -> float:
@@ -205,6 +230,8 @@ class Bundle:
             arrays[f"report_{key}"] = np.asarray(self.report.get(key, np.zeros(0)), dtype=np.float64)
         for key, val in self.extras.items():
             arrays[f"x_{key}"] = np.asarray(val)
+        for key, val in self.kf.items():
+            arrays[f"kf_{key}"] = np.asarray(val)
         return arrays
 
     def save(self, path) -> str:
@@ -225,21 +252,40 @@ class Bundle:
 
     @classmethod
     def load(cls, path) -> "Bundle":
-        """Read and fully validate a bundle file (raises :class:`BundleError`)."""
+        """Read and fully validate a bundle file (raises :class:`BundleError`).
+
+        Before anything is decompressed, every member's declared size and ``.npy`` header
+        are checked against :func:`max_bundle_bytes` (a crafted archive cannot make the
+        loader allocate more than that)."""
         path = str(path)
         if not os.path.exists(path):
             raise BundleError(f"{path}: bundle file does not exist")
         try:
+            _check_archive(path)
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError,
+                NotImplementedError, RuntimeError) as exc:
+            if isinstance(exc, BundleError):
+                raise
             raise BundleError(f"{path}: not a readable .npz bundle ({exc})") from None
         return cls.from_arrays(arrays, path)
 
     @classmethod
     def from_arrays(cls, arrays: dict, path: str = "<arrays>") -> "Bundle":
         """Build a bundle from its array dict (validates, including the hash)."""
-        _validate(arrays, path)
+        try:
+            _validate(arrays, path)
+            return cls._from_valid(arrays, path)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError,
+                np.linalg.LinAlgError) as exc:
+            if isinstance(exc, BundleError):
+                raise
+            raise BundleError(f"{path}: malformed bundle: {type(exc).__name__}: "
+                              f"{str(exc)[:200]}") from None
+
+    @classmethod
+    def _from_valid(cls, arrays: dict, path: str) -> "Bundle":
         meta = json.loads(str(arrays["meta"]))
         ch_meta = meta.get("channels", [])
         channels = [
@@ -264,6 +310,7 @@ class Bundle:
         report = {key: np.array(arrays[f"report_{key}"])
                   for key in ("freqs_full", "freqs_reduced", "eig_error")}
         extras = {k[2:]: np.array(v) for k, v in arrays.items() if k.startswith("x_")}
+        kf = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("kf_")}
         return cls(
             M=np.array(arrays["M"]), C=np.array(arrays["C"]), K=np.array(arrays["K"]),
             dt=float(arrays["dt"]), channels=channels, forces=forces, outputs=outputs,
@@ -271,7 +318,7 @@ class Bundle:
             gamma=float(arrays["gamma"]), window=int(arrays["window"]),
             discretization=meta.get("discretization", "newmark"),
             regularization=meta.get("regularization", "tikhonov0"), meta=meta,
-            report=report, extras=extras, content_hash=str(arrays["content_hash"]), path=path)
+            report=report, extras=extras, kf=kf, content_hash=str(arrays["content_hash"]), path=path)
 
     def replace(self, **changes) -> "Bundle":
         """A copy with some fields changed (hash cleared: it is recomputed on save)."""
@@ -289,6 +336,56 @@ class Bundle:
 
 
 # --------------------------------------------------------------------- helpers
+#: Largest window accepted: the estimator's window matrices grow with L^2.
+MAX_WINDOW = 512
+
+
+def max_bundle_bytes() -> int:
+    """Cap on a bundle's total uncompressed size [bytes]: ``VSENSE_MAX_BUNDLE_MB`` (default
+    512 MB; a reduced model with maps is a few MB)."""
+    try:
+        mb = float(os.environ.get("VSENSE_MAX_BUNDLE_MB", "512"))
+    except ValueError:
+        mb = 512.0
+    return int(mb * 1e6)
+
+
+def _check_archive(path: str) -> None:
+    """Bound what loading ``path`` may allocate: declared member sizes and ``.npy`` headers
+    (shape x itemsize) against :func:`max_bundle_bytes`, object arrays refused. Reads only
+    the central directory and each member's first bytes."""
+    cap = max_bundle_bytes()
+    total = 0
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        if len(infos) > 10_000:
+            raise BundleError(f"{path}: {len(infos)} members; not a bundle")
+        for info in infos:
+            total += info.file_size
+            if total > cap:
+                raise BundleError(f"{path}: uncompressed size exceeds {cap / 1e6:g} MB at "
+                                  f"member {info.filename!r} (VSENSE_MAX_BUNDLE_MB)")
+            if not info.filename.endswith(".npy"):
+                continue
+            with zf.open(info) as f:
+                try:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                except (ValueError, SyntaxError, TypeError) as exc:
+                    raise BundleError(f"{path}: field {info.filename[:-4]!r}: bad .npy "
+                                      f"header ({exc})") from None
+            if dtype.hasobject:
+                raise BundleError(f"{path}: field {info.filename[:-4]!r}: object arrays are "
+                                  "not allowed")
+            nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if nbytes > info.file_size:
+                raise BundleError(f"{path}: field {info.filename[:-4]!r}: header claims "
+                                  f"{nbytes} bytes, the member holds {info.file_size}")
+
+
 def _kind_code(kind: str, what: str) -> int:
     if kind not in KINDS:
         raise BundleError(f"{what}: kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -335,15 +432,16 @@ def _validate(a: dict, path: str) -> None:
         if arr.ndim != ndim:
             fail(name, f"has {arr.ndim} dimensions, expected {ndim}")
     version = int(a["schema_version"])
-    if version != SCHEMA_VERSION:
-        fail("schema_version", f"{version} is not supported by this vsense ({__version__}, "
-                               f"schema {SCHEMA_VERSION}); rebuild the bundle")
+    if version not in READABLE_VERSIONS:
+        fail("schema_version", f"{version} is not supported by this vsense ({__version__} "
+                               f"reads schema {', '.join(map(str, READABLE_VERSIONS))}); "
+                               "rebuild the bundle with this vsense")
     expected = content_hash(a)
     if str(a["content_hash"]) != expected:
         fail("content_hash", "does not match the contents (file corrupted or edited)")
     try:
         meta = json.loads(str(a["meta"]))
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         fail("meta", f"not valid JSON ({exc})")
     if not isinstance(meta, dict):
         fail("meta", "must be a JSON object")
@@ -380,14 +478,21 @@ def _validate(a: dict, path: str) -> None:
     if not (gamma >= 0.5 and beta >= 0.25 * (0.5 + gamma) ** 2 - 1e-12):
         fail("beta", f"Newmark (beta={beta}, gamma={gamma}) is not unconditionally stable "
                      "(needs gamma >= 1/2 and beta >= (gamma + 1/2)^2 / 4)")
-    if int(a["window"]) < 1:
-        fail("window", f"must be >= 1, got {int(a['window'])}")
+    window = int(a["window"])
+    if window < 1:
+        fail("window", f"must be >= 1, got {window}")
+    if window > MAX_WINDOW:
+        fail("window", f"must be <= {MAX_WINDOW}, got {window}")
     nch = a["channel_dof"].shape[0]
     nf = a["force_dof"].shape[0]
     if nch == 0:
         fail("channel_dof", "no channels")
     if nf == 0:
         fail("force_dof", "no forces")
+    # the estimator's window matrix J is (L nch, L nf) float64: bound what it will allocate
+    if (window * nch) * (window * nf) * 8 > max_bundle_bytes():
+        fail("window", f"L = {window} with {nch} channels and {nf} forces needs a "
+                       f"{window * nch} x {window * nf} window matrix: too large")
     for name, size in (("channel_kind", nch), ("channel_weight", nch)):
         if a[name].shape != (size,):
             fail(name, f"shape {a[name].shape}, expected ({size},)")
@@ -416,10 +521,58 @@ def _validate(a: dict, path: str) -> None:
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 fail("meta", f"'{key}'[{i}] needs a 'name'")
+            for k, types in (("unit", str), ("dof", str), ("node", int)):
+                if k in item and (not isinstance(item[k], types) or isinstance(item[k], bool)):
+                    fail("meta", f"'{key}'[{i}].{k} must be a {types.__name__}, got "
+                                 f"{type(item[k]).__name__}")
             dof = item.get("dof", "")
             if dof and dof not in DOF_NAMES:
                 fail("meta", f"'{key}'[{i}].dof {dof!r} is not one of {', '.join(DOF_NAMES)}")
+    _validate_kf(a, meta, version, n, nch, nf + nout, fail)
     names = [m["name"] for key in ("channels", "forces", "outputs") for m in meta[key]]
     dup = {x for x in names if names.count(x) > 1}
     if dup:
         fail("meta", f"duplicate names {sorted(dup)} among channels, forces and outputs")
+
+
+def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, fail) -> None:
+    """The estimator method and, for the smoother, the ``kf_*`` arrays (shapes, finiteness)."""
+    est = meta.get("estimator", {"method": "tikhonov"})
+    if not isinstance(est, dict) or est.get("method", "tikhonov") not in ESTIMATOR_METHODS:
+        fail("meta", f"estimator method {est!r} is not one of {', '.join(ESTIMATOR_METHODS)}")
+    present = sorted(k for k in a if k.startswith("kf_"))
+    if est.get("method", "tikhonov") == "tikhonov":
+        if present:
+            fail(present[0], "smoother arrays in a bundle whose estimator is tikhonov")
+        return
+    if version < 2:
+        fail("schema_version", "the smoother needs schema 2")
+    for name, ndim in KF_FIELDS.items():
+        key = f"kf_{name}"
+        if key not in a:
+            fail(key, "missing (needed by the smoother)")
+        arr = np.asarray(a[key])
+        if arr.ndim != ndim or arr.dtype.kind not in ("i" if name == "nis_window" else "f"):
+            fail(key, f"dtype {arr.dtype}, {arr.ndim} dimensions (expected {ndim})")
+        if not np.all(np.isfinite(arr)):
+            fail(key, "contains NaN or inf")
+    ns = a["kf_A"].shape[0]
+    if ns < 2 * n:
+        fail("kf_A", f"{ns} states for {n} reduced DOFs (needs >= {2 * n})")
+    lag = int(a["window"]) - 1
+    nb = a["kf_band_ba"].shape[0]
+    shapes = {"A": (ns, ns), "H": (nch, ns), "K": (ns, nch), "Cq": (nq, ns),
+              "G": (lag + 1, nq, nch), "Sinv": (nch, nch), "std": (nq,), "Wt": (nch, nch),
+              "band_ba": (nb, 5), "band_gain": (nb,), "band_threshold": (nb,),
+              "band_hz": (nb, 2)}
+    for name, shape in shapes.items():
+        if a[f"kf_{name}"].shape != shape:
+            fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
+    if np.any(a["kf_std"] < 0):
+        fail("kf_std", "standard deviations must be >= 0")
+    if int(a["kf_nis_window"]) < 1:
+        fail("kf_nis_window", f"must be >= 1, got {int(a['kf_nis_window'])}")
+    if float(a["kf_nis_threshold"]) <= 0:
+        fail("kf_nis_threshold", "must be > 0")
+    if np.any(a["kf_band_gain"] <= 0) or np.any(a["kf_band_threshold"] <= 0):
+        fail("kf_band_gain", "band gains and thresholds must be > 0")

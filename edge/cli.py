@@ -1,34 +1,57 @@
 """``vsense-edge``: the command line of the device.
 
     vsense-edge run [-c PATH] [--simulate] [--duration S] [--clock real|virtual]
-    vsense-edge check-config [PATH]
+                    [--broker HOST[:PORT]] [--require-broker]
+    vsense-edge check-config [PATH] [--bundle] [--simulate]
     vsense-edge config-reference
-    vsense-edge replay RECORDING --bundle B [-o OUT.csv]
+    vsense-edge replay RECORDING|MEASUREMENT.csv --bundle B [-o OUT.csv]
     vsense-edge monitor --broker HOST[:PORT] --device ID [--csv FILE] [--once]
+    vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
+    vsense-edge dashboard [-c PATH] [--url ws://HOST:9001] [--port 8090] [--export DIR]
 
-Exit codes: 0 clean, 1 internal error, 2 bad config, 3 bad bundle, 4 hardware error,
-5 recording directory unusable (``edge.daemon.loop.EXIT_CODES``).
+Exit codes: listed by `vsense-edge --help` (edge.daemon.loop.EXIT_CODES).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import textwrap
 
-from edge.daemon.config import DEFAULT_PATH, ConfigError, load_config, reference_markdown
+from edge.daemon.config import (
+    DEFAULT_PATH,
+    ConfigError,
+    load_config,
+    reference_markdown,
+)
 from edge.daemon.loop import EXIT_CODES, EXIT_CONFIG
+from edge.helpformat import HelpFormatter
+
+
+def exit_code_lines(codes=None) -> str:
+    """The exit codes, one wrapped line each (the epilog of ``--help``)."""
+    codes = EXIT_CODES if codes is None else {k: EXIT_CODES[k] for k in codes}
+    return "exit codes:\n" + "\n".join(
+        textwrap.fill(f"{k}  {v}", width=90, initial_indent="  ", subsequent_indent="     ")
+        for k, v in codes.items())
 
 
 def _parser() -> argparse.ArgumentParser:
+    from edge import __version__
+
     p = argparse.ArgumentParser(prog="vsense-edge", description=__doc__.split("\n")[0],
-                                epilog="exit codes: " + "; ".join(
-                                    f"{k} {v}" for k, v in EXIT_CODES.items()),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                epilog=exit_code_lines(), formatter_class=HelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the daemon (hardware, or --simulate)")
-    r.add_argument("-c", "--config", default=str(DEFAULT_PATH),
-                   help=f"TOML config (default {DEFAULT_PATH})")
+
+    def command(name: str, help: str, codes=None) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter,
+                              epilog=exit_code_lines(codes) if codes else None)
+
+    r = command("run", "run the daemon (hardware, or --simulate)", codes=EXIT_CODES)
+    r.add_argument("-c", "--config", default=str(DEFAULT_PATH), help="TOML config")
     r.add_argument("--simulate", action="store_true",
                    help="simulated ADS1256 driven by [simulate] instead of the hardware")
     r.add_argument("--duration", type=float, default=None,
@@ -36,19 +59,36 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--clock", choices=("real", "virtual"), default=None,
                    help="override [simulate] clock")
     r.add_argument("--log-level", default=None, help="override [device] log_level")
-    c = sub.add_parser("check-config", help="validate a config file and exit (0 ok, 2 bad)")
-    c.add_argument("path", nargs="?", default=str(DEFAULT_PATH))
+    r.add_argument("--broker", default=None, metavar="HOST[:PORT]",
+                   help="override [mqtt] host (and port)")
+    r.add_argument("--require-broker", action="store_true",
+                   help="exit with code 7 unless the MQTT broker accepts the connection "
+                        "within [mqtt] connect_timeout_s (also [mqtt] require_broker)")
+    c = command("check-config", "validate a config file and exit", codes=(0, 2, 3, 5))
+    c.add_argument("path", nargs="?", default=str(DEFAULT_PATH), help="TOML config")
     c.add_argument("--bundle", action="store_true",
-                   help="also load the bundle and check the channels against it")
-    sub.add_parser("config-reference", help="print the Markdown config reference")
-    rp = sub.add_parser("replay", help="run the estimator over a recording (edge.replay)")
-    rp.add_argument("recording", help="recording directory or raw-*.vsr file")
+                   help="also run every start-up check of `run` short of opening the "
+                        "hardware: bundle, channels, signature, ADC row rate, inverse maps, "
+                        "MQTT password and TLS files")
+    c.add_argument("--simulate", action="store_true",
+                   help="check for `run --simulate` (the [simulate] level decides the rate "
+                        "check)")
+    command("config-reference", "print the Markdown config reference")
+    rp = command("replay", "run the estimator over a recording or a measurement CSV "
+                 "(edge.replay)", codes=(0, 3, 6))
+    rp.add_argument("recording", help="recording directory, raw-*.vsr file, or measurement CSV "
+                                      "(a `time` column [s] and one column per channel, named "
+                                      "as the bundle's channels, in physical units)")
     rp.add_argument("--bundle", required=True, help="bundle .npz")
-    rp.add_argument("-o", "--out", default=None, help="estimates CSV (default stdout)")
+    rp.add_argument("-o", "--out", default=None, help="estimates CSV (stdout when not given)")
     from edge.monitor import add_arguments as monitor_arguments
 
-    monitor_arguments(sub.add_parser("monitor", help="live terminal view of a device over MQTT "
-                                                     "(edge.monitor)"))
+    monitor_arguments(command("monitor", "live terminal view of a device over MQTT "
+                                         "(edge.monitor)"))
+    from edge.dashboard import add_arguments as dashboard_arguments
+
+    dashboard_arguments(command("dashboard", "serve the live browser dashboard "
+                                             "(edge.dashboard)"))
     return p
 
 
@@ -59,6 +99,28 @@ def _logging(level: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except BrokenPipeError:  # e.g. `vsense-edge replay ... | head`: the reader left, not an error
+        # Python docs ("Note on SIGPIPE"): point stdout at devnull so the exit flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def apply_overrides(cfg, args) -> None:
+    """Command-line overrides of a loaded daemon config (``run``); ValueError names the option."""
+    if args.duration is not None:
+        cfg["simulate"]["duration_s"] = args.duration
+    if args.clock is not None:
+        cfg["simulate"]["clock"] = args.clock
+    if args.broker is not None:
+        from edge.monitor import parse_broker
+
+        cfg["mqtt"]["host"], cfg["mqtt"]["port"] = parse_broker(args.broker,
+                                                                cfg["mqtt"]["port"])
+
+
+def _dispatch(args) -> int:
     if args.command == "config-reference":
         sys.stdout.write(reference_markdown())
         return 0
@@ -66,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cfg = load_config(args.path)
             if args.bundle:
-                from edge.daemon.app import StartupError, load_estimator
+                from edge.daemon.app import StartupError, preflight
 
                 try:
-                    load_estimator(cfg)
+                    preflight(cfg, simulate=args.simulate)
                 except StartupError as e:
                     print(f"error: {e}", file=sys.stderr)
                     return e.code
@@ -82,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         from edge.monitor import run_monitor
 
         return run_monitor(args)
+    if args.command == "dashboard":
+        from edge.dashboard import run_dashboard
+
+        return run_dashboard(args)
     if args.command == "replay":
         from edge.replay import replay
 
@@ -89,19 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     # run
     try:
         cfg = load_config(args.config)
-    except ConfigError as e:
-        _logging("info")
-        logging.getLogger("vsense").error("%s", e)
-        print(f"error: {e}", file=sys.stderr)
+        apply_overrides(cfg, args)
+    except (ConfigError, ValueError) as e:  # stderr reaches the journal under systemd too
+        print(f"vsense-edge run: error: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    if args.duration is not None:
-        cfg["simulate"]["duration_s"] = args.duration
-    if args.clock is not None:
-        cfg["simulate"]["clock"] = args.clock
     _logging(args.log_level or cfg["device"]["log_level"])
     from edge.daemon.app import run_daemon
 
-    return run_daemon(cfg, simulate=args.simulate)
+    return run_daemon(cfg, simulate=args.simulate, require_broker=args.require_broker)
 
 
 if __name__ == "__main__":  # pragma: no cover

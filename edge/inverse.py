@@ -24,7 +24,7 @@ import numpy as np
 from edge import features as _features
 
 #: parameter kinds a parametric model may carry
-PARAM_KINDS = ("modulus", "damping_ratio", "spring", "mass")
+PARAM_KINDS = ("modulus", "damping_ratio", "spring", "mass", "damage")
 #: names of the bundle extras written by offline.inverse.export (prefix ``x_``)
 PARTS_KEYS = ("inv_M0", "inv_K0", "inv_dM", "inv_dK", "inv_theta0")
 CHECK_TOL = 1e-5
@@ -248,6 +248,9 @@ def check_parameters(parts: Parts, theta, names=None) -> np.ndarray:
                                  f"bundle's parametric model has {list(parts.names)}")
         th = np.array(parts.theta0, dtype=np.float64)
         for k, v in theta.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise RejectedUpdate(f"parameter {k!r} must be a number, got "
+                                     f"{type(v).__name__}")
             th[parts.names.index(k)] = float(v)
     else:
         th = np.asarray(theta, dtype=np.float64).reshape(-1)
@@ -261,6 +264,8 @@ def check_parameters(parts: Parts, theta, names=None) -> np.ndarray:
             raise RejectedUpdate(f"parameter {name!r} ({kind}) must be > 0, got {v:g}")
         if kind == "mass" and v < 0:
             raise RejectedUpdate(f"parameter {name!r} (mass) must be >= 0, got {v:g}")
+        if kind == "damage" and not v < 1.0:
+            raise RejectedUpdate(f"parameter {name!r} (damage) must be < 1 (E = (1 - omega) E0), got {v:g}")
         if kind == "damping_ratio" and not (0.0 <= v < 1.0):
             raise RejectedUpdate(f"parameter {name!r} (damping ratio) must be in [0, 1), got {v:g}")
     M, K = mass_stiffness(parts, th)
@@ -670,8 +675,13 @@ class InverseHook:
         """Update the estimator's model between two blocks; publish the new model id on meta."""
         if self.rt.parts is None:
             raise RejectedUpdate("the bundle carries no parametric model: parameters cannot be applied")
+        locked = getattr(daemon, "updates_locked", None)
+        if locked:  # [bundle] public_key set and the bundle's signature did not verify
+            raise RejectedUpdate(locked)
         t0 = time.perf_counter()
-        op, nb, th = update_model(self.rt.parts, daemon.est.bundle, params)
+        th = check_parameters(self.rt.parts, params)
+        check_bounds(self.rt, self.rt.parts.names, th)
+        op, nb, th = update_model(self.rt.parts, daemon.est.bundle, th)
         daemon.est.swap(op)
         daemon.est.bundle = nb
         self.model_id = model_id(self.base_id, self.rt.parts.names, th)
@@ -679,6 +689,34 @@ class InverseHook:
                                   "params": dict(zip(self.rt.parts.names, th.tolist())),
                                   "update_ms": (time.perf_counter() - t0) * 1e3})
         return self.model_id
+
+
+#: How far beyond the training box of the maps (fraction of its width) an update may go.
+BOUNDS_MARGIN = 0.1
+
+
+def parameter_bounds(rt: "InverseRuntime") -> dict:
+    """``{name: (lo, hi)}``: the union of the training boxes of the bundle's maps [SI]."""
+    out: dict = {}
+    for m in rt.maps.values():
+        for name, (lo, hi) in zip(m.names, np.asarray(m.bounds, np.float64).tolist()):
+            a, b = out.get(name, (lo, hi))
+            out[name] = (min(a, lo), max(b, hi))
+    return out
+
+
+def check_bounds(rt: "InverseRuntime", names, theta) -> None:
+    """Refuse parameters outside the maps' training boxes widened by ``BOUNDS_MARGIN`` of
+    their width (the bundle's admissible range; e.g. E = 1 Pa for aluminium)."""
+    bounds = parameter_bounds(rt)
+    for name, v in zip(names, np.asarray(theta, np.float64).tolist()):
+        if name not in bounds:
+            continue
+        lo, hi = bounds[name]
+        w = BOUNDS_MARGIN * (hi - lo)
+        if not (lo - w <= v <= hi + w):
+            raise RejectedUpdate(f"parameter {name!r} = {v:g} is outside the bundle's bounds "
+                                 f"[{lo:g}, {hi:g}] (+/- {BOUNDS_MARGIN:.0%} of the width)")
 
 
 def _publish(daemon, topic: str, obj: dict) -> None:

@@ -2,6 +2,7 @@
 
     vsense-edge monitor --broker HOST[:PORT] --device ID [--base vsense] [--csv FILE]
                         [--once] [--duration S] [--timeout S] [--interval S]
+    vsense-edge monitor --broker HOST[:PORT] --fleet [--once] ...   (edge.fleetview)
 
 Subscribes to ``<base>/<device>/#`` (status, meta, estimates, health, cmd/reply) and redraws
 about twice a second with plain ANSI escapes (no curses): state, bundle, the nominal rate (meta)
@@ -26,6 +27,7 @@ import collections
 import csv
 import json
 import math
+import struct
 import sys
 import threading
 import time
@@ -100,6 +102,7 @@ class DeviceView:
         self.max_seq = -1
         self.last_t_ns = None
         self.last_values = None
+        self.last_std = None        # standard deviations of the latest row (smoother)
         self.last_flags = 0
         self.first_seq = None
         self.gaps = 0               # missing seq ranges seen in arrival order
@@ -130,7 +133,10 @@ class DeviceView:
                         self.health_log.append(obj)
                     else:
                         self.replies.append(obj)
-            except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+            except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
+                    AttributeError, RecursionError, OverflowError, struct.error):
+                # a malformed message from the broker: counted, never raised on paho's
+                # network thread (issue 12)
                 self.n_bad_payloads += 1
 
     def _estimates(self, d: dict, now: float) -> None:
@@ -157,6 +163,7 @@ class DeviceView:
         self.last_seq = int(seq[-1])
         self.last_t_ns = int(d["t_ns"][-1])
         self.last_values = np.asarray(d["v"][-1], float)
+        self.last_std = np.asarray(d["s"][-1], float) if "s" in d else None
         self.last_flags = int(d["flags"][-1])
         self._arrivals.append((now, nn))
         while self._arrivals and self._arrivals[0][0] < now - self.rate_window_s:
@@ -252,9 +259,11 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
         lines.append(f"latest estimate (seq {view.last_seq}, t = {tdev:.3f} s, flags "
                      f"{view.last_flags})")
         forces = {f["name"] for f in (meta or {}).get("forces", [])}
-        for name, unit, x in zip(view.columns, view.units(), view.last_values):
+        std = view.last_std if view.last_std is not None else [None] * len(view.columns)
+        for name, unit, x, sd in zip(view.columns, view.units(), view.last_values, std):
             kind = "force " if name in forces else "output"
-            lines.append(f"  {kind}  {name:<14s} {_fmt(float(x), unit):>22s}")
+            pm = "" if sd is None else f" +/- {_fmt(float(sd), unit)}"
+            lines.append(f"  {kind}  {name:<14s} {_fmt(float(x), unit):>22s}{pm}")
     else:
         lines.append("latest estimate: none yet")
     lines.append("")
@@ -283,6 +292,15 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
             lines.append(f"recorder  queue {r.get('queue_depth', 0)}, files {r.get('files', 0)},"
                          f" {r.get('bytes', 0) / 1e6:.2f} MB, write errors "
                          f"{r.get('write_errors', 0)}")
+        mc = h.get("model_check")
+        if mc:
+            ratio = mc.get("ratio")
+            bands = ", ".join(f"{b['f_hz'][1]:g} Hz {b['ratio']:.2f}" for b in mc.get("bands", [])
+                              if b.get("ratio") is not None)
+            lines.append(f"model     {'SUSPECT' if mc.get('suspect') else 'ok'}: NIS/dof "
+                         f"{'—' if ratio is None else f'{ratio:.3f}'} over "
+                         f"{mc.get('window_s', 0):g} s" + (f"; below/above {bands}" if bands
+                                                           else ""))
         cpu = h.get("cpu_percent")
         temp = h.get("cpu_temp_c")
         lines.append(f"process   CPU {cpu if cpu is not None else '—'} %, RSS "
@@ -400,7 +418,11 @@ class DeviceSubscriber:
 # ---------------------------------------------------------------------------- CLI
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--broker", default="localhost:1883", help="HOST[:PORT] (default %(default)s)")
-    p.add_argument("--device", required=True, help="device id ([device] id of its config)")
+    p.add_argument("--device", default=None, help="device id ([device] id of its config)")
+    p.add_argument("--fleet", action="store_true",
+                   help="every device under the topic root, one line each (edge.fleetview)")
+    p.add_argument("--stale", type=float, default=15.0,
+                   help="--fleet: mark a device stale after S s of silence (default %(default)s)")
     p.add_argument("--base", default="vsense", help="base topic (default %(default)s)")
     p.add_argument("--csv", default=None, help="record received estimates to this CSV")
     p.add_argument("--once", action="store_true",
@@ -417,6 +439,13 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_monitor(args, out=None) -> int:
     out = out or sys.stdout
+    if getattr(args, "fleet", False):
+        from edge.fleetview import run_fleet
+
+        return run_fleet(args, out)
+    if not args.device:
+        print("vsense-edge monitor: error: --device ID or --fleet is required", file=sys.stderr)
+        return 2
     try:
         host, port = parse_broker(args.broker)
     except ValueError as e:

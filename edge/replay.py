@@ -4,7 +4,9 @@ Input: a measurement CSV (``time,<channel names>`` in SI units, as written by
 ``vsense-offline simulate``) or a recorder file/directory of the daemon. Channels are matched
 to the bundle by name (extra columns are ignored, a missing one is an error). Output: a CSV
 ``time,<force names>,<output names>,flags`` where ``time`` is the time of the sample each
-estimate describes (the fixed-lag delay is already removed); warm-up rows are omitted.
+estimate describes (the fixed-lag delay is already removed); warm-up rows are omitted. When
+the estimator states its uncertainty (the smoother), ``<name>_std`` columns (standard
+deviation of each force and output, same units) come before ``flags``.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def load_input(path):
     return read_measurement_csv(p)
 
 
-def run_replay(bundle: Bundle, t, Y, names, source="input"):
-    """Run the estimator; returns (t_est (m,), F (m, nf), Z (m, nout), flags (m,))."""
+def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = False):
+    """Run the estimator; returns (t_est (m,), F (m, nf), Z (m, nout), flags (m,)) and, with
+    ``with_std``, the standard deviation of each column ``(nf + nout,)`` or None."""
     missing = [c.name for c in bundle.channels if c.name not in names]
     if missing:
         raise ReplayError(f"{source}: channel column(s) {missing} of bundle "
@@ -64,13 +67,21 @@ def run_replay(bundle: Bundle, t, Y, names, source="input"):
     # row j describes sample j - d: stamp it with that sample's time
     t_est = np.full(len(t), np.nan)
     t_est[d:] = t[: len(t) - d]
+    if with_std:
+        std = getattr(est, "std", None)
+        return t_est[keep], F[keep], Z[keep], flags[keep], std
     return t_est[keep], F[keep], Z[keep], flags[keep]
 
 
-def write_estimates(out, t, F, Z, flags, force_names, output_names) -> None:
-    """``time,<forces>,<outputs>,flags`` to a path or an open text file."""
-    write_table(out, t, np.hstack([F, Z]), [*force_names, *output_names], extra=flags,
-                extra_name="flags")
+def write_estimates(out, t, F, Z, flags, force_names, output_names, std=None) -> None:
+    """``time,<forces>,<outputs>[,<forces>_std,<outputs>_std],flags`` to a path or an open
+    text file (``std``: None or the standard deviation of each column, ``(nf + nout,)``)."""
+    data = np.hstack([F, Z])
+    names = [*force_names, *output_names]
+    if std is not None:
+        data = np.hstack([data, np.broadcast_to(np.asarray(std, float), data.shape)])
+        names += [f"{x}_std" for x in names]
+    write_table(out, t, data, names, extra=flags, extra_name="flags")
 
 
 def replay(input_path, bundle_path, out_path=None) -> int:
@@ -84,18 +95,19 @@ def replay(input_path, bundle_path, out_path=None) -> int:
         return 3
     try:
         t, Y, names = load_input(input_path)
-        t_est, F, Z, flags = run_replay(bundle, t, Y, names, source=str(input_path))
+        t_est, F, Z, flags, std = run_replay(bundle, t, Y, names, source=str(input_path),
+                                             with_std=True)
     except (ReplayError, ValueError, OSError) as exc:
         print(f"vsense-edge replay: {exc}", file=sys.stderr)
         return 6
     fnames = [f.name for f in bundle.forces]
     onames = [o.name for o in bundle.outputs]
     if out_path is None:
-        write_estimates(sys.stdout, t_est, F, Z, flags, fnames, onames)
+        write_estimates(sys.stdout, t_est, F, Z, flags, fnames, onames, std)
     else:
         tmp = f"{out_path}.tmp"
         with open(tmp, "w", newline="") as fh:
-            write_estimates(fh, t_est, F, Z, flags, fnames, onames)
+            write_estimates(fh, t_est, F, Z, flags, fnames, onames, std)
         os.replace(tmp, out_path)
         print(f"wrote {len(t_est)} estimates (delay {bundle.window - 1} samples, stamped with "
               f"their sample time) to {out_path}",

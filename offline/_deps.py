@@ -8,7 +8,7 @@ from types import ModuleType
 _EXTRA = {
     "scipy": "offline",
     "meshio": "offline",
-    "gmsh": "offline",
+    "gmsh": "mesh",
     "matplotlib": "offline",
     "sklearn": "offline",
     "skl2onnx": "offline",

@@ -55,7 +55,7 @@ class BuildResult:
             f"  forces: {', '.join(f.name for f in b.forces)}",
             f"  outputs: {', '.join(f'{o.name} ({o.kind}, {o.unit})' for o in b.outputs)}",
             f"  alpha = {b.alpha:.4g} ({b.meta.get('alpha_method', '')}), spectral radius "
-            f"{b.meta.get('spectral_radius', float('nan')):.6f}",
+            f"{_radius(b.meta):.6f}",
         ]
         sel = b.meta.get("selection")
         if sel:
@@ -79,6 +79,12 @@ class BuildResult:
                              f"features {mm['features']['kind']}): test mean |eps| {errs}")  # end
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
+
+
+def _radius(meta: dict) -> float:
+    """Spectral radius of the estimator (Tikhonov step operator or smoother)."""
+    return float(meta.get("spectral_radius",
+                          meta.get("estimator", {}).get("spectral_radius", float("nan"))))
 
 
 def _masters(spec, model):
@@ -204,6 +210,7 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     alpha_rule = alpha if alpha is not None else est_spec.alpha
     if method is not None:
         alpha_rule = method
+    smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]
     reference = None
@@ -216,13 +223,23 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
         timings["accuracy limit"] = time.perf_counter() - t4
         t2 += timings["accuracy limit"]
-    sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
-                 show_progress=progress, reference=reference)
-    meta["selection"] = sel
-    L = int(sel["best"]["window"])
-    alpha_val = float(sel["best"]["alpha"])
-    bundle = bundle.replace(window=L, **sel["best"].get("changes", {}))
-    if isinstance(alpha_rule, str) and alpha_rule == "auto":
+    chosen_bundle = None
+    if smoother:  # asked for by name (offline/smoother.py): no alpha, no choice
+        alpha_rule, L = 0.0, 1
+        alpha_val = 0.0
+        meta["alpha_method"] = "none (smoother)"
+    else:
+        sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
+                     show_progress=progress, reference=reference, spec=spec)
+        chosen_bundle = sel.pop("_bundle", None)  # a candidate that makes its own bundle
+        meta["selection"] = sel
+        L = int(sel["best"]["window"])
+        alpha_val = float(sel["best"].get("alpha", 0.0))
+        bundle = bundle.replace(window=L, **sel["best"].get("changes", {}))
+        smoother = chosen_bundle is not None
+    if smoother:
+        meta["alpha_method"] = "none (smoother)"
+    elif isinstance(alpha_rule, str) and alpha_rule == "auto":
         meta["alpha_method"] = "minimum calibration error"
     elif isinstance(alpha_rule, str):
         meta["alpha_method"] = alpha_rule
@@ -243,11 +260,12 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
 
     bundle = bundle.replace(alpha=alpha_val)
     try:
-        op = derive_operator(bundle)
+        op = None if smoother else derive_operator(bundle)
     except EstimatorError as exc:
         raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
-    meta["spectral_radius"] = op.spectral_radius
-    meta["condition"] = op.info["condition"]
+    if op is not None:
+        meta["spectral_radius"] = op.spectral_radius
+        meta["condition"] = op.info["condition"]
     cal = spec.calibration
     meta["calibration"] = {"duration_s": float(duration), "noise": levels.tolist(),
                            "load": (cal.load.type if cal else "random"),
@@ -256,6 +274,12 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
                            "seeds": [r.seed for r in runs],
                            "warmup_s": float(runs[0].start * dt)}
     bundle = bundle.replace(meta=meta)
+    if chosen_bundle is not None:  # the automatic choice designed it (offline/selection.py)
+        bundle = chosen_bundle.replace(meta={**meta, "estimator": chosen_bundle.meta["estimator"]})
+    elif smoother:
+        from offline.smoother import smoother_from_spec
+
+        bundle = smoother_from_spec(bundle, spec, est_spec)  # kf_* gains, meta["estimator"]
     if choice is not None:
         bundle.extras.update({"lcurve_alphas": choice.alphas,
                               "lcurve_residual": choice.residual_norm,

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from edge.helpformat import HelpFormatter
+
 
 def _alpha(v: str):
     try:
@@ -41,21 +43,17 @@ def _window(v: str):
     return L
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the description's line breaks and shows every option's default."""
-
-
 def _parser() -> argparse.ArgumentParser:
     from offline import __version__
 
     p = argparse.ArgumentParser(prog="vsense-offline", description=__doc__.split("\n")[0],
-                                formatter_class=_Formatter,
+                                formatter_class=HelpFormatter,
                                 epilog=__doc__.split("\n", 2)[2])
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, formatter_class=_Formatter,
+        return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter,
                               **kw)
 
     i = command("inspect", "sizes and natural frequencies of the full model")
@@ -92,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", default=None, help="force history CSV (time,<force>) for --load csv")
     s.add_argument("--duration", type=float, default=2.0, help="record length [s]")
     s.add_argument("--noise", type=float, default=0.01,
-                   help="noise std relative to the signal std (eq. 28)")
+                   help="noise std per channel relative to the signal std (0.01 = 1 %%)")
     s.add_argument("--oversample", type=int, default=10,
                    help="integrator steps (and load points) per sample")
     s.add_argument("--reduced", action="store_true",

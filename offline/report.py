@@ -105,7 +105,7 @@ def build_parts(res, d: Path) -> list[str]:
         ("outputs", ", ".join(f"{o.name} ({o.kind}, {o.unit})" for o in b.outputs)),
         ("alpha (Tikhonov)", f"{b.alpha:.4g} ({m.get('alpha_method', '')})"),
         ("spectral radius of the step operator",
-         f"{m.get('spectral_radius', float('nan')):.6f} (< 1: stable)"),
+         f"{_radius(m):.6f} (< 1: stable)"),
         ("build time", ", ".join(f"{k} {v:.1f} s" for k, v in res.timings.items())),
     ]
     parts = ["<h2>Bundle</h2>", _table(("item", "value"), rows)]
@@ -121,6 +121,12 @@ def build_parts(res, d: Path) -> list[str]:
     parts += accuracy_parts(b, d)
     parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")
     return parts
+
+
+def _radius(m: dict) -> float:
+    """Spectral radius of the estimator (Tikhonov step operator or smoother)."""
+    return float(m.get("spectral_radius",
+                       m.get("estimator", {}).get("spectral_radius", float("nan"))))
 
 
 def accuracy_parts(b, d: Path) -> list[str]:
@@ -143,7 +149,8 @@ def accuracy_parts(b, d: Path) -> list[str]:
         for cname, c in sel["candidates"].items():
             r = c["best"]
             rows.append([cname + (" (chosen)" if cname == sel["chosen"] else ""),
-                         r["window"], f"{r['delay'] * b.dt * 1e3:g}", f"{r['alpha']:.3g}"]
+                         r["window"], f"{r['delay'] * b.dt * 1e3:g}",
+                         f"{r['alpha']:.3g}" if "alpha" in r else "-"]
                         + [f"{v:.3g} +/- {s:.2g} ({v / n:.2f}x limit)"
                            for v, s, n in zip(r["nrmse"], r["spread"], nc)])
         parts.append(_table(("estimator", "L", "delay [ms]", "alpha", *names), rows))

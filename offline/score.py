@@ -146,6 +146,8 @@ def score(output_csv, truth_csv, band=None, columns=None) -> ScoreTable:
     en, E = read_table(out_csv)
     tn, T = read_table(tru_csv)
     data_cols = [n for n in en if n not in ("time", "flags")]
+    # <name>_std columns (the smoother's uncertainty) are not estimates to score
+    data_cols = [n for n in data_cols if not (n.endswith("_std") and n[:-4] in data_cols)]
     if columns is None:
         columns = data_cols
     else:

@@ -45,6 +45,15 @@ def evaluate(bundle, runs, alpha: float, window: int, check_stability=False,
                         check_stability=check_stability)
     except EstimatorError:
         return None
+    r = score_estimator(est, runs, reference)
+    if r is not None:
+        r.update({"alpha": float(alpha), "window": int(window)})
+    return r
+
+
+def score_estimator(est, runs, reference=None) -> dict | None:
+    """Run any estimator (``run``, ``reset``, ``delay``) on the runs and score it (see
+    :func:`evaluate`); None when an estimate is not finite."""
     per = []
     for r in runs:
         est.reset()
@@ -60,7 +69,7 @@ def evaluate(bundle, runs, alpha: float, window: int, check_stability=False,
         run_score = np.exp(np.mean(np.log(per / np.asarray(reference)[None, :]), axis=1))
     else:
         run_score = per.mean(axis=1)
-    return {"alpha": float(alpha), "window": int(window), "delay": int(est.delay),
+    return {"delay": int(est.delay), "window": int(est.delay) + 1,
             "score": float(np.mean(run_score)), "nrmse": per.mean(axis=0).tolist(),
             "spread": per.std(axis=0).tolist(), "per_run_score": run_score.tolist()}
 
@@ -72,6 +81,7 @@ class Candidate:
     name: str
     best: dict
     rows: list = field(default_factory=list)
+    bundles: dict = field(default_factory=dict)  # row index -> a bundle the row made itself
 
 
 def _alpha_search(bundle, runs, window, lo, hi, n=7, refine=2, reference=None):
@@ -137,6 +147,54 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=Fals
     return Candidate("tikhonov", min(rows, key=lambda r: r["score"]), rows)
 
 
+def _force_models(spec, rate):
+    """Smoother force models from the calibration loads (band, rms x scale, per force)."""
+    from offline.limit.model import force_spectra
+    from offline.smoother import ForceModel
+
+    out = []
+    for fs in force_spectra(spec):
+        if fs.type == "random":
+            lo, hi = fs.band
+            out.append(((max(lo, 0.5), min(hi, 0.45 * rate)), fs.rms))
+        elif fs.type == "sine":
+            out.append(((0.8 * fs.freq, min(1.2 * fs.freq, 0.45 * rate)),
+                        fs.amplitude / np.sqrt(2)))
+        else:
+            out.append(((1.0, 0.4 * rate), 1e-3))
+    return lambda order: [ForceModel("bandpass", b, r, order) for b, r in out]
+
+
+def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=None,
+              spec=None):
+    """The joint input-state fixed-lag Kalman smoother (offline/smoother.py) at the longest
+    lag within the delay bound (its error falls with the lag), band-pass force models of the
+    calibration loads, filter order 2 or 4, model-error noise 0 or 0.1."""
+    c = Candidate("Kalman smoother", {}, [])
+    if spec is None or not isinstance(alpha_rule, str) or alpha_rule != "auto":
+        return c
+    from offline.smoother import attach_smoother, design_smoother
+
+    lag = max(windows) - 1
+    models = _force_models(spec, bundle.rate)
+    for order in (2, 4):
+        for me in (0.0, 0.1):
+            fms = models(order)
+            try:
+                b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me), fms, me)
+                r = score_estimator(Estimator(b), runs, reference)
+            except (EstimatorError, ValueError, np.linalg.LinAlgError):
+                continue
+            if r is None:
+                continue
+            r.update({"order": order, "model_error": me, "kind": "smoother"})
+            c.bundles[len(c.rows)] = b
+            c.rows.append(r)
+    if c.rows:
+        c.best = min(c.rows, key=lambda r: r["score"])
+    return c
+
+
 def _per_step(bundle, runs, windows, alpha_rule, show_progress=False, reference=None):
     c = design_tikhonov(bundle, runs, [1], alpha_rule, show_progress, reference)
     c.name = "per-step (paper)"
@@ -166,7 +224,7 @@ def _fixed_lag_foh(bundle, runs, windows, alpha_rule, show_progress=False, refer
 #: that estimator, e.g. ``{"discretization": "foh"}``). A new estimator plugs in as one more
 #: entry.
 CANDIDATES = [("per-step", _per_step), ("fixed-lag", _fixed_lag),
-              ("fixed-lag FOH", _fixed_lag_foh)]
+              ("fixed-lag FOH", _fixed_lag_foh), ("smoother", _smoother)]
 
 
 def default_windows(max_lag: int) -> list[int]:
@@ -179,17 +237,20 @@ def default_windows(max_lag: int) -> list[int]:
 
 
 def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
-           candidates=None, show_progress=False, reference=None) -> dict:
+           candidates=None, show_progress=False, reference=None, spec=None) -> dict:
     """Choose the estimator with the lowest expected error on the runs (module docstring).
 
     Returns ``{"chosen": name, "best": row, "candidates": {name: {"best": row, "rows": [...]}},
-    "max_delay_s": .., "targets": [...]}``; raises EstimatorError if no candidate works.
+    "max_delay_s": .., "targets": [...], "_bundle": Bundle or None}`` (``_bundle``: the
+    bundle the chosen candidate made itself, e.g. the smoother's; pop it before storing the
+    rest as JSON); raises EstimatorError if no candidate works.
     """
     max_lag = int(np.floor(max_delay / bundle.dt + 1e-9))
     windows = default_windows(max_lag) if windows is None else list(windows)
     cands = {}
     for name, design in (CANDIDATES if candidates is None else candidates):
-        c = design(bundle, runs, windows, alpha_rule, show_progress, reference)
+        kw = {"spec": spec} if "spec" in design.__code__.co_varnames else {}
+        c = design(bundle, runs, windows, alpha_rule, show_progress, reference, **kw)
         if c.best:
             cands[c.name] = c
     # the best row whose closed loop is stable (rows of every candidate, best first)
@@ -199,12 +260,13 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
     chosen = best = None
     for _, n, i in ranked:
         r = cands[n].rows[i]
-        try:
-            derive_operator(bundle.replace(**r.get("changes", {})), alpha=r["alpha"],
-                            window=r["window"])
-        except EstimatorError:
-            r["unstable"] = True
-            continue
+        if i not in cands[n].bundles:  # (a bundle made by its candidate was checked there)
+            try:
+                derive_operator(bundle.replace(**r.get("changes", {})), alpha=r["alpha"],
+                                window=r["window"])
+            except EstimatorError:
+                r["unstable"] = True
+                continue
         chosen, best = cands[n], r
         break
     if chosen is None:
@@ -220,7 +282,9 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
         ok = [r for r in c.rows if not r.get("unstable")]
         c.best = min(ok, key=lambda r: r["score"]) if ok else c.best
     targets = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
+    made = chosen.bundles.get(chosen.rows.index(best))
     return {"chosen": chosen.name, "best": best, "max_delay_s": float(max_delay),
+            "_bundle": made,
             "windows": windows, "targets": targets, "n_runs": len(runs),
             "seeds": [r.seed for r in runs],
             "score": "geometric mean of nrmse / non-causal limit" if reference is not None

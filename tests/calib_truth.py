@@ -118,3 +118,60 @@ def truth_record(path, truth_toml: str, duration: float = 1.0, rate: float = 100
     write_table(path, np.arange(n) / rate, np.hstack([F, Yn]),
                 ["F160"] + [s.name for s in spec.sensors])
     return F, Y
+
+
+SENSORS_DAMAGE = """
+[[sensors]]
+name = "d040"
+select = { at = [0.0425, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+[[sensors]]
+name = "d085"
+select = { at = [0.085, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+[[sensors]]
+name = "d127"
+select = { at = [0.1275, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+"""
+
+
+def damage_params(n_zones: int = 10, length: float = 0.17) -> str:
+    out = []
+    for z in range(n_zones):
+        x0, x1 = z * length / n_zones, (z + 1) * length / n_zones
+        out.append(f"""
+[[parameters]]
+name = "w{z}"
+kind = "damage"
+region = {{ box = [[{x0!r}, -0.01, -0.01], [{x1!r}, 0.01, 0.01]] }}
+bounds = [-0.1, 0.99]""")
+    return "".join(out) + "\n"
+
+
+def damage_truth(n_zones: int = 10, zone: int = 3, omega: float = 0.4, length: float = 0.17) -> str:
+    x0, x1 = zone * length / n_zones, (zone + 1) * length / n_zones
+    return f"""
+[[damage]]
+name = "truth"
+region = {{ box = [[{x0!r}, -0.01, -0.01], [{x1!r}, 0.01, 0.01]] }}
+omega = {omega!r}
+"""
+
+
+def damage_model_text(nel: int, params: str = "", modes: int | None = None) -> str:
+    """Strip with five displacement sensors (nodes of a 20- or 40-element mesh), force at
+    0.153 m, every uz a CB master; ``modes`` defaults to all interior modes (an exact basis,
+    so the test sees the identification, not the nominal-basis error of a reduction)."""
+    t = model_text(nel=nel, params=params).replace("[[forces]]", SENSORS_DAMAGE + "[[forces]]")
+    t = t.replace('name = "a170"', 'name = "d170"').replace('kind = "acceleration"',
+                                                           'kind = "displacement"')
+    t = t.replace("at = [0.11, 0.0, 0.0]", "at = [0.102, 0.0, 0.0]")
+    t = t.replace("at = [0.16, 0.0, 0.0]", "at = [0.153, 0.0, 0.0]")
+    t = t.replace("modes = 4", f"modes = {modes if modes is not None else nel}")
+    return t.replace('dofs = ["ry"]\n[[sensors]]', 'dofs = ["ry"]\n[[reduction.masters]]\n'
+                     'select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }\n'
+                     'dofs = ["uz"]\n[[sensors]]', 1)

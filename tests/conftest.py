@@ -4,6 +4,11 @@ The ``mosquitto`` fixture starts ``/usr/sbin/mosquitto`` (or ``mosquitto`` on PA
 temporary config (listener 127.0.0.1:<free port>, anonymous, no persistence) once per
 session and stops it at the end. Without the binary the MQTT tests are skipped with a clear
 message, except in CI (``CI=true``), where they fail.
+
+Edge tier: the test modules in :data:`EDGE_MODULES` need only the base install (``pip install .`` plus pytest: numpy, numba, onnxruntime, paho-mqtt; no
+scipy, no ``offline`` extra). ``pytest -m edge`` selects them and does not even collect the other
+modules (they may import scipy at module level); tests/edge_tier.sh runs them in a
+clean venv and tests/arm64.sh under arm64 emulation. Add a module here only if it passes there.
 """
 
 from __future__ import annotations
@@ -17,6 +22,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+#: Test modules whose every test runs with the base install alone (``pytest -m edge``).
+EDGE_MODULES = frozenset({
+    "test_ads1256", "test_bundle", "test_config", "test_daemon", "test_estimator",
+    "test_features", "test_monitor", "test_mqtt", "test_newmark", "test_packaging",
+    "test_readme", "test_recorder", "test_sim_ads1256",
+})
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "edge: needs only the base install (no scipy/offline extra); "
+                   "selected centrally by tests/conftest.py EDGE_MODULES")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if (config.getoption("markexpr", "") or "").strip() == "edge" and collection_path.is_file() \
+            and collection_path.name.startswith("test_") and collection_path.suffix == ".py":
+        return collection_path.stem not in EDGE_MODULES or None
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        mod = getattr(item, "module", None)
+        if mod is not None and mod.__name__.rsplit(".", 1)[-1] in EDGE_MODULES:
+            item.add_marker(pytest.mark.edge)
 
 
 def _mosquitto_binary() -> str | None:

@@ -33,7 +33,10 @@ def test_bundle_of_the_paper_rig(built):
     assert b.forces[0].dof == 0 and b.channels[0].node == b.forces[0].node
     # GMR+ keeps the first 20 eigenvalues within 1e-5 (issue requirement; eq. 31 is in %)
     assert np.max(np.abs(b.report["eig_error"][:20])) < 1e-5 * 100
-    assert b.meta["spectral_radius"] <= 1.0 and b.alpha > 0
+    if b.method == "smoother":  # chosen automatically (issue 11): its gains are stable
+        assert b.meta["estimator"]["spectral_radius"] < 1.0
+    else:
+        assert b.meta["spectral_radius"] <= 1.0 and b.alpha > 0
     assert (d / "report" / "lcurve.png").stat().st_size > 10_000
     assert (d / "report" / "eigenvalue_error.png").exists()
     # estimator choice on honest (full-model) calibration runs (issue 11): within max_delay

@@ -396,7 +396,8 @@ def test_install_script_dry_run_prints_the_actions():
                           "--with-mosquitto"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     for action in ("useradd --system", "usermod -a -G spi,gpio vsense",
-                   "/etc/systemd/system/vsense-edge.service", "mosquitto", "[pi"):
+                   "/etc/systemd/system/vsense-edge.service", "mosquitto",
+                   "venv --system-site-packages", "python3-spidev"):
         assert action in out.stdout
     unit = (ROOT / "systemd" / "vsense-edge.service").read_text()
     for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "User=vsense",
@@ -406,6 +407,17 @@ def test_install_script_dry_run_prints_the_actions():
     for forbidden in ("PrivateDevices=yes", "RestrictRealtime=yes",
                       "MemoryDenyWriteExecute=yes"):
         assert forbidden not in unit
+
+
+def test_install_script_pi5_uses_lgpio_never_rpi_gpio():
+    # A Pi 5 (RP1) needs rpi-lgpio for the RPi.GPIO API; python3-rpi.gpio would shadow it
+    # (same module name), so the dry run for a Pi 5 must never install it (issue 14).
+    out = subprocess.run(["bash", str(ROOT / "deploy" / "install.sh"), "--dry-run",
+                          "--board", "Raspberry Pi 5 Model B Rev 1.0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Raspberry Pi 5" in out.stdout and "lgpio" in out.stdout
+    assert "python3-rpi.gpio" not in out.stdout and "RPi.GPIO>=" not in out.stdout
 
 
 # ---------------------------------------------------------- latency path (estimate_in)

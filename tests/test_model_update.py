@@ -239,13 +239,16 @@ def test_daemon_identify_and_update_model_over_mqtt(built, tmp_path, mosquitto, 
                 b'{"cmd": "update_model", "id": 2, '
                 b'"args": {"params": {"E": 65e9, "zeta": 0.012}}}')
     sub.publish("vsense/inv/cmd", b'{"cmd": "update_model", "id": 3, "args": {"params": {"G": 1}}}')
-    assert sub.wait(lambda: len(sub.get("vsense/inv/cmd/reply")) == 3, 10)
+    # issue 12: E = 1 Pa was accepted (force RMS 0.0095 -> 0.31 N, status still running)
+    sub.publish("vsense/inv/cmd", b'{"cmd": "update_model", "id": 4, "args": {"params": {"E": 1}}}')
+    assert sub.wait(lambda: len(sub.get("vsense/inv/cmd/reply")) == 4, 10)
     th.join(30)
     assert codes == [0]
     r = {j["id"]: j for j in (json.loads(p) for p, _ in sub.get("vsense/inv/cmd/reply"))}
     assert r[1]["ok"] and r[1]["identify"]["samples"] == 500
     assert r[2]["ok"] and r[2]["model_id"], r[2]
     assert not r[3]["ok"] and "G" in r[3]["reason"]  # unknown parameter: rejected with reason
+    assert not r[4]["ok"] and "'E' = 1 is outside the bundle's bounds" in r[4]["reason"]
     metas = [json.loads(p) for p, _ in sub.get("vsense/inv/meta")]
     assert any(m.get("model_id") == r[2]["model_id"] for m in metas)
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from edge.daemon import realtime
 from edge.daemon.config import Config, ConfigError, mqtt_password
-from edge.daemon.loop import (EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE, EXIT_RECORDER, Daemon,
-                              HardwareError)
+from edge.daemon.loop import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
+                              EXIT_RECORDER, Daemon, HardwareError)
 
 log = logging.getLogger("vsense.app")
 
@@ -43,9 +43,10 @@ def load_estimator(cfg: Config):
         est = Estimator(str(path))
     except BundleError as e:
         raise StartupError(EXIT_BUNDLE, f"bad bundle: {e}") from None
-    except (ValueError, np.linalg.LinAlgError) as e:
+    except (ValueError, ArithmeticError, TypeError, IndexError, np.linalg.LinAlgError,
+            MemoryError) as e:
         raise StartupError(EXIT_BUNDLE, f"bad bundle: {path}: estimator cannot be built: "
-                                        f"{e}") from None
+                                        f"{type(e).__name__}: {e}") from None
     names = [c["name"] for c in cfg.channels]
     if names != est.channel_names:
         where = cfg.path or "config"
@@ -55,6 +56,78 @@ def load_estimator(cfg: Config):
     drate = cfg["adc"]["drate"]
     rate = 1.0 / est.bundle.dt
     return est, rate, drate
+
+
+def check_signature(cfg: Config, est) -> str | None:
+    """``[bundle] public_key``: verify ``<bundle>.sig``. Returns None when model updates
+    may be applied, else the reason they are locked; raises StartupError (exit code 3) when
+    ``require_signature`` is set and the signature does not verify."""
+    b = cfg["bundle"]
+    if not b["public_key"]:
+        return None
+    from edge.signing import SignatureError, verify
+
+    path = cfg.resolve(b["path"])
+    try:
+        verify(path, est.bundle.content_hash, cfg.resolve(b["public_key"]))
+    except SignatureError as e:
+        if b["require_signature"]:
+            raise StartupError(EXIT_BUNDLE, f"bad bundle: {e}") from None
+        log.warning("model updates disabled: %s", e)
+        return f"update_model refused: the bundle is not signed by the trusted key ({e})"
+    log.info("bundle signature verified with %s", cfg.resolve(b["public_key"]))
+    return None
+
+
+def hardware_row_rate(cfg: Config) -> tuple[float, str]:
+    """Rows per second the ADS1256 delivers for ``[adc]`` and the channel count, and the
+    mode (as :class:`edge.hw.acquire.Acquisition` computes it), without opening hardware."""
+    from edge.hw.ads1256 import CYCLING_THROUGHPUT_HZ
+
+    a = cfg["adc"]
+    if len(cfg.channels) == 1 and a["mode"] == "continuous":
+        return float(a["drate"]), "continuous"
+    return CYCLING_THROUGHPUT_HZ[a["drate"]] / len(cfg.channels), "cycle"
+
+
+def preflight(cfg: Config, simulate: bool = False):
+    """Everything ``run`` checks before touching the hardware (``check-config --bundle``
+    runs exactly this): bundle, channels, signature, row rate against the bundle's rate,
+    inverse maps, MQTT password and TLS files. Returns the estimator; raises StartupError."""
+    est, rate, _ = load_estimator(cfg)
+    check_signature(cfg, est)
+    if not simulate or cfg["simulate"]["level"] == "adc":
+        row, mode = hardware_row_rate(cfg)
+        if abs(row - rate) > 1e-6 * rate:
+            raise StartupError(EXIT_CONFIG, f"[adc] drate: {cfg['adc']['drate']:g} SPS gives "
+                                            f"{row:g} rows/s in {mode} mode with "
+                                            f"{len(cfg.channels)} channel(s), but the bundle "
+                                            f"expects {rate:g} samples/s (1/dt)")
+    if "inverse" in est.bundle.meta:
+        from edge.inverse import InverseMapError, InverseRuntime
+
+        try:
+            InverseRuntime.from_bundle(est.bundle)
+        except (InverseMapError, ValueError, KeyError, TypeError) as e:
+            raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {e}") from None
+    _mqtt_settings(cfg)
+    return est
+
+
+def _mqtt_settings(cfg: Config) -> tuple[dict, str | None]:
+    """``[mqtt]`` with resolved file paths, and the password; StartupError (exit 2)."""
+    try:
+        pw = mqtt_password(cfg)
+    except ConfigError as e:
+        raise StartupError(EXIT_CONFIG, str(e)) from None
+    m = dict(cfg["mqtt"])
+    for k in ("ca_file", "cert_file", "key_file"):
+        f = m[k]
+        if f:
+            if not cfg.resolve(f).is_file():
+                raise StartupError(EXIT_CONFIG, f"[mqtt] {k}: {cfg.resolve(f)} does not exist")
+            m[k] = str(cfg.resolve(f))
+    return m, pw
 
 
 def _hw_channels(cfg: Config):
@@ -169,6 +242,7 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     from edge.daemon.recorder import Recorder, RecordingError
 
     est, rate, drate = load_estimator(cfg)
+    updates_locked = check_signature(cfg, est)
     rt = cfg["realtime"]
     if rt["release_compiler_memory"] and not rt["mlockall"]:
         # the kernel is compiled/loaded (Estimator warms it up): LLVM's pages can go now,
@@ -194,25 +268,17 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
             raise StartupError(EXIT_RECORDER, f"[recorder] dir: {e}") from None
     pub = None
     registry = registry if registry is not None else CommandRegistry()
+    allowed = cfg["mqtt"]["commands"]
+    registry.allowed = None if "*" in allowed else set(allowed)
     if "identify" not in registry.commands:  # inverse maps: identify, update_model
         from edge.inverse import register_commands
 
         register_commands(registry)
     if cfg["mqtt"]["enabled"]:
-        try:
-            pw = mqtt_password(cfg)
-        except ConfigError as e:
-            raise StartupError(EXIT_CONFIG, str(e)) from None
-        for k in ("ca_file", "cert_file", "key_file"):
-            f = cfg["mqtt"][k]
-            if f and not cfg.resolve(f).is_file():
-                raise StartupError(EXIT_CONFIG, f"[mqtt] {k}: {cfg.resolve(f)} does not exist")
-        m = dict(cfg["mqtt"])
-        for k in ("ca_file", "cert_file", "key_file"):
-            if m[k]:
-                m[k] = str(cfg.resolve(m[k]))
+        m, pw = _mqtt_settings(cfg)
         pub = Publisher(m, cfg["device"]["id"], registry, len(cols), pw)
     d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
+    d.updates_locked = updates_locked
     if "inverse" in b.meta:  # ONNX sessions created and check sets verified at start-up
         from edge.inverse import InverseHook, InverseMapError
 
@@ -224,7 +290,7 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
 
 
 def run_daemon(cfg: Config, simulate: bool = False, install_signals: bool = True,
-               registry=None) -> int:
+               registry=None, require_broker: bool = False) -> int:
     """Build, start and run; return the exit code."""
     from edge.daemon.notify import Notifier
 
@@ -241,6 +307,15 @@ def run_daemon(cfg: Config, simulate: bool = False, install_signals: bool = True
         signal.signal(signal.SIGINT, d.stop)
     if d.pub is not None:
         d.pub.start()
+        m = cfg["mqtt"]
+        if (require_broker or m["require_broker"]) and not d.pub.wait_connected(
+                m["connect_timeout_s"]):
+            msg = (f"broker {d.pub.where} not reachable within {m['connect_timeout_s']:g} s: "
+                   f"{d.pub.last_error or 'no answer'} (--require-broker)")
+            log.error("%s", msg)
+            notifier.notify(f"STATUS=failed: {msg}")
+            d.abort()
+            return EXIT_BROKER
     log.info("vsense-edge %s: device %s, bundle %s, %d channels at %g samples/s%s (pid %d)",
              "simulated" if simulate else "hardware", cfg["device"]["id"],
              d.est.bundle.bundle_id, d.nch, d.rate,

@@ -96,6 +96,12 @@ SCHEMA: tuple[Section, ...] = (
             "are relative to the config file."),
         Key("block", "int", 1, "Samples per estimator call (1 = per sample, lowest latency; "
             "larger blocks raise throughput).", unit="samples", min=1, max=4096),
+        Key("public_key", "str", "", "Ed25519 public key (PEM file) of the bundle signer. "
+            "When set, `update_model` only applies parameters to a bundle whose signature "
+            "file `<bundle>.sig` verifies with this key (needs the `sign` extra: "
+            "`cryptography`)."),
+        Key("require_signature", "bool", False, "Refuse to start (exit code 3) unless the "
+            "bundle's signature verifies with `public_key`."),
     )),
     Section("adc", "ADS1256 analog-to-digital converter (Waveshare High-Precision AD/DA "
             "board pinout by default, BCM numbering).", (
@@ -178,8 +184,18 @@ SCHEMA: tuple[Section, ...] = (
         Key("username", "str", "", "User name; empty = anonymous."),
         Key("password_env", "str", "", "Name of the environment variable holding the "
             "password (never the password itself)."),
+        Key("commands", "list[str]", ["*"], "Commands accepted on `cmd` (allow-list); "
+            "`[\"*\"]` = every registered command, `[]` = none (read-only device). E.g. "
+            "`[\"status\", \"health\"]`."),
+        Key("require_broker", "bool", False, "Fail fast: exit with code 7 when the broker "
+            "has not accepted the connection within `connect_timeout_s` of the start (same "
+            "as `vsense-edge run --require-broker`)."),
+        Key("connect_timeout_s", "float", 10.0, "Time allowed for the first connection "
+            "with `require_broker`.", unit="s", min=0.1, max=600.0),
     )),
-    Section("recorder", "Local recording of raw samples and estimates (never drops).", (
+    Section("recorder", "Local recording of raw samples and estimates. It never stalls "
+            "estimation or MQTT: data it cannot write in time is dropped, counted in health "
+            "(`dropped_samples`) and the status says `degraded` with the reason.", (
         Key("enabled", "bool", True, "Record raw samples (and estimates)."),
         Key("dir", "str", "/var/lib/vsense/recordings", "Directory of the recording files."),
         Key("estimates", "bool", True, "Also record estimates (`est-*.vsr`)."),
@@ -191,9 +207,12 @@ SCHEMA: tuple[Section, ...] = (
             "what a power cut can lose).", unit="s", min=0.01, max=600.0),
         Key("max_disk_mb", "float", 2048.0, "Cap on the recording directory; the oldest "
             "files are deleted (counted in health).", unit="MB", min=0.01, max=1e7),
+        Key("close_timeout_s", "float", 10.0, "At shutdown, time the writer gets to write "
+            "what is queued; whatever the disk does, the daemon stops after this (the rest "
+            "is counted as dropped).", unit="s", min=0.1, max=600.0),
         Key("queue_s", "float", 60.0, "Recorder queue capacity in seconds of data; a disk "
-            "stalled longer than this back-pressures the loop (lost samples are then counted "
-            "at the ring, never silently).", unit="s", min=1.0, max=3600.0),
+            "stalled longer than this makes the recorder drop (and count) chunks; estimation "
+            "and MQTT go on.", unit="s", min=1.0, max=3600.0),
     )),
     Section("loop", "Acquisition/estimation loop.", (
         Key("ring_s", "float", 2.0, "Ring buffer between acquisition and estimation.",
@@ -375,6 +394,12 @@ def _cross_checks(d: dict, name: str) -> None:
         raise ConfigError(f"{name}: [mqtt] password_env: {m['password_env']!r} is not an "
                           "environment variable name (put the NAME of the variable here, "
                           "not the password)")
+    for c in m["commands"]:
+        if c != "*" and not re.match(r"^[A-Za-z0-9_]{1,64}$", c):
+            raise ConfigError(f"{name}: [mqtt] commands: {c!r} is not a command name")
+    b = d["bundle"]
+    if b["require_signature"] and not b["public_key"]:
+        raise ConfigError(f"{name}: [bundle] require_signature: needs public_key")
     if bool(m["cert_file"]) != bool(m["key_file"]):
         raise ConfigError(f"{name}: [mqtt] key_file: cert_file and key_file go together")
     s = d["simulate"]
@@ -392,14 +417,32 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     """
     p = Path(path) if path is not None else DEFAULT_PATH
     try:
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{p}: config file larger than {MAX_CONFIG_BYTES} bytes")
         text = p.read_bytes()
     except OSError as e:
         raise ConfigError(f"{p}: cannot read config file: {e.strerror or e}") from None
+    return Config(validate(parse_toml(text, str(p)), str(p)), p, p.parent.resolve())
+
+
+#: A daemon config is a few KB; anything far larger is not one.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def parse_toml(data: bytes, where: str) -> dict:
+    """TOML bytes -> dict; every failure (not UTF-8, syntax, nesting so deep that the
+    parser recurses out) is a :class:`ConfigError` naming ``where``."""
     try:
-        raw = tomllib.loads(text.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: not valid TOML: {e}") from None
-    return Config(validate(raw, str(p)), p, p.parent.resolve())
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not valid TOML: not UTF-8 ({e.reason} at byte "
+                          f"{e.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid TOML: arrays/tables nested too deeply") from None
 
 
 def config_from_dict(raw: dict, base_dir: str | os.PathLike | None = None) -> Config:

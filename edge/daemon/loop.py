@@ -74,6 +74,7 @@ EXIT_CONFIG = 2
 EXIT_BUNDLE = 3
 EXIT_HARDWARE = 4
 EXIT_RECORDER = 5
+EXIT_BROKER = 7
 EXIT_CODES = {
     EXIT_OK: "clean stop (SIGTERM/SIGINT, or the simulated duration ended)",
     EXIT_INTERNAL: "unexpected internal error (traceback in the journal)",
@@ -82,7 +83,10 @@ EXIT_CODES = {
     EXIT_HARDWARE: "hardware error (SPI/GPIO not available, ADS1256 not answering, DRDY dead)",
     EXIT_RECORDER: "recording directory not usable",
     6: "replay: bad input file (edge.replay)",
+    EXIT_BROKER: "broker not reachable at start with --require-broker / [mqtt] require_broker",
 }
+#: Exit codes for which a restart cannot help (systemd RestartPreventExitStatus).
+EXIT_NO_RESTART = (EXIT_CONFIG, EXIT_BUNDLE, EXIT_RECORDER)
 
 FLAG_NONFINITE = np.uint8(1)
 FLAG_WARMUP = np.uint8(2)
@@ -231,6 +235,9 @@ class Daemon:
                              2 * self.block), self.nch)
         self.nf, self.nout = estimator.n_forces, estimator.n_outputs
         self.delay = estimator.delay
+        self.std = getattr(estimator, "std", None)  # (nf + nout,) or None (Tikhonov)
+        if publisher is not None and self.std is not None:
+            publisher.std = np.asarray(self.std, dtype=np.float64)
         b = self.block
         self._F = np.zeros((b, self.nf))
         self._Z = np.zeros((b, self.nout))
@@ -255,6 +262,7 @@ class Daemon:
         self._sf = np.zeros(cap, np.uint8)
         self._sok = np.zeros(cap, bool)
         self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
+        self.updates_locked: str | None = None  # reason update_model is refused (signature)
         self._identify_due = False  # set by the supervisor ([inverse] identify_every_s)
         self.scheduled_identifications = 0
         self.latency = LatencyStats(loop["latency_window"])  # DRDY -> estimate ready
@@ -263,6 +271,7 @@ class Daemon:
         self._t_off_known = False
         self.cpu = CpuMeter()
         self.state = "starting"
+        self.degraded_reason: str | None = None
         self.paused = False
         self.stop_event = threading.Event()
         self.processed = 0  # samples through the loop (watchdog progress)
@@ -605,7 +614,7 @@ class Daemon:
                         "sensor fault" if what == "fault" else "recovered", int(seq[k]))
             changed = True
         if changed and not self.paused:
-            self._set_state("sensor_fault" if self.faults.fault.any() else "running")
+            self._set_state("sensor_fault" if self.faults.fault.any() else self._ok_state())
 
     # ---------------------------------------------------------------------- commands
     def _run_commands(self) -> None:
@@ -626,7 +635,12 @@ class Daemon:
                                 "reason": f"{type(e).__name__}: {e}"})
 
     # ----------------------------------------------------------------- status/health
+    def _ok_state(self) -> str:
+        return "running" if self.degraded_reason is None else "degraded"
+
     def _set_state(self, state: str, **extra) -> None:
+        if state == "degraded" and "reason" not in extra and self.degraded_reason:
+            extra["reason"] = self.degraded_reason
         self.state = state
         if self.pub is not None:
             self.pub.set_retained(self.pub.topics.status, self.status_payload(**extra))
@@ -649,6 +663,9 @@ class Daemon:
                 "forces": [{"name": f.name, "unit": f.unit} for f in b.forces],
                 "outputs": [{"name": o.name, "unit": o.unit, "kind": o.kind} for o in b.outputs],
                 "columns": [f.name for f in b.forces] + [o.name for o in b.outputs],
+                "estimator": b.method,
+                **({"std_columns": [f"{x.name}_std" for x in (*b.forces, *b.outputs)]}
+                   if self.std is not None else {}),
                 "rate": self.rate, "delay_samples": self.delay,
                 "delay_s": self.delay / self.rate,
                 "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"]}
@@ -671,15 +688,56 @@ class Daemon:
              "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
              "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
              "rss_mb": round(rss_mb(), 1), "cpu_temp_c": cpu_temperature_c()}
+        check = getattr(self.est, "model_check", None)
+        mc = check() if check is not None else None
+        if mc is not None:  # smoother: innovation statistics (edge.estimator.smoother)
+            d["model_check"] = mc
         if self.pub is not None:
+            st = self.pub.stats
             d["publish"] = {"queue_depth": self.pub.queue_depth(),
-                            "drops_messages": self.pub.stats["drops_messages"],
-                            "drops_samples": self.pub.stats["drops_samples"],
-                            "published": self.pub.stats["published"],
-                            "connected": self.pub.connected}
+                            "drops_messages": st["drops_messages"],
+                            "drops_samples": st["drops_samples"],
+                            "published": st["published"],
+                            "connected": self.pub.connected,
+                            "unsent_samples": self.pub.unsent_samples(),
+                            "connects": st["connects"], "disconnects": st["disconnects"],
+                            "connect_failures": st["connect_failures"],
+                            "last_error": self.pub.last_error,
+                            "cmd_rejected": st["cmd_rejected"], "cmd_errors": st["cmd_errors"]}
         if self.rec is not None:
-            d["recorder"] = dict(self.rec.stats, queue_depth=self.rec.queue_depth())
+            d["recorder"] = dict(self.rec.stats, queue_depth=self.rec.queue_depth(),
+                                 problem=self.rec.degraded_reason())
+        if self.degraded_reason is not None:
+            d["degraded"] = self.degraded_reason
         return d
+
+    def _problems(self) -> str | None:
+        """Why the device is degraded now (recorder dropping data, MQTT thread dead)."""
+        reasons = []
+        if self.pub is not None:
+            r = self.pub.threads_problem()
+            if r:
+                reasons.append(r)
+        if self.rec is not None:
+            r = self.rec.degraded_reason()
+            if r:
+                reasons.append(r)
+        return "; ".join(reasons) or None
+
+    def _check_degraded(self) -> None:
+        """Supervisor: status ``degraded`` (with the reason) while a part is failing; back
+        to ``running`` when it recovered. Other states (paused, sensor_fault) take
+        precedence; the reason is in every health message either way."""
+        reason = self._problems()
+        changed = reason != self.degraded_reason
+        self.degraded_reason = reason
+        if reason is not None and (self.state == "running" or
+                                   (self.state == "degraded" and changed)):
+            log.warning("degraded: %s", reason)
+            self._set_state("degraded", reason=reason)
+        elif reason is None and self.state == "degraded":
+            log.info("recovered: status running again")
+            self._set_state("running")
 
     def _supervise(self) -> None:
         from edge.daemon.notify import ProgressWatchdog
@@ -696,9 +754,13 @@ class Daemon:
             if next_id is not None and now >= next_id and self.inverse is not None:
                 next_id = now + every
                 self._identify_due = True  # picked up by the estimating thread
+            self._check_degraded()
             if wd is not None and period_wd:
-                # a paused loop still consumes samples, so progress = samples processed
-                wd.tick(self.processed)
+                # a paused loop still consumes samples, so progress = samples processed;
+                # a dead MQTT thread stops the pings too: systemd restarts the service
+                mqtt_dead = self.pub is not None and self.pub.threads_problem() is not None
+                if not mqtt_dead:
+                    wd.tick(self.processed)
             if now >= next_h:
                 next_h = now + hi
                 if self.pub is not None:
@@ -707,6 +769,18 @@ class Daemon:
                     self.pub.send(self.pub.topics.health, json.dumps(self.health()).encode())
 
     # ---------------------------------------------------------------------- shutdown
+    def abort(self) -> None:
+        """Release what :func:`edge.daemon.app.build_daemon` opened, without running."""
+        self.stop_event.set()
+        try:
+            self.acq.close()
+        except Exception as e:  # noqa: BLE001
+            log.warning("releasing the hardware failed: %s", e)
+        if self.rec is not None:
+            self.rec.close(timeout=2.0)
+        if self.pub is not None:
+            self.pub.stop(timeout=0.5)
+
     def _shutdown(self, code: int) -> int:
         if self.notifier is not None:
             self.notifier.stopping()
@@ -718,7 +792,7 @@ class Daemon:
         if self.hw_error is not None and code == EXIT_OK:
             code = EXIT_HARDWARE
         if self.rec is not None:
-            self.rec.close()
+            self.rec.close(timeout=self.cfg["recorder"]["close_timeout_s"])
         final = {"state": "stopped", "exit_code": code}
         if self.hw_error is not None:
             final["error"] = f"hardware: {self.hw_error}"
@@ -742,7 +816,7 @@ def _cmd_resume(d: Daemon, args: dict):
         raise CommandError("not paused")
     d.paused = False
     d._reset_estimator()  # the state is stale after a pause
-    d._set_state("sensor_fault" if d.faults.fault.any() else "running")
+    d._set_state("sensor_fault" if d.faults.fault.any() else d._ok_state())
 
 
 def _cmd_reset_state(d: Daemon, args: dict):

@@ -5,8 +5,9 @@ Topic tree under ``<base>/<device id>/`` (base ``vsense`` by default):
 =============  =======  ============================================================
 topic          retain   payload
 =============  =======  ============================================================
-status         yes      JSON ``{"state": starting|running|paused|sensor_fault|stopped|
-                        offline, "t": unix s, ...}``; the last will sets ``offline``
+status         yes      JSON ``{"state": starting|running|degraded|paused|sensor_fault|
+                        stopped|offline, "t": unix s, "reason"?, ...}``; the last will
+                        sets ``offline``
 meta           yes      JSON: bundle id/hash, channels, forces, outputs, units, rate,
                         estimator delay (samples and seconds), payload format
 estimates      no       batch of estimates (JSON, or the binary layout below)
@@ -19,7 +20,7 @@ cmd/reply      no       ``{"id", "cmd", "ok": bool, "reason"?: str, ...}``
 Binary ``estimates`` layout (``format = "binary"``, little endian)::
 
     0   4s   magic b"VSE1"
-    4   u2   version (1)
+    4   u2   version (1; 2 = with the std block)
     6   u2   ncol (forces + outputs)
     8   u4   n (samples in this message)
     12  u4   reserved (0)
@@ -27,6 +28,12 @@ Binary ``estimates`` layout (``format = "binary"``, little endian)::
     24  n  x i8          t_ns of each sample
         n*ncol x f8      values, row major (sample by sample)
         n  x u1          flags
+        n*ncol x f8      version 2 only: standard deviation of each value, row major
+
+JSON ``estimates``: ``{"seq", "n", "t_ns", "v", "flags"}`` and, when the estimator states its
+uncertainty (the smoother), ``"s"``: the standard deviation of each value, same shape as
+``"v"`` (``null`` where the value is). ``meta`` then lists ``"std_columns"``
+(``<column>_std``, same order as ``"columns"``).
 """
 
 from __future__ import annotations
@@ -52,33 +59,49 @@ BIN_MAGIC = b"VSE1"
 
 # ---------------------------------------------------------------------------- payloads
 def encode_estimates(seq0: int, t_ns: np.ndarray, values: np.ndarray, flags: np.ndarray,
-                     fmt: str = "json") -> bytes:
+                     fmt: str = "json", std: np.ndarray | None = None) -> bytes:
     """Encode ``n`` consecutive estimates (``seq0 .. seq0+n-1``).
 
     ``t_ns (n,) int64`` time of the sample each row describes [ns], ``values (n, ncol)``
-    forces then outputs [SI], ``flags (n,) uint8``. JSON: ``{"seq", "n", "t_ns", "v",
-    "flags"}`` with non-finite values as ``null``; floats round-trip exactly.
+    forces then outputs [SI], ``flags (n,) uint8``, ``std`` None or the standard deviation
+    of each column ``(ncol,)`` (or of each value, ``(n, ncol)``). JSON: ``{"seq", "n",
+    "t_ns", "v", "flags"}`` (+ ``"s"``) with non-finite values as ``null``; floats
+    round-trip exactly.
     """
     n = int(t_ns.shape[0])
+    S = None
+    if std is not None:
+        S = np.broadcast_to(np.asarray(std, dtype=np.float64), values.shape)
+        S = np.where(np.isfinite(values), S, np.nan)
     if fmt == "binary":
         v = np.ascontiguousarray(values, dtype="<f8")
-        return b"".join((BIN_HEADER.pack(BIN_MAGIC, 1, v.shape[1], n, 0, int(seq0)),
-                         np.ascontiguousarray(t_ns, "<i8").tobytes(), v.tobytes(),
-                         np.ascontiguousarray(flags, "u1").tobytes()))
+        parts = [BIN_HEADER.pack(BIN_MAGIC, 1 if S is None else 2, v.shape[1], n, 0,
+                                 int(seq0)),
+                 np.ascontiguousarray(t_ns, "<i8").tobytes(), v.tobytes(),
+                 np.ascontiguousarray(flags, "u1").tobytes()]
+        if S is not None:
+            parts.append(np.ascontiguousarray(S, "<f8").tobytes())
+        return b"".join(parts)
+    d = {"seq": int(seq0), "n": n, "t_ns": t_ns.tolist(), "v": _rows(values),
+         "flags": flags.tolist()}
+    if S is not None:
+        d["s"] = _rows(S)
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def _rows(values):
     if np.isfinite(values).all():
-        rows = values.tolist()
-    else:
-        rows = [[x if math.isfinite(x) else None for x in r] for r in values.tolist()]
-    return json.dumps({"seq": int(seq0), "n": n, "t_ns": t_ns.tolist(), "v": rows,
-                       "flags": flags.tolist()}, separators=(",", ":")).encode()
+        return values.tolist()
+    return [[x if math.isfinite(x) else None for x in r] for r in values.tolist()]
 
 
 def decode_estimates(payload: bytes) -> dict:
     """Inverse of :func:`encode_estimates` (either format): ``{"seq": (n,) int64,
-    "t_ns": (n,) int64, "v": (n, ncol) float64 (NaN for null), "flags": (n,) uint8}``."""
+    "t_ns": (n,) int64, "v": (n, ncol) float64 (NaN for null), "flags": (n,) uint8}`` and
+    ``"s": (n, ncol)`` when the message carries standard deviations (binary version 2)."""
     if payload[:4] == BIN_MAGIC:
         magic, ver, ncol, n, _, seq0 = BIN_HEADER.unpack_from(payload)
-        if ver != 1:
+        if ver not in (1, 2):
             raise ValueError(f"estimates: unsupported binary version {ver}")
         o = BIN_HEADER.size
         t = np.frombuffer(payload, "<i8", n, o)
@@ -86,18 +109,66 @@ def decode_estimates(payload: bytes) -> dict:
         v = np.frombuffer(payload, "<f8", n * ncol, o).reshape(n, ncol)
         o += 8 * n * ncol
         f = np.frombuffer(payload, "u1", n, o)
-        return {"seq": seq0 + np.arange(n, dtype=np.int64), "t_ns": t.astype(np.int64),
-                "v": v.astype(np.float64), "flags": f.astype(np.uint8)}
+        o += n
+        out = {"seq": seq0 + np.arange(n, dtype=np.int64), "t_ns": t.astype(np.int64),
+               "v": v.astype(np.float64), "flags": f.astype(np.uint8)}
+        if ver == 2:
+            out["s"] = np.frombuffer(payload, "<f8", n * ncol, o).reshape(n, ncol).astype(
+                np.float64)
+        return out
     d = json.loads(payload)
-    v = np.array([[np.nan if x is None else x for x in r] for r in d["v"]], dtype=float)
-    return {"seq": d["seq"] + np.arange(d["n"], dtype=np.int64),
-            "t_ns": np.asarray(d["t_ns"], np.int64), "v": v.reshape(d["n"], -1),
-            "flags": np.asarray(d["flags"], np.uint8)}
+    v = _array(d["v"]).reshape(d["n"], -1)
+    out = {"seq": d["seq"] + np.arange(d["n"], dtype=np.int64),
+           "t_ns": np.asarray(d["t_ns"], np.int64), "v": v,
+           "flags": np.asarray(d["flags"], np.uint8)}
+    if "s" in d:
+        out["s"] = _array(d["s"]).reshape(v.shape)
+    return out
+
+
+def _array(rows):
+    return np.array([[np.nan if x is None else x for x in r] for r in rows], dtype=float)
 
 
 # ---------------------------------------------------------------------------- commands
 class CommandError(ValueError):
-    """A command was rejected; the message is the reason sent on ``cmd/reply``."""
+    """A command was rejected; the message is the reason sent on ``cmd/reply``.
+
+    ``cid`` is the command's ``id`` when it could be read (echoed in the reply)."""
+
+    def __init__(self, msg: str, cid: Any = None):
+        super().__init__(msg)
+        self.cid = cid
+
+
+#: Largest accepted ``cmd`` payload [bytes]; the largest legitimate command (update_model
+#: with a few parameters) is well under 1 KB.
+MAX_COMMAND_BYTES = 16_384
+#: Deepest accepted JSON nesting of a command (``{"args": {"params": {...}}}`` is 3).
+MAX_COMMAND_DEPTH = 8
+
+
+def _json_depth(payload: str) -> int:
+    """Nesting depth of a JSON text, counted on the raw characters (strings skipped) so
+    that a deeply nested payload is refused before the recursive decoder sees it."""
+    depth = deepest = 0
+    in_str = esc = False
+    for ch in payload:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 @dataclass
@@ -116,10 +187,14 @@ class CommandRegistry:
     doc="...")``; ``fn(daemon, args) -> dict | None`` runs on the loop thread between two
     estimator blocks (so it may call ``daemon.estimator.swap(op)``) and raises
     :class:`CommandError` to reject.
+
+    ``allowed`` (``[mqtt] commands``): names accepted from the network; ``None`` = all
+    registered commands. Others are rejected with the reason "not allowed on this device".
     """
 
-    def __init__(self):
+    def __init__(self, allowed: list[str] | tuple[str, ...] | None = None):
         self.commands: dict[str, Command] = {}
+        self.allowed: set[str] | None = None if allowed is None else set(allowed)
 
     def register(self, name: str, handler, args: dict | None = None,
                  required: tuple[str, ...] = (), doc: str = "") -> None:
@@ -128,42 +203,87 @@ class CommandRegistry:
         self.commands[name] = Command(name, handler, dict(args or {}), tuple(required), doc)
 
     def parse(self, payload: bytes) -> tuple[Command, dict, Any]:
-        """Validate a raw payload; return ``(command, args, id)`` or raise CommandError."""
+        """Validate a raw payload; return ``(command, args, id)`` or raise CommandError.
+
+        Never raises anything else: size and nesting are bounded before decoding (a deeply
+        nested payload would otherwise raise RecursionError in the decoder)."""
+        if len(payload) > MAX_COMMAND_BYTES:
+            raise CommandError(f"payload too large ({len(payload)} bytes, at most "
+                               f"{MAX_COMMAND_BYTES})")
         try:
-            msg = json.loads(payload.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            text = bytes(payload).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CommandError(f"payload is not JSON: not UTF-8 ({e.reason} at byte "
+                               f"{e.start})") from None
+        if _json_depth(text) > MAX_COMMAND_DEPTH:
+            raise CommandError(f"payload is nested deeper than {MAX_COMMAND_DEPTH} levels")
+        try:
+            msg = json.loads(text)
+        except (ValueError, RecursionError) as e:
             raise CommandError(f"payload is not JSON: {e}") from None
         if not isinstance(msg, dict):
             raise CommandError("payload must be a JSON object {\"cmd\": ..., \"args\": {...}}")
+        cid = msg.get("id")
+        if not (cid is None or isinstance(cid, (str, int, float)) and not isinstance(cid, bool)):
+            cid = None
+            raise CommandError("field 'id' must be a string or a number")
+        if isinstance(cid, str) and len(cid) > 128:
+            raise CommandError("field 'id' longer than 128 characters")
         extra = sorted(set(msg) - {"cmd", "id", "args"})
         if extra:
-            raise CommandError(f"unknown field {extra[0]!r} (allowed: cmd, id, args)")
+            raise CommandError(f"unknown field {extra[0]!r} (allowed: cmd, id, args)", cid)
         name = msg.get("cmd")
         if not isinstance(name, str):
-            raise CommandError("field 'cmd' missing or not a string")
+            raise CommandError("field 'cmd' missing or not a string", cid)
         cmd = self.commands.get(name)
         if cmd is None:
-            raise CommandError(f"unknown command {name!r} (known: "
-                               f"{', '.join(sorted(self.commands))})")
+            raise CommandError(f"unknown command {name[:64]!r} (known: "
+                               f"{', '.join(sorted(self.commands))})", cid)
+        if self.allowed is not None and name not in self.allowed:
+            raise CommandError(f"command {name!r} is not allowed on this device "
+                               f"([mqtt] commands)", cid)
         args = msg.get("args", {})
         if not isinstance(args, dict):
-            raise CommandError("field 'args' must be an object")
+            raise CommandError("field 'args' must be an object", cid)
         for k, v in args.items():
             if k not in cmd.args:
-                raise CommandError(f"{name}: unknown argument {k!r}")
+                raise CommandError(f"{name}: unknown argument {k[:64]!r}", cid)
             t = cmd.args[k]
             if isinstance(v, bool) and t is not bool and bool not in (t if isinstance(t, tuple) else (t,)):
-                raise CommandError(f"{name}: argument {k!r} must be {t}, got bool")
+                raise CommandError(f"{name}: argument {k!r} must be {t}, got bool", cid)
             if not isinstance(v, t):
                 raise CommandError(f"{name}: argument {k!r} has the wrong type "
-                                   f"({type(v).__name__})")
+                                   f"({type(v).__name__})", cid)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise CommandError(f"{name}: argument {k!r} is not finite", cid)
         for k in cmd.required:
             if k not in args:
-                raise CommandError(f"{name}: missing argument {k!r}")
-        return cmd, args, msg.get("id")
+                raise CommandError(f"{name}: missing argument {k!r}", cid)
+        return cmd, args, cid
 
 
 # ---------------------------------------------------------------------------- publisher
+def _describe_connect_error(e: BaseException) -> str:
+    """One line naming the kind of connection failure (DNS, refused, TLS, timeout)."""
+    import socket
+    import ssl
+
+    if isinstance(e, socket.gaierror):
+        return f"host name not resolved ({e.strerror or e})"
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed ({e.verify_message or e}); check [mqtt] ca_file"
+    if isinstance(e, ssl.SSLError):
+        return f"TLS error ({e.reason or e})"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (no broker listening on that port?)"
+    if isinstance(e, (TimeoutError, socket.timeout)):
+        return "connection timed out"
+    if isinstance(e, OSError):
+        return f"{type(e).__name__}: {e.strerror or e}"
+    return f"{type(e).__name__}: {e}"
+
+
+
 class Topics:
     def __init__(self, base: str, device: str):
         root = f"{base}/{device}"
@@ -206,6 +326,7 @@ class Publisher:
         self.batch = cfg_mqtt["batch"]
         self.max_delay = cfg_mqtt["max_batch_delay_s"]
         self.ncol = ncol
+        self.std = None  # (ncol,) standard deviation of each column, set by the daemon
         self.commands: queue.Queue = queue.Queue(maxsize=100)
         self.cmd_flag = False  # set when a command was queued (see Daemon._cmd_pending)
         self.out: collections.deque = collections.deque()
@@ -214,7 +335,8 @@ class Publisher:
         self.connected = False
         self.stats = {"published": 0, "published_samples": 0, "drops_messages": 0,
                       "drops_samples": 0, "connects": 0, "disconnects": 0,
-                      "cmd_rejected": 0, "cmd_accepted": 0}
+                      "cmd_rejected": 0, "cmd_accepted": 0, "cmd_errors": 0,
+                      "connect_failures": 0}
         self._retained: dict[str, bytes] = {}
         self._bt = np.zeros(self.batch, np.int64)
         self._bv = np.zeros((self.batch, ncol))
@@ -240,7 +362,14 @@ class Publisher:
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
+        c.on_connect_fail = self._on_connect_fail
+        c.suppress_exceptions = True  # a failing callback must not end the network thread
+        self._wrap_reconnect(c)
         self.client = c
+        self.where = f"{cfg_mqtt['host']}:{cfg_mqtt['port']}"
+        self.last_error: str | None = None  # why the last connection attempt failed
+        self.connected_event = threading.Event()  # set by the first successful CONNACK
+        self.failed_event = threading.Event()  # set by every failed connection attempt
         self._thread = threading.Thread(target=self._run, name="vsense-mqtt", daemon=True)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -261,7 +390,8 @@ class Publisher:
         self._stop = True
         with self.cond:
             self.cond.notify_all()
-        self._thread.join(timeout=2.0)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=2.0)
         if final_status is not None and self.connected:
             info = self.client.publish(self.topics.status, json.dumps(final_status), 1, True)
             try:
@@ -271,13 +401,68 @@ class Publisher:
         self.client.disconnect()
         self.client.loop_stop()
 
+    def wait_connected(self, timeout: float) -> bool:
+        """Block until the broker accepted the connection (``--require-broker``)."""
+        return self.connected_event.wait(timeout)
+
+    def threads_problem(self) -> str | None:
+        """None while paho's network thread and the sender thread run, else the reason
+        (the supervisor stops the systemd watchdog pings then: the service is restarted)."""
+        if self._stop:
+            return None
+        paho_thread = getattr(self.client, "_thread", None)
+        if paho_thread is not None and not paho_thread.is_alive():
+            return "MQTT network thread ended"
+        if self._thread.ident is not None and not self._thread.is_alive():
+            return "MQTT sender thread ended"
+        return None
+
+    def unsent_samples(self) -> int:
+        """Estimates produced but not yet handed to the broker (queue + open batch)."""
+        with self.cond:
+            queued = sum(e[3] for e in self.out)
+        return queued + self._bn
+
+    # -- connection diagnostics ----------------------------------------------------------
+    def _wrap_reconnect(self, c) -> None:
+        """Keep the exception of a failed (re)connection attempt: paho's network thread
+        swallows it and only calls ``on_connect_fail``."""
+        orig = c.reconnect
+
+        def reconnect():
+            try:
+                return orig()
+            except Exception as e:  # re-raised: paho retries with backoff
+                self.last_error = _describe_connect_error(e)
+                raise
+
+        c.reconnect = reconnect
+
+    def _on_connect_fail(self, client, userdata):
+        self.stats["connect_failures"] += 1
+        self.failed_event.set()
+        n = self.stats["connect_failures"]
+        # loud at first, then every 10th retry (the backoff already spaces them out)
+        if n <= 3 or n % 10 == 0:
+            log.error("MQTT: cannot connect to %s: %s (attempt %d; retrying with backoff "
+                      "%g..%g s)", self.where, self.last_error or "connection failed", n,
+                      self.cfg["reconnect_min_s"], self.cfg["reconnect_max_s"])
+
     # -- paho callbacks (network thread) ------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties):
         if reason_code.is_failure:
-            log.error("MQTT: connection refused: %s", reason_code)
+            self.stats["connect_failures"] += 1
+            self.last_error = f"broker refused the connection: {reason_code}"
+            hint = ""
+            if "authori" in str(reason_code).lower() or "password" in str(reason_code).lower():
+                hint = " (check [mqtt] username / password_env and the broker's ACL)"
+            log.error("MQTT: %s refused the connection: %s%s", self.where, reason_code, hint)
+            self.failed_event.set()
             return
         self.stats["connects"] += 1
-        log.info("MQTT: connected to %s:%s", self.cfg["host"], self.cfg["port"])
+        self.last_error = None
+        log.info("MQTT: connected to %s", self.where)
+        self.connected_event.set()
         client.subscribe(self.topics.cmd, qos=1)
         for topic, payload in list(self._retained.items()):
             client.publish(topic, payload, qos=1, retain=True)
@@ -290,22 +475,26 @@ class Publisher:
             self.connected = False
         self.stats["disconnects"] += 1
         if not self._stop:
-            log.warning("MQTT: disconnected (%s); reconnecting with backoff", reason_code)
+            log.warning("MQTT: disconnected from %s (%s); %d estimates unsent, reconnecting "
+                        "with backoff", self.where, reason_code, self.unsent_samples())
 
     def _on_message(self, client, userdata, msg):
+        # runs on paho's network thread: nothing may escape from here, or the thread ends
+        # and with it all publishing (issue 12, item 1)
+        try:
+            self._handle_command(msg)
+        except Exception:  # noqa: BLE001 - logged and counted, the network thread goes on
+            self.stats["cmd_errors"] += 1
+            log.exception("MQTT: command handling failed on %s", msg.topic)
+
+    def _handle_command(self, msg) -> None:
         if msg.topic != self.topics.cmd:
             return
         try:
             cmd, args, cid = self.registry.parse(msg.payload)
         except CommandError as e:
             self.stats["cmd_rejected"] += 1
-            cid = None
-            try:
-                j = json.loads(msg.payload)
-                cid = j.get("id") if isinstance(j, dict) else None
-            except ValueError:
-                pass
-            self.reply({"id": cid, "ok": False, "reason": str(e)})
+            self.reply({"id": e.cid, "ok": False, "reason": str(e)})
             return
         try:
             self.commands.put_nowait((cmd, args, cid))
@@ -374,7 +563,7 @@ class Publisher:
         if n == 0:
             return
         payload = encode_estimates(self._bseq, self._bt[:n], self._bv[:n], self._bf[:n],
-                                   self.fmt)
+                                   self.fmt, std=self.std)
         self._bn = 0
         self.send(self.topics.estimates, payload, nsamp=n)
 

@@ -1,4 +1,4 @@
-"""Recorder: raw samples and estimates to rotating local files; never drops.
+"""Recorder: raw samples and estimates to rotating local files; never stalls the loop.
 
 File format (``*.vsr``, "vsense recording", little endian)::
 
@@ -27,124 +27,23 @@ flushed and fsynced at least every ``fsync_interval_s``. When the directory grow
 
 from __future__ import annotations
 
-import json
+import errno
 import logging
+import math
 import os
 import queue
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from edge.daemon.vsr import (BAD_FLAGS, MAGIC, MAX_HEADER_BYTES, SUFFIX,  # noqa: F401
+                             Recording, RecordingError, _header_bytes, read_file,
+                             read_recording, read_recording_full, record_dtype,
+                             recording_files)
+
 log = logging.getLogger("vsense.recorder")
-
-MAGIC = b"VSREC01\n"
-SUFFIX = ".vsr"
-BAD_FLAGS = np.uint8(1 | 4)  # non-finite or saturated
-
-
-class RecordingError(ValueError):
-    """A recording file or directory is unreadable or malformed; the message names it."""
-
-
-def record_dtype(ncol: int) -> np.dtype:
-    """Packed record dtype with ``ncol`` float64 values."""
-    return np.dtype([("seq", "<i8"), ("t_ns", "<i8"), ("v", "<f8", (ncol,)), ("flags", "u1")])
-
-
-def _header_bytes(header: dict) -> bytes:
-    h = json.dumps(header, sort_keys=True).encode("utf-8")
-    pad = (-(len(MAGIC) + 4 + len(h))) % 8
-    h += b" " * pad
-    return MAGIC + len(h).to_bytes(4, "little") + h
-
-
-@dataclass
-class Recording:
-    """Content of one or more recording files of one kind, concatenated in order."""
-
-    header: dict
-    seq: np.ndarray  # (n,) int64
-    t_ns: np.ndarray  # (n,) int64 [ns]
-    values: np.ndarray  # (n, ncol) float64
-    flags: np.ndarray  # (n,) uint8
-    columns: list[str]
-    truncated_bytes: int = 0
-
-
-def read_file(path: str | os.PathLike) -> Recording:
-    """Read one ``.vsr`` file (a trailing partial record is ignored and reported)."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise RecordingError(f"{p}: cannot read recording: {e.strerror or e}") from None
-    if data[:8] != MAGIC:
-        raise RecordingError(f"{p}: not a vsense recording (bad magic {data[:8]!r})")
-    if len(data) < 12:
-        raise RecordingError(f"{p}: truncated header")
-    hl = int.from_bytes(data[8:12], "little")
-    try:
-        header = json.loads(data[12:12 + hl].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RecordingError(f"{p}: header is not JSON: {e}") from None
-    if header.get("format") != "vsense-recording" or header.get("version") != 1:
-        raise RecordingError(f"{p}: unsupported format/version "
-                             f"{header.get('format')!r}/{header.get('version')!r}")
-    cols = list(header["columns"])
-    dt = record_dtype(len(cols))
-    body = memoryview(data)[12 + hl:]
-    n = len(body) // dt.itemsize
-    rec = np.frombuffer(body[:n * dt.itemsize], dtype=dt)
-    return Recording(header, rec["seq"].copy(), rec["t_ns"].copy(),
-                     rec["v"].reshape(n, len(cols)).copy(), rec["flags"].copy(), cols,
-                     len(body) - n * dt.itemsize)
-
-
-def recording_files(path: str | os.PathLike, kind: str = "raw") -> list[Path]:
-    """The ``kind`` files of a recording directory in time order (or ``[path]`` for a file)."""
-    p = Path(path)
-    if p.is_dir():
-        prefix = "raw-" if kind == "raw" else "est-"
-        files = sorted(f for f in p.iterdir() if f.name.startswith(prefix)
-                       and f.name.endswith(SUFFIX))
-        if not files:
-            raise RecordingError(f"{p}: no {prefix}*{SUFFIX} files in this directory")
-        return files
-    if not p.exists():
-        raise RecordingError(f"{p}: no such recording file or directory")
-    return [p]
-
-
-def read_recording_full(path: str | os.PathLike, kind: str = "raw") -> Recording:
-    """All ``kind`` records of a file or directory, concatenated and sorted by ``seq``."""
-    parts = [read_file(f) for f in recording_files(path, kind)]
-    cols = parts[0].columns
-    for f, r in zip(recording_files(path, kind), parts):
-        if r.columns != cols:
-            raise RecordingError(f"{f}: columns {r.columns} differ from {cols}")
-    seq = np.concatenate([r.seq for r in parts])
-    order = np.argsort(seq, kind="stable")
-    return Recording(parts[0].header, seq[order],
-                     np.concatenate([r.t_ns for r in parts])[order],
-                     np.concatenate([r.values for r in parts])[order],
-                     np.concatenate([r.flags for r in parts])[order], cols,
-                     sum(r.truncated_bytes for r in parts))
-
-
-def read_recording(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Raw samples for ``vsense-edge replay``: ``(t (n,) [s], Y (n, nch), channel names)``.
-
-    Samples flagged non-finite or saturated (bit0/bit2) are returned as NaN, which is what
-    the daemon handed to the estimator, so a replay reproduces the live estimates.
-    ``t`` is ``t_ns * 1e-9`` (the sample clock; see the header's ``clock``).
-    """
-    r = read_recording_full(path, "raw")
-    Y = r.values.copy()
-    Y[(r.flags & BAD_FLAGS) != 0] = np.nan
-    return r.t_ns * 1e-9, Y, r.columns
 
 
 class _Stream:
@@ -162,13 +61,22 @@ class _Stream:
 
 
 class Recorder:
-    """Background writer of raw samples and estimates.
+    """Background writer of raw samples and estimates; degrades, never stalls the loop.
 
     The loop thread calls :meth:`append_raw` / :meth:`append_estimates` (copies into a chunk
-    buffer, no I/O); full or old chunks go through a bounded queue to the writer thread. The
-    queue holds ``queue_s`` seconds of data; if the disk stalls longer, ``put`` blocks the
-    loop (back-pressure) instead of dropping: acquisition keeps running and any samples it
-    then cannot place are counted as lost in the ring.
+    buffer, no I/O); full or old chunks go through a bounded queue (``queue_s`` seconds of
+    data) to the writer thread. Nothing here blocks the loop:
+
+    * queue full (the disk cannot keep up): the chunk is **dropped and counted**
+      (``dropped_samples``, ``dropped_chunks``), :attr:`problem` names the reason;
+    * write fails (disk full, removed, read-only): the writer first reclaims space by
+      deleting the oldest closed files (like the ``max_disk_mb`` cap) and retries once; if
+      that fails too the chunk is dropped and counted, the partial file is cut back to its
+      last whole record and closed, and writes are retried after ``retry_s``;
+    * the directory is kept under ``max_disk_mb`` (open file included: files are rotated
+      at ``min(rotate_mb, max_disk_mb / 4)``);
+    * :meth:`close` returns within its ``timeout`` whatever the disk does (what is not
+      written by then is counted as dropped).
     """
 
     def __init__(self, directory: str | os.PathLike, channels: list[str], units: list[str],
@@ -176,7 +84,8 @@ class Recorder:
                  rate: float = 1000.0, device: str = "", bundle_hash: str = "",
                  clock: str = "monotonic", rotate_s: float = 3600.0, rotate_mb: float = 64.0,
                  fsync_interval_s: float = 1.0, max_disk_mb: float = 2048.0,
-                 queue_s: float = 60.0, chunk: int = 256, chunk_age_s: float = 0.1):
+                 queue_s: float = 60.0, chunk: int = 256, chunk_age_s: float = 0.1,
+                 retry_s: float = 1.0, problem_hold_s: float = 5.0):
         self.dir = Path(directory)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -187,20 +96,34 @@ class Recorder:
             raise RecordingError(f"{self.dir}: recording directory is not writable")
         self.meta = {"device": device, "bundle_hash": bundle_hash, "rate": rate,
                      "clock": clock}
-        self.rotate_s, self.rotate_bytes = rotate_s, int(rotate_mb * 1e6)
-        self.fsync_interval_s = fsync_interval_s
         self.max_disk_bytes = int(max_disk_mb * 1e6)
+        self.rotate_s = rotate_s
+        self.rotate_bytes = max(1, min(int(rotate_mb * 1e6), self.max_disk_bytes // 4))
+        self.fsync_interval_s = fsync_interval_s
         self.chunk_age_s = chunk_age_s
+        self.retry_s = retry_s
+        self.problem_hold_s = problem_hold_s
         self.streams = {"raw": _Stream("raw", channels, units, chunk)}
         if est_columns is not None:
             self.streams["estimates"] = _Stream("estimates", est_columns,
                                                 est_units or [""] * len(est_columns), chunk)
         nq = max(4, int(queue_s * rate / chunk) * len(self.streams))
         self.q: queue.Queue = queue.Queue(maxsize=nq)
-        self.files: dict[str, tuple] = {}  # kind -> (file, path, opened_monotonic, bytes)
+        # kind -> (file, path, opened_monotonic, data bytes, header bytes)
+        self.files: dict[str, tuple] = {}
         self.stats = {"raw_samples": 0, "estimate_samples": 0, "bytes": 0, "files": 0,
-                      "files_deleted": 0, "fsyncs": 0, "write_errors": 0, "blocked_puts": 0}
+                      "files_deleted": 0, "fsyncs": 0, "write_errors": 0,
+                      "dropped_samples": 0, "dropped_chunks": 0, "dropped_raw": 0,
+                      "dropped_estimates": 0}
+        self.problem: str | None = None  # last reason data was dropped
+        self._problem_t = -math.inf  # monotonic time of the last drop
+        self._retry_at = 0.0  # after a failed write: drop until then
+        self._last_log = -math.inf
+        self._dir_bytes = self._scan_bytes()
         self._last_sync = time.monotonic()
+        self._deadline = math.inf
+        #: set when the writer has taken every queued chunk (tests, shutdown diagnostics)
+        self.idle = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vsense-recorder", daemon=True)
         self._stop = False
         self._thread.start()
@@ -246,9 +169,27 @@ class Recorder:
         s.fill = 0
         try:
             self.q.put_nowait(item)
-        except queue.Full:
-            self.stats["blocked_puts"] += 1
-            self.q.put(item)  # back-pressure, never drop
+            self.idle.clear()
+        except queue.Full:  # the disk cannot keep up: drop, count, say so; never block
+            self._dropped(s.kind, item[2], "recorder queue full (disk too slow or stalled)")
+
+    def _dropped(self, kind: str, n: int, reason: str) -> None:
+        self.stats["dropped_samples"] += n
+        self.stats["dropped_chunks"] += 1
+        self.stats["dropped_raw" if kind == "raw" else "dropped_estimates"] += n
+        self.problem = reason
+        now = time.monotonic()
+        self._problem_t = now
+        if now - self._last_log >= 10.0:  # at most one line per 10 s
+            self._last_log = now
+            log.error("recorder: %s; %d samples dropped so far", reason,
+                      self.stats["dropped_samples"])
+
+    def degraded_reason(self) -> str | None:
+        """The reason data was dropped within the last ``problem_hold_s``, else None."""
+        if time.monotonic() - self._problem_t <= self.problem_hold_s:
+            return self.problem
+        return None
 
     def flush(self) -> None:
         """Ship all partial chunks (no waiting for the disk)."""
@@ -256,14 +197,18 @@ class Recorder:
             if s.fill:
                 self._ship(s)
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Ship everything, let the writer write and fsync it, close the files."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Ship everything, let the writer write and fsync it within ``timeout`` s, close
+        the files. Returns within about ``timeout`` whatever the disk does; what was not
+        written is counted in ``dropped_samples``."""
         self.flush()
+        self._deadline = time.monotonic() + timeout
         self._stop = True
-        self.q.put(None)
-        self._thread.join(timeout)
+        self._thread.join(timeout + 0.5)
         if self._thread.is_alive():
-            log.error("recorder: writer did not finish within %.0f s", timeout)
+            n = sum(item[2] for item in list(self.q.queue) if item)
+            log.error("recorder: writer blocked in the file system for %.0f s; giving up "
+                      "(%d queued samples not written)", timeout, n)
 
     def queue_depth(self) -> int:
         return self.q.qsize()
@@ -271,38 +216,59 @@ class Recorder:
     # -- writer thread ------------------------------------------------------------------
     def _run(self) -> None:
         while True:
+            if self._stop and (self.q.empty() or time.monotonic() > self._deadline):
+                break
             try:
                 item = self.q.get(timeout=min(0.2, self.fsync_interval_s))
             except queue.Empty:
-                item = False
-            if item is None:
-                break
-            if item:
+                item = None
+                self.idle.set()
+            if item is not None:
                 self._write(*item)
+                if self.q.empty():
+                    self.idle.set()
             if time.monotonic() - self._last_sync >= self.fsync_interval_s:
                 self._sync()
+        while True:  # past the shutdown deadline: count what is left
+            try:
+                kind, _, n = self.q.get_nowait()
+            except queue.Empty:
+                break
+            self._dropped(kind, n, "shutdown deadline reached before the disk took the data")
         self._sync()
         for kind in list(self.files):
             self._close_file(kind)
 
     def _write(self, kind: str, data: bytes, n: int) -> None:
-        while True:
+        if time.monotonic() < self._retry_at:
+            self._dropped(kind, n, self.problem or "recording disk failing")
+            return
+        for attempt in (0, 1):
             try:
-                f = self._file_for(kind)
-                f.write(data)
-                fo = self.files[kind]
-                self.files[kind] = (fo[0], fo[1], fo[2], fo[3] + len(data))
-                self.stats["bytes"] += len(data)
+                self._write_once(kind, data)
                 self.stats["raw_samples" if kind == "raw" else "estimate_samples"] += n
                 return
-            except OSError as e:  # disk full/removed: retry, never drop
+            except OSError as e:
                 self.stats["write_errors"] += 1
-                log.error("recorder: write failed (%s); retrying in 1 s", e)
-                self._enforce_cap()
-                time.sleep(1.0)
-                if self._stop and self.stats["write_errors"] > 30:
-                    log.error("recorder: giving up at shutdown; %d samples not written", n)
-                    return
+                reason = f"write to {self.dir} failed: {e.strerror or e}"
+                self._abandon_file(kind)
+                if attempt == 0 and self._reclaim(len(data)):
+                    continue  # space freed: try once more
+                self._retry_at = time.monotonic() + self.retry_s
+                self._dropped(kind, n, reason)
+                return
+
+    def _write_once(self, kind: str, data: bytes) -> None:
+        f = self._file_for(kind)
+        fo = self.files[kind]
+        k = f.write(data)
+        if k != len(data):  # unbuffered file: a short write means the disk is full
+            raise OSError(errno.ENOSPC, "short write (disk full)")
+        self.files[kind] = (fo[0], fo[1], fo[2], fo[3] + k, fo[4])
+        self.stats["bytes"] += k
+        self._dir_bytes += k
+        if self._dir_bytes > self.max_disk_bytes:
+            self._enforce_cap()
 
     def _file_for(self, kind: str):
         fo = self.files.get(kind)
@@ -319,24 +285,53 @@ class Recorder:
             header = dict(self.meta, format="vsense-recording", version=1, kind=kind,
                           columns=s.columns, units=s.units, t0_unix_ns=time.time_ns(),
                           record_size=s.dtype.itemsize)
-            f = open(path, "wb")
-            f.write(_header_bytes(header))
-            self.files[kind] = fo = (f, path, now, 0)
+            hb = _header_bytes(header)
+            f = open(path, "wb", buffering=0)
+            try:
+                if f.write(hb) != len(hb):
+                    raise OSError(errno.ENOSPC, "short write (disk full)")
+            except OSError:
+                f.close()
+                self._unlink(path)
+                raise
+            self._dir_bytes += len(hb)
+            self.files[kind] = fo = (f, path, now, 0, len(hb))
             self.stats["files"] += 1
         return fo[0]
+
+    def _abandon_file(self, kind: str) -> None:
+        """After a failed write: cut the file back to the end of the last chunk written
+        in full (no partial chunk: a retry writes the whole chunk again), close it."""
+        fo = self.files.pop(kind, None)
+        if fo is None:
+            return
+        f, path, _, nbytes, hlen = fo
+        try:
+            end = f.seek(0, os.SEEK_END)
+            good = hlen + nbytes
+            if good < end:
+                os.ftruncate(f.fileno(), good)
+                self._dir_bytes -= end - good
+        except OSError as e:
+            log.error("recorder: cannot truncate %s: %s", path.name, e)
+        try:
+            f.close()
+        except OSError:
+            pass
 
     def _close_file(self, kind: str) -> None:
         f = self.files.pop(kind)[0]
         try:
-            f.flush()
             os.fsync(f.fileno())
+        except OSError as e:
+            self.stats["write_errors"] += 1
+            log.error("recorder: fsync failed: %s", e)
         finally:
             f.close()
 
     def _sync(self) -> None:
         for fo in self.files.values():
             try:
-                fo[0].flush()
                 os.fsync(fo[0].fileno())
             except OSError as e:
                 self.stats["write_errors"] += 1
@@ -344,24 +339,67 @@ class Recorder:
         self.stats["fsyncs"] += 1
         self._last_sync = time.monotonic()
 
-    def _enforce_cap(self) -> None:
-        open_paths = {fo[1] for fo in self.files.values()}
+    def _unlink(self, path: Path) -> None:
         try:
-            files = sorted((f for f in self.dir.iterdir() if f.name.endswith(SUFFIX)),
-                           key=lambda f: f.name.split("-", 1)[1])
-            sizes = {f: f.stat().st_size for f in files}
+            size = path.stat().st_size
+            path.unlink()
+            self._dir_bytes -= size
+        except OSError:
+            pass
+
+    def _scan_bytes(self) -> int:
+        try:
+            return sum(f.stat().st_size for f in self.dir.iterdir() if f.name.endswith(SUFFIX))
+        except OSError:
+            return 0
+
+    def _closed_files(self) -> list[Path]:
+        """Closed recording files, oldest first (by the UTC stamp and counter in the name)."""
+        open_paths = {fo[1] for fo in self.files.values()}
+        files = [f for f in self.dir.iterdir() if f.name.endswith(SUFFIX)
+                 and f not in open_paths]
+        return sorted(files, key=lambda f: f.name.split("-", 1)[-1])
+
+    def _reclaim(self, need: int) -> bool:
+        """Disk full: delete the oldest closed files until ``2 * need`` bytes (at least one
+        file) are freed; True if anything was deleted."""
+        try:
+            files = self._closed_files()
+        except OSError as e:
+            log.error("recorder: cannot list %s: %s", self.dir, e)
+            return False
+        freed = 0
+        for f in files:
+            if freed >= 2 * need:
+                break
+            try:
+                size = f.stat().st_size
+                f.unlink()
+            except OSError as e:
+                log.error("recorder: cannot delete %s: %s", f, e)
+                continue
+            freed += size
+            self._dir_bytes -= size
+            self.stats["files_deleted"] += 1
+            log.warning("recorder: disk full: deleted the oldest file %s (%d bytes)", f.name,
+                        size)
+        return freed > 0
+
+    def _enforce_cap(self) -> None:
+        """Keep the directory under ``max_disk_mb``: delete the oldest closed files."""
+        try:
+            self._dir_bytes = self._scan_bytes()
+            files = self._closed_files()
         except OSError as e:
             log.error("recorder: cannot list %s: %s", self.dir, e)
             return
-        total = sum(sizes.values())
         for f in files:
-            if total <= self.max_disk_bytes:
+            if self._dir_bytes <= self.max_disk_bytes:
                 break
-            if f in open_paths:
-                continue
             try:
+                size = f.stat().st_size
                 f.unlink()
-                total -= sizes[f]
+                self._dir_bytes -= size
                 self.stats["files_deleted"] += 1
                 log.info("recorder: disk cap: deleted %s", f.name)
             except OSError as e:

@@ -16,9 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-FLAG_HELD = 1       # an input used by this estimate was non-finite and held at its last value
-FLAG_WARMUP = 2     # no estimate yet (window not full): row is NaN
-FLAG_SATURATED = 4  # set by the acquisition layer, passed through
+from edge.flags import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP  # noqa: F401 (re-exported)
 
 
 # reassociation and FMA contraction let LLVM vectorise the dot products; no "nnan"/"ninf"

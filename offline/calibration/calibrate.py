@@ -34,7 +34,7 @@ from offline.calibration.nonlinearity import nonlinearity_measure
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
 
-POSITIVE = ("modulus", "spring", "damping_ratio", "zone")
+POSITIVE = ("modulus", "spring", "damping_ratio")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ class Settings:
 def default_prior(p) -> Prior:
     lo, hi = p.bounds
     nom = p.theta0 if p.nominal is None else p.nominal
+    if p.kind == "damage":
+        # paper 003 Sect. 4.4: W ~ N(0, 1/2), ω = S(W, ε = 0.1)                (eq. 24-25)
+        return Prior(p.name, Transform("damage", eps=0.1), 0.0, float(np.sqrt(0.5)))
     if p.kind in POSITIVE and lo > 0:
         # log θ ~ N(log θ0, σ²), the bounds at ±2σ
         return Prior(p.name, Transform("log"), float(np.log(nom)), float(np.log(hi / lo) / 4))

@@ -96,6 +96,11 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
                       T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
                       channels=[s.name for s in spec.sensors], zeta0=zeta0,
                       modes=zeta[0].modes if zeta else (1, 2), verify=True, rayleigh=rayleigh)
+    for j, p in enumerate(params):
+        if p.kind != "damping_ratio" and not (np.abs(pm.parts.dK[j]).max() > 0
+                                              or np.abs(pm.parts.dM[j]).max() > 0):
+            raise ValueError(f"{where}: [[parameters]] {p.name!r} does not change the model"
+                             + (" (no element centroid inside its region?)" if p.kind == "damage" else ""))
     return CalibrationSetup(pm=pm, parameters=params, sensors=[s.name for s in spec.sensors],
                             forces=[f.name for f in spec.forces], out_rows=rows, out_kind=kinds,
                             B=B, spec=spec, reduction=red, where=where)

@@ -15,6 +15,9 @@ Global DOF numbering is node-major: DOF ``k`` of node row ``i`` is ``i * n_per_n
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
+
 import numpy as np
 
 from offline._deps import need
@@ -64,7 +67,41 @@ def assemble_one(n_dofs: int, elem_dofs, Ae):
     return A
 
 
-def assemble(n_dofs: int, elem_dofs, Ke, Me):
+_ZONES: contextvars.ContextVar = contextvars.ContextVar("stiffness_zones", default=None)
+
+
+@contextmanager
+def stiffness_zones(boxes, factors):
+    """Scale the stiffness of every element whose centroid lies in ``boxes[z]`` by
+    ``factors[z]`` (products where boxes overlap) in the :func:`assemble` calls made inside
+    the ``with`` block (damage zones, paper 003 eq. 23: E_z = (1 - ω_z) E).
+
+    Parameters
+    ----------
+    boxes : sequence of ((x0, y0, z0), (x1, y1, z1)) [m]
+    factors : sequence of float
+    """
+    b = np.asarray(boxes, dtype=float).reshape(-1, 2, 3)
+    tok = _ZONES.set((b, np.asarray(factors, dtype=float).reshape(-1)))
+    try:
+        yield
+    finally:
+        _ZONES.reset(tok)
+
+
+def zone_factors(centroids) -> np.ndarray | None:
+    """Stiffness factor of each element (ne,) under the active :func:`stiffness_zones`."""
+    z = _ZONES.get()
+    if z is None:
+        return None
+    boxes, fac = z
+    c = np.asarray(centroids, dtype=float)
+    lo, hi = np.minimum(boxes[:, 0], boxes[:, 1]), np.maximum(boxes[:, 0], boxes[:, 1])
+    inside = np.all((c[:, None, :] >= lo[None] - 1e-12) & (c[:, None, :] <= hi[None] + 1e-12), axis=2)
+    return np.prod(np.where(inside, fac[None, :], 1.0), axis=1)
+
+
+def assemble(n_dofs: int, elem_dofs, Ke, Me, centroids=None):
     """Assemble element stiffness and mass matrices.
 
     Parameters
@@ -75,6 +112,9 @@ def assemble(n_dofs: int, elem_dofs, Ke, Me):
         Global DOF number of each element DOF.
     Ke, Me : ndarray, shape (ne, nd, nd)
         Element stiffness [N/m, N m/rad] and mass [kg, kg m^2] matrices.
+    centroids : ndarray, shape (ne, 3), optional
+        Element centroids [m]; needed inside :func:`stiffness_zones` (the element files pass
+        them), where each ``Ke`` is scaled by its zone factor.
 
     Returns
     -------
@@ -82,6 +122,11 @@ def assemble(n_dofs: int, elem_dofs, Ke, Me):
         Global stiffness and mass, symmetrised as ``(A + A^T) / 2`` to remove round-off
         asymmetry.
     """
+    if _ZONES.get() is not None:
+        if centroids is None:
+            raise ValueError("stiffness zones (damage) need the element centroids: this element "
+                             "type does not support [[damage]] regions")
+        Ke = np.asarray(Ke, dtype=float) * zone_factors(centroids)[:, None, None]
     K = assemble_one(n_dofs, elem_dofs, Ke)
     M = assemble_one(n_dofs, elem_dofs, Me)
     # A <- (A + A^T) / 2   (exact symmetry for eigsh / Cholesky)

@@ -40,6 +40,11 @@ _GX = 0.5 * (_GX + 1.0)
 _GW = 0.5 * _GW
 
 
+#: Upper bound on the elements of one member (a model file asking for more is a mistake
+#: or an attack on the workstation's memory).
+MAX_ELEMENTS = 1_000_000
+
+
 class BeamInputError(ValueError):
     """A beam section or member is invalid (the message names the key)."""
 
@@ -303,7 +308,7 @@ def beam_model(coords, node_ids, conn, E, G, rho, sections, theory="euler-bernou
     Ke, Me = element_matrices(coords[conn[:, 0]], coords[conn[:, 1]], E, G, rho, sections,
                               theory, orientation)
     n = coords.shape[0] * 6
-    K, M = assemble(n, node_dofs(conn, 6), Ke, Me)
+    K, M = assemble(n, node_dofs(conn, 6), Ke, Me, centroids=coords[conn].mean(axis=1))
     dof_node, dof_kind = dof_table(node_ids, range(6))
     model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
                     dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
@@ -465,7 +470,7 @@ def build_beam(section: dict, materials: dict, base_dir: Path, where: str,
             raise BeamInputError(f"{w}: expected a table")
         _unknown(m, _MEMBER_KEYS, w)
         sname = m.get("section")
-        if sname not in secs:
+        if not isinstance(sname, str) or sname not in secs:
             raise BeamInputError(f"{w}.section: unknown section {sname!r} (defined: "
                                  f"{', '.join(sorted(secs))})")
         ori = _point(m["orientation"], f"{w}.orientation") if "orientation" in m else None
@@ -484,6 +489,9 @@ def build_beam(section: dict, materials: dict, base_dir: Path, where: str,
             n = ln["n"]
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
                 raise BeamInputError(f"{w}.line.n: expected an integer >= 1, got {n!r}")
+            if n > MAX_ELEMENTS:
+                raise BeamInputError(f"{w}.line.n: {n} elements; at most {MAX_ELEMENTS:,} "
+                                     "(a reduced model needs far fewer)")
             scale = max(scale, float(np.abs(a).max()), float(np.abs(b).max()))
             pts = [node_for(a + (b - a) * k / n) for k in range(n + 1)]
             elems = [(pts[k], pts[k + 1]) for k in range(n)]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offline._deps import need
+from offline._deps import MissingDependency, need
 
 #: Volume cell types understood by the solid elements.
 VOLUME_TYPES = ("tetra", "tetra10", "hexahedron", "hexahedron20", "hexahedron27")
@@ -183,7 +183,10 @@ def from_gmsh(source: str = "gmsh model", scale: float = 1.0) -> Mesh:
 
 
 def _mesh_geometry(path: Path, scale, mesh_size, order, label, progress) -> Mesh:
-    gmsh = need("gmsh")
+    try:
+        gmsh = need("gmsh")
+    except MissingDependency as exc:  # gmsh is the `mesh` extra (no aarch64 wheel)
+        raise MissingDependency(f"{label}: meshing a geometry file needs gmsh: {exc}") from exc
     order = 2 if order is None else order
     if order not in (1, 2):
         raise MeshError(f"{label}: order must be 1 or 2, got {order!r}")

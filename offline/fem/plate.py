@@ -214,7 +214,8 @@ def plate_model(coords, node_ids, tris, E, nu, rho, t, shear_factor=5.0 / 6.0, g
     flip = area < 0
     tris[flip] = tris[flip][:, [0, 2, 1]]
     Ke, Me = mitc3_matrices(coords[tris][..., :2], E, nu, rho, t, shear_factor)
-    K, M = assemble(coords.shape[0] * 3, node_dofs(tris, 3), Ke, Me)
+    K, M = assemble(coords.shape[0] * 3, node_dofs(tris, 3), Ke, Me,
+                    centroids=coords[tris].mean(axis=1))
     dof_node, dof_kind = dof_table(node_ids, PLATE_KINDS)
     model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
                     dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
@@ -238,6 +239,10 @@ def _num(v, where, lo=0.0, lo_open=True, hi=None):
         raise PlateInputError(f"{where}: value {v!r} out of range (expected {rng}"
                               f"{'' if hi is None else f' and <= {hi}'})")
     return v
+
+
+#: Upper bound on the triangles of a generated rectangle (see offline.fem.beam).
+MAX_ELEMENTS = 2_000_000
 
 
 def _int(v, where, lo=1):
@@ -304,9 +309,13 @@ def build_plate(section: dict, materials: dict, base_dir: Path, where: str,
         pattern = r.get("pattern", "alternate")
         if pattern not in PATTERNS:
             raise PlateInputError(f"{w}.pattern: expected one of {', '.join(PATTERNS)}, got {pattern!r}")
+        nx, ny = _int(r["nx"], f"{w}.nx"), _int(r["ny"], f"{w}.ny")
+        if 2 * nx * ny > MAX_ELEMENTS:
+            raise PlateInputError(f"{w}.nx: {nx} x {ny} divisions make {2 * nx * ny:,} "
+                                  f"triangles; at most {MAX_ELEMENTS:,}")
         coords, ids, tris, groups = rectangle_mesh(
             _num(r["length"], f"{w}.length"), _num(r["width"], f"{w}.width"),
-            _int(r["nx"], f"{w}.nx"), _int(r["ny"], f"{w}.ny"), origin, pattern)
+            nx, ny, origin, pattern)
     else:
         nodes, trs = section.get("nodes"), section.get("triangles")
         if not isinstance(nodes, list) or not nodes:

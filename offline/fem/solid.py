@@ -351,15 +351,15 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
         Ke, Me = element_matrices(et.name, coords[conn], E, nu, rho, bar=bar)
         Ks.append(Ke)
         Ms.append(Me)
-        Ds.append(node_dofs(conn, 3))
+        Ds.append((node_dofs(conn, 3), coords[conn].mean(axis=1)))
     bar.close()
     if not used.all():
         raise SolidInputError(f"{int((~used).sum())} nodes are not connected to any volume "
                               f"cell (e.g. node {int(node_ids[~used][0])})")
     N = 3 * n
     K = M = None
-    for Ke, Me, D in zip(Ks, Ms, Ds):  # blocks of different element types
-        Kb, Mb = assemble(N, D, Ke, Me)
+    for Ke, Me, (D, cen) in zip(Ks, Ms, Ds):  # blocks of different element types
+        Kb, Mb = assemble(N, D, Ke, Me, centroids=cen)
         K = Kb if K is None else K + Kb
         M = Mb if M is None else M + Mb
     dof_node, dof_kind = dof_table(node_ids, (0, 1, 2))

@@ -48,6 +48,10 @@ def _edit(raw: dict, params, theta, where: str) -> dict:
                 raise ValueError(f"{where}: [[parameters]] {p.name!r}: needs exactly one [[{key}]] "
                                  f"named {p.target!r}, found {len(hits)}")
             hits[0][field] = float(v)
+        elif p.kind == "damage":
+            # E_z = (1 - ω) E on the region's elements (offline.model.damage)
+            r.setdefault("damage", []).append(
+                {"name": p.name, "region": {"box": [list(c) for c in p.region]}, "omega": float(v)})
     return r
 
 
@@ -56,6 +60,8 @@ def _nominal(raw: dict, p) -> float:
     reduction basis is the one ``offline.build`` computes), else the box centre."""
     if p.nominal is not None:
         return float(p.nominal)
+    if p.kind == "damage":
+        return 0.0  # intact
     try:
         if p.kind == "modulus":
             return float(raw["materials"][p.target]["E"])

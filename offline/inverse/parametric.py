@@ -99,6 +99,8 @@ def from_builder(build, theta0, bounds, names, kinds, T=None, out_rows=None, out
         if kind == "damping_ratio":
             continue
         delta = float(bounds[j, 1] - bounds[j, 0]) or max(abs(theta0[j]), 1.0)
+        if kind == "damage":
+            delta = -delta  # ω + δ could pass 1 (E = (1 - ω) E0 <= 0); K̂ is linear in ω anyway
         th = theta0.copy()
         th[j] += delta
         Mj, Kj = build(th)

@@ -26,7 +26,8 @@ import numpy as np
 from edge.features import KINDS as FEATURE_KINDS, FeatureConfig
 from edge.inverse import EXCITATIONS, PARAM_KINDS
 
-_TARGET = {"modulus": "material", "spring": "spring", "mass": "mass", "damping_ratio": None}
+_TARGET = {"modulus": "material", "spring": "spring", "mass": "mass", "damping_ratio": None,
+           "damage": None}
 MAPS = ("mlp", "gp")
 
 
@@ -40,6 +41,7 @@ class ParameterSpec:
     target: str | None = None     # material / spring / mass name
     nominal: float | None = None  # defaults to the box centre
     modes: tuple = (1, 2)         # damping_ratio only: 1-based modes with ratio ζ
+    region: tuple | None = None   # damage only: box ((x0, y0, z0), (x1, y1, z1)) [m]
 
     @property
     def theta0(self) -> float:
@@ -123,7 +125,8 @@ def parse_parameters(raw: dict, where: str = "model") -> list[ParameterSpec]:
         kind = it.get("kind")
         if kind not in PARAM_KINDS:
             raise ValueError(f"{w}.kind must be one of {PARAM_KINDS}, got {kind!r}")
-        known = {"name", "kind", "bounds", "nominal", "modes"} | ({_TARGET[kind]} - {None})
+        known = ({"name", "kind", "bounds", "nominal", "modes"} | ({_TARGET[kind]} - {None})
+                 | ({"region"} if kind == "damage" else set()))
         extra = sorted(set(it) - known)
         if extra:
             raise ValueError(f"{w}: unknown key(s) {extra} for kind {kind!r}; allowed {sorted(known)}")
@@ -137,6 +140,13 @@ def parse_parameters(raw: dict, where: str = "model") -> list[ParameterSpec]:
             raise ValueError(f"{w}.bounds: a {kind} must be > 0, got lower {lo}")
         if kind == "mass" and lo < 0:
             raise ValueError(f"{w}.bounds: a mass must be >= 0, got lower {lo}")
+        if kind == "damage" and not hi < 1:
+            raise ValueError(f"{w}.bounds: a damage variable must stay below 1 (E = (1 - omega) E), "
+                             f"got upper {hi}")
+        region = None
+        if kind == "damage":
+            from offline.model.damage import parse_box
+            region = tuple(map(tuple, parse_box(it.get("region"), w).tolist()))
         if kind == "damping_ratio" and not (0 <= lo and hi < 1):
             raise ValueError(f"{w}.bounds: a damping ratio must lie in [0, 1), got [{lo}, {hi}]")
         target = None
@@ -154,7 +164,7 @@ def parse_parameters(raw: dict, where: str = "model") -> list[ParameterSpec]:
                 and all(isinstance(m, int) and m >= 1 for m in modes) and modes[0] != modes[1]):
             raise ValueError(f"{w}.modes must be two different 1-based mode numbers, got {modes!r}")
         out.append(ParameterSpec(name=name, kind=kind, bounds=(lo, hi), target=target,
-                                 nominal=nominal, modes=tuple(modes)))
+                                 nominal=nominal, modes=tuple(modes), region=region))
     if sum(p.kind == "damping_ratio" for p in out) > 1:
         raise ValueError(f"{where}: at most one [[parameters]] of kind 'damping_ratio'")
     return out

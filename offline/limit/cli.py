@@ -41,7 +41,8 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     ``({name: nrmse}, description)``."""
     from edge.bundle import Bundle
     from offline.calibration_runs import calibration_runs
-    from offline.selection import evaluate
+    from edge.estimator import Estimator
+    from offline.selection import score_estimator
     from offline.model import resolve_dofs
 
     b = Bundle.load(bundle_path)
@@ -55,10 +56,10 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     od = [resolve_dofs(model, o.select, o.dof, o.where)[0] for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
                             show_progress=progress)
-    r = evaluate(b, runs, b.alpha, b.window, check_stability=True)
+    r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")
     return dict(zip(names_b, r["nrmse"])), (
-        f"estimator of {bundle_path}: L={b.window} (delay {(b.window - 1) * b.dt * 1e3:g} ms), "
-        f"alpha={b.alpha:.3g}, on {len(runs)} full-model calibration runs (seeds "
+        f"estimator of {bundle_path}: {b.method}, L={b.window} (delay "
+        f"{(b.window - 1) * b.dt * 1e3:g} ms), alpha={b.alpha:.3g}, on {len(runs)} full-model calibration runs (seeds "
         f"{[x.seed for x in runs]}); ratio = estimator / non-causal limit")

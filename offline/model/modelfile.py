@@ -42,14 +42,31 @@ def load_model_file(path) -> ModelSpec:
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read(MAX_MODEL_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ModelFileError(f"{path}: model file not found") from None
     except IsADirectoryError:
         raise ModelFileError(f"{path}: is a directory, expected a .toml model file") from None
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_MODEL_FILE_BYTES:
+        raise ModelFileError(f"{path.name}: larger than {MAX_MODEL_FILE_BYTES} bytes; node and "
+                             "element tables belong in a mesh or matrix file")
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelFileError(f"{path.name}: not UTF-8 text ({exc.reason} at byte "
+                             f"{exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ModelFileError(f"{path.name}: TOML syntax error: {exc}") from None
+    except RecursionError:
+        raise ModelFileError(f"{path.name}: TOML syntax error: arrays/tables nested too "
+                             "deeply") from None
     return spec_from_dict(raw, path)
+
+
+#: A model file is text written by hand (large tables live in mesh/matrix files).
+MAX_MODEL_FILE_BYTES = 16 << 20
 
 
 # ------------------------------------------------------------------------ selections
@@ -167,12 +184,18 @@ def build_unconstrained(spec: ModelSpec, progress: bool = False) -> FEModel:
     build = _builder(spec.type)
     where = spec.where(f"[{spec.type}]")
     try:
-        model = build(spec.section, spec.materials, spec.base_dir, where, progress)
+        from offline.model.damage import context as damage_context
+        with damage_context(spec.raw, spec.where("").rstrip(": "), spec.type):
+            model = build(spec.section, spec.materials, spec.base_dir, where, progress)
     except ModelFileError:
         raise
     except ValueError as exc:  # builder input errors already name the key path
         msg = str(exc)
         raise ModelFileError(msg if msg.startswith(Path(spec.path).name) else f"{where}: {msg}") from None
+    except (TypeError, KeyError, AttributeError, IndexError) as exc:
+        # a value of an unexpected type the builder did not check: still an input error
+        raise ModelFileError(f"{where}: malformed input ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
     model.name = spec.name
     N = model.n_dofs
     dK = np.zeros(N)

@@ -16,7 +16,7 @@ from edge import DOF_NAMES
 #: Model types and the section that describes their mesh.
 MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 #: Top-level sections owned by other parts, accepted without validation (kept in ``spec.raw``).
-PASSTHROUGH = ("parameters", "experiment", "inverse")
+PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
             "reduction", "estimator", "sensors", "forces", "outputs", "calibration",
             *MODEL_TYPES, *PASSTHROUGH}
@@ -243,6 +243,11 @@ class EstimatorSpec:
     discretization: str = "newmark"
     regularization: str = "tikhonov0"
     max_delay: float = 0.02  # [s] bound on the delay of the automatic choice
+    method: str = "tikhonov"          # or "smoother" (offline/smoother.py)
+    lag: int | None = None            # smoother lag [samples]; None: 20 ms
+    model_error: float = 0.0          # smoother process noise for model error
+    check_window_s: float = 8.0       # model check window [s]
+    check_false_alarm: float = 0.01   # model check false-alarm probability per window
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,7 @@ class Force:
     dof: str
     where: str = ""
     scale: float = 1.0
+    model: dict | None = None  # smoother force model {kind, band, rms, order} (validated)
 
 
 @dataclass(frozen=True)
@@ -583,8 +589,14 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
         disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
         reg = t.get("regularization", "str", "tikhonov0", choices=("tikhonov0", "tikhonov1"))
         max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
+        meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
+        lag = t.get("lag", "int", None, lo=0, hi=2000)
+        merr = t.get("model_error", "num", 0.0, lo=0.0)
+        cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
+        cfa = t.get("check_false_alarm", "num", 0.01, lo=0.0, hi=0.5, lo_open=True)
         t.done()
-        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, max_delay)
+        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, max_delay,
+                                       meth, lag, merr, cws, cfa)
 
     signal_names = {}
     for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
@@ -601,8 +613,13 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
                 spec.sensors.append(Sensor(name, sel, dof, kind, unit, noise, w))
             elif key == "forces":
                 scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
+                fmod = t.get("model", "table", None)
                 t.done()
-                spec.forces.append(Force(name, sel, dof, w, scale))
+                if fmod is not None:
+                    from offline.smoother import parse_force_model
+
+                    fmod = parse_force_model(fmod, f"{w}.model")
+                spec.forces.append(Force(name, sel, dof, w, scale, fmod))
             else:
                 t.done()
                 spec.outputs.append(Output(name, sel, dof, kind, unit, w))

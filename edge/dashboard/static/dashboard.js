@@ -1,0 +1,336 @@
+// vsense dashboard: MQTT over WebSockets -> Device stores -> fleet table and device view.
+// Configuration: window.VSENSE_CONFIG (config.js, written by `vsense-edge dashboard`), then
+// the query string (?url=ws://host:9001&base=vsense&device=ID&window=10&user=U).
+// Test and benchmark hook: window.vsense.stats().
+"use strict";
+
+(function () {
+  const cfg = Object.assign({ url: "ws://localhost:9001", base: "vsense", username: "",
+    password: "", device: "", window_s: 10 }, window.VSENSE_CONFIG || {});
+  const q = new URLSearchParams(location.search);
+  if (q.get("url")) cfg.url = q.get("url");
+  if (q.get("base")) cfg.base = q.get("base");
+  if (q.get("device")) cfg.device = q.get("device");
+  if (q.get("user")) cfg.username = q.get("user");
+  if (q.get("window") && Number(q.get("window")) > 0) cfg.window_s = Number(q.get("window"));
+  if (cfg.url === "relay") {  // served by `vsense-edge dashboard`: its /mqtt relay
+    cfg.url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/mqtt";
+  }
+  const STALE_S = 15;
+
+  const devices = new Map();
+  const counters = { messages: 0, bad: 0, uncaught: 0, frames: 0, drawn: 0, drawMs: 0,
+    fps: 0, drawFps: 0, avgDrawMs: 0, connects: 0, lastBad: "" };
+  let selected = cfg.device || (location.hash.startsWith("#device=") ? decodeURIComponent(location.hash.slice(8)) : "");
+  let connState = "connecting";
+
+  window.addEventListener("error", () => { counters.uncaught++; });
+  window.addEventListener("unhandledrejection", () => { counters.uncaught++; });
+
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  const fin = (x) => typeof x === "number" && Number.isFinite(x);
+  const num = (x, d = 1) => (fin(x) ? x.toFixed(d) : "—");
+  const int = (x) => (fin(x) ? Math.round(x).toLocaleString("en") : "—");
+  const str = (x) => (x === undefined || x === null ? "—" : String(x));
+
+  // ------------------------------------------------------------------ MQTT
+  function device(id) {
+    let d = devices.get(id);
+    if (!d) {
+      d = new Device(id, cfg.window_s);
+      devices.set(id, d);
+      if (!selected) selected = id;
+    }
+    return d;
+  }
+
+  function onMessage(topic, payload) {
+    counters.messages++;
+    const pre = cfg.base + "/";
+    if (!topic.startsWith(pre)) return;
+    const rest = topic.slice(pre.length);
+    const k = rest.indexOf("/");
+    if (k <= 0) return;
+    const id = rest.slice(0, k), sub = rest.slice(k + 1);
+    if (!["status", "meta", "health", "estimates", "raw"].includes(sub)) return;
+    if (payload.length === 0) {  // a cleared retained message: forget the device
+      if (sub === "status") devices.delete(id);
+      return;
+    }
+    const d = device(id);
+    d.messages++;
+    d.lastSeen = Date.now();
+    try {
+      if (sub === "estimates") d.addEstimates(parseEstimates(payload), d.lastSeen);
+      else if (sub === "raw") d.addRaw(parseRaw(payload));
+      else {
+        const obj = parseObject(payload);
+        if (sub === "status") {
+          d.status = obj;
+          if (obj.state === "starting") { d.maxSeq = -1; d.est = null; d.raw = null; d.rawMaxSeq = -1; d.restarts++; }
+        }
+        else if (sub === "meta") {
+          const changed = JSON.stringify(obj.columns) !== JSON.stringify(d.meta && d.meta.columns);
+          d.meta = obj;
+          if (changed) { d.est = null; d.raw = null; d.maxSeq = -1; d.rawMaxSeq = -1; }
+        }
+        else d.health = obj;
+        d.version++;
+      }
+    } catch (e) {
+      d.bad++;
+      counters.bad++;
+      d.lastError = `${sub}: ${e.message}`;
+      counters.lastBad = `${id}/${d.lastError}`;
+    }
+  }
+
+  function connect() {
+    const opts = { clientId: "vsense-dash-" + Math.random().toString(16).slice(2, 10),
+      reconnectPeriod: 2000, connectTimeout: 10000, clean: true, keepalive: 30 };
+    if (cfg.username) { opts.username = cfg.username; opts.password = cfg.password || ""; }
+    let client;
+    try {
+      client = mqtt.connect(cfg.url, opts);
+    } catch (e) {
+      connState = "bad broker URL: " + e.message;
+      return;
+    }
+    const b = cfg.base;
+    client.on("connect", () => {
+      connState = "connected";
+      counters.connects++;
+      client.subscribe([`${b}/+/status`, `${b}/+/meta`], { qos: 1 });
+      client.subscribe([`${b}/+/estimates`, `${b}/+/health`, `${b}/+/raw`], { qos: 0 });
+    });
+    client.on("reconnect", () => { connState = "reconnecting"; });
+    client.on("close", () => { if (connState === "connected") connState = "disconnected"; });
+    client.on("error", (e) => { connState = "error: " + e.message; });
+    client.on("message", (topic, payload) => onMessage(topic, payload));
+    window.vsense.client = client;
+  }
+
+  // ------------------------------------------------------------------ fleet table
+  const rows = new Map();  // id -> {tr, cells, spark}
+
+  function fleetRow(d) {
+    let r = rows.get(d.id);
+    if (r) return r;
+    const tr = el("tr");
+    tr.dataset.device = d.id;
+    const cells = {};
+    for (const k of ["id", "state", "bundle", "rate", "samples", "seen", "bad", "live"]) {
+      cells[k] = el("td", "c-" + k);
+      tr.appendChild(cells[k]);
+    }
+    cells.id.textContent = d.id;
+    tr.addEventListener("click", () => { selected = d.id; location.hash = "device=" + encodeURIComponent(d.id); });
+    $("fleet-body").appendChild(tr);
+    r = { tr, cells, spark: null };
+    rows.set(d.id, r);
+    return r;
+  }
+
+  function updateFleet(now) {
+    for (const [id, r] of rows) if (!devices.has(id)) { r.tr.remove(); if (r.spark) r.spark.destroy(); rows.delete(id); }
+    const ids = [...devices.keys()].sort();
+    for (const id of ids) {
+      const d = devices.get(id), r = fleetRow(d);
+      const ago = d.lastSeen ? (now - d.lastSeen) / 1000 : Infinity;
+      const st = d.state();
+      r.cells.state.textContent = st + (ago > STALE_S && st !== "offline" ? " (stale)" : "");
+      r.cells.state.className = "c-state st-" + st.replace(/[^a-z_]/g, "");
+      r.cells.bundle.textContent = str(d.meta ? d.meta.bundle_id : d.status && d.status.bundle);
+      const rate = d.receivedRate(now);
+      r.cells.rate.textContent = rate === null ? "—" : num(rate, 0);
+      r.cells.samples.textContent = int(d.samples);
+      r.cells.seen.textContent = d.lastSeen ? `${num(ago, 1)} s ago` : "—";
+      r.cells.bad.textContent = d.bad ? `${d.bad} (${d.lastError})` : "0";
+      r.tr.classList.toggle("selected", id === selected);
+    }
+    $("fleet-count").textContent = `${devices.size} device(s)`;
+  }
+
+  // ------------------------------------------------------------------ device view
+  let view = { key: "", est: [], raw: [] };
+
+  function kv(parent, k, v, cls) {
+    const row = el("div", "kv" + (cls ? " " + cls : ""));
+    row.appendChild(el("span", "k", k));
+    row.appendChild(el("span", "v", v));
+    parent.appendChild(row);
+  }
+
+  function units(meta) {
+    const u = {};
+    if (!meta) return u;
+    for (const key of ["forces", "outputs", "channels"]) {
+      if (Array.isArray(meta[key])) for (const f of meta[key]) if (f && typeof f.name === "string") u[f.name] = str(f.unit);
+    }
+    return u;
+  }
+
+  function columnNames(d, series, key) {
+    const names = d.meta && Array.isArray(d.meta[key]) ? d.meta[key].map((c) => (typeof c === "string" ? c : c && c.name)) : [];
+    const out = [];
+    for (let j = 0; j < series.ncol; j++) out.push(typeof names[j] === "string" ? names[j] : `c${j}`);
+    return out;
+  }
+
+  function rebuildPlots(d) {
+    for (const p of view.est.concat(view.raw)) p.destroy();
+    view.est = []; view.raw = [];
+    $("device").hidden = false;  // a hidden section has no width
+    const w = Math.max(300, Math.min(1400, document.body.clientWidth - 40));
+    const u = units(d.meta);
+    if (d.est) {
+      columnNames(d, d.est, "columns").forEach((n, j) => view.est.push(new ColumnPlot($("plots-est"), `${n} [${u[n] || ""}]`, w, 170, false)));
+    }
+    if (d.raw) {
+      columnNames(d, d.raw, "channels").forEach((n, j) => view.raw.push(new ColumnPlot($("plots-raw"), `${n} [${u[n] || ""}]`, w, 140, false)));
+    }
+  }
+
+  function updateCards(d) {
+    const st = $("card-state"); st.replaceChildren(el("h3", "", "State"));
+    const s = d.status || {};
+    kv(st, "state", d.state(), "st-" + d.state().replace(/[^a-z_]/g, ""));
+    if (Array.isArray(s.faulty_channels) && s.faulty_channels.length) kv(st, "faulty channels", s.faulty_channels.join(", "), "bad");
+    if (s.error !== undefined) kv(st, "error", str(s.error), "bad");
+    if (s.exit_code !== undefined) kv(st, "exit code", str(s.exit_code));
+    kv(st, "last seen", d.lastSeen ? new Date(d.lastSeen).toLocaleTimeString() : "—");
+    kv(st, "samples", `${int(d.samples)} (dup ${d.duplicates}, gaps ${d.gaps}, flagged ${d.flagged})`);
+    kv(st, "bad payloads", d.bad ? `${d.bad}: ${d.lastError}` : "0", d.bad ? "bad" : "");
+
+    const m = d.meta || {};
+    const bu = $("card-bundle"); bu.replaceChildren(el("h3", "", "Bundle and estimator"));
+    kv(bu, "bundle", str(m.bundle_id));
+    kv(bu, "hash", str(m.bundle_hash).slice(0, 16));
+    kv(bu, "method", str(m.method !== undefined ? m.method : m.estimator));
+    kv(bu, "delay", fin(m.delay_s) ? `${m.delay_samples} samples (${num(1e3 * m.delay_s, 2)} ms)` : "—");
+    kv(bu, "rate", fin(m.rate) ? `${m.rate} samples/s` : "—");
+    kv(bu, "payload", `${str(m.format)}, batch ${str(m.batch)}`);
+    const ch = Array.isArray(m.channels) ? m.channels.map((c) => (c && c.name) + (c && c.unit ? ` [${c.unit}]` : "")).join(", ") : "—";
+    kv(bu, "channels", ch);
+    if (d.stdColumns()) kv(bu, "uncertainty", `±${BAND_K}σ bands for ${d.stdColumns().length} columns`);
+
+    const h = d.health || {};
+    const he = $("card-health"); he.replaceChildren(el("h3", "", "Health"));
+    const lat = h.latency_us || {};
+    kv(he, "latency [µs]", `p50 ${num(lat.p50, 0)} / p99 ${num(lat.p99, 0)} / p99.9 ${num(lat.p999, 0)} / max ${num(lat.max, 0)}`);
+    kv(he, "lost samples", `${int(h.lost_samples)} (overruns ${int(h.overruns)})`, h.lost_samples > 0 ? "bad" : "");
+    kv(he, "ring", `${int(h.ring_depth)} / ${int(h.ring_capacity)}`);
+    const p = h.publish || {}, r = h.recorder || {};
+    kv(he, "publish queue", `${int(p.queue_depth)} (dropped ${int(p.drops_samples)} samples)`, p.drops_samples > 0 ? "bad" : "");
+    kv(he, "recorder queue", `${int(r.queue_depth)} (write errors ${int(r.write_errors)})`, r.write_errors > 0 ? "bad" : "");
+    kv(he, "CPU / RSS / temp", `${num(h.cpu_percent)} % / ${num(h.rss_mb)} MB / ${fin(h.cpu_temp_c) ? num(h.cpu_temp_c) + " °C" : "—"}`);
+    kv(he, "bad samples / resets", `${int(h.bad_samples)} / ${int(h.estimator_resets)}`);
+
+    const mc = h.model_check;
+    const ck = $("card-check"); ck.replaceChildren(el("h3", "", "Model check"));
+    if (mc && typeof mc === "object") {
+      kv(ck, "NIS / dof", `${num(mc.nis, 2)} / ${str(mc.dof)}`);
+      kv(ck, "window", `${num(mc.window_s, 1)} s`);
+      kv(ck, "verdict", mc.suspect ? "SUSPECT: model and data disagree" : "consistent", mc.suspect ? "bad" : "good");
+    } else {
+      kv(ck, "", "not provided by this estimator");
+    }
+    $("raw-note").textContent = d.raw ? "" :
+      "The device publishes no raw channel values (optional `raw` topic); channels: " + ch;
+  }
+
+  // ------------------------------------------------------------------ frame loop
+  let lastText = 0, lastSecond = performance.now(), framesInSec = 0, drawnInSec = 0, msInSec = 0;
+
+  function windowEnd(d, series, now) {
+    // scroll smoothly between batches: device time of the newest sample + wall time since
+    const last = series.lastTime();
+    const since = Math.min(1, (now - d.lastSeen) / 1000);
+    return last + Math.max(0, since);
+  }
+
+  function frame() {
+    const t0 = performance.now(), now = Date.now();
+    counters.frames++; framesInSec++;
+    let drew = false;
+    try {
+      const d = devices.get(selected);
+      // sparklines: first column of every device
+      let sparkBudget = Math.max(1, Math.ceil(rows.size / 8));
+      for (const [id, r] of rows) {
+        const dv = devices.get(id);
+        if (!dv || !dv.est) continue;
+        if (!r.spark) r.spark = new ColumnPlot(r.cells.live, "", 240, 36, true);
+        // sparklines (240 px over the window) are redrawn 4 times a second, staggered over
+        // the frames; the selected device's plots every frame
+        if ((now - dv.lastSeen < 2000 || r.sparkVersion !== dv.version) && now - (r.sparkAt || 0) >= 250
+            && sparkBudget-- > 0) {
+          r.sparkAt = now;
+          r.spark.draw(dv.est, 0, windowEnd(dv, dv.est, now), cfg.window_s);
+          r.sparkVersion = dv.version;
+          drew = true;
+        }
+      }
+      if (d) {
+        const key = `${d.id}|${d.est ? d.est.ncol : 0}|${d.est && d.est.s ? 1 : 0}|${d.raw ? d.raw.ncol : 0}|${JSON.stringify(d.meta && d.meta.columns)}`;
+        if (key !== view.key) { rebuildPlots(d); view.key = key; }
+        const live = now - d.lastSeen < 2000;
+        if (live || view.version !== d.version) {
+          if (d.est) view.est.forEach((p, j) => p.draw(d.est, j, windowEnd(d, d.est, now), cfg.window_s));
+          if (d.raw) view.raw.forEach((p, j) => p.draw(d.raw, j, windowEnd(d, d.raw, now), cfg.window_s));
+          view.version = d.version;
+          drew = true;
+        }
+      }
+      if (t0 - lastText > 250) {
+        lastText = t0;
+        $("conn").textContent = `${cfg.url}: ${connState}`;
+        $("conn").className = connState === "connected" ? "ok" : "bad";
+        updateFleet(now);
+        $("device").hidden = !d;
+        if (d) { $("dev-title").textContent = `Device ${d.id}`; updateCards(d); }
+        $("stats").textContent = `${num(counters.drawFps, 0)} frames/s drawn, ${num(counters.avgDrawMs, 1)} ms/frame, ${int(counters.messages)} messages, ${counters.bad} bad payloads`;
+      }
+    } catch (e) {
+      counters.uncaught++;
+      counters.lastBad = "frame: " + e.message;
+    }
+    const dt = performance.now() - t0;
+    counters.drawMs += dt; msInSec += dt;
+    if (drew) { counters.drawn++; drawnInSec++; }
+    if (t0 - lastSecond >= 1000) {
+      const s = (t0 - lastSecond) / 1000;
+      counters.fps = framesInSec / s; counters.drawFps = drawnInSec / s;
+      counters.avgDrawMs = framesInSec ? msInSec / framesInSec : 0;
+      framesInSec = 0; drawnInSec = 0; msInSec = 0; lastSecond = t0;
+    }
+    requestAnimationFrame(frame);
+  }
+
+  function stats() {
+    const out = { conn: connState, url: cfg.url, selected, counters: Object.assign({}, counters), devices: {} };
+    for (const [id, d] of devices) {
+      out.devices[id] = { state: d.state(), samples: d.samples, duplicates: d.duplicates,
+        gaps: d.gaps, raw_samples: d.rawSamples, bad: d.bad, last_error: d.lastError,
+        messages: d.messages, has_meta: !!d.meta, has_health: !!d.health,
+        has_std: !!(d.est && d.est.s), ncol: d.est ? d.est.ncol : 0,
+        restarts: d.restarts, last: d.est ? d.est.lastRow() : null,
+        points: id === selected ? view.est.reduce((a, p) => a + p.points, 0) : 0 };
+    }
+    if (performance.memory) out.js_heap_mb = performance.memory.usedJSHeapSize / 1048576;
+    return out;
+  }
+
+  window.vsense = { stats, devices, cfg, select: (id) => { selected = id; } };
+  window.addEventListener("DOMContentLoaded", () => {
+    $("base").textContent = cfg.base;
+    connect();
+    requestAnimationFrame(frame);
+  });
+})();

@@ -1,0 +1,85 @@
+"""Plain NumPy twin of the smoother kernel (:mod:`edge.estimator.smoother_kernel`), written
+with the textbook symbols and dense matrices, one sample at a time. For tests only."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from edge.bundle import Bundle
+from edge.flags import FLAG_HELD, FLAG_MODEL_SUSPECT, FLAG_WARMUP
+
+
+class ReferenceSmoother:
+    """Steady-state fixed-lag smoother from a bundle's ``kf_*`` arrays (dense, NumPy)."""
+
+    def __init__(self, bundle: Bundle):
+        kf = bundle.kf
+        self.A, self.H, self.K = kf["A"], kf["H"], kf["K"]
+        self.Cq, self.G, self.Sinv = kf["Cq"], kf["G"], kf["Sinv"]
+        self.L = self.G.shape[0] - 1
+        self.W = int(kf["nis_window"])
+        self.threshold = float(kf["nis_threshold"])
+        self.nf = len(bundle.forces)
+        self.x = np.zeros(self.A.shape[0])       # x_k|k-1
+        self.last = np.zeros(self.H.shape[0])
+        self.hist = deque(maxlen=self.L + 1)     # (Cq x_k|k, e_k, flag)
+        self.nis = deque(maxlen=self.W)
+        self.Wt = kf["Wt"]
+        self.ba = np.asarray(kf["band_ba"]).reshape(-1, 5)
+        self.gain, self.bthr = kf["band_gain"], kf["band_threshold"]
+        nb, nch = self.ba.shape[0], self.H.shape[0]
+        self.u_hist = np.zeros((nb, nch, 2))  # u_{k-1}, u_{k-2} per band and channel
+        self.y_hist = np.zeros((nb, nch, 2))  # y_{k-1}, y_{k-2}
+        self.bpow = deque(maxlen=self.W)
+
+    def step(self, y):
+        """One sample: returns (q (nq,) smoothed forces then outputs of sample k - L, flag)."""
+        y = np.asarray(y, dtype=float)
+        ok = np.isfinite(y)
+        self.last = np.where(ok, y, self.last)
+        flag = 0 if ok.all() else FLAG_HELD
+        # e_k = y_k - H x_k|k-1
+        e = self.last - self.H @ self.x
+        # x_k|k = x_k|k-1 + K e_k
+        xf = self.x + self.K @ e
+        self.hist.append((self.Cq @ xf, e, flag))
+        # NIS_k = e^T S^-1 e (a held sample counts its expectation, nch)
+        self.nis.append(float(e @ self.Sinv @ e) if flag == 0 else float(len(e)))
+        # band powers: y_k = b0 u_k + b1 u_k-1 + b2 u_k-2 - a1 y_k-1 - a2 y_k-2 of eps = Wt e
+        u = self.Wt @ e if flag == 0 else np.zeros(len(e))
+        b0, b1, b2, a1, a2 = (self.ba[:, i:i + 1] for i in range(5))
+        yb = b0 * u + b1 * self.u_hist[..., 0] + b2 * self.u_hist[..., 1] \
+            - a1 * self.y_hist[..., 0] - a2 * self.y_hist[..., 1]
+        self.u_hist[..., 1], self.u_hist[..., 0] = self.u_hist[..., 0], u
+        self.y_hist[..., 1], self.y_hist[..., 0] = self.y_hist[..., 0], yb
+        self.bpow.append(np.sum(yb ** 2, axis=1) / self.gain if flag == 0
+                         else np.full(len(self.gain), float(len(e))))
+        # x_k+1|k = A x_k|k
+        self.x = self.A @ xf
+        full = len(self.nis) == self.W
+        bad = sum(self.nis) > self.threshold
+        if len(self.gain):
+            P = np.sum(self.bpow, axis=0)   # windowed band powers; pairs (2i, 2i+1)
+            lo, hi = P[0::2], P[1::2]
+            bad = bad or bool(np.any(lo > self.bthr[0::2] * hi) or
+                              np.any(hi > self.bthr[1::2] * lo))
+        susp = FLAG_MODEL_SUSPECT if (full and bad) else 0
+        if len(self.hist) < self.L + 1:
+            return np.full(self.Cq.shape[0], np.nan), FLAG_WARMUP | flag | susp
+        # z_k-L|k = Cq x_k-L|k-L + sum_{j=1..L} G_j e_k-L+j
+        z = self.hist[0][0].copy()
+        wflag = 0
+        for j, (_, ej, fj) in enumerate(self.hist):
+            wflag |= fj
+            if j:
+                z += self.G[j] @ ej
+        return z, wflag | susp
+
+    def run(self, Y):
+        """(F (nt, nf), Z (nt, nout), flags (nt,)) for a whole record."""
+        out = [self.step(y) for y in np.asarray(Y, dtype=float)]
+        Qm = np.array([o[0] for o in out])
+        fl = np.array([o[1] for o in out], dtype=np.uint8)
+        return Qm[:, :self.nf], Qm[:, self.nf:], fl

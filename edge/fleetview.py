@@ -1,0 +1,192 @@
+"""``vsense-edge monitor --fleet``: every device under the topic root, one line each.
+
+    vsense-edge monitor --fleet [--broker HOST[:PORT]] [--base vsense] [--once]
+                        [--duration S] [--timeout S] [--interval S]
+
+Subscribes to ``<base>/+/status``, ``meta``, ``health`` (QoS 1) and ``estimates`` (QoS 0,
+only the sample count of each batch is read) and redraws a table: device, state (``stale``
+when nothing arrived for ``--stale`` s although the device did not say it stopped), bundle,
+received samples/s, samples, loop latency p99, lost samples, publisher drops, CPU, last seen.
+:class:`FleetView` is pure (fed with topic and payload) and thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import threading
+import time
+
+from edge.daemon.mqtt import BIN_HEADER, BIN_MAGIC
+
+
+class FleetView:
+    """What arrived per device under ``<base>/``; :meth:`feed` never raises on bad input."""
+
+    def __init__(self, base: str = "vsense", rate_window_s: float = 5.0):
+        self.base = base
+        self.lock = threading.Lock()
+        self.devices: dict[str, dict] = {}
+        self.n_bad = 0
+        self.rate_window_s = rate_window_s
+
+    def _dev(self, d: str) -> dict:
+        if d not in self.devices:
+            self.devices[d] = {"status": None, "meta": None, "health": None, "samples": 0,
+                               "max_seq": -1, "last_seen": None, "arrivals": [], "bad": 0}
+        return self.devices[d]
+
+    def feed(self, topic: str, payload: bytes, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        parts = topic.split("/")
+        if len(parts) != 3 or parts[0] != self.base:
+            return
+        dev, sub = parts[1], parts[2]
+        if sub not in ("status", "meta", "health", "estimates"):
+            return
+        with self.lock:
+            d = self._dev(dev)
+            d["last_seen"] = now
+            try:
+                if sub == "estimates":
+                    if payload[:4] == BIN_MAGIC:
+                        _, _, _, n, _, seq0 = BIN_HEADER.unpack_from(payload)
+                    else:
+                        e = json.loads(payload)
+                        seq0, n = int(e["seq"]), int(e["n"])
+                    last = seq0 + n - 1
+                    if last < d["max_seq"] - 10_000:  # seq started again: a restart
+                        d["max_seq"] = -1
+                    new = max(0, last - max(d["max_seq"], seq0 - 1))
+                    d["samples"] += new
+                    d["max_seq"] = max(d["max_seq"], last)
+                    d["arrivals"].append((now, new))
+                    while d["arrivals"] and d["arrivals"][0][0] < now - self.rate_window_s:
+                        d["arrivals"].pop(0)
+                else:
+                    obj = json.loads(payload.decode()) if payload else None
+                    if obj is not None and not isinstance(obj, dict):
+                        raise ValueError("not a JSON object")
+                    d[sub] = obj
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError, struct.error):
+                d["bad"] += 1
+                self.n_bad += 1
+
+    def rate(self, d: dict, now: float) -> float | None:
+        arr = [(t, n) for t, n in d["arrivals"] if t >= now - self.rate_window_s]
+        if len(arr) < 2 or now <= arr[0][0]:
+            return None
+        return sum(n for _, n in arr[1:]) / (now - arr[0][0])
+
+
+def _g(obj, *keys):
+    for k in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(k)
+    return obj
+
+
+def _num(x, fmt="{:,.0f}"):
+    return fmt.format(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else "—"
+
+
+def render_fleet(view: FleetView, broker: str, now: float | None = None,
+                 stale_s: float = 15.0) -> str:
+    """The text of one screen: a header and one line per device (sorted by id)."""
+    now = time.monotonic() if now is None else now
+    rows = []
+    counts: dict[str, int] = {}
+    with view.lock:
+        items = sorted(view.devices.items())
+        for dev, d in items:
+            state = str(_g(d, "status", "state") or "?")
+            ago = None if d["last_seen"] is None else now - d["last_seen"]
+            if ago is not None and ago > stale_s and state not in ("offline", "stopped"):
+                state += " (stale)"
+            counts[state] = counts.get(state, 0) + 1
+            bundle = _g(d, "meta", "bundle_id") or _g(d, "status", "bundle") or "—"
+            r = view.rate(d, now)
+            rows.append(f"{dev[:20]:<20} {state[:18]:<18} {str(bundle)[:22]:<22} "
+                        f"{_num(r):>7} {d['samples']:>11,} "
+                        f"{_num(_g(d, 'health', 'latency_us', 'p99')):>8} "
+                        f"{_num(_g(d, 'health', 'lost_samples')):>6} "
+                        f"{_num(_g(d, 'health', 'publish', 'drops_samples')):>6} "
+                        f"{_num(_g(d, 'health', 'cpu_percent'), '{:.1f}'):>6} "
+                        f"{'—' if ago is None else f'{ago:.1f} s':>9}"
+                        + (f"  {d['bad']} bad payloads" if d["bad"] else ""))
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    head = [f"vsense fleet @ {broker} — topic root {view.base}: {len(rows)} devices"
+            + (f" ({summary})" if summary else ""),
+            f"{'device':<20} {'state':<18} {'bundle':<22} {'rate/s':>7} {'samples':>11} "
+            f"{'p99 us':>8} {'lost':>6} {'drops':>6} {'cpu %':>6} {'last seen':>9}"]
+    return "\n".join(head + (rows or ["(no device seen yet)"]))
+
+
+def run_fleet(args, out) -> int:
+    """``vsense-edge monitor --fleet``; exit codes as for the single-device monitor."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    from edge.monitor import CLEAR, parse_broker
+
+    try:
+        host, port = parse_broker(args.broker)
+    except ValueError as e:
+        print(f"vsense-edge monitor: error: {e}", file=sys.stderr)
+        return 2
+    view = FleetView(args.base)
+    ready = threading.Event()
+    c = mqtt.Client(CallbackAPIVersion.VERSION2,
+                    client_id=f"vsense-fleet-{threading.get_ident() % 100000}")
+    c.reconnect_delay_set(0.2, 5)
+
+    def on_connect(client, userdata, flags, rc, props):
+        if not rc.is_failure:
+            b = args.base
+            client.subscribe([(f"{b}/+/status", 1), (f"{b}/+/meta", 1), (f"{b}/+/health", 1),
+                              (f"{b}/+/estimates", 0)])
+
+    c.on_connect = on_connect
+    c.on_subscribe = lambda *a: ready.set()
+    c.on_message = lambda client, u, msg: view.feed(msg.topic, msg.payload)
+    try:
+        c.connect(host, port, keepalive=30)
+    except OSError as e:
+        print(f"vsense-edge monitor: error: broker {host}:{port}: {e.strerror or e}",
+              file=sys.stderr)
+        return 2
+    c.loop_start()
+    addr = f"{host}:{port}"
+    try:
+        if not ready.wait(min(args.timeout, 10.0)):
+            print(f"vsense-edge monitor: error: broker {addr}: no subscription "
+                  "acknowledgement", file=sys.stderr)
+            return 2
+        if args.once:
+            # retained status/meta arrive at once; wait for a round of estimates and health
+            deadline = time.monotonic() + args.timeout
+            while time.monotonic() < deadline:
+                with view.lock:
+                    devs = list(view.devices.values())
+                if devs and all(d["samples"] or _g(d, "status", "state") in
+                                ("offline", "stopped") for d in devs):
+                    break
+                time.sleep(0.05)
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            out.write(render_fleet(view, addr, stale_s=args.stale) + "\n")
+            return 0 if view.devices else 1
+        clear = not args.no_clear and out.isatty()
+        t0 = time.monotonic()
+        while args.duration is None or time.monotonic() - t0 < args.duration:
+            out.write((CLEAR if clear else "") + render_fleet(view, addr, stale_s=args.stale)
+                      + ("\n" if clear else "\n\n"))
+            out.flush()
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    return 0

@@ -1,0 +1,304 @@
+"""Issue 12 regressions in the running daemon (simulated ADC, real Mosquitto on loopback):
+a hostile command cannot stop publishing, commands are restricted, a stalled or full disk
+degrades (never stalls) the device, shutdown is bounded, connection failures are loud."""
+
+import errno
+import json
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+from edge.daemon.app import build_daemon, run_daemon
+from edge.daemon.config import config_from_dict
+from edge.daemon.mqtt import CommandError, CommandRegistry, Publisher, decode_estimates
+from edge.daemon.recorder import Recorder, read_recording_full
+from conftest import free_port
+from helpers import chain_bundle
+
+
+@pytest.fixture(scope="module")
+def bundle_path(tmp_path_factory):
+    b = chain_bundle(window=3, kinds=("displacement", "acceleration"))
+    p = tmp_path_factory.mktemp("bundle") / "chain.npz"
+    b.save(p)
+    return p
+
+
+def _cfg(tmp_path, bundle_path, port, dev, **sections):
+    d = {"device": {"id": dev}, "bundle": {"path": str(bundle_path)},
+         "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"},
+                      {"name": "y1", "pin": "AIN1", "sensitivity": 0.01}],
+         "mqtt": {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
+                  "reconnect_max_s": 0.5, "health_interval_s": 0.2},
+         "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2},
+         "simulate": {"clock": "real", "duration_s": 0.0, "seed": 3, "level": "signal"}}
+    for k, v in sections.items():
+        d[k] = dict(d.get(k, {}), **v) if isinstance(v, dict) else v
+    return config_from_dict(d)
+
+
+def _seqs(sub, topic):
+    parts = [decode_estimates(p)["seq"] for p, _ in sub.get(topic)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+class _Running:
+    """A daemon built from a config and run on a thread until :meth:`stop`."""
+
+    def __init__(self, cfg):
+        self.d = build_daemon(cfg, simulate=True)
+        self.d.pub.start()
+        self.code = []
+        self.th = threading.Thread(target=lambda: self.code.append(self.d.run()))
+        self.th.start()
+
+    def stop(self, timeout=30.0):
+        self.d.stop()
+        self.th.join(timeout)
+        return self.code
+
+
+NESTED = b'{"cmd": "status", "args": {"x": ' + b"[" * 3000 + b"]" * 3000 + b"}}"
+
+
+# ------------------------------------------------------------------- item 1 and item 2
+def test_nested_json_cannot_kill_publishing_and_commands_are_allow_listed(
+        tmp_path, bundle_path, mosquitto, subscriber):
+    """Issue 12 item 1: a ~6 KB nested payload raised RecursionError on paho's network
+    thread, which ended; no more estimates or replies. Item 2: `pause` from anyone."""
+    cfg = _cfg(tmp_path, bundle_path, mosquitto.port, "nest",
+               mqtt={"commands": ["status", "health"]})
+    sub = subscriber(["vsense/nest/estimates", "vsense/nest/cmd/reply",
+                      "vsense/nest/status"], "s-nest")
+    run = _Running(cfg)
+    try:
+        assert sub.wait(lambda: len(_seqs(sub, "vsense/nest/estimates")) > 200, 20)
+        sub.publish("vsense/nest/cmd", NESTED)
+        sub.publish("vsense/nest/cmd", b"[" * 20000)  # unterminated
+        sub.publish("vsense/nest/cmd", b'{"cmd": "pause", "id": 2}')
+        sub.publish("vsense/nest/cmd", b'{"cmd": "status", "id": 3}')
+        assert sub.wait(lambda: len(sub.get("vsense/nest/cmd/reply")) == 4, 10)
+        n_then = _seqs(sub, "vsense/nest/estimates").max()
+        # estimates keep coming after the hostile messages (1 s at 1 kHz later)
+        assert sub.wait(lambda: _seqs(sub, "vsense/nest/estimates").max() > n_then + 1000, 20)
+        assert run.d.pub.threads_problem() is None
+        assert run.d.pub.stats["cmd_errors"] == 0
+    finally:
+        assert run.stop() == [0]
+    r = [json.loads(p) for p, _ in sub.get("vsense/nest/cmd/reply")]
+    assert "nested deeper" in r[0]["reason"] and not r[0]["ok"]
+    assert not r[1]["ok"]  # the 20 KB one: too large
+    assert r[2]["id"] == 2 and not r[2]["ok"] and "not allowed" in r[2]["reason"]
+    assert r[3]["id"] == 3 and r[3]["ok"] and r[3]["status"]["state"] == "running"
+    states = [json.loads(p)["state"] for p, _ in sub.get("vsense/nest/status")]
+    assert "paused" not in states
+
+
+def test_parse_never_raises_anything_but_command_error():
+    reg = CommandRegistry(allowed=["status"])
+    reg.register("status", lambda d, a: None)
+    reg.register("pause", lambda d, a: None)
+    for payload in (NESTED, b"[" * 100_000, b'{"cmd": "status", "id": [1]}',
+                    b'{"cmd": "status", "args": {"a": NaN}}', b"\x80\x81",
+                    b'{"cmd": "pause"}', b'{"id": 1e999, "cmd": 1}'):
+        with pytest.raises(CommandError):
+            reg.parse(payload)
+    with pytest.raises(CommandError, match="not allowed on this device"):
+        reg.parse(b'{"cmd": "pause", "id": "a"}')
+
+
+def test_dead_network_thread_is_reported_and_stops_the_watchdog(tmp_path, bundle_path):
+    """The watchdog covers the MQTT threads: a dead one is a problem the supervisor sees
+    (no WATCHDOG=1 ping, status degraded with the reason)."""
+    cfg = _cfg(tmp_path, bundle_path, free_port(), "wd")
+    d = build_daemon(cfg, simulate=True)
+    try:
+        assert d.pub.threads_problem() is None
+        dead = threading.Thread(target=lambda: None)
+        dead.start()
+        dead.join()
+        d.pub.client._thread = dead  # what paho leaves when its loop ended
+        assert d.pub.threads_problem() == "MQTT network thread ended"
+        d.state = "running"
+        d._check_degraded()
+        assert d.state == "degraded" and d.degraded_reason == "MQTT network thread ended"
+        assert d.health()["degraded"] == "MQTT network thread ended"
+    finally:
+        d.pub.client._thread = None
+        d.abort()
+
+
+# ---------------------------------------------------------------------------- item 3
+class _StalledDisk:
+    """Makes every recorder write block until :meth:`release` (a hung file system)."""
+
+    def __init__(self, monkeypatch):
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        orig = Recorder._write_once
+
+        def stalled(rec, kind, data):
+            self.entered.set()
+            self.gate.wait(60)
+            return orig(rec, kind, data)
+
+        monkeypatch.setattr(Recorder, "_write_once", stalled)
+
+    def release(self):
+        self.gate.set()
+
+
+def test_stalled_disk_degrades_but_estimation_mqtt_and_shutdown_go_on(
+        tmp_path, bundle_path, mosquitto, subscriber, monkeypatch):
+    """Issue 12 item 3: the recorder's full queue blocked the thread feeding recorder and
+    MQTT (17,962 samples lost, status `running`), and close() hung: SIGKILL after 35 s."""
+    disk = _StalledDisk(monkeypatch)
+    cfg = _cfg(tmp_path, bundle_path, mosquitto.port, "stall",
+               recorder={"queue_s": 1.0, "close_timeout_s": 0.5})
+    sub = subscriber(["vsense/stall/estimates", "vsense/stall/status",
+                      "vsense/stall/health"], "s-stall")
+    run = _Running(cfg)
+    stopped = False
+    try:
+        assert disk.entered.wait(20)
+        # the 1 s queue fills, then chunks are dropped: status says so, with the reason
+        assert sub.wait(lambda: any(json.loads(p)["state"] == "degraded"
+                                    for p, _ in sub.get("vsense/stall/status")), 20)
+        n_then = _seqs(sub, "vsense/stall/estimates").max()
+        assert sub.wait(lambda: _seqs(sub, "vsense/stall/estimates").max() > n_then + 1000, 20)
+        code = run.stop(timeout=20)  # bounded although the writer is still stuck
+        stopped = True
+        assert code == [0]
+    finally:
+        disk.release()
+        if not stopped:
+            run.stop()
+    st = [json.loads(p) for p, _ in sub.get("vsense/stall/status")]
+    deg = next(s for s in st if s["state"] == "degraded")
+    assert "recorder queue full" in deg["reason"]
+    h = [json.loads(p) for p, _ in sub.get("vsense/stall/health")]
+    assert max(x["recorder"]["dropped_samples"] for x in h) > 0
+    assert all(x["lost_samples"] == 0 for x in h)  # the acquisition never waited
+    seq = np.unique(_seqs(sub, "vsense/stall/estimates"))
+    np.testing.assert_array_equal(seq, np.arange(seq.size))  # nothing lost over MQTT
+
+
+class _QuotaFile:
+    """A file on a 'disk' of ``quota`` bytes shared by the directory: writes past it are
+    short, then fail with ENOSPC, like a full file system."""
+
+    def __init__(self, path, quota):
+        self.f = open(path, "wb", buffering=0)
+        self.dir, self.quota = path.parent, quota
+
+    def _free(self):
+        used = sum(p.stat().st_size for p in self.dir.glob("*.vsr"))
+        return self.quota[0] - used
+
+    def write(self, data):
+        free = self._free()
+        if free <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.f.write(data[:free])
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def _quota(monkeypatch, quota):
+    import builtins
+
+    import edge.daemon.recorder as R
+
+    def fake_open(path, mode="r", buffering=-1, *a, **k):
+        if str(path).endswith(".vsr") and "w" in mode:
+            return _QuotaFile(path, quota)
+        return builtins.open(path, mode, buffering, *a, **k)
+
+    monkeypatch.setattr(R, "open", fake_open, raising=False)
+
+
+def _data(n, nch=3, seed=0):
+    rng = np.random.default_rng(seed)
+    seq = np.arange(n, dtype=np.int64)
+    return seq, seq * 1_000_000, rng.standard_normal((n, nch)), np.zeros(n, np.uint8)
+
+
+def test_full_disk_reclaims_oldest_files_and_keeps_records_aligned(tmp_path, monkeypatch):
+    """ENOSPC: the oldest closed files are deleted and the write retried; files stay whole
+    records (a short write is cut back), the newest data is complete."""
+    quota = [300_000]  # bytes: the disk fills at ~7,000 records of 41 bytes
+    _quota(monkeypatch, quota)
+    seq, t, v, f = _data(20_000)
+    r = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, rotate_mb=0.05,
+                 max_disk_mb=10.0, chunk=100)
+    for i in range(0, 20_000, 100):
+        r.append_raw(seq[i:i + 100], t[i:i + 100], v[i:i + 100], f[i:i + 100])
+        assert r.idle.wait(10)  # a disk that keeps up (the daemon's loop never waits)
+    r.close()
+    assert r.stats["write_errors"] > 0 and r.stats["files_deleted"] > 0
+    assert r.stats["dropped_samples"] == 0  # space was reclaimed each time
+    rec = read_recording_full(tmp_path)
+    assert rec.truncated_bytes == 0
+    # the newest, contiguous tail survived, bit for bit (reference: the input arrays)
+    assert rec.seq[-1] == 19_999
+    np.testing.assert_array_equal(rec.seq, np.arange(rec.seq[0], 20_000))
+    np.testing.assert_array_equal(rec.values, v[rec.seq[0]:])
+
+
+def test_unwritable_disk_drops_counts_and_recovers(tmp_path, monkeypatch):
+    quota = [0]  # nothing can be written, nothing to reclaim
+    _quota(monkeypatch, quota)
+    seq, t, v, f = _data(3000)
+    r = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, chunk=100, retry_s=0.0)
+    r.append_raw(seq[:1000], t[:1000], v[:1000], f[:1000])
+    r.flush()
+    assert r.idle.wait(10)  # the writer has taken every queued chunk
+    assert r.stats["dropped_samples"] == 1000 and r.stats["dropped_raw"] == 1000
+    assert "No space left" in r.degraded_reason()
+    quota[0] = 10**9  # space freed: writing resumes
+    r.append_raw(seq[1000:], t[1000:], v[1000:], f[1000:])
+    r.close()
+    rec = read_recording_full(tmp_path)
+    np.testing.assert_array_equal(rec.seq, np.arange(1000, 3000))
+    assert rec.truncated_bytes == 0
+
+
+def test_max_disk_mb_is_honoured_with_one_long_file(tmp_path):
+    """The cap held only at rotation, and the open file could not be deleted: with the
+    default rotate_mb = 64 a 2 MB cap was never enforced. Files now rotate at cap / 4."""
+    seq, t, v, f = _data(60_000)  # 41 bytes a record: 2.46 MB
+    r = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, max_disk_mb=0.5,
+                 chunk=256)
+    for i in range(0, 60_000, 1000):
+        r.append_raw(seq[i:i + 1000], t[i:i + 1000], v[i:i + 1000], f[i:i + 1000])
+    r.close()
+    total = sum(p.stat().st_size for p in tmp_path.glob("*.vsr"))
+    assert total <= 0.5e6 and r.stats["files_deleted"] > 0
+
+
+# ------------------------------------------------------------- loud connectivity (item 5)
+def test_unreachable_broker_is_logged_with_host_port_and_require_broker_fails_fast(
+        tmp_path, bundle_path, caplog):
+    port = free_port()  # nothing listens there
+    cfg = _cfg(tmp_path, bundle_path, port, "loud",
+               mqtt={"require_broker": True, "connect_timeout_s": 1.5})
+    with caplog.at_level(logging.INFO, logger="vsense"):
+        code = run_daemon(cfg, simulate=True, install_signals=False)
+    assert code == 7
+    text = caplog.text
+    assert f"cannot connect to 127.0.0.1:{port}: connection refused" in text
+    assert f"broker 127.0.0.1:{port} not reachable within 1.5 s" in text
+
+
+def test_unknown_host_is_named(tmp_path, bundle_path, caplog):
+    cfg = config_from_dict({"device": {"id": "h"}, "channels": [{"name": "y0", "pin": "AIN0"}],
+                            "mqtt": {"host": "no-such-host.invalid", "reconnect_min_s": 5.0}})
+    pub = Publisher(cfg["mqtt"], "h", CommandRegistry(), ncol=1)
+    with caplog.at_level(logging.INFO, logger="vsense"):
+        pub.start()
+        assert pub.failed_event.wait(20)
+        pub.stop(timeout=0.1)
+    assert "cannot connect to no-such-host.invalid:1883: host name not resolved" in caplog.text
