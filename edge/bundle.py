@@ -84,13 +84,19 @@ class Channel:
 
 @dataclass
 class Force:
-    """An identified force acting on reduced coordinate ``dof`` (a master DOF)."""
+    """An identified force acting on reduced coordinate ``dof`` (a master DOF).
+
+    ``scale``: its typical size in its unit (N, N m); the Tikhonov penalty is on ``f / scale``
+    so one alpha serves forces of different units and sizes (stored in ``meta["forces"]``
+    like the other force fields; 1.0 when absent).
+    """
 
     name: str
     dof: int
     unit: str = "N"
     node: int = -1
     dof_name: str = "uz"
+    scale: float = 1.0
 
 
 @dataclass
@@ -193,7 +199,8 @@ class Bundle:
             {"name": c.name, "kind": c.kind, "unit": c.unit, "node": int(c.node),
              "dof": c.dof_name} for c in self.channels]
         meta["forces"] = [
-            {"name": f.name, "unit": f.unit, "node": int(f.node), "dof": f.dof_name}
+            {"name": f.name, "unit": f.unit, "node": int(f.node), "dof": f.dof_name,
+             "scale": float(f.scale)}
             for f in self.forces]
         meta["outputs"] = [
             {"name": o.name, "kind": o.kind, "unit": o.unit, "node": int(o.node),
@@ -289,8 +296,13 @@ class Bundle:
                                   arrays["channel_weight"])]
         forces = [
             Force(name=m["name"], dof=int(d), unit=m.get("unit", "N"),
-                  node=int(m.get("node", -1)), dof_name=m.get("dof", ""))
+                  node=int(m.get("node", -1)), dof_name=m.get("dof", ""),
+                  scale=float(m.get("scale", 1.0)))
             for m, d in zip(meta.get("forces", []), arrays["force_dof"])]
+        for i, f in enumerate(forces):
+            if not (np.isfinite(f.scale) and f.scale > 0):
+                raise BundleError(f"{path}: meta.forces[{i}].scale ({f.name}): must be a "
+                                  f"finite number > 0, got {f.scale!r}")
         outputs = [
             Output(name=m["name"], row=np.array(r), kind=KINDS[int(k)], unit=m.get("unit", ""),
                    node=int(m.get("node", -1)), dof_name=m.get("dof", ""))

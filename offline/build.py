@@ -7,9 +7,12 @@ Steps (``vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR]``):
    reduce (GMR+ / Craig-Bampton / Guyan) and add damping (Rayleigh on the reduced matrices,
    paper eq. 7, plus ``T^T C T`` of explicit damping);
 3. virtual outputs = rows of T at their physical DOFs;
-4. calibration run: the reduced model under the ``[calibration]`` load with the sensors' noise;
-   channel weights ``1 / sigma^2``; alpha from the L-curve / GCV / discrepancy principle unless
-   given as a number;
+4. honest calibration runs (:mod:`offline.calibration_runs`, :mod:`offline.selection`): the FULL model, integrated exactly
+   mode by mode (not the estimator's reduced Newmark step), under the ``[calibration]`` load(s)
+   with the sensors' noise, ``[calibration] seeds`` of them; channel weights ``1 / sigma^2``;
+   estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest
+   expected normalised RMS error on them (or alpha by a rule / given); the MMSE accuracy limit
+   (:mod:`offline.limit`) for the report;
 5. the step operator is derived and its spectral radius checked (an unstable estimator is
    refused, not shipped); the bundle is written.
 """
@@ -26,8 +29,7 @@ import numpy as np
 from edge import __version__
 from edge.bundle import Bundle, Channel, Force, Output
 from edge.estimator import EstimatorError, derive_operator
-from offline.regularization import AlphaChoice, choose_alpha
-from offline.simulate import add_noise, load_profile, simulate_dense
+from offline.regularization import AlphaChoice
 
 
 @dataclass
@@ -53,7 +55,7 @@ class BuildResult:
             f"  forces: {', '.join(f.name for f in b.forces)}",
             f"  outputs: {', '.join(f'{o.name} ({o.kind}, {o.unit})' for o in b.outputs)}",
             f"  alpha = {b.alpha:.4g} ({b.meta.get('alpha_method', '')}), spectral radius "
-            f"{b.meta.get('spectral_radius', float('nan')):.6f}",
+            f"{_radius(b.meta):.6f}",
         ]
         if b.method == "smoother":  # Kalman fixed-lag smoother (offline/smoother.py)
             e = b.meta["estimator"]
@@ -63,6 +65,19 @@ class BuildResult:
                                      f"rms {m['rms']:g}" for m in e["force_models"])
                          + "; std " + ", ".join(f"{n} {v:.3g}" for n, v in zip(
                              [x.name for x in (*b.forces, *b.outputs)], e["std"])))
+        sel = b.meta.get("selection")
+        if sel:
+            best = sel["best"]
+            names = sel["targets"]
+            errs = ", ".join(f"{n} {v:.3g} (+/- {s:.2g})"
+                             for n, v, s in zip(names, best["nrmse"], best["spread"]))
+            lines.append(f"  chosen on {sel['n_runs']} full-model calibration runs: "
+                         f"{sel['chosen']} L={best['window']}, normalised RMS error {errs}")
+        lim = b.meta.get("limit")
+        if lim:
+            nc = lim["force_nrmse"] + lim["output_nrmse"]
+            lines.append("  MMSE limit (non-causal): " + ", ".join(
+                f"{n} {v:.3g}" for n, v in zip(lim["force_names"] + lim["output_names"], nc)))
         inv = b.meta.get("inverse")  # inverse maps (step 6): begin
         if inv:
             for name, mm in inv["maps"].items():
@@ -72,6 +87,12 @@ class BuildResult:
                              f"features {mm['features']['kind']}): test mean |eps| {errs}")  # end
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
+
+
+def _radius(meta: dict) -> float:
+    """Spectral radius of the estimator (Tikhonov step operator or smoother)."""
+    return float(meta.get("spectral_radius",
+                          meta.get("estimator", {}).get("spectral_radius", float("nan"))))
 
 
 def _masters(spec, model):
@@ -94,19 +115,23 @@ def _masters(spec, model):
 
 
 def build(model_path, *, alpha=None, window=None, method=None, progress=True,
-          report_dir=None, n_modes=None, maps=True, maps_cache=None) -> BuildResult:
+          report_dir=None, n_modes=None, maps=True, maps_cache=None,
+          limit=True) -> BuildResult:
     """Build the bundle of a model file (see module docstring). Returns a BuildResult.
 
     ``maps``: train and attach the inverse maps when the model file has ``[[parameters]]``
     (step 6, :func:`attach_inverse_maps`); ``maps_cache``: directory for the cached training
-    windows (default :func:`default_maps_cache`).
+    windows (default :func:`default_maps_cache`); ``limit``: compute the MMSE accuracy limit
+    (:mod:`offline.limit`) for the report. ``model_path`` may also be a validated
+    :class:`~offline.model.ModelSpec` (e.g. an edited copy, :func:`offline.model.spec_from_dict`).
     """
     from offline.model import build_fe_model, load_model_file, resolve_dofs
     from offline.reduction import recover, reduce
 
     timings = {}
     t0 = time.perf_counter()
-    spec = load_model_file(model_path)
+    spec = model_path if hasattr(model_path, "sensors") else load_model_file(model_path)
+    model_path = spec.path
     if not spec.sensors:
         raise ValueError(f"{spec.where('[[sensors]]')}: a bundle needs at least one sensor")
     if not spec.forces:
@@ -147,7 +172,8 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     forces = []
     for f, d in zip(spec.forces, force_dofs):
         node, dofn = model.dof_table()[d]
-        forces.append(Force(name=f.name, dof=pos[d], node=node, dof_name=dofn))
+        forces.append(Force(name=f.name, dof=pos[d], node=node, dof_name=dofn,
+                            scale=float(getattr(f, "scale", 1.0))))
     outputs = []
     out_dofs = []
     for o in spec.outputs:
@@ -174,62 +200,71 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
                             "freqs_reduced": red.report.freqs_reduced,
                             "eig_error": red.report.eig_error})
 
-    # calibration run on the reduced model: weights from the expected noise, then alpha
+    # honest calibration runs: the FULL model, exact modal integration, the sensors' noise
+    # (offline/calibration_runs.py, offline/selection.py); weights 1/sigma^2, then estimator, window and alpha
     t2 = time.perf_counter()
-    cal = spec.calibration
-    rng = np.random.default_rng(cal.seed if cal else 0)
-    duration = cal.duration if cal else 2.0
-    nt = int(round(duration / dt)) + 1
-    tt = np.arange(nt) * dt
-    F = np.zeros((nt, len(forces)))
-    if cal is not None:
-        ld = cal.load
-        prof = load_profile(ld.type, tt, freq=ld.freq, amplitude=ld.amplitude or 1.0,
-                            band=ld.band, rms=ld.rms, seed=cal.seed)
-        targets = [i for i, f in enumerate(forces) if ld.force in (None, f.name)]
-        for i in targets:
-            F[:, i] = prof
-    else:
-        F[:, :] = load_profile("random", tt, band=(1.0, 0.4 / dt), rms=1.0, seed=0)[:, None]
-    rows = np.zeros((len(channels), bundle.n))
-    for i, c in enumerate(channels):
-        rows[i, c.dof] = 1.0
-    kinds = [["displacement", "velocity", "acceleration"].index(c.kind) for c in channels]
-    Yc = simulate_dense(bundle.M, bundle.C, bundle.K, [f.dof for f in forces], F, dt, rows, kinds)
+    from offline.calibration_runs import calibration_runs
+    from offline.selection import select
+    from offline.limit.transfer import modal_model
+
+    mm = modal_model(model, force_dofs, list(chan_dofs) + list(out_dofs))
+    runs = calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt, mm=mm,
+                            show_progress=progress)
+    sigma = np.mean([r.sigma for r in runs], axis=0)
+    for c, sg in zip(channels, sigma):
+        c.weight = float(1.0 / sg ** 2)
     levels = np.array([max(s.noise, 1e-4) for s in spec.sensors])
-    sigma = levels * np.std(Yc, axis=0)
-    sigma = np.where(sigma > 0, sigma, 1.0)
-    for c, s in zip(channels, sigma):
-        c.weight = float(1.0 / s ** 2)
-    Y = add_noise(Yc, levels, rng)
     choice = None
     alpha_rule = alpha if alpha is not None else est_spec.alpha
     if method is not None:
         alpha_rule = method
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
-    if smoother:  # Kalman smoother (offline/smoother.py): no alpha, no window study
-        alpha_rule, window_rule = 0.0, 1
-    study = None
-    study_choices = {}  # AlphaChoice per window of the study, reused below
-    if not smoother and (window_rule == "auto"
-                         or (report_dir is not None and isinstance(alpha_rule, str))):
-        study = window_study(bundle, Y, F, alpha_rule if isinstance(alpha_rule, str) else "auto",
-                             show_progress=progress, choices=study_choices)
-        meta["window_study"] = study
-        if window_rule == "auto":
-            L = study["recommended"]
-            bundle = bundle.replace(window=L)
-    if isinstance(alpha_rule, str):
-        choice = study_choices.get(L) or choose_alpha(bundle, Y, window=L, method=alpha_rule,
-                                                      show_progress=progress)
-        alpha_val = choice.alpha
-        meta["alpha_method"] = choice.resolved_method
-        meta["alpha_candidates"] = {"lcurve": choice.alpha_lcurve, "gcv": choice.alpha_gcv,
-                                    "discrepancy": choice.alpha_discrepancy}
+    max_delay = float(getattr(est_spec, "max_delay", 0.02))
+    windows = None if window_rule == "auto" else [L]
+    reference = None
+    if limit:
+        t4 = time.perf_counter()
+        from offline.limit.model import model_limit
+
+        lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm)
+        meta["limit"] = lim.as_dict()
+        reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
+        timings["accuracy limit"] = time.perf_counter() - t4
+        t2 += timings["accuracy limit"]
+    chosen_bundle = None
+    if smoother:  # asked for by name (offline/smoother.py): no alpha, no choice
+        alpha_rule, L = 0.0, 1
+        alpha_val = 0.0
+        meta["alpha_method"] = "none (smoother)"
     else:
-        alpha_val = float(alpha_rule)
+        sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
+                     show_progress=progress, reference=reference, spec=spec)
+        chosen_bundle = sel.pop("_bundle", None)  # a candidate that makes its own bundle
+        meta["selection"] = sel
+        L = int(sel["best"]["window"])
+        alpha_val = float(sel["best"].get("alpha", 0.0))
+        bundle = bundle.replace(window=L, **sel["best"].get("changes", {}))
+        smoother = chosen_bundle is not None
+    if smoother:
+        meta["alpha_method"] = "none (smoother)"
+    elif isinstance(alpha_rule, str) and alpha_rule == "auto":
+        meta["alpha_method"] = "minimum calibration error"
+    elif isinstance(alpha_rule, str):
+        meta["alpha_method"] = alpha_rule
+    else:
         meta["alpha_method"] = "given"
-    timings["calibration + alpha"] = time.perf_counter() - t2
+    if report_dir is not None:
+        from offline.regularization import choose_alpha
+
+        try:  # the L-curve of the chosen window, for the report
+            choice = choose_alpha(bundle, runs[0].Y, window=L, method="lcurve",
+                                  show_progress=False)
+        except EstimatorError:
+            choice = None
+    timings["calibration + choice"] = time.perf_counter() - t2
+    Yc, Y, F = runs[0].Y_clean, runs[0].Y, runs[0].F
+    tt = runs[0].t
+    duration = spec.calibration.duration if spec.calibration else 2.0
 
     bundle = bundle.replace(alpha=alpha_val)
     try:
@@ -239,10 +274,17 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     if op is not None:
         meta["spectral_radius"] = op.spectral_radius
         meta["condition"] = op.info["condition"]
-    meta["calibration"] = {"duration_s": duration, "noise": levels.tolist(),
-                           "load": (cal.load.type if cal else "random")}
+    cal = spec.calibration
+    meta["calibration"] = {"duration_s": float(duration), "noise": levels.tolist(),
+                           "load": (cal.load.type if cal else "random"),
+                           "model": "full", "engine": "exact modal (FOH, 10 sub-steps) + "
+                           "residual flexibility", "modes": int(mm.lam.size),
+                           "seeds": [r.seed for r in runs],
+                           "warmup_s": float(runs[0].start * dt)}
     bundle = bundle.replace(meta=meta)
-    if smoother:
+    if chosen_bundle is not None:  # the automatic choice designed it (offline/selection.py)
+        bundle = chosen_bundle.replace(meta={**meta, "estimator": chosen_bundle.meta["estimator"]})
+    elif smoother:
         from offline.smoother import smoother_from_spec
 
         bundle = smoother_from_spec(bundle, spec, est_spec)  # kf_* gains, meta["estimator"]
@@ -257,7 +299,8 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
         timings["inverse maps"] = time.perf_counter() - t3
     # --- inverse maps: end ---------------------------------------------------------------
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
-                      calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F}, timings=timings,
+                      calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
+                      timings=timings,
                       full_dofs={"channels": chan_dofs, "forces": force_dofs,
                                  "outputs": out_dofs})
     if report_dir is not None:
@@ -291,61 +334,26 @@ def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=Tru
 # --- inverse maps: end -----------------------------------------------------------------
 
 
-def window_study(bundle: Bundle, Y, F_true, rule="auto", windows=(1, 5, 10, 20),
-                 tolerance=1.1, show_progress=False, choices: dict | None = None) -> dict:
-    """Force FDE on the calibration run for each window L, each with its automatic alpha.
-
-    The calibration run is simulated, so its force is known. The recommended L is the
-    smallest window whose force FDE is within ``tolerance`` of the best (a shorter window
-    means less delay). FDE over 0 .. min(200 Hz, 0.4 rate), as in the benchmarks.
-    ``choices``, when given, receives the :class:`AlphaChoice` of each window.
-    """
-    from edge.estimator import Estimator
-    from offline.metrics import fde
-
-    band = (0.0, min(200.0, 0.4 / bundle.dt))
-    rows = []
-    for L in windows:
-        try:
-            ch = choose_alpha(bundle, Y, window=L, method=rule, show_progress=False)
-            if choices is not None:
-                choices[L] = ch
-            est = Estimator(bundle, alpha=ch.alpha, window=L)
-        except EstimatorError as exc:
-            rows.append({"window": L, "alpha": float("nan"), "force_fde": float("nan"),
-                         "error": str(exc)})
-            continue
-        Fe, _, _ = est.run(Y)
-        d = L - 1
-        val = fde(Fe[d:, 0], F_true[: len(Fe) - d, 0], bundle.dt, band=band).value
-        rows.append({"window": L, "alpha": ch.alpha, "force_fde": float(val),
-                     "method": ch.resolved_method})
-    ok = [r for r in rows if np.isfinite(r["force_fde"])]
-    if not ok:
-        raise EstimatorError("no window gives a stable estimator on the calibration run")
-    best = min(r["force_fde"] for r in ok)
-    rec = min(r["window"] for r in ok if r["force_fde"] <= tolerance * best)
-    return {"band_hz": list(band), "rows": rows, "recommended": int(rec),
-            "tolerance": tolerance}
-
-
-def plot_window_study(study: dict, path, dt: float) -> str:
+def plot_selection(sel: dict, path, dt: float) -> str:
+    """Expected normalised RMS error on the calibration runs per window, per estimator."""
     from offline._deps import need
 
     need("matplotlib").use("Agg")
     plt = need("matplotlib.pyplot")
-    rows = [r for r in study["rows"] if np.isfinite(r["force_fde"])]
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    Ls = [r["window"] for r in rows]
-    ax.plot(Ls, [r["force_fde"] for r in rows], "o-")
-    rec = study["recommended"]
-    ax.axvline(rec, color="C1", ls="--", label=f"recommended L={rec} "
-                                               f"(delay {(rec - 1) * dt * 1e3:g} ms)")
-    ax.set_xlabel("window L [samples]")
-    ax.set_ylabel(f"force FDE {study['band_hz'][0]:g}-{study['band_hz'][1]:g} Hz")
-    ax.set_title("fixed-lag window on the calibration run (automatic alpha each)")
+    for name, c in sel["candidates"].items():
+        rows = sorted(c["rows"], key=lambda r: r["delay"])
+        ax.plot([r["delay"] * dt * 1e3 for r in rows], [r["score"] for r in rows], "o-",
+                label=name)
+    b = sel["best"]
+    ax.plot([b["delay"] * dt * 1e3], [b["score"]], "*", ms=14, color="C3",
+            label=f"chosen: {sel['chosen']}, L={b['window']}")
+    ax.axvline(sel["max_delay_s"] * 1e3, color="0.5", ls=":", label="max_delay")
+    ax.set_xlabel("delay [ms]")
+    ax.set_ylabel("mean normalised RMS error")
+    ax.set_title("estimator choice on the calibration runs (full model)")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -360,8 +368,8 @@ def write_build_report(res: BuildResult, report_dir) -> Path:
     res.reduction.report.plot(d / "eigenvalue_error.png")
     if res.choice is not None:
         res.choice.plot(d / "lcurve.png")
-    if "window_study" in res.bundle.meta:
-        plot_window_study(res.bundle.meta["window_study"], d / "window.png", res.bundle.dt)
+    if "selection" in res.bundle.meta:
+        plot_selection(res.bundle.meta["selection"], d / "selection.png", res.bundle.dt)
     (d / "build_summary.txt").write_text(res.summary() + "\n\n" + res.reduction.report.format()
                                          + "\n")
     (d / "build_meta.json").write_text(json.dumps(res.bundle.meta, indent=2, default=float))

@@ -9,6 +9,7 @@
     vsense-offline score ESTIMATES.csv TRUTH.csv [--band F0 FMAX]
     vsense-offline calibrate MODEL.toml --data RUN.csv [--data ...] -o OUTDIR [--bundle OUT.npz]
                              [--check mcmc] [--kfold]          (docs/calibration.md)
+    vsense-offline limit MODEL.toml [--noise LEVEL] [--delay MS ...] [--bundle BUNDLE.npz]
 
 Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was refused
 (unstable or not identifiable), 4 calibrate: the model family failed the inadequacy test,
@@ -101,6 +102,18 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--out", required=True,
                    help="prefix: writes PREFIX_measurement.csv and PREFIX_truth.csv")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
+    lm = command("limit", "MMSE (Wiener) accuracy limit of the forces and outputs")
+    lm.add_argument("model", help="model file (TOML)")
+    lm.add_argument("--noise", type=float, default=None,
+                    help="relative noise level of every sensor (default: each sensor's noise)")
+    lm.add_argument("--delay", type=float, nargs="+", default=None,
+                    help="delays [ms] of the causal limits (default: 0 5 10 20 100)")
+    lm.add_argument("--modes", type=int, default=80,
+                    help="full-model modes (the rest enters as residual flexibility)")
+    lm.add_argument("--bundle", default=None,
+                    help="also run this bundle's estimator on honest calibration runs "
+                         "(full model, exact modal integration) and print its error")
+    lm.add_argument("--quiet", action="store_true", help="no progress bars")
     sc = command("score", "compare an estimates CSV with a truth CSV", add_help=False)
     sc.add_argument("rest", nargs=argparse.REMAINDER)
     ca = sub.add_parser("calibrate", help="Bayesian calibration of [[parameters]] from records",
@@ -166,6 +179,11 @@ def main(argv=None) -> int:
             snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))
             print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
                   f"SNR {snr})")
+        elif args.command == "limit":
+            from offline.limit.cli import run_limit
+
+            print(run_limit(args.model, noise=args.noise, delays_ms=args.delay,
+                            n_modes=args.modes, bundle=args.bundle, progress=not args.quiet))
     except (ModelFileError, FileNotFoundError, ValueError) as exc:
         if isinstance(exc, EstimatorError):
             print(f"vsense-offline {args.command}: estimator refused: {exc}", file=sys.stderr)

@@ -105,7 +105,7 @@ def build_parts(res, d: Path) -> list[str]:
         ("outputs", ", ".join(f"{o.name} ({o.kind}, {o.unit})" for o in b.outputs)),
         ("alpha (Tikhonov)", f"{b.alpha:.4g} ({m.get('alpha_method', '')})"),
         ("spectral radius of the step operator",
-         f"{m.get('spectral_radius', float('nan')):.6f} (< 1: stable)"),
+         f"{_radius(m):.6f} (< 1: stable)"),
         ("build time", ", ".join(f"{k} {v:.1f} s" for k, v in res.timings.items())),
     ]
     if b.method == "smoother":  # Kalman fixed-lag smoother (docs "The Kalman smoother")
@@ -139,12 +139,58 @@ def build_parts(res, d: Path) -> list[str]:
                                             "alpha"))
     else:
         parts.append('<p class="note">alpha was given as a number: no L-curve.</p>')
-    if (d / "window.png").exists():
-        st = m.get("window_study", {})
-        parts.append("<h2>Fixed-lag window (calibration run)</h2>")
-        parts.append(_img(d / "window.png", f"force FDE per window L, each with its automatic "
-                                            f"alpha; recommended L = {st.get('recommended')}"))
+    parts += accuracy_parts(b, d)
     parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")
+    return parts
+
+
+def _radius(m: dict) -> float:
+    """Spectral radius of the estimator (Tikhonov step operator or smoother)."""
+    return float(m.get("spectral_radius",
+                       m.get("estimator", {}).get("spectral_radius", float("nan"))))
+
+
+def accuracy_parts(b, d: Path) -> list[str]:
+    """Estimator choice on the calibration runs next to the MMSE limit (issue 11)."""
+    m = b.meta
+    parts = []
+    sel = m.get("selection")
+    lim = m.get("limit")
+    if sel:
+        cal = m.get("calibration", {})
+        parts.append("<h2>Estimator choice (honest calibration runs)</h2>")
+        parts.append(f'<p class="note">{sel["n_runs"]} runs of the full FE model '
+                     f'({html.escape(str(cal.get("engine", "")))}), seeds {sel["seeds"]}, '
+                     f'the sensors\' noise; delay bound {sel["max_delay_s"] * 1e3:g} ms. '
+                     f'Figures: normalised RMS error RMS(estimate - truth) / std(truth), full '
+                     f'band, mean (+/- spread) over the runs.</p>')
+        names = sel["targets"]
+        rows = []
+        nc = (lim["force_nrmse"] + lim["output_nrmse"]) if lim else [float("nan")] * len(names)
+        for cname, c in sel["candidates"].items():
+            r = c["best"]
+            rows.append([cname + (" (chosen)" if cname == sel["chosen"] else ""),
+                         r["window"], f"{r['delay'] * b.dt * 1e3:g}",
+                         f"{r['alpha']:.3g}" if "alpha" in r else "-"]
+                        + [f"{v:.3g} +/- {s:.2g} ({v / n:.2f}x limit)"
+                           for v, s, n in zip(r["nrmse"], r["spread"], nc)])
+        parts.append(_table(("estimator", "L", "delay [ms]", "alpha", *names), rows))
+        if (d / "selection.png").exists():
+            parts.append(_img(d / "selection.png", "expected error per delay and estimator"))
+    if lim:
+        parts.append("<h2>MMSE (Wiener) accuracy limit</h2>")
+        heads = [f"{x:g} ms" for x in lim["delays_ms"]] + ["non-causal"]
+        rows = []
+        for i, n in enumerate(lim["force_names"]):
+            rows.append([n] + [f"{r[i]:.4g}" for r in lim["lag_force_nrmse"]]
+                        + [f"{lim['force_nrmse'][i]:.4g}"])
+        for i, n in enumerate(lim["output_names"]):
+            rows.append([n] + [f"{r[i]:.4g}" for r in lim["lag_output_nrmse"]]
+                        + [f"{lim['output_nrmse'][i]:.4g}"])
+        parts.append(f'<p class="note">Lowest normalised RMS error any estimator can reach '
+                     f'with these sensors, noise and load (full model, {lim["n_modes"]} modes + '
+                     f'residual; causal limits with {lim["memory"]} samples of memory).</p>')
+        parts.append(_table(("target", *heads), rows))
     return parts
 
 

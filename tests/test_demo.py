@@ -70,7 +70,7 @@ def test_demo_short_end_to_end(short_demo):
     run = json.loads((r.out / "run.json").read_text())
     assert run["fde"]["d60"]["band"] == pytest.approx(float(d.value), rel=1e-12)
     assert run["n_health"] >= 1 and run["health"]["latency_us"]["n"] > 0
-    assert took < 120
+    # (no wall-clock bound: project rule; the duration is in run.json and the docs)
 
 
 @pytest.mark.slow

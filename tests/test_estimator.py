@@ -7,7 +7,7 @@ from edge.bundle import Channel, Force
 from edge.estimator import FLAG_HELD, FLAG_WARMUP, Estimator, EstimatorError, derive_operator
 from edge.estimator.kernel import _process
 from edge.estimator.reference import ReferenceEstimator
-from tests.helpers import chain_bundle
+from tests.helpers import chain_bundle, chain_matrices
 
 
 def _signal(nt, dt, rng, nch=1, scale=(1e-4,)):
@@ -263,3 +263,54 @@ def test_first_order_tikhonov_per_step_is_refused():
     b = chain_bundle(n=6, window=1, alpha=1.0).replace(regularization="tikhonov1")
     with pytest.raises(EstimatorError, match="unstable"):
         derive_operator(b)
+
+
+@pytest.mark.parametrize("reg", ["tikhonov0", "tikhonov1"])
+def test_force_scales_penalise_f_over_s_and_match_reference(reg, tmp_path):
+    # two forces of different size (N vs a 100x smaller unit): the penalty is on f / s
+    from edge.bundle import Channel, Force
+
+    rng = np.random.default_rng(11)
+    b = chain_bundle(n=6, window=5, alpha=1e-2, kinds=("displacement",))
+    chans = [b.channels[0], Channel("y3", dof=3, kind="displacement", weight=1e12, unit="m")]
+    forces = [Force("F", dof=5, scale=1.0), Force("G", dof=3, scale=0.01)]
+    b = b.replace(channels=chans, forces=forces, regularization=reg)
+    Y = _signal(1500, b.dt, rng, nch=2, scale=[1e-4, 1e-4])
+    F, Z, fl = Estimator(b).run(Y)
+    Fr, Zr, flr = ReferenceEstimator(b).run(Y)
+    assert _rel(F, Fr) < 1e-9 and _rel(Z, Zr) < 1e-9  # NumPy twin, round-off level
+    # equal scales s are the same as alpha / s^2 without scales (closed form of the penalty)
+    s = 3.0
+    eq = b.replace(forces=[Force("F", dof=5, scale=s), Force("G", dof=3, scale=s)])
+    one = b.replace(forces=[Force("F", dof=5), Force("G", dof=3)], alpha=b.alpha / s ** 2)
+    Fa, _, _ = Estimator(eq).run(Y)
+    Fb, _, _ = Estimator(one).run(Y)
+    assert _rel(Fa, Fb) < 1e-9
+    assert _rel(F, Fb) > 1e-3  # the unequal scales change the estimate (the test can fail)
+    # the scale survives a save/load round trip
+    from edge.bundle import Bundle
+
+    b.save(tmp_path / "b.npz")
+    assert [f.scale for f in Bundle.load(tmp_path / "b.npz").forces] == [1.0, 0.01]
+
+
+def test_free_free_rigid_modes_are_exactly_rigid_and_bad_stiffness_is_named():
+    # a free-free chain (no ground spring): its rigid-body mode comes out of eigh at round-off
+    # level (about 1e-16 of the largest eigenvalue, either sign); it is set to exactly 0, so
+    # the step's rigid block is exactly Newmark's (eigenvalues 1), and the estimator builds
+    from edge.estimator.operator import modal_basis
+
+    M, C, K = chain_matrices(n=6)
+    K[0, 0] -= 1e4  # remove the ground spring
+    C = 1e-4 * K     # stiffness-proportional damping: the rigid mode is undamped
+    w2, Phi = modal_basis(M, K)
+    assert w2[0] == 0.0 and w2[1] > 1e3  # exactly rigid; next mode elastic (~1.5e4 rad^2/s^2)
+    np.testing.assert_allclose(Phi.T @ M @ Phi, np.eye(6), atol=1e-12)
+    b = chain_bundle(n=6, window=5, alpha=1e-2).replace(M=M, C=C, K=K)
+    op = derive_operator(b)
+    assert op.spectral_radius <= 1.0 + 1e-7
+    # a stiffness matrix with a clearly negative eigenvalue is refused, naming K
+    Kbad = K.copy()
+    Kbad[0, 0] -= 5e3
+    with pytest.raises(EstimatorError, match="stiffness matrix K is not positive semi"):
+        modal_basis(M, Kbad)

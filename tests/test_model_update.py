@@ -82,6 +82,7 @@ kind = "displacement"
 [estimator]
 rate = 1000.0
 alpha = "lcurve"
+window = 1                          # the per-step estimator these figures were measured with
 [[parameters]]
 name = "E"
 kind = "modulus"

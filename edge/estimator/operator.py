@@ -137,11 +137,27 @@ def newmark_state_matrices(M, C, K, dt, beta=0.25, gamma=0.5):
     return np.vstack([Au, Av, Aa]), np.vstack([Gu, Gv, Ga])
 
 
+#: modal bases of recent (M, K) pairs: an alpha/window sweep derives many operators of one
+#: model, and the eigenproblem is the same each time (key: the matrices' bytes)
+_BASIS_CACHE: dict = {}
+#: eigenvalues below this fraction of the largest are rigid-body modes computed with round-off
+#: (e.g. -6e-9 for a free-free beam): set to exactly 0 (round-off is ~1e-16 of the largest)
+RIGID_REL = 1e-12
+
+
 def modal_basis(M, K):
     """M-orthonormal eigenvectors: ``K Phi = M Phi diag(omega^2)``, ``Phi^T M Phi = I``.
 
-    Returns (omega2 (n,), Phi (n, n)); NumPy only (Cholesky + symmetric eigh).
+    Returns (omega2 (n,), Phi (n, n)); NumPy only (Cholesky + symmetric eigh). Rigid-body
+    modes (``|omega^2| <= RIGID_REL max |omega^2|``) get exactly ``omega^2 = 0``; a clearly
+    negative eigenvalue (K not positive semi-definite) is an error naming it.
     """
+    M = np.ascontiguousarray(M, dtype=float)
+    K = np.ascontiguousarray(K, dtype=float)
+    key = (M.shape, hash(M.tobytes()), hash(K.tobytes()))
+    hit = _BASIS_CACHE.get(key)
+    if hit is not None:
+        return hit[0].copy(), hit[1].copy()
     try:
         L = np.linalg.cholesky(M)
     except np.linalg.LinAlgError:
@@ -149,7 +165,19 @@ def modal_basis(M, K):
     Linv = np.linalg.inv(L)
     Kt = Linv @ K @ Linv.T
     w2, V = np.linalg.eigh(0.5 * (Kt + Kt.T))
-    return w2, Linv.T @ V
+    top = float(np.max(np.abs(w2))) if w2.size else 0.0
+    rigid = np.abs(w2) <= RIGID_REL * top
+    if np.any((w2 < 0) & ~rigid):
+        raise EstimatorError(
+            f"reduced stiffness matrix K is not positive semi-definite: eigenvalue "
+            f"{float(w2.min()):.4g} rad^2/s^2 (largest {top:.4g}); check the boundary "
+            "conditions, springs and the reduction")
+    w2 = np.where(rigid, 0.0, w2)
+    Phi = Linv.T @ V
+    if len(_BASIS_CACHE) >= 8:
+        _BASIS_CACHE.pop(next(iter(_BASIS_CACHE)))
+    _BASIS_CACHE[key] = (w2, Phi)
+    return w2.copy(), Phi.copy()
 
 
 def blocks_to_dense(blk_ptr, dat_ptr, A_data):
@@ -215,19 +243,21 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     reg = getattr(bundle, "regularization", "tikhonov0")
     if reg not in ("tikhonov0", "tikhonov1"):
         raise EstimatorError(f"unknown regularization {reg!r} (tikhonov0 or tikhonov1)")
-    R = first_difference(L, nf) if reg == "tikhonov1" else None
+    # penalty on the scaled forces f / s (one alpha over mixed units): R -> R S^-1
+    Sinv = np.diag(1.0 / np.tile(force_scales(bundle), L))
+    R = (first_difference(L, nf) if reg == "tikhonov1" else np.eye(L * nf)) @ Sinv
     K1, Hinv1, cond = tikhonov_gain(J, Wbar, alpha, nf, bundle, R=R)
     Ky = K1
     Kx = K1 @ O
-    if R is not None:
+    if reg == "tikhonov1":
         # the first difference f_{k+1} - f_k penalises the jump from the previous force,
-        # which is the state's tail: its term moves into the state gain
+        # which is the state's tail: its term moves into the state gain (scaled: S^-1 r0)
         ns_ = A.shape[0]
         Ptail = np.zeros((nf, ns_))
         Ptail[:, ns_ - nf:] = np.eye(nf)
         r0 = np.zeros((L * nf, nf))
         r0[:nf] = np.eye(nf)
-        Kx = Kx - alpha * Hinv1 @ R.T @ r0 @ Ptail
+        Kx = Kx - alpha * Hinv1 @ R.T @ (Sinv @ r0) @ Ptail
     # closed loop: x_{k+1} = (A - Gamma Kx) x_k + Gamma Ky Y
     rho = float("nan")
     if check_stability:
@@ -390,6 +420,15 @@ def window_matrices(A, Gamma, S, L):
         for j in range(i + 1):
             J[i * nch:(i + 1) * nch, j * nf:(j + 1) * nf] = markov[i - j]
     return O, J
+
+
+def force_scales(bundle) -> np.ndarray:
+    """Scale of each force (``Force.scale``, 1 when absent), shape (nf,); validated > 0."""
+    s = np.array([float(getattr(f, "scale", 1.0)) for f in bundle.forces])
+    bad = [f.name for f, v in zip(bundle.forces, s) if not (np.isfinite(v) and v > 0)]
+    if bad:
+        raise EstimatorError(f"force scale must be finite and > 0: {', '.join(bad)}")
+    return s
 
 
 def first_difference(L: int, nf: int) -> np.ndarray:

@@ -35,6 +35,7 @@ class ReferenceEstimator:
         self.ch_dof = np.array([c.dof for c in b.channels])
         self.ch_kind = np.array([KINDS.index(c.kind) for c in b.channels])
         self.w = np.array([c.weight for c in b.channels])
+        self.scale = np.array([float(getattr(f, "scale", 1.0)) for f in b.forces])
         self.B = np.zeros((n, len(b.forces)))
         for j, f in enumerate(b.forces):
             self.B[f.dof, j] = 1.0
@@ -131,8 +132,10 @@ class ReferenceEstimator:
                 J[i * nch:(i + 1) * nch, j * nf:(j + 1) * nf] = self.markov[i - j]
         W = np.diag(np.tile(self.w, L))
         resid = (np.array(self.window) - pred).ravel()
+        # penalty on f / s per force (scales s), S = diag(s) over the window
+        Si = np.diag(1.0 / np.tile(self.scale, L))
         if self.reg == "tikhonov1":
-            # min ||W^1/2 (Y - pred - J F)||^2 + alpha sum_i ||f_i - f_(i-1)||^2, f_0 known
+            # min ||W^1/2 (Y - pred - J F)||^2 + alpha sum_i ||(f_i - f_(i-1)) / s||^2, f_0 known
             D = np.zeros((L * nf, L * nf))
             for i in range(L):
                 for j in range(nf):
@@ -141,10 +144,11 @@ class ReferenceEstimator:
                         D[i * nf + j, (i - 1) * nf + j] = -1.0
             d0 = np.zeros(L * nf)
             d0[:nf] = self.f_last
+            D = Si @ D
             Fw = np.linalg.solve(J.T @ W @ J + self.alpha * D.T @ D,
-                                 J.T @ W @ resid + self.alpha * D.T @ d0)
+                                 J.T @ W @ resid + self.alpha * D.T @ (Si @ d0))
         else:
-            Fw = np.linalg.solve(J.T @ W @ J + self.alpha * np.eye(L * nf), J.T @ W @ resid)
+            Fw = np.linalg.solve(J.T @ W @ J + self.alpha * Si @ Si, J.T @ W @ resid)
         f = Fw[:nf]
         self.f_last = f.copy()
         # 2-4. effective force of the second sub-step, 3-1. state update

@@ -239,9 +239,10 @@ class EstimatorSpec:
     beta: float = 0.25
     gamma: float = 0.5
     alpha: float | str = "auto"
-    window: int | str = 1
+    window: int | str = "auto"
     discretization: str = "newmark"
     regularization: str = "tikhonov0"
+    max_delay: float = 0.02  # [s] bound on the delay of the automatic choice
     method: str = "tikhonov"          # or "smoother" (offline/smoother.py)
     lag: int | None = None            # smoother lag [samples]; None: 20 ms
     model_error: float = 0.0          # smoother process noise for model error
@@ -264,10 +265,14 @@ class Sensor:
 
 @dataclass(frozen=True)
 class Force:
+    """Identified force; ``scale``: its typical RMS size in its unit (N or N m), used by the
+    calibration run (multiplies the calibration load) and to scale the regularisation."""
+
     name: str
     select: Selection
     dof: str
     where: str = ""
+    scale: float = 1.0
     model: dict | None = None  # smoother force model {kind, band, rms, order} (validated)
 
 
@@ -295,9 +300,25 @@ class LoadSpec:
 
 @dataclass(frozen=True)
 class Calibration:
+    """Calibration runs: ``load`` (the first entry; ``loads`` all of them, one per force or
+    one for all), ``seeds`` independent runs starting at ``seed``."""
+
     load: LoadSpec
     duration: float = 2.0
     seed: int = 0
+    loads: tuple = ()
+    seeds: int = 3
+    warmup: float = 1.0  # [s] simulated before the scored part of each run
+
+    def load_for(self, force: str) -> LoadSpec | None:
+        """The load entry that drives ``force`` (its own entry first, then one for all)."""
+        for ld in self.loads or (self.load,):
+            if ld.force == force:
+                return ld
+        for ld in self.loads or (self.load,):
+            if ld.force is None:
+                return ld
+        return None
 
 
 @dataclass
@@ -397,6 +418,36 @@ def _signal_common(t, where, with_kind):
     dflt = {"displacement": base, "velocity": f"{base}/s", "acceleration": f"{base}/s^2"}[kind]
     unit = t.get("unit", "str", dflt)
     return name, select, dof, kind, unit
+
+
+def _load_entry(lt: Table, lw: str, spec: ModelSpec) -> LoadSpec:
+    """One calibration load table (random: band, rms; sine: freq, amplitude; chirp)."""
+    typ = lt.get("type", "str", "random", choices=LOAD_TYPES)
+    band = rms = freq = amp = None
+    if typ in ("random", "chirp"):
+        b = lt.get("band", "list")
+        if len(b) != 2:
+            raise ModelFileError(f"{lw}.band: expected [f_low, f_high] in Hz")
+        band = tuple(check(x, f"{lw}.band[{i}]", lo=0.0) for i, x in enumerate(b))
+        if not band[0] < band[1]:
+            raise ModelFileError(f"{lw}.band: f_low must be below f_high")
+    if typ == "random":
+        rms = lt.get("rms", "num", lo=0.0, lo_open=True)
+    else:
+        amp = lt.get("amplitude", "num", lo=0.0, lo_open=True)
+    if typ == "sine":
+        freq = lt.get("freq", "num", lo=0.0, lo_open=True)
+    force = lt.get("force", "str", None)
+    lt.done()
+    if force is not None and force not in {fo.name for fo in spec.forces}:
+        raise ModelFileError(f"{lw}.force: no [[forces]] entry named {force!r}")
+    if spec.estimator is not None:
+        nyq = spec.estimator.rate / 2
+        top = band[1] if band else freq
+        if top > nyq:
+            raise ModelFileError(f"{lw}: {top:g} Hz is above the Nyquist frequency "
+                                 f"{nyq:g} Hz of [estimator].rate")
+    return LoadSpec(typ, band, rms, freq, amp, force)
 
 
 def spec_from_dict(raw: dict, path) -> ModelSpec:
@@ -530,21 +581,22 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
             check(alpha, f"{w}.alpha", "str", choices=ALPHA_RULES)
         else:
             alpha = check(alpha, f"{w}.alpha", "num", lo=0.0)
-        window = t.get("window", "any", 1)
+        window = t.get("window", "any", "auto")
         if isinstance(window, str):
             check(window, f"{w}.window", "str", choices=("auto",))
         else:
             window = check(window, f"{w}.window", "int", lo=1, hi=200)
         disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
         reg = t.get("regularization", "str", "tikhonov0", choices=("tikhonov0", "tikhonov1"))
+        max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
         meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
         lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW
         merr = t.get("model_error", "num", 0.0, lo=0.0)
         cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
         cfa = t.get("check_false_alarm", "num", 0.01, lo=0.0, hi=0.5, lo_open=True)
         t.done()
-        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, meth, lag,
-                                       merr, cws, cfa)
+        spec.estimator = EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, max_delay,
+                                       meth, lag, merr, cws, cfa)
 
     signal_names = {}
     for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
@@ -560,13 +612,14 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
                 t.done()
                 spec.sensors.append(Sensor(name, sel, dof, kind, unit, noise, w))
             elif key == "forces":
+                scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
                 fmod = t.get("model", "table", None)
                 t.done()
                 if fmod is not None:
                     from offline.smoother import parse_force_model
 
                     fmod = parse_force_model(fmod, f"{w}.model")
-                spec.forces.append(Force(name, sel, dof, w, fmod))
+                spec.forces.append(Force(name, sel, dof, w, scale, fmod))
             else:
                 t.done()
                 spec.outputs.append(Output(name, sel, dof, kind, unit, w))
@@ -576,35 +629,22 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
         t = Table(raw["calibration"], w)
         duration = t.get("duration", "num", 2.0, lo=0.0, lo_open=True)
         seed = t.get("seed", "int", 0, lo=0)
-        lw = f"{w}.load"
-        lt = Table(t.get("load", "table"), lw)
+        seeds = t.get("seeds", "int", 3, lo=1, hi=20)
+        warmup = t.get("warmup", "num", 1.0, lo=0.0)
+        raw_load = t.get("load", "any")
         t.done()
-        typ = lt.get("type", "str", "random", choices=LOAD_TYPES)
-        band = rms = freq = amp = None
-        if typ in ("random", "chirp"):
-            b = lt.get("band", "list")
-            if len(b) != 2:
-                raise ModelFileError(f"{lw}.band: expected [f_low, f_high] in Hz")
-            band = tuple(check(x, f"{lw}.band[{i}]", lo=0.0) for i, x in enumerate(b))
-            if not band[0] < band[1]:
-                raise ModelFileError(f"{lw}.band: f_low must be below f_high")
-        if typ == "random":
-            rms = lt.get("rms", "num", lo=0.0, lo_open=True)
-        else:
-            amp = lt.get("amplitude", "num", lo=0.0, lo_open=True)
-        if typ == "sine":
-            freq = lt.get("freq", "num", lo=0.0, lo_open=True)
-        force = lt.get("force", "str", None)
-        lt.done()
-        if force is not None and force not in {fo.name for fo in spec.forces}:
-            raise ModelFileError(f"{lw}.force: no [[forces]] entry named {force!r}")
-        if spec.estimator is not None:
-            nyq = spec.estimator.rate / 2
-            top = band[1] if band else freq
-            if top >= nyq:
-                raise ModelFileError(f"{lw}: {top:g} Hz is not below the Nyquist frequency "
-                                     f"{nyq:g} Hz of [estimator].rate")
-        spec.calibration = Calibration(LoadSpec(typ, band, rms, freq, amp, force), duration, seed)
+        entries = raw_load if isinstance(raw_load, list) else [raw_load]
+        if not entries:
+            raise ModelFileError(f"{w}.load: empty array (give a table or tables)")
+        loads = []
+        for i, e in enumerate(entries):
+            lw = f"{w}.load" + (f"[{i}]" if isinstance(raw_load, list) else "")
+            loads.append(_load_entry(Table(e, lw), lw, spec))
+        targets = [ld.force for ld in loads]
+        if len(set(targets)) != len(targets):
+            raise ModelFileError(f"{w}.load: two entries drive the same force "
+                                 f"({'all forces' if None in targets else targets})")
+        spec.calibration = Calibration(loads[0], duration, seed, tuple(loads), seeds, warmup)
 
     # [[parameters]], [experiment], [inverse]: accepted as they are, available in spec.raw
     return spec

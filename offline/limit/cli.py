@@ -1,0 +1,65 @@
+"""``vsense-offline limit MODEL.toml``: the MMSE limit, optionally next to a bundle's error."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bundle=None,
+              progress: bool = True) -> str:
+    """Text of the limit table (:meth:`offline.limit.model.ModelLimit.format`).
+
+    With ``bundle`` (a path), its estimator runs on honest calibration runs of the model
+    (:func:`offline.calibration_runs.calibration_runs`: full model, exact modal integration, the
+    sensors' noise or ``noise``) and its normalised RMS errors are shown next to the limit.
+    """
+    from offline.limit.model import model_limit
+    from offline.model import build_fe_model, load_model_file
+
+    spec = load_model_file(model_path)
+    if noise is not None:
+        if not (np.isfinite(noise) and noise > 0):
+            raise ValueError(f"--noise: expected a relative level > 0, got {noise}")
+        from dataclasses import replace
+
+        spec.sensors = [replace(s, noise=float(noise)) for s in spec.sensors]
+    model = build_fe_model(spec, progress=progress)
+    delays = np.array([0, 5, 10, 20, 100] if delays_ms is None else delays_ms, float) * 1e-3
+    if np.any(delays < 0):
+        raise ValueError(f"--delay: delays must be >= 0 ms, got {delays_ms}")
+    lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress)
+    achieved = None
+    text = []
+    if bundle is not None:
+        achieved, line = bundle_error(spec, model, bundle, n_modes=n_modes, progress=progress)
+        text.append(line)
+    return lim.format(achieved) + ("\n" + "\n".join(text) if text else "")
+
+
+def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = False):
+    """Mean normalised RMS error of a bundle's estimator over the honest calibration runs:
+    ``({name: nrmse}, description)``."""
+    from edge.bundle import Bundle
+    from offline.calibration_runs import calibration_runs
+    from edge.estimator import Estimator
+    from offline.selection import score_estimator
+    from offline.model import resolve_dofs
+
+    b = Bundle.load(bundle_path)
+    names_b = [f.name for f in b.forces] + [o.name for o in b.outputs]
+    names_s = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
+    if names_b != names_s or [c.name for c in b.channels] != [s.name for s in spec.sensors]:
+        raise ValueError(f"{bundle_path}: its channels/forces/outputs do not match "
+                         f"{spec.path.name} (bundle {names_b}, model file {names_s})")
+    cd = [resolve_dofs(model, s.select, s.dof, s.where)[0] for s in spec.sensors]
+    fd = [resolve_dofs(model, f.select, f.dof, f.where)[0] for f in spec.forces]
+    od = [resolve_dofs(model, o.select, o.dof, o.where)[0] for o in spec.outputs]
+    runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
+                            show_progress=progress)
+    r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects
+    if r is None:
+        raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")
+    return dict(zip(names_b, r["nrmse"])), (
+        f"estimator of {bundle_path}: {b.method}, L={b.window} (delay "
+        f"{(b.window - 1) * b.dt * 1e3:g} ms), alpha={b.alpha:.3g}, on {len(runs)} full-model calibration runs (seeds "
+        f"{[x.seed for x in runs]}); ratio = estimator / non-causal limit")

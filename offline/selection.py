@@ -1,0 +1,292 @@
+"""The automatic choice of estimator, window and alpha on the honest calibration runs.
+
+The choice (:func:`select`) minimises the expected normalised RMS error
+``RMS(estimate - truth) / std(truth)`` (full band), each force and output counted relative to
+its MMSE limit (geometric mean of the ratios; mean over the runs of
+:mod:`offline.calibration_runs`), among the candidates of :data:`CANDIDATES` within
+``max_delay``; since every candidate is scored on the same runs, the one chosen is never worse
+there than another one. (Counting plain errors instead lets a force that cannot be estimated
+anyway, error ~1, outweigh an output estimated 100x better: measured on a 9-DOF strip, that
+choice gave up the output, 0.14 instead of 0.08.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge.estimator import Estimator, EstimatorError
+from offline._deps import progress as _progress
+
+
+def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0) -> np.ndarray:
+    """``RMS(estimate - truth) / std(truth)`` per column over truth samples ``start..``;
+    estimate row j describes sample ``j - delay``; non-finite (warm-up) rows are left out."""
+    e = est[delay + start:]
+    t = truth[start: truth.shape[0] - delay]
+    ok = np.all(np.isfinite(e), axis=1)
+    sd = np.std(t[ok], axis=0)
+    return np.sqrt(np.mean((e[ok] - t[ok]) ** 2, axis=0)) / np.where(sd > 0, sd, np.nan)
+
+
+def evaluate(bundle, runs, alpha: float, window: int, check_stability=False,
+             reference=None) -> dict | None:
+    """Errors of the Tikhonov estimator (alpha, window) on the runs; None if refused or
+    non-finite. The closed-loop stability (an eigenvalue problem) is checked by
+    :func:`select` on the chosen setting only, unless ``check_stability``.
+
+    ``score``: with ``reference`` (nf + nout,) (the non-causal MMSE limits) the geometric
+    mean over forces and outputs of ``nrmse / limit`` (how many times the limit, each target
+    counted alike whatever its difficulty), averaged over the runs; else the mean nrmse.
+    """
+    try:
+        est = Estimator(bundle, alpha=float(alpha), window=int(window),
+                        check_stability=check_stability)
+    except EstimatorError:
+        return None
+    r = score_estimator(est, runs, reference)
+    if r is not None:
+        r.update({"alpha": float(alpha), "window": int(window)})
+    return r
+
+
+def score_estimator(est, runs, reference=None) -> dict | None:
+    """Run any estimator (``run``, ``reset``, ``delay``) on the runs and score it (see
+    :func:`evaluate`); None when an estimate is not finite."""
+    per = []
+    for r in runs:
+        est.reset()
+        Fe, Ze, _ = est.run(r.Y)
+        with np.errstate(over="ignore", invalid="ignore"):
+            per.append(np.concatenate([nrmse(Fe, r.F, est.delay, r.start),
+                                       nrmse(Ze, r.Z, est.delay, r.start)]))
+    per = np.array(per)  # (nruns, nf + nout)
+    if not np.all(np.isfinite(per)):
+        return None
+    if reference is not None:
+        # score = mean_runs exp(mean_targets log(nrmse / limit))
+        run_score = np.exp(np.mean(np.log(per / np.asarray(reference)[None, :]), axis=1))
+    else:
+        run_score = per.mean(axis=1)
+    return {"delay": int(est.delay), "window": int(est.delay) + 1,
+            "score": float(np.mean(run_score)), "nrmse": per.mean(axis=0).tolist(),
+            "spread": per.std(axis=0).tolist(), "per_run_score": run_score.tolist()}
+
+
+@dataclass
+class Candidate:
+    """The best setting of one estimator family: its row and the table of all tried."""
+
+    name: str
+    best: dict
+    rows: list = field(default_factory=list)
+    bundles: dict = field(default_factory=dict)  # row index -> a bundle the row made itself
+
+
+def _alpha_search(bundle, runs, window, lo, hi, n=7, refine=2, reference=None):
+    """Minimise the score over log alpha: a coarse grid, then ``refine`` finer passes."""
+    tried = {}
+
+    def score(a):
+        if a not in tried:
+            tried[a] = evaluate(bundle, runs, a, window, reference=reference)
+        r = tried[a]
+        return np.inf if r is None else r["score"]
+
+    grid = np.logspace(np.log10(lo), np.log10(hi), n)
+    for _ in range(refine + 1):
+        s = [score(a) for a in grid]
+        i = int(np.argmin(s))
+        if not np.isfinite(s[i]):
+            return None, tried
+        step = np.log10(grid[1] / grid[0])
+        c = np.log10(grid[i])
+        grid = 10 ** np.linspace(c - step, c + step, 5)
+    best = min((r for r in tried.values() if r is not None), key=lambda r: r["score"])
+    return best, tried
+
+
+def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=False,
+                    reference=None) -> Candidate:
+    """Best (window, alpha) of the paper's Tikhonov estimator (L = 1: per step; L > 1:
+    fixed lag) on the runs. ``alpha_rule``: "auto" (minimum calibration error), a number, or
+    an L-curve/GCV/discrepancy rule applied to the first run."""
+    from offline.regularization import alpha_grid, choose_alpha
+
+    rows = []
+    prev = None  # (alpha, L) of the previous window: the next search starts around it
+    for L in _progress(sorted(windows, reverse=True), desc="estimator choice",
+                       enable=show_progress):
+        if isinstance(alpha_rule, str) and alpha_rule == "auto":
+            if prev is None:  # 12 decades around the one-step sensitivity, 3 passes
+                g = alpha_grid(bundle, L, n=2, decades=(-9.0, 3.0))
+                best, _ = _alpha_search(bundle, runs, L, g[0], g[-1], reference=reference)
+            else:  # +/- 2 decades around the previous window's alpha (scaled by L), 2 passes
+                c = prev[0] * L / prev[1]
+                best, _ = _alpha_search(bundle, runs, L, c / 100, c * 100, n=5, refine=1,
+                                        reference=reference)
+            if best is not None:
+                prev = (best["alpha"], L)
+        elif isinstance(alpha_rule, str):
+            try:
+                a = choose_alpha(bundle, runs[0].Y, window=L, method=alpha_rule,
+                                 show_progress=False).alpha
+            except EstimatorError:
+                continue
+            best = evaluate(bundle, runs, a, L, reference=reference) if np.isfinite(a) \
+                else None
+            if best is not None:
+                best["alpha_method"] = alpha_rule
+        else:
+            best = evaluate(bundle, runs, float(alpha_rule), L, reference=reference)
+        if best is not None:
+            rows.append(best)
+    if not rows:
+        return Candidate("tikhonov", {}, [])
+    return Candidate("tikhonov", min(rows, key=lambda r: r["score"]), rows)
+
+
+def _force_models(spec, rate):
+    """Smoother force models from the calibration loads (band, rms x scale, per force)."""
+    from offline.limit.model import force_spectra
+    from offline.smoother import ForceModel
+
+    out = []
+    for fs in force_spectra(spec):
+        if fs.type == "random":
+            lo, hi = fs.band
+            out.append(((max(lo, 0.5), min(hi, 0.45 * rate)), fs.rms))
+        elif fs.type == "sine":
+            out.append(((0.8 * fs.freq, min(1.2 * fs.freq, 0.45 * rate)),
+                        fs.amplitude / np.sqrt(2)))
+        else:
+            out.append(((1.0, 0.4 * rate), 1e-3))
+    return lambda order: [ForceModel("bandpass", b, r, order) for b, r in out]
+
+
+def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=None,
+              spec=None):
+    """The joint input-state fixed-lag Kalman smoother (offline/smoother.py) at the longest
+    lag within the delay bound (its error falls with the lag), band-pass force models of the
+    calibration loads, filter order 2 or 4, model-error noise 0 or 0.1."""
+    c = Candidate("Kalman smoother", {}, [])
+    if spec is None or not isinstance(alpha_rule, str) or alpha_rule != "auto":
+        return c
+    from offline.smoother import attach_smoother, design_smoother
+
+    lag = max(windows) - 1
+    models = _force_models(spec, bundle.rate)
+    for order in (2, 4):
+        for me in (0.0, 0.1):
+            fms = models(order)
+            try:
+                b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me), fms, me)
+                r = score_estimator(Estimator(b), runs, reference)
+            except (EstimatorError, ValueError, np.linalg.LinAlgError):
+                continue
+            if r is None:
+                continue
+            r.update({"order": order, "model_error": me, "kind": "smoother"})
+            c.bundles[len(c.rows)] = b
+            c.rows.append(r)
+    if c.rows:
+        c.best = min(c.rows, key=lambda r: r["score"])
+    return c
+
+
+def _per_step(bundle, runs, windows, alpha_rule, show_progress=False, reference=None):
+    c = design_tikhonov(bundle, runs, [1], alpha_rule, show_progress, reference)
+    c.name = "per-step (paper)"
+    return c
+
+
+def _fixed_lag(bundle, runs, windows, alpha_rule, show_progress=False, reference=None):
+    c = design_tikhonov(bundle, runs, [L for L in windows if L > 1], alpha_rule, show_progress,
+                        reference)
+    c.name = "Tikhonov fixed-lag"
+    return c
+
+
+def _fixed_lag_foh(bundle, runs, windows, alpha_rule, show_progress=False, reference=None):
+    """The fixed lag on the exact (first-order-hold) discretisation instead of Newmark's."""
+    changes = {"discretization": "foh"}
+    c = design_tikhonov(bundle.replace(**changes), runs, [L for L in windows if L > 1],
+                        alpha_rule, show_progress, reference)
+    c.name = "Tikhonov fixed-lag, exact (FOH)"
+    for r in c.rows:
+        r["changes"] = changes
+    return c
+
+
+#: Estimator families: (name, design(bundle, runs, windows, alpha_rule, show_progress,
+#: reference) -> Candidate whose rows may carry ``"changes"``, the bundle fields that make
+#: that estimator, e.g. ``{"discretization": "foh"}``). A new estimator plugs in as one more
+#: entry.
+CANDIDATES = [("per-step", _per_step), ("fixed-lag", _fixed_lag),
+              ("fixed-lag FOH", _fixed_lag_foh), ("smoother", _smoother)]
+
+
+def default_windows(max_lag: int) -> list[int]:
+    """Windows tried within a delay bound of ``max_lag`` samples (window L: delay L - 1)."""
+    base = [1, 2, 4, 8, 12, 16, 21, 31, 51, 101]
+    out = [L for L in base if L - 1 <= max_lag]
+    if max_lag + 1 not in out and max_lag + 1 <= 201:
+        out.append(max_lag + 1)
+    return out
+
+
+def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
+           candidates=None, show_progress=False, reference=None, spec=None) -> dict:
+    """Choose the estimator with the lowest expected error on the runs (module docstring).
+
+    Returns ``{"chosen": name, "best": row, "candidates": {name: {"best": row, "rows": [...]}},
+    "max_delay_s": .., "targets": [...], "_bundle": Bundle or None}`` (``_bundle``: the
+    bundle the chosen candidate made itself, e.g. the smoother's; pop it before storing the
+    rest as JSON); raises EstimatorError if no candidate works.
+    """
+    max_lag = int(np.floor(max_delay / bundle.dt + 1e-9))
+    windows = default_windows(max_lag) if windows is None else list(windows)
+    cands = {}
+    for name, design in (CANDIDATES if candidates is None else candidates):
+        kw = {"spec": spec} if "spec" in design.__code__.co_varnames else {}
+        c = design(bundle, runs, windows, alpha_rule, show_progress, reference, **kw)
+        if c.best:
+            cands[c.name] = c
+    # the best row whose closed loop is stable (rows of every candidate, best first)
+    from edge.estimator import derive_operator
+
+    ranked = sorted(((r["score"], n, i) for n, c in cands.items() for i, r in enumerate(c.rows)))
+    chosen = best = None
+    for _, n, i in ranked:
+        r = cands[n].rows[i]
+        if i not in cands[n].bundles:  # (a bundle made by its candidate was checked there)
+            try:
+                derive_operator(bundle.replace(**r.get("changes", {})), alpha=r["alpha"],
+                                window=r["window"])
+            except EstimatorError:
+                r["unstable"] = True
+                continue
+        chosen, best = cands[n], r
+        break
+    if chosen is None:
+        reason = ""
+        a = alpha_rule if not isinstance(alpha_rule, str) else 1.0
+        try:  # the estimator's own diagnosis of one setting names the real cause
+            derive_operator(bundle, alpha=float(a), window=windows[0])
+        except EstimatorError as exc:
+            reason = f"; e.g. L={windows[0]}, alpha={float(a):g}: {exc}"
+        raise EstimatorError(f"no estimator setting is stable on the calibration runs "
+                             f"(windows {windows}, alpha {alpha_rule!r}){reason}")
+    for c in cands.values():  # each candidate's best is its best stable row
+        ok = [r for r in c.rows if not r.get("unstable")]
+        c.best = min(ok, key=lambda r: r["score"]) if ok else c.best
+    targets = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
+    made = chosen.bundles.get(chosen.rows.index(best))
+    return {"chosen": chosen.name, "best": best, "max_delay_s": float(max_delay),
+            "_bundle": made,
+            "windows": windows, "targets": targets, "n_runs": len(runs),
+            "seeds": [r.seed for r in runs],
+            "score": "geometric mean of nrmse / non-causal limit" if reference is not None
+            else "mean nrmse",
+            "candidates": {n: {"best": c.best, "rows": c.rows} for n, c in cands.items()}}
