@@ -130,7 +130,8 @@ def build_parts(res, d: Path) -> list[str]:
     parts.append("<h2>Model reduction: eigenvalue error (paper Fig. 5/11, eq. 31)</h2>")
     parts.append(_img(d / "eigenvalue_error.png",
                       "relative eigenvalue error of the reduced model against the full model"))
-    if b.method == "smoother":
+    if b.method == "smoother":  # no L-curve: the choice and the limit, then the reduction
+        parts += accuracy_parts(b, d)
         parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")
         return parts
     parts.append("<h2>Regularisation: L-curve (eq. 20-24)</h2>")
