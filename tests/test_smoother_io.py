@@ -81,9 +81,9 @@ def test_daemon_publishes_std_and_model_check(smoother_path, tmp_path, mosquitto
         "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"},
                      {"name": "y1", "pin": "AIN1", "sensitivity": 0.01}],
         "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.2},
-        # real clock: health every 0.2 s over 1.5 s (a virtual-clock run can finish
-        # before the first health message)
-        "simulate": {"clock": "real", "duration_s": 1.5, "seed": 3, "level": "signal"}})
+        # real clock: health every 0.2 s over 3 s (a virtual-clock run can finish before the
+        # first health message; 1.5 s left too few on a loaded machine)
+        "simulate": {"clock": "real", "duration_s": 3.0, "seed": 3, "level": "signal"}})
     sub = subscriber(["vsense/kf/estimates", "vsense/kf/meta", "vsense/kf/health"], "s-kf")
     assert run_daemon(cfg, simulate=True, install_signals=False) == 0
     assert sub.wait(lambda: sub.get("vsense/kf/meta") and sub.get("vsense/kf/estimates")
