@@ -546,7 +546,12 @@ def test_timer_slack_and_compiler_page_release():
     b = chain_bundle(window=3, kinds=("displacement",))
     Y = np.sin(np.arange(200) * 0.05)[:, None] * 1e-4
     ref = Estimator(b).run(Y)[0]
-    assert realtime.release_library_pages("libllvmlite.so") > 0
+    # what is advised: exactly the library's clean read-only mappings (from /proc/self/smaps;
+    # how many there are depends on the process's history: once 0 in a fresh edge-tier venv)
+    assert any("libllvmlite.so" in line for line in open("/proc/self/maps"))
+    clean = sum(b_ - a_ for a_, b_ in realtime._clean_ranges("libllvmlite.so",
+                                                             "/proc/self/smaps"))
+    assert realtime.release_library_pages("libllvmlite.so") == clean
     # the compiled kernel does not need those pages: a new estimator (cached kernel)
     # gives the identical result afterwards
     np.testing.assert_array_equal(Estimator(b).run(Y)[0], ref)
