@@ -210,6 +210,7 @@ class Publisher:
                       "cmd_rejected": 0, "cmd_accepted": 0, "cmd_errors": 0,
                       "connect_failures": 0}
         self._retained: dict[str, bytes] = {}
+        self._retained_lock = threading.Lock()  # set_retained vs _on_connect (see there)
         self._bt = np.zeros(self.batch, np.int64)
         self._bv = np.zeros((self.batch, ncol))
         self._bf = np.zeros(self.batch, np.uint8)
@@ -342,11 +343,15 @@ class Publisher:
         log.info("MQTT: connected to %s", self.where)
         self.connected_event.set()
         client.subscribe(self.topics.cmd, qos=1)
-        for topic, payload in list(self._retained.items()):
-            client.publish(topic, payload, qos=1, retain=True)
-        with self.cond:
-            self.connected = True
-            self.cond.notify()
+        # under the retained lock: a set_retained() racing with this callback either lands
+        # before the loop (and is published by it) or sees connected (and publishes itself);
+        # without it a state set in between stayed unpublished until the next reconnection
+        with self._retained_lock:
+            for topic, payload in list(self._retained.items()):
+                client.publish(topic, payload, qos=1, retain=True)
+            with self.cond:
+                self.connected = True
+                self.cond.notify()
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         with self.cond:
@@ -387,9 +392,10 @@ class Publisher:
     def set_retained(self, topic: str, obj: dict) -> None:
         """Publish (now if connected, and again on every reconnection) a retained JSON."""
         payload = json.dumps(obj).encode()
-        self._retained[topic] = payload
-        if self.connected:
-            self.client.publish(topic, payload, qos=1, retain=True)
+        with self._retained_lock:
+            self._retained[topic] = payload
+            if self.connected:
+                self.client.publish(topic, payload, qos=1, retain=True)
 
     def reply(self, obj: dict) -> None:
         self.client.publish(self.topics.cmd_reply, json.dumps(obj), qos=1)
