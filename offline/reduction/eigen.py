@@ -31,7 +31,10 @@ import numpy as np
 
 from offline._deps import MissingDependency, need
 from offline.reduction import pardiso
-from offline.reduction.pardiso import SingularFactor, pardiso_available  # noqa: F401 (API)
+from offline.reduction.pardiso import SingularFactor  # noqa: F401 (API)
+
+#: True when MKL PARDISO can be loaded (the name this module has always exported).
+pardiso_available = pardiso.available
 
 #: Pencils up to this size are solved densely (scipy.linalg.eigh): exact, and eigsh cannot
 #: return all but one eigenpair.

@@ -209,11 +209,6 @@ def available() -> bool:
     return _mkl() is not None
 
 
-def pardiso_available() -> bool:
-    """Alias of :func:`available` (the name :mod:`offline.reduction.eigen` exports)."""
-    return available()
-
-
 def load_error() -> str:
     """Why MKL PARDISO could not be loaded ('' when it loads or was not tried yet)."""
     _mkl()
