@@ -29,6 +29,7 @@ import numpy as np
 from edge import __version__
 from edge.bundle import Bundle, Channel, Force, Output
 from edge.estimator import EstimatorError, derive_operator
+from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES
 from offline.regularization import AlphaChoice
 
 
@@ -147,8 +148,8 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
 
     t1 = time.perf_counter()
     masters, chan_dofs, force_dofs = _masters(spec, model)
-    method_red = red_spec.method if red_spec else "gmr+"
-    modes = int(n_modes if n_modes is not None else (red_spec.modes if red_spec else 50))
+    method_red = red_spec.method if red_spec else DEFAULT_REDUCTION_METHOD
+    modes = int(n_modes if n_modes is not None else (red_spec.modes if red_spec else DEFAULT_REDUCTION_MODES))
     red = reduce(model, masters, n_modes=modes, method=method_red,
                  n_report=red_spec.n_report if red_spec else 30, progress=progress)
     timings["reduction"] = time.perf_counter() - t1

@@ -43,7 +43,7 @@ def daemon(tmp_path):
                forces=[Force("F", dof=0)], alpha=1e-6, window=10,
                extras=arrays, meta={"inverse": {"maps": {}, "parts": pmeta}})
     d = SimpleNamespace(est=Estimator(b), pub=_Sink())
-    EI.InverseHook.attach(d)
+    EI.InverseHook.attach(d, EI.InversePort.of(d.est, d.pub))
     return d
 
 

@@ -472,9 +472,12 @@ def test_command_hook_identify_and_update(trained):
     d = SimpleNamespace(est=Estimator(b), pub=pub, nch=1, acq=SimpleNamespace(source=src))
     reg = CommandRegistry()
     EI.register_commands(reg)
+    with pytest.raises(CommandError, match="runs no inverse maps"):
+        reg.commands["update_model"].handler(d, {})
+    # the daemon hands the hook its port: estimator, publisher, channel count, signal source
+    EI.InverseHook.attach(d, EI.InversePort.of(d.est, d.pub, d.nch, d.acq.source))
     with pytest.raises(CommandError, match="no identification result"):
         reg.commands["update_model"].handler(d, {})
-    EI.InverseHook.attach(d)
     reply = reg.commands["identify"].handler(d, {})
     # the excitation on the fine grid the training data used: (n - 1) substeps + 1 points
     f_inj, sub = injected[0]

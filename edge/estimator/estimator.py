@@ -69,18 +69,6 @@ class Estimator:
 
     # ------------------------------------------------------------------ properties
     @property
-    def n_channels(self) -> int:
-        return self.op.n_channels
-
-    @property
-    def n_forces(self) -> int:
-        return self.op.n_forces
-
-    @property
-    def n_outputs(self) -> int:
-        return self.op.n_outputs
-
-    @property
     def delay(self) -> int:
         """Samples between a measurement and the estimate that describes it."""
         return self.op.window - 1
@@ -137,11 +125,12 @@ class Estimator:
         n = ua.shape[0] // 3
         return ua[:n], ua[n:2 * n], ua[2 * n:]
 
-    def swap(self, op: StepOperator) -> None:
+    def swap(self, op: StepOperator, bundle=None) -> None:
         """Swap in a new operator between two blocks (e.g. after a model update).
 
         Displacements, velocities and the previous force carry over (accelerations then follow
-        from the new model's equilibrium); the window must keep its length.
+        from the new model's equilibrium); the window must keep its length. ``bundle``: the
+        bundle ``op`` was derived from, which becomes :attr:`bundle` (the running model).
         """
         if (op.n_channels, op.n_forces, op.n_outputs, op.window) != (
                 self.n_channels, self.n_forces, self.n_outputs, self.op.window):
@@ -152,10 +141,13 @@ class Estimator:
         self._install(op, keep_state=True, phys=phys)
         if nc_new and nc_new == nc_old:
             self._x[self._x.shape[0] - nc_new:] = tail  # previous force
+        if bundle is not None:
+            self.bundle = bundle
 
     # ------------------------------------------------------------------ internals
     def _install(self, op: StepOperator, keep_state: bool, phys=None) -> None:
         ns = op.n_state
+        self.n_channels, self.n_forces, self.n_outputs = op.n_channels, op.n_forces, op.n_outputs
         if not keep_state:
             self._x = np.zeros(ns)
             self._ybuf = np.zeros((op.window, op.n_channels))

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
 from offline.inverse import spec as ispec
 from offline.inverse.fromfile import _edit, _nominal, model_damping
 from offline.inverse.parametric import ParametricModel, from_builder
-
-KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
 
 
 @dataclass
@@ -74,8 +73,8 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     model = build_fe_model(spec, progress=progress)
     masters, chan_dofs, force_dofs = _masters(spec, model)
     rs = spec.reduction
-    red = reduce(model, masters, n_modes=int(rs.modes if rs else 50),
-                 method=rs.method if rs else "gmr+", n_report=0, progress=progress)
+    red = reduce(model, masters, n_modes=int(rs.modes if rs else DEFAULT_REDUCTION_MODES),
+                 method=rs.method if rs else DEFAULT_REDUCTION_METHOD, n_report=0, progress=progress)
     n = red.M.shape[0]
     pos = {int(d): i for i, d in enumerate(masters)}
     rows = np.array([np.eye(n)[pos[int(d)]] for d in chan_dofs])
