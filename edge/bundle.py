@@ -25,15 +25,18 @@ import numpy as np
 
 from edge import __version__
 from edge.archive import check_archive, max_bundle_bytes  # noqa: F401 (re-exported)
-from edge.bundle_schema import (FIELDS, KF_FIELDS, MAX_WINDOW, READABLE_VERSIONS,  # noqa: F401
-                                SCHEMA_VERSION, BundleError, content_hash, settings, validate)
+from edge.bundle_schema import (FIELDS, KF_ARRAYS, KF_FIELDS,  # noqa: F401 (re-exported)
+                                MAX_WINDOW, READABLE_VERSIONS, SCHEMA_VERSION, BundleError,
+                                content_hash, required, settings, validate)
 from edge.kinds import ESTIMATOR_METHODS, SIGNAL_KINDS, kind_code  # noqa: F401 (re-exported)
 
 KINDS = SIGNAL_KINDS
+#: ``{name: (dtype kinds, ndim)}`` of the fields this code writes (a view of ``FIELDS``)
+_REQUIRED = {f.name: (f.dtype, f.ndim) for f in required(SCHEMA_VERSION)}
 
 
 @dataclass
-class Channel:
+class SensorChannel:
     """A physical sensor channel.
 
     ``dof`` is the reduced coordinate it measures; ``node``/``dof_name`` the physical DOF.
@@ -49,7 +52,7 @@ class Channel:
 
 
 @dataclass
-class Force:
+class IdentifiedForce:
     """An identified force acting on reduced coordinate ``dof`` (a master DOF).
 
     ``scale``: its typical size in its unit (N, N m); the Tikhonov penalty is on ``f / scale``
@@ -66,7 +69,7 @@ class Force:
 
 
 @dataclass
-class Output:
+class VirtualOutput:
     """A virtual output: ``row @ u`` (or of v, a by ``kind``) over the reduced coordinates."""
 
     name: str
@@ -88,7 +91,7 @@ class Bundle:
     dt : float
         Sample interval [s].
     channels, forces, outputs : list
-        :class:`Channel`, :class:`Force`, :class:`Output` definitions.
+        :class:`SensorChannel`, :class:`IdentifiedForce`, :class:`VirtualOutput` definitions.
     alpha : float
         Tikhonov regularisation parameter (>= 0).
     beta, gamma : float
@@ -108,7 +111,7 @@ class Bundle:
     extras : dict of ndarray
         Additional named arrays (stored as ``x_<name>``), covered by the hash.
     kf : dict of ndarray
-        Steady-state smoother gains (stored as ``kf_<name>``, :data:`edge.bundle_schema.KF_FIELDS`) when
+        Steady-state smoother gains (stored as ``kf_<name>``, :data:`edge.bundle_schema.KF_ARRAYS`) when
         ``meta["estimator"]["method"] == "smoother"``; empty for the Tikhonov estimator.
     """
 
@@ -259,12 +262,12 @@ class Bundle:
         meta = {k: v for k, v in meta.items() if k not in ("discretization", "regularization")}
         ch_meta = meta.get("channels", [])
         channels = [
-            Channel(name=m["name"], dof=int(d), kind=KINDS[int(k)], unit=m.get("unit", ""),
+            SensorChannel(name=m["name"], dof=int(d), kind=KINDS[int(k)], unit=m.get("unit", ""),
                     weight=float(w), node=int(m.get("node", -1)), dof_name=m.get("dof", ""))
             for m, d, k, w in zip(ch_meta, arrays["channel_dof"], arrays["channel_kind"],
                                   arrays["channel_weight"])]
         forces = [
-            Force(name=m["name"], dof=int(d), unit=m.get("unit", "N"),
+            IdentifiedForce(name=m["name"], dof=int(d), unit=m.get("unit", "N"),
                   node=int(m.get("node", -1)), dof_name=m.get("dof", ""),
                   scale=float(m.get("scale", 1.0)))
             for m, d in zip(meta.get("forces", []), arrays["force_dof"])]
@@ -273,7 +276,7 @@ class Bundle:
                 raise BundleError(f"{path}: meta.forces[{i}].scale ({f.name}): must be a "
                                   f"finite number > 0, got {f.scale!r}")
         outputs = [
-            Output(name=m["name"], row=np.array(r), kind=KINDS[int(k)], unit=m.get("unit", ""),
+            VirtualOutput(name=m["name"], row=np.array(r), kind=KINDS[int(k)], unit=m.get("unit", ""),
                    node=int(m.get("node", -1)), dof_name=m.get("dof", ""))
             for m, r, k in zip(meta.get("outputs", []), arrays["output_rows"],
                                arrays["output_kind"])]

@@ -83,7 +83,7 @@ content_hash         | U | ()        | 1 | sha256 over every other array (name, 
 
 #: Smoother gains (schema >= 2, only when ``meta["estimator"]["method"] == "smoother"``),
 #: stored as ``kf_<name>``; ns states, nq = nf + nout, nb model-check bands.
-KF_FIELDS = _table("""
+KF_ARRAYS = _table("""
 A              | f | (ns, ns)     | 2 | state transition
 H              | f | (nch, ns)    | 2 | measurement matrix
 K              | f | (ns, nch)    | 2 | steady-state filter gain
@@ -99,6 +99,8 @@ band_gain      | f | (nb,)        | 2 | model-check band gains
 band_threshold | f | (nb,)        | 2 | model-check band thresholds
 band_hz        | f | (nb, 2)      | 2 | model-check band edges [Hz]
 """)
+#: ``{name: ndim}`` of the smoother arrays (without the ``kf_`` prefix)
+KF_FIELDS = {f.name: f.ndim for f in KF_ARRAYS}
 #: Optional arrays stored as ``x_<name>`` (covered by the hash).
 EXTRAS_DOC = "extras: inverse maps (ONNX bytes), parametric parts, ... (`Bundle.extras`)"
 
@@ -114,7 +116,7 @@ def field_table() -> str:
     kinds = {"i": "int64", "f": "float64", "U": "str"}
     for f in FIELDS:
         rows.append(f"| `{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | {f.doc} |")
-    for f in KF_FIELDS:
+    for f in KF_ARRAYS:
         rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                     f"smoother only: {f.doc} |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
@@ -296,7 +298,7 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
         return
     if version < 2:
         fail("schema_version", "the smoother needs schema 2")
-    for f in KF_FIELDS:
+    for f in KF_ARRAYS:
         key = f"kf_{f.name}"
         if key not in a:
             fail(key, "missing (needed by the smoother)")

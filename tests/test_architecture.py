@@ -23,10 +23,10 @@ def test_generated_blocks_are_current():
     assert text == _maker().render(text), \
         "docs/ARCHITECTURE.md is stale: run python docs/make_architecture.py"
     # the table really is the schema's: every field of edge.bundle_schema.FIELDS is a row
-    from edge.bundle_schema import FIELDS, KF_FIELDS
+    from edge.bundle_schema import FIELDS, KF_ARRAYS
     for f in FIELDS:
         assert f"| `{f.name}` |" in text
-    for f in KF_FIELDS:
+    for f in KF_ARRAYS:
         assert f"| `kf_{f.name}` |" in text
 
 

@@ -279,12 +279,12 @@ def test_out_of_range_flag(trained):
 
 
 def test_capture_and_update_model_swap(trained):
-    from edge.bundle import Bundle, Channel, Force
+    from edge.bundle import Bundle, IdentifiedForce, SensorChannel
     from edge.estimator import Estimator, derive_operator
     pm, ex = trained["pm"], trained["ex"]
     M, C, K = EI.matrices(pm.parts, pm.parts.theta0)
-    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[Channel("y2", dof=1)],
-               forces=[Force("f2", dof=1)], alpha=1e-8)
+    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[SensorChannel("y2", dof=1)],
+               forces=[IdentifiedForce("f2", dof=1)], alpha=1e-8)
     est = Estimator(b)
     cap = EI.WindowCapture(ex.n, 1)
     cap.arm()
@@ -455,13 +455,13 @@ def test_command_hook_identify_and_update(trained):
     window arrives in blocks, params are published; update_model swaps and publishes meta."""
     from types import SimpleNamespace
 
-    from edge.bundle import Bundle, Channel, Force
+    from edge.bundle import Bundle, IdentifiedForce, SensorChannel
     from edge.daemon.mqtt import CommandError, CommandRegistry, Topics
     from edge.estimator import Estimator
     pm, ex = trained["pm"], trained["ex"]
     M, C, K = EI.matrices(pm.parts, pm.parts.theta0)
-    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[Channel("y2", dof=1)],
-               forces=[Force("f2", dof=1)], alpha=1e-8,
+    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[SensorChannel("y2", dof=1)],
+               forces=[IdentifiedForce("f2", dof=1)], alpha=1e-8,
                extras=dict(trained["arrays"]), meta=dict(trained["meta"]))
     sent = []
     pub = SimpleNamespace(topics=Topics("vsense", "dev"),

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.common import BlockEstimator
 from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP, _process
 from edge.estimator.operator import StepOperator, derive_operator
 
 __all__ = ["Estimator", "FLAG_HELD", "FLAG_WARMUP", "FLAG_SATURATED"]
 
 
-class Estimator:
+class Estimator(BlockEstimator):
     """Real-time force identification and virtual outputs for one bundle.
 
     Parameters
@@ -49,12 +50,6 @@ class Estimator:
         obj._loaded = loaded  # __init__ uses it instead of loading the file again
         return obj
 
-    std = None  # the Tikhonov estimator reports no uncertainty
-
-    def model_check(self):
-        """No model check for the Tikhonov estimator (None)."""
-        return None
-
     def __init__(self, bundle, alpha: float | None = None, window: int | None = None,
                  check_stability: bool = True):
         if not isinstance(bundle, Bundle):
@@ -72,10 +67,6 @@ class Estimator:
     def delay(self) -> int:
         """Samples between a measurement and the estimate that describes it."""
         return self.op.window - 1
-
-    @property
-    def samples_seen(self) -> int:
-        return int(self._counters[0])
 
     # ------------------------------------------------------------------- running
     def process(self, Y, F, Z, flags) -> None:
@@ -100,16 +91,6 @@ class Estimator:
         _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma,
                  op.Kx, op.Ky, op.E, self._x, self._xn, self._fs, self._zs, self._ybuf,
                  self._fbuf, self._last, self._counters)
-
-    def run(self, Y):
-        """Convenience: allocate outputs and process a whole record; returns (F, Z, flags)."""
-        Y = np.ascontiguousarray(Y, dtype=np.float64)
-        nb = Y.shape[0]
-        F = np.empty((nb, self.n_forces))
-        Z = np.empty((nb, self.n_outputs))
-        flags = np.empty(nb, dtype=np.uint8)
-        self.process(Y, F, Z, flags)
-        return F, Z, flags
 
     def reset(self) -> None:
         """Zero the state (structure at rest) and forget the measurement window."""
