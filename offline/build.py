@@ -27,9 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from edge import __version__
-from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
+from edge.bundle import Bundle, Channel, Force, Output
 from edge.estimator import EstimatorError, derive_operator
-from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES
 from offline.regularization import AlphaChoice
 
 
@@ -148,8 +147,8 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
 
     t1 = time.perf_counter()
     masters, chan_dofs, force_dofs = _masters(spec, model)
-    method_red = red_spec.method if red_spec else DEFAULT_REDUCTION_METHOD
-    modes = int(n_modes if n_modes is not None else (red_spec.modes if red_spec else DEFAULT_REDUCTION_MODES))
+    method_red = red_spec.method if red_spec else "gmr+"
+    modes = int(n_modes if n_modes is not None else (red_spec.modes if red_spec else 50))
     red = reduce(model, masters, n_modes=modes, method=method_red,
                  n_report=red_spec.n_report if red_spec else 30, progress=progress)
     timings["reduction"] = time.perf_counter() - t1
@@ -168,19 +167,19 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     channels = []
     for s, d in zip(spec.sensors, chan_dofs):
         node, dofn = model.dof_table()[d]
-        channels.append(SensorChannel(name=s.name, dof=pos[d], kind=s.kind, unit=s.unit,
+        channels.append(Channel(name=s.name, dof=pos[d], kind=s.kind, unit=s.unit,
                                 weight=1.0, node=node, dof_name=dofn))
     forces = []
     for f, d in zip(spec.forces, force_dofs):
         node, dofn = model.dof_table()[d]
-        forces.append(IdentifiedForce(name=f.name, dof=pos[d], node=node, dof_name=dofn,
+        forces.append(Force(name=f.name, dof=pos[d], node=node, dof_name=dofn,
                             scale=float(getattr(f, "scale", 1.0))))
     outputs = []
     out_dofs = []
     for o in spec.outputs:
         d = resolve_dofs(model, o.select, o.dof, o.where or f"[[outputs]] {o.name}")[0]
         node, dofn = model.dof_table()[d]
-        outputs.append(VirtualOutput(name=o.name, row=recover(red.T, [d])[0], kind=o.kind,
+        outputs.append(Output(name=o.name, row=recover(red.T, [d])[0], kind=o.kind,
                               unit=o.unit, node=node, dof_name=dofn))
         out_dofs.append(d)
 

@@ -25,10 +25,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from edge.flags import FLAG_WARMUP
 from offline.metrics import correlation, fde, rms_error
 
 __all__ = ["ScoreError", "ColumnScore", "ScoreTable", "read_table", "score", "main"]
+
+FLAG_WARMUP = 2  # bit 1, as edge.estimator.FLAG_WARMUP
 
 
 class ScoreError(ValueError):

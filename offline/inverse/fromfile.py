@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
 from offline.inverse import spec as ispec
 from offline.inverse.parametric import ParametricModel, from_builder
+
+_KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
 
 
 @dataclass
@@ -122,8 +123,8 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None) -> M
     model = build_fe_model(spec, progress=progress)
     masters, chan_dofs, force_dofs = _masters(spec, model)
     red_spec = spec.reduction
-    red = reduce(model, masters, n_modes=int(red_spec.modes if red_spec else DEFAULT_REDUCTION_MODES),
-                 method=red_spec.method if red_spec else DEFAULT_REDUCTION_METHOD, n_report=0, progress=progress)
+    red = reduce(model, masters, n_modes=int(red_spec.modes if red_spec else 50),
+                 method=red_spec.method if red_spec else "gmr+", n_report=0, progress=progress)
     n = red.M.shape[0]
     names = [s.name for s in spec.sensors]
     rows, kinds = [], []
@@ -133,7 +134,7 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None) -> M
                              f"(have {names})")
         i = names.index(ch)
         rows.append(np.eye(n)[i])  # sensors are the first masters, in file order
-        kinds.append(KIND_CODE[spec.sensors[i].kind])
+        kinds.append(_KIND_CODE[spec.sensors[i].kind])
     fnames = [f.name for f in spec.forces]
     at = exp.excitation.get("at", fnames[0] if fnames else None)
     if at not in fnames:

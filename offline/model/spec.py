@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edge import DOF_NAMES
-from edge.kinds import (DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES,  # noqa: F401
-                        DISCRETIZATIONS, REDUCTION_METHODS, REGULARIZATIONS, SIGNAL_KINDS)
 
 #: Model types and the section that describes their mesh.
 MODEL_TYPES = ("beam", "plate", "solid", "matrices")
@@ -22,6 +20,8 @@ PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
             "reduction", "estimator", "sensors", "forces", "outputs", "calibration",
             *MODEL_TYPES, *PASSTHROUGH}
+SIGNAL_KINDS = ("displacement", "velocity", "acceleration")
+REDUCTION_METHODS = ("gmr+", "cb", "guyan")
 ALPHA_RULES = ("auto", "lcurve", "gcv", "discrepancy")
 LOAD_TYPES = ("random", "sine", "chirp")
 _REQ = object()
@@ -225,7 +225,7 @@ class Masters:
 
 @dataclass(frozen=True)
 class ReductionSpec:
-    method: str = DEFAULT_REDUCTION_METHOD
+    method: str = "gmr+"
     modes: int = 50
     masters: tuple = ()
     n_report: int = 30
@@ -551,8 +551,8 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     if "reduction" in raw:
         w = f"{f}: [reduction]"
         t = Table(raw["reduction"], w)
-        method = t.get("method", "str", DEFAULT_REDUCTION_METHOD, choices=REDUCTION_METHODS)
-        modes = t.get("modes", "int", 0 if method == "guyan" else DEFAULT_REDUCTION_MODES, lo=0)
+        method = t.get("method", "str", "gmr+", choices=REDUCTION_METHODS)
+        modes = t.get("modes", "int", 0 if method == "guyan" else 50, lo=0)
         n_report = t.get("n_report", "int", 30, lo=1)
         mlist = t.get("masters", "list", [])
         t.done()
@@ -586,8 +586,8 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
             check(window, f"{w}.window", "str", choices=("auto",))
         else:
             window = check(window, f"{w}.window", "int", lo=1, hi=200)
-        disc = t.get("discretization", "str", "newmark", choices=DISCRETIZATIONS)
-        reg = t.get("regularization", "str", "tikhonov0", choices=REGULARIZATIONS)
+        disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
+        reg = t.get("regularization", "str", "tikhonov0", choices=("tikhonov0", "tikhonov1"))
         max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
         meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
         lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW
