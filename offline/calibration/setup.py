@@ -17,6 +17,7 @@ import numpy as np
 from offline.inverse import spec as ispec
 from offline.inverse.fromfile import _edit, _nominal, model_damping
 from offline.inverse.parametric import ParametricModel, from_builder
+from offline.reduced import unit_rows
 
 KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
 
@@ -77,12 +78,9 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     red = reduce(model, masters, n_modes=int(rs.modes if rs else 50),
                  method=rs.method if rs else "gmr+", n_report=0, progress=progress)
     n = red.M.shape[0]
-    pos = {int(d): i for i, d in enumerate(masters)}
-    rows = np.array([np.eye(n)[pos[int(d)]] for d in chan_dofs])
+    rows = unit_rows(masters, chan_dofs, n)
     kinds = np.array([KIND_CODE[s.kind] for s in spec.sensors], np.int8)
-    B = np.zeros((n, len(force_dofs)))
-    for j, d in enumerate(force_dofs):
-        B[pos[int(d)], j] = 1.0
+    B = unit_rows(masters, force_dofs, n).T
     zeta0, rayleigh = model_damping(spec, zeta, where)
 
     def build(theta):

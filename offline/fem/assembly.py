@@ -7,7 +7,7 @@ stable:
   ``(ne, nd)`` -> symmetric CSR ``K`` and ``M``.
 * :func:`assemble_one` – the same for a single matrix family.
 * :func:`node_dofs` – global DOF numbers of element nodes for a node-major DOF layout.
-* :func:`dof_table` – ``dof_node``/``dof_kind`` arrays of an :class:`~offline.fem.model.FEModel`
+* :func:`dof_table` – ``dof_node``/``dof_kind`` arrays of an :class:`~offline.fem.femodel.FEModel`
   for a node-major layout.
 
 Global DOF numbering is node-major: DOF ``k`` of node row ``i`` is ``i * n_per_node + k``.

@@ -29,7 +29,7 @@ import numpy as np
 from edge import DOF_NAMES
 from offline._deps import progress as _progress
 from offline.fem.assembly import assemble, dof_table, node_dofs
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 
 #: Theories accepted by the builder.
 THEORIES = ("euler-bernoulli", "timoshenko")

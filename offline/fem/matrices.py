@@ -12,7 +12,7 @@ matrices exported in mm/tonne/s before use. Models exported from Abaqus (``*MATR
 ANSYS (``HBMAT``/APDL Math) or Nastran (``DMIGPCH``/OP4) need converting to Matrix Market and
 the DOF table once (e.g. with scipy.io); the reader then checks everything it loads.
 
-:func:`write_matrices` writes any :class:`~offline.fem.model.FEModel` in this format
+:func:`write_matrices` writes any :class:`~offline.fem.femodel.FEModel` in this format
 (round trip: reading gives back bit-identical matrices).
 """
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from edge import DOF_NAMES
 from offline._deps import need
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 
 #: Header of the DOF table.
 DOF_HEADER = ("index", "node", "dof", "x", "y", "z")

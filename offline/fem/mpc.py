@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offline._deps import need
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 
 
 class SpiderError(ValueError):

@@ -29,7 +29,7 @@ import numpy as np
 
 from offline._deps import progress as _progress
 from offline.fem.assembly import assemble, dof_table, node_dofs
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 
 #: Formulations accepted by the builder.
 FORMULATIONS = ("mitc3",)

@@ -36,7 +36,7 @@ import numpy as np
 from offline._deps import need
 from offline._deps import progress as _progress
 from offline.fem.assembly import assemble, dof_table, node_dofs
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 
 
 class SolidInputError(ValueError):

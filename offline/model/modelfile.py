@@ -14,7 +14,7 @@ import numpy as np
 
 from edge import DOF_NAMES
 from offline._deps import need
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 from offline.model.spec import ModelFileError, ModelSpec, Selection, parse_selection, spec_from_dict
 
 #: type -> "module:function" of the builder.
