@@ -26,14 +26,15 @@ import numpy as np
 from edge import DOF_NAMES
 from offline._deps import need
 from offline.fem.femodel import FEModel
+from offline.model.elements import SYMMETRY_RTOL, MatricesSpec
+from offline.model.table import ModelFileError
 
 #: Header of the DOF table.
 DOF_HEADER = ("index", "node", "dof", "x", "y", "z")
-#: Default relative tolerance of the symmetry check ``max|A - A^T| <= rtol max|A|``.
-SYMMETRY_RTOL = 1e-8
+#: SYMMETRY_RTOL: default relative tolerance of the symmetry check ``max|A - A^T| <= rtol max|A|``.
 
 
-class MatrixFileError(ValueError):
+class MatrixFileError(ModelFileError):
     """A matrix or DOF-table file is missing or invalid (the message names the file)."""
 
 
@@ -158,9 +159,6 @@ def read_matrix(path, n: int | None = None, symmetry_rtol: float = SYMMETRY_RTOL
     return A
 
 
-_KEYS = {"mass", "stiffness", "damping", "dofs", "symmetry_rtol"}
-
-
 def read_matrices(mass, stiffness, dofs, damping=None, symmetry_rtol: float = SYMMETRY_RTOL,
                   name: str = "matrices") -> FEModel:
     """FEModel from Matrix Market files and a DOF table (paths)."""
@@ -178,42 +176,13 @@ def read_matrices(mass, stiffness, dofs, damping=None, symmetry_rtol: float = SY
                    C=C, name=name)
 
 
-def build_matrices(section: dict, materials: dict, base_dir: Path, where: str,
-                   progress: bool = False) -> FEModel:
-    """Builder for ``type = "matrices"`` (signature of docs/ARCHITECTURE.md).
-
-    Schema::
-
-        [matrices]
-        mass = "M.mtx"
-        stiffness = "K.mtx"
-        damping = "C.mtx"        # optional, viscous [N s/m]
-        dofs = "dofs.csv"        # header index,node,dof,x,y,z
-        symmetry_rtol = 1e-8     # optional
-    """
-    if not isinstance(section, dict):
-        raise MatrixFileError(f"{where}: expected a table")
-    unknown = sorted(set(section) - _KEYS)
-    if unknown:
-        raise MatrixFileError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: "
-                              f"{', '.join(sorted(_KEYS))})")
-    paths = {}
-    for key in ("mass", "stiffness", "dofs", "damping"):
-        v = section.get(key)
-        if v is None and key == "damping":
-            continue
-        if not isinstance(v, str):
-            raise MatrixFileError(f"{where}.{key}: missing or not a string (a file path)")
-        p = Path(v)
-        paths[key] = p if p.is_absolute() else Path(base_dir) / p
-    rtol = section.get("symmetry_rtol", SYMMETRY_RTOL)
-    if not isinstance(rtol, (int, float)) or isinstance(rtol, bool) or not rtol >= 0:
-        raise MatrixFileError(f"{where}.symmetry_rtol: expected a number >= 0, got {rtol!r}")
+def build_matrices(spec: MatricesSpec, progress: bool = False) -> FEModel:
+    """FEModel of a ``[matrices]`` table (:func:`offline.model.elements.parse_matrices`)."""
     try:
-        return read_matrices(paths["mass"], paths["stiffness"], paths["dofs"],
-                             paths.get("damping"), float(rtol), name=paths["stiffness"].stem)
+        return read_matrices(spec.mass, spec.stiffness, spec.dofs, spec.damping,
+                             spec.symmetry_rtol, name=spec.stiffness.stem)
     except MatrixFileError as exc:
-        raise MatrixFileError(f"{where}: {exc}") from None
+        raise MatrixFileError(f"{spec.where}: {exc}") from None
 
 
 def write_matrices(model: FEModel, directory, prefix: str = "") -> dict[str, Path]:
