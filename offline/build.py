@@ -145,10 +145,13 @@ def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bun
                           "eig_error": red.report.eig_error})
 
 
-def build(model_path, *, alpha=None, window=None, method=None, progress=True,
+def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True,
           report_dir=None, n_modes=None, maps=True, maps_cache=None,
           limit=True) -> BuildResult:
     """Build the bundle of a model file (see module docstring). Returns a BuildResult.
+
+    ``alpha``: a value or rule overriding ``[estimator] alpha``; ``alpha_rule`` overrides both
+    (the rule name; not to be confused with the reduction ``method`` of ``[reduction]``).
 
     ``maps``: train and attach the inverse maps when the model file has ``[[parameters]]``
     (step 6, :func:`attach_inverse_maps`); ``maps_cache``: directory for the cached training
@@ -188,9 +191,8 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
         c.weight = float(1.0 / sg ** 2)
     levels = np.array([max(s.noise, 1e-4) for s in spec.sensors])
     choice = None
-    alpha_rule = alpha if alpha is not None else est_spec.alpha
-    if method is not None:
-        alpha_rule = method
+    if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
+        alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]

@@ -43,7 +43,7 @@ import numpy as np
 
 from edge.bundle import Bundle, Output
 from edge.estimator import Estimator, EstimatorError, derive_operator
-from offline._deps import progress
+from offline._deps import need, progress
 
 
 @dataclass
@@ -79,8 +79,6 @@ class AlphaChoice:
 
     def plot(self, path, title: str = "") -> str:
         """Save the L-curve (with the curvature and GCV beneath) as a PNG."""
-        from offline._deps import need
-
         need("matplotlib").use("Agg")
         plt = need("matplotlib.pyplot")
         ok = np.isfinite(self.residual_norm) & np.isfinite(self.solution_norm)

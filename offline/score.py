@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from edge.csvio import CsvError
+from edge.csvio import read_table as _read
 from offline.metrics import correlation, fde, rms_error
 
 __all__ = ["ScoreError", "ColumnScore", "ScoreTable", "read_table", "score", "main"]
@@ -113,9 +115,6 @@ def read_table(path) -> tuple[list, np.ndarray]:
     Raises :class:`ScoreError` naming the file (and line) when it is missing, empty,
     ragged or not numeric.
     """
-    from edge.csvio import CsvError
-    from edge.csvio import read_table as _read
-
     try:
         t, data, names = _read(path, min_rows=2)
     except CsvError as exc:
