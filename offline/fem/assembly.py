@@ -102,14 +102,11 @@ def zone_factors(centroids) -> np.ndarray | None:
 
 
 def assemble(n_dofs: int, elem_dofs, Ke, Me, centroids=None):
-    """Assemble element stiffness and mass matrices.
+    """Assemble element stiffness and mass matrices (``n_dofs``, ``elem_dofs`` as in
+    :func:`assemble_one`).
 
     Parameters
     ----------
-    n_dofs : int
-        Number of global DOFs N.
-    elem_dofs : ndarray of int, shape (ne, nd)
-        Global DOF number of each element DOF.
     Ke, Me : ndarray, shape (ne, nd, nd)
         Element stiffness [N/m, N m/rad] and mass [kg, kg m^2] matrices.
     centroids : ndarray, shape (ne, 3), optional

@@ -104,6 +104,20 @@ def model_damping(spec, zeta_params, where: str) -> tuple[float, tuple | None]:
     return 0.0, (a, b)
 
 
+def full_builder(spec0, params, where: str, n_dofs: int):
+    """``theta -> (M, K)`` of the full constrained model with the parameters set to ``theta``
+    (a copy of the file edited by :func:`_edit`); refuses a change of the model's DOFs."""
+
+    def build(theta):
+        m = build_fe_model(spec_from_dict(_edit(spec0.raw, params, theta, where), spec0.path),
+                           progress=False)
+        if m.n_dofs != n_dofs:
+            raise ValueError(f"{where}: the model's DOFs change with the parameters")
+        return m.M, m.K
+
+    return build
+
+
 def nominal_reduction(spec0, params, theta0, where, reduced=None,
                       progress=True) -> ReducedModel:
     """The reduced model at the nominal parameters ``theta0`` (reduced once).
@@ -153,13 +167,7 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None,
     force = unit_rows(rm.masters, [rm.force_dofs[fnames.index(at)]], rm.n)[0]
     zeta0, rayleigh = model_damping(spec, zeta, where)
 
-    def build(theta):
-        m = build_fe_model(spec_from_dict(_edit(spec0.raw, params, theta, where), spec0.path),
-                           progress=False)
-        if m.n_dofs != model.n_dofs:
-            raise ValueError(f"{where}: the model's DOFs change with the parameters")
-        return m.M, m.K
-
+    build = full_builder(spec0, params, where, model.n_dofs)
     pm = from_builder(build, theta0, bounds, [p.name for p in params], [p.kind for p in params],
                       T=red.T, out_rows=rows, out_kind=np.array(kinds), force=force,
                       channels=exp.channels, zeta0=zeta0,

@@ -251,9 +251,9 @@ class SpiderSpec:
     """A ``[[solid.spiders]]`` entry: rigid spider ``name`` on the nodes of ``select``,
     master at ``center`` [m] (None: the slaves' centroid)."""
 
-    name: str
+    name: str                    # also the node group of the master node
     select: Selection
-    center: tuple | None = None
+    center: tuple | None = None  # (x, y, z) [m]
     where: str = ""
 
 

@@ -33,7 +33,8 @@ class Boundary:
 
 @dataclass(frozen=True)
 class Spring:
-    """Grounded spring ``k`` [N/m or N m/rad] on ``dof``, split equally over selected nodes."""
+    """Grounded spring ``k`` [N/m or N m/rad] on ``dof``, split equally over selected nodes
+    (parallel springs summing to ``k``); ``name`` lets a parameter address it."""
 
     select: Selection
     dof: str
@@ -44,10 +45,11 @@ class Spring:
 
 @dataclass(frozen=True)
 class PointMass:
-    """Lumped mass ``m`` [kg] on the translations, split equally over selected nodes."""
+    """Lumped mass ``m`` [kg] on every translation the model carries, split equally over the
+    selected nodes."""
 
     select: Selection
-    m: float
+    m: float  # total [kg]
     name: str | None = None
     where: str = ""
 

@@ -33,11 +33,11 @@ class Cylinder:
     """Nodes at ``radius +- tol`` [m] from the line through ``point`` along unit ``axis``;
     with ``range``, axial coordinate ``s = (x - point) . axis`` in ``[s0, s1]``."""
 
-    point: tuple
-    axis: tuple
-    radius: float
-    tol: float
-    range: tuple | None = None
+    point: tuple                 # (x, y, z) [m] on the axis
+    axis: tuple                  # unit vector
+    radius: float                # [m]
+    tol: float                   # [m]
+    range: tuple | None = None   # (s0, s1) [m]
 
 
 @dataclass(frozen=True)

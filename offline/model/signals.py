@@ -16,19 +16,6 @@ LOAD_TYPES = ("random", "sine", "chirp")
 
 
 @dataclass(frozen=True)
-class Sensor:
-    """Measured channel; ``noise`` is the relative std of the signal (paper eq. 28)."""
-
-    name: str
-    select: Selection
-    dof: str
-    kind: str = "displacement"
-    unit: str = "m"
-    noise: float = 0.0
-    where: str = ""
-
-
-@dataclass(frozen=True)
 class Force:
     """Identified force; ``scale``: its typical RMS size in its unit (N or N m), used by the
     calibration run (multiplies the calibration load) and to scale the regularisation."""
@@ -43,12 +30,22 @@ class Force:
 
 @dataclass(frozen=True)
 class Output:
+    """A signal at a physical DOF: ``kind`` displacement, velocity or acceleration in ``unit``
+    (virtual outputs are estimated; :class:`Sensor` adds measurement noise)."""
+
     name: str
     select: Selection
     dof: str
     kind: str = "displacement"
     unit: str = "m"
     where: str = ""
+
+
+@dataclass(frozen=True)
+class Sensor(Output):
+    """Measured channel; ``noise`` is the relative std of the signal (paper eq. 28)."""
+
+    noise: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -118,7 +115,7 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
             if key == "sensors":
                 noise = t.get("noise", "num", 0.0, lo=0.0)
                 t.done()
-                sensors.append(Sensor(name, sel, dof, kind, unit, noise, w))
+                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise))
             elif key == "forces":
                 scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
                 fmod = t.get("model", "table", None)
