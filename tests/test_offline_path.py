@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+import offline.inverse.fromfile as fromfile_mod
 import offline.reduced as reduced_mod
 from offline.inverse.fromfile import from_model_file
 from offline.model import load_model_file
@@ -69,9 +70,10 @@ def test_maps_reuse_the_builds_reduction(two_on_one, monkeypatch):
     rm = reduce_model(load_model_file(two_on_one), progress=False)
 
     def no_second_reduction(*a, **k):
-        raise AssertionError("reduced again")
+        raise AssertionError("read or reduced again")
 
     monkeypatch.setattr(reduced_mod, "reduce", no_second_reduction)
+    monkeypatch.setattr(fromfile_mod, "load_model_file", no_second_reduction)
     su = from_model_file(two_on_one, progress=False, reduced=rm)
     assert su.reduction is rm.reduction
 
@@ -105,3 +107,25 @@ def test_cli_help_imports_no_solver_or_numba():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_build_hands_its_reduction_to_the_maps(two_on_one, monkeypatch):
+    import offline.build as build_mod
+
+    calls, seen = [], {}
+    real = reduced_mod.reduce
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    def fake_attach(bundle, model_path, cache_dir=None, progress=True, reduced=None):
+        # the map training itself is tested in test_inverse.py; here only what it is handed
+        seen["reduced"] = reduced
+        return bundle.replace(meta={**bundle.meta, "inverse": {}}), {"timings": {}}
+
+    monkeypatch.setattr(reduced_mod, "reduce", counting)
+    monkeypatch.setattr(build_mod, "attach", fake_attach)
+    res = build_mod.build(two_on_one, progress=False, limit=False, maps_cache=two_on_one.parent)
+    assert len(calls) == 1 and seen["reduced"] is res.reduced
+    assert res.reduced.reduction is res.reduction

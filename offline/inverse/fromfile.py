@@ -137,9 +137,10 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None,
 
     ``extra`` adds or replaces top-level sections (e.g. ``parameters``, ``experiment``) of the
     parsed file before anything is built, for files that carry no ``[[parameters]]``.
-    ``reduced``: the build's reduced model of the same file (see :func:`nominal_reduction`).
+    ``reduced``: the build's reduced model of the same file: its validated spec is used (the
+    file is not read again) and its reduction reused (see :func:`nominal_reduction`).
     """
-    spec0 = load_model_file(path)
+    spec0 = reduced.spec if reduced is not None else load_model_file(path)  # read once
     if extra:
         spec0 = spec_from_dict({**spec0.raw, **copy.deepcopy(extra)}, spec0.path)
     where = spec0.where("").rstrip(": ")
