@@ -1,20 +1,24 @@
 """From a model file to a bundle: FE model, reduction, calibration, alpha, stability check.
 
-Steps (``vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR]``):
+Steps (``vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR]``), each a public function:
 
-1. load and validate the model file, assemble the constrained FE model;
-2. masters = measured DOFs first (paper eq. 8-10), then force DOFs, then the declared masters;
-   reduce (GMR+ / Craig-Bampton / Guyan) and add damping (Rayleigh on the reduced matrices,
-   paper eq. 7, plus ``T^T C T`` of explicit damping);
-3. virtual outputs = rows of T at their physical DOFs;
-4. honest calibration runs (:mod:`offline.calibration_runs`, :mod:`offline.selection`): the FULL model, integrated exactly
-   mode by mode (not the estimator's reduced Newmark step), under the ``[calibration]`` load(s)
-   with the sensors' noise, ``[calibration] seeds`` of them; channel weights ``1 / sigma^2``;
-   estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest
-   expected normalised RMS error on them (or alpha by a rule / given); the MMSE accuracy limit
-   (:mod:`offline.limit`) for the report;
-5. the step operator is derived and its spectral radius checked (an unstable estimator is
-   refused, not shipped); the bundle is written.
+1. load and validate the model file, assemble the constrained FE model
+   (:func:`offline.model.load_model_file`, :func:`offline.model.build_fe_model`);
+2. the reduced model (:func:`offline.reduced.reduce_model`): masters = measured DOFs first
+   (paper eq. 8-10), then force DOFs, then the declared masters; GMR+ / Craig-Bampton / Guyan;
+   damping (Rayleigh on the reduced matrices, paper eq. 7, plus ``T^T C T`` of explicit damping);
+   virtual outputs = rows of T at their physical DOFs; the estimator's bundle before
+   calibration (:func:`design_bundle`);
+3. honest calibration runs (:func:`calibrate`, :mod:`offline.calibration_runs`): the FULL model,
+   integrated exactly mode by mode (not the estimator's reduced Newmark step), under the
+   ``[calibration]`` load(s) with the sensors' noise, ``[calibration] seeds`` of them; channel
+   weights ``1 / sigma^2``;
+4. estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest expected
+   normalised RMS error on them (:func:`offline.selection.select`; or alpha by a rule / given);
+   the MMSE accuracy limit (:mod:`offline.limit`) for the report; the step operator is derived
+   and its spectral radius checked (an unstable estimator is refused, not shipped);
+5. inverse maps of ``[[parameters]]`` (:func:`attach_inverse_maps`, the reduction of step 2
+   reused); the bundle is written.
 """
 
 from __future__ import annotations
@@ -145,6 +149,30 @@ def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bun
                           "eig_error": red.report.eig_error})
 
 
+def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True):
+    """Step 3: the honest calibration runs and the channel weights.
+
+    The FULL model, integrated exactly mode by mode (not the estimator's reduced step), under
+    the ``[calibration]`` load(s) with the sensors' noise (:mod:`offline.calibration_runs`).
+    Sets ``weight = 1 / sigma^2`` on ``bundle.channels`` (sigma: the mean noise std of the
+    runs, per channel).
+
+    Returns
+    -------
+    runs : list of CalRun
+    mm : ModalModel
+        Modes and residual flexibility of the full model at the signals' DOFs
+        (:func:`offline.limit.transfer.modal_model`), shared with the accuracy limit.
+    """
+    mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
+    runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
+                            bundle.dt, mm=mm, show_progress=progress)
+    sigma = np.mean([r.sigma for r in runs], axis=0)
+    for c, sg in zip(bundle.channels, sigma):
+        c.weight = float(1.0 / sg ** 2)
+    return runs, mm
+
+
 def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True,
           report_dir=None, n_modes=None, maps=True, maps_cache=None,
           limit=True) -> BuildResult:
@@ -180,15 +208,9 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     meta, L, dt = bundle.meta, bundle.window, bundle.dt
     window_rule = window if window is not None else est_spec.window
 
-    # honest calibration runs: the FULL model, exact modal integration, the sensors' noise
-    # (offline/calibration_runs.py, offline/selection.py); weights 1/sigma^2, then estimator, window and alpha
+    # step 3: honest calibration runs, weights 1/sigma^2; step 4: estimator, window and alpha
     t2 = time.perf_counter()
-    mm = modal_model(model, force_dofs, list(chan_dofs) + list(out_dofs))
-    runs = calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt, mm=mm,
-                            show_progress=progress)
-    sigma = np.mean([r.sigma for r in runs], axis=0)
-    for c, sg in zip(bundle.channels, sigma):
-        c.weight = float(1.0 / sg ** 2)
+    runs, mm = calibrate(rm, bundle, progress)
     levels = np.array([max(s.noise, 1e-4) for s in spec.sensors])
     choice = None
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
