@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("edge", "offline")
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root=ROOT, packages=PACKAGES) -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
-        for p in sorted((ROOT / pkg).rglob("*.py")):
-            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+    for pkg in packages:
+        for p in sorted((root / pkg).rglob("*.py")):
+            parts = list(p.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join(parts)] = p
@@ -33,6 +33,11 @@ def _resolve(name: str, mods) -> str | None:
     return name or None
 
 
+def _ancestors(name: str, mods) -> set[str]:
+    parts = name.split(".")
+    return {p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in mods}
+
+
 def _imported(node, module: str, is_pkg: bool, mods) -> set[str]:
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
@@ -43,12 +48,15 @@ def _imported(node, module: str, is_pkg: bool, mods) -> set[str]:
             pkg = pkg[:len(pkg) - node.level + 1]
             base = ".".join(pkg + ([base] if base else []))
         names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-    return {r for r in (_resolve(n, mods) for n in names) if r and r != module}
+    out = {r for r in (_resolve(n, mods) for n in names) if r and r != module}
+    # importing a.b.c runs the packages a and a.b first (those not already being imported)
+    return out.union(*(_ancestors(r, mods) - _ancestors(module, mods) - {module} for r in out))
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> our modules it imports at module level (also under ``if``/``try``)."""
-    mods = _modules()
+def import_graph(root=ROOT, packages=PACKAGES) -> dict[str, set[str]]:
+    """module -> our modules it imports at module level (also under ``if``/``try``, not under
+    ``if TYPE_CHECKING``), including the packages such an import runs first."""
+    mods = _modules(root, packages)
     graph = {}
     for m, p in mods.items():
         tree = ast.parse(p.read_text(encoding="utf-8"), str(p))
@@ -58,6 +66,8 @@ def import_graph() -> dict[str, set[str]]:
             node = stack.pop()
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 deps |= _imported(node, m, p.name == "__init__.py", mods)
+            elif isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                continue  # not executed
             elif isinstance(node, (ast.If, ast.Try)):
                 stack += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
                           *(s for h in getattr(node, "handlers", []) for s in h.body)]
@@ -97,6 +107,23 @@ def test_finder_sees_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_a_submodule_import_runs_its_package(tmp_path):
+    # f.beam importing m.elements runs m/__init__.py, which imports m.modelfile -> f.beam: the
+    # cycle that breaks `import f.beam` when it comes first (offline.fem.beam and offline.model
+    # had it); the same import under `if TYPE_CHECKING:` is not executed and is no cycle
+    files = {"m/__init__.py": "from m.modelfile import x\n", "m/modelfile.py":
+             "from f.beam import y\nx = 1\n", "m/elements.py": "z = 1\n",
+             "f/__init__.py": "", "f/beam.py": "from m.elements import z\ny = 1\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    cycle = find_cycle(import_graph(tmp_path, ("m", "f")))
+    assert cycle is not None and "f.beam" in cycle and "m" in cycle
+    (tmp_path / "f/beam.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from m.elements import z\ny = 1\n")
+    assert find_cycle(import_graph(tmp_path, ("m", "f"))) is None
 
 
 def test_graph_has_the_known_edges():

@@ -14,7 +14,8 @@ spla = pytest.importorskip("scipy.sparse.linalg")
 from offline.fem import mpc, solid  # noqa: E402
 from offline.fem.mesh import MeshError, read_mesh  # noqa: E402
 from offline.model import ModelFileError  # noqa: E402
-from offline.model.elements import parse_solid  # noqa: E402
+from offline.model.elements import parse_solid, spider_from_dict  # noqa: E402
+from offline.model.selection import select_nodes  # noqa: E402
 from offline.geometry.box import box_mesh  # noqa: E402
 
 STEEL = dict(E=210e9, nu=0.3, rho=7850.0)
@@ -278,7 +279,7 @@ def test_builder_errors_name_the_problem(tmp_path):
 def _block_with_spider(center=None):
     mesh = box_mesh((0.4, 0.1, 0.1), (4, 2, 2), "hex8")
     model = model_of(mesh)
-    spider = mpc.spider_from_dict(
+    spider = spider_from_dict(
         {"name": "tip", "select": {"group": "x1"}, **({"center": center} if center else {})},
         model, "s[0]")
     return model, spider
@@ -337,12 +338,12 @@ def test_spider_errors_name_the_problem():
     with pytest.raises(ValueError, match="spider name.s. x1 already name node groups"):
         mpc.spider_transform(model, [mpc.Spider("x1", spider.slaves)])
     with pytest.raises(ModelFileError, match=r"s\[0\].select.group: unknown group 'hole'"):
-        mpc.spider_from_dict({"name": "a", "select": {"group": "hole"}}, model, "s[0]")
-    with pytest.raises(ModelFileError, match=r"s\[0\].select: selects no nodes"):
-        mpc.spider_from_dict({"name": "a", "select": {"box": [[5, 5, 5], [6, 6, 6]]}}, model,
+        spider_from_dict({"name": "a", "select": {"group": "hole"}}, model, "s[0]")
+    with pytest.raises(ValueError, match=r"s\[0\].select: selects no nodes"):
+        spider_from_dict({"name": "a", "select": {"box": [[5, 5, 5], [6, 6, 6]]}}, model,
                              "s[0]")
     with pytest.raises(ModelFileError, match=r"s\[0\].select.cylinder.radius: missing"):
-        mpc.spider_from_dict({"name": "a", "select": {"cylinder": {"point": [0, 0, 0],
+        spider_from_dict({"name": "a", "select": {"cylinder": {"point": [0, 0, 0],
                                                                    "axis": [0, 0, 1]}}},
                              model, "s[0]")
 
@@ -359,12 +360,12 @@ def test_select_cylinder_box_and_intersection():
     other = p0 + rng.uniform(-1, 1, (30, 3)) * 0.02  # well inside the cylinder
     coords = np.vstack([ring, other])
     ids = np.arange(100, 170)
-    sel = mpc.select_nodes(coords, ids, {}, {"cylinder": {"point": p0.tolist(),
+    sel = select_nodes(coords, ids, {}, {"cylinder": {"point": p0.tolist(),
                                                           "axis": [2.0, 2.0, 0.0],
                                                           "radius": 0.05}})
     # reference: the points were constructed on the cylinder
     np.testing.assert_array_equal(sel, ids[:40])
-    sel = mpc.select_nodes(coords, ids, {"g": ids[:10]},
+    sel = select_nodes(coords, ids, {"g": ids[:10]},
                            {"group": "g", "cylinder": {"point": p0.tolist(),
                                                        "axis": axis.tolist(), "radius": 0.05,
                                                        "range": [0.0, 1.0]}})
@@ -395,7 +396,7 @@ def test_housing_generator_groups_and_spiders():
     names = housing.hole_names()
     assert {f"hole_{n}" for k in names for n in names[k]} <= set(mesh.groups)
     model = model_of(mesh)
-    spiders = [mpc.spider_from_dict(d, model, f"s[{i}]")
+    spiders = [spider_from_dict(d, model, f"s[{i}]")
                for i, d in enumerate(housing.spider_tables())]
     red = mpc.add_spiders(model, spiders)
     bolts = [int(red.groups[n][0]) for n in names["bolt"]]

@@ -22,6 +22,7 @@ normalised, ``z = x x y``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,7 +30,11 @@ from edge import DOF_NAMES
 from offline._deps import progress as progress_bar
 from offline.fem.assembly import assemble, dof_table, node_dofs
 from offline.fem.femodel import FEModel
-from offline.model.elements import THEORIES, BeamSectionSpec, BeamSpec
+if TYPE_CHECKING:  # the typed specs come from offline.model.elements (which imports this)
+    from offline.model.elements import BeamSectionSpec, BeamSpec
+
+#: Beam theories.
+THEORIES = ("euler-bernoulli", "timoshenko")
 
 
 # 4-point Gauss-Legendre rule on [0, 1]: exact for polynomials up to degree 7.

@@ -20,21 +20,24 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edge import DOF_NAMES
 from offline._deps import need
 from offline.fem.femodel import FEModel
-from offline.model.elements import SYMMETRY_RTOL, MatricesSpec
-from offline.model.table import ModelFileError
+
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import MatricesSpec
 
 #: Header of the DOF table.
 DOF_HEADER = ("index", "node", "dof", "x", "y", "z")
-#: SYMMETRY_RTOL: default relative tolerance of the symmetry check ``max|A - A^T| <= rtol max|A|``.
+#: Default relative tolerance of the symmetry check ``max|A - A^T| <= rtol max|A|``.
+SYMMETRY_RTOL = 1e-8
 
 
-class MatrixFileError(ModelFileError):
+class MatrixFileError(ValueError):
     """A matrix or DOF-table file is missing or invalid (the message names the file)."""
 
 

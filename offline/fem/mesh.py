@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from offline._deps import MissingDependency, need
-from offline.model.table import ModelFileError
 
 #: Volume cell types understood by the solid elements.
 VOLUME_TYPES = ("tetra", "tetra10", "hexahedron", "hexahedron20", "hexahedron27")
@@ -31,7 +30,7 @@ _UNSUPPORTED_3D = ("wedge", "wedge15", "wedge18", "pyramid", "pyramid13", "pyram
 GMSH_GEOMETRY = (".geo", ".step", ".stp", ".brep", ".iges", ".igs")
 
 
-class MeshError(ModelFileError):
+class MeshError(ValueError):
     """A mesh file is missing, unreadable or unusable (the message names the file)."""
 
 

@@ -16,14 +16,15 @@ each is also the node group named after its spider.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offline._deps import need
 from offline.fem.femodel import FEModel
-from offline.model.elements import SpiderSpec, parse_spider
-from offline.model.selection import nodes_of, parse_selection
-from offline.model.table import ModelFileError
+
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import SpiderSpec
 
 
 @dataclass(frozen=True)
@@ -45,38 +46,15 @@ class Spider:
     center: np.ndarray | None = None
 
 
-# --------------------------------------------------------------------------- selections
-def select_nodes(coords, node_ids, groups: dict, select: dict, where: str = "select"
-                 ) -> np.ndarray:
-    """Node ids matched by a ``select`` table (the one grammar, :mod:`offline.model.selection`:
-    nodes, group, box, cylinder intersected, or at); sorted, possibly empty.
-
-    Parameters
-    ----------
-    coords : ndarray, shape (n_nodes, 3)
-    node_ids : ndarray of int, shape (n_nodes,)
-    groups : dict of str -> node ids
-    select : dict
-        e.g. ``{cylinder = {point, axis, radius, tol = 0.01 r, range = [s0, s1]}}``.
-    where : str
-        Key path for error messages.
-    """
-    return np.sort(nodes_of(parse_selection(select, where), coords, node_ids, groups,
-                            allow_empty=True))
-
-
+# ------------------------------------------------------------------------------- spiders
 def spider_of(sd: SpiderSpec, model: FEModel) -> Spider:
-    """The :class:`Spider` of a parsed ``[[solid.spiders]]`` entry on ``model``'s nodes."""
-    ids = nodes_of(sd.select, model.coords, model.node_ids, model.groups, allow_empty=True)
+    """The :class:`Spider` of a parsed ``[[solid.spiders]]`` entry on ``model``'s nodes
+    (``sd.select`` resolved with the one selection grammar, :mod:`offline.model.selection`)."""
+    ids = sd.select.nodes_in(model.coords, model.node_ids, model.groups, allow_empty=True)
     if ids.size == 0:
-        raise ModelFileError(f"{sd.where}.select: selects no nodes (spider {sd.name!r})")
+        raise ValueError(f"{sd.where}.select: selects no nodes (spider {sd.name!r})")
     center = None if sd.center is None else np.asarray(sd.center, float)
     return Spider(name=sd.name, slaves=np.unique(ids), center=center)
-
-
-def spider_from_dict(d: dict, model: FEModel, where: str) -> Spider:
-    """A :class:`Spider` from a ``[[solid.spiders]]`` table (``name``, ``select``, ``center``)."""
-    return spider_of(parse_spider(d, where), model)
 
 
 # --------------------------------------------------------------------------- transformation

@@ -23,12 +23,20 @@ Consistent mass: linear interpolation of ``w, bx, by`` with inertia ``rho t`` (t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from offline._deps import progress as progress_bar
 from offline.fem.assembly import assemble, dof_table, node_dofs
 from offline.fem.femodel import FEModel
-from offline.model.elements import FORMULATIONS, PATTERNS, PlateSpec
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import PlateSpec
+
+#: Formulations of the plate element.
+FORMULATIONS = ("mitc3",)
+#: Triangulation patterns of :func:`rectangle_mesh`.
+PATTERNS = ("right", "left", "alternate")
 
 #: DOF kinds carried by plate nodes: uz, rx, ry (indices into edge.DOF_NAMES).
 PLATE_KINDS = (2, 3, 4)

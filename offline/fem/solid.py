@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,7 +39,9 @@ from offline.fem.assembly import assemble, dof_table, node_dofs
 from offline.fem.femodel import FEModel
 from offline.fem.mesh import read_mesh
 from offline.fem.mpc import add_spiders, spider_of
-from offline.model.elements import SolidSpec
+
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import SolidSpec
 
 
 # --------------------------------------------------------------------------- element library

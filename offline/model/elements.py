@@ -9,20 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from offline.fem.beam import THEORIES
+from offline.fem.matrices import SYMMETRY_RTOL
+from offline.fem.mpc import Spider, spider_of
+from offline.fem.plate import FORMULATIONS, PATTERNS
 from offline.model.sections import Material
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, point
 
-#: Beam theories, plate formulations and rectangle triangulation patterns.
-THEORIES = ("euler-bernoulli", "timoshenko")
-FORMULATIONS = ("mitc3",)
-PATTERNS = ("right", "left", "alternate")
 #: Upper bounds on generated elements (a model file asking for more is a mistake or an attack
 #: on the workstation's memory; a reduced model needs far fewer).
 MAX_BEAM_ELEMENTS = 1_000_000
 MAX_PLATE_ELEMENTS = 2_000_000
-#: Default relative symmetry tolerance of imported matrices.
-SYMMETRY_RTOL = 1e-8
 
 
 def _material(t: Table, materials: dict) -> Material:
@@ -281,6 +279,12 @@ def parse_spider(d, where: str) -> SpiderSpec:
     t.done()
     return SpiderSpec(name, sel, None if center is None else point(center, f"{where}.center"),
                       where)
+
+
+def spider_from_dict(d: dict, model, where: str) -> Spider:
+    """A :class:`~offline.fem.mpc.Spider` from a ``[[solid.spiders]]`` table on ``model``'s
+    nodes (``name``, ``select``, ``center``)."""
+    return spider_of(parse_spider(d, where), model)
 
 
 def parse_solid(section: dict, materials: dict, base_dir, where: str) -> SolidSpec:

@@ -146,8 +146,10 @@ def build_unconstrained(spec: ModelSpec, progress: bool = False) -> FEModel:
             model = BUILDERS[spec.type](element, progress)
         except ModelFileError:
             raise
-        except ValueError as exc:  # a mechanics check: zero-length member, clockwise triangle
-            raise ModelFileError(f"{element.where}: {exc}") from None
+        except ValueError as exc:  # mesh/matrix file, spider or mechanics check (zero-length
+            msg = str(exc)        # member, clockwise triangle): one error class, key path named
+            raise ModelFileError(msg if msg.startswith(Path(spec.path).name)
+                                 else f"{element.where}: {msg}") from None
     model.name = spec.name
     N = model.n_dofs
     dK = np.zeros(N)

@@ -62,6 +62,10 @@ class Selection:
     def value(self):
         return self.forms[0][1] if len(self.forms) == 1 else dict(self.forms)
 
+    def nodes_in(self, coords, node_ids, groups, allow_empty: bool = False) -> np.ndarray:
+        """Node ids of this selection (:func:`nodes_of`)."""
+        return nodes_of(self, coords, node_ids, groups, allow_empty=allow_empty)
+
 
 def _cylinder(v, where) -> Cylinder:
     t = Table(v, where)
@@ -117,6 +121,22 @@ def parse_selection(v, where) -> Selection:
         tol = t.get("tol", "num", None, lo=0.0, lo_open="at" in kinds)
     t.done()
     return Selection(tuple(forms), tol, where)
+
+
+def select_nodes(coords, node_ids, groups: dict, select: dict, where: str = "select"
+                 ) -> np.ndarray:
+    """Sorted node ids (possibly none) of a ``select`` table on bare node arrays.
+
+    Parameters
+    ----------
+    coords : ndarray, shape (n_nodes, 3) [m]
+    node_ids : ndarray of int, shape (n_nodes,)
+    groups : dict of str -> node ids
+    select : dict
+        e.g. ``{cylinder = {point, axis, radius, tol = 0.01 r, range = [s0, s1]}}``.
+    """
+    return np.sort(nodes_of(parse_selection(select, where), coords, node_ids, groups,
+                            allow_empty=True))
 
 
 def model_scale(coords) -> float:
