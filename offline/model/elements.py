@@ -58,7 +58,8 @@ def _connectivity(v, where, known: set, width: int) -> tuple:
     out = []
     for k, e in enumerate(check(v, where, "list")):
         if not (isinstance(e, list) and len(e) == width):
-            raise ModelFileError(f"{where}[{k}]: expected [{', '.join(f'n{i + 1}' for i in range(width))}]")
+            names = ", ".join(f"n{i + 1}" for i in range(width))
+            raise ModelFileError(f"{where}[{k}]: expected [{names}]")
         for nid in e:
             if nid not in known:
                 raise ModelFileError(f"{where}[{k}]: node {nid!r} is not in the nodes list")

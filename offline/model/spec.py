@@ -65,7 +65,7 @@ class ModelSpec:
         return Path(self.path).parent
 
     def element(self):
-        """The typed spec of the ``[<type>]`` table (:func:`offline.model.elements.parse_element`)."""
+        """The typed spec of the ``[<type>]`` table (:func:`.elements.parse_element`)."""
         return parse_element(self.type, self.section, self.materials, self.base_dir,
                              self.where(f"[{self.type}]"))
 
