@@ -18,8 +18,7 @@ import time
 
 import numpy as np
 
-#: flags bit3 (daemon-defined): samples were lost immediately before this one.
-FLAG_GAP = np.uint8(8)
+from edge.flags import FLAG_GAP  # samples were lost immediately before this one
 
 
 class Ring:

@@ -22,16 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.flags import FLAG_GAP, FLAG_SATURATED, FLAG_SUSPECT
 from edge.hw.ads1256 import (
     ADS1256, CODE_MAX, CODE_MIN, CYCLING_THROUGHPUT_HZ, PGA_CODES, DrdyTimeout, _nearest_rate,
     input_index, lsb_volts, mux_byte,
 )
 
-__all__ = ["Channel", "Acquisition", "FLAG_SATURATED", "FLAG_GAP", "FLAG_SUSPECT"]
+__all__ = ["Channel", "Acquisition"]
 
-FLAG_SATURATED = np.uint8(4)
-FLAG_GAP = np.uint8(8)
-FLAG_SUSPECT = np.uint8(16)
 
 
 @dataclass(frozen=True)
