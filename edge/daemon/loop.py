@@ -120,8 +120,9 @@ class Daemon(SamplePath, StatusMixin):
         loop = cfg["loop"]
         self.block = cfg["bundle"]["block"]
         self.read_max = loop["read_max"]
-        self.ring = Ring(max(int(loop["ring_s"] * self.rate), 2 * self.read_max,
-                             2 * self.block), self.nch)
+        cap = max(int(loop["ring_s"] * self.rate), 2 * self.read_max, 2 * self.block)
+        # per-slot views for one-sample reads, up to ~5 MB of them
+        self.ring = Ring(cap, self.nch, slot_views=self.read_max == 1 and cap <= 16384)
         self.raw_pub = None
         if publisher is not None and cfg["mqtt"].get("raw_decimation", 0) > 0:
             self.raw_pub = RawPublisher(publisher, self.nch, cfg["mqtt"]["raw_decimation"],
@@ -190,31 +191,32 @@ class Daemon(SamplePath, StatusMixin):
         realtime.set_fifo(rt["sched_fifo_priority"])
         realtime.set_timer_slack(rt["timer_slack_ns"])
         ring = self.ring
-        inline = self.inline
+        inline, virtual, read_max = self.inline, self.virtual, self.read_max
+        stopped, read, stage, publish = (self.stop_event.is_set, self.acq.read, ring.stage,
+                                         ring.publish)
         try:
-            while not self.stop_event.is_set():
-                if self.virtual:
-                    while ring.capacity - ring.available() < 1 and not self.stop_event.is_set():
+            while not stopped():
+                if virtual:
+                    while ring.capacity - ring.available() < 1 and not stopped():
                         time.sleep(0.0005)
-                v, t, f = ring.write_span(self.read_max)
+                v, t, f = ring.write_span(read_max)
                 try:
-                    n = self.acq.read(v, t, f)
+                    n = read(v, t, f)
                 except BaseException as e:
                     k = int(getattr(e, "n_read", 0) or 0)  # rows before the error
-                    if ring.stage(k):
+                    if stage(k):
                         if inline:
                             self._estimate_staged(k)
-                        ring.publish(k)
+                        publish(k)
                     raise
-                if ring.stage(n):
+                if stage(n):
                     if not self._t_off_known:
                         self._t_off = drdy_offset_ns(self.acq, self.virtual)
                         self._t_off_known = True
+                        self.first_sample.set()
                     if inline:
                         self._estimate_staged(n)
-                    ring.publish(n)
-                if n and not self.first_sample.is_set():
-                    self.first_sample.set()
+                    publish(n)
         except EOFError as e:
             log.info("acquisition finished: %s", e)
             self.finished = True
@@ -293,7 +295,7 @@ class Daemon(SamplePath, StatusMixin):
                 self._process(i, n)
             self._handover(i, n)
             ring.release(n)
-            if not inline and self._cmd_pending():
+            if not inline and self.pub is not None and self.pub.cmd_flag:
                 run_commands(self)
             self._idle()
 

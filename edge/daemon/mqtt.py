@@ -200,7 +200,7 @@ class Publisher:
         self.ncol = ncol
         self.std = None  # (ncol,) standard deviation of each column, set by the daemon
         self.commands: queue.Queue = queue.Queue(maxsize=100)
-        self.cmd_flag = False  # set when a command was queued (see Daemon._cmd_pending)
+        self.cmd_flag = False  # set when a command was queued (polled by the estimating thread)
         self.out: collections.deque = collections.deque()
         self.maxq = cfg_mqtt["queue_messages"]
         self.cond = threading.Condition()

@@ -59,31 +59,29 @@ class SamplePath:
     def _estimate_staged(self, n: int) -> None:
         """Estimate ``n`` staged (not yet published) ring samples in the acquisition thread
         (``estimate_in = "acquisition"``)."""
-        i = self.ring.head % self.ring.capacity
-        if self._cmd_pending():  # commands run on the estimating thread, between samples
+        ring = self.ring
+        i = ring.head % ring.capacity
+        pub = self.pub
+        if pub is not None and pub.cmd_flag:  # commands run here, between two samples
             run_commands(self)
-        inv = self.inverse
-        if (n == 1 and not self.paused and self.faults.quiet and not self._identify_due
-                and (inv is None or inv.pending is None)):
-            fast = self._fast()
-            if fast is not None:
-                m = _step(i, *fast)
-                if m >= 0:  # a clean sample: estimated and aligned in one compiled call
+        if n == 1 and self._fast_args is not None:
+            inv = self.inverse
+            if (not self.paused and self.faults.quiet and not self._identify_due
+                    and (inv is None or inv.pending is None)):
+                if self.est.op is not self._fast_op:  # swapped (model update): new arrays
+                    self._fast()
+                m = _step(i, *self._fast_args)
+                if m >= 0:  # a clean sample, estimated and aligned: its latency now
+                    now = time.monotonic_ns()
                     self.estimates += m
-                    self._timed_one(i)
+                    self.latency_ring.add_one(now - ring.stamp_ns.item(i))
+                    if self._t_off is not None:
+                        self.latency.add_one(now - (ring.t_ns.item(i) + self._t_off))
+                    self.processed += 1
                     return
         b = self.block
         for a in range(0, n, b):
             self._process(i + a, min(b, n - a))
-
-    def _timed_one(self, i: int) -> None:
-        """Latency of ring slot ``i``'s sample (its estimate is ready now)."""
-        ring = self.ring
-        now = time.monotonic_ns()
-        self.latency_ring.add_one(now - ring.stamp_ns.item(i))
-        if self._t_off is not None:
-            self.latency.add_one(now - (ring.t_ns.item(i) + self._t_off))
-        self.processed += 1
 
     def _arm_scheduled(self) -> None:
         self._identify_due = False
@@ -95,9 +93,6 @@ class SamplePath:
             self.scheduled_identifications += 1
         except (KeyError, ValueError) as e:
             log.warning("scheduled identification not armed: %s", e)
-
-    def _cmd_pending(self) -> bool:
-        return self.pub is not None and self.pub.cmd_flag
 
     def _process(self, i: int, n: int) -> None:
         """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span); the
