@@ -20,11 +20,13 @@ import pytest
 from edge.daemon.app import run_daemon
 from edge.daemon.config import config_from_dict
 from edge.daemon.health import LatencyStats
-from edge.daemon.loop import FaultTracker, calibrate
+from edge.daemon.faults import FaultTracker
+from edge.daemon.sim_signal import calibrate
 from edge.daemon.mqtt import decode_estimates
 from edge.daemon.notify import Notifier, ProgressWatchdog
 from edge.daemon.recorder import read_recording, read_recording_full
-from edge.daemon.ring import FLAG_GAP, Ring
+from edge.daemon.ring import Ring
+from edge.flags import FLAG_GAP
 from helpers import chain_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -451,9 +453,9 @@ class _ArrayVolts:
 
 def test_signal_read_one_sample_equals_block_calibrate():
     """The scalar one-sample path of SignalAcquisition against the array path
-    (edge.daemon.loop.calibrate): bit-identical values, identical flags, NaN/inf/saturated
+    (edge.daemon.sim_signal.calibrate): bit-identical values, identical flags, NaN/inf/saturated
     inputs and injected faults included."""
-    from edge.daemon.simulate import SignalAcquisition
+    from edge.daemon.sim_signal import SignalAcquisition
 
     rng = np.random.default_rng(5)
     V = rng.normal(0.0, 1.0, (64, 2))
