@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES
 from offline.fem.femodel import FEModel
 from offline.model import ModelSpec, build_fe_model, resolve_dofs
 from offline.reduction import Reduction, recover, reduce
 
 #: Reduction used when a model file has no ``[reduction]`` table.
-DEFAULT_METHOD, DEFAULT_MODES, DEFAULT_REPORT = "gmr+", 50, 30
+DEFAULT_METHOD, DEFAULT_MODES, DEFAULT_REPORT = DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, 30
 
 
 def master_dofs(spec: ModelSpec, model: FEModel):

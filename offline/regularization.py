@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.bundle import Bundle, Output
+from edge.bundle import Bundle, VirtualOutput
 from edge.estimator import Estimator, EstimatorError, derive_operator
 from offline._deps import need, progress
 
@@ -150,7 +150,7 @@ def _with_channel_outputs(bundle: Bundle) -> Bundle:
     for ch in bundle.channels:
         row = np.zeros(bundle.n)
         row[ch.dof] = 1.0
-        outs.append(Output(name=f"__fit_{ch.name}", row=row, kind=ch.kind, unit=ch.unit))
+        outs.append(VirtualOutput(name=f"__fit_{ch.name}", row=row, kind=ch.kind, unit=ch.unit))
     return bundle.replace(outputs=outs)
 
 

@@ -27,11 +27,10 @@ import numpy as np
 
 from edge.csvio import CsvError
 from edge.csvio import read_table as _read
+from edge.flags import FLAG_WARMUP
 from offline.metrics import correlation, fde, rms_error
 
 __all__ = ["ScoreError", "ColumnScore", "ScoreTable", "read_table", "score", "main"]
-
-FLAG_WARMUP = 2  # bit 1, as edge.estimator.FLAG_WARMUP
 
 
 class ScoreError(ValueError):

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
 from offline.inverse import spec as ispec
 from offline.inverse.fromfile import _edit, _nominal, full_builder, model_damping
 from offline.inverse.parametric import ParametricModel, from_builder
 from offline.reduced import unit_rows
-
-KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
 
 
 @dataclass
@@ -75,8 +74,8 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     model = build_fe_model(spec, progress=progress)
     masters, chan_dofs, force_dofs = _masters(spec, model)
     rs = spec.reduction
-    red = reduce(model, masters, n_modes=int(rs.modes if rs else 50),
-                 method=rs.method if rs else "gmr+", n_report=0, progress=progress)
+    red = reduce(model, masters, n_modes=int(rs.modes if rs else DEFAULT_REDUCTION_MODES),
+                 method=rs.method if rs else DEFAULT_REDUCTION_METHOD, n_report=0, progress=progress)
     n = red.M.shape[0]
     rows = unit_rows(masters, chan_dofs, n)
     kinds = np.array([KIND_CODE[s.kind] for s in spec.sensors], np.int8)

@@ -14,14 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import KIND_CODE
 from offline.inverse import spec as ispec
 from offline.inverse.parametric import ParametricModel, from_builder
 from offline.model import build_fe_model, load_model_file, spec_from_dict
 from offline.reduced import ReducedModel, reduce_model, unit_rows
-
-#: Signal kind -> code of ``edge.bundle`` (0 displacement, 1 velocity, 2 acceleration).
-_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 
 
 @dataclass
@@ -158,7 +155,7 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None,
                              f"(have {names})")
         i = names.index(ch)
         chans.append(rm.chan_dofs[i])
-        kinds.append(_KIND_CODE[spec.sensors[i].kind])
+        kinds.append(KIND_CODE[spec.sensors[i].kind])
     rows = unit_rows(rm.masters, chans, rm.n)  # two sensors on one DOF share a row
     fnames = [f.name for f in spec.forces]
     at = exp.excitation.get("at", fnames[0] if fnames else None)

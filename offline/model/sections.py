@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from edge.kinds import (DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, DISCRETIZATIONS,
+                        REDUCTION_METHODS, REGULARIZATIONS)
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, dof_names, entries
 
-REDUCTION_METHODS = ("gmr+", "cb", "guyan")
 ALPHA_RULES = ("auto", "lcurve", "gcv", "discrepancy")
 
 
@@ -86,8 +87,8 @@ class Masters:
 
 @dataclass(frozen=True)
 class ReductionSpec:
-    method: str = "gmr+"
-    modes: int = 50
+    method: str = DEFAULT_REDUCTION_METHOD
+    modes: int = DEFAULT_REDUCTION_MODES
     masters: tuple = ()
     n_report: int = 30
 
@@ -214,8 +215,8 @@ def parse_reduction(raw, f) -> ReductionSpec | None:
         return None
     w = f"{f}: [reduction]"
     t = Table(raw["reduction"], w)
-    method = t.get("method", "str", "gmr+", choices=REDUCTION_METHODS)
-    modes = t.get("modes", "int", 0 if method == "guyan" else 50, lo=0)
+    method = t.get("method", "str", DEFAULT_REDUCTION_METHOD, choices=REDUCTION_METHODS)
+    modes = t.get("modes", "int", 0 if method == "guyan" else DEFAULT_REDUCTION_MODES, lo=0)
     n_report = t.get("n_report", "int", 30, lo=1)
     mlist = t.get("masters", "list", [])
     t.done()
@@ -253,8 +254,8 @@ def parse_estimator(raw, f) -> EstimatorSpec | None:
         check(window, f"{w}.window", "str", choices=("auto",))
     else:
         window = check(window, f"{w}.window", "int", lo=1, hi=200)
-    disc = t.get("discretization", "str", "newmark", choices=("newmark", "foh"))
-    reg = t.get("regularization", "str", "tikhonov0", choices=("tikhonov0", "tikhonov1"))
+    disc = t.get("discretization", "str", "newmark", choices=DISCRETIZATIONS)
+    reg = t.get("regularization", "str", "tikhonov0", choices=REGULARIZATIONS)
     max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
     meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
     lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW

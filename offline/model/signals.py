@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edge.kinds import SIGNAL_KINDS
 from offline.model.sections import EstimatorSpec
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, entries
 from offline.smoother import parse_force_model
 
-SIGNAL_KINDS = ("displacement", "velocity", "acceleration")
 LOAD_TYPES = ("random", "sine", "chirp")
 
 
