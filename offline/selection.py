@@ -167,7 +167,7 @@ def _force_models(spec, rate):
 
 def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=None,
               spec=None):
-    """The joint input-state fixed-lag Kalman smoother (offline/smoother.py) at the longest
+    """The joint input-state fixed-lag Kalman smoother (offline/smoother/) at the longest
     lag within the delay bound (its error falls with the lag), band-pass force models of the
     calibration loads, filter order 2 or 4, model-error noise 0 or 0.1."""
     c = Candidate("Kalman smoother", {}, [])

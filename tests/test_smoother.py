@@ -40,7 +40,7 @@ def test_van_loan_scalar_closed_form_including_stiff():
 def test_force_model_variance_is_rms_squared():
     # independent route: stationary covariance of the Van Loan discretisation, X = sum_k
     # Ad^k Qd Ad^kT summed by doubling (X_2m = X_m + Ad^m X_m Ad^mT), not a Lyapunov solver
-    for order in (1, 2, 4):
+    for order in (1, 2, 4, 8, 16):
         fm = ForceModel("bandpass", (5.0, 160.0), 2.5, order)
         Af, Bf, Cf, qc = fm.realise()
         Ad, X = van_loan(Af, qc * Bf @ Bf.T, 1e-3)
@@ -48,6 +48,28 @@ def test_force_model_variance_is_rms_squared():
             X = X + Ad @ X @ Ad.T
             Ad = Ad @ Ad
         assert (Cf @ X @ Cf.T).item() == pytest.approx(2.5 ** 2, rel=1e-6)
+
+
+def test_force_model_shape_is_the_butterworth_closed_form():
+    # |H(jw)|^2 of the cascade realisation against the closed form of a Butterworth
+    # high-pass times low-pass, 1 / (1 + (w_lo/w)^2n) / (1 + (w/w_hi)^2n), both normalised
+    # at the band's geometric centre; 1e-8 relative (round-off of the state-space solve)
+    lo, hi = 5.0, 80.0
+    f = np.array([1.0, 4.0, 5.0, 6.0, 20.0, 60.0, 80.0, 100.0, 300.0])
+    for order in (2, 4, 8, 16):
+        Af, Bf, Cf, qc = ForceModel("bandpass", (lo, hi), 1.0, order).realise()
+
+        def power(fr):
+            return qc * abs((Cf @ np.linalg.solve(2j * np.pi * fr * np.eye(len(Af)) - Af,
+                                                  Bf)).item()) ** 2
+
+        def closed(fr):
+            return 1.0 / (1 + (lo / fr) ** (2 * order)) / (1 + (fr / hi) ** (2 * order))
+
+        fc = np.sqrt(lo * hi)
+        got = np.array([power(x) for x in f]) / power(fc)
+        want = closed(f) / closed(fc)
+        assert np.allclose(got, want, rtol=1e-8, atol=1e-12 * want.max())
 
 
 def test_steady_state_gain_matches_iterated_riccati():
