@@ -7,7 +7,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
-from offline.smoother.force_model import ForceModel
+from offline.smoother.force_model import DEFAULT_ORDER, ForceModel
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.model_check import band_filters, check_bands
 
@@ -43,6 +43,7 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
         "force_models": [{"kind": fm.kind, "band": list(map(float, fm.band)),
                           "rms": float(fm.rms), "order": int(fm.order)} for fm in force_models],
         "spectral_radius": design.spectral_radius,
+        "rigid_modes": design.n_rigid, "rigid_anchor_hz": design.anchor_hz,
         "check_window_s": W * bundle.dt, "check_false_alarm": float(nis_false_alarm),
         "check_bands_hz": [list(map(float, b)) for b in bands],
         "std_filtered": design.std_filtered.tolist(), "std": design.std.tolist()}
@@ -63,7 +64,7 @@ def smoother_from_spec(bundle: Bundle, spec, est_spec) -> Bundle:
         m = f.model or {}
         fm = ForceModel(kind=m.get("kind", "bandpass"),
                         band=tuple(m.get("band") or dflt_band),
-                        rms=float(m.get("rms") or dflt_rms), order=int(m.get("order", 4)))
+                        rms=float(m.get("rms") or dflt_rms), order=int(m.get("order", DEFAULT_ORDER)))
         fm.check(f.where or f"[[forces]] {f.name}")
         models.append(fm)
     lag = est_spec.lag if est_spec.lag is not None else int(round(0.02 * bundle.rate))

@@ -12,6 +12,9 @@ from edge.estimator.operator import EstimatorError
 from offline._deps import need
 
 FORCE_MODELS = ("bandpass", "randomwalk")
+# default Butterworth order of the band-pass force model: close to the ideal band of a
+# random load (docs/smoother.md "Which force model serves": order 16 vs 4 and 8)
+DEFAULT_ORDER = 16
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,6 @@ def parse_force_model(d: dict, where: str) -> dict:
         if not band[0] < band[1]:
             raise ModelFileError(f"{where}.band: f_low must be below f_high")
     rms = t.get("rms", "num", None, lo=0.0, lo_open=True)
-    order = t.get("order", "int", 4, lo=1, hi=16)
+    order = t.get("order", "int", DEFAULT_ORDER, lo=1, hi=16)
     t.done()
     return {"kind": kind, "band": band, "rms": rms, "order": order}

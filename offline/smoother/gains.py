@@ -33,6 +33,8 @@ class SmootherDesign:
     proportional: bool
     lag: int
     spectral_radius: float
+    n_rigid: int = 0          # rigid-body modes anchored (free-free, partly constrained)
+    anchor_hz: float = 0.0    # their anchor frequency [Hz] (_anchor_rigid_modes)
 
 
 def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
@@ -80,16 +82,17 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
         raise EstimatorError("a random-walk force model with acceleration channels only: the "
                              "force's static part is not observable (the displacement would "
                              "drift); use the bandpass force model")
-    w2, Phi = modal_basis(bundle.M, bundle.K)
-    if np.min(w2) <= 1e-9 * max(np.max(w2), 1e-300):
-        raise EstimatorError("the smoother needs a grounded model (rigid-body modes found); "
-                             "add supports or ground springs")
+    w2, Phi = modal_basis(bundle.M, bundle.K)  # rigid-body modes: exactly omega^2 = 0
     Ct = Phi.T @ bundle.C @ Phi
     Ct = 0.5 * (Ct + Ct.T)
     off = Ct - np.diag(np.diag(Ct))
     proportional = float(np.max(np.abs(off))) <= 1e-9 * max(float(np.max(np.abs(Ct))), 1e-300)
     if proportional:
         Ct = np.diag(np.diag(Ct))
+    rigid = w2 <= 0.0
+    w2_dyn, Ct_dyn, anchor = w2, Ct, 0.0  # the dynamics; rows of H use the true w2, Ct
+    if np.any(rigid):
+        w2_dyn, Ct_dyn, anchor = _anchor_rigid_modes(w2, Ct, rigid, force_models)
     B = np.zeros((n, nf))
     for j, f in enumerate(bundle.forces):
         B[f.dof, j] = 1.0
@@ -114,8 +117,8 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
     Ac = np.zeros((ns, ns))
     for i in range(n):
         Ac[2 * i, 2 * i + 1] = 1.0
-        Ac[2 * i + 1, 2 * i] = -w2[i]
-    Ac[1:2 * n:2, 1:2 * n:2] = -Ct
+        Ac[2 * i + 1, 2 * i] = -w2_dyn[i]
+    Ac[1:2 * n:2, 1:2 * n:2] = -Ct_dyn
     Ac[1:2 * n:2, 2 * n:] = PhiB @ Cf
     Ac[2 * n:, 2 * n:] = Af
     Qc = np.zeros((ns, ns))
@@ -169,7 +172,43 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
                              f"channel: {', '.join(blind)}); add a sensor at or near each force")
     return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
                           Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
-                          proportional=bool(proportional), lag=int(lag), spectral_radius=rho)
+                          proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
+                          n_rigid=int(np.sum(rigid)), anchor_hz=anchor)
+
+
+def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.1):
+    """A weak displacement prior on rigid-body modes (free-free, partly constrained models).
+
+    A rigid mode is a double integrator: its position (and velocity) is not observable from
+    accelerations and does not decay, so the Riccati equation has no stabilising solution
+    and the estimate would drift. The band-pass force models have no power below their
+    high-pass corner ``f_lo`` (Butterworth: ``|H|^2 ~ (f / f_lo)^(2 order)``), so the
+    structure's response to them does not need the rigid modes' low-frequency dynamics.
+    Each rigid mode becomes a critically damped oscillator at ``w_r = 2 pi ratio f_lo``::
+
+        q_r'' = -w_r^2 q_r - 2 w_r q_r' + phi_r^T B f      (zeta = 1: no overshoot)
+
+    It is a prior on the rigid position and velocity states only: the rows of acceleration
+    channels and outputs keep the true ``omega^2 = 0`` (``a_r = phi_r^T B f - Ct q'``), so the
+    force is identified from the accelerations without bias, and the anchored states are the
+    rigid displacement high-pass filtered at ``w_r`` -- its part below ``w_r`` is not
+    observable from accelerations and the force models put no power there. The anchored
+    states are stable (eigenvalues inside the unit circle), so the Riccati equation has a
+    stabilising solution: no drift, bounded covariance.
+    Returns ``(w2, Ct, anchor_hz)``.
+    """
+    if any(fm.kind == "randomwalk" for fm in force_models):
+        raise EstimatorError("rigid-body modes with a random-walk force model: a static force "
+                             "moves the free structure without bound; use the bandpass force "
+                             "model (its high-pass keeps the rigid motion bounded)")
+    f_lo = min(float(fm.band[0]) for fm in force_models) if len(force_models) else 1.0
+    w_r = 2 * np.pi * ratio * f_lo
+    w2 = np.where(rigid, w_r ** 2, w2)
+    Ct = Ct.copy()
+    for r in np.flatnonzero(rigid):
+        # damping 2 zeta w_r (zeta = 1) on top of what the model has (e.g. Rayleigh a M)
+        Ct[r, r] += 2.0 * w_r
+    return w2, Ct, w_r / (2 * np.pi)
 
 
 def _dare(A, H, Q, R, linalg):
