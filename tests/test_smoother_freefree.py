@@ -55,7 +55,7 @@ def _truth(b, nt, seed, sub=4):
 def test_free_free_design_anchors_the_rigid_mode_and_does_not_drift():
     b = _free_free_bundle()
     d = design_smoother(b, [FM], lag=20)
-    assert d.n_rigid == 1 and d.anchor_hz == pytest.approx(0.5)  # 0.1 x the 5 Hz corner
+    assert d.n_rigid == 1 and d.anchor_hz == pytest.approx(0.05)  # 0.01 x the 5 Hz corner
     assert d.spectral_radius < 1.0
     sb = attach_smoother(b, d, [FM], 0.0)
     nt = 20_000
@@ -75,8 +75,11 @@ def test_free_free_design_anchors_the_rigid_mode_and_does_not_drift():
     h = (nt - L) // 2
     r = np.std(eu[h:]) / np.std(eu[2000:h])
     assert r < 1.25
-    # and it is a small part of the displacement itself (its std from the truth)
-    assert np.std(eu[2000:]) < 0.3 * np.std(u[2000:, N // 2])
+    # and it is a small part of the displacement itself (its std from the truth), and the
+    # stated std once the initial state has decayed (time constant 3 s; measured 2.0e-5 vs
+    # 2.2e-5; a 0.1 anchor gave 4.7x its stated std): 30 % allowed
+    assert np.std(eu[2000:]) < 0.1 * np.std(u[2000:, N // 2])
+    assert np.std(eu[h:]) == pytest.approx(sb.kf["std"][1], rel=0.3)
 
 
 def test_free_free_with_a_random_walk_force_is_refused_with_the_reason():

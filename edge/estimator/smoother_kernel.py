@@ -17,7 +17,7 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
 
 The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi]`` (see
 :func:`edge.estimator.smoother.derive_smoother`), so that the 2x2 modal blocks, the coupling
-(a column sweep over the modes per force state) and ``(A K) e`` are unit-stride loops that the
+(factored to its numerical rank: a sweep over the modes per rank) and ``(A K) e`` are unit-stride loops that the
 compiler vectorises; rows of H and Cq are summed over their non-zero span only (a
 displacement row has no velocity or force-state part, a force row only force states).
 Nothing is allocated, logged or locked per sample. The NumPy twin is
@@ -35,7 +35,7 @@ _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
-def _smooth(Y, Q, flags, Am, Ad, AcT, Af, AKT, H, h_span, Cq, q_span, G, Sinv,
+def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv,
             x, xn, e, ering, zring, fring, last, nisring, nis_state, threshold,
             counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum,
             eps):  # pragma: no cover - compiled
@@ -50,9 +50,10 @@ def _smooth(Y, Q, flags, Am, Ad, AcT, Af, AKT, H, h_span, Cq, q_span, G, Sinv,
     Am : (4, n)                2x2 modal blocks [a11, a12, a21, a22] per mode (n = 0 when
                                the modal part is dense: Ad)
     Ad : (2n, 2n)              dense modal part (non-proportional damping), else (0, 0)
-    AcT : (nc, 2n)             A's coupling of the modes to the nc force-model states,
-                               transposed (column c is a contiguous row)
-    Af : (nc, nc)              force-model block of A
+    Cl : (r, nc), Cr : (r, 2n) A's coupling of the modes to the nc force-model states,
+                               transposed and factored, AcT = Cl^T Cr (r its numerical rank)
+    Af : (nc, nc)              force-model block of A; f_span : int64 (nc, 2) the non-zero
+                               [start, stop) of each of its rows
     AKT : (nch, ns)            (A K)^T: x_k+1|k = A x_k|k-1 + A K e_k
     H : (nch, ns), h_span : int64 (nch, 2)   rows and their non-zero [start, stop)
     Cq : (nq, ns), q_span : int64 (nq, 2)    rows and their non-zero [start, stop)
@@ -160,7 +161,7 @@ def _smooth(Y, Q, flags, Am, Ad, AcT, Af, AKT, H, h_span, Cq, q_span, G, Sinv,
         # x_k+1|k = A x_k|k-1 + (A K) e_k = A (x_k|k-1 + K e_k)    (update and predict)
         for r in range(nc):       # force-model block, from the old force states
             acc = 0.0
-            for c in range(nc):
+            for c in range(f_span[r, 0], f_span[r, 1]):
                 acc += Af[r, c] * x[m2 + c]
             xn[m2 + r] = acc
         if nm > 0:                # 2x2 modal blocks: q' = a11 q + a12 qd, qd' = a21 q + a22 qd
@@ -177,10 +178,12 @@ def _smooth(Y, Q, flags, Am, Ad, AcT, Af, AKT, H, h_span, Cq, q_span, G, Sinv,
                 xn[r] = acc
             for r in range(m2):
                 x[r] = xn[r]
-        for c in range(nc):       # coupling of the modes to the old force states
-            xc = x[m2 + c]
+        for rr in range(Cl.shape[0]):  # coupling to the old force states, Cr^T (Cl xi)
+            t = 0.0
+            for c in range(nc):
+                t += Cl[rr, c] * x[m2 + c]
             for k in range(m2):
-                x[k] += AcT[c, k] * xc
+                x[k] += Cr[rr, k] * t
         for r in range(nc):
             x[m2 + r] = xn[m2 + r]
         for c in range(nch):      # + (A K) e

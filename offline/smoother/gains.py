@@ -176,7 +176,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
                           n_rigid=int(np.sum(rigid)), anchor_hz=anchor)
 
 
-def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.1):
+def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.01):
     """A weak displacement prior on rigid-body modes (free-free, partly constrained models).
 
     A rigid mode is a double integrator: its position (and velocity) is not observable from
@@ -194,7 +194,11 @@ def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.1):
     rigid displacement high-pass filtered at ``w_r`` -- its part below ``w_r`` is not
     observable from accelerations and the force models put no power there. The anchored
     states are stable (eigenvalues inside the unit circle), so the Riccati equation has a
-    stabilising solution: no drift, bounded covariance.
+    stabilising solution: no drift, bounded covariance. Their response to a force at ``w``
+    is the rigid body's times ``1 / (1 - j w_r / w)^2``, a complex error of about
+    ``2 w_r / w`` (2 % at f_lo for ratio 0.01; 0.1 gave a 15 % displacement error on the
+    test chain, 0.01 6 %, equal to its stated std), at the price of a slow decay of the
+    initial condition (time constant ``1 / w_r``: 3 s for f_lo = 5 Hz).
     Returns ``(w2, Ct, anchor_hz)``.
     """
     if any(fm.kind == "randomwalk" for fm in force_models):
