@@ -42,8 +42,8 @@ class ForceModel:
                              f"[Hz], got {list(self.band)}")
         if not (self.rms > 0 and np.isfinite(self.rms)):
             raise ValueError(f"{where}: force_rms must be > 0, got {self.rms}")
-        if int(self.order) < 1 or int(self.order) > 16:
-            raise ValueError(f"{where}: force_order must be 1..16, got {self.order}")
+        if int(self.order) < 1 or int(self.order) > 32:
+            raise ValueError(f"{where}: force_order must be 1..32, got {self.order}")
 
     def level(self) -> float:
         """Two-sided PSD [unit^2 s/rad] of a flat band of this RMS: var = 2 S0 (w_hi-w_lo)/2pi."""
@@ -122,6 +122,6 @@ def parse_force_model(d: dict, where: str) -> dict:
         if not band[0] < band[1]:
             raise ModelFileError(f"{where}.band: f_low must be below f_high")
     rms = t.get("rms", "num", None, lo=0.0, lo_open=True)
-    order = t.get("order", "int", DEFAULT_ORDER, lo=1, hi=16)
+    order = t.get("order", "int", DEFAULT_ORDER, lo=1, hi=32)
     t.done()
     return {"kind": kind, "band": band, "rms": rms, "order": order}
