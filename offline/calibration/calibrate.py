@@ -153,6 +153,7 @@ class Problem:
         self.m0 = np.array([p.mean for p in self.priors])
         self.L0 = np.diag(1.0 / np.array([p.std for p in self.priors]) ** 2)
         self.n_evals = 0
+        self._Fk = {}      # id(record) -> force at the sub-step points (record-only input)
 
     def theta(self, xi) -> np.ndarray:
         return np.array([t.to_theta(x) for t, x in zip(self.transforms, xi[:self.nmodel])])
@@ -163,7 +164,9 @@ class Problem:
         dth = np.array([t.dtheta_dxi(x) for t, x in zip(self.transforms, xi[:self.nmodel])])
         out = []
         for r in self.records:
-            Y, dY = self.tm.run(th, r.F, jac=jac)
+            if id(r) not in self._Fk:
+                self._Fk[id(r)] = self.tm.substep_force(r.F)
+            Y, dY = self.tm.run(th, r.F, jac=jac, Fk=self._Fk[id(r)])
             self.n_evals += 1
             dX = None
             if jac:
