@@ -8,7 +8,7 @@ and the ``bounds`` at ±2σ, masses ``identity`` with the box centre ± 2σ at t
     [bayes]
     noise = "channel"            # one noise group per sensor ("channel") or one for all ("one")
     offsets = ["d110"]           # sensor offsets calibrated as parameters (paper 003 eq. 2)
-    autocorrelation = true       # likelihood weights N_eff/N from the residuals' lag-1 correlation
+    autocorrelation = true       # likelihood weights N_eff/N (noise.spectral_weight)
     [bayes.prior.E]              # per parameter: transform, and mean/std of θ (log: of log θ)
     transform = "log"   median = 69e9   log_std = 0.1
     [bayes.data]                 # offline.calibration.data.Prep
@@ -29,7 +29,7 @@ import numpy as np
 
 from offline.calibration.data import Prep, read_record
 from offline.calibration.forward import TimeModel
-from offline.calibration.noise import NoiseGroup
+from offline.calibration.noise import NoiseGroup, spectral_weight
 from offline.calibration.nonlinearity import nonlinearity_measure
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
@@ -194,6 +194,16 @@ class Problem:
             J.append(np.vstack(JJ) if jac else None)
         return k, J
 
+    def segments(self, gi, kg, Jg):
+        """(k, J) pieces of group ``gi``'s stacked residual, one per record and channel (the
+        order :meth:`residuals` stacks them in)."""
+        pos, out = 0, []
+        for r in self.records:
+            for _ in self.groups_of[gi]:
+                out.append((kg[pos:pos + r.used.size], Jg[pos:pos + r.used.size]))
+                pos += r.used.size
+        return out
+
     def lag1(self, k) -> list[float]:
         """Lag-one autocorrelation of each group's residual (per record and channel, pooled)."""
         out = []
@@ -233,14 +243,15 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
     weights = [1.0] * len(rho)
 
     def weights_of(xi):
-        k, _ = prob.residuals(xi, jac=False)
-        r = prob.lag1(k)
-        # AR(1) residual: N_eff / N = (1 - ρ) / (1 + ρ)
-        return r, [float(np.clip((1 - q) / (1 + q), 1.0 / kk.size, 1.0)) for q, kk in zip(r, k)]
+        k, J = prob.residuals(xi, jac=True)
+        # N_eff / N from the residual spectrum where the Jacobian acts (noise.spectral_weight)
+        return prob.lag1(k), [spectral_weight(prob.segments(i, kk, JJ))[0]
+                              for i, (kk, JJ) in enumerate(zip(k, J))]
 
     if settings.autocorrelation:
-        # start tempered: the residual at the prior mean is smooth (ρ near 1), so the first pass
-        # takes short, prior-regularised steps; later passes re-estimate ρ at the posterior mean
+        # start tempered: the residual at the prior mean is mostly model error at the modes, so
+        # the first pass takes short, prior-regularised steps; later passes re-estimate the
+        # weights at the posterior mean
         rho, weights = weights_of(prob.m0 if m_init is None else np.asarray(m_init, float))
     res, n_vb = None, 0
     for _ in range(4):
