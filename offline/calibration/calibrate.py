@@ -59,6 +59,7 @@ class Settings:
     substeps: int = 16
     tol: float = 1e-3
     max_iter: int = 40
+    step_tol: float = 0.01     # stop when the mean's next step is < 1 % of its posterior std
 
 
 def default_prior(p) -> Prior:
@@ -260,7 +261,8 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
             print(f"  likelihood weights {np.round(weights, 4).tolist()} "
                   f"(residual lag-1 correlation {np.round(rho, 3).tolist()})", flush=True)
         res = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
-                                max_iter=settings.max_iter, callback=say, m_init=m_init)
+                                max_iter=settings.max_iter, callback=say, m_init=m_init,
+                                step_tol=settings.step_tol)
         n_vb += res.n_evals
         m_init = res.m
         if not settings.autocorrelation:
