@@ -97,27 +97,17 @@ def truth_record(path, truth_toml: str, duration: float = 1.0, rate: float = 100
                  oversample: int = 8, n_modes: int = 20):
     """Write ``time,F160,d110,a170`` for the truth model file text; returns the clean record."""
     from edge.csvio import write_table
-    from offline.build import _masters
-    from offline.model import build_fe_model, spec_from_dict
-    from offline.simulate import load_profile, simulate_modal
-    import tomllib
-
     path = Path(path)
-    spec = spec_from_dict(tomllib.loads(truth_toml), path.with_suffix(".truth.toml"))
-    model = build_fe_model(spec, progress=False)
-    _, chans, forces = _masters(spec, model)
-    n = int(round(duration * rate))
-    t_fine = np.arange((n - 1) * oversample + 1) / (rate * oversample)
-    f = load_profile("random", t_fine, band=band, rms=rms, seed=seed)
-    kinds = [{"displacement": 0, "velocity": 1, "acceleration": 2}[s.kind] for s in spec.sensors]
-    Y = simulate_modal(model, forces, f[:, None], 1 / (rate * oversample), oversample,
-                       list(zip(chans, kinds)), n_modes=n_modes)
-    rng = np.random.default_rng(seed + 1000)
-    Yn = Y + noise * Y.std(axis=0) * rng.normal(size=Y.shape)
-    F = f[::oversample][:, None]
-    write_table(path, np.arange(n) / rate, np.hstack([F, Yn]),
-                ["F160"] + [s.name for s in spec.sensors])
+    F, Yn, _, Y = truth_run(truth_toml, duration, rate, noise, seed, band, rms, oversample,
+                            n_modes, where=path.with_suffix(".truth.toml"))
+    write_table(path, np.arange(F.shape[0]) / rate, np.hstack([F, Yn]),
+                ["F160"] + _sensor_names(truth_toml))
     return F, Y
+
+
+def _sensor_names(truth_toml: str) -> list:
+    import tomllib
+    return [s["name"] for s in tomllib.loads(truth_toml).get("sensors", [])]
 
 
 SENSORS_DAMAGE = """
@@ -203,15 +193,16 @@ kind = "displacement"
 
 def truth_run(truth_toml: str, duration: float = 4.0, rate: float = 1000.0, noise: float = 0.01,
               seed: int = 0, band=(5.0, 80.0), rms: float = 0.05, oversample: int = 8,
-              n_modes: int = 20):
-    """Operational run of the truth model file text (same engine as :func:`truth_record`):
-    force F (nt, nf), noisy sensors Y (nt, nch), clean [[outputs]] Z (nt, nout)."""
+              n_modes: int = 20, where=Path("truth.toml")):
+    """Run of the truth model file text (exact modal engine, random force on the fine grid):
+    force F (nt, nf), noisy sensors Y (nt, nch) (noise x each channel's std, seeded),
+    clean [[outputs]] Z (nt, nout) and clean sensors (nt, nch)."""
     from offline.build import _masters
     from offline.model import build_fe_model, resolve_dofs, spec_from_dict
     from offline.simulate import load_profile, simulate_modal
     import tomllib
 
-    spec = spec_from_dict(tomllib.loads(truth_toml), Path("truth.toml"))
+    spec = spec_from_dict(tomllib.loads(truth_toml), Path(where))
     model = build_fe_model(spec, progress=False)
     _, chans, forces = _masters(spec, model)
     outs = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
@@ -225,7 +216,7 @@ def truth_run(truth_toml: str, duration: float = 4.0, rate: float = 1000.0, nois
     nch = len(chans)
     rng = np.random.default_rng(seed + 1000)
     Yn = Y[:, :nch] + noise * Y[:, :nch].std(axis=0) * rng.normal(size=(n, nch))
-    return f[::oversample][:, None], Yn, Y[:, nch:]
+    return f[::oversample][:, None], Yn, Y[:, nch:], Y[:, :nch]
 
 
 # ---------------------------------------------------------------- FDE after calibration
@@ -246,7 +237,7 @@ SCENARIOS = {
 }
 
 
-def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5) -> dict:
+def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5, limit: bool = False) -> dict:
     """Calibrate the strip (17 elements) on a force-and-response record of a truth with one of
     issue 17's model errors (34 elements, exact modal engine, 1 % noise, 4 s, 5-250 Hz), then
     estimate force and 60 mm displacement from an operational record (8 s, 5-80 Hz, another
@@ -256,7 +247,9 @@ def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5) -> dict:
 
     Every bundle gets the same fixed-lag Tikhonov estimator (window 20, alpha ``ALPHA_FDE``):
     the automatic L-curve alpha differs by up to 5x between these bundles and then decides
-    the comparison instead of the model.
+    the comparison instead of the model. ``limit``: also the MMSE accuracy limit of the
+    truth (``offline.limit``: full model, the operational force spectrum, 1 % noise) at the
+    estimator's delay, {"force_nrmse", "d60_nrmse"}.
     """
     import tomllib
     from edge.estimator import Estimator
@@ -273,7 +266,7 @@ def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5) -> dict:
     truth_record(d / "cal.csv", truth, duration=4.0, seed=seed, band=(5.0, 250.0))
     (d / "m.toml").write_text(model_text(params=params) + OUTPUT_D60 + est)
     res = calibrate(from_model_file(d / "m.toml"), [d / "cal.csv"])
-    F, Y, Z = truth_run(truth, duration=8.0, seed=seed + 2, band=(5.0, 80.0))
+    F, Y, Z, _ = truth_run(truth, duration=8.0, seed=seed + 2, band=(5.0, 80.0))
     raws = {"true": tomllib.loads(model_text(params="", **true_args) + extra + OUTPUT_D60 + est),
             "calibrated": res.calibrated_raw()}
     if nominal:
@@ -291,4 +284,13 @@ def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5) -> dict:
                     "force_nrmse": float(np.sqrt(np.mean((Fe - Ft) ** 2)) / Ft.std()),
                     "d60_fde": float(fde(Ze, Zt, 1e-3, band=(0.0, 200.0)).value),
                     "d60_nrmse": float(np.sqrt(np.mean((Ze - Zt) ** 2)) / Zt.std())}
+    if limit:
+        from offline.limit.model import model_limit
+        from offline.limit.transfer import ForceSpectrum
+        lim = model_limit(spec_from_dict(tomllib.loads(truth + est), d / "truth.toml"), noise=0.01,
+                          loads=[ForceSpectrum("random", (5.0, 80.0), 0.05)],
+                          delays=(0.0, e.delay * 1e-3))
+        fl, zl = lim.at_delay(e.delay * 1e-3)
+        out["limit"] = {"force_nrmse": float(fl[0]), "d60_nrmse": float(zl[0]),
+                        "delay_samples": int(e.delay)}
     return out
