@@ -78,7 +78,8 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     """Parse ``[bayes]`` (absent: defaults) -> :class:`Settings`. Errors name the key."""
     b = raw.get("bayes", {}) or {}
     w = f"{where}: [bayes]"
-    known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter"}
+    known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter",
+             "step_tol"}
     extra = sorted(set(b) - known)
     if extra:
         raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
@@ -119,7 +120,8 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
                     autocorrelation=bool(b.get("autocorrelation", True)),
                     prep=Prep.from_dict(b.get("data"), f"{w}.data"),
                     substeps=int(b.get("substeps", 16)), tol=float(b.get("tol", 1e-3)),
-                    max_iter=int(b.get("max_iter", 40)))
+                    max_iter=int(b.get("max_iter", 40)),
+                    step_tol=float(b.get("step_tol", 0.01)))
 
 
 class Problem:
