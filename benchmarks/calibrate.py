@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from calib_truth import model_text, truth_record  # noqa: E402
 from offline.calibration.calibrate import calibrate  # noqa: E402
-from offline.calibration.checks import log_posterior, mcmc_check  # noqa: E402
+from offline.calibration.checks import mcmc_check  # noqa: E402
 from offline.calibration.setup import from_model_file  # noqa: E402
 
 

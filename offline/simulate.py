@@ -9,7 +9,6 @@ Gaussian noise per paper 004 eq. 28: ``y_noisy = y + sigma N``, ``sigma = level 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 

@@ -51,7 +51,6 @@ Exit codes: see :data:`EXIT_CODES`.
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
