@@ -329,16 +329,17 @@ def plot_selection(sel: dict, path, dt: float) -> str:
     need("matplotlib").use("Agg")
     plt = need("matplotlib.pyplot")
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for name, c in sel["candidates"].items():
+    for (name, c), mk in zip(sel["candidates"].items(), "osD^v<>"):
         rows = sorted(c["rows"], key=lambda r: r["delay"])
-        ax.plot([r["delay"] * dt * 1e3 for r in rows], [r["score"] for r in rows], "o-",
-                label=name)
+        ax.plot([r["delay"] * dt * 1e3 for r in rows], [r["score"] for r in rows], "-",
+                marker=mk, mfc="none", label=name)  # open markers: coinciding lines show
     b = sel["best"]
     ax.plot([b["delay"] * dt * 1e3], [b["score"]], "*", ms=14, color="C3",
             label=f"chosen: {sel['chosen']}, L={b['window']}")
     ax.axvline(sel["max_delay_s"] * 1e3, color="0.5", ls=":", label="max_delay")
     ax.set_xlabel("delay [ms]")
     ax.set_ylabel("mean normalised RMS error")
+    ax.set_yscale("log")  # the per-step estimator can be 10x the others
     ax.set_title("estimator choice on the calibration runs (full model)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -218,8 +218,8 @@ def run_demo(s: DemoSettings) -> DemoResult:
     t_all = time.perf_counter()
 
     # 1 + 2: build here, full-model truth in a worker process at the same time
-    _say(f"simulating the full FE model ({s.duration:g} s, {s.oversample} sub-steps per "
-         f"sample) in a second process")
+    _say(f"simulating the full FE model ({s.duration:g} s, exact modal superposition, "
+         f"{s.oversample} load points per sample) in a second process")
     ex = cf.ProcessPoolExecutor(max_workers=1)
     t0 = time.perf_counter()
     fut = ex.submit(simulate_truth, s.model, s.band, s.rms, s.duration, s.noise,
@@ -251,6 +251,8 @@ def run_demo(s: DemoSettings) -> DemoResult:
     # 3: broker
     broker = find_or_start_broker(s.broker)
     _say(f"MQTT broker: {broker.kind} on {broker.address}")
+    _say(f"watch the run live from another terminal: {Path(sys.executable).parent}/vsense-edge "
+         f"monitor --broker {broker.host}:{broker.port} --device {s.device}")
     rec_dir = out / "recordings"
     cfg_path = out / "edge.toml"
     cfg_path.write_text(edge_config(s, bundle_path, meas_csv, broker.host, broker.port, rec_dir,

@@ -221,7 +221,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     """Arguments of ``vsense-offline score`` (adds to ``parser`` when given)."""
     p = parser or argparse.ArgumentParser(
         prog="vsense-offline score",
-        description="Compare an estimate CSV with a truth CSV: FDE (paper 004 eq. 33), RMS "
+        description="Compare an estimate CSV with a truth CSV: FDE (Oh et al., eq. 33), RMS "
                     "error and correlation per column.")
     p.add_argument("output", help="estimate CSV: time,<names>,flags")
     p.add_argument("truth", help="truth CSV: time,<names>")

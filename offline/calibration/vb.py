@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline._deps import need
-from offline.calibration.noise import GammaPosterior, NoiseGroup
+from offline.calibration.noise import GammaPosterior
 
 LOG2PI = float(np.log(2.0 * np.pi))
 
@@ -192,7 +192,7 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
                        else GammaPosterior(g.name, s=g.s0, c=g.c0) for g in groups]
     hist, n_evals, converged = [], 0, False
     F_best, best, prev_acc = -np.inf, None, None
-    shrink, it = 1.0, 0
+    shrink, it, m_prop = 1.0, 0, m  # m_prop: the last proposed step (back-tracking target)
     for it in range(1, max_iter + 1):
         k, J = model_error(m)
         n_evals += 1
