@@ -201,7 +201,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
 
     t1 = time.perf_counter()
     rm = reduce_model(spec, model, n_modes=n_modes, progress=progress)
-    red, masters = rm.reduction, rm.masters
+    red = rm.reduction
     chan_dofs, force_dofs, out_dofs = rm.chan_dofs, rm.force_dofs, rm.out_dofs
     timings["reduction"] = time.perf_counter() - t1
     bundle = design_bundle(rm, est_spec, window)

@@ -16,7 +16,7 @@ import numpy as np
 from edge.daemon import realtime
 from edge.daemon.config import Config, ConfigError, mqtt_password
 from edge.daemon.exitcodes import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
-                                   EXIT_RECORDER, HardwareError)
+                                   EXIT_RECORDER)
 from edge.daemon.loop import Daemon
 
 log = logging.getLogger("vsense.app")
