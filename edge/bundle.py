@@ -80,11 +80,6 @@ class VirtualOutput:
     dof_name: str = ""
 
 
-#: Former names of the three classes above (they collided with ``edge.hw.acquire.Channel`` and
-#: the model-file specs ``offline.model.spec.Force`` / ``Output``); code still using them works.
-Channel, Force, Output = SensorChannel, IdentifiedForce, VirtualOutput
-
-
 @dataclass
 class Bundle:
     """Everything the edge estimator needs, in one object.

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from offline.fem.beam import Section, beam_model, element_matrices, rectangle, tube
+from offline.fem.beam import BeamSection, beam_model, element_matrices, rectangle, tube
 
 E, NU, RHO = 210e9, 0.3, 7850.0
 G = E / (2 * (1 + NU))
@@ -180,7 +180,7 @@ def test_timoshenko_stubby_simply_supported_matches_closed_form():
 def test_element_matrices_symmetric_finite_and_bad_input():
     X1 = np.zeros((2, 3))
     X2 = np.array([[1.0, 0, 0], [0, 0, 2.0]])
-    Ke, Me = element_matrices(X1, X2, E, G, RHO, Section(1e-4, 1e-8, 2e-8, 3e-8), "timoshenko")
+    Ke, Me = element_matrices(X1, X2, E, G, RHO, BeamSection(1e-4, 1e-8, 2e-8, 3e-8), "timoshenko")
     assert np.allclose(Ke, Ke.transpose(0, 2, 1), rtol=0, atol=1e-9 * np.abs(Ke).max())
     assert np.allclose(Me, Me.transpose(0, 2, 1), rtol=0, atol=1e-12 * np.abs(Me).max())
     assert np.all(np.linalg.eigvalsh(Me) > 0)

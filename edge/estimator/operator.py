@@ -37,7 +37,7 @@ import numpy as np
 from edge.bundle import Bundle
 from edge.estimator.tikhonov import (EstimatorError, first_difference,  # noqa: F401
                                      force_scales, tikhonov_gain, window_matrices)
-from edge.kinds import KIND_CODE
+from edge.kinds import DISCRETIZATIONS, KIND_CODE, REGULARIZATIONS
 
 
 @dataclass
@@ -219,7 +219,7 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     elif disc == "foh":
         real = _foh_realisation(bundle, Phi, w2, Ct, PhiB, proportional)
     else:
-        raise EstimatorError(f"unknown discretization {disc!r} (newmark or foh)")
+        raise EstimatorError(f"unknown discretization {disc!r} ({' or '.join(DISCRETIZATIONS)})")
     blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv = real
     A = blocks_to_dense(blk_ptr, dat_ptr, A_data)
     nc = Acoup.shape[1]
@@ -230,8 +230,8 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     O, J = window_matrices(A, Gamma, S, L)
     Wbar = np.tile(w, L)
     reg = getattr(bundle, "regularization", "tikhonov0")
-    if reg not in ("tikhonov0", "tikhonov1"):
-        raise EstimatorError(f"unknown regularization {reg!r} (tikhonov0 or tikhonov1)")
+    if reg not in REGULARIZATIONS:
+        raise EstimatorError(f"unknown regularization {reg!r} ({' or '.join(REGULARIZATIONS)})")
     # penalty on the scaled forces f / s (one alpha over mixed units): R -> R S^-1
     Sinv = np.diag(1.0 / np.tile(force_scales(bundle), L))
     R = (first_difference(L, nf) if reg == "tikhonov1" else np.eye(L * nf)) @ Sinv

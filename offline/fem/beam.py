@@ -45,7 +45,7 @@ _GW = 0.5 * _GW
 
 # --------------------------------------------------------------------------- sections
 @dataclass(frozen=True)
-class Section:
+class BeamSection:
     """Cross-section properties of a beam.
 
     Attributes
@@ -73,7 +73,7 @@ class Section:
         return self.Iy + self.Iz
 
 
-def rectangle(b: float, h: float, nu: float = 0.3) -> Section:
+def rectangle(b: float, h: float, nu: float = 0.3) -> BeamSection:
     """Solid rectangle, width ``b`` along local y and height ``h`` along local z [m].
 
     Torsion constant from the series approximation (Roark, Table 10.7, case 4):
@@ -87,10 +87,10 @@ def rectangle(b: float, h: float, nu: float = 0.3) -> Section:
     J = a * c**3 * (1.0 / 3.0 - 0.21 * (c / a) * (1.0 - c**4 / (12.0 * a**4)))
     # k = 10 (1 + nu) / (12 + 11 nu)   (Cowper)
     k = 10.0 * (1.0 + nu) / (12.0 + 11.0 * nu)
-    return Section(A=b * h, Iy=b * h**3 / 12.0, Iz=h * b**3 / 12.0, J=J, ky=k, kz=k)
+    return BeamSection(A=b * h, Iy=b * h**3 / 12.0, Iz=h * b**3 / 12.0, J=J, ky=k, kz=k)
 
 
-def tube(d: float, t: float | None = None, nu: float = 0.3) -> Section:
+def tube(d: float, t: float | None = None, nu: float = 0.3) -> BeamSection:
     """Circular tube of outer diameter ``d`` and wall ``t`` [m] (``t=None``: solid circle).
 
     ``I = pi (ro^4 - ri^4) / 4``, ``J = 2 I``; shear factor of Cowper (1966) for a hollow circle,
@@ -104,7 +104,7 @@ def tube(d: float, t: float | None = None, nu: float = 0.3) -> Section:
     I = np.pi * (ro**4 - ri**4) / 4.0  # noqa: E741
     # k = 6 (1+nu)(1+m^2)^2 / ((7+6 nu)(1+m^2)^2 + (20+12 nu) m^2)   (Cowper)
     k = 6 * (1 + nu) * (1 + m2) ** 2 / ((7 + 6 * nu) * (1 + m2) ** 2 + (20 + 12 * nu) * m2)
-    return Section(A=np.pi * (ro**2 - ri**2), Iy=I, Iz=I, J=2.0 * I, ky=k, kz=k)
+    return BeamSection(A=np.pi * (ro**2 - ri**2), Iy=I, Iz=I, J=2.0 * I, ky=k, kz=k)
 
 
 # --------------------------------------------------------------------- element matrices
@@ -206,7 +206,7 @@ def local_axes(X1, X2, orientation=None):
     return np.stack([ex, ey, ez], axis=1), L
 
 
-def element_matrices(X1, X2, E, G, rho, sec: Section | list, theory="euler-bernoulli",
+def element_matrices(X1, X2, E, G, rho, sec: BeamSection | list, theory="euler-bernoulli",
                      orientation=None):
     """Global element stiffness and consistent mass of 3-D frame elements.
 
@@ -216,7 +216,7 @@ def element_matrices(X1, X2, E, G, rho, sec: Section | list, theory="euler-berno
         Coordinates of the end nodes [m].
     E, G, rho : float or ndarray (ne,)
         Young's and shear moduli [Pa], density [kg/m^3].
-    sec : Section or list of Section (ne)
+    sec : BeamSection or list of BeamSection (ne)
         Cross-sections.
     theory : {"euler-bernoulli", "timoshenko"}
     orientation : ndarray (3,) or (ne, 3), optional
@@ -234,7 +234,7 @@ def element_matrices(X1, X2, E, G, rho, sec: Section | list, theory="euler-berno
     X2 = np.atleast_2d(np.asarray(X2, float))
     ne = X1.shape[0]
     R, L = local_axes(X1, X2, orientation)
-    secs = [sec] * ne if isinstance(sec, Section) else list(sec)
+    secs = [sec] * ne if isinstance(sec, BeamSection) else list(sec)
     g = lambda name: np.array([getattr(s, name) for s in secs], float)  # noqa: E731
     A, Iy, Iz, J, ky, kz = g("A"), g("Iy"), g("Iz"), g("J"), g("ky"), g("kz")
     E = np.broadcast_to(np.asarray(E, float), (ne,))
@@ -292,7 +292,7 @@ def beam_model(coords, node_ids, conn, E, G, rho, sections, theory="euler-bernou
     conn : ndarray of int, shape (ne, 2)
         Element end nodes as *rows* of ``coords``.
     E, G, rho : float or ndarray (ne,)
-    sections : Section or list of Section (ne)
+    sections : BeamSection or list of BeamSection (ne)
     theory : {"euler-bernoulli", "timoshenko"}
     orientation : ndarray (3,) or (ne, 3), optional
     groups : dict of str -> node ids, optional
@@ -311,7 +311,7 @@ def beam_model(coords, node_ids, conn, E, G, rho, sections, theory="euler-bernou
 
 
 # ----------------------------------------------------------------- model-file builder
-def section_of(ss: BeamSectionSpec) -> Section:
+def section_of(ss: BeamSectionSpec) -> BeamSection:
     """Section properties of a parsed ``[beam.sections.<name>]`` table."""
     kind, *v = ss.shape
     if kind == "rectangle":
@@ -319,9 +319,9 @@ def section_of(ss: BeamSectionSpec) -> Section:
     elif kind == "tube":
         sec = tube(v[0], v[1], ss.material.nu)
     else:
-        sec = Section(*v)
+        sec = BeamSection(*v)
     if ss.shear_factor is not None:
-        sec = Section(sec.A, sec.Iy, sec.Iz, sec.J, *ss.shear_factor)
+        sec = BeamSection(sec.A, sec.Iy, sec.Iz, sec.J, *ss.shear_factor)
     return sec
 
 
@@ -381,5 +381,5 @@ def build_beam(spec: BeamSpec, progress: bool = False) -> FEModel:
     return model
 
 
-__all__ = ["Section", "rectangle", "tube", "element_matrices", "local_axes", "beam_model",
+__all__ = ["BeamSection", "rectangle", "tube", "element_matrices", "local_axes", "beam_model",
            "build_beam", "section_of", "THEORIES", "DOF_NAMES"]
