@@ -27,7 +27,7 @@ import pytest
 EDGE_MODULES = frozenset({
     "test_ads1256", "test_bundle", "test_config", "test_daemon", "test_estimator",
     "test_features", "test_monitor", "test_mqtt", "test_newmark", "test_packaging",
-    "test_readme", "test_recorder", "test_sim_ads1256",
+    "test_readme", "test_recorder", "test_sim_ads1256", "test_summary",
 })
 
 

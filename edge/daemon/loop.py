@@ -63,6 +63,7 @@ import numpy as np
 from edge.daemon import realtime
 from edge.daemon.health import CpuMeter, LatencyStats, cpu_temperature_c, rss_mb
 from edge.daemon.mqtt import CommandError, CommandRegistry
+from edge.daemon.summary import run_summary
 from edge.daemon.ring import FLAG_GAP, Ring
 
 log = logging.getLogger("vsense.loop")
@@ -815,6 +816,7 @@ class Daemon:
             if self.raw_pub is not None:
                 self.raw_pub.flush()
             self.pub.stop(final_status=self.status_payload(**final))
+        log.info("%s", run_summary(self.health()))
         log.info("stopped (exit code %d): %s", code, EXIT_CODES.get(code, ""))
         return code
 
