@@ -26,6 +26,8 @@ def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0) -> np.
     e = est[delay + start:]
     t = truth[start: truth.shape[0] - delay]
     ok = np.all(np.isfinite(e), axis=1)
+    if not ok.any():  # a blown-up candidate: no finite row (no numpy empty-slice warning)
+        return np.full(e.shape[1], np.nan)
     sd = np.std(t[ok], axis=0)
     return np.sqrt(np.mean((e[ok] - t[ok]) ** 2, axis=0)) / np.where(sd > 0, sd, np.nan)
 

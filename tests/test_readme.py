@@ -20,7 +20,8 @@ FORBIDDEN = re.compile(r"/work/|/home/\w|/root/|paper 0\d\d|\b\d{3}_[0-9a-f]{16}
 # pages written for this structure (the README and the guide/reference/index pages of docs)
 CLEAN_PAGES = ["index.md", "benchmarks.md", "papers.md", "howto-own-structure.md",
                "troubleshooting.md", "deploy-pi.md", "howto-grafana-nodered.md", "cli.md",
-               "bundle.md"]
+               "bundle.md", "quickstart.md", "modelfile.md", "deploy.md", "dashboard.md",
+               "solid.md"]
 
 
 def _make_readme():

@@ -248,7 +248,10 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     if rt["release_compiler_memory"] and not rt["mlockall"]:
         # the kernel is compiled/loaded (Estimator warms it up): LLVM's pages can go now,
         # before the rest of start-up adds its own memory on top of them (peak RSS)
-        realtime.release_library_pages("libllvmlite.so")
+        freed = realtime.release_library_pages("libllvmlite.so")
+        if freed:
+            log.info("released the LLVM compiler's resident pages (%.0f MB; the kernel is "
+                     "compiled)", freed / 1e6)
     acq, virtual = make_acquisition(cfg, est, simulate)
     b = est.bundle
     cols = [f.name for f in b.forces] + [o.name for o in b.outputs]

@@ -76,6 +76,7 @@ from edge.daemon.health import CpuMeter, LatencyStats, drdy_offset_ns
 from edge.daemon.raw import RawPublisher
 from edge.daemon.ring import Ring
 from edge.daemon.status import StatusMixin
+from edge.daemon.summary import run_summary
 
 log = logging.getLogger("vsense.loop")
 
@@ -373,5 +374,6 @@ class Daemon(SamplePath, StatusMixin):
             if self.raw_pub is not None:
                 self.raw_pub.flush()
             self.pub.stop(final_status=self.status_payload(**final))
+        log.info("%s", run_summary(self.health()))
         log.info("stopped (exit code %d): %s", code, EXIT_CODES.get(code, ""))
         return code

@@ -170,9 +170,9 @@ def release_library_pages(name: str = "libllvmlite.so", smaps: str = "/proc/self
             log.warning("realtime: madvise(MADV_DONTNEED) on %s refused (%s); continuing",
                         name, os.strerror(e))
             return done
-    if done:
-        log.info("released the resident pages of %s (%.0f MB of clean mappings)", name,
-                 done / 1e6)
+    if done:  # the caller reports the total once (start-up calls this twice)
+        log.debug("released the resident pages of %s (%.0f MB of clean mappings)", name,
+                  done / 1e6)
     return done
 
 
