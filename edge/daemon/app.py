@@ -197,7 +197,8 @@ def make_acquisition(cfg: Config, est, simulate: bool):
                                     saturation=sat)
             return acq, virtual
         from edge.hw.ads1256 import input_index
-        from edge.hw.sim_ads1256 import Faults, make_simulated_hardware
+        from edge.hw.sim_ads1256 import Faults
+        from edge.hw.sim_ports import make_simulated_hardware
 
         inputs = [input_index(c["pin"]) for c in ch]
         hw_faults = Faults(
