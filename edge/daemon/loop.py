@@ -136,7 +136,6 @@ class Daemon(SamplePath, StatusMixin):
         self._F = np.zeros((b, self.nf))
         self._Z = np.zeros((b, self.nout))
         self._ef = np.zeros(b, np.uint8)
-        self._F1, self._Z1, self._ef1 = self._F[:1], self._Z[:1], self._ef[:1]
         # circular history of the stream fed to the estimator (edge.daemon.fastpath._align):
         # seq, t_ns, flags of the last delay + 1 fed samples; samples fed so far
         h = self.delay + 1
