@@ -181,7 +181,7 @@ class Daemon(SamplePath, StatusMixin):
         self._sup_thread = threading.Thread(target=self._supervise, name="vsense-sup",
                                             daemon=True)
         self.t_start = time.monotonic()
-        if self.inline and self._fast() is not None:
+        if self._fast() is not None:  # the Tikhonov estimator: compiled step on both threads
             self._warm_up()
 
     # ------------------------------------------------------------------ acquisition
