@@ -167,9 +167,9 @@ def _force_models(spec, rate):
 
 def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=None,
               spec=None):
-    """The joint input-state fixed-lag Kalman smoother (offline/smoother.py) at the longest
+    """The joint input-state fixed-lag Kalman smoother (offline/smoother/) at the longest
     lag within the delay bound (its error falls with the lag), band-pass force models of the
-    calibration loads, filter order 2 or 4, model-error noise 0 or 0.1."""
+    calibration loads, filter order 4 or 16 (near the ideal band), model-error noise 0 or 0.1."""
     c = Candidate("Kalman smoother", {}, [])
     if spec is None or not isinstance(alpha_rule, str) or alpha_rule != "auto":
         return c
@@ -177,7 +177,7 @@ def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=
 
     lag = max(windows) - 1
     models = _force_models(spec, bundle.rate)
-    for order in (2, 4):
+    for order in (4, 16):
         for me in (0.0, 0.1):
             fms = models(order)
             try:

@@ -135,10 +135,24 @@ def test_broker_outage_recorder_complete_and_publishing_resumes(tmp_path, bundle
     th = threading.Thread(target=lambda: codes.append(
         run_daemon(cfg, simulate=True, install_signals=False)))
     th.start()
+    def recorded() -> int:  # raw samples on disk so far (fsync every 0.2 s)
+        try:
+            return int(read_recording_full(tmp_path / "rec").seq.max()) + 1
+        except Exception:  # no file yet, or a chunk being written
+            return 0
+
+    def wait_for(pred, what, timeout=30.0):  # poll a condition, fail naming it on timeout
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline and th.is_alive(), f"{what} within {timeout} s"
+            time.sleep(0.02)
+
     try:
-        time.sleep(1.0)
+        # the broker goes down once estimates flow, for about 1,000 samples of the run
+        assert sub.wait(lambda: len(_collect(sub, "vsense/outage/estimates")[0]) > 0, 20)
         mosquitto.stop()
-        time.sleep(1.0)
+        down_at = recorded()
+        wait_for(lambda: recorded() >= down_at + 1000, "1,000 samples recorded while down")
     finally:
         mosquitto.start()
     th.join(30)

@@ -15,9 +15,9 @@ from offline.smoother import ForceModel, attach_smoother, design_smoother, van_l
 from tests.helpers import chain_bundle
 
 
-def _smoother_bundle(kinds=("displacement",), lag=10, window_s=0.5, n=6, **kw):
+def _smoother_bundle(kinds=("displacement",), lag=10, window_s=0.5, n=6, order=2, **kw):
     b = chain_bundle(n=n, kinds=kinds)
-    fm = [ForceModel("bandpass", (5.0, 80.0), 1.0, 2)]
+    fm = [ForceModel("bandpass", (5.0, 80.0), 1.0, order)]
     d = design_smoother(b, fm, lag=lag)
     return attach_smoother(b, d, fm, 0.0, nis_window_s=window_s, bands=[(20, 22), (22, 24)],
                            **kw)
@@ -40,7 +40,7 @@ def test_van_loan_scalar_closed_form_including_stiff():
 def test_force_model_variance_is_rms_squared():
     # independent route: stationary covariance of the Van Loan discretisation, X = sum_k
     # Ad^k Qd Ad^kT summed by doubling (X_2m = X_m + Ad^m X_m Ad^mT), not a Lyapunov solver
-    for order in (1, 2, 4):
+    for order in (1, 2, 4, 8, 16):
         fm = ForceModel("bandpass", (5.0, 160.0), 2.5, order)
         Af, Bf, Cf, qc = fm.realise()
         Ad, X = van_loan(Af, qc * Bf @ Bf.T, 1e-3)
@@ -48,6 +48,28 @@ def test_force_model_variance_is_rms_squared():
             X = X + Ad @ X @ Ad.T
             Ad = Ad @ Ad
         assert (Cf @ X @ Cf.T).item() == pytest.approx(2.5 ** 2, rel=1e-6)
+
+
+def test_force_model_shape_is_the_butterworth_closed_form():
+    # |H(jw)|^2 of the cascade realisation against the closed form of a Butterworth
+    # high-pass times low-pass, 1 / (1 + (w_lo/w)^2n) / (1 + (w/w_hi)^2n), both normalised
+    # at the band's geometric centre; 1e-8 relative (round-off of the state-space solve)
+    lo, hi = 5.0, 80.0
+    f = np.array([1.0, 4.0, 5.0, 6.0, 20.0, 60.0, 80.0, 100.0, 300.0])
+    for order in (2, 4, 8, 16):
+        Af, Bf, Cf, qc = ForceModel("bandpass", (lo, hi), 1.0, order).realise()
+
+        def power(fr):
+            return qc * abs((Cf @ np.linalg.solve(2j * np.pi * fr * np.eye(len(Af)) - Af,
+                                                  Bf)).item()) ** 2
+
+        def closed(fr):
+            return 1.0 / (1 + (lo / fr) ** (2 * order)) / (1 + (fr / hi) ** (2 * order))
+
+        fc = np.sqrt(lo * hi)
+        got = np.array([power(x) for x in f]) / power(fc)
+        want = closed(f) / closed(fc)
+        assert np.allclose(got, want, rtol=1e-8, atol=1e-12 * want.max())
 
 
 def test_steady_state_gain_matches_iterated_riccati():
@@ -93,10 +115,18 @@ def test_smoothed_std_is_the_monte_carlo_error_of_the_model_itself():
     np.testing.assert_allclose(emp, b.kf["std"], rtol=0.05)
 
 
-@pytest.mark.parametrize("kinds", [("displacement",), ("displacement", "acceleration"),
-                                   ("velocity", "acceleration")])
-def test_kernel_matches_numpy_twin(kinds):
-    b = _reload(_smoother_bundle(kinds=kinds, lag=7))
+@pytest.mark.parametrize("kinds,order,n", [(("displacement",), 2, 6),
+                                           (("displacement", "acceleration"), 2, 6),
+                                           (("velocity", "acceleration"), 2, 6),
+                                           (("displacement", "acceleration"), 16, 30)])
+def test_kernel_matches_numpy_twin(kinds, order, n):
+    # order 16 on 30 modes: the kernel's coupling is factored to its numerical rank
+    b = _reload(_smoother_bundle(kinds=kinds, lag=7, order=order, n=n))
+    if order == 16:
+        from edge.estimator.smoother import derive_smoother
+
+        op = derive_smoother(b)
+        assert op.Cl.shape[0] < op.Cl.shape[1]  # the low-rank path is the one tested
     rng = np.random.default_rng(5)
     scale = {"displacement": 1e-4, "velocity": 5e-3, "acceleration": 0.3}
     nt = 3000
@@ -165,9 +195,9 @@ def test_bundle_round_trip_and_schema_versions():
     a["content_hash"] = np.array(content_hash(a))
     assert Bundle.from_arrays(a).method == "tikhonov"
     # unknown version refused with a message naming the field and the readable ones
-    a["schema_version"] = np.array(3, dtype=np.int64)
+    a["schema_version"] = np.array(4, dtype=np.int64)
     a["content_hash"] = np.array(content_hash(a))
-    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2"):
+    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2, 3"):
         Bundle.from_arrays(a)
 
 
@@ -203,9 +233,9 @@ def test_unobservable_designs_are_refused_with_the_reason():
     with pytest.raises(EstimatorError, match="random-walk.*acceleration"):
         design_smoother(b, [ForceModel("randomwalk", (5.0, 80.0), 1.0)], lag=5)
     # a force no channel sees: its smoothed std stays its prior RMS
-    from edge.bundle import Channel
+    from edge.bundle import SensorChannel
 
-    far = b.replace(channels=[Channel("y", dof=0, kind="displacement", weight=1e12)])
+    far = b.replace(channels=[SensorChannel("y", dof=0, kind="displacement", weight=1e12)])
     Kd = far.K.copy()
     Kd[0, 1] = Kd[1, 0] = 0.0  # node 0 decoupled from the rest: it cannot see the force
     with pytest.raises(EstimatorError, match="not seen by any channel: F"):

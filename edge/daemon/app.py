@@ -13,11 +13,11 @@ import threading
 
 import numpy as np
 
+from edge.bundle import BundleError
 from edge.daemon import realtime
 from edge.daemon.config import Config, ConfigError, mqtt_password
 from edge.daemon.exitcodes import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
-                                   EXIT_RECORDER, HardwareError)
-from edge.bundle import BundleError
+                                   EXIT_RECORDER)
 from edge.daemon.loop import Daemon
 from edge.daemon.mqtt import CommandRegistry, Publisher
 from edge.daemon.notify import Notifier
@@ -267,10 +267,12 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
     d.updates_locked = updates_locked
     if "inverse" in b.meta:  # ONNX sessions created and check sets verified at start-up
-        from edge.inverse import InverseHook, InverseMapError
+        from edge.inverse import InverseHook, InverseMapError, InversePort
 
         try:
-            InverseHook.attach(d, auto_update=cfg["inverse"]["auto_update"])
+            InverseHook.attach(d, InversePort.of(est, pub, d.nch, getattr(acq, "source", None),
+                                                 lambda: d.updates_locked),
+                               auto_update=cfg["inverse"]["auto_update"])
         except InverseMapError as e:
             raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {e}") from None
     return d

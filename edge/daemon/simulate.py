@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
+from edge.kinds import KIND_CODE
 
 
 class SimulationFinished(EOFError):
@@ -55,8 +56,7 @@ class StructureSource:
         n = bundle.n
         self.force_dof = np.array([f.dof for f in bundle.forces], int)
         self.ch_dof = np.array([c.dof for c in bundle.channels], int)
-        self.ch_kind = np.array([("displacement", "velocity", "acceleration").index(c.kind)
-                                 for c in bundle.channels], int)
+        self.ch_kind = np.array([KIND_CODE[c.kind] for c in bundle.channels], int)
         self.sens = np.asarray(sensitivity, float)
         self.off = np.asarray(offset, float)
         self.load, self.amp, self.freq = load, float(amplitude), float(frequency)

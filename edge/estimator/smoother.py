@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.estimator.operator import EstimatorError, blocks_to_dense
+from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother_kernel import _smooth
 
 
@@ -57,15 +57,24 @@ def nis_threshold(dof: int, p: float) -> float:
 # ---------------------------------------------------------------------- operator
 @dataclass
 class SmootherOperator:
-    """Kernel layout of the bundle's ``kf_*`` arrays (state ``[q_1, qd_1, ..., xi]``)."""
+    """Kernel layout of the bundle's ``kf_*`` arrays, the state permuted from the bundle's
+    ``[q_1, qd_1, ..., q_n, qd_n, xi]`` to ``[q_1..q_n, qd_1..qd_n, xi]`` (``perm``)."""
 
-    blk_ptr: np.ndarray
-    dat_ptr: np.ndarray
-    A_data: np.ndarray
-    Acoup: np.ndarray
-    H: np.ndarray
-    K: np.ndarray
-    Cq: np.ndarray
+    perm: np.ndarray      # (ns,) kernel state s is the bundle's state perm[s]
+    Am: np.ndarray        # (4, n) 2x2 modal blocks [a11, a12, a21, a22]; (4, 0) if dense
+    Ad: np.ndarray        # (2n, 2n) dense modal part (non-proportional damping) or (0, 0)
+    AcT: np.ndarray       # (nc, 2n) coupling of the modes to the force-model states, transposed
+    Cl: np.ndarray        # (r, nc)  AcT = Cl^T Cr: the coupling's numerical rank r (SVD)
+    Cr: np.ndarray        # (r, 2n)
+    Af: np.ndarray        # (nc, nc) force-model block
+    f_span: np.ndarray    # (nc, 2) non-zero [start, stop) of each row of Af (a cascade of
+                          # sections is block lower triangular: half of it is zero)
+    AKT: np.ndarray       # (nch, ns) (A K)^T
+    H: np.ndarray         # (nch, ns) permuted
+    h_span: np.ndarray    # (nch, 2) non-zero [start, stop) of each row of H
+    K: np.ndarray         # (ns, nch) permuted
+    Cq: np.ndarray        # (nq, ns) permuted
+    q_span: np.ndarray    # (nq, 2)
     G: np.ndarray
     Sinv: np.ndarray
     std: np.ndarray
@@ -90,43 +99,75 @@ class SmootherOperator:
         return int(self.H.shape[0])
 
 
+def _spans(M: np.ndarray) -> np.ndarray:
+    """(rows, 2) int64: the [start, stop) of each row's non-zero entries ([0, 0] if none)."""
+    out = np.zeros((M.shape[0], 2), np.int64)
+    for r in range(M.shape[0]):
+        nz = np.flatnonzero(M[r])
+        if nz.size:
+            out[r] = nz[0], nz[-1] + 1
+    return out
+
+
+def _low_rank(AcT: np.ndarray, rel: float = 1e-14):
+    """``AcT = Cl^T Cr`` with ``r`` = the number of singular values above ``rel`` times the
+    largest (the coupling of the modes to the force-model states over one step has a
+    numerical rank of about 10 whatever the force model's order: 32 states at order 16), when
+    that is cheaper per step than ``AcT`` itself; else ``Cl = I``, ``Cr = AcT``. The dropped
+    part is below ``rel`` of the largest singular value (round-off of its computation)."""
+    nc, m2 = AcT.shape
+    if nc == 0 or m2 == 0 or not np.any(AcT):
+        return np.eye(nc), AcT.copy()
+    U, sv, Vt = np.linalg.svd(AcT, full_matrices=False)
+    r = int(np.sum(sv > rel * sv[0]))
+    if r * (nc + m2) >= nc * m2:
+        return np.eye(nc), np.ascontiguousarray(AcT)
+    return np.ascontiguousarray((U[:, :r] * sv[:r]).T), np.ascontiguousarray(Vt[:r])
+
+
 def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOperator:
-    """Structured layout of a smoother bundle's step matrix, and a stability check.
+    """Structured, permuted layout of a smoother bundle's step matrix, and a stability check.
 
     ``kf_A`` is split into 2x2 modal blocks, one block of the force-model states and the
-    coupling of every state to the force states; if its entries do not fit that pattern
-    (non-proportional damping) the modal part is one dense block. The layout reproduces
-    ``kf_A`` exactly (checked).
+    coupling of the modes to the force states; if its modal part does not fit that pattern
+    (non-proportional damping) it is one dense block. The layout reproduces ``kf_A`` exactly
+    (checked); anything else (coupling into the force states from the modes) is refused.
     """
     kf = bundle.kf
     A = np.asarray(kf["A"], dtype=float)
     ns = A.shape[0]
     n = bundle.n
-    nc = ns - 2 * n
-    mask = np.zeros((ns, ns), bool)
-    for i in range(n):
-        mask[2 * i:2 * i + 2, 2 * i:2 * i + 2] = True
-    mask[:, 2 * n:] = True
-    if np.any(A[~mask] != 0.0):
-        sizes = [2 * n]  # one dense modal block
+    m2 = 2 * n
+    perm = np.concatenate([np.arange(0, m2, 2), np.arange(1, m2, 2),
+                           np.arange(m2, ns)]).astype(np.int64)
+    Ap = A[np.ix_(perm, perm)]
+    blocks = np.zeros((ns, ns), bool)
+    idx = np.arange(n)
+    for r, c in ((0, 0), (0, n), (n, 0), (n, n)):
+        blocks[idx + r, idx + c] = True
+    blocks[:, m2:] = True
+    if np.any(Ap[:m2, :m2][~blocks[:m2, :m2]] != 0.0):
+        Am, Ad = np.zeros((4, 0)), Ap[:m2, :m2].copy()  # non-proportional: dense modal part
     else:
-        sizes = [2] * n
-    if nc:
-        sizes.append(nc)
-    blk_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    dat_ptr = np.concatenate([[0], np.cumsum(np.square(sizes))]).astype(np.int64)
-    A_data = np.concatenate([A[s:e, s:e].ravel() for s, e in zip(blk_ptr[:-1], blk_ptr[1:])])
-    Acoup = np.zeros((ns, nc))
-    if nc:
-        Acoup[:2 * n] = A[:2 * n, 2 * n:]
-    rebuilt = blocks_to_dense(blk_ptr, dat_ptr, A_data)
-    if nc:
-        rebuilt[:, 2 * n:] += Acoup
-    if not np.array_equal(rebuilt, A):
+        Am = np.array([np.diag(Ap[:n, :n]), np.diag(Ap[:n, n:m2]), np.diag(Ap[n:m2, :n]),
+                       np.diag(Ap[n:m2, n:m2])])
+        Ad = np.zeros((0, 0))
+    AcT = Ap[:m2, m2:].T.copy()
+    Af = Ap[m2:, m2:].copy()
+    rebuilt = np.zeros((ns, ns))
+    if Ad.size:
+        rebuilt[:m2, :m2] = Ad
+    else:
+        for k, (r, c) in enumerate(((0, 0), (0, n), (n, 0), (n, n))):
+            rebuilt[idx + r, idx + c] = Am[k]
+    rebuilt[:m2, m2:] = AcT.T
+    rebuilt[m2:, m2:] = Af
+    if not np.array_equal(rebuilt, Ap):
         raise EstimatorError("kf_A does not have the smoother's structure (coupling into the "
                              "force-model states from the modes)")
-    H = np.ascontiguousarray(kf["H"], dtype=float)
-    K = np.ascontiguousarray(kf["K"], dtype=float)
+    Cl, Cr = _low_rank(AcT)
+    H = np.asarray(kf["H"], dtype=float)
+    K = np.asarray(kf["K"], dtype=float)
     rho = float("nan")
     if check_stability:
         # prediction error dynamics x~+ = A (I - K H) x~ must be stable
@@ -134,10 +175,14 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
         if not rho < 1.0:
             raise EstimatorError(f"smoother gains of {bundle.path or 'the bundle'} are not "
                                  f"stable (spectral radius of A (I - K H) = {rho:.6f})")
+    Hp = np.ascontiguousarray(H[:, perm])
+    Cq = np.ascontiguousarray(np.asarray(kf["Cq"], dtype=float)[:, perm])
     return SmootherOperator(
-        blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
-        Acoup=np.ascontiguousarray(Acoup), H=H, K=K,
-        Cq=np.ascontiguousarray(kf["Cq"], dtype=float),
+        perm=perm, Am=np.ascontiguousarray(Am), Ad=np.ascontiguousarray(Ad),
+        AcT=np.ascontiguousarray(AcT), Cl=Cl, Cr=Cr, Af=np.ascontiguousarray(Af),
+        f_span=_spans(Af),
+        AKT=np.ascontiguousarray((A @ K)[perm].T), H=Hp, h_span=_spans(Hp),
+        K=np.ascontiguousarray(K[perm]), Cq=Cq, q_span=_spans(Cq),
         G=np.ascontiguousarray(kf["G"], dtype=float),
         Sinv=np.ascontiguousarray(kf["Sinv"], dtype=float),
         std=np.array(kf["std"], dtype=float), lag=int(kf["G"].shape[0]) - 1,
@@ -179,7 +224,6 @@ class SmootherEstimator:
         self._x = np.zeros(ns)
         self._xn = np.zeros(ns)
         self._e = np.zeros(nch)
-        self._zf = np.zeros(nq)
         self._ering = np.zeros((Lp1, nch))
         self._zring = np.zeros((Lp1, nq))
         self._fring = np.zeros(Lp1, np.uint8)
@@ -238,8 +282,8 @@ class SmootherEstimator:
 
     def _run(self, Y, Q, flags):
         op = self.op
-        _smooth(Y, Q, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.H, op.K, op.Cq,
-                op.G, op.Sinv, self._x, self._xn, self._e, self._zf, self._ering,
+        _smooth(Y, Q, flags, op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.AKT, op.H, op.h_span, op.Cq,
+                op.q_span, op.G, op.Sinv, self._x, self._xn, self._e, self._ering,
                 self._zring, self._fring, self._last, self._nisring, self._nis,
                 op.nis_threshold, self._counters, op.Wt, op.band_ba, op.band_gain,
                 op.band_threshold, self._bstate, self._bring, self._bsum, self._eps)

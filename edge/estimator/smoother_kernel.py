@@ -6,7 +6,7 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
     e_k     = y - H x                          (innovation; x = x_k|k-1, the prediction)
     zf_k    = Cq x + G_0 e_k                   (filtered forces and outputs, Cq x_k|k)
     z_k-L   = zf_k-L + sum_{j=1..L} G_j e_k-L+j   (fixed-lag smoothed, L = lag)
-    x       = A (x + K e_k)                    (update, then predict: 2x2 modal blocks,
+    x       = A x + (A K) e_k                  (update and predict in one: 2x2 modal blocks,
                                                 the force-model block, coupling to it)
     nis     = sum over the last W samples of e^T S^-1 e   (model check, broadband)
     eps     = Wt e                             (whitened innovation, eps^T eps = e^T S^-1 e)
@@ -15,6 +15,11 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
                                                 summed over W samples; suspect when the
                                                 ratio within a pair exceeds its threshold
 
+The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi]`` (see
+:func:`edge.estimator.smoother.derive_smoother`), so that the 2x2 modal blocks, the coupling
+(factored to its numerical rank: a sweep over the modes per rank) and ``(A K) e`` are unit-stride loops that the
+compiler vectorises; rows of H and Cq are summed over their non-zero span only (a
+displacement row has no velocity or force-state part, a force row only force states).
 Nothing is allocated, logged or locked per sample. The NumPy twin is
 :class:`edge.estimator.smoother_reference.ReferenceSmoother`.
 """
@@ -30,11 +35,11 @@ _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
-def _smooth(Y, Q, flags, blk_ptr, dat_ptr, A_data, Acoup, H, K, Cq, G, Sinv,
-            x, xn, e, zf, ering, zring, fring, last, nisring, nis_state, threshold,
+def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv,
+            x, xn, e, ering, zring, fring, last, nisring, nis_state, threshold,
             counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum,
             eps):  # pragma: no cover - compiled
-    """Run the smoother over a block of samples.
+    """Run the smoother over a block of samples (state permuted: ``[q, qd, xi]``).
 
     Parameters
     ----------
@@ -42,11 +47,19 @@ def _smooth(Y, Q, flags, blk_ptr, dat_ptr, A_data, Acoup, H, K, Cq, G, Sinv,
     Q : float64 (nb, nq)       out: smoothed forces then outputs of sample k - L (NaN in
                                warm-up)
     flags : uint8 (nb,)        out: FLAG_* bits
-    blk_ptr, dat_ptr, A_data   diagonal blocks of A (2x2 per mode, then the force block)
-    Acoup : (ns, nc)           A's coupling of every state to the last nc (force) states
-    H : (nch, ns), K : (ns, nch), Cq : (nq, ns), G : (L+1, nq, nch), Sinv : (nch, nch)
-    x : float64 (ns,)          prediction x_k|k-1 (in/out); xn (ns,) scratch
-    e : (nch,), zf : (nq,)     scratch
+    Am : (4, n)                2x2 modal blocks [a11, a12, a21, a22] per mode (n = 0 when
+                               the modal part is dense: Ad)
+    Ad : (2n, 2n)              dense modal part (non-proportional damping), else (0, 0)
+    Cl : (r, nc), Cr : (r, 2n) A's coupling of the modes to the nc force-model states,
+                               transposed and factored, AcT = Cl^T Cr (r its numerical rank)
+    Af : (nc, nc)              force-model block of A; f_span : int64 (nc, 2) the non-zero
+                               [start, stop) of each of its rows
+    AKT : (nch, ns)            (A K)^T: x_k+1|k = A x_k|k-1 + A K e_k
+    H : (nch, ns), h_span : int64 (nch, 2)   rows and their non-zero [start, stop)
+    Cq : (nq, ns), q_span : int64 (nq, 2)    rows and their non-zero [start, stop)
+    G : (L+1, nq, nch)         fixed-lag gains (G_0 = Cq K); Sinv : (nch, nch)
+    x : float64 (ns,)          prediction x_k|k-1, permuted (in/out); xn (ns,) scratch
+    e : (nch,)                 scratch
     ering : (L+1, nch), zring : (L+1, nq), fring : uint8 (L+1,)   innovation, filtered
                                estimate and flag rings
     last : (nch,)              last finite value per channel
@@ -69,8 +82,9 @@ def _smooth(Y, Q, flags, blk_ptr, dat_ptr, A_data, Acoup, H, K, Cq, G, Sinv,
     nq = Cq.shape[0]
     Lp1 = ering.shape[0]
     W = nisring.shape[0]
-    nblk = blk_ptr.shape[0] - 1
-    nc = Acoup.shape[1]
+    nc = Af.shape[0]
+    m2 = ns - nc              # modal states
+    nm = Am.shape[1]          # 2x2 blocks (0: dense modal part)
     for j in range(nb):
         count = counters[0]
         slot = count % Lp1
@@ -82,11 +96,11 @@ def _smooth(Y, Q, flags, blk_ptr, dat_ptr, A_data, Acoup, H, K, Cq, G, Sinv,
                 last[c] = val
             else:
                 flag |= FLAG_HELD
-            acc = last[c]
-            for s in range(ns):
-                acc -= H[c, s] * x[s]
-            e[c] = acc
-            ering[slot, c] = acc
+            acc = 0.0
+            for s in range(h_span[c, 0], h_span[c, 1]):
+                acc += H[c, s] * x[s]
+            e[c] = last[c] - acc
+            ering[slot, c] = e[c]
         fring[slot] = flag
         # NIS e^T S^-1 e over a sliding window of W samples (held inputs count nch)
         nis = 0.0
@@ -139,30 +153,43 @@ def _smooth(Y, Q, flags, blk_ptr, dat_ptr, A_data, Acoup, H, K, Cq, G, Sinv,
         # zf = Cq x + G_0 e                                         (filtered Cq x_k|k)
         for q in range(nq):
             acc = 0.0
-            for s in range(ns):
+            for s in range(q_span[q, 0], q_span[q, 1]):
                 acc += Cq[q, s] * x[s]
             for c in range(nch):
                 acc += G[0, q, c] * e[c]
             zring[slot, q] = acc
-        # x_k|k = x + K e, then x_k+1|k = A x_k|k, block by block
-        for s in range(ns):
-            acc = x[s]
-            for c in range(nch):
-                acc += K[s, c] * e[c]
-            xn[s] = acc
-        for b in range(nblk):
-            s0 = blk_ptr[b]
-            m = blk_ptr[b + 1] - s0
-            d0 = dat_ptr[b]
-            for r in range(m):
-                k = s0 + r
+        # x_k+1|k = A x_k|k-1 + (A K) e_k = A (x_k|k-1 + K e_k)    (update and predict)
+        for r in range(nc):       # force-model block, from the old force states
+            acc = 0.0
+            for c in range(f_span[r, 0], f_span[r, 1]):
+                acc += Af[r, c] * x[m2 + c]
+            xn[m2 + r] = acc
+        if nm > 0:                # 2x2 modal blocks: q' = a11 q + a12 qd, qd' = a21 q + a22 qd
+            for i in range(nm):
+                qi = x[i]
+                vi = x[nm + i]
+                x[i] = Am[0, i] * qi + Am[1, i] * vi
+                x[nm + i] = Am[2, i] * qi + Am[3, i] * vi
+        else:                     # dense modal part (non-proportional damping)
+            for r in range(m2):
                 acc = 0.0
-                row = d0 + r * m
-                for cc in range(m):
-                    acc += A_data[row + cc] * xn[s0 + cc]
-                for c in range(nc):
-                    acc += Acoup[k, c] * xn[ns - nc + c]
-                x[k] = acc
+                for c in range(m2):
+                    acc += Ad[r, c] * x[c]
+                xn[r] = acc
+            for r in range(m2):
+                x[r] = xn[r]
+        for rr in range(Cl.shape[0]):  # coupling to the old force states, Cr^T (Cl xi)
+            t = 0.0
+            for c in range(nc):
+                t += Cl[rr, c] * x[m2 + c]
+            for k in range(m2):
+                x[k] += Cr[rr, k] * t
+        for r in range(nc):
+            x[m2 + r] = xn[m2 + r]
+        for c in range(nch):      # + (A K) e
+            ec = e[c]
+            for s in range(ns):
+                x[s] += AKT[c, s] * ec
         count += 1
         counters[0] = count
         susp = np.uint8(0)
@@ -183,14 +210,14 @@ def _smooth(Y, Q, flags, blk_ptr, dat_ptr, A_data, Acoup, H, K, Cq, G, Sinv,
             continue
         # z_k-L = zf_k-L + sum_{i=1..L} G_i e_k-L+i                  (fixed-lag smoother)
         old = count % Lp1  # slot of sample k - L
-        wflag = np.uint8(0)
+        wflag = fring[old]
         for q in range(nq):
             Q[j, q] = zring[old, q]
-        for i in range(Lp1):
-            s = (old + i) % Lp1
+        for i in range(1, Lp1):
+            s = old + i
+            if s >= Lp1:
+                s -= Lp1
             wflag |= fring[s]
-            if i == 0:
-                continue
             for q in range(nq):
                 acc = 0.0
                 for c in range(nch):

@@ -1,0 +1,31 @@
+"""Design of the joint input-state fixed-lag Kalman smoother (offline; scipy allowed).
+
+The reduced model in modal coordinates, each force the output of a stochastic shaping filter
+driven by white noise, discretised exactly (Van Loan), and the steady-state gains from the
+discrete algebraic Riccati equation. The edge runs the fixed linear recursion of
+:mod:`edge.estimator.smoother` with these gains; docs/estimator.md has the derivation.
+
+Continuous model (per force j a shaping filter ``xi_j' = Af_j xi_j + Bf_j w_j``,
+``f_j = Cf_j xi_j``, ``E[w_j(t) w_j(s)] = qc_j delta(t - s)``)::
+
+    q''  = -W2 q - Ct q' + Phi^T B Cf xi  (+ model-error noise on q')
+    xi'  = Af xi + Bf w
+    y    = H x + v,   E[v v^T] = R = diag(1 / channel_weight)
+
+State ``x = [q_1, qd_1, ..., q_n, qd_n, xi]`` (the edge kernel's layout: 2x2 modal blocks,
+then the force-model states; the modes couple to the force states only).
+
+Files, by mathematical object: `force_model` (shaping filters), `van_loan` (exact
+discretisation), `gains` (state-space model, Riccati, fixed-lag gains), `model_check` (band
+pairs), `attach` (bundle arrays, model file).
+"""
+
+from offline.smoother.attach import attach_smoother, smoother_from_spec
+from offline.smoother.force_model import FORCE_MODELS, ForceModel, parse_force_model
+from offline.smoother.gains import SmootherDesign, design_smoother
+from offline.smoother.model_check import band_filters, check_bands
+from offline.smoother.van_loan import van_loan
+
+__all__ = ["FORCE_MODELS", "ForceModel", "SmootherDesign", "attach_smoother", "band_filters",
+           "check_bands", "design_smoother", "parse_force_model", "smoother_from_spec",
+           "van_loan"]
