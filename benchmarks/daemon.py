@@ -1,7 +1,7 @@
 """Daemon benchmark: sustained rate, loop latency, CPU and memory with the simulated ADC.
 
     /work/venv/bin/python benchmarks/daemon.py [--quick] [--repeat 3]
-        [--python /tmp/edge-venv/bin/python] [--only floor,rate,latency,memory]
+        [--python /tmp/edge-venv/bin/python] [--only floor,rate,latency,memory,costs]
 
 Runs the real daemon (ring, estimator, recorder to a temp dir, MQTT QoS 0 to a private
 Mosquitto when /usr/sbin/mosquitto exists). Bundle: 8-DOF chain, window 3, one displacement
@@ -25,6 +25,7 @@ printed with each section.
    recorder on) in a subprocess of each interpreter given (this one and ``--python``):
    the environment is reported (base-only = scipy not importable; numba imports scipy when
    it is installed), with and without ``[realtime] release_compiler_memory``.
+5. **CPU per sample by stage**, simulator apart: see ``benchmarks/daemon_costs.py``.
 """
 
 from __future__ import annotations
@@ -137,20 +138,6 @@ def _cfg_dict(tmp: Path, rate: float, seconds: float, port, *, level="signal",
                      "max_lead_us": max_lead_us}}
 
 
-def _thread_cpu() -> dict:
-    """CPU seconds (user+sys) per thread name of this process, from /proc."""
-    out = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    names = {t.native_id: t.name for t in threading.enumerate()}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            f = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[names.get(int(tid), f"tid{tid}")] = (int(f[11]) + int(f[12])) / tick
-    return out
-
-
 def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **kw) -> dict:
     """One in-process daemon run; returns counts, latencies (us), CPU (% of a core);
     ``instrument``: per-stage CPU (:mod:`daemon_costs`) in ``stages``."""
@@ -176,11 +163,10 @@ def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **k
                                costs.ThreadCpu())
             win.tcpu.start()
             win.start()
-        c0, t0, p0 = _thread_cpu(), time.monotonic(), time.process_time()
+        t0, p0 = time.monotonic(), time.process_time()
         code = d.run()
         wall = time.monotonic() - t0
         total_cpu = (time.process_time() - p0) / wall * 100
-        c1 = _thread_cpu()
         window = win.finish() if win is not None else None
     finally:
         costs.restore(kw.get("level", "signal"))
@@ -192,7 +178,6 @@ def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **k
             "overruns": d.ring.overruns, "drdy": d.latency.summary(),
             "drdy_known": d._t_off is not None, "ring": d.latency_ring.summary(),
             "cpu_total": total_cpu,
-            "cpu_threads": {k: (c1[k] - c0.get(k, 0.0)) / wall * 100 for k in c1},
             "pub_drops": d.pub.stats["drops_samples"] if d.pub else None,
             "inline": d.inline}
 

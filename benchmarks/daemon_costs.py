@@ -210,8 +210,9 @@ def instrument(d, level: str) -> Accounting:
         acc.wrap(ring, name, "ring")
     acc.wrap(samplepath, "_step", "estimate step")
     acc.wrap(d, "_process", "estimate step")
-    acc.wrap(d.latency, "add_one", "latency")
-    acc.wrap(d.latency_ring, "add_one", "latency")
+    for name in ("add_one", "add"):
+        acc.wrap(d.latency, name, "latency")
+        acc.wrap(d.latency_ring, name, "latency")
     if d.pub is not None:
         for name in ("add_estimates", "flush_batch", "poll"):
             acc.wrap(d.pub, name, "publish")

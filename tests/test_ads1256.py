@@ -19,7 +19,8 @@ from edge.hw.ads1256 import (
     sign_extend_24,
 )
 from edge.hw.ports import MissingHardwareDependency, Pins, open_hardware
-from edge.hw.sim_ads1256 import Faults, ProtocolViolation, make_simulated_hardware
+from edge.hw.sim_ads1256 import Faults, ProtocolViolation
+from edge.hw.sim_ports import make_simulated_hardware
 from edge.hw.sources import FunctionSource
 
 VREF = 2.5

@@ -7,7 +7,7 @@ from helpers import chain_bundle
 
 from edge.daemon.fastpath import _align, _step, kernel_args
 from edge.estimator import Estimator
-from edge.flags import FLAG_GAP, FLAG_SATURATED, FLAG_WARMUP
+from edge.flags import FLAG_GAP, FLAG_SATURATED
 
 
 class AlignTwin:
@@ -84,40 +84,47 @@ def test_align_matches_numpy_twin_over_random_segments():
 
 
 def test_step_equals_estimator_process_plus_alignment():
-    """One compiled call per sample == Estimator.process + the NumPy alignment twin; a gap
-    or a non-finite sample is left untouched (returns -1)."""
+    """One compiled call per block of clean samples == Estimator.process + the NumPy
+    alignment twin; a gap or a non-finite sample leaves everything untouched (-1)."""
     rng = np.random.default_rng(3)
     b = chain_bundle(window=3, kinds=("displacement",))
     est, ref = Estimator(b), Estimator(b)
     d = est.delay
-    cap, nf, nout = 32, est.n_forces, est.n_outputs
+    cap, nf, nout, blk = 32, est.n_forces, est.n_outputs, 4
     rv = np.zeros((cap, 1))
     rseq, rt, rf = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.uint8)
-    F1, Z1, ef1 = np.zeros((1, nf)), np.zeros((1, nout)), np.zeros(1, np.uint8)
+    F, Z, ef = np.zeros((blk, nf)), np.zeros((blk, nout)), np.zeros(blk, np.uint8)
     st = _state(d, cap, nf + nout)
     twin = AlignTwin(d, cap, nf + nout)
-    Fr, Zr, efr = np.zeros((1, nf)), np.zeros((1, nout)), np.zeros(1, np.uint8)
-    for k in range(200):
-        i = k % cap
-        rv[i, 0] = 1e-3 * rng.normal()
-        rseq[i], rt[i], rf[i] = k, 1000 * k, 4 if k % 17 == 0 else 0
-        m = _step(i, rv, rseq, rt, rf, F1, Z1, ef1, *kernel_args(est), *st[:4], *st[4:], d)
-        ref.process(rv[i:i + 1], Fr, Zr, efr)
-        m_ref = twin.align(Fr, Zr, efr, rseq[i:i + 1], rt[i:i + 1], rf[i:i + 1], i)
-        assert m == m_ref == (1 if k >= d else 0)
-        if k < d:
-            assert efr[0] & FLAG_WARMUP
-            continue
-        # same compiled kernel on the same inputs; 1e-12 relative allows for a different
-        # instruction order once inlined into _step
-        np.testing.assert_allclose(st[4][i], twin.sV[i], rtol=1e-12, atol=1e-300)
-        assert (st[5][i], st[6][i], st[7][i]) == (twin.sseq[i], twin.st[i], twin.sf[i])
+    Fr, Zr, efr = np.zeros((blk, nf)), np.zeros((blk, nout)), np.zeros(blk, np.uint8)
+    k = 0
+    while k < 300:
+        n = int(rng.integers(1, blk + 1))
+        i = k % (cap - blk)
+        for j in range(n):
+            rv[i + j, 0] = 1e-3 * rng.normal()
+            rseq[i + j], rt[i + j] = k + j, 1000 * (k + j)
+            rf[i + j] = 4 if (k + j) % 17 == 0 else 0
+        twin.sok[:] = False
+        st[8][:] = False
+        m = _step(i, n, rv, rseq, rt, rf, F, Z, ef, *kernel_args(est), *st[:4], *st[4:], d)
+        ref.process(rv[i:i + n], Fr[:n], Zr[:n], efr[:n])
+        m_ref = twin.align(Fr[:n], Zr[:n], efr[:n], rseq[i:i + n], rt[i:i + n], rf[i:i + n], i)
+        assert m == m_ref == sum(1 for j in range(n) if k + j >= d)
+        ok = twin.sok
+        assert np.array_equal(st[8], ok)
+        # the same compiled kernel on the same inputs; 1e-12 relative allows for a
+        # different instruction order once inlined into _step
+        np.testing.assert_allclose(st[4][ok], twin.sV[ok], rtol=1e-12, atol=1e-300)
+        assert np.array_equal(st[5][ok], twin.sseq[ok]) and np.array_equal(st[6][ok], twin.st[ok])
+        assert np.array_equal(st[7][ok], twin.sf[ok])
+        k += n
     before = [a.copy() for a in kernel_args(est)[8:]] + [a.copy() for a in st]
     i = 5
-    rf[i] = FLAG_GAP
-    assert _step(i, rv, rseq, rt, rf, F1, Z1, ef1, *kernel_args(est), *st[:4], *st[4:], d) == -1
-    rf[i], rv[i, 0] = 0, np.nan
-    assert _step(i, rv, rseq, rt, rf, F1, Z1, ef1, *kernel_args(est), *st[:4], *st[4:], d) == -1
+    rf[i + 1] = FLAG_GAP
+    assert _step(i, 3, rv, rseq, rt, rf, F, Z, ef, *kernel_args(est), *st[:4], *st[4:], d) == -1
+    rf[i + 1], rv[i + 2, 0] = 0, np.nan
+    assert _step(i, 3, rv, rseq, rt, rf, F, Z, ef, *kernel_args(est), *st[:4], *st[4:], d) == -1
     after = [a for a in kernel_args(est)[8:]] + list(st)
     assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after))
 

@@ -13,9 +13,8 @@ import pytest
 from edge.hw import ads1256 as A
 from edge.hw.ads1256 import ADS1256
 from edge.hw.ports import Pins
-from edge.hw.sim_ads1256 import (
-    Faults, FakeGPIO, ProtocolViolation, SimClock, SimulatedADS1256, make_simulated_hardware,
-)
+from edge.hw.sim_ads1256 import Faults, ProtocolViolation, SimulatedADS1256
+from edge.hw.sim_ports import FakeGPIO, SimClock, make_simulated_hardware
 from edge.hw.sources import ArraySource, FunctionSource, csv_source
 
 TAU_NS = 1e9 / 7.68e6

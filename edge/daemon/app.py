@@ -13,11 +13,24 @@ import threading
 
 import numpy as np
 
+from edge.bundle import BundleError
 from edge.daemon import realtime
 from edge.daemon.config import Config, ConfigError, mqtt_password
 from edge.daemon.exitcodes import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
                                    EXIT_RECORDER)
 from edge.daemon.loop import Daemon
+from edge.daemon.mqtt import CommandRegistry, Publisher
+from edge.daemon.notify import Notifier
+from edge.daemon.recorder import Recorder, RecordingError
+from edge.daemon.sim_signal import LimitedAcquisition, SignalAcquisition, parse_faults
+from edge.daemon.simulate import FileSource, InputSource, StructureSource
+from edge.estimator import Estimator
+from edge.hw.acquire import Acquisition, Channel
+from edge.hw.ads1256 import ADS1256, CYCLING_THROUGHPUT_HZ, input_index
+from edge.hw.ports import MissingHardwareDependency, Pins, open_hardware
+from edge.hw.sim_ads1256 import Faults
+from edge.hw.sim_ports import make_simulated_hardware
+from edge.signing import SignatureError, verify
 
 log = logging.getLogger("vsense.app")
 
@@ -31,9 +44,6 @@ class StartupError(RuntimeError):
 def load_estimator(cfg: Config):
     """Load the bundle and build the estimator (exit code 3 on failure); check that the
     configured channels match the bundle's channels (exit code 2)."""
-    from edge.bundle import BundleError
-    from edge.estimator import Estimator  # numba + llvmlite: ~90 MB resident after import
-
     rt = cfg["realtime"]
     if rt["release_compiler_memory"] and not rt["mlockall"]:
         # LLVM pages touched by the import itself (initialisation): drop them before the
@@ -66,8 +76,6 @@ def check_signature(cfg: Config, est) -> str | None:
     b = cfg["bundle"]
     if not b["public_key"]:
         return None
-    from edge.signing import SignatureError, verify
-
     path = cfg.resolve(b["path"])
     try:
         verify(path, est.bundle.content_hash, cfg.resolve(b["public_key"]))
@@ -83,8 +91,6 @@ def check_signature(cfg: Config, est) -> str | None:
 def hardware_row_rate(cfg: Config) -> tuple[float, str]:
     """Rows per second the ADS1256 delivers for ``[adc]`` and the channel count, and the
     mode (as :class:`edge.hw.acquire.Acquisition` computes it), without opening hardware."""
-    from edge.hw.ads1256 import CYCLING_THROUGHPUT_HZ
-
     a = cfg["adc"]
     if len(cfg.channels) == 1 and a["mode"] == "continuous":
         return float(a["drate"]), "continuous"
@@ -132,18 +138,12 @@ def _mqtt_settings(cfg: Config) -> tuple[dict, str | None]:
 
 
 def _hw_channels(cfg: Config):
-    from edge.hw.acquire import Channel
-
     return [Channel(c["name"], c["pin"], c["pin_neg"], cfg["adc"]["pga"], c["sensitivity"],
                     c["offset"], c["unit"], c["saturation"]) for c in cfg.channels]
 
 
 def _driver_acquisition(cfg: Config, spi, gpio, clock, rate: float):
     """ADS1256 driver + Acquisition on the given ports; checks the row rate."""
-    from edge.hw.acquire import Acquisition
-    from edge.hw.ads1256 import ADS1256
-    from edge.hw.ports import Pins
-
     a = cfg["adc"]
     try:
         pins = Pins.from_config(a["cs_pin"], a["drdy_pin"], a["reset_pin"], a["pdwn_pin"])
@@ -173,9 +173,6 @@ def make_acquisition(cfg: Config, est, simulate: bool):
     sat = np.array([c["saturation"] for c in ch])
     rate = 1.0 / est.bundle.dt
     if simulate:
-        from edge.daemon.sim_signal import LimitedAcquisition, SignalAcquisition, parse_faults
-        from edge.daemon.simulate import FileSource, InputSource, StructureSource
-
         if sim["source"] == "file":
             try:
                 src = FileSource(cfg.resolve(sim["file"]), [c["name"] for c in ch], sens, off)
@@ -196,9 +193,6 @@ def make_acquisition(cfg: Config, est, simulate: bool):
                                     full_scale=full_scale, sensitivity=sens, offset=off,
                                     saturation=sat)
             return acq, virtual
-        from edge.hw.ads1256 import input_index
-        from edge.hw.sim_ads1256 import Faults, make_simulated_hardware
-
         inputs = [input_index(c["pin"]) for c in ch]
         hw_faults = Faults(
             stuck_drdy_after_s=dead,
@@ -218,11 +212,6 @@ def make_acquisition(cfg: Config, est, simulate: bool):
             raise StartupError(EXIT_HARDWARE, f"hardware (simulated): {e}") from None
         total = int(round(sim["duration_s"] * rate)) if sim["duration_s"] > 0 else None
         return LimitedAcquisition(acq, total), virtual
-    try:
-        from edge.hw.ports import MissingHardwareDependency, Pins, open_hardware
-    except ImportError as e:
-        raise StartupError(EXIT_HARDWARE, f"hardware: ADS1256 driver not available ({e})") \
-            from None
     a = cfg["adc"]
     try:
         spi, gpio, clock = open_hardware(
@@ -239,9 +228,6 @@ def make_acquisition(cfg: Config, est, simulate: bool):
 
 def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=None) -> Daemon:
     """Everything but starting: raises :class:`StartupError` with the exit code."""
-    from edge.daemon.mqtt import CommandRegistry, Publisher
-    from edge.daemon.recorder import Recorder, RecordingError
-
     est, rate, drate = load_estimator(cfg)
     updates_locked = check_signature(cfg, est)
     rt = cfg["realtime"]
@@ -298,8 +284,6 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
 def run_daemon(cfg: Config, simulate: bool = False, install_signals: bool = True,
                registry=None, require_broker: bool = False) -> int:
     """Build, start and run; return the exit code."""
-    from edge.daemon.notify import Notifier
-
     notifier = Notifier()
     realtime.apply(cfg["realtime"])
     try:

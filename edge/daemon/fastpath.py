@@ -9,10 +9,11 @@ flags (estimator flags | saturated, gap of the described sample) go to the ring 
 sample whose arrival completed it (``edge.daemon.loop``: published from there in blocks).
 
 :func:`_step` is the whole per-sample work of the default configuration (``[bundle] block =
-1``, estimation in the acquisition thread) in one compiled call: check the ring slot (a gap
-or a non-finite channel returns 0 and leaves everything untouched: the Python path then
-handles faults and resets), run the Tikhonov kernel (:func:`edge.estimator.kernel._process`)
-on it and align the row. Nothing is allocated; no Python object is created per sample.
+1``, estimation in the acquisition thread), and of any block of clean samples, in one
+compiled call: check the ring slots (a gap or a non-finite channel returns -1 and leaves
+everything untouched: the Python path then handles faults and resets), run the Tikhonov
+kernel (:func:`edge.estimator.kernel._process`) on them and align the rows. Nothing is
+allocated; no Python object is created per sample.
 
 NumPy twins: ``tests/test_fastpath.py`` (the loop's former Python alignment).
 """
@@ -82,28 +83,29 @@ def _align(F, Z, ef, seq, t_ns, fl, slot0, hseq, ht, hf, hcount, sV, sseq, st, s
     return m
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
-def _step(i, rv, rseq, rt, rf, F1, Z1, ef1,
+@njit(cache=True, nogil=True)
+def _step(i, n, rv, rseq, rt, rf, F, Z, ef,
           blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E, x, xn, fs, zs, ybuf, fbuf,
           last, counters,
           hseq, ht, hf, hcount, sV, sseq, st, sf, sok, delay):  # pragma: no cover - compiled
-    """Estimate and align ring slot ``i`` if it is a clean sample.
+    """Estimate and align ring slots ``i .. i+n-1`` if they are all clean samples.
 
-    Returns -1 (untouched: the slot carries the gap flag or a non-finite channel, the caller
-    takes the general path) or the number of estimate rows attached (0 in warm-up, else 1).
-    Arguments: the ring's arrays ``rv (capacity, nch)``, ``rseq, rt, rf``; one-row outputs
-    ``F1 (1, nf), Z1 (1, nout), ef1 (1,)``; the estimator kernel's operator and state
-    (:func:`edge.estimator.kernel._process`); the alignment state (:func:`_align`).
+    Returns -1 (untouched: a slot carries the gap flag or a non-finite channel, the caller
+    takes the general path) or the number of estimate rows attached (warm-up rows describe
+    nothing). Arguments: the ring's arrays ``rv (capacity, nch)``, ``rseq, rt, rf``; block
+    outputs ``F (>= n, nf), Z (>= n, nout), ef (>= n,)``; the estimator kernel's operator and
+    state (:func:`edge.estimator.kernel._process`); the alignment state (:func:`_align`).
     """
-    if rf[i] & _GAP:
-        return -1
-    for c in range(rv.shape[1]):
-        if not np.isfinite(rv[i, c]):
+    for k in range(i, i + n):
+        if rf[k] & _GAP:
             return -1
-    _process(rv[i:i + 1], F1, Z1, ef1, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
-             x, xn, fs, zs, ybuf, fbuf, last, counters)
-    return _align(F1, Z1, ef1, rseq[i:i + 1], rt[i:i + 1], rf[i:i + 1], i, hseq, ht, hf,
-                  hcount, sV, sseq, st, sf, sok, delay)
+        for c in range(rv.shape[1]):
+            if not np.isfinite(rv[k, c]):
+                return -1
+    _process(rv[i:i + n], F[:n], Z[:n], ef[:n], blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx,
+             Ky, E, x, xn, fs, zs, ybuf, fbuf, last, counters)
+    return _align(F[:n], Z[:n], ef[:n], rseq[i:i + n], rt[i:i + n], rf[i:i + n], i, hseq, ht,
+                  hf, hcount, sV, sseq, st, sf, sok, delay)
 
 
 def kernel_args(est) -> tuple | None:

@@ -128,4 +128,4 @@ def drdy_offset_ns(acq, virtual: bool) -> int | None:
         return None
     if hasattr(clock, "origin_ns"):
         return int(clock.origin_ns)
-    return int(getattr(clock, "_origin", 0))  # edge.hw.sim_ads1256.SimClock; RealClock: 0
+    return int(getattr(clock, "_origin", 0))  # edge.hw.sim_ports.SimClock; RealClock: 0

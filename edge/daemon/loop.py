@@ -137,7 +137,6 @@ class Daemon(SamplePath, StatusMixin):
         self._F = np.zeros((b, self.nf))
         self._Z = np.zeros((b, self.nout))
         self._ef = np.zeros(b, np.uint8)
-        self._F1, self._Z1, self._ef1 = self._F[:1], self._Z[:1], self._ef[:1]
         # circular history of the stream fed to the estimator (edge.daemon.fastpath._align):
         # seq, t_ns, flags of the last delay + 1 fed samples; samples fed so far
         h = self.delay + 1
@@ -183,7 +182,7 @@ class Daemon(SamplePath, StatusMixin):
         self._sup_thread = threading.Thread(target=self._supervise, name="vsense-sup",
                                             daemon=True)
         self.t_start = time.monotonic()
-        if self.inline and self._fast() is not None:
+        if self._fast() is not None:  # the Tikhonov estimator: compiled step on both threads
             self._warm_up()
 
     # ------------------------------------------------------------------ acquisition

@@ -30,27 +30,27 @@ class SamplePath:
     """Estimation of ring samples (see the module docstring); state set up by ``Daemon``."""
 
     def _fast(self) -> tuple | None:
-        """Arguments of :func:`edge.daemon.fastpath._step` after the slot index, or None
-        (not the Tikhonov estimator). Taken again when the operator was swapped."""
+        """Arguments of :func:`edge.daemon.fastpath._step` after ``(i, n)``, or None (not
+        the Tikhonov estimator). Taken again when the operator was swapped."""
         est = self.est
         op = getattr(est, "op", None)
         if op is not self._fast_op or self._fast_args is None:
             ka = kernel_args(est)
             r = self.ring
             self._fast_args = None if ka is None else (
-                r.values, r.seq, r.t_ns, r.flags, self._F1, self._Z1, self._ef1, *ka,
+                r.values, r.seq, r.t_ns, r.flags, self._F, self._Z, self._ef, *ka,
                 self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
                 self._st, self._sf, self._sok, self.delay)
             self._fast_op = op
         return self._fast_args
 
     def _warm_up(self) -> None:
-        """Compile (or load from numba's cache) the per-sample step before the first sample:
+        """Compile (or load from numba's cache) the compiled step before the first sample:
         on a slot flagged as a gap it returns at once and changes nothing."""
         f = self.ring.flags
         keep = f[0]
         f[0] = FLAG_GAP
-        _step(0, *self._fast_args)
+        _step(0, 1, *self._fast_args)
         f[0] = keep
         _align(self._F[:0], self._Z[:0], self._ef[:0], self.ring.seq[:0], self.ring.t_ns[:0],
                f[:0], 0, self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
@@ -59,29 +59,45 @@ class SamplePath:
     def _estimate_staged(self, n: int) -> None:
         """Estimate ``n`` staged (not yet published) ring samples in the acquisition thread
         (``estimate_in = "acquisition"``)."""
-        ring = self.ring
-        i = ring.head % ring.capacity
+        i = self.ring.head % self.ring.capacity
         pub = self.pub
         if pub is not None and pub.cmd_flag:  # commands run here, between two samples
             run_commands(self)
-        if n == 1 and self._fast_args is not None:
-            inv = self.inverse
-            if (not self.paused and self.faults.quiet and not self._identify_due
-                    and (inv is None or inv.pending is None)):
-                if self.est.op is not self._fast_op:  # swapped (model update): new arrays
-                    self._fast()
-                m = _step(i, *self._fast_args)
-                if m >= 0:  # a clean sample, estimated and aligned: its latency now
-                    now = time.monotonic_ns()
-                    self.estimates += m
-                    self.latency_ring.add_one(now - ring.stamp_ns.item(i))
-                    if self._t_off is not None:
-                        self.latency.add_one(now - (ring.t_ns.item(i) + self._t_off))
-                    self.processed += 1
-                    return
         b = self.block
+        if n <= b:
+            self._process(i, n)
+            return
         for a in range(0, n, b):
             self._process(i + a, min(b, n - a))
+
+    def _try_fast(self, i: int, n: int) -> bool:
+        """The compiled step on ring slots ``i .. i+n-1`` (``n <= block``) when the daemon
+        is in its plain running state; False when the general path must run."""
+        if self._fast_args is None or self.paused or not self.faults.quiet \
+                or self._identify_due:
+            return False
+        inv = self.inverse
+        if inv is not None and inv.pending is not None:
+            return False
+        if self.est.op is not self._fast_op:  # swapped (model update): new arrays
+            self._fast()
+        m = _step(i, n, *self._fast_args)
+        if m < 0:
+            return False
+        # estimated and aligned: the latency of these samples ends now
+        now = time.monotonic_ns()
+        ring = self.ring
+        self.estimates += m
+        if n == 1:
+            self.latency_ring.add_one(now - ring.stamp_ns.item(i))
+            if self._t_off is not None:
+                self.latency.add_one(now - (ring.t_ns.item(i) + self._t_off))
+        else:
+            self.latency_ring.add(now - ring.stamp_ns[i:i + n])
+            if self._t_off is not None:
+                self.latency.add(now - (ring.t_ns[i:i + n] + self._t_off))
+        self.processed += n
+        return True
 
     def _arm_scheduled(self) -> None:
         self._identify_due = False
@@ -95,8 +111,11 @@ class SamplePath:
             log.warning("scheduled identification not armed: %s", e)
 
     def _process(self, i: int, n: int) -> None:
-        """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span); the
-        estimate rows go to the slot arrays (``_sV``...), see :meth:`_handover`."""
+        """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span, ``n <=
+        block``); the estimate rows go to the slot arrays (``_sV``...), see
+        :meth:`_handover`. Clean samples take the compiled step (:meth:`_try_fast`)."""
+        if self._try_fast(i, n):
+            return
         ring = self.ring
         inv = self.inverse
         if self._identify_due:  # scheduled identification: arm on the estimating thread

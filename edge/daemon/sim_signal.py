@@ -52,7 +52,8 @@ def calibrate(V, sensitivity, offset, saturation, Y, flags):
 class SignalAcquisition:
     """A source delivered like the ADC driver: ``read(values, t_ns, flags) -> n``.
 
-    ``clock="real"``: sample k becomes available at ``start + k/rate`` (monotonic clock);
+    ``clock="real"``: sample k becomes available at ``start + k/rate`` (monotonic clock) and,
+    like the driver, a read returns when all the rows it asked for are in;
     ``"virtual"``: samples are available as fast as they are read; ``t_ns = k * dt`` [ns].
     ``duration_s > 0``: :class:`SimulationFinished` after that many samples' worth.
     ``drdy_dead_at``: simulate a DRDY line that stops toggling at this time [s] (raises the
@@ -121,13 +122,15 @@ class SignalAcquisition:
                                     f"{self.drdy_timeout_s * 1e3:.0f} ms (line dead?)")
             nmax = min(nmax, self.dead_at - self.k)
         if self.clock == "real":
+            # like the driver, return when all nmax rows are in (one wake-up per read)
             while True:
                 due = int((time.monotonic() - self.start) * self.rate) + 1
                 avail = due - self.k
-                if avail > 0:
+                if avail >= nmax:
                     break
-                # sample k is due (its DRDY) at start + k / rate
-                time.sleep(max(0.0, self.k / self.rate - (time.monotonic() - self.start)))
+                # sample k + nmax - 1 is due (its DRDY) at start + (k + nmax - 1) / rate
+                time.sleep(max(0.0, (self.k + nmax - 1) / self.rate
+                               - (time.monotonic() - self.start)))
             nmax = min(nmax, avail)
         v = self._take(nmax)
         n = v.shape[0]

@@ -3,7 +3,7 @@
 The driver (:mod:`edge.hw.ads1256`) only uses the subset of ``spidev.SpiDev`` and ``RPi.GPIO``
 described by :class:`SpiPort` and :class:`GpioPort`, plus a :class:`Clock`. Real hardware is
 opened with :func:`open_hardware`; the byte-level simulator
-(:func:`edge.hw.sim_ads1256.make_simulated_hardware`) returns objects with the same shape, so
+(:func:`edge.hw.sim_ports.make_simulated_hardware`) returns objects with the same shape, so
 the driver runs unchanged on both.
 
 ``spidev`` and ``RPi.GPIO`` (``rpi-lgpio`` on a Raspberry Pi 5, same API) are imported only

@@ -2,10 +2,10 @@
 
 :class:`SimulatedADS1256` models the chip: command decoder, the eleven registers with their
 reset values, conversions at the configured data rate with the datasheet's settling time after
-SYNC/WAKEUP/reset (Table 13), DRDY, RDATAC mode, calibration registers, and the timing rules
-a driver must respect. :class:`FakeSpiDev` and :class:`FakeGPIO` put it behind the same
-``spidev``/``RPi.GPIO`` shapes as the hardware (:mod:`edge.hw.ports`), so the real driver
-(:mod:`edge.hw.ads1256`) runs unchanged; :func:`make_simulated_hardware` builds all three.
+SYNC/WAKEUP/reset (Table 13; :mod:`edge.hw.sim_converter`), DRDY, RDATAC mode, calibration
+registers, and the timing rules a driver must respect. :mod:`edge.hw.sim_ports` puts it
+behind the same ``spidev``/``RPi.GPIO`` shapes as the hardware (:mod:`edge.hw.ports`), so the
+real driver (:mod:`edge.hw.ads1256`) runs unchanged (``make_simulated_hardware``).
 
 Protocol violations are **rejected**: every one increments ``chip.violations[kind]`` and, with
 ``strict=True`` (default), raises :class:`ProtocolViolation` at the offending SPI/GPIO call.
@@ -43,31 +43,22 @@ FSC = 44AC08h at every rate with β chosen so that an ideal chip is exact.
 
 from __future__ import annotations
 
-import math
-import time
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from edge.hw.ads1256 import (
-    ADCON, CODE_MAX, CODE_MIN, DRATE, DRATE_CODES, FSC0, IO, MUX, N_REGS, OFC0, RDATA,
-    RDATAC, RESET, RREG, SDATAC, SELFCAL, SELFGCAL, SELFOCAL, SETTLING_TIME_S, STANDBY, STATUS,
-    SYNC, SYSGCAL, SYSOCAL, WAKEUP, WREG,
+    ADCON, DRATE, FSC0, IO, MUX, N_REGS, OFC0, RDATA, RDATAC, RESET, RREG, SDATAC,
+    SELFCAL, SELFGCAL, SELFOCAL, STANDBY, STATUS, SYNC, SYSGCAL, SYSOCAL, WAKEUP, WREG,
+    input_index,
 )
 from edge.hw.ports import Pins
+from edge.hw.sim_converter import (_RATE_OF_CODE, FSC_IDEAL, OFC_ALPHA,  # noqa: F401
+                                   RESET_VALUES, ConverterModel)
 
-__all__ = ["ProtocolViolation", "SimClock", "Faults", "SimulatedADS1256", "FakeSpiDev",
-           "FakeGPIO", "make_simulated_hardware", "RESET_VALUES", "FSC_IDEAL", "OFC_ALPHA"]
-
-#: Register reset values (datasheet register map; OFC/FSC: the ideal-chip calibration).
-FSC_IDEAL = 0x44AC08
-OFC_ALPHA = 0x400000
-RESET_VALUES = (0x31, 0x01, 0x20, 0xF0, 0xE0, 0x00, 0x00, 0x00,
-                FSC_IDEAL & 0xFF, (FSC_IDEAL >> 8) & 0xFF, FSC_IDEAL >> 16)
-_RATE_OF_CODE = {c: r for r, c in DRATE_CODES.items()}
-_PGA_OF_BITS = (1, 2, 4, 8, 16, 32, 64, 64)
-_MASK64 = (1 << 64) - 1
+__all__ = ["ProtocolViolation", "Faults", "SimulatedADS1256", "RESET_VALUES", "FSC_IDEAL",
+           "OFC_ALPHA"]
 
 
 class ProtocolViolation(RuntimeError):
@@ -76,46 +67,6 @@ class ProtocolViolation(RuntimeError):
     def __init__(self, kind: str, message: str):
         self.kind = kind
         super().__init__(f"ADS1256 protocol violation [{kind}]: {message}")
-
-
-class SimClock:
-    """Clock for the simulator (satisfies :class:`edge.hw.ports.Clock`).
-
-    Parameters
-    ----------
-    virtual : bool
-        True: time advances only through sleeps/transfers/DRDY waits (instantly).
-        False: wall-clock time (``time.monotonic_ns`` since creation), paced with
-        ``time.sleep``; simulated time may lead the wall clock by at most ``max_lead_us``.
-    max_lead_us : float
-        Real-time mode only (see module notes). 0 = strict wall clock.
-    """
-
-    def __init__(self, virtual: bool = False, max_lead_us: float = 2000.0):
-        self.virtual = bool(virtual)
-        self.max_lead_ns = int(max_lead_us * 1e3)
-        self._origin = time.monotonic_ns()
-        self._t = 0
-
-    def monotonic_ns(self) -> int:
-        if not self.virtual:
-            real = time.monotonic_ns() - self._origin
-            if real > self._t:
-                self._t = real
-        return self._t
-
-    def sleep_until_ns(self, t_ns: int) -> None:
-        """Advance to ``t_ns`` (virtual: at once; real: sleep while too far ahead)."""
-        if not self.virtual:
-            lead = t_ns - (time.monotonic_ns() - self._origin)
-            if lead > self.max_lead_ns:
-                time.sleep((lead - self.max_lead_ns // 2) * 1e-9)
-        if t_ns > self._t:
-            self._t = t_ns
-
-    def sleep_us(self, us: float) -> None:
-        if us > 0:
-            self.sleep_until_ns(self.monotonic_ns() + math.ceil(us * 1e3))
 
 
 @dataclass(frozen=True)
@@ -151,15 +102,7 @@ class Faults:
                 raise ValueError(f"Faults.{name}: probability in [0, 1], got {p!r}")
 
 
-def _hash01(seed: int, k: int) -> float:
-    """Deterministic uniform [0, 1) from (seed, k) (splitmix64)."""
-    z = (seed * 0x9E3779B97F4A7C15 + (k + 1) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return ((z ^ (z >> 31)) >> 11) * (1.0 / (1 << 53))
-
-
-class SimulatedADS1256:
+class SimulatedADS1256(ConverterModel):
     """The chip. Driven through :class:`FakeSpiDev` / :class:`FakeGPIO`.
 
     Parameters
@@ -244,113 +187,6 @@ class SimulatedADS1256:
         self._self_cal()  # "After a reset, the ADS1255/6 performs self-calibration."
         self._restart(t, 3 * self._settle_ns())
 
-    def _rate(self) -> float:
-        return _RATE_OF_CODE.get(self.regs[DRATE], 30000.0)
-
-    def _settle_ns(self) -> float:
-        return SETTLING_TIME_S[self._rate()] * 1e9
-
-    def _restart(self, t: float, first_after_ns: float, busy: bool = False) -> None:
-        """(Re)start conversions: first data ``first_after_ns`` after ``t``, then periodic.
-
-        DRDY goes high; the output register keeps the previous conversion, which may still
-        be read once (the multiplexer-cycling procedure reads it after SYNC/WAKEUP).
-        """
-        self._drdy_low = False
-        self._t_first = t + first_after_ns
-        self._j = 0
-        self._period = 1e9 / self._rate()
-        self._t_next = int(self._t_first)
-        if busy:
-            self._busy_until = self._t_next
-
-    def _stop(self) -> None:
-        self._t_next = None
-
-    @property
-    def pga(self) -> int:
-        return _PGA_OF_BITS[self.regs[ADCON] & 0x07]
-
-    def _missing(self, k: int) -> bool:
-        return self._p_missing > 0.0 and _hash01(self.seed, k) < self._p_missing
-
-    def _advance(self, now: int) -> None:
-        """Complete every conversion due by ``now``."""
-        while self._t_next is not None and self._t_next <= now:
-            behind = int((now - self._t_next) // self._period)
-            if behind > 2:  # far behind: skip to the last two conversions
-                self.stats["overwritten"] += behind - 1
-                self._j += behind - 1
-                self._k += behind - 1
-                self._t_next = int(self._t_first + self._j * self._period)
-                continue
-            t = self._t_next
-            k = self._k
-            self._k += 1
-            self._j += 1
-            self._t_next = int(self._t_first + self._j * self._period)
-            if (self._stuck_ns is not None and t >= self._stuck_ns) or self._missing(k):
-                self.stats["drdy_missing"] += 1
-                continue
-            if self._unread:
-                self.stats["overwritten"] += 1
-            self._code = self._convert(t)
-            self._unread = True
-            self._drdy_low = True
-            self._t_data = t
-            self.stats["conversions"] += 1
-
-    def _convert(self, t_ns: int) -> int:
-        mux = self.regs[MUX]
-        p, n = mux >> 4, mux & 0x0F
-        p = 8 if p >= 8 else p
-        n = 8 if n >= 8 else n
-        for a, b, i in self._drop:
-            if a <= t_ns < b and (i == p or i == n):
-                return CODE_MAX
-        v = self.source.volts(t_ns * 1e-9)
-        vp, vn = float(v[p]), float(v[n])
-        for a, b, i, volts in self._sat:
-            if a <= t_ns < b:
-                if i == p:
-                    vp = volts
-                elif i == n:
-                    vn = volts
-        vd = vp - vn
-        if self.noise_v > 0.0:
-            vd += self.noise_v * float(self._rng.standard_normal())
-        # x = PGA (V_IN + offset error)(1 + gain error) / (2 VREF)   (fraction of full scale)
-        x = self.pga * (vd + self.offset_error_v) * (1.0 + self.gain_error) / (2.0 * self.vref)
-        # Output = (x - OFC/alpha) FSC beta, beta = 2^23 / FSC_ideal   [datasheet eq. 3]
-        code = round((x - self._ofc() / OFC_ALPHA) * self._fsc() * (8388608.0 / FSC_IDEAL))
-        return CODE_MAX if code > CODE_MAX else (CODE_MIN if code < CODE_MIN else code)
-
-    def _ofc(self) -> int:
-        raw = self.regs[OFC0] | (self.regs[OFC0 + 1] << 8) | (self.regs[OFC0 + 2] << 16)
-        return raw - 0x1000000 if raw & 0x800000 else raw
-
-    def _fsc(self) -> int:
-        return self.regs[FSC0] | (self.regs[FSC0 + 1] << 8) | (self.regs[FSC0 + 2] << 16)
-
-    def _set24(self, base: int, value: int) -> None:
-        value &= 0xFFFFFF
-        self.regs[base:base + 3] = [value & 0xFF, (value >> 8) & 0xFF, value >> 16]
-
-    def _x_now(self, t_ns: int, shorted: bool) -> float:
-        vd = 0.0
-        if not shorted:
-            mux = self.regs[MUX]
-            p, n = min(mux >> 4, 8), min(mux & 0x0F, 8)
-            v = self.source.volts(t_ns * 1e-9)
-            vd = float(v[p]) - float(v[n])
-        return self.pga * (vd + self.offset_error_v) * (1.0 + self.gain_error) / (2.0 * self.vref)
-
-    def _self_cal(self, offset: bool = True, gain: bool = True) -> None:
-        if offset:
-            self._set24(OFC0, round(OFC_ALPHA * self._x_now(0, shorted=True)))
-        if gain:
-            self._set24(FSC0, round(FSC_IDEAL / (1.0 + self.gain_error)))
-
     # ------------------------------------------------------------------ violations
     def _violate(self, kind: str, message: str) -> None:
         self.violations[kind] += 1
@@ -361,26 +197,6 @@ class SimulatedADS1256:
             raise ProtocolViolation(kind, message)
 
     # ------------------------------------------------------------------ pins
-    def drdy_level(self, now: int) -> int:
-        self._advance(now)
-        return 0 if self._drdy_low else 1
-
-    def next_drdy_fall_ns(self, now: int) -> int | None:
-        """Time of the next DRDY falling edge strictly after ``now`` (None: never)."""
-        self._advance(now)
-        if self._t_next is None:
-            return None
-        j, k = self._j, self._k
-        for _ in range(100_000):
-            t = int(self._t_first + j * self._period)
-            if self._stuck_ns is not None and t >= self._stuck_ns:
-                return None
-            if not self._missing(k):
-                return t
-            j += 1
-            k += 1
-        return None
-
     def set_cs(self, level: int, now: int) -> None:
         low = not level
         if low == self.cs_low:
@@ -623,167 +439,4 @@ class SimulatedADS1256:
 
 
 def _inp(i) -> int:
-    from edge.hw.ads1256 import input_index
     return input_index(i)
-
-
-class FakeSpiDev:
-    """``spidev.SpiDev`` look-alike wired to a :class:`SimulatedADS1256`.
-
-    Defaults mirror spidev: ``mode = 0`` (the driver must set 1), ``no_cs = False``.
-    When the chip's ``pins.cs`` is None and ``no_cs`` is False the controller's own chip
-    select is emulated: low during each transfer, released between transfers.
-    """
-
-    def __init__(self, chip: SimulatedADS1256):
-        self.chip = chip
-        self.mode = 0
-        self.max_speed_hz = 125_000_000
-        self.no_cs = False
-        self.bits_per_word = 8
-        self.lsbfirst = False
-        self._open = False
-
-    def open(self, bus: int, device: int) -> None:
-        self.bus, self.device = int(bus), int(device)
-        self._open = True
-
-    def close(self) -> None:
-        self._open = False
-
-    def _transfer(self, data) -> list[int]:
-        if not self._open:
-            raise OSError("FakeSpiDev: transfer on a closed device (call open(bus, dev))")
-        chip, clock = self.chip, self.chip.clock
-        hw_cs = chip.pins.cs is None and not self.no_cs
-        t0 = clock.monotonic_ns()
-        if hw_cs:
-            chip.set_cs(0, t0)
-        out = chip.transfer(data, t0, self.max_speed_hz, self.mode, self.bits_per_word,
-                            self.lsbfirst)
-        t_end = t0 + math.ceil(len(data) * 8e9 / self.max_speed_hz)
-        clock.sleep_until_ns(t_end)
-        if hw_cs:
-            chip.set_cs(1, t_end)
-        return out
-
-    def xfer2(self, data) -> list[int]:
-        return self._transfer(data)
-
-    def xfer(self, data) -> list[int]:
-        return self._transfer(data)
-
-    def writebytes(self, data) -> None:
-        self._transfer(data)
-
-    def readbytes(self, n: int) -> list[int]:
-        return self._transfer([0] * int(n))
-
-
-class FakeGPIO:
-    """``RPi.GPIO`` look-alike (BCM numbering) wired to a :class:`SimulatedADS1256`."""
-
-    BCM, BOARD = 11, 10
-    OUT, IN = 0, 1
-    LOW, HIGH = 0, 1
-    RISING, FALLING, BOTH = 31, 32, 33
-    PUD_OFF, PUD_DOWN, PUD_UP = 20, 21, 22
-
-    def __init__(self, chip: SimulatedADS1256):
-        self.chip = chip
-        self._mode = None
-        self._dir: dict[int, int] = {}
-        self._level: dict[int, int] = {}
-
-    def setwarnings(self, flag: bool) -> None:
-        pass
-
-    def setmode(self, mode: int) -> None:
-        if mode not in (self.BCM, self.BOARD):
-            raise ValueError(f"FakeGPIO.setmode: BCM or BOARD, got {mode!r}")
-        self._mode = mode
-
-    def setup(self, pin: int, direction: int, pull_up_down: int = 20, initial=None) -> None:
-        if self._mode != self.BCM:
-            raise RuntimeError("FakeGPIO.setup: call setmode(GPIO.BCM) first (pins are BCM)")
-        self._dir[pin] = direction
-        if direction == self.OUT:
-            self.output(pin, self.LOW if initial is None else initial)
-
-    def output(self, pin: int, value) -> None:
-        if self._dir.get(pin) != self.OUT:
-            raise RuntimeError(f"FakeGPIO.output: GPIO{pin} has not been set up as an OUTPUT")
-        level = 1 if value else 0
-        self._level[pin] = level
-        chip, p = self.chip, self.chip.pins
-        now = chip.clock.monotonic_ns()
-        if pin == p.cs:
-            chip.set_cs(level, now)
-        elif pin == p.reset:
-            chip.set_reset(level, now)
-        elif pin == p.pdwn:
-            chip.set_pdwn(level, now)
-
-    def input(self, pin: int) -> int:
-        if pin not in self._dir:
-            raise RuntimeError(f"FakeGPIO.input: GPIO{pin} has not been set up")
-        if pin == self.chip.pins.drdy:
-            return self.chip.drdy_level(self.chip.clock.monotonic_ns())
-        return self._level.get(pin, 0)
-
-    def wait_for_edge(self, pin: int, edge: int, timeout=None, bouncetime=None):
-        """Block until DRDY falls (returns ``pin``) or ``timeout`` ms pass (returns None)."""
-        chip = self.chip
-        if pin != chip.pins.drdy or edge != self.FALLING:
-            raise NotImplementedError("FakeGPIO.wait_for_edge: only DRDY falling edges")
-        if self._dir.get(pin) != self.IN:
-            raise RuntimeError(f"FakeGPIO.wait_for_edge: GPIO{pin} is not set up as an input")
-        clock = chip.clock
-        now = clock.monotonic_ns()
-        t_edge = chip.next_drdy_fall_ns(now)
-        if timeout is None:
-            if t_edge is None:
-                raise RuntimeError("FakeGPIO.wait_for_edge: DRDY never falls and no timeout "
-                                   "was given (would block forever)")
-            clock.sleep_until_ns(t_edge)
-            return pin
-        deadline = now + int(float(timeout) * 1e6)
-        if t_edge is None or t_edge > deadline:
-            clock.sleep_until_ns(deadline)
-            return None
-        clock.sleep_until_ns(t_edge)
-        return pin
-
-    def cleanup(self, *pins) -> None:
-        self._dir.clear()
-
-
-def make_simulated_hardware(source, seed: int = 0, faults: Faults | None = None, *,
-                            virtual_clock: bool = False, pins: Pins = Pins(),
-                            max_lead_us: float = 2000.0, **chip_kw):
-    """A simulated ADS1256 behind fake spidev/GPIO objects.
-
-    Parameters
-    ----------
-    source : object with ``volts(t_s) -> ndarray (9,)`` (see :mod:`edge.hw.sources`)
-    seed : int
-    faults : Faults, optional
-    virtual_clock : bool
-        True: time jumps to the next event (tests, benchmarks). False: real-time pacing.
-    pins : Pins
-    max_lead_us : float
-        Real-time clock only, see :class:`SimClock`.
-    **chip_kw
-        Passed to :class:`SimulatedADS1256` (``vref, fclkin_hz, noise_v, offset_error_v,
-        gain_error, strict``).
-
-    Returns
-    -------
-    (spi, gpio, clock) : FakeSpiDev (opened on bus 0 device 0), FakeGPIO, SimClock.
-        The chip is ``spi.chip`` (also ``gpio.chip``).
-    """
-    clock = SimClock(virtual=virtual_clock, max_lead_us=max_lead_us)
-    chip = SimulatedADS1256(source, clock, pins=pins, seed=seed, faults=faults, **chip_kw)
-    spi = FakeSpiDev(chip)
-    spi.open(0, 0)
-    return spi, FakeGPIO(chip), clock
