@@ -39,7 +39,7 @@ from offline.build import build  # noqa: E402
 from offline.calibration_runs import calibration_runs  # noqa: E402
 from offline.metrics import fde  # noqa: E402
 from offline.selection import nrmse  # noqa: E402
-from offline.model import resolve_dofs, spec_from_dict  # noqa: E402
+from offline.model import spec_from_dict  # noqa: E402
 
 STRIP_BEAM = """
 name = "strip-eb"
@@ -118,7 +118,7 @@ def free_free_model(d: Path) -> Path:
     force and moment at two interface nodes; ten accelerometers; 400 Hz; white forces up to
     Nyquist with N and N m scales."""
     sens = [0.175, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.925, 1.0]
-    text = f"""
+    text = """
 name = "free-free-interface"
 type = "beam"
 [materials.steel]
@@ -129,14 +129,14 @@ rho = 7850.0
 theory = "euler-bernoulli"
 [beam.sections.main]
 material = "steel"
-rectangle = {{ b = 0.04, h = 0.02 }}
+rectangle = { b = 0.04, h = 0.02 }
 [[beam.members]]
 name = "span"
 section = "main"
-line = {{ start = [0.0, 0.0, 0.0], end = [1.0, 0.0, 0.0], n = 40 }}
+line = { start = [0.0, 0.0, 0.0], end = [1.0, 0.0, 0.0], n = 40 }
 orientation = [0.0, 0.0, 1.0]
 [[boundary]]
-select = {{ box = [[-0.01, -0.01, -0.01], [1.01, 0.01, 0.01]] }}
+select = { box = [[-0.01, -0.01, -0.01], [1.01, 0.01, 0.01]] }
 dofs = ["ux", "uy", "rx", "rz"]
 [damping]
 ratios = [[20.0, 0.01], [180.0, 0.01]]
@@ -144,7 +144,7 @@ ratios = [[20.0, 0.01], [180.0, 0.01]]
 method = "gmr+"
 modes = 30
 [[reduction.masters]]
-select = {{ at = [0.5, 0.0, 0.0] }}
+select = { at = [0.5, 0.0, 0.0] }
 dofs = ["uz"]
 [estimator]
 rate = 400.0

@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from edge.hw.acquire import FLAG_GAP, Acquisition, Channel
+from edge.flags import FLAG_GAP
+from edge.hw.acquire import Acquisition, Channel
 from edge.hw.ads1256 import ADS1256, CYCLING_THROUGHPUT_HZ
 from edge.hw.sim_ads1256 import make_simulated_hardware
 from edge.hw.sources import FunctionSource

@@ -49,7 +49,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.bundle import Bundle, Channel, Force, Output  # noqa: E402
+from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput  # noqa: E402
 from edge.estimator import Estimator, EstimatorError  # noqa: E402
 from edge.estimator.newmark import newmark  # noqa: E402
 from offline.akf import (akf_model, collapse_substeps, kalman_predict,  # noqa: E402
@@ -103,10 +103,10 @@ def chain_case(noise, seed):
                                         nt, rng)
     sigma = noise * np.std(cal_clean)
     b = Bundle(M=M, C=C, K=K, dt=dt,
-               channels=[Channel("a_tip", dof=j, kind="acceleration", unit="m/s^2",
+               channels=[SensorChannel("a_tip", dof=j, kind="acceleration", unit="m/s^2",
                                  weight=1 / sigma**2, node=j, dof_name="ux")],
-               forces=[Force("F_tip", dof=j, node=j, dof_name="ux")],
-               outputs=[Output("u_mid", row=np.eye(n)[n // 2], node=n // 2, dof_name="ux")],
+               forces=[IdentifiedForce("F_tip", dof=j, node=j, dof_name="ux")],
+               outputs=[VirtualOutput("u_mid", row=np.eye(n)[n // 2], node=n // 2, dof_name="ux")],
                alpha=0.0, meta={"name": "stiff-chain"})
     from offline.regularization import choose_alpha
 

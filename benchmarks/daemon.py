@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import daemon_costs as costs  # noqa: E402
 from edge.daemon import app, realtime  # noqa: E402
 from edge.daemon.config import config_from_dict  # noqa: E402
 
@@ -150,8 +151,9 @@ def _thread_cpu() -> dict:
     return out
 
 
-def run_once(tmp: Path, rate: float, seconds: float, port, **kw) -> dict:
-    """One in-process daemon run; returns counts, latencies (us), CPU (% of a core)."""
+def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **kw) -> dict:
+    """One in-process daemon run; returns counts, latencies (us), CPU (% of a core);
+    ``instrument``: per-stage CPU (:mod:`daemon_costs`) in ``stages``."""
     d_cfg = _cfg_dict(tmp, rate, seconds, port, **kw)
     cfg = config_from_dict(d_cfg)
     old_switch = sys.getswitchinterval()
@@ -168,15 +170,24 @@ def run_once(tmp: Path, rate: float, seconds: float, port, **kw) -> dict:
             inp.src = ArrayVolts(inp.src.volts(int(rate * 2)))
         if d.pub is not None:
             d.pub.start()
+        win = None
+        if instrument:  # per-stage CPU over the steady state (daemon_costs)
+            win = costs.Window(d, costs.instrument(d, kw.get("level", "signal")),
+                               costs.ThreadCpu())
+            win.tcpu.start()
+            win.start()
         c0, t0, p0 = _thread_cpu(), time.monotonic(), time.process_time()
         code = d.run()
         wall = time.monotonic() - t0
         total_cpu = (time.process_time() - p0) / wall * 100
         c1 = _thread_cpu()
+        window = win.finish() if win is not None else None
     finally:
+        costs.restore(kw.get("level", "signal"))
         sys.setswitchinterval(old_switch)
         shutil.rmtree(d_cfg["recorder"]["dir"], ignore_errors=True)
     return {"code": code, "rate": rate, "samples": d.processed, "wall": wall,
+            "window": window,
             "expected": int(round(rate * seconds)), "lost": d.ring.lost,
             "overruns": d.ring.overruns, "drdy": d.latency.summary(),
             "drdy_known": d._t_off is not None, "ring": d.latency_ring.summary(),
@@ -379,8 +390,8 @@ def main(argv=None):
     ap.add_argument("--python", action="append", default=[],
                     help="also measure memory with this interpreter (e.g. a base-only venv "
                          "/tmp/edge-venv/bin/python); repeatable")
-    ap.add_argument("--only", default="floor,rate,latency,memory",
-                    help="comma list of sections: floor, rate, latency, memory")
+    ap.add_argument("--only", default="floor,rate,latency,memory,costs",
+                    help="comma list of sections: floor, rate, latency, memory, costs")
     ap.add_argument("--levels", default="signal,adc", help="latency levels: signal, adc")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -436,10 +447,14 @@ def main(argv=None):
                                f"{_fmt_range(anon, '{:.0f}')}, file "
                                f"{_fmt_range(filer, '{:.0f}')}), peak "
                                f"{_fmt_range(hwm, '{:.0f}')} MB |")
+        if "costs" in only:
+            rows, _ = costs.section_costs(run_once, loadavg, tmp, port, sec + 1, args.repeat)
         print(f"\n# summary: median (min-max) of {args.repeat} runs; load {loadavg()}")
         print("| figure | goal | measured |")
         print("| --- | --- | --- |")
         print("\n".join(summary))
+        if "costs" in only:
+            print("\n" + "\n".join(rows))
     finally:
         if broker is not None:
             broker.terminate()

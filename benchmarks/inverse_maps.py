@@ -158,11 +158,11 @@ def run(path, args, extra=None, label=""):
     out["infer_ms"] = float(np.median(t_inf) * 1e3)
     out["identify_ms"] = float(np.median(ts))
     # ---- operator update: parts -> M, C, K -> derive_operator
-    from edge.bundle import Bundle, Channel, Force
+    from edge.bundle import Bundle, IdentifiedForce, SensorChannel
     from edge.estimator import Estimator
     Mn, Cn, Kn = EI.matrices(pm.parts, pm.parts.theta0)
-    b = Bundle(M=Mn, C=Cn, K=Kn, dt=1 / ex.rate, channels=[Channel(ex.channels[0], dof=0)],
-               forces=[Force("F110", dof=int(np.argmax(pm.force)))], alpha=1e-10)
+    b = Bundle(M=Mn, C=Cn, K=Kn, dt=1 / ex.rate, channels=[SensorChannel(ex.channels[0], dof=0)],
+               forces=[IdentifiedForce("F110", dof=int(np.argmax(pm.force)))], alpha=1e-10)
     est_ = Estimator(b)
     tu = []
     for th in Xte[:10]:

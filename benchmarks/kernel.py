@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge.bundle import Channel
+from edge.bundle import SensorChannel
 from edge.estimator import Estimator
 from edge.estimator.reference import ReferenceEstimator
 
@@ -71,7 +71,7 @@ def four_channel(b):
     """4 channels at master DOFs of the cantilever: uz at 110, 60 mm, rx at 110, ry at 60."""
     names = {0: "uz110", 1: "rx110", 2: "ry110"}
     dofs = [0, 1, 2, 9] if b.n > 9 else [0, 1, 2, 3]
-    chans = [Channel(f"c{i}_{names.get(d, d)}", dof=d, kind="displacement", weight=1e10)
+    chans = [SensorChannel(f"c{i}_{names.get(d, d)}", dof=d, kind="displacement", weight=1e10)
              for i, d in enumerate(dofs)]
     return b.replace(channels=chans, alpha=1e3)  # heavily regularised: stable for timing
 
@@ -81,7 +81,7 @@ def smoother_bundle(b, lag, kinds=None, order=None):
     from offline.smoother.force_model import DEFAULT_ORDER
 
     if kinds:
-        b = b.replace(channels=[Channel(f"c{i}", dof=b.channels[0].dof, kind=k,
+        b = b.replace(channels=[SensorChannel(f"c{i}", dof=b.channels[0].dof, kind=k,
                                         weight={"displacement": 1e10, "velocity": 1e6,
                                                 "acceleration": 1e2}[k])
                                 for i, k in enumerate(kinds)])
@@ -162,7 +162,7 @@ def main(argv=None):
         b = cantilever_bundle(modes)
         print(f"  n={b.n:>4}: {time_kernel(b, args.steps // 2) * 1e6:8.3f} us/step")
     for nch in (1, 2, 4, 8):
-        chans = [Channel(f"c{i}", dof=i, kind="displacement", weight=1e10) for i in range(nch)]
+        chans = [SensorChannel(f"c{i}", dof=i, kind="displacement", weight=1e10) for i in range(nch)]
         b = b71.replace(channels=chans)
         print(f"  nch={nch}: {time_kernel(b, args.steps // 2) * 1e6:8.3f} us/step")
 

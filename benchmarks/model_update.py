@@ -30,7 +30,6 @@ load realisation, so their FDEs differ by the model only.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import time

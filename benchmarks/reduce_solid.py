@@ -89,6 +89,7 @@ def worker_reduce(a) -> None:
 
     from offline.fem import mpc, solid
     from offline.fem.mesh import read_mesh
+    from offline.model.elements import spider_from_dict
     from offline.geometry.housing import hole_names, spider_tables
     from offline.reduction import reduce
 
@@ -104,7 +105,7 @@ def worker_reduce(a) -> None:
     n_mesh_dofs = model.n_dofs
     del mesh
     t = time.perf_counter()
-    spiders = [mpc.spider_from_dict(d, model, f"spiders[{i}]")
+    spiders = [spider_from_dict(d, model, f"spiders[{i}]")
                for i, d in enumerate(spider_tables())]
     model = mpc.add_spiders(model, spiders)
     names = hole_names()

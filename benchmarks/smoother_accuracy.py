@@ -42,7 +42,7 @@ def lowpass_rms(x, dt, f_hi=2.0):
 
 
 def main(argv=None):
-    from edge.bundle import Channel
+    from edge.bundle import SensorChannel
     from edge.estimator import Estimator
     from offline.build import build
     from offline.metrics import fde
@@ -77,7 +77,7 @@ def main(argv=None):
                                args.duration, noise=lvl, seed=7, build_result=res,
                                show_progress=False)
             sig = lvl * np.std(s.Y_clean, axis=0)
-            chans = [Channel(**{**c.__dict__, "weight": 1.0 / sig[i] ** 2})
+            chans = [SensorChannel(**{**c.__dict__, "weight": 1.0 / sig[i] ** 2})
                      for i, c in enumerate(b0.channels)]
             b = b0.replace(channels=chans)
             fm = [ForceModel("randomwalk" if args.rw else "bandpass", band, 1.0, args.order)]

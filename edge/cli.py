@@ -9,7 +9,7 @@
     vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
     vsense-edge dashboard [-c PATH] [--url ws://HOST:9001] [--port 8090] [--export DIR]
 
-Exit codes: listed by `vsense-edge --help` (edge.daemon.loop.EXIT_CODES).
+Exit codes: listed by `vsense-edge --help` (edge.daemon.exitcodes.EXIT_CODES).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from edge.daemon.config import (
     load_config,
     reference_markdown,
 )
-from edge.daemon.loop import EXIT_CODES, EXIT_CONFIG
+from edge.daemon.exitcodes import EXIT_CODES, EXIT_CONFIG
 from edge.helpformat import HelpFormatter
 
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import re
+
+_ROLE = re.compile(r":(?:meth|class|func|attr|mod|data):`~?([^`]+)`")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the description's and epilog's line breaks; appends ``(default: X)`` to every
-    option whose default says something (not None, False, or a suppressed value)."""
+    """Keeps the description's and epilog's line breaks, without reStructuredText markup
+    (double back-quotes, roles: docstrings are reused as help); appends ``(default: X)`` to
+    every option whose default says something (not None, False, or a suppressed value)."""
+
+    def _fill_text(self, text, width, indent):
+        return super()._fill_text(_ROLE.sub(r"\1", text).replace("``", ""), width, indent)
+
+    def _expand_help(self, action):
+        return _ROLE.sub(r"\1", super()._expand_help(action)).replace("``", "")
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""

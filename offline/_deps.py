@@ -43,13 +43,15 @@ def need(module: str) -> ModuleType:
 
 
 def progress(iterable=None, total=None, desc: str = "", enable: bool = True, **kw):
-    """A tqdm progress bar on stderr (a plain iterator when tqdm is missing or disabled)."""
+    """A tqdm progress bar on stderr (a plain iterator when tqdm is missing or disabled; no bar
+    when stderr is not a terminal, so logs get no carriage returns or escape codes)."""
     if not enable:
         return iterable if iterable is not None else _NullBar()
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return iterable if iterable is not None else _NullBar()
+    kw.setdefault("disable", None)  # None: off when stderr is not a TTY
     return tqdm(iterable, total=total, desc=desc, leave=False, dynamic_ncols=True, **kw)
 
 

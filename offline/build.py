@@ -1,25 +1,30 @@
 """From a model file to a bundle: FE model, reduction, calibration, alpha, stability check.
 
-Steps (``vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR]``):
+Steps (``vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR]``), each a public function:
 
-1. load and validate the model file, assemble the constrained FE model;
-2. masters = measured DOFs first (paper eq. 8-10), then force DOFs, then the declared masters;
-   reduce (GMR+ / Craig-Bampton / Guyan) and add damping (Rayleigh on the reduced matrices,
-   paper eq. 7, plus ``T^T C T`` of explicit damping);
-3. virtual outputs = rows of T at their physical DOFs;
-4. honest calibration runs (:mod:`offline.calibration_runs`, :mod:`offline.selection`): the FULL model, integrated exactly
-   mode by mode (not the estimator's reduced Newmark step), under the ``[calibration]`` load(s)
-   with the sensors' noise, ``[calibration] seeds`` of them; channel weights ``1 / sigma^2``;
-   estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest
-   expected normalised RMS error on them (or alpha by a rule / given); the MMSE accuracy limit
-   (:mod:`offline.limit`) for the report;
-5. the step operator is derived and its spectral radius checked (an unstable estimator is
-   refused, not shipped); the bundle is written.
+1. load and validate the model file, assemble the constrained FE model
+   (:func:`offline.model.load_model_file`, :func:`offline.model.build_fe_model`);
+2. the reduced model (:func:`offline.reduced.reduce_model`): masters = measured DOFs first
+   (paper eq. 8-10), then force DOFs, then the declared masters; GMR+ / Craig-Bampton / Guyan;
+   damping (Rayleigh on the reduced matrices, paper eq. 7, plus ``T^T C T`` of explicit damping);
+   virtual outputs = rows of T at their physical DOFs; the estimator's bundle before
+   calibration (:func:`design_bundle`);
+3. honest calibration runs (:func:`calibrate`, :mod:`offline.calibration_runs`): the FULL model,
+   integrated exactly mode by mode (not the estimator's reduced Newmark step), under the
+   ``[calibration]`` load(s) with the sensors' noise, ``[calibration] seeds`` of them; channel
+   weights ``1 / sigma^2``;
+4. estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest expected
+   normalised RMS error on them (:func:`offline.selection.select`; or alpha by a rule / given);
+   the MMSE accuracy limit (:mod:`offline.limit`) for the report; the step operator is derived
+   and its spectral radius checked (an unstable estimator is refused, not shipped);
+5. inverse maps of ``[[parameters]]`` (:func:`attach_inverse_maps`, the reduction of step 2
+   reused); the bundle is written.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +32,19 @@ from pathlib import Path
 import numpy as np
 
 from edge import __version__
-from edge.bundle import Bundle, Channel, Force, Output
+from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
 from edge.estimator import EstimatorError, derive_operator
-from offline.regularization import AlphaChoice
+from offline._deps import need
+from offline.calibration_runs import calibration_runs
+from offline.inverse.pipeline import attach
+from offline.limit.model import model_limit
+from offline.limit.transfer import modal_model
+from offline.model import EstimatorSpec, build_fe_model, load_model_file
+from offline.reduced import ReducedModel, master_dofs, reduce_model
+from offline.regularization import AlphaChoice, choose_alpha
+from offline.report import write_build_html
+from offline.selection import select
+from offline.smoother import smoother_from_spec
 
 
 @dataclass
@@ -42,6 +57,7 @@ class BuildResult:
     calibration: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     full_dofs: dict = field(default_factory=dict)
+    reduced: ReducedModel | None = None  # step 2 (offline.reduced): model, reduction, signals
 
     def summary(self) -> str:
         b = self.bundle
@@ -95,29 +111,75 @@ def _radius(meta: dict) -> float:
                           meta.get("estimator", {}).get("spectral_radius", float("nan"))))
 
 
-def _masters(spec, model):
-    """Ordered unique master DOFs: channels first, then forces, then declared masters."""
-    from offline.model import resolve_dofs
-
-    chan = [resolve_dofs(model, s.select, s.dof, s.where or f"[[sensors]] {s.name}")[0]
-            for s in spec.sensors]
-    frc = [resolve_dofs(model, f.select, f.dof, f.where or f"[[forces]] {f.name}")[0]
-           for f in spec.forces]
-    extra = []
-    if spec.reduction is not None:
-        for m in spec.reduction.masters:
-            extra += resolve_dofs(model, m.select, m.dofs, m.where or "[[reduction.masters]]")
-    order = []
-    for d in chan + frc + extra:
-        if d not in order:
-            order.append(d)
-    return np.array(order, dtype=np.int64), chan, frc
+#: Former private name of :func:`offline.reduced.master_dofs` (kept for callers).
+_masters = master_dofs
 
 
-def build(model_path, *, alpha=None, window=None, method=None, progress=True,
+def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bundle:
+    """The estimator's bundle before calibration: reduced matrices, signals, Newmark settings.
+
+    Channel weights are 1 and ``alpha`` 0 until the calibration runs choose them; ``window``
+    (int or "auto", default ``[estimator] window``) gives ``L`` (1 for "auto").
+    """
+    spec, model, red = rm.spec, rm.model, rm.reduction
+    table = model.dof_table()
+    channels = [SensorChannel(name=s.name, dof=rm.position(d), kind=s.kind, unit=s.unit, weight=1.0,
+                        node=table[d][0], dof_name=table[d][1])
+                for s, d in zip(spec.sensors, rm.chan_dofs)]
+    forces = [IdentifiedForce(name=f.name, dof=rm.position(d), node=table[d][0], dof_name=table[d][1],
+                    scale=float(f.scale))
+              for f, d in zip(spec.forces, rm.force_dofs)]
+    outputs = [VirtualOutput(name=o.name, row=row, kind=o.kind, unit=o.unit, node=table[d][0],
+                      dof_name=table[d][1])
+               for o, d, row in zip(spec.outputs, rm.out_dofs, rm.output_rows())]
+    rule = window if window is not None else est_spec.window
+    meta = {
+        "name": spec.name, "model_file": str(Path(spec.path).name),
+        "reduction": {"method": red.method, "masters": len(rm.masters), "modes": red.n_modes,
+                      "full_dofs": int(model.n_dofs)},
+        "vsense_version": __version__,
+    }
+    return Bundle(M=red.M, C=rm.C, K=red.K, dt=1.0 / est_spec.rate, channels=channels,
+                  forces=forces, outputs=outputs, alpha=0.0, beta=est_spec.beta,
+                  gamma=est_spec.gamma, window=1 if rule == "auto" else int(rule),
+                  discretization=est_spec.discretization, regularization=est_spec.regularization,
+                  meta=meta,
+                  report={"freqs_full": red.report.freqs_full,
+                          "freqs_reduced": red.report.freqs_reduced,
+                          "eig_error": red.report.eig_error})
+
+
+def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True):
+    """Step 3: the honest calibration runs and the channel weights.
+
+    The FULL model, integrated exactly mode by mode (not the estimator's reduced step), under
+    the ``[calibration]`` load(s) with the sensors' noise (:mod:`offline.calibration_runs`).
+    Sets ``weight = 1 / sigma^2`` on ``bundle.channels`` (sigma: the mean noise std of the
+    runs, per channel).
+
+    Returns
+    -------
+    runs : list of CalRun
+    mm : ModalModel
+        Modes and residual flexibility of the full model at the signals' DOFs
+        (:func:`offline.limit.transfer.modal_model`), shared with the accuracy limit.
+    """
+    mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
+    runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
+                            bundle.dt, mm=mm, show_progress=progress)
+    sigma = np.mean([r.sigma for r in runs], axis=0)
+    for c, sg in zip(bundle.channels, sigma):
+        c.weight = float(1.0 / sg ** 2)
+    return runs, mm
+
+
+def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True,
           report_dir=None, n_modes=None, maps=True, maps_cache=None,
           limit=True) -> BuildResult:
     """Build the bundle of a model file (see module docstring). Returns a BuildResult.
+
+    ``alpha``: a value or rule overriding ``[estimator] alpha``; ``alpha_rule`` overrides both
+    (the rule name; not to be confused with the reduction ``method`` of ``[reduction]``).
 
     ``maps``: train and attach the inverse maps when the model file has ``[[parameters]]``
     (step 6, :func:`attach_inverse_maps`); ``maps_cache``: directory for the cached training
@@ -125,9 +187,6 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     (:mod:`offline.limit`) for the report. ``model_path`` may also be a validated
     :class:`~offline.model.ModelSpec` (e.g. an edited copy, :func:`offline.model.spec_from_dict`).
     """
-    from offline.model import build_fe_model, load_model_file, resolve_dofs
-    from offline.reduction import recover, reduce
-
     timings = {}
     t0 = time.perf_counter()
     spec = model_path if hasattr(model_path, "sensors") else load_model_file(model_path)
@@ -136,96 +195,32 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
         raise ValueError(f"{spec.where('[[sensors]]')}: a bundle needs at least one sensor")
     if not spec.forces:
         raise ValueError(f"{spec.where('[[forces]]')}: a bundle needs at least one force")
-    est_spec = spec.estimator
-    if est_spec is None:
-        from offline.model.spec import EstimatorSpec
-
-        est_spec = EstimatorSpec()
-    red_spec = spec.reduction
+    est_spec = spec.estimator if spec.estimator is not None else EstimatorSpec()
     model = build_fe_model(spec, progress=progress)
     timings["FE model"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    masters, chan_dofs, force_dofs = _masters(spec, model)
-    method_red = red_spec.method if red_spec else "gmr+"
-    modes = int(n_modes if n_modes is not None else (red_spec.modes if red_spec else 50))
-    red = reduce(model, masters, n_modes=modes, method=method_red,
-                 n_report=red_spec.n_report if red_spec else 30, progress=progress)
+    rm = reduce_model(spec, model, n_modes=n_modes, progress=progress)
+    red = rm.reduction
+    chan_dofs, force_dofs, out_dofs = rm.chan_dofs, rm.force_dofs, rm.out_dofs
     timings["reduction"] = time.perf_counter() - t1
-
-    # damping on the reduced model: C = a M + b K (eq. 7) + T^T C_explicit T
-    C = np.zeros_like(red.M)
-    if model.rayleigh is not None:
-        a, b = model.rayleigh
-        C = a * red.M + b * red.K
-    if model.C is not None:
-        C = C + red.T.T @ (model.C @ red.T)
-    C = 0.5 * (C + C.T)
-
-    pos = {int(d): i for i, d in enumerate(masters)}
-    dt = 1.0 / est_spec.rate
-    channels = []
-    for s, d in zip(spec.sensors, chan_dofs):
-        node, dofn = model.dof_table()[d]
-        channels.append(Channel(name=s.name, dof=pos[d], kind=s.kind, unit=s.unit,
-                                weight=1.0, node=node, dof_name=dofn))
-    forces = []
-    for f, d in zip(spec.forces, force_dofs):
-        node, dofn = model.dof_table()[d]
-        forces.append(Force(name=f.name, dof=pos[d], node=node, dof_name=dofn,
-                            scale=float(getattr(f, "scale", 1.0))))
-    outputs = []
-    out_dofs = []
-    for o in spec.outputs:
-        d = resolve_dofs(model, o.select, o.dof, o.where or f"[[outputs]] {o.name}")[0]
-        node, dofn = model.dof_table()[d]
-        outputs.append(Output(name=o.name, row=recover(red.T, [d])[0], kind=o.kind,
-                              unit=o.unit, node=node, dof_name=dofn))
-        out_dofs.append(d)
-
+    bundle = design_bundle(rm, est_spec, window)
+    meta, L, dt = bundle.meta, bundle.window, bundle.dt
     window_rule = window if window is not None else est_spec.window
-    L = 1 if window_rule == "auto" else int(window_rule)
-    meta = {
-        "name": spec.name, "model_file": str(Path(model_path).name),
-        "reduction": {"method": red.method, "masters": len(masters), "modes": red.n_modes,
-                      "full_dofs": int(model.n_dofs)},
-        "vsense_version": __version__,
-    }
-    bundle = Bundle(M=red.M, C=C, K=red.K, dt=dt, channels=channels, forces=forces,
-                    outputs=outputs, alpha=0.0, beta=est_spec.beta, gamma=est_spec.gamma,
-                    window=L, discretization=getattr(est_spec, "discretization", "newmark"),
-                    regularization=getattr(est_spec, "regularization", "tikhonov0"),
-                    meta=meta,
-                    report={"freqs_full": red.report.freqs_full,
-                            "freqs_reduced": red.report.freqs_reduced,
-                            "eig_error": red.report.eig_error})
 
-    # honest calibration runs: the FULL model, exact modal integration, the sensors' noise
-    # (offline/calibration_runs.py, offline/selection.py); weights 1/sigma^2, then estimator, window and alpha
+    # step 3: honest calibration runs, weights 1/sigma^2; step 4: estimator, window and alpha
     t2 = time.perf_counter()
-    from offline.calibration_runs import calibration_runs
-    from offline.selection import select
-    from offline.limit.transfer import modal_model
-
-    mm = modal_model(model, force_dofs, list(chan_dofs) + list(out_dofs))
-    runs = calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt, mm=mm,
-                            show_progress=progress)
-    sigma = np.mean([r.sigma for r in runs], axis=0)
-    for c, sg in zip(channels, sigma):
-        c.weight = float(1.0 / sg ** 2)
+    runs, mm = calibrate(rm, bundle, progress)
     levels = np.array([max(s.noise, 1e-4) for s in spec.sensors])
     choice = None
-    alpha_rule = alpha if alpha is not None else est_spec.alpha
-    if method is not None:
-        alpha_rule = method
+    if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
+        alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]
     reference = None
     if limit:
         t4 = time.perf_counter()
-        from offline.limit.model import model_limit
-
         lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm)
         meta["limit"] = lim.as_dict()
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
@@ -254,8 +249,6 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     else:
         meta["alpha_method"] = "given"
     if report_dir is not None:
-        from offline.regularization import choose_alpha
-
         try:  # the L-curve of the chosen window, for the report
             choice = choose_alpha(bundle, runs[0].Y, window=L, method="lcurve",
                                   show_progress=False)
@@ -285,8 +278,6 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     if chosen_bundle is not None:  # the automatic choice designed it (offline/selection.py)
         bundle = chosen_bundle.replace(meta={**meta, "estimator": chosen_bundle.meta["estimator"]})
     elif smoother:
-        from offline.smoother import smoother_from_spec
-
         bundle = smoother_from_spec(bundle, spec, est_spec)  # kf_* gains, meta["estimator"]
     if choice is not None:
         bundle.extras.update({"lcurve_alphas": choice.alphas,
@@ -295,14 +286,15 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
     # --- inverse maps (step 6; docs/inverse.md "Build"): begin --------------------------
     if maps and spec.raw.get("parameters"):
         t3 = time.perf_counter()
-        bundle = attach_inverse_maps(bundle, model_path, cache_dir=maps_cache, progress=progress)
+        bundle = attach_inverse_maps(bundle, model_path, cache_dir=maps_cache, progress=progress,
+                                     reduced=rm)
         timings["inverse maps"] = time.perf_counter() - t3
     # --- inverse maps: end ---------------------------------------------------------------
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
                       timings=timings,
                       full_dofs={"channels": chan_dofs, "forces": force_dofs,
-                                 "outputs": out_dofs})
+                                 "outputs": out_dofs}, reduced=rm)
     if report_dir is not None:
         write_build_report(res, report_dir)
     return res
@@ -312,23 +304,21 @@ def build(model_path, *, alpha=None, window=None, method=None, progress=True,
 def default_maps_cache() -> Path:
     """Cache of the inverse-map training windows: ``$VSENSE_CACHE/inverse`` (default
     ``~/.cache/vsense/inverse``)."""
-    import os
-
     return Path(os.environ.get("VSENSE_CACHE", "~/.cache/vsense")).expanduser() / "inverse"
 
 
-def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=True) -> Bundle:
+def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=True,
+                        reduced: ReducedModel | None = None) -> Bundle:
     """Train the inverse map(s) of ``[[parameters]]``/``[experiment]``/``[inverse]`` and add
     them and the parametric parts to ``bundle`` (:func:`offline.inverse.pipeline.attach`).
 
     The training windows are cached in ``cache_dir`` (default :func:`default_maps_cache`).
-    The map's test metrics and timings go to ``meta["inverse"]``.
+    The map's test metrics and timings go to ``meta["inverse"]``. ``reduced``: the build's
+    reduced model (reused, not reduced again).
     """
-    from offline.inverse.pipeline import attach
-
     cache = Path(cache_dir) if cache_dir is not None else default_maps_cache()
     cache.mkdir(parents=True, exist_ok=True)
-    out, res = attach(bundle, model_path, cache_dir=cache, progress=progress)
+    out, res = attach(bundle, model_path, cache_dir=cache, progress=progress, reduced=reduced)
     out.meta["inverse"]["timings"] = {k: float(v) for k, v in res["timings"].items()}
     return out
 # --- inverse maps: end -----------------------------------------------------------------
@@ -336,21 +326,20 @@ def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=Tru
 
 def plot_selection(sel: dict, path, dt: float) -> str:
     """Expected normalised RMS error on the calibration runs per window, per estimator."""
-    from offline._deps import need
-
     need("matplotlib").use("Agg")
     plt = need("matplotlib.pyplot")
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for name, c in sel["candidates"].items():
+    for (name, c), mk in zip(sel["candidates"].items(), "osD^v<>"):
         rows = sorted(c["rows"], key=lambda r: r["delay"])
-        ax.plot([r["delay"] * dt * 1e3 for r in rows], [r["score"] for r in rows], "o-",
-                label=name)
+        ax.plot([r["delay"] * dt * 1e3 for r in rows], [r["score"] for r in rows], "-",
+                marker=mk, mfc="none", label=name)  # open markers: coinciding lines show
     b = sel["best"]
     ax.plot([b["delay"] * dt * 1e3], [b["score"]], "*", ms=14, color="C3",
             label=f"chosen: {sel['chosen']}, L={b['window']}")
     ax.axvline(sel["max_delay_s"] * 1e3, color="0.5", ls=":", label="max_delay")
     ax.set_xlabel("delay [ms]")
     ax.set_ylabel("mean normalised RMS error")
+    ax.set_yscale("log")  # the per-step estimator can be 10x the others
     ax.set_title("estimator choice on the calibration runs (full model)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -373,7 +362,5 @@ def write_build_report(res: BuildResult, report_dir) -> Path:
     (d / "build_summary.txt").write_text(res.summary() + "\n\n" + res.reduction.report.format()
                                          + "\n")
     (d / "build_meta.json").write_text(json.dumps(res.bundle.meta, indent=2, default=float))
-    from offline.report import write_build_html
-
     write_build_html(res, d)  # d/index.html: the same, self-contained (PNGs embedded)
     return d

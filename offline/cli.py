@@ -22,6 +22,11 @@ import argparse
 import sys
 
 from edge.helpformat import HelpFormatter
+from offline import __version__
+
+# The subcommands' modules are imported in their branch of main(): `vsense-offline --help` and
+# argument errors stay fast and import neither numba nor scipy's solvers
+# (tests/test_offline_path.py::test_cli_help_imports_no_solver_or_numba).
 
 
 def _alpha(v: str):
@@ -47,8 +52,6 @@ def _window(v: str):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from offline import __version__
-
     p = argparse.ArgumentParser(prog="vsense-offline", description=__doc__.split("\n")[0],
                                 formatter_class=HelpFormatter,
                                 epilog=__doc__.split("\n", 2)[2])

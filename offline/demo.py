@@ -41,6 +41,15 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.bundle import Bundle
+from edge.estimator import Estimator
+from edge.monitor import DeviceSubscriber, DeviceView
+from offline.broker import find_or_start_broker
+from offline.build import build
+from offline.metrics import fde
+from offline.report import write_demo_report
+from offline.simulate import simulate_model, write_csv
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = ROOT / "examples" / "paper_cantilever.toml"
 DEVICE = "demo-cantilever"
@@ -112,8 +121,6 @@ def simulate_truth(model: str, band, rms: float, duration: float, noise: float,
                    oversample: int, seed: int, show_progress: bool = False):
     """Full-model truth (top level so it can run in a worker process)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from offline.simulate import simulate_model
-
     return simulate_model(model, {"type": "random", "band": tuple(band), "rms": rms},
                           duration, noise=noise, oversample=oversample, seed=seed,
                           show_progress=show_progress)
@@ -176,8 +183,6 @@ def time_kernel(bundle, Y: np.ndarray) -> np.ndarray:
     The daemon publishes only latency percentiles, not per-sample timings, so Fig. 15 is
     redrawn from this offline re-run of the same kernel on the same measurement.
     """
-    from edge.estimator import Estimator
-
     est = Estimator(bundle)
     nch = Y.shape[1]
     y = np.zeros((1, nch))
@@ -206,14 +211,6 @@ def _wait(pred, timeout: float, step: float = 0.05) -> bool:
 # ---------------------------------------------------------------------- the demo
 def run_demo(s: DemoSettings) -> DemoResult:
     """Run every step (module docstring); returns the figures and the report path."""
-    from edge.bundle import Bundle
-    from edge.monitor import DeviceSubscriber, DeviceView
-    from offline.broker import find_or_start_broker
-    from offline.build import build
-    from offline.metrics import fde
-    from offline.report import write_demo_report
-    from offline.simulate import write_csv
-
     out = Path(s.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     rep = out / "report"
@@ -221,8 +218,8 @@ def run_demo(s: DemoSettings) -> DemoResult:
     t_all = time.perf_counter()
 
     # 1 + 2: build here, full-model truth in a worker process at the same time
-    _say(f"simulating the full FE model ({s.duration:g} s, {s.oversample} sub-steps per "
-         f"sample) in a second process")
+    _say(f"simulating the full FE model ({s.duration:g} s, exact modal superposition, "
+         f"{s.oversample} load points per sample) in a second process")
     ex = cf.ProcessPoolExecutor(max_workers=1)
     t0 = time.perf_counter()
     fut = ex.submit(simulate_truth, s.model, s.band, s.rms, s.duration, s.noise,
@@ -254,6 +251,8 @@ def run_demo(s: DemoSettings) -> DemoResult:
     # 3: broker
     broker = find_or_start_broker(s.broker)
     _say(f"MQTT broker: {broker.kind} on {broker.address}")
+    _say(f"watch the run live from another terminal: {Path(sys.executable).parent}/vsense-edge "
+         f"monitor --broker {broker.host}:{broker.port} --device {s.device}")
     rec_dir = out / "recordings"
     cfg_path = out / "edge.toml"
     cfg_path.write_text(edge_config(s, bundle_path, meas_csv, broker.host, broker.port, rec_dir,

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.bundle import Bundle, Output
+from edge.bundle import Bundle, VirtualOutput
 from edge.estimator import Estimator, EstimatorError, derive_operator
-from offline._deps import progress
+from offline._deps import need, progress
 
 
 @dataclass
@@ -79,8 +79,6 @@ class AlphaChoice:
 
     def plot(self, path, title: str = "") -> str:
         """Save the L-curve (with the curvature and GCV beneath) as a PNG."""
-        from offline._deps import need
-
         need("matplotlib").use("Agg")
         plt = need("matplotlib.pyplot")
         ok = np.isfinite(self.residual_norm) & np.isfinite(self.solution_norm)
@@ -100,14 +98,18 @@ class AlphaChoice:
                               f"{self.resolved_method}: alpha={self.alpha:.3g}")
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        ax2.semilogx(self.alphas, self.curvature, label="curvature")
-        ax2.axvline(self.alpha_lcurve, color="C1", ls="--")
+        ax2.semilogx(self.alphas, self.curvature, color="C0", label="L-curve curvature")
+        ax2.axvline(self.alpha_lcurve, color="C1", ls="--", label="L-curve corner")
         ax2.set_xlabel("alpha")
         ax2.set_ylabel("L-curve curvature")
         ax3 = ax2.twinx()
-        ax3.loglog(self.alphas, self.gcv, color="C2", label="GCV")
-        ax3.axvline(self.alpha_gcv, color="C2", ls=":")
+        ax3.loglog(self.alphas, self.gcv, color="C2", label="GCV (right axis)")
+        ax3.axvline(self.alpha_gcv, color="C2", ls=":", label="GCV minimum")
         ax3.set_ylabel("GCV")
+        h2, l2 = ax2.get_legend_handles_labels()
+        h3, l3 = ax3.get_legend_handles_labels()
+        ax2.legend(h2 + h3, l2 + l3, fontsize=8, loc="best")
+        ax2.set_title("curvature and GCV over alpha")
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
@@ -152,7 +154,7 @@ def _with_channel_outputs(bundle: Bundle) -> Bundle:
     for ch in bundle.channels:
         row = np.zeros(bundle.n)
         row[ch.dof] = 1.0
-        outs.append(Output(name=f"__fit_{ch.name}", row=row, kind=ch.kind, unit=ch.unit))
+        outs.append(VirtualOutput(name=f"__fit_{ch.name}", row=row, kind=ch.kind, unit=ch.unit))
     return bundle.replace(outputs=outs)
 
 

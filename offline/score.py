@@ -25,11 +25,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from edge.csvio import CsvError
+from edge.csvio import read_table as _read
+from edge.flags import FLAG_WARMUP
 from offline.metrics import correlation, fde, rms_error
 
 __all__ = ["ScoreError", "ColumnScore", "ScoreTable", "read_table", "score", "main"]
-
-FLAG_WARMUP = 2  # bit 1, as edge.estimator.FLAG_WARMUP
 
 
 class ScoreError(ValueError):
@@ -113,9 +114,6 @@ def read_table(path) -> tuple[list, np.ndarray]:
     Raises :class:`ScoreError` naming the file (and line) when it is missing, empty,
     ragged or not numeric.
     """
-    from edge.csvio import CsvError
-    from edge.csvio import read_table as _read
-
     try:
         t, data, names = _read(path, min_rows=2)
     except CsvError as exc:
@@ -223,7 +221,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     """Arguments of ``vsense-offline score`` (adds to ``parser`` when given)."""
     p = parser or argparse.ArgumentParser(
         prog="vsense-offline score",
-        description="Compare an estimate CSV with a truth CSV: FDE (paper 004 eq. 33), RMS "
+        description="Compare an estimate CSV with a truth CSV: FDE (Oh et al., eq. 33), RMS "
                     "error and correlation per column.")
     p.add_argument("output", help="estimate CSV: time,<names>,flags")
     p.add_argument("truth", help="truth CSV: time,<names>")

@@ -9,12 +9,18 @@ Gaussian noise per paper 004 eq. 28: ``y_noisy = y + sigma N``, ``sigma = level 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from edge.bundle import KINDS
+from edge.csvio import read_table, write_table
+from edge.estimator.expm import foh_matrices
+from edge.estimator.newmark import newmark
 from offline._deps import need, progress
+from offline.metrics import add_noise as _add
+from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.reduced import reduce_model
+from offline.reduction.eigen import modes
 
 # ------------------------------------------------------------------------ load profiles
 LOAD_TYPES = ("sine", "chirp", "random", "pulse", "csv")
@@ -113,8 +119,6 @@ class SimResult:
 
 def add_noise(Y: np.ndarray, level, rng) -> np.ndarray:
     """Paper eq. 28 per column, with a level per column (see :func:`offline.metrics.add_noise`)."""
-    from offline.metrics import add_noise as _add
-
     level = np.broadcast_to(np.asarray(level, dtype=float), (Y.shape[1],))
     return np.column_stack([_add(Y[:, j], level[j], rng) for j in range(Y.shape[1])]) \
         if Y.shape[1] else Y.copy()
@@ -189,9 +193,6 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
 
     Parameters as :func:`simulate_sparse`; returns the probes at every ``decim``-th fine step.
     """
-    from edge.estimator.expm import foh_matrices
-    from offline.reduction.eigen import modes
-
     spla = need("scipy.sparse.linalg")
     N = model.n_dofs
     m = int(min(n_modes, N - 2))
@@ -257,8 +258,6 @@ def simulate_dense(M, C, K, force_dofs, F, dt, probes_rows, kinds):
     ----------
     probes_rows : (np, n) rows over the coordinates; kinds : (np,) 0 u, 1 v, 2 a.
     """
-    from edge.estimator.newmark import newmark
-
     n = M.shape[0]
     Fn = np.zeros((F.shape[0], n))
     Fn[:, force_dofs] = F
@@ -271,15 +270,11 @@ def simulate_dense(M, C, K, force_dofs, F, dt, probes_rows, kinds):
 # ------------------------------------------------------------------------------- CSV
 def write_csv(path, t, data, names) -> None:
     """``time,<names>`` CSV (:func:`edge.csvio.write_table`)."""
-    from edge.csvio import write_table
-
     write_table(path, t, data, names)
 
 
 def read_csv(path):
     """Read a ``time,<names>`` CSV; returns (t (n,), data (n, m), names). Clear errors."""
-    from edge.csvio import read_table
-
     return read_table(path)
 
 
@@ -299,14 +294,13 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     duration : float        record length [s]
     noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %)
     oversample : int        fine sub-steps per sample (integrator step and load grid, >= 1)
-    reduced : bool          simulate the reduced model of the bundle instead of the full one
+    reduced : bool          simulate the reduced model (:func:`offline.reduced.reduce_model`,
+                            the bundle's coordinates) instead of the full one
     engine : {"modal", "newmark"}
         Full-model integrator: exact modal superposition of ``n_modes`` modes with static
         correction (:func:`simulate_modal`, default: fast, no period error), or sparse
         Newmark on every DOF (:func:`simulate_sparse`).
     """
-    from offline.model import build_fe_model, load_model_file, resolve_dofs
-
     if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) \
             or oversample < 1:
         raise ValueError(f"oversample must be an integer >= 1, got {oversample!r}")
@@ -314,14 +308,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     kind = load.pop("type", "random")
     target = load.pop("force", None)
     rng = np.random.default_rng(seed)
-    if reduced or build_result is not None:
-        if build_result is None:
-            from offline.build import build
-
-            build_result = build(model_path, alpha=1.0, progress=show_progress)
-        spec = build_result.spec
-    else:
-        spec = load_model_file(model_path)
+    spec = build_result.spec if build_result is not None else load_model_file(model_path)
     dt = 1.0 / (rate or (spec.estimator.rate if spec.estimator else 1000.0))
     ns = int(round(duration / dt)) + 1
     names_c = [s.name for s in spec.sensors]
@@ -333,7 +320,9 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     if target is not None and not active:
         raise ValueError(f"load force {target!r} is not one of the model's forces {names_f}")
     if reduced:
-        b = build_result.bundle
+        # the reduced model only (offline.reduced): no calibration, no estimator design
+        rm = build_result.reduced if build_result is not None else \
+            reduce_model(spec, progress=show_progress)
         # the load on a grid `oversample` times finer than the samples, as for the full model
         # (a 2 ms pulse sampled only at 1 kHz loses ~20 % of its impulse)
         dt_f = dt / oversample
@@ -341,14 +330,10 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         F_fine = np.zeros((tf.size, len(names_f)))
         for i in active:
             F_fine[:, i] = load_profile(kind, tf, seed=seed, **load)
-        rows = []
-        for c in b.channels:
-            r = np.zeros(b.n)
-            r[c.dof] = 1.0
-            rows.append(r)
-        rows += [o.row for o in b.outputs]
-        out = simulate_dense(b.M, b.C, b.K, [f.dof for f in b.forces], F_fine, dt_f,
-                             np.array(rows), kinds_c + kinds_o)[::oversample]
+        rows = np.vstack([rm.channel_rows(), rm.output_rows()])
+        out = simulate_dense(rm.reduction.M, rm.C, rm.reduction.K,
+                             [rm.position(d) for d in rm.force_dofs], F_fine, dt_f, rows,
+                             kinds_c + kinds_o)[::oversample]
         F, t = F_fine[::oversample], tf[::oversample]
         info = {"model": "reduced", "dt": dt, "dt_fine": dt_f}
     else:

@@ -97,27 +97,17 @@ def truth_record(path, truth_toml: str, duration: float = 1.0, rate: float = 100
                  oversample: int = 8, n_modes: int = 20):
     """Write ``time,F160,d110,a170`` for the truth model file text; returns the clean record."""
     from edge.csvio import write_table
-    from offline.build import _masters
-    from offline.model import build_fe_model, spec_from_dict
-    from offline.simulate import load_profile, simulate_modal
-    import tomllib
-
     path = Path(path)
-    spec = spec_from_dict(tomllib.loads(truth_toml), path.with_suffix(".truth.toml"))
-    model = build_fe_model(spec, progress=False)
-    _, chans, forces = _masters(spec, model)
-    n = int(round(duration * rate))
-    t_fine = np.arange((n - 1) * oversample + 1) / (rate * oversample)
-    f = load_profile("random", t_fine, band=band, rms=rms, seed=seed)
-    kinds = [{"displacement": 0, "velocity": 1, "acceleration": 2}[s.kind] for s in spec.sensors]
-    Y = simulate_modal(model, forces, f[:, None], 1 / (rate * oversample), oversample,
-                       list(zip(chans, kinds)), n_modes=n_modes)
-    rng = np.random.default_rng(seed + 1000)
-    Yn = Y + noise * Y.std(axis=0) * rng.normal(size=Y.shape)
-    F = f[::oversample][:, None]
-    write_table(path, np.arange(n) / rate, np.hstack([F, Yn]),
-                ["F160"] + [s.name for s in spec.sensors])
+    F, Yn, _, Y = truth_run(truth_toml, duration, rate, noise, seed, band, rms, oversample,
+                            n_modes, where=path.with_suffix(".truth.toml"))
+    write_table(path, np.arange(F.shape[0]) / rate, np.hstack([F, Yn]),
+                ["F160"] + _sensor_names(truth_toml))
     return F, Y
+
+
+def _sensor_names(truth_toml: str) -> list:
+    import tomllib
+    return [s["name"] for s in tomllib.loads(truth_toml).get("sensors", [])]
 
 
 SENSORS_DAMAGE = """
@@ -175,3 +165,132 @@ def damage_model_text(nel: int, params: str = "", modes: int | None = None) -> s
     return t.replace('dofs = ["ry"]\n[[sensors]]', 'dofs = ["ry"]\n[[reduction.masters]]\n'
                      'select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }\n'
                      'dofs = ["uz"]\n[[sensors]]', 1)
+
+
+def zone_sensors(n: int, length: float = 0.17) -> str:
+    """``n`` displacement sensors s0..s{n-1} at x = length (i + 1) / n (the zone ends)."""
+    return "".join(f'[[sensors]]\nname = "s{i}"\nselect = {{ at = [{length * (i + 1) / n!r}, 0.0, 0.0] }}\n'
+                   f'dof = "uz"\nkind = "displacement"\n' for i in range(n))
+
+
+def localisation_text(nel: int, n_sensors: int = 10, params: str = "", modes: int | None = None) -> str:
+    """:func:`damage_model_text` with its sensors replaced by ``n_sensors`` displacement
+    sensors at the zone ends and the force at the tip (0.17 m)."""
+    t = damage_model_text(nel, params, modes)
+    a, b = t.index("[[sensors]]"), t.index("[[forces]]")
+    t = t[:a] + zone_sensors(n_sensors) + t[b:]
+    return t.replace("at = [0.153, 0.0, 0.0]", "at = [0.17, 0.0, 0.0]")
+
+
+OUTPUT_D60 = """
+[[outputs]]
+name = "d60"
+select = { at = [0.06, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+"""
+
+
+def truth_run(truth_toml: str, duration: float = 4.0, rate: float = 1000.0, noise: float = 0.01,
+              seed: int = 0, band=(5.0, 80.0), rms: float = 0.05, oversample: int = 8,
+              n_modes: int = 20, where=Path("truth.toml")):
+    """Run of the truth model file text (exact modal engine, random force on the fine grid):
+    force F (nt, nf), noisy sensors Y (nt, nch) (noise x each channel's std, seeded),
+    clean [[outputs]] Z (nt, nout) and clean sensors (nt, nch)."""
+    from offline.build import _masters
+    from offline.model import build_fe_model, resolve_dofs, spec_from_dict
+    from offline.simulate import load_profile, simulate_modal
+    import tomllib
+
+    spec = spec_from_dict(tomllib.loads(truth_toml), Path(where))
+    model = build_fe_model(spec, progress=False)
+    _, chans, forces = _masters(spec, model)
+    outs = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
+    n = int(round(duration * rate))
+    t_fine = np.arange((n - 1) * oversample + 1) / (rate * oversample)
+    f = load_profile("random", t_fine, band=band, rms=rms, seed=seed)
+    kinds = [{"displacement": 0, "velocity": 1, "acceleration": 2}[s.kind] for s in spec.sensors]
+    probes = list(zip(chans, kinds)) + [(d, 0) for d in outs]
+    Y = simulate_modal(model, forces, f[:, None], 1 / (rate * oversample), oversample, probes,
+                       n_modes=n_modes)
+    nch = len(chans)
+    rng = np.random.default_rng(seed + 1000)
+    Yn = Y[:, :nch] + noise * Y[:, :nch].std(axis=0) * rng.normal(size=(n, nch))
+    return f[::oversample][:, None], Yn, Y[:, nch:], Y[:, :nch]
+
+
+# ---------------------------------------------------------------- FDE after calibration
+ALPHA_FDE = 3e5      # one fixed Tikhonov alpha for every bundle compared (see fde_scenario)
+ROOT_ZONE = "region = { box = [[-0.001, -0.01, -0.01], [0.0201, 0.01, 0.01]] }\n"
+_P_E, _P_Z, _P_K = (PARAMS_3[PARAMS_3.index(a):PARAMS_3.index(b) if b else None] for a, b in [
+    ('[[parameters]]\nname = "E"', '[[parameters]]\nname = "zeta"'),
+    ('[[parameters]]\nname = "zeta"', '[[parameters]]\nname = "k_root"'),
+    ('[[parameters]]\nname = "k_root"', None)])
+SCENARIOS = {
+    # name: (truth model_text kwargs, truth extra, calibration [[parameters]], true model)
+    "E -7 %, damping 1.5 %": (dict(E=0.93 * 69e9, ratios=(0.015, 0.015)), "", _P_E + _P_Z,
+                              dict(E=0.93 * 69e9, ratios=(0.015, 0.015))),
+    "clamp spring, f1 -4 %": (dict(k_root=7.4), "", PARAMS_3, dict(k_root=7.4)),
+    "root zone 20 mm at 60 %": ({}, '[[damage]]\nname = "root"\n' + ROOT_ZONE + "omega = 0.4\n",
+                                _P_Z + '[[parameters]]\nname = "w_root"\nkind = "damage"\n'
+                                + ROOT_ZONE + "bounds = [-0.1, 0.99]\n", {}),
+}
+
+
+def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5, limit: bool = False) -> dict:
+    """Calibrate the strip (17 elements) on a force-and-response record of a truth with one of
+    issue 17's model errors (34 elements, exact modal engine, 1 % noise, 4 s, 5-250 Hz), then
+    estimate force and 60 mm displacement from an operational record (8 s, 5-80 Hz, another
+    seed) with bundles of the calibrated model and of the true model (the calibration family
+    at the truth's values): {model: {force_fde, force_nrmse, d60_fde, d60_nrmse}}, FDE band
+    0-200 Hz, NRMSE = RMS(error) / std(truth), first 0.5 s after the estimator delay skipped.
+
+    Every bundle gets the same fixed-lag Tikhonov estimator (window 20, alpha ``ALPHA_FDE``):
+    the automatic L-curve alpha differs by up to 5x between these bundles and then decides
+    the comparison instead of the model. ``limit``: also the MMSE accuracy limit of the
+    truth (``offline.limit``: full model, the operational force spectrum, 1 % noise) at the
+    estimator's delay, {"force_nrmse", "d60_nrmse"}.
+    """
+    import tomllib
+    from edge.estimator import Estimator
+    from offline.build import build
+    from offline.calibration.calibrate import calibrate
+    from offline.calibration.setup import from_model_file
+    from offline.metrics import fde
+    from offline.model import spec_from_dict
+
+    targs, extra, params, true_args = SCENARIOS[name]
+    d = Path(d)
+    est = f"[estimator]\nrate = 1000.0\nalpha = {ALPHA_FDE!r}\nwindow = 20\n"
+    truth = model_text(nel=34, params="", **targs) + OUTPUT_D60 + extra
+    truth_record(d / "cal.csv", truth, duration=4.0, seed=seed, band=(5.0, 250.0))
+    (d / "m.toml").write_text(model_text(params=params) + OUTPUT_D60 + est)
+    res = calibrate(from_model_file(d / "m.toml"), [d / "cal.csv"])
+    F, Y, Z, _ = truth_run(truth, duration=8.0, seed=seed + 2, band=(5.0, 80.0))
+    raws = {"true": tomllib.loads(model_text(params="", **true_args) + extra + OUTPUT_D60 + est),
+            "calibrated": res.calibrated_raw()}
+    if nominal:
+        raws["nominal"] = tomllib.loads(model_text(params="") + OUTPUT_D60 + est)
+    out = {"theta": dict(zip(res.names, res.theta.tolist())),
+           "std": dict(zip(res.names, res.theta_std.tolist()))}
+    for key, raw in raws.items():
+        b = build(spec_from_dict(raw, d / f"{key}.toml"), maps=False, limit=False,
+                  progress=False).bundle
+        e = Estimator(b)
+        Fe, Ze, _ = e.run(Y)
+        k, s = e.delay, 500
+        Fe, Ze, Ft, Zt = Fe[k + s:, 0], Ze[k + s:, 0], F[s:len(F) - k, 0], Z[s:len(Z) - k, 0]
+        out[key] = {"force_fde": float(fde(Fe, Ft, 1e-3, band=(0.0, 200.0)).value),
+                    "force_nrmse": float(np.sqrt(np.mean((Fe - Ft) ** 2)) / Ft.std()),
+                    "d60_fde": float(fde(Ze, Zt, 1e-3, band=(0.0, 200.0)).value),
+                    "d60_nrmse": float(np.sqrt(np.mean((Ze - Zt) ** 2)) / Zt.std())}
+    if limit:
+        from offline.limit.model import model_limit
+        from offline.limit.transfer import ForceSpectrum
+        lim = model_limit(spec_from_dict(tomllib.loads(truth + est), d / "truth.toml"), noise=0.01,
+                          loads=[ForceSpectrum("random", (5.0, 80.0), 0.05)],
+                          delays=(0.0, e.delay * 1e-3))
+        fl, zl = lim.at_delay(e.delay * 1e-3)
+        out["limit"] = {"force_nrmse": float(fl[0]), "d60_nrmse": float(zl[0]),
+                        "delay_samples": int(e.delay)}
+    return out

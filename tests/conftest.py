@@ -27,7 +27,7 @@ import pytest
 EDGE_MODULES = frozenset({
     "test_ads1256", "test_bundle", "test_config", "test_daemon", "test_estimator",
     "test_features", "test_monitor", "test_mqtt", "test_newmark", "test_packaging",
-    "test_readme", "test_recorder", "test_sim_ads1256",
+    "test_decode", "test_fastpath", "test_readme", "test_recorder", "test_sim_ads1256",
 })
 
 
@@ -44,11 +44,24 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+def _slow_tests() -> set[str]:
+    """Tests (``file::name``, without parameters) and whole modules (``file``) listed in
+    tests/slow_tests.txt (tests/slowest.py writes it from measured durations): marked ``slow``
+    centrally, so ``tests/run.sh --fast`` skips them."""
+    p = Path(__file__).with_name("slow_tests.txt")
+    if not p.is_file():
+        return set()
+    return {x.split("#")[0].strip() for x in p.read_text().splitlines()} - {""}
+
+
 def pytest_collection_modifyitems(config, items):
+    slow = _slow_tests()
     for item in items:
         mod = getattr(item, "module", None)
         if mod is not None and mod.__name__.rsplit(".", 1)[-1] in EDGE_MODULES:
             item.add_marker(pytest.mark.edge)
+        if item.nodeid.split("[")[0] in slow or item.nodeid.split("::")[0] in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 def _mosquitto_binary() -> str | None:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from edge.bundle import Bundle, Channel, Force, Output
+from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
 
 
 def chain_matrices(n=8, k=1e4, m=0.1, rayleigh=(1.0, 1e-4)):
@@ -23,12 +23,12 @@ def chain_bundle(n=8, window=1, alpha=1e-3, kinds=("displacement",), dt=1e-3, **
     """A chain bundle with collocated channels of the given kinds at the free end."""
     M, C, K = chain_matrices(n, **kw)
     weight = {"displacement": 1e12, "velocity": 1e8, "acceleration": 1e4}
-    chans = [Channel(f"y{i}", dof=n - 1, kind=kd, weight=weight[kd],
+    chans = [SensorChannel(f"y{i}", dof=n - 1, kind=kd, weight=weight[kd],
                      unit={"displacement": "m", "velocity": "m/s", "acceleration": "m/s^2"}[kd],
                      node=n - 1, dof_name="ux") for i, kd in enumerate(kinds)]
     return Bundle(M=M, C=C, K=K, dt=dt, channels=chans,
-                  forces=[Force("F", dof=n - 1, node=n - 1, dof_name="ux")],
-                  outputs=[Output("u_mid", row=np.eye(n)[n // 2], node=n // 2, dof_name="ux"),
-                           Output("a_mid", row=np.eye(n)[n // 2], kind="acceleration",
+                  forces=[IdentifiedForce("F", dof=n - 1, node=n - 1, dof_name="ux")],
+                  outputs=[VirtualOutput("u_mid", row=np.eye(n)[n // 2], node=n // 2, dof_name="ux"),
+                           VirtualOutput("a_mid", row=np.eye(n)[n // 2], kind="acceleration",
                                   unit="m/s^2")],
                   alpha=alpha, window=window, meta={"name": "chain"})

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# The test command (README "Quick start", step 2; .ci/run calls exactly this).
-# Creates a virtual environment with the offline, mesh (gmsh), test and fast (PARDISO) extras,
-# installs Mosquitto, Chromium and chromium-driver from Debian's packages when they are missing
-# (the MQTT tests start their own broker on a free loopback port), then runs the whole suite.
-# Extra arguments go to pytest.
+# The test command (README "Try it"; .ci/run calls it).
+#
+#   bash tests/run.sh [pytest args]       everything (CI)
+#   bash tests/run.sh --fast [args]       the edit-test loop: tests not marked slow (< 60 s)
+#   bash tests/run.sh --lint              ruff with the rules of pyproject.toml [tool.ruff]
+#
+# Creates .venv-test (or $VSENSE_TEST_VENV) with the offline, mesh (gmsh), test, fast (PARDISO)
+# and lint extras: not the demo's .venv, which keeps the workstation extras only. Installs
+# Mosquitto, Chromium and chromium-driver from Debian's packages when they are missing (the
+# MQTT tests start their own broker on a free loopback port; the dashboard and report tests
+# drive the headless Chromium). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV="${VSENSE_VENV:-.venv}"
+VENV="${VSENSE_TEST_VENV:-.venv-test}"
+MODE=all
+case "${1:-}" in
+  --fast) MODE=fast; shift ;;
+  --lint) MODE=lint; shift ;;
+esac
 
 if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then
   echo "==> installing mosquitto (Debian package)"
@@ -27,9 +38,24 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating $VENV"
   python3 -m venv "$VENV"
 fi
-echo "==> installing vsense[offline,mesh,test,fast] into $VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q -e ".[offline,mesh,test,fast]"
+# install once per pyproject.toml version (the marker holds its checksum)
+MARK="$VENV/.vsense-test-installed"
+SUM="$(cksum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$MARK" ] || [ "$(cat "$MARK")" != "$SUM" ]; then
+  echo "==> installing vsense[offline,mesh,test,fast,lint] into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$VENV/bin/python" -m pip install -q -e ".[offline,mesh,test,fast,lint]"
+  echo "$SUM" > "$MARK"
+fi
 
-echo "==> running the tests"
-exec "$VENV/bin/python" -m pytest "$@"
+case "$MODE" in
+  lint)
+    echo "==> ruff check (rules: pyproject.toml [tool.ruff])"
+    exec "$VENV/bin/ruff" check "$@" . ;;
+  fast)
+    echo "==> running the fast tier (not slow)"
+    exec "$VENV/bin/python" -m pytest -m "not slow" -p no:cacheprovider "$@" ;;
+  *)
+    echo "==> running the tests"
+    exec "$VENV/bin/python" -m pytest "$@" ;;
+esac

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from edge.hw import ads1256 as A
-from edge.hw.acquire import FLAG_GAP, FLAG_SATURATED, FLAG_SUSPECT, Acquisition, Channel
+from edge.flags import FLAG_GAP, FLAG_SATURATED, FLAG_SUSPECT
+from edge.hw.acquire import Acquisition, Channel
 from edge.hw.ads1256 import (
     ADS1256, ChipIdError, DrdyTimeout, RegisterVerifyError, code_from_bytes, codes_to_volts,
     sign_extend_24,
@@ -430,7 +431,7 @@ def test_real_time_clock_paces_at_the_data_rate():
     # conversion the chip itself counted as overwritten, nothing else may be flagged and the
     # protocol must hold
     gaps = int(np.count_nonzero(f & FLAG_GAP))
-    assert not (f & ~FLAG_GAP).any() and not chip.violations
+    assert not (f & ~np.uint8(FLAG_GAP)).any() and not chip.violations
     assert gaps <= chip.stats["overwritten"] - ow0 and gaps < f.size // 2
     # timestamps are the clock when DRDY was *seen* low: exact unless the process was
     # descheduled, then late by the scheduling delay. Most rows are exact to 1 LSB.

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from offline.fem.beam import (BeamInputError, Section, beam_model, element_matrices,
-                              rectangle, tube)
+from offline.fem.beam import Section, beam_model, element_matrices, rectangle, tube
 
 E, NU, RHO = 210e9, 0.3, 7850.0
 G = E / (2 * (1 + NU))
@@ -185,15 +184,15 @@ def test_element_matrices_symmetric_finite_and_bad_input():
     assert np.allclose(Ke, Ke.transpose(0, 2, 1), rtol=0, atol=1e-9 * np.abs(Ke).max())
     assert np.allclose(Me, Me.transpose(0, 2, 1), rtol=0, atol=1e-12 * np.abs(Me).max())
     assert np.all(np.linalg.eigvalsh(Me) > 0)
-    with pytest.raises(BeamInputError, match="zero length"):
+    with pytest.raises(ValueError, match="zero length"):
         element_matrices(X1, X1, E, G, RHO, rectangle(0.01, 0.01))
-    with pytest.raises(BeamInputError, match="parallel"):
+    with pytest.raises(ValueError, match="parallel"):
         element_matrices(X1[:1], X2[:1], E, G, RHO, rectangle(0.01, 0.01), orientation=(2, 0, 0))
-    with pytest.raises(BeamInputError, match="theory"):
+    with pytest.raises(ValueError, match="theory"):
         element_matrices(X1, X2, E, G, RHO, rectangle(0.01, 0.01), theory="bernoulli")
-    with pytest.raises(BeamInputError, match="rectangle"):
+    with pytest.raises(ValueError, match="rectangle"):
         rectangle(0.0, 0.01)
-    with pytest.raises(BeamInputError, match="tube"):
+    with pytest.raises(ValueError, match="tube"):
         tube(0.01, 0.02)
 
 

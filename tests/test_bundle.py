@@ -106,3 +106,88 @@ def test_no_pickles(tmp_path):
     np.savez(path, **arrays)
     with pytest.raises(BundleError):
         Bundle.load(path)
+
+
+def _as_written_by_schema(b, version):
+    """The arrays of ``b`` as the schema-1/2 writer stored them: ``discretization`` and
+    ``regularization`` in meta (git show 586bd19:edge/bundle.py, ``to_arrays``), no array
+    fields for them; schema 1 had no ``meta["estimator"]``."""
+    a = b.to_arrays()
+    del a["discretization"], a["regularization"]
+    meta = json.loads(str(a["meta"]))
+    meta["discretization"], meta["regularization"] = b.discretization, b.regularization
+    if version == 1:
+        meta.pop("estimator", None)
+    a["meta"] = np.array(json.dumps(meta, sort_keys=True))
+    a["schema_version"] = np.array(version, dtype=np.int64)
+    a["content_hash"] = np.array(content_hash(a))
+    return a
+
+
+def test_schema3_stores_the_estimator_settings_as_fields(tmp_path):
+    from edge.bundle import SCHEMA_VERSION
+    b = chain_bundle(window=4)
+    b.discretization, b.regularization = "foh", "tikhonov1"
+    b.save(tmp_path / "b.npz")
+    with np.load(tmp_path / "b.npz") as z:
+        assert int(z["schema_version"]) == SCHEMA_VERSION == 3
+        assert str(z["discretization"]) == "foh" and str(z["regularization"]) == "tikhonov1"
+        meta = json.loads(str(z["meta"]))
+    assert "discretization" not in meta and "regularization" not in meta
+    c = Bundle.load(tmp_path / "b.npz")
+    assert (c.discretization, c.regularization) == ("foh", "tikhonov1")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("disc,reg", [("foh", "tikhonov1"), ("newmark", "tikhonov0")])
+def test_older_schemas_are_read_with_their_settings(tmp_path, version, disc, reg):
+    from edge.estimator import Estimator
+    # a stable setting for every discretisation/penalty (as test_estimator's tikhonov1 test)
+    b = chain_bundle(n=6, window=4, alpha=100.0).replace(discretization=disc,
+                                                         regularization=reg)
+    old = Bundle.from_arrays(_as_written_by_schema(b, version), f"v{version}.npz")
+    assert (old.discretization, old.regularization) == (disc, reg)
+    # same mathematics as the schema-3 bundle: identical estimates (same code path, exact)
+    rng = np.random.default_rng(3)
+    Y = rng.standard_normal((40, 1)) * 1e-6
+    out = []
+    v3 = b.to_arrays()
+    v3["content_hash"] = np.array(content_hash(v3))
+    for bb in (old, Bundle.from_arrays(v3)):
+        est = Estimator(bb)
+        F, Z, fl = np.zeros((40, 1)), np.zeros((40, 2)), np.zeros(40, np.uint8)
+        est.process(Y, F, Z, fl)
+        out.append(np.concatenate([F, Z], axis=1))
+    np.testing.assert_array_equal(out[0], out[1])
+    # schema 1-2 without the meta keys: the documented defaults
+    a = _as_written_by_schema(b, version)
+    meta = json.loads(str(a["meta"]))
+    del meta["discretization"], meta["regularization"]
+    a["meta"] = np.array(json.dumps(meta))
+    a["content_hash"] = np.array(content_hash(a))
+    d = Bundle.from_arrays(a)
+    assert (d.discretization, d.regularization) == ("newmark", "tikhonov0")
+
+
+def test_unknown_schema_and_bad_settings_are_named(tmp_path):
+    path = tmp_path / "b.npz"
+    chain_bundle().save(path)
+    _rewrite(path, schema_version=np.array(4, dtype=np.int64))
+    with pytest.raises(BundleError, match=r"b\.npz: field 'schema_version': 4 is not supported.*"
+                                          r"reads schema 1, 2, 3"):
+        Bundle.load(path)
+    chain_bundle().save(path)
+    _rewrite(path, discretization=np.array("rk4"))
+    with pytest.raises(BundleError, match=r"field 'discretization': discretization 'rk4'"):
+        Bundle.load(path)
+    chain_bundle().save(path)
+    _rewrite(path, regularization=None)
+    with pytest.raises(BundleError, match=r"field 'regularization': missing"):
+        Bundle.load(path)
+    a = _as_written_by_schema(chain_bundle(), 2)
+    meta = json.loads(str(a["meta"]))
+    meta["regularization"] = "lasso"
+    a["meta"] = np.array(json.dumps(meta))
+    a["content_hash"] = np.array(content_hash(a))
+    with pytest.raises(BundleError, match=r"old\.npz: field 'meta': regularization 'lasso'"):
+        Bundle.from_arrays(a, "old.npz")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edge import inverse as EI
-from edge.bundle import Bundle, Channel, Force
+from edge.bundle import Bundle, IdentifiedForce, SensorChannel
 from edge.estimator import Estimator
 from offline.calibration.setup import from_model_file
 from test_inverse import BEAM_TOML
@@ -39,11 +39,11 @@ def daemon(tmp_path):
     parts = from_model_file(path).pm.parts
     M, C, K = EI.matrices(parts, parts.theta0)
     arrays, pmeta = parts.to_extras()
-    b = Bundle(M=M, C=C, K=K, dt=1e-3, channels=[Channel("d110", dof=0)],
-               forces=[Force("F", dof=0)], alpha=1e-6, window=10,
+    b = Bundle(M=M, C=C, K=K, dt=1e-3, channels=[SensorChannel("d110", dof=0)],
+               forces=[IdentifiedForce("F", dof=0)], alpha=1e-6, window=10,
                extras=arrays, meta={"inverse": {"maps": {}, "parts": pmeta}})
     d = SimpleNamespace(est=Estimator(b), pub=_Sink())
-    EI.InverseHook.attach(d)
+    EI.InverseHook.attach(d, EI.InversePort.of(d.est, d.pub))
     return d
 
 

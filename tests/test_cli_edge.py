@@ -9,7 +9,7 @@ import pytest
 from edge import __version__
 from edge.cli import _parser, apply_overrides, main
 from edge.daemon.config import config_from_dict
-from edge.daemon.loop import EXIT_CODES
+from edge.daemon.exitcodes import EXIT_CODES
 from helpers import chain_bundle
 
 

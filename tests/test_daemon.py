@@ -20,11 +20,13 @@ import pytest
 from edge.daemon.app import run_daemon
 from edge.daemon.config import config_from_dict
 from edge.daemon.health import LatencyStats
-from edge.daemon.loop import FaultTracker, calibrate
+from edge.daemon.faults import FaultTracker
+from edge.daemon.sim_signal import calibrate
 from edge.daemon.mqtt import decode_estimates
 from edge.daemon.notify import Notifier, ProgressWatchdog
 from edge.daemon.recorder import read_recording, read_recording_full
-from edge.daemon.ring import FLAG_GAP, Ring
+from edge.daemon.ring import Ring
+from edge.flags import FLAG_GAP
 from helpers import chain_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,10 +135,24 @@ def test_broker_outage_recorder_complete_and_publishing_resumes(tmp_path, bundle
     th = threading.Thread(target=lambda: codes.append(
         run_daemon(cfg, simulate=True, install_signals=False)))
     th.start()
+    def recorded() -> int:  # raw samples on disk so far (fsync every 0.2 s)
+        try:
+            return int(read_recording_full(tmp_path / "rec").seq.max()) + 1
+        except Exception:  # no file yet, or a chunk being written
+            return 0
+
+    def wait_for(pred, what, timeout=30.0):  # poll a condition, fail naming it on timeout
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline and th.is_alive(), f"{what} within {timeout} s"
+            time.sleep(0.02)
+
     try:
-        time.sleep(1.0)
+        # the broker goes down once estimates flow, for about 1,000 samples of the run
+        assert sub.wait(lambda: len(_collect(sub, "vsense/outage/estimates")[0]) > 0, 20)
         mosquitto.stop()
-        time.sleep(1.0)
+        down_at = recorded()
+        wait_for(lambda: recorded() >= down_at + 1000, "1,000 samples recorded while down")
     finally:
         mosquitto.start()
     th.join(30)
@@ -451,9 +467,9 @@ class _ArrayVolts:
 
 def test_signal_read_one_sample_equals_block_calibrate():
     """The scalar one-sample path of SignalAcquisition against the array path
-    (edge.daemon.loop.calibrate): bit-identical values, identical flags, NaN/inf/saturated
+    (edge.daemon.sim_signal.calibrate): bit-identical values, identical flags, NaN/inf/saturated
     inputs and injected faults included."""
-    from edge.daemon.simulate import SignalAcquisition
+    from edge.daemon.sim_signal import SignalAcquisition
 
     rng = np.random.default_rng(5)
     V = rng.normal(0.0, 1.0, (64, 2))

@@ -12,7 +12,6 @@ import json
 import re
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,11 +176,13 @@ def _roundtrip(b):
         if len(got) >= 2:
             ev.set()
 
+    subscribed = threading.Event()
     sub.on_connect = lambda c, u, f, rc, p: c.subscribe("t/#", qos=1)
+    sub.on_subscribe = lambda c, u, mid, rcs, p: subscribed.set()
     sub.on_message = on_message
     sub.connect(b.host, b.port)
     sub.loop_start()
-    time.sleep(0.5)
+    assert subscribed.wait(10), "no SUBACK from the broker"
     pub.publish("t/live", b"now", qos=1).wait_for_publish(5)
     ev.wait(5)
     for c in (pub, sub):
@@ -198,7 +199,9 @@ def test_embedded_broker_roundtrip_and_retained():
         assert b.kind == "amqtt"
         assert _roundtrip(b) == [("t/live", b"now"), ("t/retained", b"kept")]
         port = b.port
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10  # the listener closes asynchronously: wait for it
+    while answers("127.0.0.1", port) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not answers("127.0.0.1", port)
 
 

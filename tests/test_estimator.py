@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from edge.bundle import Channel, Force
+from edge.bundle import IdentifiedForce, SensorChannel
 from edge.estimator import FLAG_HELD, FLAG_WARMUP, Estimator, EstimatorError, derive_operator
 from edge.estimator.kernel import _process
 from edge.estimator.reference import ReferenceEstimator
@@ -123,7 +123,7 @@ def test_identifies_known_force():
 def test_unstable_estimator_is_refused():
     # non-collocated displacement sensor, tiny alpha: non-minimum-phase zero dynamics
     b = chain_bundle(n=8, window=1, alpha=0.0)
-    b = b.replace(channels=[Channel("d3", dof=3, weight=1e12)])
+    b = b.replace(channels=[SensorChannel("d3", dof=3, weight=1e12)])
     with pytest.raises(EstimatorError, match="unstable: spectral radius"):
         derive_operator(b)
     # heavy regularisation makes the same layout stable
@@ -136,7 +136,7 @@ def test_unidentifiable_force_is_named():
     # decouple DOF 0 from the rest: a force there is invisible at the free end
     K[0, 1] = K[1, 0] = 0.0
     C[0, 1] = C[1, 0] = 0.0
-    b = b.replace(M=M, C=C, K=K, forces=b.forces + [Force("Fhidden", dof=0)])
+    b = b.replace(M=M, C=C, K=K, forces=b.forces + [IdentifiedForce("Fhidden", dof=0)])
     with pytest.raises(EstimatorError, match="Fhidden"):
         derive_operator(b)
 
@@ -268,12 +268,12 @@ def test_first_order_tikhonov_per_step_is_refused():
 @pytest.mark.parametrize("reg", ["tikhonov0", "tikhonov1"])
 def test_force_scales_penalise_f_over_s_and_match_reference(reg, tmp_path):
     # two forces of different size (N vs a 100x smaller unit): the penalty is on f / s
-    from edge.bundle import Channel, Force
+    from edge.bundle import IdentifiedForce, SensorChannel
 
     rng = np.random.default_rng(11)
     b = chain_bundle(n=6, window=5, alpha=1e-2, kinds=("displacement",))
-    chans = [b.channels[0], Channel("y3", dof=3, kind="displacement", weight=1e12, unit="m")]
-    forces = [Force("F", dof=5, scale=1.0), Force("G", dof=3, scale=0.01)]
+    chans = [b.channels[0], SensorChannel("y3", dof=3, kind="displacement", weight=1e12, unit="m")]
+    forces = [IdentifiedForce("F", dof=5, scale=1.0), IdentifiedForce("G", dof=3, scale=0.01)]
     b = b.replace(channels=chans, forces=forces, regularization=reg)
     Y = _signal(1500, b.dt, rng, nch=2, scale=[1e-4, 1e-4])
     F, Z, fl = Estimator(b).run(Y)
@@ -281,8 +281,8 @@ def test_force_scales_penalise_f_over_s_and_match_reference(reg, tmp_path):
     assert _rel(F, Fr) < 1e-9 and _rel(Z, Zr) < 1e-9  # NumPy twin, round-off level
     # equal scales s are the same as alpha / s^2 without scales (closed form of the penalty)
     s = 3.0
-    eq = b.replace(forces=[Force("F", dof=5, scale=s), Force("G", dof=3, scale=s)])
-    one = b.replace(forces=[Force("F", dof=5), Force("G", dof=3)], alpha=b.alpha / s ** 2)
+    eq = b.replace(forces=[IdentifiedForce("F", dof=5, scale=s), IdentifiedForce("G", dof=3, scale=s)])
+    one = b.replace(forces=[IdentifiedForce("F", dof=5), IdentifiedForce("G", dof=3)], alpha=b.alpha / s ** 2)
     Fa, _, _ = Estimator(eq).run(Y)
     Fb, _, _ = Estimator(one).run(Y)
     assert _rel(Fa, Fb) < 1e-9

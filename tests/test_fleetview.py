@@ -1,4 +1,4 @@
-"""`vsense-edge monitor --fleet` (edge.fleetview): the pure collector and renderer, and the
+"""`vsense-edge monitor --fleet` (edge.monitor.fleet): the pure collector and renderer, and the
 command against the session's Mosquitto with simulated devices on the daemon's publisher."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from edge.cli import main
 from edge.daemon.mqtt import encode_estimates
-from edge.fleetview import FleetView, render_fleet
+from edge.monitor.fleet import FleetView, render_fleet
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -101,7 +101,7 @@ def test_fuzz_model_file():
 
 
 def _registry():
-    from edge.daemon.loop import register_builtin_commands
+    from edge.daemon.commands import register_builtin_commands
     from edge.inverse import register_commands
 
     reg = CommandRegistry(allowed=None)

@@ -100,7 +100,7 @@ def test_check_config_bundle_refuses_what_run_refuses(tmp_path, capsys):
 def test_unit_file_prevents_restarts_exactly_for_the_hopeless_exit_codes():
     from pathlib import Path
 
-    from edge.daemon.loop import EXIT_CODES, EXIT_NO_RESTART
+    from edge.daemon.exitcodes import EXIT_CODES, EXIT_NO_RESTART
 
     unit = (Path(__file__).resolve().parents[1] / "systemd" / "vsense-edge.service").read_text()
     line = next(x for x in unit.splitlines() if x.startswith("RestartPreventExitStatus="))

@@ -279,12 +279,12 @@ def test_out_of_range_flag(trained):
 
 
 def test_capture_and_update_model_swap(trained):
-    from edge.bundle import Bundle, Channel, Force
+    from edge.bundle import Bundle, IdentifiedForce, SensorChannel
     from edge.estimator import Estimator, derive_operator
     pm, ex = trained["pm"], trained["ex"]
     M, C, K = EI.matrices(pm.parts, pm.parts.theta0)
-    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[Channel("y2", dof=1)],
-               forces=[Force("f2", dof=1)], alpha=1e-8)
+    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[SensorChannel("y2", dof=1)],
+               forces=[IdentifiedForce("f2", dof=1)], alpha=1e-8)
     est = Estimator(b)
     cap = EI.WindowCapture(ex.n, 1)
     cap.arm()
@@ -455,13 +455,13 @@ def test_command_hook_identify_and_update(trained):
     window arrives in blocks, params are published; update_model swaps and publishes meta."""
     from types import SimpleNamespace
 
-    from edge.bundle import Bundle, Channel, Force
+    from edge.bundle import Bundle, IdentifiedForce, SensorChannel
     from edge.daemon.mqtt import CommandError, CommandRegistry, Topics
     from edge.estimator import Estimator
     pm, ex = trained["pm"], trained["ex"]
     M, C, K = EI.matrices(pm.parts, pm.parts.theta0)
-    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[Channel("y2", dof=1)],
-               forces=[Force("f2", dof=1)], alpha=1e-8,
+    b = Bundle(M=M, C=C, K=K, dt=1 / ex.rate, channels=[SensorChannel("y2", dof=1)],
+               forces=[IdentifiedForce("f2", dof=1)], alpha=1e-8,
                extras=dict(trained["arrays"]), meta=dict(trained["meta"]))
     sent = []
     pub = SimpleNamespace(topics=Topics("vsense", "dev"),
@@ -472,9 +472,12 @@ def test_command_hook_identify_and_update(trained):
     d = SimpleNamespace(est=Estimator(b), pub=pub, nch=1, acq=SimpleNamespace(source=src))
     reg = CommandRegistry()
     EI.register_commands(reg)
+    with pytest.raises(CommandError, match="runs no inverse maps"):
+        reg.commands["update_model"].handler(d, {})
+    # the daemon hands the hook its port: estimator, publisher, channel count, signal source
+    EI.InverseHook.attach(d, EI.InversePort.of(d.est, d.pub, d.nch, d.acq.source))
     with pytest.raises(CommandError, match="no identification result"):
         reg.commands["update_model"].handler(d, {})
-    EI.InverseHook.attach(d)
     reply = reg.commands["identify"].handler(d, {})
     # the excitation on the fine grid the training data used: (n - 1) substeps + 1 points
     f_inj, sub = injected[0]

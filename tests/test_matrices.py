@@ -10,6 +10,8 @@ sio = pytest.importorskip("scipy.io")
 
 from offline.fem import matrices, mpc, solid  # noqa: E402
 from offline.fem.matrices import MatrixFileError, build_matrices, write_matrices  # noqa: E402
+from offline.model import ModelFileError  # noqa: E402
+from offline.model.elements import parse_matrices  # noqa: E402
 from offline.geometry.box import box_mesh  # noqa: E402
 
 W = "m.toml: [matrices]"
@@ -33,7 +35,7 @@ def _section(paths, **kw):
 
 def test_round_trip_is_exact(model, tmp_path):
     paths = write_matrices(model, tmp_path)
-    got = build_matrices(_section(paths), {}, tmp_path, W)
+    got = build_matrices(parse_matrices(_section(paths), tmp_path, W))
     # reference: the written model itself (bit-identical: shortest round-trip decimals)
     for a, b in ((got.M, model.M), (got.K, model.K), (got.C, model.C)):
         assert a.shape == b.shape
@@ -53,7 +55,7 @@ def test_shuffled_dof_table_and_symmetric_storage(model, tmp_path):
     body = [lines[1 + i] for i in rng.permutation(len(lines) - 1)]
     paths["dofs"].write_text("\n".join([lines[0]] + body) + "\n")
     sio.mmwrite(str(paths["stiffness"]), sp.coo_matrix(sp.tril(model.K)), symmetry="symmetric")
-    got = build_matrices(_section(paths), {}, tmp_path, W)
+    got = build_matrices(parse_matrices(_section(paths), tmp_path, W))
     # reference: the original model (file order must not matter)
     np.testing.assert_array_equal(got.dof_node, model.dof_node)
     assert abs(got.K - model.K).max() == 0.0
@@ -61,14 +63,14 @@ def test_shuffled_dof_table_and_symmetric_storage(model, tmp_path):
 
 def test_round_trip_with_spider_masters_reduces_identically(model, tmp_path):
     paths = write_matrices(model, tmp_path, prefix="x_")
-    got = build_matrices(_section(paths), {}, tmp_path, W)
+    got = build_matrices(parse_matrices(_section(paths), tmp_path, W))
     tip = int(model.groups["tip"][0])
     assert got.dof_index(tip, "rz") == model.dof_index(tip, "rz")
 
 
 def _expect(tmp_path, paths, match, **kw):
     with pytest.raises(MatrixFileError, match=match):
-        build_matrices(_section(paths, **kw), {}, tmp_path, W)
+        build_matrices(parse_matrices(_section(paths, **kw), tmp_path, W))
 
 
 def test_bad_files_name_file_and_problem(model, tmp_path):
@@ -95,7 +97,7 @@ def test_bad_files_name_file_and_problem(model, tmp_path):
     sio.mmwrite(str(k), sp.coo_matrix(A.tocsr()))
     _expect(tmp_path, paths, r"K.mtx: matrix is not symmetric")
     # ... but a relative asymmetry below symmetry_rtol is accepted and symmetrised
-    got = build_matrices(_section(paths, symmetry_rtol=1e-2), {}, tmp_path, W)
+    got = build_matrices(parse_matrices(_section(paths, symmetry_rtol=1e-2), tmp_path, W))
     assert got.K[0, 5] == A[0, 5]  # stored as given (no silent change of the user's data)
     # NaN
     B = model.K.tocoo()
@@ -103,7 +105,7 @@ def test_bad_files_name_file_and_problem(model, tmp_path):
     sio.mmwrite(str(k), B)
     _expect(tmp_path, paths, r"K.mtx: matrix contains NaN or inf")
     k.write_text(good_k)
-    build_matrices(_section(paths), {}, tmp_path, W)  # the restored set reads again
+    build_matrices(parse_matrices(_section(paths), tmp_path, W))  # the restored set reads again
 
 
 def test_bad_dof_tables(model, tmp_path):
@@ -133,8 +135,8 @@ def test_bad_dof_tables(model, tmp_path):
 
 
 def test_section_errors(tmp_path):
-    with pytest.raises(MatrixFileError, match=r"\[matrices\].stiffness: missing"):
-        build_matrices({"mass": "M.mtx", "dofs": "d.csv"}, {}, tmp_path, W)
-    with pytest.raises(MatrixFileError, match=r"unknown key\(s\) stifness"):
-        build_matrices({"mass": "M.mtx", "stifness": "K.mtx", "dofs": "d.csv"}, {}, tmp_path, W)
+    with pytest.raises(ModelFileError, match=r"\[matrices\].stiffness: missing"):
+        build_matrices(parse_matrices({"mass": "M.mtx", "dofs": "d.csv"}, tmp_path, W))
+    with pytest.raises(ModelFileError, match=r"\[matrices\]\.stifness: unknown key"):
+        parse_matrices({"mass": "M.mtx", "stifness": "K.mtx", "dofs": "d.csv"}, tmp_path, W)
     assert matrices.DOF_HEADER == ("index", "node", "dof", "x", "y", "z")

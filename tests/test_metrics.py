@@ -216,7 +216,7 @@ def test_score_errors_name_file_and_column(tmp_path):
     with pytest.raises(ScoreError, match=r"bad_truth.csv: column 'F' is missing"):
         score(est, bad)
     # shifted truth times: no row at the estimate times
-    names, cols = ["time", "u", "F"], None
+    names = ["time", "u", "F"]
     t = np.arange(NT) * DT + 0.4 * DT
     shifted = _write(tmp_path / "shifted.csv", names, [t, t, t])
     with pytest.raises(ScoreError, match=r"shifted.csv: no row at time 0 s of .*est.csv"):

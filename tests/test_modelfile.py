@@ -92,7 +92,7 @@ def test_bad_input_names_file_and_key(edit, match):
     ({"plate__thickness": "1.2mm"}, r"\[plate\]\.thickness: expected a number"),
     ({"plate__material": "steel"}, r"\[plate\]\.material: unknown material 'steel'"),
     ({"plate__rectangle__nx": 0}, r"strip\.toml: \[plate\]\.rectangle\.nx: expected an integer >= 1"),
-    ({"plate__thickness": -1e-3}, r"strip\.toml: \[plate\]\.thickness: value -0\.001 out of range"),
+    ({"plate__thickness": -1e-3}, r"strip\.toml: \[plate\]\.thickness: -0\.001 is out of range"),
 ])
 def test_bad_input_found_at_build_names_file_and_key(edit, match):
     spec = spec_from_dict(edited(**edit), P)

@@ -91,7 +91,6 @@ def test_measured_rate_from_arrivals():
 
 
 def test_render_shows_values_units_and_health():
-    rng = np.random.default_rng(1)
     view = DeviceView()
     view.feed("meta", json.dumps(META).encode(), now=0.0)
     view.feed("status", b'{"state": "sensor_fault", "faulty_channels": ["d110"]}', now=0.0)
@@ -201,7 +200,6 @@ def test_monitor_once_against_mosquitto(mosquitto, tmp_path, capsys):
     th = threading.Thread(target=dev.run, daemon=True)
     th.start()
     try:
-        time.sleep(0.3)
         code = main(["monitor", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--device",
                      "fake-01", "--once", "--timeout", "10", "--csv", str(tmp_path / "m.csv")])
     finally:
@@ -228,15 +226,12 @@ def test_monitor_once_against_mosquitto(mosquitto, tmp_path, capsys):
 def test_monitor_duration_redraws_and_once_timeout(mosquitto, capsys):
     from edge.cli import main
 
-    t0 = time.monotonic()
     code = main(["monitor", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--device",
                  "nobody", "--duration", "1.2", "--interval", "0.3"])
-    took = time.monotonic() - t0
     out = capsys.readouterr().out
     assert code == 0
     # frames every 0.3 s for 1.2 s: 4 or 5 of them (scheduler slack on a loaded box)
     assert 3 <= out.count("vsense monitor — device nobody") <= 6
-    assert took < 5.0
     code = main(["monitor", "--broker", f"{mosquitto.host}:{mosquitto.port}", "--device",
                  "nobody", "--once", "--timeout", "0.5"])
     assert code == 1

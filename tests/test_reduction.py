@@ -15,7 +15,7 @@ import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 from offline.reduction import (ReductionReport, plot_reports, recover, reduce)
 from offline.reduction.eigen import DENSE_MAX, modes, rigid_count
 from offline.reduction.flexibility import Flexibility

@@ -195,9 +195,9 @@ def test_bundle_round_trip_and_schema_versions():
     a["content_hash"] = np.array(content_hash(a))
     assert Bundle.from_arrays(a).method == "tikhonov"
     # unknown version refused with a message naming the field and the readable ones
-    a["schema_version"] = np.array(3, dtype=np.int64)
+    a["schema_version"] = np.array(4, dtype=np.int64)
     a["content_hash"] = np.array(content_hash(a))
-    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2"):
+    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2, 3"):
         Bundle.from_arrays(a)
 
 
@@ -233,9 +233,9 @@ def test_unobservable_designs_are_refused_with_the_reason():
     with pytest.raises(EstimatorError, match="random-walk.*acceleration"):
         design_smoother(b, [ForceModel("randomwalk", (5.0, 80.0), 1.0)], lag=5)
     # a force no channel sees: its smoothed std stays its prior RMS
-    from edge.bundle import Channel
+    from edge.bundle import SensorChannel
 
-    far = b.replace(channels=[Channel("y", dof=0, kind="displacement", weight=1e12)])
+    far = b.replace(channels=[SensorChannel("y", dof=0, kind="displacement", weight=1e12)])
     Kd = far.K.copy()
     Kd[0, 1] = Kd[1, 0] = 0.0  # node 0 decoupled from the rest: it cannot see the force
     with pytest.raises(EstimatorError, match="not seen by any channel: F"):

@@ -5,7 +5,7 @@ UNANCHORED free-free model with another step (dt / 4): no drift, stated uncertai
 import numpy as np
 import pytest
 
-from edge.bundle import Channel
+from edge.bundle import SensorChannel
 from edge.estimator import Estimator, EstimatorError
 from offline.smoother import ForceModel, attach_smoother, design_smoother, van_loan
 from tests.helpers import chain_bundle, chain_matrices
@@ -19,7 +19,7 @@ def _free_free_bundle():
     K[0, 0] -= 1e4  # no ground spring: a free-free chain (one rigid-body mode)
     C = 1e-4 * K
     b = chain_bundle(n=N, kinds=("acceleration",))
-    chans = [Channel(f"a{i}", dof=d, kind="acceleration", weight=1e4, unit="m/s^2",
+    chans = [SensorChannel(f"a{i}", dof=d, kind="acceleration", weight=1e4, unit="m/s^2",
                      node=d, dof_name="ux") for i, d in enumerate((0, N - 1))]
     return b.replace(M=M, C=C, K=K, channels=chans)
 
@@ -84,6 +84,6 @@ def test_free_free_design_anchors_the_rigid_mode_and_does_not_drift():
 
 def test_free_free_with_a_random_walk_force_is_refused_with_the_reason():
     b = _free_free_bundle()
-    b = b.replace(channels=[Channel("d", dof=0, kind="displacement", weight=1e12)])
+    b = b.replace(channels=[SensorChannel("d", dof=0, kind="displacement", weight=1e12)])
     with pytest.raises(EstimatorError, match="rigid-body.*random-walk"):
         design_smoother(b, [ForceModel("randomwalk", (5.0, 80.0), 1.0)], lag=5)

@@ -1,7 +1,7 @@
 """Assemble and run the daemon from a config: bundle, estimator, hardware, MQTT, recorder.
 
 :func:`run_daemon` maps every start-up failure to its documented exit code
-(:data:`edge.daemon.loop.EXIT_CODES`) with a one-line error that names the cause.
+(:data:`edge.daemon.exitcodes.EXIT_CODES`) with a one-line error that names the cause.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 
 from edge.daemon import realtime
 from edge.daemon.config import Config, ConfigError, mqtt_password
-from edge.daemon.loop import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
-                              EXIT_RECORDER, Daemon, HardwareError)
+from edge.daemon.exitcodes import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
+                                   EXIT_RECORDER)
+from edge.daemon.loop import Daemon
 
 log = logging.getLogger("vsense.app")
 
@@ -172,8 +173,8 @@ def make_acquisition(cfg: Config, est, simulate: bool):
     sat = np.array([c["saturation"] for c in ch])
     rate = 1.0 / est.bundle.dt
     if simulate:
-        from edge.daemon.simulate import (FileSource, InputSource, LimitedAcquisition,
-                                          SignalAcquisition, StructureSource, parse_faults)
+        from edge.daemon.sim_signal import LimitedAcquisition, SignalAcquisition, parse_faults
+        from edge.daemon.simulate import FileSource, InputSource, StructureSource
 
         if sim["source"] == "file":
             try:
@@ -280,10 +281,12 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
     d.updates_locked = updates_locked
     if "inverse" in b.meta:  # ONNX sessions created and check sets verified at start-up
-        from edge.inverse import InverseHook, InverseMapError
+        from edge.inverse import InverseHook, InverseMapError, InversePort
 
         try:
-            InverseHook.attach(d, auto_update=cfg["inverse"]["auto_update"])
+            InverseHook.attach(d, InversePort.of(est, pub, d.nch, getattr(acq, "source", None),
+                                                 lambda: d.updates_locked),
+                               auto_update=cfg["inverse"]["auto_update"])
         except InverseMapError as e:
             raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {e}") from None
     return d

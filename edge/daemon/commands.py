@@ -9,9 +9,13 @@ it). ``[mqtt] commands`` restricts which registered commands are accepted.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import queue
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+log = logging.getLogger("vsense.loop")
 
 
 class CommandError(ValueError):
@@ -143,3 +147,64 @@ class CommandRegistry:
             if k not in args:
                 raise CommandError(f"{name}: missing argument {k!r}", cid)
         return cmd, args, cid
+
+
+# ----------------------------------------------------------- running (daemon side)
+def run_commands(d) -> None:
+    """Run the accepted commands queued by the MQTT thread, on the estimating thread of
+    daemon ``d`` (between two estimator calls: the estimator needs no lock); reply to each."""
+    d.pub.cmd_flag = False  # cleared before draining: a later command sets it again
+    while True:
+        try:
+            cmd, args, cid = d.pub.commands.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            extra = cmd.handler(d, args) or {}
+            d.pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
+        except CommandError as e:
+            d.pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})
+        except Exception as e:  # noqa: BLE001 - a hook failed: reject, keep running
+            log.exception("command %s failed", cmd.name)
+            d.pub.reply({"id": cid, "cmd": cmd.name, "ok": False,
+                         "reason": f"{type(e).__name__}: {e}"})
+
+
+def _cmd_pause(d, args: dict):
+    if d.paused:
+        raise CommandError("already paused")
+    d.paused = True
+    d._set_state("paused")
+
+
+def _cmd_resume(d, args: dict):
+    if not d.paused:
+        raise CommandError("not paused")
+    d.paused = False
+    d._reset_estimator()  # the state is stale after a pause
+    d._set_state("sensor_fault" if d.faults.fault.any() else d._ok_state())
+
+
+def _cmd_reset_state(d, args: dict):
+    d._reset_estimator()
+
+
+def _cmd_status(d, args: dict):
+    d._set_state(d.state)
+    return {"status": d.status_payload()}
+
+
+def _cmd_health(d, args: dict):
+    return {"health": d.health()}
+
+
+def register_builtin_commands(reg: CommandRegistry) -> None:
+    """pause, resume, reset_state, status, health (idempotent)."""
+    for name, fn, doc in (
+            ("pause", _cmd_pause, "stop estimating (acquisition and raw recording go on)"),
+            ("resume", _cmd_resume, "estimate again (estimator state reset first)"),
+            ("reset_state", _cmd_reset_state, "reset the estimator state (structure at rest)"),
+            ("status", _cmd_status, "re-publish and return the status"),
+            ("health", _cmd_health, "return the health statistics now")):
+        if name not in reg.commands:
+            reg.register(name, fn, doc=doc)

@@ -231,8 +231,10 @@ SCHEMA: tuple[Section, ...] = (
             "loop thread takes blocks from the ring: best throughput for large blocks), "
             "`auto` (`acquisition` when `[bundle] block` = 1, else `loop`).",
             choices=("auto", "acquisition", "loop")),
-        Key("handover_ms", "float", 10.0, "With `estimate_in = acquisition`: how often the "
-            "loop thread hands estimates and raw samples to the publisher and recorder.",
+        Key("handover_ms", "float", 50.0, "With `estimate_in = acquisition`: how often the "
+            "loop thread hands estimates and raw samples, in one block, to the publisher "
+            "and recorder (each hand-over costs a wake-up and some Python: 50 ms is 20 per "
+            "second; the DRDY-to-estimate latency does not depend on it).",
             unit="ms", min=0.1, max=1000.0),
     )),
     Section("realtime", "Optional real-time settings; each one that is not permitted logs a "

@@ -104,3 +104,28 @@ class CpuMeter:
         pct = 100.0 * (c - self._c) / dt if dt > 0 else 0.0
         self._t, self._c = t, c
         return round(pct, 2)
+
+
+def drdy_offset_ns(acq, virtual: bool) -> int | None:
+    """Offset [ns] that maps an acquisition's ``t_ns`` (DRDY times) to
+    ``time.monotonic_ns``, or None when there is none (virtual clock).
+
+    * ``host_offset_ns`` attribute (:class:`edge.daemon.sim_signal.SignalAcquisition`,
+      :class:`edge.daemon.sim_signal.LimitedAcquisition`): used as given;
+    * the ADS1256 driver: its clock's ``origin_ns`` (0 for the real clock, whose
+      ``monotonic_ns`` is ``time.monotonic_ns``; the simulator's real-time clock counts
+      from its creation).
+    """
+    if virtual:
+        return None
+    off = getattr(acq, "host_offset_ns", None)
+    if off is not None:
+        return int(off)
+    clock = getattr(getattr(acq, "adc", None), "clock", None)
+    if clock is None:
+        return None
+    if getattr(clock, "virtual", False):
+        return None
+    if hasattr(clock, "origin_ns"):
+        return int(clock.origin_ns)
+    return int(getattr(clock, "_origin", 0))  # edge.hw.sim_ads1256.SimClock; RealClock: 0

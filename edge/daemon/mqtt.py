@@ -18,23 +18,7 @@ cmd            -        JSON command to the device, ``{"cmd": name, "id": any, "
 cmd/reply      no       ``{"id", "cmd", "ok": bool, "reason"?: str, ...}``
 =============  =======  ============================================================
 
-Binary ``estimates`` layout (``format = "binary"``, little endian)::
-
-    0   4s   magic b"VSE1"
-    4   u2   version (1; 2 = with the std block)
-    6   u2   ncol (forces + outputs)
-    8   u4   n (samples in this message)
-    12  u4   reserved (0)
-    16  i8   seq of the first sample
-    24  n  x i8          t_ns of each sample
-        n*ncol x f8      values, row major (sample by sample)
-        n  x u1          flags
-        n*ncol x f8      version 2 only: standard deviation of each value, row major
-
-JSON ``estimates``: ``{"seq", "n", "t_ns", "v", "flags"}`` and, when the estimator states its
-uncertainty (the smoother), ``"s"``: the standard deviation of each value, same shape as
-``"v"`` (``null`` where the value is). ``meta`` then lists ``"std_columns"``
-(``<column>_std``, same order as ``"columns"``).
+Payloads of ``estimates`` (JSON and binary layouts): :mod:`edge.daemon.payloads`.
 """
 
 from __future__ import annotations
@@ -42,9 +26,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import math
 import queue
-import struct
 import threading
 import time
 
@@ -53,87 +35,12 @@ import numpy as np
 # commands live in edge.daemon.commands; re-exported here, where vsense imports them from
 from edge.daemon.commands import (MAX_COMMAND_BYTES, MAX_COMMAND_DEPTH,  # noqa: F401
                                   Command, CommandError, CommandRegistry)
+# payloads live in edge.daemon.payloads; re-exported here, where vsense imports them from
+from edge.daemon.payloads import (BIN_HEADER, BIN_MAGIC, decode_estimates,  # noqa: F401
+                                  encode_estimates)
 
 log = logging.getLogger("vsense.mqtt")
 
-BIN_HEADER = struct.Struct("<4sHHIIq")
-BIN_MAGIC = b"VSE1"
-
-
-# ---------------------------------------------------------------------------- payloads
-def encode_estimates(seq0: int, t_ns: np.ndarray, values: np.ndarray, flags: np.ndarray,
-                     fmt: str = "json", std: np.ndarray | None = None) -> bytes:
-    """Encode ``n`` consecutive estimates (``seq0 .. seq0+n-1``).
-
-    ``t_ns (n,) int64`` time of the sample each row describes [ns], ``values (n, ncol)``
-    forces then outputs [SI], ``flags (n,) uint8``, ``std`` None or the standard deviation
-    of each column ``(ncol,)`` (or of each value, ``(n, ncol)``). JSON: ``{"seq", "n",
-    "t_ns", "v", "flags"}`` (+ ``"s"``) with non-finite values as ``null``; floats
-    round-trip exactly.
-    """
-    n = int(t_ns.shape[0])
-    S = None
-    if std is not None:
-        S = np.broadcast_to(np.asarray(std, dtype=np.float64), values.shape)
-        S = np.where(np.isfinite(values), S, np.nan)
-    if fmt == "binary":
-        v = np.ascontiguousarray(values, dtype="<f8")
-        parts = [BIN_HEADER.pack(BIN_MAGIC, 1 if S is None else 2, v.shape[1], n, 0,
-                                 int(seq0)),
-                 np.ascontiguousarray(t_ns, "<i8").tobytes(), v.tobytes(),
-                 np.ascontiguousarray(flags, "u1").tobytes()]
-        if S is not None:
-            parts.append(np.ascontiguousarray(S, "<f8").tobytes())
-        return b"".join(parts)
-    d = {"seq": int(seq0), "n": n, "t_ns": t_ns.tolist(), "v": _rows(values),
-         "flags": flags.tolist()}
-    if S is not None:
-        d["s"] = _rows(S)
-    return json.dumps(d, separators=(",", ":")).encode()
-
-
-def _rows(values):
-    if np.isfinite(values).all():
-        return values.tolist()
-    return [[x if math.isfinite(x) else None for x in r] for r in values.tolist()]
-
-
-def decode_estimates(payload: bytes) -> dict:
-    """Inverse of :func:`encode_estimates` (either format): ``{"seq": (n,) int64,
-    "t_ns": (n,) int64, "v": (n, ncol) float64 (NaN for null), "flags": (n,) uint8}`` and
-    ``"s": (n, ncol)`` when the message carries standard deviations (binary version 2)."""
-    if payload[:4] == BIN_MAGIC:
-        magic, ver, ncol, n, _, seq0 = BIN_HEADER.unpack_from(payload)
-        if ver not in (1, 2):
-            raise ValueError(f"estimates: unsupported binary version {ver}")
-        o = BIN_HEADER.size
-        t = np.frombuffer(payload, "<i8", n, o)
-        o += 8 * n
-        v = np.frombuffer(payload, "<f8", n * ncol, o).reshape(n, ncol)
-        o += 8 * n * ncol
-        f = np.frombuffer(payload, "u1", n, o)
-        o += n
-        out = {"seq": seq0 + np.arange(n, dtype=np.int64), "t_ns": t.astype(np.int64),
-               "v": v.astype(np.float64), "flags": f.astype(np.uint8)}
-        if ver == 2:
-            out["s"] = np.frombuffer(payload, "<f8", n * ncol, o).reshape(n, ncol).astype(
-                np.float64)
-        return out
-    d = json.loads(payload)
-    v = _array(d["v"]).reshape(d["n"], -1)
-    out = {"seq": d["seq"] + np.arange(d["n"], dtype=np.int64),
-           "t_ns": np.asarray(d["t_ns"], np.int64), "v": v,
-           "flags": np.asarray(d["flags"], np.uint8)}
-    if "s" in d:
-        out["s"] = _array(d["s"]).reshape(v.shape)
-    return out
-
-
-def _array(rows):
-    return np.array([[np.nan if x is None else x for x in r] for r in rows], dtype=float)
-
-
-# ---------------------------------------------------------------------------- publisher
 def _describe_connect_error(e: BaseException) -> str:
     """One line naming the kind of connection failure (DNS, refused, TLS, timeout)."""
     import socket
@@ -200,7 +107,7 @@ class Publisher:
         self.ncol = ncol
         self.std = None  # (ncol,) standard deviation of each column, set by the daemon
         self.commands: queue.Queue = queue.Queue(maxsize=100)
-        self.cmd_flag = False  # set when a command was queued (see Daemon._cmd_pending)
+        self.cmd_flag = False  # set when a command was queued (polled by the estimating thread)
         self.out: collections.deque = collections.deque()
         self.maxq = cfg_mqtt["queue_messages"]
         self.cond = threading.Condition()

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from edge.daemon.mqtt import encode_estimates
+from edge.daemon.payloads import encode_estimates
 
 
 class RawPublisher:

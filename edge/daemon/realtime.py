@@ -176,6 +176,18 @@ def release_library_pages(name: str = "libllvmlite.so", smaps: str = "/proc/self
     return done
 
 
+def trim_heap() -> bool:
+    """Give the C heap's free memory back to the system (glibc ``malloc_trim(0)``); False
+    where there is no such function (another libc). Used once after start-up: compiling or
+    loading the kernels and importing numba leave freed but resident arenas behind."""
+    try:
+        fn = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_size_t]
+    return bool(fn(0))
+
+
 def set_switch_interval(us: float) -> None:
     """``sys.setswitchinterval``: a thread waiting for the GIL asks the holder to drop it
     after ``us`` microseconds (Python's default 5000)."""

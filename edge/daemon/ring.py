@@ -18,8 +18,7 @@ import time
 
 import numpy as np
 
-#: flags bit3 (daemon-defined): samples were lost immediately before this one.
-FLAG_GAP = np.uint8(8)
+from edge.flags import FLAG_GAP  # samples were lost immediately before this one
 
 
 class Ring:
@@ -31,7 +30,7 @@ class Ring:
     [``time.monotonic_ns()`` when the sample entered the ring, for latency].
     """
 
-    def __init__(self, capacity: int, nch: int):
+    def __init__(self, capacity: int, nch: int, slot_views: bool = False):
         if capacity < 2:
             raise ValueError(f"ring capacity must be >= 2, got {capacity}")
         if nch < 1:
@@ -54,6 +53,10 @@ class Ring:
         self._cond = threading.Condition(threading.Lock())
         self._waiting = False
         self.closed = False
+        # one-sample views of every slot, made once: the per-sample write (read_max = 1)
+        # then creates no array view (3 views per slot, about 0.3 kB)
+        self._slot = ([(self.values[i:i + 1], self.t_ns[i:i + 1], self.flags[i:i + 1])
+                       for i in range(capacity)] if slot_views else None)
 
     # -- producer -----------------------------------------------------------------------
     def write_span(self, nmax: int):
@@ -70,6 +73,8 @@ class Ring:
             return v[:n], t[:n], f[:n]
         self._span_scratch = False
         i = self.head % self.capacity
+        if nmax == 1 and self._slot is not None:
+            return self._slot[i]
         n = min(nmax, free, self.capacity - i)
         return self.values[i:i + n], self.t_ns[i:i + n], self.flags[i:i + n]
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.flags import FLAG_HELD, FLAG_SATURATED
+
 MAGIC = b"VSREC01\n"
 SUFFIX = ".vsr"
-BAD_FLAGS = np.uint8(1 | 4)  # non-finite or saturated
+BAD_FLAGS = np.uint8(FLAG_HELD | FLAG_SATURATED)  # non-finite or saturated
 MAX_HEADER_BYTES = 1 << 20
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.common import BlockEstimator
 from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP, _process
 from edge.estimator.operator import StepOperator, derive_operator
 
 __all__ = ["Estimator", "FLAG_HELD", "FLAG_WARMUP", "FLAG_SATURATED"]
 
 
-class Estimator:
+class Estimator(BlockEstimator):
     """Real-time force identification and virtual outputs for one bundle.
 
     Parameters
@@ -49,12 +50,6 @@ class Estimator:
         obj._loaded = loaded  # __init__ uses it instead of loading the file again
         return obj
 
-    std = None  # the Tikhonov estimator reports no uncertainty
-
-    def model_check(self):
-        """No model check for the Tikhonov estimator (None)."""
-        return None
-
     def __init__(self, bundle, alpha: float | None = None, window: int | None = None,
                  check_stability: bool = True):
         if not isinstance(bundle, Bundle):
@@ -69,25 +64,9 @@ class Estimator:
 
     # ------------------------------------------------------------------ properties
     @property
-    def n_channels(self) -> int:
-        return self.op.n_channels
-
-    @property
-    def n_forces(self) -> int:
-        return self.op.n_forces
-
-    @property
-    def n_outputs(self) -> int:
-        return self.op.n_outputs
-
-    @property
     def delay(self) -> int:
         """Samples between a measurement and the estimate that describes it."""
         return self.op.window - 1
-
-    @property
-    def samples_seen(self) -> int:
-        return int(self._counters[0])
 
     # ------------------------------------------------------------------- running
     def process(self, Y, F, Z, flags) -> None:
@@ -113,16 +92,6 @@ class Estimator:
                  op.Kx, op.Ky, op.E, self._x, self._xn, self._fs, self._zs, self._ybuf,
                  self._fbuf, self._last, self._counters)
 
-    def run(self, Y):
-        """Convenience: allocate outputs and process a whole record; returns (F, Z, flags)."""
-        Y = np.ascontiguousarray(Y, dtype=np.float64)
-        nb = Y.shape[0]
-        F = np.empty((nb, self.n_forces))
-        Z = np.empty((nb, self.n_outputs))
-        flags = np.empty(nb, dtype=np.uint8)
-        self.process(Y, F, Z, flags)
-        return F, Z, flags
-
     def reset(self) -> None:
         """Zero the state (structure at rest) and forget the measurement window."""
         self._x[:] = 0.0
@@ -137,11 +106,12 @@ class Estimator:
         n = ua.shape[0] // 3
         return ua[:n], ua[n:2 * n], ua[2 * n:]
 
-    def swap(self, op: StepOperator) -> None:
+    def swap(self, op: StepOperator, bundle=None) -> None:
         """Swap in a new operator between two blocks (e.g. after a model update).
 
         Displacements, velocities and the previous force carry over (accelerations then follow
-        from the new model's equilibrium); the window must keep its length.
+        from the new model's equilibrium); the window must keep its length. ``bundle``: the
+        bundle ``op`` was derived from, which becomes :attr:`bundle` (the running model).
         """
         if (op.n_channels, op.n_forces, op.n_outputs, op.window) != (
                 self.n_channels, self.n_forces, self.n_outputs, self.op.window):
@@ -152,10 +122,13 @@ class Estimator:
         self._install(op, keep_state=True, phys=phys)
         if nc_new and nc_new == nc_old:
             self._x[self._x.shape[0] - nc_new:] = tail  # previous force
+        if bundle is not None:
+            self.bundle = bundle
 
     # ------------------------------------------------------------------ internals
     def _install(self, op: StepOperator, keep_state: bool, phys=None) -> None:
         ns = op.n_state
+        self.n_channels, self.n_forces, self.n_outputs = op.n_channels, op.n_forces, op.n_outputs
         if not keep_state:
             self._x = np.zeros(ns)
             self._ybuf = np.zeros((op.window, op.n_channels))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from edge.estimator.hold import _hold_row
 from edge.flags import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP  # noqa: F401 (re-exported)
 
 
@@ -54,13 +55,8 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
     for j in range(nb):
         count = counters[0]
         slot = count % L
-        flag = np.uint8(0)
+        flag = _hold_row(Y, j, last)
         for c in range(nch):
-            val = Y[j, c]
-            if np.isfinite(val):
-                last[c] = val
-            else:
-                flag |= FLAG_HELD
             ybuf[slot, c] = last[c]
         fbuf[slot] = flag
         count += 1

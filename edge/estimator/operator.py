@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.bundle import KINDS, Bundle
-
-
-class EstimatorError(ValueError):
-    """The estimator cannot be built from these matrices/settings (with the reason)."""
+from edge.bundle import Bundle
+from edge.estimator.tikhonov import (EstimatorError, first_difference,  # noqa: F401
+                                     force_scales, tikhonov_gain, window_matrices)
+from edge.kinds import KIND_CODE
 
 
 @dataclass
@@ -58,6 +57,7 @@ class StepOperator:
     S : float64 (nch, ns)           channel rows
     P : float64 (3n, ns)            physical state [u; v; a] = P x
     Pinv : float64 (ns, 3n)         x = Pinv [u; v; a]
+    n_state, n_forces, n_channels, n_outputs : int   sizes, from Gamma, S and E
     """
 
     blk_ptr: np.ndarray
@@ -78,21 +78,10 @@ class StepOperator:
     freqs_hz: np.ndarray
     info: dict = field(default_factory=dict)
 
-    @property
-    def n_state(self) -> int:
-        return int(self.Gamma.shape[0])
-
-    @property
-    def n_channels(self) -> int:
-        return int(self.S.shape[0])
-
-    @property
-    def n_forces(self) -> int:
-        return int(self.Gamma.shape[1])
-
-    @property
-    def n_outputs(self) -> int:
-        return int(self.E.shape[0])
+    def __post_init__(self):
+        # sizes: ns states, nf forces (Gamma), nch channels (S), nout outputs (E)
+        self.n_state, self.n_forces = (int(d) for d in self.Gamma.shape)
+        self.n_channels, self.n_outputs = int(self.S.shape[0]), int(self.E.shape[0])
 
     def A_dense(self) -> np.ndarray:
         """The full state matrix A, shape (ns, ns) (for analysis and tests)."""
@@ -303,7 +292,7 @@ def _modal_rows(Phi, items):
         else:
             r = np.zeros(Phi.shape[0])
             r[it.dof] = 1.0
-        out.append((KINDS.index(it.kind), r @ Phi))
+        out.append((KIND_CODE[it.kind], r @ Phi))
     return out
 
 
@@ -403,72 +392,3 @@ def _two_state_realisation(bundle, Phi, w2, Ct, PhiB, proportional, A2, G0, G1):
     Pinv[0:2 * n:2, :n] = PhiInv
     Pinv[1:2 * n:2, n:2 * n] = PhiInv
     return blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv
-
-
-def window_matrices(A, Gamma, S, L):
-    """Observability rows O (L nch, ns) and block-Toeplitz Markov matrix J (L nch, L nf)."""
-    nch, nf = S.shape[0], Gamma.shape[1]
-    O = np.zeros((L * nch, A.shape[0]))
-    markov = []  # S A^i Gamma, i = 0..L-1
-    SAi = S.copy()  # S A^i
-    for i in range(L):
-        markov.append(SAi @ Gamma)
-        SAi = SAi @ A
-        O[i * nch:(i + 1) * nch] = SAi  # S A^(i+1)
-    J = np.zeros((L * nch, L * nf))
-    for i in range(L):
-        for j in range(i + 1):
-            J[i * nch:(i + 1) * nch, j * nf:(j + 1) * nf] = markov[i - j]
-    return O, J
-
-
-def force_scales(bundle) -> np.ndarray:
-    """Scale of each force (``Force.scale``, 1 when absent), shape (nf,); validated > 0."""
-    s = np.array([float(getattr(f, "scale", 1.0)) for f in bundle.forces])
-    bad = [f.name for f, v in zip(bundle.forces, s) if not (np.isfinite(v) and v > 0)]
-    if bad:
-        raise EstimatorError(f"force scale must be finite and > 0: {', '.join(bad)}")
-    return s
-
-
-def first_difference(L: int, nf: int) -> np.ndarray:
-    """R with ``R F = [f_1; f_2 - f_1; ...; f_L - f_(L-1)]`` (the ``f_1 - f_0`` term's
-    ``f_0``, the previous force, is added by the caller), shape (L nf, L nf)."""
-    return np.eye(L * nf) - np.eye(L * nf, k=-nf)
-
-
-def tikhonov_gain(J, wbar, alpha, nf, bundle=None, R=None):
-    """First nf rows of ``(J^T W J + alpha R^T R)^-1 J^T W``, of the inverse itself, and the
-    condition of J^T W J (``R = I``: zeroth-order Tikhonov, eq. 24).
-
-    Raises EstimatorError naming the forces that the channels cannot see, or when alpha = 0
-    leaves the window problem singular.
-    """
-    sw = np.sqrt(wbar)[:, None]
-    # structural identifiability: the responses of all channels over the window to a force
-    # at the first window step (first block column of J) must separate the nf forces
-    first = sw * J[:, :nf]
-    scale = float(np.max(np.abs(sw * J))) if J.size else 0.0
-    colnorm = np.linalg.norm(first, axis=0)
-    blind = [j for j in range(nf) if colnorm[j] <= 1e-12 * max(scale, 1e-300)]
-    sv1 = np.linalg.svd(first, compute_uv=False)
-    if blind or scale == 0.0 or sv1[-1] <= 1e-10 * sv1[0]:
-        names = [bundle.forces[j].name for j in blind] if bundle is not None else blind
-        who = f" (not seen by any channel: {', '.join(map(str, names))})" if names else \
-            " (two or more forces produce the same channel responses)"
-        raise EstimatorError(
-            f"forces are not identifiable from the sensors{who}. Add a sensor at or near each "
-            "force, identify fewer forces than channels, or use a longer window.")
-    Jw = J * wbar[:, None]
-    JtWJ = J.T @ Jw
-    sv = np.linalg.svd(sw * J, compute_uv=False)
-    cond = float(sv[0] / sv[-1]) ** 2 if sv[-1] > 0 else float("inf")
-    if alpha == 0.0 and not cond < 1e14:
-        raise EstimatorError(
-            f"alpha = 0 leaves the windowed problem singular (cond(J^T W J) = {cond:.2e}); "
-            "use alpha > 0 (e.g. from the L-curve).")
-    # F = (J^T W J + alpha R^T R)^-1 J^T W (Y - O x)    (R = I: eq. 24)
-    RtR = np.eye(JtWJ.shape[0]) if R is None else R.T @ R
-    Hinv = np.linalg.inv(JtWJ + alpha * RtR)
-    G = Hinv @ Jw.T
-    return np.ascontiguousarray(G[:nf]), np.ascontiguousarray(Hinv[:nf]), cond

@@ -137,7 +137,6 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
     A = np.asarray(kf["A"], dtype=float)
     ns = A.shape[0]
     n = bundle.n
-    nc = ns - 2 * n
     m2 = 2 * n
     perm = np.concatenate([np.arange(0, m2, 2), np.arange(1, m2, 2),
                            np.arange(m2, ns)]).astype(np.int64)

@@ -22,16 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.hw.decode import _post
 from edge.hw.ads1256 import (
     ADS1256, CODE_MAX, CODE_MIN, CYCLING_THROUGHPUT_HZ, PGA_CODES, DrdyTimeout, _nearest_rate,
     input_index, lsb_volts, mux_byte,
 )
 
-__all__ = ["Channel", "Acquisition", "FLAG_SATURATED", "FLAG_GAP", "FLAG_SUSPECT"]
+__all__ = ["Channel", "Acquisition"]
 
-FLAG_SATURATED = np.uint8(4)
-FLAG_GAP = np.uint8(8)
-FLAG_SUSPECT = np.uint8(16)
 
 
 @dataclass(frozen=True)
@@ -144,20 +142,30 @@ class Acquisition:
         self._sens = np.array([c.sensitivity for c in chans])
         self._sat_v = np.array([np.inf if c.saturation_v is None else c.saturation_v
                                 for c in chans])
-        # max_step in codes: |Δunit| * |sensitivity| / LSB
-        self._step_codes = [None if c.max_step is None else
-                            c.max_step * abs(c.sensitivity) / self._lsb[j]
-                            for j, c in enumerate(chans)]
+        # max_step in codes: |Δunit| * |sensitivity| / LSB (NaN: no check)
+        self._step_codes = np.array([np.nan if c.max_step is None else
+                                     c.max_step * abs(c.sensitivity) / self._lsb[j]
+                                     for j, c in enumerate(chans)])
         self._muxes = [c.mux for c in chans]
         pgas = {c.pga for c in chans}
         self._adcons = ([PGA_CODES[c.pga] for c in chans] if len(pgas) > 1 else None)
-        self._codes = np.zeros((0, nch), dtype=np.int64)
-        self._last_t = None
+        self._codes = np.zeros((1, nch), dtype=np.int64)
+        self._last_t = np.zeros(2, dtype=np.int64)  # [a previous row exists, its t_ns]
         self._ref = np.zeros((nch, 2), dtype=np.int64)
         self._n_ref = np.zeros(nch, dtype=np.int64)
         self._n_bad = np.zeros(nch, dtype=np.int64)
-        self.counts = {"rows": 0, "saturated": 0, "gaps": 0, "suspect": 0}
+        self._counts = np.zeros(4, dtype=np.int64)  # rows, saturated, gaps, suspect
         self.started = False
+        # compile (or load from numba's cache) the post-processing now, not on the first
+        # sample: zero rows change nothing
+        self._post(self._codes, np.zeros((1, nch)), np.zeros(1, np.int64),
+                   np.zeros(1, np.uint8), 0)
+
+    @property
+    def counts(self) -> dict:
+        """Rows read and rows flagged saturated / gap / suspect (channel hits) so far."""
+        r, s, g, b = self._counts.tolist()
+        return {"rows": r, "saturated": s, "gaps": g, "suspect": b}
 
     @property
     def nominal_rate(self) -> float:
@@ -179,7 +187,7 @@ class Acquisition:
             adc.start_continuous()
         else:
             adc.start_cycling(self._muxes[0], None if self._adcons is None else self._adcons[0])
-        self._last_t = None
+        self._last_t[:] = 0
         self._n_ref[:] = 0
         self.started = True
 
@@ -275,50 +283,8 @@ class Acquisition:
             self._rows_done = i + 1
 
     def _post(self, codes, values, t_ns, flags, n) -> None:
-        if n == 0:
-            return
-        c = codes[:n]
-        flags[:n] = 0
-        # V = code * LSB; value = (V - offset) / sensitivity
-        V = c * self._lsb
-        np.divide(V - self._off, self._sens, out=values[:n])
-        sat = (c >= CODE_MAX) | (c <= CODE_MIN) | (np.abs(V) >= self._sat_v)
-        sat_row = sat.any(axis=1)
-        if sat_row.any():
-            flags[:n][sat_row] |= FLAG_SATURATED
-            if self.nan_on_saturation:
-                values[:n][sat] = np.nan
-            self.counts["saturated"] += int(sat_row.sum())
-        # gaps: more than 1.5 nominal periods since the previous row
-        period_ns = 1e9 / self.nominal_rate
-        t = t_ns[:n]
-        dt = np.empty(n)
-        dt[1:] = np.diff(t)
-        dt[0] = (t[0] - self._last_t) if self._last_t is not None else 0.0
-        gap = dt > 1.5 * period_ns
-        if gap.any():
-            flags[:n][gap] |= FLAG_GAP
-            self.counts["gaps"] += int(gap.sum())
-        self._last_t = int(t[-1])
-        # suspect jumps (bit errors): x is suspect when it is more than max_step away from the
-        # last accepted sample r1 AND more than 2 max_step from the one before, r2 (a small
-        # corruption accepted as r1 then does not condemn the clean sample after it)
-        for j, lim in enumerate(self._step_codes):
-            if lim is None:
-                continue
-            r1, r2 = int(self._ref[j, 0]), int(self._ref[j, 1])
-            nref, bad = int(self._n_ref[j]), int(self._n_bad[j])
-            col = c[:, j]
-            for i in range(n):
-                x = int(col[i])
-                if (nref >= 2 and bad < 3 and abs(x - r1) > lim
-                        and abs(x - r2) > 2.0 * lim):
-                    flags[i] |= FLAG_SUSPECT
-                    self.counts["suspect"] += 1
-                    bad += 1
-                else:  # accepted (after 3 rejects in a row the new level is believed)
-                    r2, r1, bad = r1, x, 0
-                    nref = min(nref + 1, 2)
-            self._ref[j, 0], self._ref[j, 1] = r1, r2
-            self._n_ref[j], self._n_bad[j] = nref, bad
-        self.counts["rows"] += n
+        """Codes of rows ``0 .. n-1`` to values and flags (:func:`edge.hw.decode._post`)."""
+        _post(codes, n, self._lsb, self._off, self._sens, self._sat_v, CODE_MAX, CODE_MIN,
+              self.nan_on_saturation, values, t_ns, flags, self._last_t,
+              1e9 / self.nominal_rate, self._step_codes, self._ref, self._n_ref,
+              self._n_bad, self._counts)

@@ -8,7 +8,7 @@ and the ``bounds`` at ±2σ, masses ``identity`` with the box centre ± 2σ at t
     [bayes]
     noise = "channel"            # one noise group per sensor ("channel") or one for all ("one")
     offsets = ["d110"]           # sensor offsets calibrated as parameters (paper 003 eq. 2)
-    autocorrelation = true       # likelihood weights N_eff/N from the residuals' lag-1 correlation
+    autocorrelation = true       # likelihood weights N_eff/N (noise.spectral_weight)
     [bayes.prior.E]              # per parameter: transform, and mean/std of θ (log: of log θ)
     transform = "log"   median = 69e9   log_std = 0.1
     [bayes.data]                 # offline.calibration.data.Prep
@@ -29,7 +29,7 @@ import numpy as np
 
 from offline.calibration.data import Prep, read_record
 from offline.calibration.forward import TimeModel
-from offline.calibration.noise import NoiseGroup
+from offline.calibration.noise import NoiseGroup, spectral_weight
 from offline.calibration.nonlinearity import nonlinearity_measure
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
@@ -59,6 +59,7 @@ class Settings:
     substeps: int = 16
     tol: float = 1e-3
     max_iter: int = 40
+    step_tol: float = 0.01     # stop when the mean's next step is < 1 % of its posterior std
 
 
 def default_prior(p) -> Prior:
@@ -77,7 +78,8 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     """Parse ``[bayes]`` (absent: defaults) -> :class:`Settings`. Errors name the key."""
     b = raw.get("bayes", {}) or {}
     w = f"{where}: [bayes]"
-    known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter"}
+    known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter",
+             "step_tol"}
     extra = sorted(set(b) - known)
     if extra:
         raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
@@ -118,7 +120,8 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
                     autocorrelation=bool(b.get("autocorrelation", True)),
                     prep=Prep.from_dict(b.get("data"), f"{w}.data"),
                     substeps=int(b.get("substeps", 16)), tol=float(b.get("tol", 1e-3)),
-                    max_iter=int(b.get("max_iter", 40)))
+                    max_iter=int(b.get("max_iter", 40)),
+                    step_tol=float(b.get("step_tol", 0.01)))
 
 
 class Problem:
@@ -153,6 +156,7 @@ class Problem:
         self.m0 = np.array([p.mean for p in self.priors])
         self.L0 = np.diag(1.0 / np.array([p.std for p in self.priors]) ** 2)
         self.n_evals = 0
+        self._Fk = {}      # id(record) -> force at the sub-step points (record-only input)
 
     def theta(self, xi) -> np.ndarray:
         return np.array([t.to_theta(x) for t, x in zip(self.transforms, xi[:self.nmodel])])
@@ -163,7 +167,9 @@ class Problem:
         dth = np.array([t.dtheta_dxi(x) for t, x in zip(self.transforms, xi[:self.nmodel])])
         out = []
         for r in self.records:
-            Y, dY = self.tm.run(th, r.F, jac=jac)
+            if id(r) not in self._Fk:
+                self._Fk[id(r)] = self.tm.substep_force(r.F)
+            Y, dY = self.tm.run(th, r.F, jac=jac, Fk=self._Fk[id(r)])
             self.n_evals += 1
             dX = None
             if jac:
@@ -190,6 +196,16 @@ class Problem:
             k.append(np.concatenate(kk))
             J.append(np.vstack(JJ) if jac else None)
         return k, J
+
+    def segments(self, gi, kg, Jg):
+        """(k, J) pieces of group ``gi``'s stacked residual, one per record and channel (the
+        order :meth:`residuals` stacks them in)."""
+        pos, out = 0, []
+        for r in self.records:
+            for _ in self.groups_of[gi]:
+                out.append((kg[pos:pos + r.used.size], Jg[pos:pos + r.used.size]))
+                pos += r.used.size
+        return out
 
     def lag1(self, k) -> list[float]:
         """Lag-one autocorrelation of each group's residual (per record and channel, pooled)."""
@@ -230,14 +246,15 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
     weights = [1.0] * len(rho)
 
     def weights_of(xi):
-        k, _ = prob.residuals(xi, jac=False)
-        r = prob.lag1(k)
-        # AR(1) residual: N_eff / N = (1 - ρ) / (1 + ρ)
-        return r, [float(np.clip((1 - q) / (1 + q), 1.0 / kk.size, 1.0)) for q, kk in zip(r, k)]
+        k, J = prob.residuals(xi, jac=True)
+        # N_eff / N from the residual spectrum where the Jacobian acts (noise.spectral_weight)
+        return prob.lag1(k), [spectral_weight(prob.segments(i, kk, JJ))[0]
+                              for i, (kk, JJ) in enumerate(zip(k, J))]
 
     if settings.autocorrelation:
-        # start tempered: the residual at the prior mean is smooth (ρ near 1), so the first pass
-        # takes short, prior-regularised steps; later passes re-estimate ρ at the posterior mean
+        # start tempered: the residual at the prior mean is mostly model error at the modes, so
+        # the first pass takes short, prior-regularised steps; later passes re-estimate the
+        # weights at the posterior mean
         rho, weights = weights_of(prob.m0 if m_init is None else np.asarray(m_init, float))
     res, n_vb = None, 0
     for _ in range(4):
@@ -246,7 +263,8 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
             print(f"  likelihood weights {np.round(weights, 4).tolist()} "
                   f"(residual lag-1 correlation {np.round(rho, 3).tolist()})", flush=True)
         res = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
-                                max_iter=settings.max_iter, callback=say, m_init=m_init)
+                                max_iter=settings.max_iter, callback=say, m_init=m_init,
+                                step_tol=settings.step_tol)
         n_vb += res.n_evals
         m_init = res.m
         if not settings.autocorrelation:

@@ -159,8 +159,9 @@ def _bundle(args, raw, head, info, failed, say):
     finally:
         Path(tmp).unlink(missing_ok=True)
     meta = dict(res.bundle.meta)
-    meta["calibration"] = {k: info[k] for k in ("names", "mean", "std", "correlation", "noise_std",
-                                                "free_energy", "nonlinearity", "model_sha256")}
+    meta["calibration"] = {k: info[k] for k in ("names", "kinds", "mean", "std", "correlation",
+                                                "noise_std", "free_energy", "nonlinearity",
+                                                "converged", "model_sha256") if k in info}
     meta["calibration"]["data"] = [d["sha256"] for d in info["data"]]
     if "inadequacy" in info:
         meta["calibration"]["inadequacy"] = {"passed": info["inadequacy"]["passed"],

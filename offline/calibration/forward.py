@@ -43,24 +43,21 @@ def propagate_loop(Phi, U):
     return X
 
 
-def propagate(Phi, U, max_cond: float = 1e8):
-    """Same recursion through the eigenvectors of Φ: z = V⁻¹x decouples into first-order
-    filters z_{k+1} = λ z_k + (V⁻¹U)_k, run by ``scipy.signal.lfilter`` (C speed). Falls back
-    to the loop when V is ill-conditioned (defective or near-defective Φ)."""
-    lam, V = np.linalg.eig(Phi)
-    if np.linalg.cond(V) > max_cond:
-        return propagate_loop(Phi, U)
-    from offline._deps import need
-    lfilter = need("scipy.signal").lfilter
-    Vi = np.linalg.inv(V)
-    Z = np.einsum("ij,kj...->ki...", Vi, U.astype(complex))   # (nt-1, m[, p])
-    out = np.empty_like(Z)
-    for i, li in enumerate(lam):
-        # z_{k+1} = λ z_k + w_k   <=>   lfilter([1], [1, -λ], w) shifted by one sample
-        out[:, i] = lfilter([1.0], [1.0, -li], Z[:, i], axis=0)
-    X = np.zeros((U.shape[0] + 1,) + U.shape[1:])
-    X[1:] = np.einsum("ij,kj...->ki...", V, out).real
-    return X
+def propagate(Phi, U):
+    """Same recursion by the compiled kernel :func:`offline.calibration.kernel._propagate`
+    (real arithmetic, O(nt m² q); the earlier eigen-decoupled ``lfilter`` route fell back to
+    the Python loop whenever Φ's eigenvectors were ill-conditioned, i.e. on most models)."""
+    from offline.calibration.kernel import _propagate
+    Phi = np.ascontiguousarray(Phi, dtype=np.float64)
+    U = np.asarray(U, dtype=np.float64)
+    if Phi.ndim != 2 or Phi.shape[0] != Phi.shape[1] or U.ndim not in (2, 3) \
+            or U.shape[1] != Phi.shape[0]:
+        raise ValueError(f"propagate: Φ {Phi.shape} and U {U.shape} do not match (m, m) and "
+                         f"(nt-1, m[, q])")
+    U3 = np.ascontiguousarray(U.reshape(U.shape[0], U.shape[1], -1))
+    X = np.empty((U3.shape[0] + 1,) + U3.shape[1:])
+    _propagate(Phi, U3, X)
+    return X.reshape((U.shape[0] + 1,) + U.shape[1:])
 
 
 def damped_matrices(parts: Parts, theta):
@@ -197,8 +194,19 @@ class TimeModel:
                 dDy[:, c] = row @ dBc[:, n:]
         return (Phi, G, Cy, Dy), (dPhi, dG, dCy, dDy)
 
-    def run(self, theta, F, jac: bool = True):
-        """Response to the force record F (nt, nf) from rest.
+    def substep_force(self, F) -> np.ndarray:
+        """The force at the sub-step points of every sample interval, (nt-1, (s+1) nf) with
+        column j nf + f = force f at sub-step point j: input of :meth:`run` that depends on
+        the record only (computed once per record)."""
+        F = np.asarray(F, dtype=np.float64)
+        nt, s = F.shape[0], self.substeps
+        Ff = self.fine_force(F)                            # ((nt-1) s + 1, nf)
+        Fk = np.stack([Ff[j:j + (nt - 1) * s:s] for j in range(s + 1)], axis=1)
+        return np.ascontiguousarray(Fk.reshape(nt - 1, (s + 1) * F.shape[1]))
+
+    def run(self, theta, F, jac: bool = True, Fk=None):
+        """Response to the force record F (nt, nf) from rest (``Fk``: :meth:`substep_force`
+        of F, when the caller keeps it).
 
         Returns
         -------
@@ -207,18 +215,19 @@ class TimeModel:
         """
         F = np.asarray(F, dtype=np.float64)
         (Phi, G, Cy, Dy), (dPhi, dG, dCy, dDy) = self.discrete(theta, jac)
-        nt = F.shape[0]
-        Ff = self.fine_force(F)                            # ((nt-1) s + 1, nf)
-        s = self.substeps
-        Fk = np.stack([Ff[j:j + (nt - 1) * s:s] for j in range(s + 1)])   # (s+1, nt-1, nf)
-        U = np.einsum("jkf,jif->ki", Fk, G)                # (nt-1, 2n) input per step
+        Fk = self.substep_force(F) if Fk is None else Fk
+        m = Phi.shape[0]
+        # u_k = Σ_j G_j f_{k,j}: one matrix product over the stacked sub-step forces
+        U = Fk @ G.transpose(0, 2, 1).reshape(-1, m)       # (nt-1, 2n)
         X = propagate(Phi, U)
         Y = X @ Cy.T + F @ Dy.T
         if not jac:
             return Y, None
+        p = dPhi.shape[0]
         # pseudo-input of the sensitivity recursion: dΦ x_k + Σ_j dG_j f_{k,j}
-        W = np.einsum("pij,kj->kip", dPhi, X[:-1]) + np.einsum("jkf,jpif->kip", Fk, dG)
-        dX = propagate(Phi, W)
-        dY = (np.einsum("kip,ci->pkc", dX, Cy) + np.einsum("pci,ki->pkc", dCy, X)
-              + np.einsum("pcf,kf->pkc", dDy, F))
+        W = X[:-1] @ dPhi.transpose(2, 0, 1).reshape(m, p * m)
+        W += Fk @ dG.transpose(0, 3, 1, 2).reshape(-1, p * m)
+        dX = propagate(Phi, W.reshape(-1, p, m).transpose(0, 2, 1))     # (nt, 2n, p)
+        # dy = Cy dx + dCy x + dDy f
+        dY = dX.transpose(2, 0, 1) @ Cy.T + X @ dCy.transpose(0, 2, 1) + F @ dDy.transpose(0, 2, 1)
         return Y, dY

@@ -4,9 +4,10 @@ Paper notation: ``Ga(s, c)`` with scale ``s`` and shape ``c``; mean ``E[Φ] = s 
 ``E[log Φ] = ψ(c) + log s``. A group can instead have a *fixed* precision (known noise), and a
 ``weight`` w in (0, 1]: the group's likelihood is raised to the power w (N_i → w N_i,
 kᵢᵀkᵢ → w kᵢᵀkᵢ, Jᵢᵀ Jᵢ → w Jᵢᵀ Jᵢ). With w = N_eff / N this accounts for residual
-autocorrelation (an AR(1) residual with lag-one correlation ρ carries
-N_eff = N (1 - ρ) / (1 + ρ) independent samples), in place of the paper's decimation to the
-correlation length (Sect. 2.4).
+autocorrelation, in place of the paper's decimation to the correlation length (Sect. 2.4):
+:func:`spectral_weight` measures N_eff where the parameters act (the residual spectrum weighted
+by the Jacobian's), which an AR(1) N_eff = N (1 - ρ)/(1 + ρ) from the lag-one correlation ρ
+misses when white sensor noise hides a coloured model error.
 
 Slip in paper 003, Table 2: the "noninformative" prior printed with ε = 1e-6 as scale and shape
 is a tight prior at a tiny precision. A vague prior needs a small shape AND a large scale:
@@ -89,3 +90,61 @@ class GammaPosterior:
             return float(np.log(self.s * self.c))
         from offline._deps import need
         return float(need("scipy.special").digamma(self.c) + np.log(self.s))
+
+
+def spectral_weight(segments, half_width: int = 4) -> tuple[float, float]:
+    """Likelihood weight w = N_eff / N of one noise group from the residual's spectrum at the
+    frequencies the parameters act on (a Whittle / sandwich effective sample size).
+
+    The VB likelihood treats the residual as white: Var(Jᵀk) = σ² JᵀJ. For a stationary
+    residual with spectrum P(f) the score's covariance is Ω = Σ_f c_f Re(Ĵ_fᴴ Ĵ_f) P(f)
+    (Ĵ_f: DFT of the Jacobian columns, c_f = 2 for interior rfft bins). A model error is a
+    coloured residual concentrated at the structure's modes, where Ĵ is large too; its lag-one
+    correlation is hidden by white sensor noise, so an AR(1) N_eff misses it. The worst
+    direction's inflation λ = max eig((σ² Σ c Re(ĴᴴĴ))⁻¹ Ω) gives w = 1/λ (clipped to
+    [1/N, 1]): the tempered posterior covariance covers the sandwich covariance
+    (JᵀJ)⁻¹ Ω (JᵀJ)⁻¹ in every direction.
+
+    Parameters
+    ----------
+    segments : iterable of (k (n,), J (n, p))
+        Contiguous residual pieces of the group (one per record and channel: never across a
+        record boundary) and their Jacobians.
+    half_width : int
+        P(f) is the periodogram |k̂_f|²/n averaged over ±half_width bins (Daniell window).
+
+    Returns
+    -------
+    w : float      weight in [1/N, 1]
+    lam : float    variance inflation λ before clipping
+    """
+    A = B = None
+    N = 0
+    for k, J in segments:
+        k = np.asarray(k, float)
+        J = np.asarray(J, float).reshape(k.size, -1)
+        n = k.size
+        N += n
+        if n < 2 * half_width + 3:
+            continue
+        kh = np.fft.rfft(k)
+        Jh = np.fft.rfft(J, axis=0)                          # (nf, p)
+        P = np.abs(kh) ** 2 / n                              # periodogram, E = σ² if white
+        win = np.ones(2 * half_width + 1) / (2 * half_width + 1)
+        Ps = np.convolve(np.pad(P, half_width, mode="reflect"), win, mode="valid")
+        c = np.full(P.size, 2.0)
+        c[0] = 1.0
+        if n % 2 == 0:
+            c[-1] = 1.0
+        G = np.einsum("f,fi,fj->fij", c, Jh.conj(), Jh).real  # c_f Re(Ĵ_fᴴ Ĵ_f), (nf, p, p)
+        # Ω = Σ_f c_f Re(ĴᴴĴ) P(f);  white: σ² Σ_f c_f Re(ĴᴴĴ), σ² = kᵀk / n
+        a, b = np.tensordot(Ps, G, axes=1), (k @ k / n) * G.sum(axis=0)
+        A, B = (a, b) if A is None else (A + a, B + b)
+    if A is None or not np.all(np.isfinite(A)) or np.trace(B) <= 0:
+        return 1.0, 1.0
+    # generalised eigenvalues of (A, B) through B's Cholesky factor (B ≥ 0; ridge for rank)
+    B = B + 1e-12 * np.trace(B) / B.shape[0] * np.eye(B.shape[0])
+    Lc = np.linalg.cholesky(B)
+    Li = np.linalg.inv(Lc)
+    lam = float(np.linalg.eigvalsh(Li @ A @ Li.T).max())
+    return float(np.clip(1.0 / lam, 1.0 / max(N, 1), 1.0)), lam

@@ -108,6 +108,17 @@ class Result:
         for item, v in zip(raw.get("parameters", []), th):
             if "nominal" in item:
                 item["nominal"] = float(v)
+        kinds = [q.kind for q in params]
+        if "damping_ratio" in kinds:
+            # ζ is the ratio at modes (i, j) of the parametric model at θ (forward.damped_
+            # matrices): written as [damping] ratios at those modes' frequencies, the file's
+            # Rayleigh pair is the calibrated one (_edit leaves [damping] alone)
+            from edge.inverse import mass_stiffness, modal
+            parts = p.setup.pm.parts
+            w2, _ = modal(*mass_stiffness(parts, th))
+            zeta = float(th[kinds.index("damping_ratio")])
+            raw["damping"] = {"ratios": [[float(np.sqrt(w2[int(m) - 1]) / (2 * np.pi)), zeta]
+                                         for m in parts.modes]}
         return raw
 
     def fit(self):

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
 from offline.inverse import spec as ispec
-from offline.inverse.fromfile import _edit, _nominal, model_damping
+from offline.inverse.fromfile import _edit, _nominal, full_builder, model_damping
 from offline.inverse.parametric import ParametricModel, from_builder
-
-KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
+from offline.reduced import unit_rows
 
 
 @dataclass
@@ -74,24 +74,15 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     model = build_fe_model(spec, progress=progress)
     masters, chan_dofs, force_dofs = _masters(spec, model)
     rs = spec.reduction
-    red = reduce(model, masters, n_modes=int(rs.modes if rs else 50),
-                 method=rs.method if rs else "gmr+", n_report=0, progress=progress)
+    red = reduce(model, masters, n_modes=int(rs.modes if rs else DEFAULT_REDUCTION_MODES),
+                 method=rs.method if rs else DEFAULT_REDUCTION_METHOD, n_report=0, progress=progress)
     n = red.M.shape[0]
-    pos = {int(d): i for i, d in enumerate(masters)}
-    rows = np.array([np.eye(n)[pos[int(d)]] for d in chan_dofs])
+    rows = unit_rows(masters, chan_dofs, n)
     kinds = np.array([KIND_CODE[s.kind] for s in spec.sensors], np.int8)
-    B = np.zeros((n, len(force_dofs)))
-    for j, d in enumerate(force_dofs):
-        B[pos[int(d)], j] = 1.0
+    B = unit_rows(masters, force_dofs, n).T
     zeta0, rayleigh = model_damping(spec, zeta, where)
 
-    def build(theta):
-        m = build_fe_model(spec_from_dict(_edit(spec0.raw, params, theta, where), spec0.path),
-                           progress=False)
-        if m.n_dofs != model.n_dofs:
-            raise ValueError(f"{where}: the model's DOFs change with the parameters")
-        return m.M, m.K
-
+    build = full_builder(spec0, params, where, model.n_dofs)
     pm = from_builder(build, theta0, bounds, [p.name for p in params], [p.kind for p in params],
                       T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
                       channels=[s.name for s in spec.sensors], zeta0=zeta0,

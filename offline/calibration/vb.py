@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline._deps import need
-from offline.calibration.noise import GammaPosterior, NoiseGroup
+from offline.calibration.noise import GammaPosterior
 
 LOG2PI = float(np.log(2.0 * np.pi))
 
@@ -154,7 +154,8 @@ def _param_update(m_old, noise, groups, k, J, m0, L0):
 
 
 def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
-                      max_iter: int = 50, noise0=None, callback=None, m_init=None) -> VBResult:
+                      max_iter: int = 50, noise0=None, callback=None, m_init=None,
+                      step_tol: float = 0.0) -> VBResult:
     """Calibrate ξ by variational Bayes (module docstring).
 
     Parameters
@@ -166,6 +167,8 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
     precision0 : (p, p)          prior precision Λ₀
     groups : list of NoiseGroup
     tol : float                  stop when |F - F_prev| < tol (paper: 0.1; the default is tight)
+    step_tol : float             also stop when the next step of the mean is below step_tol
+                                 posterior stds in every parameter (0: F test only)
     noise0 : list of GammaPosterior, optional   starting noise (default: prior means)
     m_init : (p,), optional      first expansion point (default m0)
     callback : callable (it, F, m) -> None, optional   progress
@@ -189,7 +192,7 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
                        else GammaPosterior(g.name, s=g.s0, c=g.c0) for g in groups]
     hist, n_evals, converged = [], 0, False
     F_best, best, prev_acc = -np.inf, None, None
-    shrink, it = 1.0, 0
+    shrink, it, m_prop = 1.0, 0, m  # m_prop: the last proposed step (back-tracking target)
     for it in range(1, max_iter + 1):
         k, J = model_error(m)
         n_evals += 1
@@ -212,16 +215,24 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
                 break
             m = best[0] + shrink * (m_prop - best[0])
             continue
-        shrink = 1.0
         if F > F_best:
             F_best, best = F, (m.copy(), L.copy(), list(noise))
-        if prev_acc is not None and abs(F - prev_acc) < tol:
+        # converged: the step changed F by less than tol, scaled by the step length (a step
+        # shortened to s gains about s times a full step near the optimum)
+        if prev_acc is not None and abs(F - prev_acc) < tol * shrink:
             converged = True
             break
         prev_acc = F
         # q(ξ) update from this linearisation                                   (eq. 15-16)
         m_prop, L = _param_update(m, noise, groups, k, J, m0, L0)
-        m = m_prop
+        # step length kept from the last back-tracking: growing it back to a full step made
+        # nonlinear problems cycle (full step, overshoot, half step, full step, ...)
+        step = shrink * (m_prop - m)
+        if np.max(np.abs(step) / np.sqrt(np.diag(np.linalg.inv(L)))) < step_tol:
+            # the next step moves the mean by less than step_tol posterior stds
+            converged = True
+            break
+        m = m + step
     m, L, noise = best
     return VBResult(m=m, precision=L, noise=noise, F=F_best, n_evals=n_evals, iterations=it,
                     converged=converged, history=hist, seconds=time.perf_counter() - t0)

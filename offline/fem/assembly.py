@@ -7,7 +7,7 @@ stable:
   ``(ne, nd)`` -> symmetric CSR ``K`` and ``M``.
 * :func:`assemble_one` – the same for a single matrix family.
 * :func:`node_dofs` – global DOF numbers of element nodes for a node-major DOF layout.
-* :func:`dof_table` – ``dof_node``/``dof_kind`` arrays of an :class:`~offline.fem.model.FEModel`
+* :func:`dof_table` – ``dof_node``/``dof_kind`` arrays of an :class:`~offline.fem.femodel.FEModel`
   for a node-major layout.
 
 Global DOF numbering is node-major: DOF ``k`` of node row ``i`` is ``i * n_per_node + k``.
@@ -102,14 +102,11 @@ def zone_factors(centroids) -> np.ndarray | None:
 
 
 def assemble(n_dofs: int, elem_dofs, Ke, Me, centroids=None):
-    """Assemble element stiffness and mass matrices.
+    """Assemble element stiffness and mass matrices (``n_dofs``, ``elem_dofs`` as in
+    :func:`assemble_one`).
 
     Parameters
     ----------
-    n_dofs : int
-        Number of global DOFs N.
-    elem_dofs : ndarray of int, shape (ne, nd)
-        Global DOF number of each element DOF.
     Ke, Me : ndarray, shape (ne, nd, nd)
         Element stiffness [N/m, N m/rad] and mass [kg, kg m^2] matrices.
     centroids : ndarray, shape (ne, 3), optional

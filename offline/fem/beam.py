@@ -22,31 +22,25 @@ normalised, ``z = x x y``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edge import DOF_NAMES
-from offline._deps import progress as _progress
+from offline._deps import progress as progress_bar
 from offline.fem.assembly import assemble, dof_table, node_dofs
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
+if TYPE_CHECKING:  # the typed specs come from offline.model.elements (which imports this)
+    from offline.model.elements import BeamSectionSpec, BeamSpec
 
-#: Theories accepted by the builder.
+#: Beam theories.
 THEORIES = ("euler-bernoulli", "timoshenko")
+
 
 # 4-point Gauss-Legendre rule on [0, 1]: exact for polynomials up to degree 7.
 _GX, _GW = np.polynomial.legendre.leggauss(4)
 _GX = 0.5 * (_GX + 1.0)
 _GW = 0.5 * _GW
-
-
-#: Upper bound on the elements of one member (a model file asking for more is a mistake
-#: or an attack on the workstation's memory).
-MAX_ELEMENTS = 1_000_000
-
-
-class BeamInputError(ValueError):
-    """A beam section or member is invalid (the message names the key)."""
 
 
 # --------------------------------------------------------------------------- sections
@@ -87,7 +81,7 @@ def rectangle(b: float, h: float, nu: float = 0.3) -> Section:
     Shear factor of Cowper (1966): ``k = 10 (1 + nu) / (12 + 11 nu)``.
     """
     if not (b > 0 and h > 0):
-        raise BeamInputError(f"rectangle: b and h must be positive, got b={b}, h={h}")
+        raise ValueError(f"rectangle: b and h must be positive, got b={b}, h={h}")
     a, c = max(b, h), min(b, h)
     # J = a c^3 [1/3 - 0.21 (c/a)(1 - c^4/(12 a^4))]
     J = a * c**3 * (1.0 / 3.0 - 0.21 * (c / a) * (1.0 - c**4 / (12.0 * a**4)))
@@ -105,7 +99,7 @@ def tube(d: float, t: float | None = None, nu: float = 0.3) -> Section:
     ro = 0.5 * d
     ri = 0.0 if t is None else ro - t
     if not (d > 0 and 0.0 <= ri < ro):
-        raise BeamInputError(f"tube: need d > 0 and 0 < t <= d/2, got d={d}, t={t}")
+        raise ValueError(f"tube: need d > 0 and 0 < t <= d/2, got d={d}, t={t}")
     m2 = (ri / ro) ** 2
     I = np.pi * (ro**4 - ri**4) / 4.0  # noqa: E741
     # k = 6 (1+nu)(1+m^2)^2 / ((7+6 nu)(1+m^2)^2 + (20+12 nu) m^2)   (Cowper)
@@ -194,7 +188,7 @@ def local_axes(X1, X2, orientation=None):
     L = np.linalg.norm(d, axis=1)
     if np.any(~(L > 0)):
         bad = int(np.flatnonzero(~(L > 0))[0])
-        raise BeamInputError(f"element {bad} has zero length (coincident end nodes)")
+        raise ValueError(f"element {bad} has zero length (coincident end nodes)")
     ex = d / L[:, None]
     if orientation is None:
         v = np.tile([0.0, 0.0, 1.0], (ex.shape[0], 1))
@@ -206,7 +200,7 @@ def local_axes(X1, X2, orientation=None):
     n = np.linalg.norm(ey, axis=1)
     if np.any(n < 1e-9 * np.maximum(np.linalg.norm(v, axis=1), 1e-300)):
         bad = int(np.flatnonzero(n < 1e-9 * np.linalg.norm(v, axis=1))[0])
-        raise BeamInputError(f"element {bad}: orientation vector is parallel to the member axis")
+        raise ValueError(f"element {bad}: orientation vector is parallel to the member axis")
     ey = ey / n[:, None]
     ez = np.cross(ex, ey)
     return np.stack([ex, ey, ez], axis=1), L
@@ -235,7 +229,7 @@ def element_matrices(X1, X2, E, G, rho, sec: Section | list, theory="euler-berno
         units N/m, N, N m/rad and kg, kg m, kg m^2.
     """
     if theory not in THEORIES:
-        raise BeamInputError(f"theory: expected one of {THEORIES}, got {theory!r}")
+        raise ValueError(f"theory: expected one of {THEORIES}, got {theory!r}")
     X1 = np.atleast_2d(np.asarray(X1, float))
     X2 = np.atleast_2d(np.asarray(X2, float))
     ne = X1.shape[0]
@@ -317,137 +311,32 @@ def beam_model(coords, node_ids, conn, E, G, rho, sections, theory="euler-bernou
 
 
 # ----------------------------------------------------------------- model-file builder
-_SECTION_KEYS = {"material", "A", "Iy", "Iz", "J", "shear_factor", "rectangle", "tube"}
-_MEMBER_KEYS = {"name", "section", "line", "elements", "orientation"}
-_BEAM_KEYS = {"theory", "nodes", "sections", "members"}
-
-
-def _num(v, where, positive=True):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise BeamInputError(f"{where}: expected a number, got {type(v).__name__} {v!r}")
-    v = float(v)
-    if not np.isfinite(v) or (positive and v <= 0):
-        raise BeamInputError(f"{where}: expected a positive finite number, got {v!r}")
-    return v
-
-
-def _point(v, where):
-    if not (isinstance(v, list) and len(v) == 3):
-        raise BeamInputError(f"{where}: expected a point [x, y, z]")
-    return np.array([_num(c, f"{where}[{i}]", positive=False) for i, c in enumerate(v)])
-
-
-def _unknown(d, allowed, where):
-    bad = sorted(set(d) - set(allowed))
-    if bad:
-        raise BeamInputError(f"{where}.{bad[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
-
-
-def section_from_dict(d: dict, material, where: str) -> Section:
-    """Section from a ``[beam.sections.<name>]`` table (A/Iy/Iz/J, ``rectangle``, ``tube``)."""
-    if not isinstance(d, dict):
-        raise BeamInputError(f"{where}: expected a table")
-    _unknown(d, _SECTION_KEYS, where)
-    nu = material.nu
-    forms = [k for k in ("rectangle", "tube", "A") if k in d]
-    if len(forms) != 1:
-        raise BeamInputError(f"{where}: give exactly one of A (with Iy, Iz, J), rectangle, tube")
-    if "rectangle" in d:
-        r = d["rectangle"]
-        if not isinstance(r, dict):
-            raise BeamInputError(f"{where}.rectangle: expected a table {{b = .., h = ..}}")
-        _unknown(r, {"b", "h"}, f"{where}.rectangle")
-        for k in ("b", "h"):
-            if k not in r:
-                raise BeamInputError(f"{where}.rectangle.{k}: missing")
-        sec = rectangle(_num(r["b"], f"{where}.rectangle.b"), _num(r["h"], f"{where}.rectangle.h"), nu)
-    elif "tube" in d:
-        r = d["tube"]
-        if not isinstance(r, dict):
-            raise BeamInputError(f"{where}.tube: expected a table {{d = .., t = ..}}")
-        _unknown(r, {"d", "t"}, f"{where}.tube")
-        if "d" not in r:
-            raise BeamInputError(f"{where}.tube.d: missing")
-        dd = _num(r["d"], f"{where}.tube.d")
-        t = _num(r["t"], f"{where}.tube.t") if "t" in r else None
-        if t is not None and t > dd / 2:
-            raise BeamInputError(f"{where}.tube.t: wall {t} exceeds d/2 = {dd / 2}")
-        sec = tube(dd, t, nu)
+def section_of(ss: BeamSectionSpec) -> Section:
+    """Section properties of a parsed ``[beam.sections.<name>]`` table."""
+    kind, *v = ss.shape
+    if kind == "rectangle":
+        sec = rectangle(v[0], v[1], ss.material.nu)
+    elif kind == "tube":
+        sec = tube(v[0], v[1], ss.material.nu)
     else:
-        vals = {}
-        for k in ("A", "Iy", "Iz", "J"):
-            if k not in d:
-                raise BeamInputError(f"{where}.{k}: missing (needed with A)")
-            vals[k] = _num(d[k], f"{where}.{k}")
-        sec = Section(**vals)
-    if "shear_factor" in d:
-        sf = d["shear_factor"]
-        if isinstance(sf, list):
-            if len(sf) != 2:
-                raise BeamInputError(f"{where}.shear_factor: expected k or [ky, kz]")
-            ky, kz = (_num(s, f"{where}.shear_factor[{i}]") for i, s in enumerate(sf))
-        else:
-            ky = kz = _num(sf, f"{where}.shear_factor")
-        sec = Section(sec.A, sec.Iy, sec.Iz, sec.J, ky, kz)
+        sec = Section(*v)
+    if ss.shear_factor is not None:
+        sec = Section(sec.A, sec.Iy, sec.Iz, sec.J, *ss.shear_factor)
     return sec
 
 
-def build_beam(section: dict, materials: dict, base_dir: Path, where: str,
-               progress: bool = False) -> FEModel:
-    """Builder for ``type = "beam"`` (signature of docs/ARCHITECTURE.md).
+def build_beam(spec: BeamSpec, progress: bool = False) -> FEModel:
+    """Unconstrained frame model of a ``[beam]`` table (:func:`offline.model.elements.parse_beam`).
 
-    Schema (see docs/modelfile.md)::
-
-        [beam]
-        theory = "timoshenko"                   # or "euler-bernoulli" (default)
-        nodes = [[1, 0.0, 0.0, 0.0], ...]       # optional explicit nodes [id, x, y, z]
-        [beam.sections.main]
-        material = "steel"
-        rectangle = { b = 0.02, h = 0.01 }      # or tube = {d, t} or A, Iy, Iz, J
-        [[beam.members]]
-        name = "span"                           # optional: becomes a node group
-        section = "main"
-        line = { start = [0,0,0], end = [1,0,0], n = 20 }   # or elements = [[1, 2], ...]
-        orientation = [0, 0, 1]                 # optional, vector in the local x-z plane
+    Members given as ``line`` are divided into ``n`` elements; nodes at coincident points
+    (within 1e-9 of the model size) are shared, new ones numbered above the largest id.
+    A named member becomes a node group.
     """
-    _unknown(section, _BEAM_KEYS, where)
-    theory = section.get("theory", "euler-bernoulli")
-    if theory not in THEORIES:
-        raise BeamInputError(f"{where}.theory: expected one of {', '.join(THEORIES)}, got {theory!r}")
-
-    # sections
-    secs_raw = section.get("sections")
-    if not isinstance(secs_raw, dict) or not secs_raw:
-        raise BeamInputError(f"{where}.sections: expected at least one [beam.sections.<name>] table")
-    secs, mats = {}, {}
-    for sname, sd in secs_raw.items():
-        w = f"{where}.sections.{sname}"
-        if not isinstance(sd, dict):
-            raise BeamInputError(f"{w}: expected a table")
-        mname = sd.get("material")
-        if not isinstance(mname, str):
-            raise BeamInputError(f"{w}.material: missing or not a string")
-        if mname not in materials:
-            raise BeamInputError(f"{w}.material: unknown material {mname!r} (defined: "
-                                 f"{', '.join(sorted(materials)) or 'none'})")
-        mats[sname] = materials[mname]
-        secs[sname] = section_from_dict(sd, materials[mname], w)
-
-    # explicit nodes
-    ids, xyz = [], []
-    for i, row in enumerate(section.get("nodes", [])):
-        w = f"{where}.nodes[{i}]"
-        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], int)
-                and not isinstance(row[0], bool)):
-            raise BeamInputError(f"{w}: expected [id, x, y, z] with an integer id")
-        ids.append(row[0])
-        xyz.append(_point(row[1:], w))
-    if len(set(ids)) != len(ids):
-        raise BeamInputError(f"{where}.nodes: duplicate node ids")
-    coords = list(xyz)
-    node_ids = list(ids)
+    coords = [np.asarray(xyz, float) for _, xyz in spec.nodes]
+    node_ids = [nid for nid, _ in spec.nodes]
     id_row = {n: r for r, n in enumerate(node_ids)}
-    scale = max([1.0] + [float(np.abs(p).max()) for p in coords])
+    scale = max([1.0] + [float(np.abs(p).max()) for p in coords]
+                + [float(np.abs(np.asarray(m.line[:2])).max()) for m in spec.members if m.line])
 
     def node_for(p):
         """Row of a node at p (reuse coincident nodes), creating it if needed."""
@@ -460,88 +349,37 @@ def build_beam(section: dict, materials: dict, base_dir: Path, where: str,
         node_ids.append(max(node_ids, default=0) + 1)
         return len(coords) - 1
 
-    members = section.get("members")
-    if not isinstance(members, list) or not members:
-        raise BeamInputError(f"{where}.members: expected at least one [[beam.members]] entry")
-    conn, esec, eori, groups = [], [], [], {}
-    for j, m in enumerate(members):
-        w = f"{where}.members[{j}]"
-        if not isinstance(m, dict):
-            raise BeamInputError(f"{w}: expected a table")
-        _unknown(m, _MEMBER_KEYS, w)
-        sname = m.get("section")
-        if not isinstance(sname, str) or sname not in secs:
-            raise BeamInputError(f"{w}.section: unknown section {sname!r} (defined: "
-                                 f"{', '.join(sorted(secs))})")
-        ori = _point(m["orientation"], f"{w}.orientation") if "orientation" in m else None
-        rows = []
-        if ("line" in m) == ("elements" in m):
-            raise BeamInputError(f"{w}: give exactly one of line or elements")
-        if "line" in m:
-            ln = m["line"]
-            if not isinstance(ln, dict):
-                raise BeamInputError(f"{w}.line: expected {{start, end, n}}")
-            _unknown(ln, {"start", "end", "n"}, f"{w}.line")
-            for k in ("start", "end", "n"):
-                if k not in ln:
-                    raise BeamInputError(f"{w}.line.{k}: missing")
-            a, b = _point(ln["start"], f"{w}.line.start"), _point(ln["end"], f"{w}.line.end")
-            n = ln["n"]
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise BeamInputError(f"{w}.line.n: expected an integer >= 1, got {n!r}")
-            if n > MAX_ELEMENTS:
-                raise BeamInputError(f"{w}.line.n: {n} elements; at most {MAX_ELEMENTS:,} "
-                                     "(a reduced model needs far fewer)")
-            scale = max(scale, float(np.abs(a).max()), float(np.abs(b).max()))
-            pts = [node_for(a + (b - a) * k / n) for k in range(n + 1)]
-            elems = [(pts[k], pts[k + 1]) for k in range(n)]
-            rows = pts
+    conn, esec, emat, eori, groups = [], [], [], [], {}
+    for m in spec.members:
+        if m.line is not None:
+            a, b, n = np.asarray(m.line[0], float), np.asarray(m.line[1], float), m.line[2]
+            rows = [node_for(a + (b - a) * k / n) for k in range(n + 1)]
+            elems = [(rows[k], rows[k + 1]) for k in range(n)]
         else:
-            el = m["elements"]
-            if not isinstance(el, list) or not el:
-                raise BeamInputError(f"{w}.elements: expected a list of [node, node] pairs")
-            elems = []
-            for k, e in enumerate(el):
-                if not (isinstance(e, list) and len(e) == 2):
-                    raise BeamInputError(f"{w}.elements[{k}]: expected [node, node]")
-                for nid in e:
-                    if nid not in id_row:
-                        raise BeamInputError(f"{w}.elements[{k}]: node {nid!r} is not in {where}.nodes")
-                elems.append((id_row[e[0]], id_row[e[1]]))
-                rows += [id_row[e[0]], id_row[e[1]]]
-        for e in elems:
-            if e[0] == e[1]:
-                raise BeamInputError(f"{w}: element with identical end nodes")
+            elems = [(id_row[e[0]], id_row[e[1]]) for e in m.elements]
+            rows = [r for e in elems for r in e]
+        ss = spec.sections[m.section]
         conn += elems
-        esec += [secs[sname]] * len(elems)
-        eori += [ori] * len(elems)
-        if "name" in m:
-            if not isinstance(m["name"], str):
-                raise BeamInputError(f"{w}.name: expected a string")
-            groups[m["name"]] = np.unique(np.asarray(node_ids, np.int64)[rows])
-
+        esec += [section_of(ss)] * len(elems)
+        emat += [ss.material] * len(elems)
+        eori += [m.orientation] * len(elems)
+        if m.name is not None:
+            groups[m.name] = np.unique(np.asarray(node_ids, np.int64)[rows])
     coords = np.asarray(coords, float)
     conn = np.asarray(conn, np.int64)
-    ne = conn.shape[0]
-    # per-element materials and orientation (default orientation resolved per element)
-    mat_e = []
-    for m in members:
-        cnt = m["line"]["n"] if "line" in m else len(m["elements"])
-        mat_e += [mats[m["section"]]] * cnt
-    E = np.array([mt.E for mt in mat_e])
-    nu = np.array([mt.nu for mt in mat_e])
-    rho = np.array([mt.rho for mt in mat_e])
+    E = np.array([mt.E for mt in emat])
+    rho = np.array([mt.rho for mt in emat])
     # G = E / (2 (1 + nu))
-    G = E / (2.0 * (1.0 + nu))
+    G = E / (2.0 * (1.0 + np.array([mt.nu for mt in emat])))
+    # default orientation resolved per element (local z of the default axes)
     R0, _ = local_axes(coords[conn[:, 0]], coords[conn[:, 1]], None)
-    ori = np.array([R0[e, 2] if eori[e] is None else eori[e] for e in range(ne)])
-    bar = _progress(total=1, desc="beam elements", enable=progress)
-    model = beam_model(coords, np.asarray(node_ids, np.int64), conn, E, G, rho, esec, theory,
-                       ori, groups, name="beam")
-    bar.update(1)
-    bar.close()
+    ori = np.array([R0[e, 2] if o is None else o for e, o in enumerate(eori)])
+    with progress_bar(total=1, desc="beam elements", enable=progress) as bar:
+        model = beam_model(coords, np.asarray(node_ids, np.int64), conn, E, G, rho, esec,
+                           spec.theory, ori, groups, name="beam")
+        bar.update(1)
     return model
 
 
 __all__ = ["Section", "rectangle", "tube", "element_matrices", "local_axes", "beam_model",
-           "build_beam", "section_from_dict", "BeamInputError", "THEORIES", "DOF_NAMES"]
+           "build_beam", "section_of", "THEORIES", "DOF_NAMES"]

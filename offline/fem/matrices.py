@@ -12,7 +12,7 @@ matrices exported in mm/tonne/s before use. Models exported from Abaqus (``*MATR
 ANSYS (``HBMAT``/APDL Math) or Nastran (``DMIGPCH``/OP4) need converting to Matrix Market and
 the DOF table once (e.g. with scipy.io); the reader then checks everything it loads.
 
-:func:`write_matrices` writes any :class:`~offline.fem.model.FEModel` in this format
+:func:`write_matrices` writes any :class:`~offline.fem.femodel.FEModel` in this format
 (round trip: reading gives back bit-identical matrices).
 """
 
@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edge import DOF_NAMES
 from offline._deps import need
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
+
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import MatricesSpec
 
 #: Header of the DOF table.
 DOF_HEADER = ("index", "node", "dof", "x", "y", "z")
@@ -158,9 +162,6 @@ def read_matrix(path, n: int | None = None, symmetry_rtol: float = SYMMETRY_RTOL
     return A
 
 
-_KEYS = {"mass", "stiffness", "damping", "dofs", "symmetry_rtol"}
-
-
 def read_matrices(mass, stiffness, dofs, damping=None, symmetry_rtol: float = SYMMETRY_RTOL,
                   name: str = "matrices") -> FEModel:
     """FEModel from Matrix Market files and a DOF table (paths)."""
@@ -178,42 +179,13 @@ def read_matrices(mass, stiffness, dofs, damping=None, symmetry_rtol: float = SY
                    C=C, name=name)
 
 
-def build_matrices(section: dict, materials: dict, base_dir: Path, where: str,
-                   progress: bool = False) -> FEModel:
-    """Builder for ``type = "matrices"`` (signature of docs/ARCHITECTURE.md).
-
-    Schema::
-
-        [matrices]
-        mass = "M.mtx"
-        stiffness = "K.mtx"
-        damping = "C.mtx"        # optional, viscous [N s/m]
-        dofs = "dofs.csv"        # header index,node,dof,x,y,z
-        symmetry_rtol = 1e-8     # optional
-    """
-    if not isinstance(section, dict):
-        raise MatrixFileError(f"{where}: expected a table")
-    unknown = sorted(set(section) - _KEYS)
-    if unknown:
-        raise MatrixFileError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: "
-                              f"{', '.join(sorted(_KEYS))})")
-    paths = {}
-    for key in ("mass", "stiffness", "dofs", "damping"):
-        v = section.get(key)
-        if v is None and key == "damping":
-            continue
-        if not isinstance(v, str):
-            raise MatrixFileError(f"{where}.{key}: missing or not a string (a file path)")
-        p = Path(v)
-        paths[key] = p if p.is_absolute() else Path(base_dir) / p
-    rtol = section.get("symmetry_rtol", SYMMETRY_RTOL)
-    if not isinstance(rtol, (int, float)) or isinstance(rtol, bool) or not rtol >= 0:
-        raise MatrixFileError(f"{where}.symmetry_rtol: expected a number >= 0, got {rtol!r}")
+def build_matrices(spec: MatricesSpec, progress: bool = False) -> FEModel:
+    """FEModel of a ``[matrices]`` table (:func:`offline.model.elements.parse_matrices`)."""
     try:
-        return read_matrices(paths["mass"], paths["stiffness"], paths["dofs"],
-                             paths.get("damping"), float(rtol), name=paths["stiffness"].stem)
+        return read_matrices(spec.mass, spec.stiffness, spec.dofs, spec.damping,
+                             spec.symmetry_rtol, name=spec.stiffness.stem)
     except MatrixFileError as exc:
-        raise MatrixFileError(f"{where}: {exc}") from None
+        raise MatrixFileError(f"{spec.where}: {exc}") from None
 
 
 def write_matrices(model: FEModel, directory, prefix: str = "") -> dict[str, Path]:

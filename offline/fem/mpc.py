@@ -1,4 +1,4 @@
-"""Rigid spiders (RBE2-like multipoint constraints) and node selections.
+"""Rigid spiders (RBE2-like multipoint constraints).
 
 A spider ties a set of slave nodes (e.g. the surface of a bolt hole) rigidly to one new master
 node with six DOFs ``(ux, uy, uz, rx, ry, rz)`` at its centre (the slave centroid unless
@@ -16,15 +16,15 @@ each is also the node group named after its spider.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offline._deps import need
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
 
-
-class SpiderError(ValueError):
-    """A spider or node selection is invalid (the message names the spider/key)."""
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import SpiderSpec
 
 
 @dataclass(frozen=True)
@@ -46,137 +46,15 @@ class Spider:
     center: np.ndarray | None = None
 
 
-# --------------------------------------------------------------------------- selections
-def _vec3(v, where: str) -> np.ndarray:
-    a = np.asarray(v, dtype=float) if isinstance(v, (list, tuple, np.ndarray)) else None
-    if a is None or a.shape != (3,) or not np.all(np.isfinite(a)):
-        raise SpiderError(f"{where}: expected three finite numbers [x, y, z], got {v!r}")
-    return a
-
-
-def _num(d: dict, key: str, where: str, default=None, positive=True) -> float:
-    v = d.get(key, default)
-    if v is None:
-        raise SpiderError(f"{where}.{key}: missing")
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or (
-            positive and v <= 0):
-        raise SpiderError(f"{where}.{key}: expected a {'positive ' if positive else ''}number, "
-                          f"got {v!r}")
-    return float(v)
-
-
-def select_nodes(coords, node_ids, groups: dict, select: dict, where: str = "select"
-                 ) -> np.ndarray:
-    """Node ids matched by a selection; several keys are intersected.
-
-    Parameters
-    ----------
-    coords : ndarray, shape (n_nodes, 3)
-    node_ids : ndarray of int, shape (n_nodes,)
-    groups : dict of str -> node ids
-    select : dict
-        Any of:
-
-        * ``group = "name"`` – a node group (mesh physical group);
-        * ``nodes = [id, ...]`` – explicit ids;
-        * ``box = [[x0, y0, z0], [x1, y1, z1]]`` with optional ``tol`` – nodes inside the
-          inclusive box enlarged by ``tol`` [m] (same form as docs/modelfile.md);
-        * ``cylinder = {point = [x, y, z], axis = [ax, ay, az], radius = r, tol = t,
-          range = [s0, s1]}`` – nodes at distance ``r +- t`` from the axis line through
-          ``point`` (``tol`` default ``0.01 r``), optionally with axial coordinate
-          ``s = (x - point) . axis/|axis|`` inside ``range``.
-    where : str
-        Key path for error messages.
-
-    Returns
-    -------
-    ndarray of int64
-        Sorted node ids (possibly empty).
-    """
-    if not isinstance(select, dict) or not select:
-        raise SpiderError(f"{where}: expected a table with one of group, nodes, box, cylinder")
-    unknown = sorted(set(select) - {"group", "nodes", "box", "tol", "cylinder"})
-    if unknown:
-        raise SpiderError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: group, "
-                          f"nodes, box, tol, cylinder)")
-    coords = np.asarray(coords, dtype=float)
-    node_ids = np.asarray(node_ids, dtype=np.int64)
-    mask = np.ones(node_ids.size, dtype=bool)
-    if "group" in select:
-        g = select["group"]
-        if not isinstance(g, str) or g not in groups:
-            raise SpiderError(f"{where}.group: unknown node group {g!r} (groups: "
-                              f"{', '.join(sorted(groups)) or 'none'})")
-        mask &= np.isin(node_ids, np.asarray(groups[g], dtype=np.int64))
-    if "nodes" in select:
-        ids = select["nodes"]
-        if not isinstance(ids, (list, tuple, np.ndarray)) or not all(
-                isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids):
-            raise SpiderError(f"{where}.nodes: expected a list of integer node ids")
-        ids = np.asarray(ids, dtype=np.int64)
-        missing = np.setdiff1d(ids, node_ids)
-        if missing.size:
-            raise SpiderError(f"{where}.nodes: node(s) {missing[:5].tolist()} do not exist")
-        mask &= np.isin(node_ids, ids)
-    if "box" in select:
-        b = select["box"]
-        w = f"{where}.box"
-        if not (isinstance(b, (list, tuple)) and len(b) == 2):
-            raise SpiderError(f"{w}: expected two points [[x0,y0,z0],[x1,y1,z1]]")
-        lo, hi = _vec3(b[0], f"{w}[0]"), _vec3(b[1], f"{w}[1]")
-        lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
-        tol = _num(select, "tol", where, default=0.0, positive=False)
-        mask &= np.all((coords >= lo - tol) & (coords <= hi + tol), axis=1)
-    if "cylinder" in select:
-        c = select["cylinder"]
-        w = f"{where}.cylinder"
-        if not isinstance(c, dict):
-            raise SpiderError(f"{w}: expected a table {{point, axis, radius, tol, range}}")
-        bad = sorted(set(c) - {"point", "axis", "radius", "tol", "range"})
-        if bad:
-            raise SpiderError(f"{w}: unknown key(s) {', '.join(bad)} (allowed: point, axis, "
-                              f"radius, tol, range)")
-        p0 = _vec3(c.get("point"), f"{w}.point")
-        ax = _vec3(c.get("axis"), f"{w}.axis")
-        n = np.linalg.norm(ax)
-        if n == 0:
-            raise SpiderError(f"{w}.axis: must not be the zero vector")
-        ax = ax / n
-        r = _num(c, "radius", w)
-        tol = _num(c, "tol", w, default=0.01 * r)
-        d = coords - p0
-        s = d @ ax
-        # distance from the axis: |d - (d . a) a|
-        rho = np.linalg.norm(d - s[:, None] * ax, axis=1)
-        mask &= np.abs(rho - r) <= tol
-        if "range" in c:
-            rg = c["range"]
-            if not (isinstance(rg, (list, tuple)) and len(rg) == 2
-                    and all(isinstance(v, (int, float)) for v in rg) and rg[0] <= rg[1]):
-                raise SpiderError(f"{w}.range: expected [s0, s1] with s0 <= s1")
-            mask &= (s >= rg[0]) & (s <= rg[1])
-    return np.sort(node_ids[mask])
-
-
-def spider_from_dict(d: dict, model: FEModel, where: str) -> Spider:
-    """A :class:`Spider` from a ``[[solid.spiders]]`` table (``name``, ``select``, ``center``)."""
-    if not isinstance(d, dict):
-        raise SpiderError(f"{where}: expected a table")
-    bad = sorted(set(d) - {"name", "select", "center"})
-    if bad:
-        raise SpiderError(f"{where}: unknown key(s) {', '.join(bad)} (allowed: name, select, "
-                          f"center)")
-    name = d.get("name")
-    if not isinstance(name, str) or not name:
-        raise SpiderError(f"{where}.name: missing or not a non-empty string")
-    if "select" not in d:
-        raise SpiderError(f"{where}.select: missing (e.g. select = {{ group = \"hole1\" }})")
-    ids = select_nodes(model.coords, model.node_ids, model.groups, d["select"],
-                       f"{where}.select")
+# ------------------------------------------------------------------------------- spiders
+def spider_of(sd: SpiderSpec, model: FEModel) -> Spider:
+    """The :class:`Spider` of a parsed ``[[solid.spiders]]`` entry on ``model``'s nodes
+    (``sd.select`` resolved with the one selection grammar, :mod:`offline.model.selection`)."""
+    ids = sd.select.nodes_in(model.coords, model.node_ids, model.groups, allow_empty=True)
     if ids.size == 0:
-        raise SpiderError(f"{where}.select: selects no nodes (spider {name!r})")
-    center = None if d.get("center") is None else _vec3(d["center"], f"{where}.center")
-    return Spider(name=name, slaves=ids, center=center)
+        raise ValueError(f"{sd.where}.select: selects no nodes (spider {sd.name!r})")
+    center = None if sd.center is None else np.asarray(sd.center, float)
+    return Spider(name=sd.name, slaves=np.unique(ids), center=center)
 
 
 # --------------------------------------------------------------------------- transformation
@@ -238,14 +116,14 @@ def spider_transform(model: FEModel, spiders: list[Spider], where: str = "spider
     """
     sp = need("scipy.sparse")
     if not spiders:
-        raise SpiderError(f"{where}: no spiders given")
+        raise ValueError(f"{where}: no spiders given")
     names = [s.name for s in spiders]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise SpiderError(f"{where}: duplicate spider name(s) {', '.join(dup)}")
+        raise ValueError(f"{where}: duplicate spider name(s) {', '.join(dup)}")
     clash = sorted(set(names) & set(model.groups))
     if clash:
-        raise SpiderError(f"{where}: spider name(s) {', '.join(clash)} already name node groups "
+        raise ValueError(f"{where}: spider name(s) {', '.join(clash)} already name node groups "
                           f"of the mesh; choose other names")
     order = np.argsort(model.node_ids)
     sorted_ids = model.node_ids[order]
@@ -261,22 +139,22 @@ def spider_transform(model: FEModel, spiders: list[Spider], where: str = "spider
         w = f"{where}[{k}] ({s.name!r})"
         ids = np.unique(np.asarray(s.slaves, dtype=np.int64))
         if ids.size == 0:
-            raise SpiderError(f"{w}: no slave nodes")
+            raise ValueError(f"{w}: no slave nodes")
         pos = np.searchsorted(sorted_ids, ids)
         pos = np.minimum(pos, sorted_ids.size - 1)
         missing = ids[sorted_ids[pos] != ids]
         if missing.size:
-            raise SpiderError(f"{w}: slave node(s) {missing[:5].tolist()} do not exist")
+            raise ValueError(f"{w}: slave node(s) {missing[:5].tolist()} do not exist")
         for i in ids.tolist():
             if i in owner:
-                raise SpiderError(f"{w}: node {i} is already a slave of spider {owner[i]!r}; "
+                raise ValueError(f"{w}: node {i} is already a slave of spider {owner[i]!r}; "
                                   f"slave sets must be disjoint")
             owner[i] = s.name
         xs = model.coords[order[pos]]
         centers[k] = xs.mean(axis=0) if s.center is None else np.asarray(s.center, float)
         dofs = np.flatnonzero(np.isin(model.dof_node, ids))
         if dofs.size == 0:
-            raise SpiderError(f"{w}: the slave nodes carry no free DOFs")
+            raise ValueError(f"{w}: the slave nodes carry no free DOFs")
         slave_dof[dofs] = True
         rows_of = order[np.searchsorted(sorted_ids, model.dof_node[dofs])]
         r = model.coords[rows_of] - centers[k]
@@ -286,7 +164,7 @@ def spider_transform(model: FEModel, spiders: list[Spider], where: str = "spider
         Rn = R * np.r_[1.0, 1.0, 1.0, L, L, L] ** -1
         ev = np.linalg.eigvalsh(Rn.T @ Rn)
         if ev[0] <= 1e-10 * ev[-1]:
-            raise SpiderError(f"{w}: its {ids.size} slave node(s) do not determine all six "
+            raise ValueError(f"{w}: its {ids.size} slave node(s) do not determine all six "
                               f"master DOFs (fewer than 3 nodes, or all on one line)")
         per_spider.append((dofs, R))
     # extended model ------------------------------------------------------------

@@ -23,28 +23,27 @@ Consistent mass: linear interpolation of ``w, bx, by`` with inertia ``rho t`` (t
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from offline._deps import progress as _progress
+from offline._deps import progress as progress_bar
 from offline.fem.assembly import assemble, dof_table, node_dofs
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import PlateSpec
 
-#: Formulations accepted by the builder.
+#: Formulations of the plate element.
 FORMULATIONS = ("mitc3",)
 #: Triangulation patterns of :func:`rectangle_mesh`.
 PATTERNS = ("right", "left", "alternate")
+
 #: DOF kinds carried by plate nodes: uz, rx, ry (indices into edge.DOF_NAMES).
 PLATE_KINDS = (2, 3, 4)
 
 _EDGES = ((0, 1), (1, 2), (2, 0))
 # node transformation (w, bx, by) = Tn (uz, rx, ry):  bx = -ry, by = rx
 _TN = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
-
-
-class PlateInputError(ValueError):
-    """A plate mesh or property is invalid (the message names the key)."""
 
 
 def _geometry(xy):
@@ -92,7 +91,7 @@ def mitc3_matrices(xy, E, nu, rho, t, shear_factor=5.0 / 6.0):
     area, grad = _geometry(xy)
     if np.any(~(area > 0)):
         bad = int(np.flatnonzero(~(area > 0))[0])
-        raise PlateInputError(f"triangle {bad} has zero or negative area (nodes clockwise or "
+        raise ValueError(f"triangle {bad} has zero or negative area (nodes clockwise or "
                               f"collinear)")
 
     # D = E t^3 / (12 (1 - nu^2));  Db = D [[1, nu, 0], [nu, 1, 0], [0, 0, (1-nu)/2]]
@@ -169,7 +168,7 @@ def rectangle_mesh(length, width, nx, ny, origin=(0.0, 0.0), pattern="alternate"
     groups : dict with "x0", "x1", "y0", "y1" (edge node ids) and "all"
     """
     if pattern not in PATTERNS:
-        raise PlateInputError(f"pattern: expected one of {PATTERNS}, got {pattern!r}")
+        raise ValueError(f"pattern: expected one of {PATTERNS}, got {pattern!r}")
     x = origin[0] + np.linspace(0.0, length, nx + 1)
     y = origin[1] + np.linspace(0.0, width, ny + 1)
     X, Y = np.meshgrid(x, y)  # (ny+1, nx+1), x fastest when raveled
@@ -224,138 +223,26 @@ def plate_model(coords, node_ids, tris, E, nu, rho, t, shear_factor=5.0 / 6.0, g
 
 
 # ----------------------------------------------------------------- model-file builder
-_PLATE_KEYS = {"material", "thickness", "formulation", "shear_factor", "rectangle", "nodes",
-               "triangles"}
-_RECT_KEYS = {"length", "width", "nx", "ny", "origin", "pattern"}
-
-
-def _num(v, where, lo=0.0, lo_open=True, hi=None):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise PlateInputError(f"{where}: expected a number, got {type(v).__name__} {v!r}")
-    v = float(v)
-    if not np.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo)) or \
-            (hi is not None and v > hi):
-        rng = f"> {lo}" if lo_open else f">= {lo}"
-        raise PlateInputError(f"{where}: value {v!r} out of range (expected {rng}"
-                              f"{'' if hi is None else f' and <= {hi}'})")
-    return v
-
-
-#: Upper bound on the triangles of a generated rectangle (see offline.fem.beam).
-MAX_ELEMENTS = 2_000_000
-
-
-def _int(v, where, lo=1):
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise PlateInputError(f"{where}: expected an integer >= {lo}, got {v!r}")
-    return v
-
-
-def build_plate(section: dict, materials: dict, base_dir: Path, where: str,
-                progress: bool = False) -> FEModel:
-    """Builder for ``type = "plate"`` (signature of docs/ARCHITECTURE.md).
-
-    Schema (see docs/modelfile.md)::
-
-        [plate]
-        material = "aluminium"
-        thickness = 1.2e-3
-        formulation = "mitc3"          # default
-        shear_factor = 0.8333          # default 5/6
-        [plate.rectangle]              # either this generator ...
-        length = 0.170  width = 0.013  nx = 170  ny = 10
-        origin = [0.0, 0.0]  pattern = "alternate" # optional
-        # ... or explicit lists:
-        # nodes = [[id, x, y], ...]  triangles = [[n1, n2, n3], ...]
-    """
-    bad = sorted(set(section) - _PLATE_KEYS)
-    if bad:
-        raise PlateInputError(f"{where}.{bad[0]}: unknown key (allowed: {', '.join(sorted(_PLATE_KEYS))})")
-    mname = section.get("material")
-    if not isinstance(mname, str):
-        raise PlateInputError(f"{where}.material: missing or not a string")
-    if mname not in materials:
-        raise PlateInputError(f"{where}.material: unknown material {mname!r} (defined: "
-                              f"{', '.join(sorted(materials)) or 'none'})")
-    mat = materials[mname]
-    if "thickness" not in section:
-        raise PlateInputError(f"{where}.thickness: missing")
-    t = _num(section["thickness"], f"{where}.thickness")
-    form = section.get("formulation", "mitc3")
-    if form not in FORMULATIONS:
-        raise PlateInputError(f"{where}.formulation: expected one of {', '.join(FORMULATIONS)}, "
-                              f"got {form!r}")
-    kappa = _num(section.get("shear_factor", 5.0 / 6.0), f"{where}.shear_factor", hi=1.0)
-
-    has_rect = "rectangle" in section
-    has_list = "nodes" in section or "triangles" in section
-    if has_rect == has_list:
-        raise PlateInputError(f"{where}: give exactly one mesh: [plate.rectangle] or nodes + triangles")
-    if has_rect:
-        r = section["rectangle"]
-        w = f"{where}.rectangle"
-        if not isinstance(r, dict):
-            raise PlateInputError(f"{w}: expected a table")
-        bad = sorted(set(r) - _RECT_KEYS)
-        if bad:
-            raise PlateInputError(f"{w}.{bad[0]}: unknown key (allowed: {', '.join(sorted(_RECT_KEYS))})")
-        for k in ("length", "width", "nx", "ny"):
-            if k not in r:
-                raise PlateInputError(f"{w}.{k}: missing")
-        origin = r.get("origin", [0.0, 0.0])
-        if not (isinstance(origin, list) and len(origin) == 2):
-            raise PlateInputError(f"{w}.origin: expected [x, y]")
-        origin = [_num(o, f"{w}.origin[{i}]", lo=None) for i, o in enumerate(origin)]
-        pattern = r.get("pattern", "alternate")
-        if pattern not in PATTERNS:
-            raise PlateInputError(f"{w}.pattern: expected one of {', '.join(PATTERNS)}, got {pattern!r}")
-        nx, ny = _int(r["nx"], f"{w}.nx"), _int(r["ny"], f"{w}.ny")
-        if 2 * nx * ny > MAX_ELEMENTS:
-            raise PlateInputError(f"{w}.nx: {nx} x {ny} divisions make {2 * nx * ny:,} "
-                                  f"triangles; at most {MAX_ELEMENTS:,}")
-        coords, ids, tris, groups = rectangle_mesh(
-            _num(r["length"], f"{w}.length"), _num(r["width"], f"{w}.width"),
-            nx, ny, origin, pattern)
+def build_plate(spec: PlateSpec, progress: bool = False) -> FEModel:
+    """Unconstrained plate model of a ``[plate]`` table
+    (:func:`offline.model.elements.parse_plate`): a generated rectangle (node groups x0, x1,
+    y0, y1, all) or the explicit nodes and triangles (group all)."""
+    if spec.rectangle is not None:
+        length, width, nx, ny, origin, pattern = spec.rectangle
+        coords, ids, tris, groups = rectangle_mesh(length, width, nx, ny, origin, pattern)
     else:
-        nodes, trs = section.get("nodes"), section.get("triangles")
-        if not isinstance(nodes, list) or not nodes:
-            raise PlateInputError(f"{where}.nodes: expected a list of [id, x, y]")
-        if not isinstance(trs, list) or not trs:
-            raise PlateInputError(f"{where}.triangles: expected a list of [n1, n2, n3]")
-        ids, coords = [], []
-        for i, row in enumerate(nodes):
-            if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
-                    and not isinstance(row[0], bool)):
-                raise PlateInputError(f"{where}.nodes[{i}]: expected [id, x, y] with an integer id")
-            ids.append(row[0])
-            coords.append([_num(row[1], f"{where}.nodes[{i}][1]", lo=None),
-                           _num(row[2], f"{where}.nodes[{i}][2]", lo=None), 0.0])
-        if len(set(ids)) != len(ids):
-            raise PlateInputError(f"{where}.nodes: duplicate node ids")
-        row_of = {n: k for k, n in enumerate(ids)}
-        tris = []
-        for i, tr in enumerate(trs):
-            if not (isinstance(tr, list) and len(tr) == 3):
-                raise PlateInputError(f"{where}.triangles[{i}]: expected [n1, n2, n3]")
-            for n in tr:
-                if n not in row_of:
-                    raise PlateInputError(f"{where}.triangles[{i}]: node {n!r} is not in {where}.nodes")
-            tris.append([row_of[n] for n in tr])
-        coords, ids, tris = np.array(coords), np.array(ids, np.int64), np.array(tris, np.int64)
-        used = np.zeros(len(ids), bool)
-        used[tris.ravel()] = True
-        if not used.all():
-            raise PlateInputError(f"{where}.nodes: node {int(ids[~used][0])} belongs to no triangle")
+        ids = np.array([n for n, _ in spec.nodes], np.int64)
+        coords = np.array([xyz for _, xyz in spec.nodes], float)
+        row_of = {int(n): k for k, n in enumerate(ids)}
+        tris = np.array([[row_of[n] for n in tr] for tr in spec.triangles], np.int64)
         groups = {"all": ids.copy()}
-    bar = _progress(total=1, desc="plate elements", enable=progress)
-    try:
-        model = plate_model(coords, ids, tris, mat.E, mat.nu, mat.rho, t, kappa, groups, "plate")
-    except PlateInputError as exc:
-        raise PlateInputError(f"{where}: {exc}") from None
-    bar.update(1)
-    bar.close()
+    mat = spec.material
+    with progress_bar(total=1, desc="plate elements", enable=progress) as bar:
+        model = plate_model(coords, ids, tris, mat.E, mat.nu, mat.rho, spec.thickness,
+                            spec.shear_factor, groups, "plate")
+        bar.update(1)
     return model
 
 
-__all__ = ["mitc3_matrices", "rectangle_mesh", "plate_model", "build_plate", "PlateInputError",
-           "FORMULATIONS", "PATTERNS", "PLATE_KINDS"]
+__all__ = ["mitc3_matrices", "rectangle_mesh", "plate_model", "build_plate", "FORMULATIONS",
+           "PATTERNS", "PLATE_KINDS"]

@@ -29,18 +29,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offline._deps import need
 from offline._deps import progress as _progress
 from offline.fem.assembly import assemble, dof_table, node_dofs
-from offline.fem.model import FEModel
+from offline.fem.femodel import FEModel
+from offline.fem.mesh import read_mesh
+from offline.fem.mpc import add_spiders, spider_of
 
-
-class SolidInputError(ValueError):
-    """A solid section, mesh or element is invalid (the message names the key or file)."""
+if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
+    from offline.model.elements import SolidSpec
 
 
 # --------------------------------------------------------------------------- element library
@@ -127,7 +128,7 @@ def element_type(name: str) -> ElementType:
     """Element type by meshio name or alias (tet4, tet10, hex8, hex20, hex27)."""
     key = ALIASES.get(name, name)
     if key not in ELEMENT_TYPES:
-        raise SolidInputError(
+        raise ValueError(
             f"unsupported solid cell type {name!r}; supported: "
             f"{', '.join(list(ELEMENT_TYPES) + list(ALIASES))}")
     return ELEMENT_TYPES[key]
@@ -214,11 +215,11 @@ def lame(E: float, nu: float) -> tuple[float, float]:
 
 def _check_material(E, nu, rho):
     if not (np.isfinite(E) and E > 0):
-        raise SolidInputError(f"material: Young's modulus E must be finite and > 0, got {E!r}")
+        raise ValueError(f"material: Young's modulus E must be finite and > 0, got {E!r}")
     if not (np.isfinite(nu) and -1.0 < nu < 0.5):
-        raise SolidInputError(f"material: Poisson ratio nu must lie in (-1, 0.5), got {nu!r}")
+        raise ValueError(f"material: Poisson ratio nu must lie in (-1, 0.5), got {nu!r}")
     if not (np.isfinite(rho) and rho >= 0):
-        raise SolidInputError(f"material: density rho must be finite and >= 0, got {rho!r}")
+        raise ValueError(f"material: density rho must be finite and >= 0, got {rho!r}")
 
 
 def element_matrices(name: str, X, E: float, nu: float, rho: float, chunk: int = 4096,
@@ -247,10 +248,10 @@ def element_matrices(name: str, X, E: float, nu: float, rho: float, chunk: int =
     _check_material(E, nu, rho)
     X = np.asarray(X, dtype=float)
     if X.ndim != 3 or X.shape[1:] != (et.n_nodes, 3):
-        raise SolidInputError(f"{et.name}: element coordinates must have shape (ne, "
+        raise ValueError(f"{et.name}: element coordinates must have shape (ne, "
                               f"{et.n_nodes}, 3), got {X.shape}")
     if not np.all(np.isfinite(X)):
-        raise SolidInputError(f"{et.name}: element coordinates contain NaN or inf")
+        raise ValueError(f"{et.name}: element coordinates contain NaN or inf")
     ne, nn = X.shape[0], et.n_nodes
     nd = 3 * nn
     lam, mu = lame(E, nu)
@@ -272,7 +273,7 @@ def element_matrices(name: str, X, E: float, nu: float, rho: float, chunk: int =
         detJ = np.linalg.det(J)
         if np.any(detJ <= 0):
             bad = s + int(np.flatnonzero((detJ <= 0).any(axis=1))[0])
-            raise SolidInputError(f"{et.name} element {bad} (0-based within its block) has a "
+            raise ValueError(f"{et.name} element {bad} (0-based within its block) has a "
                                   f"non-positive Jacobian determinant (inverted or degenerate)")
         # grad N = J^-1 dN/dxi:  G[e,q,a,j] = sum_k Jinv[e,q,j,k] dN[q,a,k]
         G = np.einsum("eqjk,qak->eqaj", np.linalg.inv(J), dNk)
@@ -329,11 +330,11 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
     node_ids = np.asarray(node_ids, dtype=np.int64)
     n = coords.shape[0]
     if coords.ndim != 2 or coords.shape[1] != 3:
-        raise SolidInputError(f"coords: expected shape (n_nodes, 3), got {coords.shape}")
+        raise ValueError(f"coords: expected shape (n_nodes, 3), got {coords.shape}")
     if node_ids.shape != (n,) or np.unique(node_ids).size != n:
-        raise SolidInputError("node_ids: expected one unique id per node")
+        raise ValueError("node_ids: expected one unique id per node")
     if not cells:
-        raise SolidInputError("mesh has no volume cells (tetrahedra or hexahedra)")
+        raise ValueError("mesh has no volume cells (tetrahedra or hexahedra)")
     used = np.zeros(n, dtype=bool)
     Ks, Ms, Ds = [], [], []
     bar = _progress(total=int(sum(np.shape(c)[0] for _, c in cells)), desc="solid elements",
@@ -342,10 +343,10 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
         conn = np.asarray(conn, dtype=np.int64)
         et = element_type(ctype)
         if conn.ndim != 2 or conn.shape[1] != et.n_nodes:
-            raise SolidInputError(f"{et.name}: connectivity must have shape (ne, {et.n_nodes})"
+            raise ValueError(f"{et.name}: connectivity must have shape (ne, {et.n_nodes})"
                                   f", got {conn.shape}")
         if conn.size and (conn.min() < 0 or conn.max() >= n):
-            raise SolidInputError(f"{et.name}: connectivity refers to node rows outside "
+            raise ValueError(f"{et.name}: connectivity refers to node rows outside "
                                   f"[0, {n})")
         used[conn.ravel()] = True
         Ke, Me = element_matrices(et.name, coords[conn], E, nu, rho, bar=bar)
@@ -354,7 +355,7 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
         Ds.append((node_dofs(conn, 3), coords[conn].mean(axis=1)))
     bar.close()
     if not used.all():
-        raise SolidInputError(f"{int((~used).sum())} nodes are not connected to any volume "
+        raise ValueError(f"{int((~used).sum())} nodes are not connected to any volume "
                               f"cell (e.g. node {int(node_ids[~used][0])})")
     N = 3 * n
     K = M = None
@@ -368,74 +369,16 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
 
 
 # --------------------------------------------------------------------------- builder
-_SOLID_KEYS = {"mesh", "material", "spiders", "scale", "mesh_size", "order"}
-
-
-def _material(materials: dict, mname, where: str):
-    if not isinstance(mname, str):
-        raise SolidInputError(f"{where}.material: missing or not a string")
-    if mname not in materials:
-        raise SolidInputError(f"{where}.material: unknown material {mname!r} (defined: "
-                              f"{', '.join(sorted(materials)) or 'none'})")
-    m = materials[mname]
-    try:
-        E, nu, rho = float(m.E), float(m.nu), float(m.rho)
-    except AttributeError as exc:
-        raise SolidInputError(f"{where}.material: {mname!r} lacks E, nu or rho") from exc
-    try:
-        _check_material(E, nu, rho)
-    except SolidInputError as exc:
-        raise SolidInputError(f"{where}.material {mname!r}: {exc}") from None
-    return E, nu, rho
-
-
-def build_solid(section: dict, materials: dict, base_dir: Path, where: str,
-                progress: bool = False) -> FEModel:
-    """Builder for ``type = "solid"`` (signature of docs/ARCHITECTURE.md).
-
-    Schema (see docs/solid.md)::
-
-        [solid]
-        mesh = "housing.msh"      # meshio format (.msh .vtu .inp ...) or .geo/.step via gmsh
-        material = "steel"
-        scale = 1e-3              # optional: mesh length unit -> m (e.g. a mesh in mm)
-        mesh_size = 0.01          # optional, .geo/.step only: target element size [m]
-        order = 2                 # optional, .geo/.step only: element order 1 or 2
-        [[solid.spiders]]
-        name = "bearing1"         # becomes the group of the new 6-DOF master node
-        select = { group = "hole1" }   # or box = [[..],[..]], cylinder = {...}, nodes = [...]
-        center = [0.1, 0.0, 0.05] # optional master position [m]; default: slave centroid
-
-    Returns the unconstrained model with the spiders already eliminated.
-    """
-    from offline.fem import mesh as _mesh
-    from offline.fem import mpc
-
-    if not isinstance(section, dict):
-        raise SolidInputError(f"{where}: expected a table")
-    unknown = sorted(set(section) - _SOLID_KEYS)
-    if unknown:
-        raise SolidInputError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: "
-                              f"{', '.join(sorted(_SOLID_KEYS))})")
-    if not isinstance(section.get("mesh"), str):
-        raise SolidInputError(f"{where}.mesh: missing or not a string (path of the mesh file)")
-    E, nu, rho = _material(materials, section.get("material"), where)
-    path = Path(section["mesh"])
-    if not path.is_absolute():
-        path = Path(base_dir) / path
-    scale = section.get("scale", 1.0)
-    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not scale > 0:
-        raise SolidInputError(f"{where}.scale: expected a positive number, got {scale!r}")
-    msh = _mesh.read_mesh(path, scale=float(scale), mesh_size=section.get("mesh_size"),
-                          order=section.get("order"), where=f"{where}.mesh",
-                          progress=progress)
-    model = solid_model(msh.points, msh.node_ids, msh.cells, E, nu, rho, groups=msh.groups,
-                        name=path.stem, progress=progress)
-    spiders_raw = section.get("spiders", [])
-    if not isinstance(spiders_raw, list):
-        raise SolidInputError(f"{where}.spiders: expected an array of tables [[solid.spiders]]")
-    spiders = [mpc.spider_from_dict(sd, model, f"{where}.spiders[{i}]")
-               for i, sd in enumerate(spiders_raw)]
+def build_solid(spec: SolidSpec, progress: bool = False) -> FEModel:
+    """Unconstrained solid model of a ``[solid]`` table
+    (:func:`offline.model.elements.parse_solid`): the mesh file's volume cells, with the
+    ``[[solid.spiders]]`` already eliminated (their masters appended, docs/solid.md)."""
+    msh = read_mesh(spec.mesh, scale=spec.scale, mesh_size=spec.mesh_size, order=spec.order,
+                    where=f"{spec.where}.mesh", progress=progress)
+    mat = spec.material
+    model = solid_model(msh.points, msh.node_ids, msh.cells, mat.E, mat.nu, mat.rho,
+                        groups=msh.groups, name=spec.mesh.stem, progress=progress)
+    spiders = [spider_of(sd, model) for sd in spec.spiders]
     if spiders:
-        model = mpc.add_spiders(model, spiders, where=f"{where}.spiders")
+        model = add_spiders(model, spiders, where=f"{spec.where}.spiders")
     return model

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.kinds import KIND_CODE
 from offline.inverse import spec as ispec
 from offline.inverse.parametric import ParametricModel, from_builder
-
-_KIND_CODE = {"displacement": 0, "velocity": 1, "acceleration": 2}
+from offline.model import build_fe_model, load_model_file, spec_from_dict
+from offline.reduced import ReducedModel, reduce_model, unit_rows
 
 
 @dataclass
@@ -100,17 +101,43 @@ def model_damping(spec, zeta_params, where: str) -> tuple[float, tuple | None]:
     return 0.0, (a, b)
 
 
-def from_model_file(path, progress: bool = True, extra: dict | None = None) -> ModelFileSetup:
+def full_builder(spec0, params, where: str, n_dofs: int):
+    """``theta -> (M, K)`` of the full constrained model with the parameters set to ``theta``
+    (a copy of the file edited by :func:`_edit`); refuses a change of the model's DOFs."""
+
+    def build(theta):
+        m = build_fe_model(spec_from_dict(_edit(spec0.raw, params, theta, where), spec0.path),
+                           progress=False)
+        if m.n_dofs != n_dofs:
+            raise ValueError(f"{where}: the model's DOFs change with the parameters")
+        return m.M, m.K
+
+    return build
+
+
+def nominal_reduction(spec0, params, theta0, where, reduced=None,
+                      progress=True) -> ReducedModel:
+    """The reduced model at the nominal parameters ``theta0`` (reduced once).
+
+    ``reduced``: an already reduced model of the same file (the build's); reused when
+    ``theta0`` leaves the file unchanged, so a build with inverse maps reduces once.
+    """
+    raw0 = _edit(spec0.raw, params, theta0, where)
+    if reduced is not None and raw0 == reduced.spec.raw:
+        return reduced
+    return reduce_model(spec_from_dict(raw0, spec0.path), n_report=0, progress=progress)
+
+
+def from_model_file(path, progress: bool = True, extra: dict | None = None,
+                    reduced: ReducedModel | None = None) -> ModelFileSetup:
     """Load a model file and build its parametric reduced model (see module docstring).
 
     ``extra`` adds or replaces top-level sections (e.g. ``parameters``, ``experiment``) of the
     parsed file before anything is built, for files that carry no ``[[parameters]]``.
+    ``reduced``: the build's reduced model of the same file: its validated spec is used (the
+    file is not read again) and its reduction reused (see :func:`nominal_reduction`).
     """
-    from offline.build import _masters
-    from offline.model import build_fe_model, load_model_file, spec_from_dict
-    from offline.reduction import reduce
-
-    spec0 = load_model_file(path)
+    spec0 = reduced.spec if reduced is not None else load_model_file(path)  # read once
     if extra:
         spec0 = spec_from_dict({**spec0.raw, **copy.deepcopy(extra)}, spec0.path)
     where = spec0.where("").rstrip(": ")
@@ -118,41 +145,29 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None) -> M
     theta0 = np.array([_nominal(spec0.raw, p) for p in params])
     bounds = np.array([p.bounds for p in params])
     zeta = [p for p in params if p.kind == "damping_ratio"]
-    raw0 = _edit(spec0.raw, params, theta0, where)
-    spec = spec_from_dict(raw0, spec0.path)
-    model = build_fe_model(spec, progress=progress)
-    masters, chan_dofs, force_dofs = _masters(spec, model)
-    red_spec = spec.reduction
-    red = reduce(model, masters, n_modes=int(red_spec.modes if red_spec else 50),
-                 method=red_spec.method if red_spec else "gmr+", n_report=0, progress=progress)
-    n = red.M.shape[0]
+    rm = nominal_reduction(spec0, params, theta0, where, reduced, progress)
+    spec, model, red = rm.spec, rm.model, rm.reduction
     names = [s.name for s in spec.sensors]
-    rows, kinds = [], []
+    chans, kinds = [], []
     for ch in exp.channels:
         if ch not in names:
             raise ValueError(f"{where}: [experiment].channels: {ch!r} is not a [[sensors]] name "
                              f"(have {names})")
         i = names.index(ch)
-        rows.append(np.eye(n)[i])  # sensors are the first masters, in file order
-        kinds.append(_KIND_CODE[spec.sensors[i].kind])
+        chans.append(rm.chan_dofs[i])
+        kinds.append(KIND_CODE[spec.sensors[i].kind])
+    rows = unit_rows(rm.masters, chans, rm.n)  # two sensors on one DOF share a row
     fnames = [f.name for f in spec.forces]
     at = exp.excitation.get("at", fnames[0] if fnames else None)
     if at not in fnames:
         raise ValueError(f"{where}: [experiment].excitation.at: {at!r} is not a [[forces]] name "
                          f"(have {fnames})")
-    pos = {int(d): i for i, d in enumerate(masters)}
-    force = np.eye(n)[pos[int(force_dofs[fnames.index(at)])]]
+    force = unit_rows(rm.masters, [rm.force_dofs[fnames.index(at)]], rm.n)[0]
     zeta0, rayleigh = model_damping(spec, zeta, where)
 
-    def build(theta):
-        m = build_fe_model(spec_from_dict(_edit(spec0.raw, params, theta, where), spec0.path),
-                           progress=False)
-        if m.n_dofs != model.n_dofs:
-            raise ValueError(f"{where}: the model's DOFs change with the parameters")
-        return m.M, m.K
-
+    build = full_builder(spec0, params, where, model.n_dofs)
     pm = from_builder(build, theta0, bounds, [p.name for p in params], [p.kind for p in params],
-                      T=red.T, out_rows=np.array(rows), out_kind=np.array(kinds), force=force,
+                      T=red.T, out_rows=rows, out_kind=np.array(kinds), force=force,
                       channels=exp.channels, zeta0=zeta0,
                       modes=zeta[0].modes if zeta else (1, 2), verify=True, rayleigh=rayleigh)
     return ModelFileSetup(pm=pm, parameters=params, experiment=exp, settings=settings,

@@ -121,7 +121,7 @@ def train_mlp(X, Y, X_val, Y_val, hidden=(64, 64), max_epochs: int = 400, patien
     nn = need("sklearn.neural_network")
     X, Y = _check_xy(X, Y, "training set")
     X_val, Y_val = _check_xy(X_val, Y_val, "validation set")
-    Y_si, Yv_si = Y, Y_val
+    Yv_si = Y_val  # validation targets in SI units, before the log transform
     Y, Y_val = targets(Y, log_targets), targets(Y_val, log_targets, "validation set")
     if X_val.shape[1] != X.shape[1]:
         raise ValueError(f"validation features have {X_val.shape[1]} columns, training {X.shape[1]}")

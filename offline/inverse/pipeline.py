@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from edge import features as F
+from edge import features
 from edge.inverse import matrices
 from offline.inverse import dataset, evaluate, export, parametric as P, sampling
 from offline.inverse.fromfile import ModelFileSetup, from_model_file
@@ -33,9 +33,9 @@ def train(setup: ModelFileSetup, cache_dir=None, n_jobs: int = 1, progress: bool
     cfg = st.features
     if any(k in ("fft_bins", "fft_ri_bins", "fft_mp_bins") for k in cfg.kind.split("+")) and not cfg.bins:
         bands = P.frequency_bands(pm, ex.rate / 2)
-        cfg = F.FeatureConfig(**{**cfg.to_dict(),
-                                 "bins": tuple(int(b) for b in F.bins_of_interest(bands, ex.n, ex.rate, st.margin_bins))})
-    Ftr, Fva, Fte = (F.extract_batch(cfg.kind, Y, ex.rate, cfg) for Y in (Ytr, Yva, Yte))
+        bins = features.bins_of_interest(bands, ex.n, ex.rate, st.margin_bins)
+        cfg = features.FeatureConfig(**{**cfg.to_dict(), "bins": tuple(int(b) for b in bins)})
+    Ftr, Fva, Fte = (features.extract_batch(cfg.kind, Y, ex.rate, cfg) for Y in (Ytr, Yva, Yte))
     t1 = time.perf_counter()
     if st.map == "mlp":
         tm = train_mlp(Ftr, Xtr, Fva, Xva, hidden=st.hidden, max_epochs=st.max_epochs,
@@ -53,13 +53,15 @@ def train(setup: ModelFileSetup, cache_dir=None, n_jobs: int = 1, progress: bool
             "metrics": m, "timings": {"data_s": t_data, "train_s": t_train}, "map": tm}
 
 
-def attach(bundle, model_path, cache_dir=None, n_jobs: int = 1, progress: bool = True):
+def attach(bundle, model_path, cache_dir=None, n_jobs: int = 1, progress: bool = True,
+           reduced=None):
     """Bundle with the inverse map and parametric parts of ``model_path`` added.
 
-    Checks that the parts at their nominal point reproduce the bundle's M, K (same reduced
-    coordinates); raises ValueError otherwise.
+    ``reduced``: the bundle's :class:`~offline.reduced.ReducedModel` (its reduction basis is
+    reused instead of reducing the model again). Checks that the parts at their nominal point
+    reproduce the bundle's M, K (same reduced coordinates); raises ValueError otherwise.
     """
-    setup = from_model_file(model_path, progress=progress)
+    setup = from_model_file(model_path, progress=progress, reduced=reduced)
     parts = setup.pm.parts
     if parts.n != bundle.M.shape[0]:
         raise ValueError(f"{model_path}: parametric model has {parts.n} DOFs, the bundle {bundle.M.shape[0]}")

@@ -25,6 +25,7 @@ import numpy as np
 
 from edge.features import KINDS as FEATURE_KINDS, FeatureConfig
 from edge.inverse import EXCITATIONS, PARAM_KINDS
+from offline.model.damage import parse_box
 
 _TARGET = {"modulus": "material", "spring": "spring", "mass": "mass", "damping_ratio": None,
            "damage": None}
@@ -145,7 +146,6 @@ def parse_parameters(raw: dict, where: str = "model") -> list[ParameterSpec]:
                              f"got upper {hi}")
         region = None
         if kind == "damage":
-            from offline.model.damage import parse_box
             region = tuple(map(tuple, parse_box(it.get("region"), w).tolist()))
         if kind == "damping_ratio" and not (0 <= lo and hi < 1):
             raise ValueError(f"{w}.bounds: a damping ratio must lie in [0, 1), got [{lo}, {hi}]")

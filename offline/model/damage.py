@@ -16,18 +16,21 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from offline.fem.assembly import stiffness_zones
+from offline.model.table import ModelFileError
+
 
 def parse_box(region, where: str) -> np.ndarray:
     """``region = {box = [[x0, y0, z0], [x1, y1, z1]]}`` -> (2, 3) [m]."""
     if not isinstance(region, dict) or set(region) != {"box"}:
-        raise ValueError(f"{where}.region must be a table {{box = [[x0, y0, z0], [x1, y1, z1]]}}, "
+        raise ModelFileError(f"{where}.region must be a table {{box = [[x0, y0, z0], [x1, y1, z1]]}}, "
                          f"got {region!r}")
     try:
         b = np.array(region["box"], dtype=float)
     except (TypeError, ValueError):
         b = None
     if b is None or b.shape != (2, 3) or not np.all(np.isfinite(b)):
-        raise ValueError(f"{where}.region.box must be two finite points [[x0, y0, z0], "
+        raise ModelFileError(f"{where}.region.box must be two finite points [[x0, y0, z0], "
                          f"[x1, y1, z1]], got {region.get('box')!r}")
     return b
 
@@ -36,18 +39,18 @@ def zones(raw: dict, where: str) -> list[tuple[np.ndarray, float]]:
     """Validated ``[[damage]]`` entries -> [(box (2, 3), stiffness factor 1 - ω)]."""
     items = raw.get("damage", [])
     if not isinstance(items, list):
-        raise ValueError(f"{where}: 'damage' must be an array of tables ([[damage]])")
+        raise ModelFileError(f"{where}: 'damage' must be an array of tables ([[damage]])")
     out = []
     for i, it in enumerate(items):
         w = f"{where}: [[damage]][{i}]"
         if not isinstance(it, dict):
-            raise ValueError(f"{w} must be a table")
+            raise ModelFileError(f"{w} must be a table")
         extra = sorted(set(it) - {"name", "region", "omega"})
         if extra:
-            raise ValueError(f"{w}: unknown key(s) {extra}; allowed ['name', 'omega', 'region']")
+            raise ModelFileError(f"{w}: unknown key(s) {extra}; allowed ['name', 'omega', 'region']")
         om = it.get("omega")
         if isinstance(om, bool) or not isinstance(om, (int, float)) or not np.isfinite(om) or om >= 1:
-            raise ValueError(f"{w}.omega must be a number below 1 (E_z = (1 - omega) E), got {om!r}")
+            raise ModelFileError(f"{w}.omega must be a number below 1 (E_z = (1 - omega) E), got {om!r}")
         out.append((parse_box(it.get("region"), w), 1.0 - float(om)))
     return out
 
@@ -58,6 +61,5 @@ def context(raw: dict, where: str, model_type: str):
     if not zs:
         return nullcontext()
     if model_type == "matrices":
-        raise ValueError(f"{where}: [[damage]] needs elements; a 'matrices' model has none")
-    from offline.fem.assembly import stiffness_zones
+        raise ModelFileError(f"{where}: [[damage]] needs elements; a 'matrices' model has none")
     return stiffness_zones([b for b, _ in zs], [f for _, f in zs])

@@ -1,12 +1,12 @@
 """Model file (TOML) -> :class:`ModelSpec` -> constrained :class:`FEModel`.
 
-Dispatch by ``type`` to the element builders (signature in docs/ARCHITECTURE.md); the builders
-are imported lazily so that a missing optional package only matters for the type that needs it.
+Dispatch by ``type`` to the element builders, which receive the section's typed spec
+(``build_<type>(spec, progress) -> FEModel``, docs/ARCHITECTURE.md). Optional packages (gmsh,
+meshio) are imported by the mesh reader where used, so a missing one only matters for a solid.
 """
 
 from __future__ import annotations
 
-import importlib
 import tomllib
 from pathlib import Path
 
@@ -14,16 +14,18 @@ import numpy as np
 
 from edge import DOF_NAMES
 from offline._deps import need
-from offline.fem.model import FEModel
-from offline.model.spec import ModelFileError, ModelSpec, Selection, parse_selection, spec_from_dict
+from offline.fem.beam import build_beam
+from offline.fem.femodel import FEModel
+from offline.fem.matrices import build_matrices
+from offline.fem.plate import build_plate
+from offline.fem.solid import build_solid
+from offline.model.damage import context as damage_context
+from offline.model.selection import Selection, nodes_of, parse_selection
+from offline.model.spec import ModelFileError, ModelSpec, spec_from_dict
 
-#: type -> "module:function" of the builder.
-BUILDERS = {
-    "beam": "offline.fem.beam:build_beam",
-    "plate": "offline.fem.plate:build_plate",
-    "solid": "offline.fem.solid:build_solid",
-    "matrices": "offline.fem.matrices:build_matrices",
-}
+#: type -> builder of the unconstrained model from the section's typed spec.
+BUILDERS = {"beam": build_beam, "plate": build_plate, "solid": build_solid,
+            "matrices": build_matrices}
 _TRANSLATIONS = (0, 1, 2)
 
 
@@ -70,11 +72,6 @@ MAX_MODEL_FILE_BYTES = 16 << 20
 
 
 # ------------------------------------------------------------------------ selections
-def _scale(model: FEModel) -> float:
-    ext = np.ptp(model.coords, axis=0) if model.coords.shape[0] else np.zeros(3)
-    return float(max(np.linalg.norm(ext), 1e-12))
-
-
 def select_nodes(model: FEModel, select, where: str = "select") -> np.ndarray:
     """Node ids of a selection (given order for ``nodes``, ascending id otherwise).
 
@@ -82,8 +79,8 @@ def select_nodes(model: FEModel, select, where: str = "select") -> np.ndarray:
     ----------
     model : FEModel
     select : Selection or dict
-        A parsed selection or its TOML form (``{nodes=..}``, ``{box=..}``, ``{group=..}``,
-        ``{at=..}``).
+        A parsed selection or its TOML form (:mod:`offline.model.selection`: nodes, box,
+        group, cylinder, at).
     where : str
         Key path for error messages (used when ``select`` is a dict).
 
@@ -93,34 +90,7 @@ def select_nodes(model: FEModel, select, where: str = "select") -> np.ndarray:
         Empty selection, unknown node or group (the message names ``where``).
     """
     sel = select if isinstance(select, Selection) else parse_selection(select, where)
-    w = sel.where or where
-    tol = sel.tol if sel.tol is not None else 1e-6 * _scale(model)
-    if sel.kind == "nodes":
-        ids = np.asarray(sel.value, np.int64)
-        missing = ids[~np.isin(ids, model.node_ids)]
-        if missing.size:
-            raise ModelFileError(f"{w}.nodes: node {int(missing[0])} does not exist in the model")
-        return ids
-    if sel.kind == "group":
-        if sel.value not in model.groups:
-            raise ModelFileError(f"{w}.group: unknown group {sel.value!r} (model has: "
-                                 f"{', '.join(sorted(model.groups)) or 'none'})")
-        ids = np.unique(np.asarray(model.groups[sel.value], np.int64))
-        if ids.size == 0:
-            raise ModelFileError(f"{w}.group: group {sel.value!r} is empty")
-        return ids
-    if sel.kind == "box":
-        lo, hi = np.asarray(sel.value[0]), np.asarray(sel.value[1])
-        inside = np.all((model.coords >= lo - tol) & (model.coords <= hi + tol), axis=1)
-        if not inside.any():
-            raise ModelFileError(f"{w}.box: no node inside {lo.tolist()} .. {hi.tolist()} "
-                                 f"(tolerance {tol:.3g} m)")
-        return np.sort(model.node_ids[inside])
-    # at
-    try:
-        return np.array([model.node_at(sel.value, tol)], np.int64)
-    except ValueError as exc:
-        raise ModelFileError(f"{w}.at: {exc}; set tol to accept it") from None
+    return nodes_of(sel, model.coords, model.node_ids, model.groups, where)
 
 
 def resolve_dofs(model: FEModel, select, dofs, where: str = "select") -> list[int]:
@@ -167,35 +137,19 @@ def resolve_dofs(model: FEModel, select, dofs, where: str = "select") -> list[in
 
 
 # ---------------------------------------------------------------------------- build
-def _builder(mtype: str):
-    mod, fn = BUILDERS[mtype].split(":")
-    try:
-        module = importlib.import_module(mod)
-    except ModuleNotFoundError as exc:
-        if exc.name == mod:
-            raise ModelFileError(f"type = {mtype!r}: builder module {mod} is not available") from None
-        raise
-    return getattr(module, fn)
-
-
 def build_unconstrained(spec: ModelSpec, progress: bool = False) -> FEModel:
     """The element model with ``[[spring]]`` and ``[[mass]]`` added, before ``[[boundary]]``."""
     sp = need("scipy.sparse")
-    build = _builder(spec.type)
-    where = spec.where(f"[{spec.type}]")
-    try:
-        from offline.model.damage import context as damage_context
-        with damage_context(spec.raw, spec.where("").rstrip(": "), spec.type):
-            model = build(spec.section, spec.materials, spec.base_dir, where, progress)
-    except ModelFileError:
-        raise
-    except ValueError as exc:  # builder input errors already name the key path
-        msg = str(exc)
-        raise ModelFileError(msg if msg.startswith(Path(spec.path).name) else f"{where}: {msg}") from None
-    except (TypeError, KeyError, AttributeError, IndexError) as exc:
-        # a value of an unexpected type the builder did not check: still an input error
-        raise ModelFileError(f"{where}: malformed input ({type(exc).__name__}: "
-                             f"{str(exc)[:200]})") from None
+    element = spec.element()
+    with damage_context(spec.raw, spec.where("").rstrip(": "), spec.type):
+        try:
+            model = BUILDERS[spec.type](element, progress)
+        except ModelFileError:
+            raise
+        except ValueError as exc:  # mesh/matrix file, spider or mechanics check (zero-length
+            msg = str(exc)        # member, clockwise triangle): one error class, key path named
+            raise ModelFileError(msg if msg.startswith(Path(spec.path).name)
+                                 else f"{element.where}: {msg}") from None
     model.name = spec.name
     N = model.n_dofs
     dK = np.zeros(N)

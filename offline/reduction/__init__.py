@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.kinds import REDUCTION_METHODS
 from offline._deps import need
 from offline._deps import progress as _progress
 
@@ -33,7 +34,7 @@ from .report import ReductionReport, eigenvalue_error, frequencies, plot_reports
 __all__ = ["reduce", "recover", "Reduction", "ReductionReport", "plot_reports", "METHODS"]
 
 #: Accepted ``method`` names.
-METHODS = ("gmr+", "cb", "guyan")
+METHODS = REDUCTION_METHODS
 
 #: BLAS threads during :func:`reduce` (None: leave as is). The dense products here are thin
 #: (N x n with n ~ 100): one thread does them in well under a second, while OpenBLAS's

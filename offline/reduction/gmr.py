@@ -29,10 +29,8 @@ def gmr_correction(part: Partition, Y: np.ndarray, flex: Flexibility, M0: np.nda
 
     Parameters
     ----------
-    part : Partition
-        Master/slave blocks (``Nm`` masters, ``Ns`` slaves).
-    Y : ndarray, shape (Ns, Nm)
-        Constraint modes.
+    part, Y : Partition, ndarray (Ns, Nm)
+        As in :func:`~offline.reduction.craig_bampton.craig_bampton_basis`.
     flex : Flexibility
         Residual flexibility ``F_rs`` of the slave set (dominant modes = those of ``T_0``).
     M0, K0 : ndarray, shape (n, n)

@@ -19,6 +19,8 @@ import threading
 import time
 
 from edge.daemon.mqtt import BIN_HEADER, BIN_MAGIC
+from edge.monitor.client import redraw
+from edge.monitor.view import parse_broker
 
 
 class FleetView:
@@ -129,8 +131,6 @@ def run_fleet(args, out) -> int:
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    from edge.monitor import CLEAR, parse_broker
-
     try:
         host, port = parse_broker(args.broker)
     except ValueError as e:
@@ -177,13 +177,8 @@ def run_fleet(args, out) -> int:
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
             out.write(render_fleet(view, addr, stale_s=args.stale) + "\n")
             return 0 if view.devices else 1
-        clear = not args.no_clear and out.isatty()
-        t0 = time.monotonic()
-        while args.duration is None or time.monotonic() - t0 < args.duration:
-            out.write((CLEAR if clear else "") + render_fleet(view, addr, stale_s=args.stale)
-                      + ("\n" if clear else "\n\n"))
-            out.flush()
-            time.sleep(args.interval)
+        redraw(out, lambda: render_fleet(view, addr, stale_s=args.stale),
+               not args.no_clear and out.isatty(), args.interval, args.duration)
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,0 +1,329 @@
+"""The bundle's schema: every array field once, with its version, and the validation.
+
+:data:`FIELDS` is the single table of the format: :mod:`edge.bundle` writes and reads by it,
+:func:`validate` checks a file against it, and :func:`field_table` renders it for
+docs/ARCHITECTURE.md (a test keeps that page equal to it).
+
+Versions: 1 Tikhonov only; 2 adds the smoother (``kf_*``, ``meta["estimator"]``); 3 moves
+``discretization`` and ``regularization`` from meta (where 1 and 2 kept them, with defaults)
+into their own fields, so an older edge refuses a bundle whose mathematics it would get wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge import DOF_NAMES, __version__
+from edge.archive import max_bundle_bytes
+from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
+
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+#: Largest window accepted: the estimator's window matrices grow with L^2.
+MAX_WINDOW = 512
+
+
+class BundleError(ValueError):
+    """A bundle file is missing, malformed, inconsistent or tampered with."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One array of the ``.npz``: name, dtype kind(s), shape, first schema version, meaning."""
+
+    name: str
+    dtype: str
+    shape: str
+    since: int
+    doc: str
+
+    @property
+    def ndim(self) -> int:
+        return 0 if self.shape == "()" else self.shape.count(",") + (
+            0 if self.shape.endswith(",)") else 1)
+
+
+def _table(text: str) -> tuple:
+    """Fields from rows ``name | dtype kinds | shape | since | meaning``."""
+    rows = (line.split("|", 4) for line in text.strip().splitlines())
+    return tuple(Field(n.strip(), d.strip(), sh.strip(), int(v), doc.strip())
+                 for n, d, sh, v, doc in rows)
+
+
+#: Required fields (n reduced DOFs, nch channels, nf forces, nout outputs, nr report rows);
+#: dtype kinds: i integer, f float, U string.
+FIELDS = _table("""
+schema_version       | i | ()        | 1 | format version (`SCHEMA_VERSION`)
+meta                 | U | ()        | 1 | JSON: names, units, nodes, DOFs of channels/forces/outputs, ...
+M                    | f | (n, n)    | 1 | reduced mass, measured first (paper eq. 8-11) [kg]
+C                    | f | (n, n)    | 1 | reduced damping [N s/m]
+K                    | f | (n, n)    | 1 | reduced stiffness [N/m]
+dt                   | f | ()        | 1 | sample interval [s]
+beta                 | f | ()        | 1 | Newmark beta
+gamma                | f | ()        | 1 | Newmark gamma
+alpha                | f | ()        | 1 | Tikhonov parameter (paper eq. 20-24)
+window               | i | ()        | 1 | fixed-lag window L (smoother: lag + 1)
+discretization       | U | ()        | 3 | `newmark` or `foh` (schema 1-2: meta, default newmark)
+regularization       | U | ()        | 3 | `tikhonov0` or `tikhonov1` (schema 1-2: meta, default tikhonov0)
+channel_dof          | i | (nch,)    | 1 | reduced coordinate each channel measures
+channel_kind         | i | (nch,)    | 1 | index in `edge.kinds.SIGNAL_KINDS`
+channel_weight       | f | (nch,)    | 1 | least-squares weight (1 / noise variance)
+force_dof            | i | (nf,)     | 1 | reduced coordinate each identified force acts on
+output_rows          | f | (nout, n) | 1 | virtual output = row @ (u, v or a)
+output_kind          | i | (nout,)   | 1 | index in `edge.kinds.SIGNAL_KINDS`
+report_freqs_full    | f | (nr,)     | 1 | reduction report: full-model frequencies [Hz]
+report_freqs_reduced | f | (nr,)     | 1 | reduction report: reduced-model frequencies [Hz]
+report_eig_error     | f | (nr,)     | 1 | reduction report: eigenvalue error [%]
+content_hash         | U | ()        | 1 | sha256 over every other array (name, dtype, shape, bytes)
+""")
+
+#: Smoother gains (schema >= 2, only when ``meta["estimator"]["method"] == "smoother"``),
+#: stored as ``kf_<name>``; ns states, nq = nf + nout, nb model-check bands.
+KF_ARRAYS = _table("""
+A              | f | (ns, ns)     | 2 | state transition
+H              | f | (nch, ns)    | 2 | measurement matrix
+K              | f | (ns, nch)    | 2 | steady-state filter gain
+Cq             | f | (nq, ns)     | 2 | forces and outputs from the state
+G              | f | (L, nq, nch) | 2 | fixed-lag smoother gains
+Sinv           | f | (nch, nch)   | 2 | inverse innovation covariance
+std            | f | (nq,)        | 2 | standard deviation of each force and output [SI]
+nis_window     | i | ()           | 2 | model check window [samples]
+nis_threshold  | f | ()           | 2 | model check threshold
+Wt             | f | (nch, nch)   | 2 | innovation whitening
+band_ba        | f | (nb, 5)      | 2 | model-check band filters
+band_gain      | f | (nb,)        | 2 | model-check band gains
+band_threshold | f | (nb,)        | 2 | model-check band thresholds
+band_hz        | f | (nb, 2)      | 2 | model-check band edges [Hz]
+""")
+#: ``{name: ndim}`` of the smoother arrays (without the ``kf_`` prefix)
+KF_FIELDS = {f.name: f.ndim for f in KF_ARRAYS}
+#: Optional arrays stored as ``x_<name>`` (covered by the hash).
+EXTRAS_DOC = "extras: inverse maps (ONNX bytes), parametric parts, ... (`Bundle.extras`)"
+
+
+def required(version: int) -> tuple:
+    """The required fields of schema ``version``."""
+    return tuple(f for f in FIELDS if f.since <= version)
+
+
+def field_table() -> str:
+    """Markdown table of every bundle field (embedded in docs/ARCHITECTURE.md)."""
+    rows = ["| field | dtype | shape | since | meaning |", "| --- | --- | --- | --- | --- |"]
+    kinds = {"i": "int64", "f": "float64", "U": "str"}
+    for f in FIELDS:
+        rows.append(f"| `{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | {f.doc} |")
+    for f in KF_ARRAYS:
+        rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
+                    f"smoother only: {f.doc} |")
+    rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
+    return "\n".join(rows) + "\n"
+
+
+def content_hash(arrays: dict) -> str:
+    """sha256 over every array except ``content_hash``, in sorted name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        if name == "content_hash":
+            continue
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode())
+        h.update(str(a.dtype.str).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def settings(a: dict, meta: dict) -> tuple[str, str]:
+    """(discretization, regularization) of a validated bundle: its fields from schema 3 on,
+    ``meta`` (with defaults) in schema 1 and 2."""
+    if int(a["schema_version"]) >= 3:
+        return str(a["discretization"]), str(a["regularization"])
+    return meta.get("discretization", "newmark"), meta.get("regularization", "tikhonov0")
+
+
+def validate(a: dict, path: str) -> dict:
+    """Check a bundle's arrays against :data:`FIELDS`; return its meta.
+
+    Raises :class:`BundleError` naming the file and the field."""
+
+    def fail(field_name, msg):
+        raise BundleError(f"{path}: field {field_name!r}: {msg}")
+
+    if "schema_version" not in a:
+        fail("schema_version", "missing")
+    try:
+        version = int(a["schema_version"])
+    except (TypeError, ValueError):
+        fail("schema_version", "not an integer")
+    if version not in READABLE_VERSIONS:
+        fail("schema_version", f"{version} is not supported by this vsense ({__version__} "
+                               f"reads schema {', '.join(map(str, READABLE_VERSIONS))}); "
+                               "rebuild the bundle with this vsense")
+    for f in required(version):
+        if f.name not in a:
+            fail(f.name, "missing")
+        arr = np.asarray(a[f.name])
+        if arr.dtype.kind not in f.dtype:
+            fail(f.name, f"dtype {arr.dtype} (expected kind {f.dtype!r})")
+        if arr.ndim != f.ndim:
+            fail(f.name, f"has {arr.ndim} dimensions, expected {f.ndim}")
+    expected = content_hash(a)
+    if str(a["content_hash"]) != expected:
+        fail("content_hash", "does not match the contents (file corrupted or edited)")
+    try:
+        meta = json.loads(str(a["meta"]))
+    except (ValueError, RecursionError) as exc:
+        fail("meta", f"not valid JSON ({exc})")
+    if not isinstance(meta, dict):
+        fail("meta", "must be a JSON object")
+    disc, reg = settings(a, meta)
+    where = "discretization" if version >= 3 else "meta"
+    if disc not in DISCRETIZATIONS:
+        fail(where, f"discretization {disc!r} is not {' or '.join(DISCRETIZATIONS)}")
+    where = "regularization" if version >= 3 else "meta"
+    if reg not in REGULARIZATIONS:
+        fail(where, f"regularization {reg!r} is not {' or '.join(REGULARIZATIONS)}")
+    _validate_model(a, fail)
+    n, nch, nf, nout = (a["M"].shape[0], a["channel_dof"].shape[0], a["force_dof"].shape[0],
+                        a["output_kind"].shape[0])
+    _validate_meta(meta, nch, nf, nout, fail)
+    _validate_kf(a, meta, version, n, nch, nf + nout, fail)
+    return meta
+
+
+def _validate_model(a: dict, fail) -> None:
+    """Matrices, time step, Newmark and Tikhonov parameters, window, index arrays."""
+    n = a["M"].shape[0]
+    if n == 0:
+        fail("M", "empty")
+    for name in ("M", "C", "K"):
+        A = a[name]
+        if A.shape != (n, n):
+            fail(name, f"shape {A.shape}, expected ({n}, {n})")
+        if not np.all(np.isfinite(A)):
+            fail(name, "contains NaN or inf")
+        scale = max(float(np.max(np.abs(A))), 1e-300)
+        asym = float(np.max(np.abs(A - A.T))) / scale
+        if asym > 1e-9:
+            fail(name, f"not symmetric (max |A - A^T| / max |A| = {asym:.2e})")
+    try:
+        np.linalg.cholesky(a["M"])
+    except np.linalg.LinAlgError:
+        fail("M", "not positive definite")
+    for name in ("dt", "beta", "gamma", "alpha"):
+        if not np.isfinite(a[name]):
+            fail(name, "not finite")
+    if float(a["dt"]) <= 0:
+        fail("dt", f"must be > 0, got {float(a['dt'])}")
+    if float(a["alpha"]) < 0:
+        fail("alpha", f"must be >= 0, got {float(a['alpha'])}")
+    beta, gamma = float(a["beta"]), float(a["gamma"])
+    if not (gamma >= 0.5 and beta >= 0.25 * (0.5 + gamma) ** 2 - 1e-12):
+        fail("beta", f"Newmark (beta={beta}, gamma={gamma}) is not unconditionally stable "
+                     "(needs gamma >= 1/2 and beta >= (gamma + 1/2)^2 / 4)")
+    window = int(a["window"])
+    if window < 1:
+        fail("window", f"must be >= 1, got {window}")
+    if window > MAX_WINDOW:
+        fail("window", f"must be <= {MAX_WINDOW}, got {window}")
+    nch = a["channel_dof"].shape[0]
+    nf = a["force_dof"].shape[0]
+    if nch == 0:
+        fail("channel_dof", "no channels")
+    if nf == 0:
+        fail("force_dof", "no forces")
+    # the estimator's window matrix J is (L nch, L nf) float64: bound what it will allocate
+    if (window * nch) * (window * nf) * 8 > max_bundle_bytes():
+        fail("window", f"L = {window} with {nch} channels and {nf} forces needs a "
+                       f"{window * nch} x {window * nf} window matrix: too large")
+    for name, size in (("channel_kind", nch), ("channel_weight", nch)):
+        if a[name].shape != (size,):
+            fail(name, f"shape {a[name].shape}, expected ({size},)")
+    for name in ("channel_dof", "force_dof"):
+        idx = a[name]
+        if np.any(idx < 0) or np.any(idx >= n):
+            fail(name, f"index out of range 0..{n - 1}: {idx.tolist()}")
+    if len(set(a["force_dof"].tolist())) != nf:
+        fail("force_dof", "two forces act on the same DOF")
+    nk = len(SIGNAL_KINDS)
+    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] >= nk)):
+        fail("channel_kind", "kinds must be 0 (displacement), 1 (velocity) or 2 (acceleration)")
+    w = a["channel_weight"]
+    if not np.all(np.isfinite(w)) or np.any(w <= 0):
+        fail("channel_weight", "weights must be finite and > 0")
+    nout = a["output_kind"].shape[0]
+    if a["output_rows"].shape != (nout, n):
+        fail("output_rows", f"shape {a['output_rows'].shape}, expected ({nout}, {n})")
+    if not np.all(np.isfinite(a["output_rows"])):
+        fail("output_rows", "contains NaN or inf")
+    if np.any((a["output_kind"] < 0) | (a["output_kind"] >= nk)):
+        fail("output_kind", "kinds must be 0, 1 or 2")
+
+
+def _validate_meta(meta: dict, nch: int, nf: int, nout: int, fail) -> None:
+    """``meta["channels" | "forces" | "outputs"]``: one entry per array row, typed, unique."""
+    for key, size in (("channels", nch), ("forces", nf), ("outputs", nout)):
+        items = meta.get(key)
+        if not isinstance(items, list) or len(items) != size:
+            fail("meta", f"'{key}' must list {size} entries")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                fail("meta", f"'{key}'[{i}] needs a 'name'")
+            for k, types in (("unit", str), ("dof", str), ("node", int)):
+                if k in item and (not isinstance(item[k], types) or isinstance(item[k], bool)):
+                    fail("meta", f"'{key}'[{i}].{k} must be a {types.__name__}, got "
+                                 f"{type(item[k]).__name__}")
+            dof = item.get("dof", "")
+            if dof and dof not in DOF_NAMES:
+                fail("meta", f"'{key}'[{i}].dof {dof!r} is not one of {', '.join(DOF_NAMES)}")
+    names = [m["name"] for key in ("channels", "forces", "outputs") for m in meta[key]]
+    dup = {x for x in names if names.count(x) > 1}
+    if dup:
+        fail("meta", f"duplicate names {sorted(dup)} among channels, forces and outputs")
+
+
+def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, fail) -> None:
+    """The estimator method and, for the smoother, the ``kf_*`` arrays (shapes, finiteness)."""
+    est = meta.get("estimator", {"method": "tikhonov"})
+    if not isinstance(est, dict) or est.get("method", "tikhonov") not in ESTIMATOR_METHODS:
+        fail("meta", f"estimator method {est!r} is not one of {', '.join(ESTIMATOR_METHODS)}")
+    present = sorted(k for k in a if k.startswith("kf_"))
+    if est.get("method", "tikhonov") == "tikhonov":
+        if present:
+            fail(present[0], "smoother arrays in a bundle whose estimator is tikhonov")
+        return
+    if version < 2:
+        fail("schema_version", "the smoother needs schema 2")
+    for f in KF_ARRAYS:
+        key = f"kf_{f.name}"
+        if key not in a:
+            fail(key, "missing (needed by the smoother)")
+        arr = np.asarray(a[key])
+        if arr.ndim != f.ndim or arr.dtype.kind not in f.dtype:
+            fail(key, f"dtype {arr.dtype}, {arr.ndim} dimensions (expected {f.ndim})")
+        if not np.all(np.isfinite(arr)):
+            fail(key, "contains NaN or inf")
+    ns = a["kf_A"].shape[0]
+    if ns < 2 * n:
+        fail("kf_A", f"{ns} states for {n} reduced DOFs (needs >= {2 * n})")
+    lag = int(a["window"]) - 1
+    nb = a["kf_band_ba"].shape[0]
+    shapes = {"A": (ns, ns), "H": (nch, ns), "K": (ns, nch), "Cq": (nq, ns),
+              "G": (lag + 1, nq, nch), "Sinv": (nch, nch), "std": (nq,), "Wt": (nch, nch),
+              "band_ba": (nb, 5), "band_gain": (nb,), "band_threshold": (nb,),
+              "band_hz": (nb, 2)}
+    for name, shape in shapes.items():
+        if a[f"kf_{name}"].shape != shape:
+            fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
+    if np.any(a["kf_std"] < 0):
+        fail("kf_std", "standard deviations must be >= 0")
+    if int(a["kf_nis_window"]) < 1:
+        fail("kf_nis_window", f"must be >= 1, got {int(a['kf_nis_window'])}")
+    if float(a["kf_nis_threshold"]) <= 0:
+        fail("kf_nis_threshold", "must be > 0")
+    if np.any(a["kf_band_gain"] <= 0) or np.any(a["kf_band_threshold"] <= 0):
+        fail("kf_band_gain", "band gains and thresholds must be > 0")

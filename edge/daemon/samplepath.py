@@ -1,0 +1,179 @@
+"""The per-sample path of the daemon: flags, faults, estimation, alignment, latency.
+
+Mixed into :class:`edge.daemon.loop.Daemon`; runs on the estimating thread (the acquisition
+thread with ``[loop] estimate_in = "acquisition"``, else the loop thread).
+
+* fast path (:meth:`SamplePath._estimate_staged`, one sample, the default configuration):
+  one compiled call (:func:`edge.daemon.fastpath._step`) checks, estimates and aligns the
+  sample in place; then two latency stores. Nothing else.
+* general path (:meth:`SamplePath._process`): blocks, non-finite or saturated channels
+  (flags bit0/bit2, fault counting, status ``sensor_fault``), gaps and recoveries (estimator
+  reset before the sample), pause, identification windows of the inverse maps, the smoother.
+  Alignment is the same compiled :func:`edge.daemon.fastpath._align` on both paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from edge.daemon.commands import run_commands
+from edge.daemon.fastpath import _align, _step, kernel_args
+from edge.flags import FLAG_GAP, FLAG_HELD
+
+log = logging.getLogger("vsense.loop")
+
+
+class SamplePath:
+    """Estimation of ring samples (see the module docstring); state set up by ``Daemon``."""
+
+    def _fast(self) -> tuple | None:
+        """Arguments of :func:`edge.daemon.fastpath._step` after the slot index, or None
+        (not the Tikhonov estimator). Taken again when the operator was swapped."""
+        est = self.est
+        op = getattr(est, "op", None)
+        if op is not self._fast_op or self._fast_args is None:
+            ka = kernel_args(est)
+            r = self.ring
+            self._fast_args = None if ka is None else (
+                r.values, r.seq, r.t_ns, r.flags, self._F1, self._Z1, self._ef1, *ka,
+                self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
+                self._st, self._sf, self._sok, self.delay)
+            self._fast_op = op
+        return self._fast_args
+
+    def _warm_up(self) -> None:
+        """Compile (or load from numba's cache) the per-sample step before the first sample:
+        on a slot flagged as a gap it returns at once and changes nothing."""
+        f = self.ring.flags
+        keep = f[0]
+        f[0] = FLAG_GAP
+        _step(0, *self._fast_args)
+        f[0] = keep
+        _align(self._F[:0], self._Z[:0], self._ef[:0], self.ring.seq[:0], self.ring.t_ns[:0],
+               f[:0], 0, self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
+               self._st, self._sf, self._sok, self.delay)
+
+    def _estimate_staged(self, n: int) -> None:
+        """Estimate ``n`` staged (not yet published) ring samples in the acquisition thread
+        (``estimate_in = "acquisition"``)."""
+        ring = self.ring
+        i = ring.head % ring.capacity
+        pub = self.pub
+        if pub is not None and pub.cmd_flag:  # commands run here, between two samples
+            run_commands(self)
+        if n == 1 and self._fast_args is not None:
+            inv = self.inverse
+            if (not self.paused and self.faults.quiet and not self._identify_due
+                    and (inv is None or inv.pending is None)):
+                if self.est.op is not self._fast_op:  # swapped (model update): new arrays
+                    self._fast()
+                m = _step(i, *self._fast_args)
+                if m >= 0:  # a clean sample, estimated and aligned: its latency now
+                    now = time.monotonic_ns()
+                    self.estimates += m
+                    self.latency_ring.add_one(now - ring.stamp_ns.item(i))
+                    if self._t_off is not None:
+                        self.latency.add_one(now - (ring.t_ns.item(i) + self._t_off))
+                    self.processed += 1
+                    return
+        b = self.block
+        for a in range(0, n, b):
+            self._process(i + a, min(b, n - a))
+
+    def _arm_scheduled(self) -> None:
+        self._identify_due = False
+        inv = self.inverse
+        if inv is None or inv.pending is not None:
+            return
+        try:
+            inv.arm(self, self.cfg["inverse"]["map"] or None)
+            self.scheduled_identifications += 1
+        except (KeyError, ValueError) as e:
+            log.warning("scheduled identification not armed: %s", e)
+
+    def _process(self, i: int, n: int) -> None:
+        """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span); the
+        estimate rows go to the slot arrays (``_sV``...), see :meth:`_handover`."""
+        ring = self.ring
+        inv = self.inverse
+        if self._identify_due:  # scheduled identification: arm on the estimating thread
+            self._arm_scheduled()
+        if inv is not None and inv.pending is not None:  # an armed identification window
+            inv.on_block(self, ring.values[i:i + n], int(ring.seq[i]))
+        V = ring.values[i:i + n]
+        seq = ring.seq[i:i + n]
+        t_ns = ring.t_ns[i:i + n]
+        fl = ring.flags[i:i + n]  # bit0 is added in place: the raw record carries it
+        Y = V  # physical units (the acquisition calibrated them)
+        bad = ~np.isfinite(V)
+        anybad = bad.any()
+        if anybad:
+            fl |= np.where(bad.any(axis=1), FLAG_HELD, 0).astype(np.uint8)
+        if not self.paused:
+            cuts = []
+            if anybad:
+                self.bad_samples += int(bad.any(axis=1).sum())
+            events = self.faults.update(bad)
+            if events:
+                self._fault_events(events, seq)
+                cuts += [k for k, _, what in events if what == "recovered"]
+            if n == 1:
+                if fl[0] & FLAG_GAP:
+                    cuts.append(0)
+            else:
+                cuts += np.nonzero(fl & FLAG_GAP)[0].tolist()
+            if cuts:
+                a = 0
+                for c in sorted(set(cuts)):
+                    if c > a:
+                        self._estimate(Y[a:c], seq[a:c], t_ns[a:c], fl[a:c], i + a)
+                    self._reset_estimator()
+                    a = c
+                self._estimate(Y[a:], seq[a:], t_ns[a:], fl[a:], i + a)
+            else:
+                self._estimate(Y, seq, t_ns, fl, i)
+        else:
+            self.faults.update(bad)
+        now = time.monotonic_ns()
+        off = self._t_off
+        if n == 1:
+            self.latency_ring.add_one(now - int(ring.stamp_ns[i]))
+            if off is not None:
+                self.latency.add_one(now - (int(t_ns[0]) + off))
+        else:
+            self.latency_ring.add(now - ring.stamp_ns[i:i + n])
+            if off is not None:
+                self.latency.add(now - (t_ns + off))
+        self.processed += n
+
+    def _estimate(self, Yk, seq, t_ns, fl, slot: int) -> None:
+        """Run the estimator on one gap-free segment (ring slots ``slot ..``); estimate
+        row ``j`` of the segment goes to slot ``slot + j`` (the sample whose arrival
+        completed it), describing the sample ``delay`` fed samples earlier."""
+        n = Yk.shape[0]
+        F, Z, ef = self._F[:n], self._Z[:n], self._ef[:n]
+        self.est.process(Yk, F, Z, ef)
+        self.estimates += _align(F, Z, ef, seq, t_ns, fl, slot, self._hseq, self._ht,
+                                 self._hf, self._hcount, self._sV, self._sseq, self._st,
+                                 self._sf, self._sok, self.delay)
+
+    def _reset_estimator(self) -> None:
+        """Reset the estimator; samples still waiting for their delayed estimate get NaN
+        warm-up rows from the kernel, so every fed sample is still described once."""
+        self.est.reset()
+        self.resets += 1
+        # after reset the kernel's window restarts: rows describe stream position - delay
+        # of the new stream; the pending history entries are described by its warm-up rows.
+        # Positions before the pending entries are forgotten.
+
+    def _fault_events(self, events, seq) -> None:
+        changed = False
+        for k, c, what in events:
+            log.warning("channel %s: %s at seq %d", self.names[c],
+                        "sensor fault" if what == "fault" else "recovered", int(seq[k]))
+            changed = True
+        if changed and not self.paused:
+            self._set_state("sensor_fault" if self.faults.fault.any() else self._ok_state())

@@ -1,0 +1,239 @@
+"""Simulated acquisitions: the signal level (values injected after the driver) and the
+duration limit wrapped around the real driver at the ADC level.
+
+:class:`SignalAcquisition` delivers a source (:mod:`edge.daemon.simulate`) through the same
+``read(out_values, out_t_ns, out_flags) -> n`` interface as the ADS1256 driver, paced by the
+wall clock (``clock = "real"``) or as fast as it is read (``"virtual"``); :func:`calibrate`
+is what :class:`edge.hw.acquire.Acquisition` does to the voltages on the Pi.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from edge.daemon.exitcodes import HardwareError
+from edge.daemon.health import drdy_offset_ns
+from edge.daemon.simulate import SimulationFinished
+from edge.flags import FLAG_HELD, FLAG_SATURATED
+
+
+def calibrate(V, sensitivity, offset, saturation, Y, flags):
+    """Volts to physical units and bad-sample flags (pure; outputs preallocated).
+
+    What :class:`edge.hw.acquire.Acquisition` does on the Pi; used by the signal-level
+    simulator. Saturated values are replaced by NaN (the driver's ``nan_on_saturation``).
+
+    Parameters
+    ----------
+    V : float64 (n, nch)          channel voltages [V]
+    sensitivity, offset, saturation : float64 (nch,)  [V/unit], [V], [V]
+    Y : float64 (n, nch)          out: physical values, (V - offset) / sensitivity
+    flags : uint8 (n,)            in/out: OR-ed with bit0 (non-finite) and bit2 (saturated)
+
+    Returns
+    -------
+    bad : bool (n, nch)           non-finite or saturated
+    """
+    # y = (v - v0) / s
+    np.subtract(V, offset, out=Y)
+    np.divide(Y, sensitivity, out=Y)
+    nonfinite = ~np.isfinite(V)
+    with np.errstate(invalid="ignore"):
+        sat = np.abs(V) >= saturation
+    flags |= np.where(nonfinite.any(axis=1), FLAG_HELD, 0).astype(np.uint8)
+    flags |= np.where(sat.any(axis=1), FLAG_SATURATED, 0).astype(np.uint8)
+    Y[sat] = np.nan
+    return nonfinite | sat
+
+
+class SignalAcquisition:
+    """A source delivered like the ADC driver: ``read(values, t_ns, flags) -> n``.
+
+    ``clock="real"``: sample k becomes available at ``start + k/rate`` (monotonic clock);
+    ``"virtual"``: samples are available as fast as they are read; ``t_ns = k * dt`` [ns].
+    ``duration_s > 0``: :class:`SimulationFinished` after that many samples' worth.
+    ``drdy_dead_at``: simulate a DRDY line that stops toggling at this time [s] (raises the
+    same :class:`HardwareError` a real driver raises on a DRDY timeout).
+    """
+
+    def __init__(self, source, rate: float, clock: str = "real", duration_s: float = 0.0,
+                 drdy_timeout_s: float = 0.1, drdy_dead_at: float | None = None,
+                 chunk: int = 1024, faults: list | None = None, full_scale: float = 2.5,
+                 sensitivity=None, offset=None, saturation=None):
+        self.src = source
+        self.rate = float(rate)
+        self.dt_ns = int(round(1e9 / rate))
+        self.clock = clock
+        self.total = int(round(duration_s * rate)) if duration_s > 0 else None
+        self.k = 0
+        self.start = None
+        self.drdy_timeout_s = drdy_timeout_s
+        self.dead_at = None if drdy_dead_at is None else int(round(drdy_dead_at * rate))
+        self._buf = np.zeros((0, 0))
+        self._bi = 0
+        self.chunk = chunk
+        self.full_scale = full_scale
+        self.sens, self.off, self.sat = sensitivity, offset, saturation
+        # (kind, channel, first sample, n) with kind "nan" | "saturate"
+        self.faults = [(k, c, int(round(at * rate)), n) for k, c, at, n in (faults or [])]
+        self._cal = None  # (sensitivity, offset, saturation) as Python lists
+
+    @property
+    def source(self):
+        """The signal source (identification experiments call its ``inject_excitation``)."""
+        return self.src
+
+    def _take(self, n: int) -> np.ndarray:
+        if self._bi >= self._buf.shape[0]:
+            self._buf = self.src.volts(self.chunk)
+            self._bi = 0
+            if self._buf.shape[0] == 0:
+                raise SimulationFinished("measurement file exhausted")
+        n = min(n, self._buf.shape[0] - self._bi)
+        out = self._buf[self._bi:self._bi + n]
+        self._bi += n
+        return out
+
+    @property
+    def host_offset_ns(self) -> int | None:
+        """``time.monotonic_ns`` of sample 0's DRDY (real clock, after the first read):
+        sample k's DRDY is at ``host_offset_ns + t_ns[k]``."""
+        if self.clock != "real" or self.start is None:
+            return None
+        return self._start_ns
+
+    def read(self, out_values, out_t_ns, out_flags) -> int:
+        if self.start is None:
+            self._start_ns = time.monotonic_ns()
+            self.start = self._start_ns * 1e-9
+        nmax = out_values.shape[0]
+        if self.total is not None:
+            if self.k >= self.total:
+                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
+            nmax = min(nmax, self.total - self.k)
+        if self.dead_at is not None:
+            if self.k >= self.dead_at:
+                time.sleep(self.drdy_timeout_s)
+                raise HardwareError(f"ADS1256: DRDY did not go low within "
+                                    f"{self.drdy_timeout_s * 1e3:.0f} ms (line dead?)")
+            nmax = min(nmax, self.dead_at - self.k)
+        if self.clock == "real":
+            while True:
+                due = int((time.monotonic() - self.start) * self.rate) + 1
+                avail = due - self.k
+                if avail > 0:
+                    break
+                # sample k is due (its DRDY) at start + k / rate
+                time.sleep(max(0.0, self.k / self.rate - (time.monotonic() - self.start)))
+            nmax = min(nmax, avail)
+        v = self._take(nmax)
+        n = v.shape[0]
+        if n == 1 and self.sens is not None:
+            self._read_one(v[0], out_values, out_t_ns, out_flags)
+            self.k += 1
+            return 1
+        V = v.copy()
+        out_t_ns[:n] = (self.k + np.arange(n)) * self.dt_ns
+        out_flags[:n] = 0
+        for kind, c, k0, nf in self.faults:
+            a, b = max(k0, self.k), min(k0 + nf, self.k + n)
+            if a < b:
+                V[a - self.k:b - self.k, c] = np.nan if kind == "nan" else self.full_scale
+        if self.sens is None:
+            out_values[:n] = V
+        else:  # volts -> physical units, saturated -> NaN + bit2 (as the ADS1256 driver)
+            calibrate(V, self.sens, self.off, self.sat, out_values[:n], out_flags[:n])
+        self.k += n
+        return n
+
+    def _read_one(self, volts, out_values, out_t_ns, out_flags) -> None:
+        """One sample, as :func:`calibrate` computes it (same IEEE
+        operations, so bit-identical), with Python scalars instead of array temporaries:
+        at 1,000 samples/s this is the simulated driver on the latency path."""
+        if self._cal is None:
+            self._cal = (np.asarray(self.sens, float).tolist(),
+                         np.asarray(self.off, float).tolist(),
+                         np.asarray(self.sat, float).tolist())
+        sens, off, sat = self._cal
+        x = volts.tolist()
+        k = self.k
+        for kind, c, k0, nf in self.faults:
+            if k0 <= k < k0 + nf:
+                x[c] = math.nan if kind == "nan" else self.full_scale
+        flag = 0
+        row = out_values[0]
+        for c in range(len(x)):
+            xc = x[c]
+            # y = (v - v0) / s; saturated (|v| >= limit, False for NaN) -> NaN
+            y = (xc - off[c]) / sens[c]
+            if not math.isfinite(xc):
+                flag |= 1
+            if abs(xc) >= sat[c]:
+                flag |= 4
+                y = math.nan
+            row[c] = y
+        out_t_ns[0] = k * self.dt_ns
+        out_flags[0] = flag
+
+    def close(self) -> None:
+        pass
+
+
+def parse_faults(specs: list[str], nch: int) -> tuple[list, float | None]:
+    """Parse ``[simulate] faults``: ``nan:ch=0:at=1.5:n=10``, ``saturate:ch=1:at=2:n=5``,
+    ``drdy_dead:at=3.0``. Returns ``(sample faults, drdy dead time or None)``."""
+    out, dead = [], None
+    for i, spec in enumerate(specs):
+        parts = spec.split(":")
+        kind = parts[0]
+        try:
+            opts = {k: v for k, v in (p.split("=", 1) for p in parts[1:])}
+        except ValueError:
+            raise ValueError(f"[simulate] faults #{i}: {spec!r}: expected kind:key=value:...") \
+                from None
+        try:
+            if kind == "drdy_dead":
+                dead = float(opts.get("at", 0.0))
+            elif kind in ("nan", "saturate"):
+                ch = int(opts.get("ch", 0))
+                if not 0 <= ch < nch:
+                    raise ValueError(f"ch={ch} out of range 0..{nch - 1}")
+                out.append((kind, ch, float(opts.get("at", 0.0)), int(opts.get("n", 1))))
+            else:
+                raise ValueError("kind must be nan, saturate or drdy_dead")
+        except ValueError as e:
+            raise ValueError(f"[simulate] faults #{i}: {spec!r}: {e}") from None
+    return out, dead
+
+
+class LimitedAcquisition:
+    """Wrap a driver acquisition: :class:`SimulationFinished` after ``total`` rows."""
+
+    def __init__(self, acq, total: int | None):
+        self.acq, self.total, self.k = acq, total, 0
+
+    @property
+    def host_offset_ns(self) -> int | None:
+        """DRDY clock -> ``time.monotonic_ns`` offset of the wrapped driver's clock."""
+        return drdy_offset_ns(self.acq, False)
+
+    def read(self, values, t_ns, flags) -> int:
+        if self.total is not None:
+            left = self.total - self.k
+            if left <= 0:
+                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
+            if values.shape[0] > left:
+                values, t_ns, flags = values[:left], t_ns[:left], flags[:left]
+        try:
+            n = self.acq.read(values, t_ns, flags)
+        except Exception as e:
+            self.k += int(getattr(e, "n_read", 0) or 0)
+            raise
+        self.k += n
+        return n
+
+    def close(self) -> None:
+        self.acq.close()

@@ -1,0 +1,162 @@
+"""Status, meta and health of the daemon, and the supervisor thread.
+
+Mixed into :class:`edge.daemon.loop.Daemon` (one responsibility per module; the methods use
+the daemon's counters, which only the estimating thread writes).
+
+* status (retained): ``starting``, ``running``, ``degraded`` (with the reason: recorder
+  dropping data, MQTT thread dead), ``paused``, ``sensor_fault``, ``stopped``;
+* meta (retained): bundle, channels, columns, rate, delay, publishing format;
+* health (every ``[mqtt] health_interval_s``): counters, latency percentiles, CPU, memory;
+* supervisor: health messages, systemd watchdog pings only while the loop advances,
+  degraded/recovered status changes, scheduled identifications.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import numpy as np
+
+from edge.daemon.health import cpu_temperature_c, rss_mb
+from edge.daemon.notify import ProgressWatchdog
+
+log = logging.getLogger("vsense.loop")
+
+
+class StatusMixin:
+    """Status/meta/health payloads and the supervisor loop of :class:`Daemon`."""
+
+    def _ok_state(self) -> str:
+        return "running" if self.degraded_reason is None else "degraded"
+
+    def _set_state(self, state: str, **extra) -> None:
+        if state == "degraded" and "reason" not in extra and self.degraded_reason:
+            extra["reason"] = self.degraded_reason
+        self.state = state
+        if self.pub is not None:
+            self.pub.set_retained(self.pub.topics.status, self.status_payload(**extra))
+        if self.notifier is not None:
+            self.notifier.status(state)
+
+    def status_payload(self, **extra) -> dict:
+        d = {"state": self.state, "t": round(time.time(), 3),
+             "device": self.cfg["device"]["id"], "bundle": self.est.bundle.bundle_id}
+        faulty = [self.names[c] for c in np.nonzero(self.faults.fault)[0]]
+        if faulty:
+            d["faulty_channels"] = faulty
+        d.update(extra)
+        return d
+
+    def meta_payload(self) -> dict:
+        b = self.est.bundle
+        return {"bundle_id": b.bundle_id, "bundle_hash": b.content_hash,
+                "channels": [{"name": c["name"], "unit": c["unit"]} for c in self.cfg.channels],
+                "forces": [{"name": f.name, "unit": f.unit} for f in b.forces],
+                "outputs": [{"name": o.name, "unit": o.unit, "kind": o.kind} for o in b.outputs],
+                "columns": [f.name for f in b.forces] + [o.name for o in b.outputs],
+                "estimator": b.method,
+                **({"std_columns": [f"{x.name}_std" for x in (*b.forces, *b.outputs)]}
+                   if self.std is not None else {}),
+                "rate": self.rate, "delay_samples": self.delay,
+                "delay_s": self.delay / self.rate,
+                "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"],
+                "raw_decimation": self.cfg["mqtt"]["raw_decimation"],
+                "method": {"window": int(b.window), "alpha": float(b.alpha),
+                           "discretization": b.discretization,
+                           "regularization": b.regularization}}
+
+    def _publish_meta(self) -> None:
+        if self.pub is not None:
+            self.pub.set_retained(self.pub.topics.meta, self.meta_payload())
+
+    def health(self) -> dict:
+        r = self.ring
+        d = {"t": round(time.time(), 3), "state": self.state,
+             "uptime_s": round(time.monotonic() - self.t_start, 3),
+             "samples": self.processed, "estimates": self.estimates,
+             "latency_us": (self.latency if self._t_off is not None
+                            else self.latency_ring).summary(),
+             "latency_from": "drdy" if self._t_off is not None else "ring",
+             "latency_ring_us": self.latency_ring.summary(),
+             "estimate_in": "acquisition" if self.inline else "loop",
+             "overruns": r.overruns, "lost_samples": r.lost, "ring_depth": r.available(),
+             "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
+             "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
+             "rss_mb": round(rss_mb(), 1), "cpu_temp_c": cpu_temperature_c()}
+        check = getattr(self.est, "model_check", None)
+        mc = check() if check is not None else None
+        if mc is not None:  # smoother: innovation statistics (edge.estimator.smoother)
+            d["model_check"] = mc
+        if self.pub is not None:
+            st = self.pub.stats
+            d["publish"] = {"queue_depth": self.pub.queue_depth(),
+                            "drops_messages": st["drops_messages"],
+                            "drops_samples": st["drops_samples"],
+                            "published": st["published"],
+                            "connected": self.pub.connected,
+                            "unsent_samples": self.pub.unsent_samples(),
+                            "connects": st["connects"], "disconnects": st["disconnects"],
+                            "connect_failures": st["connect_failures"],
+                            "last_error": self.pub.last_error,
+                            "cmd_rejected": st["cmd_rejected"], "cmd_errors": st["cmd_errors"]}
+        if self.rec is not None:
+            d["recorder"] = dict(self.rec.stats, queue_depth=self.rec.queue_depth(),
+                                 problem=self.rec.degraded_reason())
+        if self.degraded_reason is not None:
+            d["degraded"] = self.degraded_reason
+        return d
+
+    def _problems(self) -> str | None:
+        """Why the device is degraded now (recorder dropping data, MQTT thread dead)."""
+        reasons = []
+        if self.pub is not None:
+            r = self.pub.threads_problem()
+            if r:
+                reasons.append(r)
+        if self.rec is not None:
+            r = self.rec.degraded_reason()
+            if r:
+                reasons.append(r)
+        return "; ".join(reasons) or None
+
+    def _check_degraded(self) -> None:
+        """Supervisor: status ``degraded`` (with the reason) while a part is failing; back
+        to ``running`` when it recovered. Other states (paused, sensor_fault) take
+        precedence; the reason is in every health message either way."""
+        reason = self._problems()
+        changed = reason != self.degraded_reason
+        self.degraded_reason = reason
+        if reason is not None and (self.state == "running" or
+                                   (self.state == "degraded" and changed)):
+            log.warning("degraded: %s", reason)
+            self._set_state("degraded", reason=reason)
+        elif reason is None and self.state == "degraded":
+            log.info("recovered: status running again")
+            self._set_state("running")
+
+    def _supervise(self) -> None:
+        wd = ProgressWatchdog(self.notifier) if self.notifier is not None else None
+        period_wd = (self.notifier.watchdog_s / 2) if (
+            self.notifier is not None and self.notifier.watchdog_s) else None
+        hi = self.cfg["mqtt"]["health_interval_s"]
+        next_h = time.monotonic() + hi
+        every = self.cfg["inverse"]["identify_every_s"]
+        next_id = time.monotonic() + every if every > 0 else None
+        while not self.stop_event.wait(min(hi, period_wd or hi, 0.5)):
+            now = time.monotonic()
+            if next_id is not None and now >= next_id and self.inverse is not None:
+                next_id = now + every
+                self._identify_due = True  # picked up by the estimating thread
+            self._check_degraded()
+            if wd is not None and period_wd:
+                # a paused loop still consumes samples, so progress = samples processed;
+                # a dead MQTT thread stops the pings too: systemd restarts the service
+                mqtt_dead = self.pub is not None and self.pub.threads_problem() is not None
+                if not mqtt_dead:
+                    wd.tick(self.processed)
+            if now >= next_h:
+                next_h = now + hi
+                if self.pub is not None:
+                    self.pub.send(self.pub.topics.health, json.dumps(self.health()).encode())

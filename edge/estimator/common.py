@@ -1,0 +1,41 @@
+"""What the estimators of :mod:`edge.estimator` share (Tikhonov and the smoother).
+
+:class:`BlockEstimator` is the block interface the daemon, replay and the demo call; a
+subclass sets ``n_channels``, ``n_forces``, ``n_outputs`` and the ``_counters`` array
+(samples seen first) and implements ``process(Y, F, Z, flags)`` on preallocated arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class BlockEstimator:
+    """Block interface of an estimator: :meth:`process` (subclass), :meth:`run`, counters."""
+
+    std = None  # (nf + nout,) standard deviations [SI] when the estimator states them
+    n_channels: int
+    n_forces: int
+    n_outputs: int
+
+    def process(self, Y, F, Z, flags) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def model_check(self):
+        """Model-check status for health, or None when the estimator has no check."""
+        return None
+
+    @property
+    def samples_seen(self) -> int:
+        return int(self._counters[0])
+
+    def run(self, Y):
+        """Allocate outputs and process a whole record (nb, nch); returns (F (nb, nf),
+        Z (nb, nout), flags (nb,) uint8)."""
+        Y = np.ascontiguousarray(Y, dtype=np.float64)
+        nb = Y.shape[0]
+        F = np.empty((nb, self.n_forces))
+        Z = np.empty((nb, self.n_outputs))
+        flags = np.empty(nb, dtype=np.uint8)
+        self.process(Y, F, Z, flags)
+        return F, Z, flags

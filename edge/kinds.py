@@ -1,0 +1,35 @@
+"""The names ``offline`` and ``edge`` agree on, defined once (``offline`` imports them).
+
+Flag bits live in :mod:`edge.flags`, the DOF names in :data:`edge.DOF_NAMES`; this module
+holds the other enumerations of the bundle contract and the defaults both halves use.
+A bundle stores a signal kind as its index in :data:`SIGNAL_KINDS` (``channel_kind``,
+``output_kind``) and the estimator choices below as strings (schema 3).
+"""
+
+from __future__ import annotations
+
+#: What a sensor channel or a virtual output measures; the bundle stores the index.
+SIGNAL_KINDS = ("displacement", "velocity", "acceleration")
+#: Signal kind -> code stored in ``channel_kind`` / ``output_kind``.
+KIND_CODE = {k: i for i, k in enumerate(SIGNAL_KINDS)}
+
+#: Time discretisation of the reduced model: Newmark-beta (paper) or exact with a
+#: first-order hold on the force (bundle field ``discretization``).
+DISCRETIZATIONS = ("newmark", "foh")
+#: Penalty on the forces (paper eq. 20) or on their increments (bundle field ``regularization``).
+REGULARIZATIONS = ("tikhonov0", "tikhonov1")
+#: Estimators a bundle may carry (``meta["estimator"]["method"]``).
+ESTIMATOR_METHODS = ("tikhonov", "smoother")
+
+#: Model-order reduction methods and the defaults when a model file has no ``[reduction]``.
+REDUCTION_METHODS = ("gmr+", "cb", "guyan")
+DEFAULT_REDUCTION_METHOD = "gmr+"
+DEFAULT_REDUCTION_MODES = 50
+
+
+def kind_code(kind: str, what: str = "signal") -> int:
+    """Code of a signal kind; ``ValueError`` naming ``what`` for an unknown one."""
+    try:
+        return KIND_CODE[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"{what}: kind {kind!r} is not one of {', '.join(SIGNAL_KINDS)}") from None

@@ -1,0 +1,26 @@
+"""``vsense-edge monitor``: a live terminal view of one device over MQTT.
+
+    vsense-edge monitor --broker HOST[:PORT] --device ID [--base vsense] [--csv FILE]
+                        [--once] [--duration S] [--timeout S] [--interval S]
+    vsense-edge monitor --broker HOST[:PORT] --fleet [--once] ...   (edge.monitor.fleet)
+
+Subscribes to ``<base>/<device>/#`` (status, meta, estimates, health, cmd/reply) and redraws
+about twice a second with plain ANSI escapes (no curses): state, bundle, the nominal rate (meta)
+and the rate measured from the arriving estimates, the latest forces and virtual outputs with
+their units, and the health counters (loop latency percentiles, overruns, lost samples,
+publisher and recorder queues). ``--csv FILE`` records every estimate received
+(``time,seq,<forces>,<outputs>,flags``; time = the device's sample time [s]; duplicates from
+QoS 1 redelivery are skipped by ``seq``). ``--once`` prints one view as soon as ``meta`` and
+an ``estimates`` batch are in (waiting up to ``--timeout`` s for ``health`` too) and exits.
+
+Exit codes: 0 ok; 1 ``--once`` timed out without estimates; 2 bad arguments or the broker
+could not be reached.
+
+:class:`DeviceView` holds the state and is pure (fed with topic suffix and payload), so it is
+also what ``offline.demo`` uses to collect a run.
+"""
+
+from edge.monitor.cli import add_arguments, main, run_monitor  # noqa: F401
+from edge.monitor.client import CsvRecorder, DeviceSubscriber, redraw  # noqa: F401
+from edge.monitor.render import render  # noqa: F401
+from edge.monitor.view import CLEAR, DeviceView, parse_broker  # noqa: F401

@@ -1,0 +1,119 @@
+"""The MQTT side of the monitor: a subscriber feeding a :class:`DeviceView`, the CSV
+recorder of received estimates, and the redraw loop shared with ``--fleet``."""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+
+from edge.monitor.view import CLEAR, DeviceView
+
+
+class CsvRecorder:
+    """Writes estimates as ``time,seq,<columns>,flags``; rows before ``meta`` are held."""
+
+    def __init__(self, path: str, view: DeviceView):
+        self.path = path
+        try:
+            self.fh = open(path, "w", newline="")
+        except OSError as e:
+            raise ValueError(f"--csv: cannot write {path}: {e.strerror or e}") from None
+        self.w = csv.writer(self.fh)
+        self.view = view
+        self.header = None
+        self.pending: list = []
+        self.rows = 0
+
+    def __call__(self, rows: dict) -> None:  # called under view.lock
+        if self.header is None:
+            if self.view.meta is None or "columns" not in self.view.meta:
+                self.pending.append(rows)
+                return
+            self.header = ["time", "seq", *self.view.meta["columns"], "flags"]
+            self.w.writerow(self.header)
+            for r in self.pending:
+                self._write(r)
+            self.pending.clear()
+        self._write(rows)
+
+    def _write(self, rows: dict) -> None:
+        for s, t, v, f in zip(rows["seq"], rows["t_ns"], rows["v"], rows["flags"]):
+            self.w.writerow([repr(int(t) / 1e9), int(s), *(repr(float(x)) for x in v), int(f)])
+            self.rows += 1
+
+    def close(self) -> None:
+        with self.view.lock:
+            if self.header is None and self.pending:  # never got meta: generic names
+                ncol = self.pending[0]["v"].shape[1]
+                self.header = ["time", "seq", *[f"c{i}" for i in range(ncol)], "flags"]
+                self.w.writerow(self.header)
+                for r in self.pending:
+                    self._write(r)
+        self.fh.close()
+
+
+class DeviceSubscriber:
+    """A paho-mqtt 2.x client feeding a :class:`DeviceView` from ``<base>/<device>/#``."""
+
+    def __init__(self, host: str, port: int, device: str, base: str = "vsense",
+                 view: DeviceView | None = None, client_id: str | None = None):
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.view = view or DeviceView()
+        self.prefix = f"{base}/{device}/"
+        self.connected = False
+        self.subscribed = threading.Event()
+        cid = client_id or f"vsense-monitor-{device}-{threading.get_ident() % 100000}"
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=cid)
+        c.reconnect_delay_set(0.2, 5)
+
+        def on_connect(client, userdata, flags, rc, props):
+            if rc.is_failure:
+                return
+            self.connected = True
+            client.subscribe(self.prefix + "#", qos=1)
+
+        def on_subscribe(client, userdata, mid, rcs, props):
+            self.subscribed.set()
+
+        def on_disconnect(client, userdata, flags, rc, props):
+            self.connected = False
+
+        def on_message(client, userdata, msg):
+            if msg.topic.startswith(self.prefix):
+                self.view.feed(msg.topic[len(self.prefix):], msg.payload)
+
+        c.on_connect, c.on_subscribe = on_connect, on_subscribe
+        c.on_disconnect, c.on_message = on_disconnect, on_message
+        self.client = c
+        self.host, self.port = host, port
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Connect and subscribe; ConnectionError names the broker on failure."""
+        try:
+            self.client.connect(self.host, self.port, keepalive=30)
+        except OSError as e:
+            raise ConnectionError(f"broker {self.host}:{self.port}: {e.strerror or e}") from None
+        self.client.loop_start()
+        if not self.subscribed.wait(timeout):
+            self.stop()
+            raise ConnectionError(f"broker {self.host}:{self.port}: no subscription "
+                                  f"acknowledgement within {timeout:g} s")
+
+    def stop(self) -> None:
+        try:
+            self.client.disconnect()
+        finally:
+            self.client.loop_stop()
+
+
+def redraw(out, frame, clear: bool, interval: float, duration: float | None) -> None:
+    """Write ``frame()`` every ``interval`` s (the screen cleared first when ``clear``) until
+    ``duration`` s have passed (None: until interrupted). Used by both monitor views."""
+    t0 = time.monotonic()
+    while duration is None or time.monotonic() - t0 < duration:
+        out.write((CLEAR if clear else "") + frame() + ("\n" if clear else "\n\n"))
+        out.flush()
+        time.sleep(interval)

@@ -1,0 +1,104 @@
+"""The single-device terminal view (plain text; ANSI clearing is the caller's)."""
+
+from __future__ import annotations
+
+import time
+
+from edge.monitor.view import DeviceView, _fmt
+
+
+def render(view: DeviceView, device: str, broker: str, now: float | None = None,
+           connected: bool = True, csv_path: str | None = None) -> str:
+    """The text of one screen (no escape codes)."""
+    now = time.monotonic() if now is None else now
+    st, meta, h = view.status, view.meta, view.health
+    lines = [f"vsense monitor — device {device} @ {broker}"
+             + ("" if connected else "   [broker connection lost, reconnecting]")]
+    state = (st or {}).get("state", "?")
+    extra = ""
+    if st and st.get("faulty_channels"):
+        extra = f"  faulty: {', '.join(st['faulty_channels'])}"
+    if st and "exit_code" in st:
+        extra += f"  exit code {st['exit_code']}"
+    if st and st.get("error"):
+        extra += f"  error: {st['error']}"
+    lines.append(f"state     {state}{extra}")
+    if meta:
+        ch = ", ".join(f"{c['name']} [{c.get('unit', '')}]" for c in meta.get("channels", []))
+        lines.append(f"bundle    {meta.get('bundle_id', '?')}  (hash "
+                     f"{str(meta.get('bundle_hash', ''))[:12]})")
+        lines.append(f"channels  {ch}")
+        lines.append(f"delay     {meta.get('delay_samples', '?')} samples "
+                     f"({1e3 * float(meta.get('delay_s', 0.0)):.3g} ms); payload "
+                     f"{meta.get('format', '?')}, batch {meta.get('batch', '?')}")
+    else:
+        lines.append("bundle    (no meta received yet)")
+    rate = view.measured_rate(now)
+    nominal = meta.get("rate") if meta else None
+    lines.append("rate      " + (f"{rate:,.1f} samples/s received" if rate else "—")
+                 + (f"  (nominal {nominal:g})" if nominal else ""))
+    lines.append(f"received  {view.n_samples:,} samples, last seq {view.last_seq}, "
+                 f"{view.n_duplicates} duplicates, {view.gaps} gaps in seq"
+                 + (f", {view.n_bad_payloads} bad payloads" if view.n_bad_payloads else ""))
+    lines.append("")
+    if view.last_values is not None:
+        tdev = view.last_t_ns / 1e9 if view.last_t_ns is not None else float("nan")
+        lines.append(f"latest estimate (seq {view.last_seq}, t = {tdev:.3f} s, flags "
+                     f"{view.last_flags})")
+        forces = {f["name"] for f in (meta or {}).get("forces", [])}
+        std = view.last_std if view.last_std is not None else [None] * len(view.columns)
+        for name, unit, x, sd in zip(view.columns, view.units(), view.last_values, std):
+            kind = "force " if name in forces else "output"
+            pm = "" if sd is None else f" +/- {_fmt(float(sd), unit)}"
+            lines.append(f"  {kind}  {name:<14s} {_fmt(float(x), unit):>22s}{pm}")
+    else:
+        lines.append("latest estimate: none yet")
+    lines.append("")
+    if h:
+        lat = h.get("latency_us") or {}
+
+        def us(k):
+            v = lat.get(k)
+            return "—" if v is None else f"{v:,.0f}"
+
+        lines.append(f"health    (#{view.n_health}) samples {h.get('samples', 0):,}, "
+                     f"estimates {h.get('estimates', 0):,}, uptime {h.get('uptime_s', 0):.1f} s")
+        lines.append(f"latency   p50 {us('p50')} / p99 {us('p99')} / p99.9 {us('p999')} / "
+                     f"max {us('max')} us  (n {lat.get('n', 0)})")
+        lines.append(f"loop      overruns {h.get('overruns', 0)}, lost samples "
+                     f"{h.get('lost_samples', 0)}, ring {h.get('ring_depth', 0)}/"
+                     f"{h.get('ring_capacity', '?')}, bad samples {h.get('bad_samples', 0)}, "
+                     f"resets {h.get('estimator_resets', 0)}")
+        p = h.get("publish") or {}
+        if p:
+            lines.append(f"publish   queue {p.get('queue_depth', 0)}, published "
+                         f"{p.get('published', 0):,}, dropped {p.get('drops_messages', 0)} msgs"
+                         f" / {p.get('drops_samples', 0)} samples")
+        r = h.get("recorder") or {}
+        if r:
+            lines.append(f"recorder  queue {r.get('queue_depth', 0)}, files {r.get('files', 0)},"
+                         f" {r.get('bytes', 0) / 1e6:.2f} MB, write errors "
+                         f"{r.get('write_errors', 0)}")
+        mc = h.get("model_check")
+        if mc:
+            ratio = mc.get("ratio")
+            bands = ", ".join(f"{b['f_hz'][1]:g} Hz {b['ratio']:.2f}" for b in mc.get("bands", [])
+                              if b.get("ratio") is not None)
+            lines.append(f"model     {'SUSPECT' if mc.get('suspect') else 'ok'}: NIS/dof "
+                         f"{'—' if ratio is None else f'{ratio:.3f}'} over "
+                         f"{mc.get('window_s', 0):g} s" + (f"; below/above {bands}" if bands
+                                                           else ""))
+        cpu = h.get("cpu_percent")
+        temp = h.get("cpu_temp_c")
+        lines.append(f"process   CPU {cpu if cpu is not None else '—'} %, RSS "
+                     f"{h.get('rss_mb', '—')} MB, CPU temp "
+                     f"{'—' if temp is None else f'{temp:.1f} °C'}")
+    else:
+        lines.append("health    (none received yet)")
+    if csv_path:
+        lines.append("")
+        lines.append(f"recording estimates to {csv_path}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- CSV

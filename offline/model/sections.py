@@ -1,0 +1,267 @@
+"""Model-file sections of the model itself: materials, boundaries, springs, masses, damping,
+reduction and estimator settings (one parse function per section, on :class:`Table`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from edge.kinds import (DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, DISCRETIZATIONS,
+                        REDUCTION_METHODS, REGULARIZATIONS)
+from offline.model.selection import Selection, parse_selection
+from offline.model.table import ModelFileError, Table, check, dof_name, dof_names, entries
+
+ALPHA_RULES = ("auto", "lcurve", "gcv", "discrepancy")
+
+
+@dataclass(frozen=True)
+class Material:
+    """Linear elastic isotropic material: E [Pa], nu [-], rho [kg/m^3]."""
+
+    name: str
+    E: float
+    nu: float
+    rho: float
+
+
+@dataclass(frozen=True)
+class Boundary:
+    select: Selection
+    dofs: tuple | None  # None: every DOF the model carries
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Spring:
+    """Grounded spring ``k`` [N/m or N m/rad] on ``dof``, split equally over selected nodes
+    (parallel springs summing to ``k``); ``name`` lets a parameter address it."""
+
+    select: Selection
+    dof: str
+    k: float
+    name: str | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class PointMass:
+    """Lumped mass ``m`` [kg] on every translation the model carries, split equally over the
+    selected nodes."""
+
+    select: Selection
+    m: float  # total [kg]
+    name: str | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Damping:
+    """Rayleigh damping, given directly ``(a [1/s], b [s])`` or as two ``(f [Hz], zeta)``."""
+
+    rayleigh: tuple | None = None
+    ratios: tuple | None = None
+
+    def coefficients(self) -> tuple[float, float]:
+        """``(a, b)`` of ``C = a M + b K``.
+
+        From two ratios, ``zeta_i = a / (2 w_i) + b w_i / 2``, ``w_i = 2 pi f_i``, i = 1, 2.
+        """
+        if self.rayleigh is not None:
+            return self.rayleigh
+        (f1, z1), (f2, z2) = self.ratios
+        w1, w2 = 2 * math.pi * f1, 2 * math.pi * f2
+        # [1/(2 w1), w1/2; 1/(2 w2), w2/2] [a; b] = [z1; z2]
+        det = w2 / (4 * w1) - w1 / (4 * w2)
+        a = (z1 * w2 / 2 - z2 * w1 / 2) / det
+        b = (z2 / (2 * w1) - z1 / (2 * w2)) / det
+        return a, b
+
+
+@dataclass(frozen=True)
+class Masters:
+    select: Selection
+    dofs: tuple
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class ReductionSpec:
+    method: str = DEFAULT_REDUCTION_METHOD
+    modes: int = DEFAULT_REDUCTION_MODES
+    masters: tuple = ()
+    n_report: int = 30
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """Newmark-beta estimator settings: rate [Hz], beta, gamma, alpha (float or rule), window."""
+
+    rate: float = 1000.0
+    beta: float = 0.25
+    gamma: float = 0.5
+    alpha: float | str = "auto"
+    window: int | str = "auto"
+    discretization: str = "newmark"
+    regularization: str = "tikhonov0"
+    max_delay: float = 0.02  # [s] bound on the delay of the automatic choice
+    method: str = "tikhonov"          # or "smoother" (offline/smoother.py)
+    lag: int | None = None            # smoother lag [samples]; None: 20 ms
+    model_error: float = 0.0          # smoother process noise for model error
+    check_window_s: float = 8.0       # model check window [s]
+    check_false_alarm: float = 0.01   # model check false-alarm probability per window
+
+
+# --------------------------------------------------------------------------- parsing
+def parse_materials(raw, f) -> dict:
+    """``[materials.<name>]`` -> {name: Material}."""
+    mats = {}
+    mt = raw.get("materials", {})
+    if not isinstance(mt, dict):
+        raise ModelFileError(f"{f}: [materials]: expected a table of [materials.<name>]")
+    for name, d in mt.items():
+        t = Table(d, f"{f}: [materials.{name}]")
+        E = t.get("E", lo=0.0, lo_open=True)
+        nu = t.get("nu", lo=-1.0, hi=0.5, lo_open=True, hi_open=True)
+        rho = t.get("rho", lo=0.0, lo_open=True)
+        t.done()
+        mats[name] = Material(name, E, nu, rho)
+    return mats
+
+
+def parse_boundary(raw, f) -> list:
+    """``[[boundary]]`` -> [Boundary]."""
+    out = []
+    for e, w in entries(raw, "boundary", f):
+        t = Table(e, w)
+        sel = parse_selection(t.get("select", "table"), f"{w}.select")
+        dofs = dof_names(t.get("dofs", "list"), f"{w}.dofs") if t.has("dofs") else None
+        t.done()
+        out.append(Boundary(sel, dofs, w))
+    return out
+
+
+def parse_springs_masses(raw, f) -> tuple[list, list]:
+    """``[[spring]]``, ``[[mass]]`` -> ([Spring], [PointMass]); names unique per kind."""
+    springs, masses = [], []
+    names = {}
+
+    def unique(n, w, kind):
+        if n is None:
+            return
+        if (kind, n) in names:
+            raise ModelFileError(f"{w}.name: {n!r} already used by {names[(kind, n)]}")
+        names[(kind, n)] = w
+
+    for e, w in entries(raw, "spring", f):
+        t = Table(e, w)
+        sel = parse_selection(t.get("select", "table"), f"{w}.select")
+        dof = dof_name(t.get("dof", "str"), f"{w}.dof")
+        k = t.get("k", lo=0.0)
+        n = t.get("name", "str", None)
+        unique(n, w, "spring")
+        t.done()
+        springs.append(Spring(sel, dof, k, n, w))
+    for e, w in entries(raw, "mass", f):
+        t = Table(e, w)
+        sel = parse_selection(t.get("select", "table"), f"{w}.select")
+        m = t.get("m", lo=0.0)
+        n = t.get("name", "str", None)
+        unique(n, w, "mass")
+        t.done()
+        masses.append(PointMass(sel, m, n, w))
+    return springs, masses
+
+
+def parse_damping(raw, f) -> Damping | None:
+    """``[damping]``: Rayleigh coefficients or two modal ratios."""
+    if "damping" not in raw:
+        return None
+    w = f"{f}: [damping]"
+    t = Table(raw["damping"], w)
+    if t.has("rayleigh") == t.has("ratios"):
+        raise ModelFileError(f"{w}: give exactly one of rayleigh = [a, b] or "
+                             "ratios = [[f1, z1], [f2, z2]]")
+    if t.has("rayleigh"):
+        r = t.get("rayleigh", "list")
+        if len(r) != 2:
+            raise ModelFileError(f"{w}.rayleigh: expected [a, b]")
+        ab = tuple(check(x, f"{w}.rayleigh[{i}]", lo=0.0) for i, x in enumerate(r))
+        damping = Damping(rayleigh=ab)
+    else:
+        r = t.get("ratios", "list")
+        if len(r) != 2:
+            raise ModelFileError(f"{w}.ratios: expected two pairs [[f1, zeta1], [f2, zeta2]]")
+        pairs = []
+        for i, p in enumerate(r):
+            if not (isinstance(p, list) and len(p) == 2):
+                raise ModelFileError(f"{w}.ratios[{i}]: expected [f_Hz, zeta]")
+            pairs.append((check(p[0], f"{w}.ratios[{i}][0]", lo=0.0, lo_open=True),
+                          check(p[1], f"{w}.ratios[{i}][1]", lo=0.0, hi=1.0, hi_open=True)))
+        if pairs[0][0] == pairs[1][0]:
+            raise ModelFileError(f"{w}.ratios: the two frequencies must differ")
+        damping = Damping(ratios=tuple(pairs))
+    t.done()
+    a, b = damping.coefficients()
+    if a < 0 or b < 0:
+        raise ModelFileError(f"{w}.ratios: give negative Rayleigh coefficients a={a:.4g}, "
+                             f"b={b:.4g} (zeta would be negative between the frequencies)")
+    return damping
+
+
+def parse_reduction(raw, f) -> ReductionSpec | None:
+    """``[reduction]`` and its ``[[reduction.masters]]``."""
+    if "reduction" not in raw:
+        return None
+    w = f"{f}: [reduction]"
+    t = Table(raw["reduction"], w)
+    method = t.get("method", "str", DEFAULT_REDUCTION_METHOD, choices=REDUCTION_METHODS)
+    modes = t.get("modes", "int", 0 if method == "guyan" else DEFAULT_REDUCTION_MODES, lo=0)
+    n_report = t.get("n_report", "int", 30, lo=1)
+    mlist = t.get("masters", "list", [])
+    t.done()
+    masters = []
+    for i, e in enumerate(mlist):
+        mw = f"{f}: [[reduction.masters]][{i}]"
+        mt = Table(e, mw)
+        sel = parse_selection(mt.get("select", "table"), f"{mw}.select")
+        dofs = dof_names(mt.get("dofs", "list"), f"{mw}.dofs")
+        mt.done()
+        masters.append(Masters(sel, dofs, mw))
+    if not masters:
+        raise ModelFileError(f"{w}.masters: at least one [[reduction.masters]] entry is needed")
+    if method == "guyan" and modes:
+        raise ModelFileError(f"{w}.modes: guyan reduction keeps no modes (got {modes})")
+    return ReductionSpec(method, modes, tuple(masters), n_report)
+
+
+def parse_estimator(raw, f) -> EstimatorSpec | None:
+    """``[estimator]``: rate, Newmark parameters, alpha/window rules, smoother settings."""
+    if "estimator" not in raw:
+        return None
+    w = f"{f}: [estimator]"
+    t = Table(raw["estimator"], w)
+    rate = t.get("rate", lo=0.0, lo_open=True)
+    beta = t.get("beta", "num", 0.25, lo=0.0, hi=0.5, lo_open=True)
+    gamma = t.get("gamma", "num", 0.5, lo=0.5, hi=1.0)
+    alpha = t.get("alpha", "any", "auto")
+    if isinstance(alpha, str):
+        check(alpha, f"{w}.alpha", "str", choices=ALPHA_RULES)
+    else:
+        alpha = check(alpha, f"{w}.alpha", "num", lo=0.0)
+    window = t.get("window", "any", "auto")
+    if isinstance(window, str):
+        check(window, f"{w}.window", "str", choices=("auto",))
+    else:
+        window = check(window, f"{w}.window", "int", lo=1, hi=200)
+    disc = t.get("discretization", "str", "newmark", choices=DISCRETIZATIONS)
+    reg = t.get("regularization", "str", "tikhonov0", choices=REGULARIZATIONS)
+    max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
+    meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
+    lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW
+    merr = t.get("model_error", "num", 0.0, lo=0.0)
+    cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
+    cfa = t.get("check_false_alarm", "num", 0.01, lo=0.0, hi=0.5, lo_open=True)
+    t.done()
+    return EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, max_delay, meth, lag, merr,
+                         cws, cfa)

@@ -1,0 +1,186 @@
+"""Model-file sections of the signals: ``[[sensors]]``, ``[[forces]]``, ``[[outputs]]`` and the
+``[calibration]`` load(s) that drive the forces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edge.kinds import SIGNAL_KINDS
+from offline.model.sections import EstimatorSpec
+from offline.model.selection import Selection, parse_selection
+from offline.model.table import ModelFileError, Table, check, dof_name, entries
+from offline.smoother import parse_force_model
+
+LOAD_TYPES = ("random", "sine", "chirp")
+
+
+@dataclass(frozen=True)
+class Force:
+    """Identified force; ``scale``: its typical RMS size in its unit (N or N m), used by the
+    calibration run (multiplies the calibration load) and to scale the regularisation."""
+
+    name: str
+    select: Selection
+    dof: str
+    where: str = ""
+    scale: float = 1.0
+    model: dict | None = None  # smoother force model {kind, band, rms, order} (validated)
+
+
+@dataclass(frozen=True)
+class Output:
+    """A signal at a physical DOF: ``kind`` displacement, velocity or acceleration in ``unit``
+    (virtual outputs are estimated; :class:`Sensor` adds measurement noise)."""
+
+    name: str
+    select: Selection
+    dof: str
+    kind: str = "displacement"
+    unit: str = "m"
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Sensor(Output):
+    """Measured channel; ``noise`` is the relative std of the signal (paper eq. 28)."""
+
+    noise: float = 0.0
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """Calibration excitation: random (band [Hz], rms [N]), sine (freq, amplitude), chirp."""
+
+    type: str = "random"
+    band: tuple | None = None
+    rms: float | None = None
+    freq: float | None = None
+    amplitude: float | None = None
+    force: str | None = None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Calibration runs: ``load`` (the first entry; ``loads`` all of them, one per force or
+    one for all), ``seeds`` independent runs starting at ``seed``."""
+
+    load: LoadSpec
+    duration: float = 2.0
+    seed: int = 0
+    loads: tuple = ()
+    seeds: int = 3
+    warmup: float = 1.0  # [s] simulated before the scored part of each run
+
+    def load_for(self, force: str) -> LoadSpec | None:
+        """The load entry that drives ``force`` (its own entry first, then one for all)."""
+        for ld in self.loads or (self.load,):
+            if ld.force == force:
+                return ld
+        for ld in self.loads or (self.load,):
+            if ld.force is None:
+                return ld
+        return None
+
+
+# --------------------------------------------------------------------------- parsing
+def _signal_common(t, where, with_kind):
+    name = t.get("name", "str")
+    if not name.strip():
+        raise ModelFileError(f"{where}.name: empty name")
+    select = parse_selection(t.get("select", "table"), f"{where}.select")
+    dof = dof_name(t.get("dof", "str"), f"{where}.dof")
+    if not with_kind:
+        return name, select, dof, None, None
+    kind = t.get("kind", "str", "displacement", choices=SIGNAL_KINDS)
+    rot = dof in ("rx", "ry", "rz")
+    base = "rad" if rot else "m"
+    dflt = {"displacement": base, "velocity": f"{base}/s", "acceleration": f"{base}/s^2"}[kind]
+    unit = t.get("unit", "str", dflt)
+    return name, select, dof, kind, unit
+
+
+def parse_signals(raw, f) -> tuple[list, list, list]:
+    """``[[sensors]]``, ``[[forces]]``, ``[[outputs]]``; names unique across all three."""
+    sensors, forces, outputs = [], [], []
+    signal_names = {}
+    for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
+        for e, w in entries(raw, key, f):
+            t = Table(e, w)
+            name, sel, dof, kind, unit = _signal_common(t, w, key != "forces")
+            if name in signal_names:
+                raise ModelFileError(f"{w}.name: {name!r} already used by {signal_names[name]} "
+                                     f"(sensor, force and output names share the CSV header)")
+            signal_names[name] = w
+            if key == "sensors":
+                noise = t.get("noise", "num", 0.0, lo=0.0)
+                t.done()
+                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise))
+            elif key == "forces":
+                scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
+                fmod = t.get("model", "table", None)
+                t.done()
+                if fmod is not None:
+                    fmod = parse_force_model(fmod, f"{w}.model")
+                forces.append(Force(name, sel, dof, w, scale, fmod))
+            else:
+                t.done()
+                outputs.append(Output(name, sel, dof, kind, unit, w))
+
+    return sensors, forces, outputs
+
+
+def _load_entry(lt: Table, lw: str, forces: list, estimator: EstimatorSpec | None) -> LoadSpec:
+    """One calibration load table (random: band, rms; sine: freq, amplitude; chirp)."""
+    typ = lt.get("type", "str", "random", choices=LOAD_TYPES)
+    band = rms = freq = amp = None
+    if typ in ("random", "chirp"):
+        b = lt.get("band", "list")
+        if len(b) != 2:
+            raise ModelFileError(f"{lw}.band: expected [f_low, f_high] in Hz")
+        band = tuple(check(x, f"{lw}.band[{i}]", lo=0.0) for i, x in enumerate(b))
+        if not band[0] < band[1]:
+            raise ModelFileError(f"{lw}.band: f_low must be below f_high")
+    if typ == "random":
+        rms = lt.get("rms", "num", lo=0.0, lo_open=True)
+    else:
+        amp = lt.get("amplitude", "num", lo=0.0, lo_open=True)
+    if typ == "sine":
+        freq = lt.get("freq", "num", lo=0.0, lo_open=True)
+    force = lt.get("force", "str", None)
+    lt.done()
+    if force is not None and force not in {fo.name for fo in forces}:
+        raise ModelFileError(f"{lw}.force: no [[forces]] entry named {force!r}")
+    if estimator is not None:
+        nyq = estimator.rate / 2
+        top = band[1] if band else freq
+        if top > nyq:
+            raise ModelFileError(f"{lw}: {top:g} Hz is above the Nyquist frequency "
+                                 f"{nyq:g} Hz of [estimator].rate")
+    return LoadSpec(typ, band, rms, freq, amp, force)
+
+
+def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None) -> Calibration | None:
+    """``[calibration]``: duration, seeds, warm-up and one load per force or one for all."""
+    if "calibration" not in raw:
+        return None
+    w = f"{f}: [calibration]"
+    t = Table(raw["calibration"], w)
+    duration = t.get("duration", "num", 2.0, lo=0.0, lo_open=True)
+    seed = t.get("seed", "int", 0, lo=0)
+    seeds = t.get("seeds", "int", 3, lo=1, hi=20)
+    warmup = t.get("warmup", "num", 1.0, lo=0.0)
+    raw_load = t.get("load", "any")
+    t.done()
+    entries = raw_load if isinstance(raw_load, list) else [raw_load]
+    if not entries:
+        raise ModelFileError(f"{w}.load: empty array (give a table or tables)")
+    loads = []
+    for i, e in enumerate(entries):
+        lw = f"{w}.load" + (f"[{i}]" if isinstance(raw_load, list) else "")
+        loads.append(_load_entry(Table(e, lw), lw, forces, estimator))
+    targets = [ld.force for ld in loads]
+    if len(set(targets)) != len(targets):
+        raise ModelFileError(f"{w}.load: two entries drive the same force "
+                             f"({'all forces' if None in targets else targets})")
+    return Calibration(loads[0], duration, seed, tuple(loads), seeds, warmup)

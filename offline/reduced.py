@@ -1,0 +1,155 @@
+"""Step 2 of the offline path: the reduced model of a model file.
+
+``model file -> FE model -> reduced model -> calibration -> estimator design -> maps -> bundle``.
+:func:`reduce_model` is the one place that chooses the master DOFs and reduces; the build
+(:mod:`offline.build`), the inverse maps (:mod:`offline.inverse.fromfile`), the calibration
+setup and ``simulate --reduced`` all take its :class:`ReducedModel`, so one build reduces once.
+
+Reduced coordinates are ``[u_m (masters: sensors, forces, declared masters, in file order,
+each DOF once), q_s (slave modal coordinates)]`` (paper eq. 8-10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES
+from offline.fem.femodel import FEModel
+from offline.model import ModelSpec, build_fe_model, resolve_dofs
+from offline.reduction import Reduction, recover, reduce
+
+#: Reduction used when a model file has no ``[reduction]`` table.
+DEFAULT_METHOD, DEFAULT_MODES, DEFAULT_REPORT = DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, 30
+
+
+def master_dofs(spec: ModelSpec, model: FEModel):
+    """Ordered unique master DOFs: channels first, then forces, then declared masters.
+
+    Returns
+    -------
+    masters : ndarray of int64, shape (nm,)
+        Indices into ``model``'s DOFs.
+    chan, force : list of int
+        DOF index of each ``[[sensors]]`` / ``[[forces]]`` entry (file order; may repeat).
+    """
+    chan = [resolve_dofs(model, s.select, s.dof, s.where or f"[[sensors]] {s.name}")[0]
+            for s in spec.sensors]
+    frc = [resolve_dofs(model, f.select, f.dof, f.where or f"[[forces]] {f.name}")[0]
+           for f in spec.forces]
+    extra = []
+    if spec.reduction is not None:
+        for m in spec.reduction.masters:
+            extra += resolve_dofs(model, m.select, m.dofs, m.where or "[[reduction.masters]]")
+    order = list(dict.fromkeys(chan + frc + extra))
+    return np.array(order, dtype=np.int64), chan, frc
+
+
+def unit_rows(masters, dofs, n: int) -> np.ndarray:
+    """Rows picking master DOFs out of the reduced coordinates.
+
+    Row ``j`` is 1 at the position of ``dofs[j]`` in ``masters`` (two entries on one DOF get
+    the same row), so ``rows @ u_hat`` are those DOFs' displacements.
+
+    Parameters
+    ----------
+    masters : sequence of int, (nm,)
+    dofs : sequence of int, (k,)
+        Model DOF indices, each one of ``masters``.
+    n : int
+        Number of reduced coordinates.
+
+    Returns
+    -------
+    ndarray, shape (k, n)
+    """
+    pos = {int(d): i for i, d in enumerate(masters)}
+    rows = np.zeros((len(dofs), n))
+    rows[np.arange(len(dofs)), [pos[int(d)] for d in dofs]] = 1.0
+    return rows
+
+
+def reduced_damping(model: FEModel, red: Reduction) -> np.ndarray:
+    """``C = a M_hat + b K_hat`` (Rayleigh, paper eq. 7) ``+ T^T C_explicit T``, symmetric."""
+    C = np.zeros_like(red.M)
+    if model.rayleigh is not None:
+        a, b = model.rayleigh
+        C = a * red.M + b * red.K
+    if model.C is not None:
+        C = C + red.T.T @ (model.C @ red.T)
+    return 0.5 * (C + C.T)
+
+
+@dataclass
+class ReducedModel:
+    """A model file's FE model, its reduction and where its signals sit.
+
+    Attributes
+    ----------
+    spec : ModelSpec
+    model : FEModel                 constrained full model (N DOFs)
+    reduction : Reduction           ``M, K (n, n)``, ``T (N, n)``
+    C : ndarray, shape (n, n)       reduced damping (:func:`reduced_damping`)
+    masters : ndarray (nm,)         model DOF of each master coordinate
+    chan_dofs, force_dofs, out_dofs : list of int   model DOF of each sensor, force, output
+    """
+
+    spec: ModelSpec
+    model: FEModel
+    reduction: Reduction
+    C: np.ndarray
+    masters: np.ndarray
+    chan_dofs: list
+    force_dofs: list
+    out_dofs: list
+
+    @property
+    def n(self) -> int:
+        return int(self.reduction.M.shape[0])
+
+    def position(self, dof: int) -> int:
+        """Reduced coordinate of a master DOF."""
+        return int(np.flatnonzero(self.masters == int(dof))[0])
+
+    def channel_rows(self) -> np.ndarray:
+        """(nch, n): sensor displacements from the reduced coordinates."""
+        return unit_rows(self.masters, self.chan_dofs, self.n)
+
+    def force_matrix(self) -> np.ndarray:
+        """(n, nf): reduced load of unit forces."""
+        return unit_rows(self.masters, self.force_dofs, self.n).T
+
+    def output_rows(self) -> np.ndarray:
+        """(nout, n): output displacements ``T[out_dofs]`` (any DOF, not only masters)."""
+        return recover(self.reduction.T, self.out_dofs) if self.out_dofs else \
+            np.zeros((0, self.n))
+
+
+def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int | None = None,
+                 n_report: int | None = None, progress: bool = True) -> ReducedModel:
+    """Masters from the signals, then GMR+/CB/Guyan as ``[reduction]`` says.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+    model : FEModel, optional
+        The constrained model of ``spec`` (built with :func:`build_fe_model` when None).
+    n_modes : int, optional
+        Overrides ``[reduction] modes``.
+    n_report : int, optional
+        Overrides ``[reduction] n_report`` (0: no full-model eigenvalue report).
+    progress : bool
+        Show progress bars.
+    """
+    if model is None:
+        model = build_fe_model(spec, progress=progress)
+    rs = spec.reduction
+    masters, chan, frc = master_dofs(spec, model)
+    modes = int(n_modes if n_modes is not None else (rs.modes if rs else DEFAULT_MODES))
+    n_rep = n_report if n_report is not None else (rs.n_report if rs else DEFAULT_REPORT)
+    red = reduce(model, masters, n_modes=modes, method=rs.method if rs else DEFAULT_METHOD,
+                 n_report=n_rep, progress=progress)
+    outs = [resolve_dofs(model, o.select, o.dof, o.where or f"[[outputs]] {o.name}")[0]
+            for o in spec.outputs]
+    return ReducedModel(spec, model, red, reduced_damping(model, red), masters, chan, frc, outs)
