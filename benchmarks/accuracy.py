@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.estimator import Estimator  # noqa: E402
+from edge.estimator import Estimator, EstimatorError  # noqa: E402
 from offline.build import build  # noqa: E402
 from offline.calibration_runs import calibration_runs  # noqa: E402
 from offline.metrics import fde  # noqa: E402
@@ -244,8 +244,12 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None):
                                      fms, best["model_error"])
             est = Estimator(sb)
         else:
-            est = Estimator(tik.replace(**best.get("changes", {})), alpha=best["alpha"],
-                            window=best["window"])
+            try:
+                est = Estimator(tik.replace(**best.get("changes", {})), alpha=best["alpha"],
+                                window=best["window"])
+            except EstimatorError as exc:  # no stable setting of this candidate: say so
+                print(f"  {cname}: not run ({exc})", file=sys.stderr, flush=True)
+                continue
         per, fb, ff = [], [], []
         for r in runs:
             est.reset()
