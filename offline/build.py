@@ -123,14 +123,14 @@ def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bun
     """
     spec, model, red = rm.spec, rm.model, rm.reduction
     table = model.dof_table()
-    channels = [SensorChannel(name=s.name, dof=rm.position(d), kind=s.kind, unit=s.unit, weight=1.0,
-                        node=table[d][0], dof_name=table[d][1])
+    channels = [SensorChannel(name=s.name, dof=rm.position(d), kind=s.kind, unit=s.unit,
+                              weight=1.0, node=table[d][0], dof_name=table[d][1])
                 for s, d in zip(spec.sensors, rm.chan_dofs)]
-    forces = [IdentifiedForce(name=f.name, dof=rm.position(d), node=table[d][0], dof_name=table[d][1],
-                    scale=float(f.scale))
+    forces = [IdentifiedForce(name=f.name, dof=rm.position(d), node=table[d][0],
+                              dof_name=table[d][1], scale=float(f.scale))
               for f, d in zip(spec.forces, rm.force_dofs)]
     outputs = [VirtualOutput(name=o.name, row=row, kind=o.kind, unit=o.unit, node=table[d][0],
-                      dof_name=table[d][1])
+                             dof_name=table[d][1])
                for o, d, row in zip(spec.outputs, rm.out_dofs, rm.output_rows())]
     rule = window if window is not None else est_spec.window
     meta = {

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES
+from edge.kinds import DEFAULT_REDUCTION_METHOD as DEFAULT_METHOD
+from edge.kinds import DEFAULT_REDUCTION_MODES as DEFAULT_MODES
 from offline.fem.femodel import FEModel
 from offline.model import ModelSpec, build_fe_model, resolve_dofs
 from offline.reduction import Reduction, recover, reduce
 
-#: Reduction used when a model file has no ``[reduction]`` table.
-DEFAULT_METHOD, DEFAULT_MODES, DEFAULT_REPORT = DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, 30
+#: Eigenvalue-report length when a model file has no ``[reduction]`` table (the method and
+#: number of modes then are edge.kinds' defaults).
+DEFAULT_REPORT = 30
 
 
 def master_dofs(spec: ModelSpec, model: FEModel):

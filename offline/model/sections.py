@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from edge.kinds import (DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, DISCRETIZATIONS,
-                        REDUCTION_METHODS, REGULARIZATIONS)
+                        ESTIMATOR_METHODS, REDUCTION_METHODS, REGULARIZATIONS)
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, dof_names, entries
 
@@ -257,7 +257,7 @@ def parse_estimator(raw, f) -> EstimatorSpec | None:
     disc = t.get("discretization", "str", "newmark", choices=DISCRETIZATIONS)
     reg = t.get("regularization", "str", "tikhonov0", choices=REGULARIZATIONS)
     max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
-    meth = t.get("method", "str", "tikhonov", choices=("tikhonov", "smoother"))
+    meth = t.get("method", "str", "tikhonov", choices=ESTIMATOR_METHODS)
     lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW
     merr = t.get("model_error", "num", 0.0, lo=0.0)
     cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
