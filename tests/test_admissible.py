@@ -48,3 +48,46 @@ def test_reasons_are_all_named_and_threshold_is_inclusive():
     assert refusal({**GOOD, "nonlinearity": {"E": MAX_NONLINEARITY}}) is None
     assert refusal({**GOOD, "nonlinearity": {"E": 0.3}}, max_nonlinearity=0.2) is not None
     assert "expected a table" in refusal(["not", "a", "dict"])
+
+
+def test_daemon_auto_update_refuses_a_failed_family(tmp_path_factory, tmp_path, mosquitto,
+                                                    subscriber):
+    """A bundle whose meta marks a failed inadequacy test: scheduled identifications are
+    published with the reason and never applied (no model id), auto_update on."""
+    import json
+
+    from edge.bundle import Bundle
+    from edge.daemon.app import run_daemon
+    from edge.daemon.config import config_from_dict
+    from offline.cli import main as cli_main
+    from test_model_update import STRIP
+
+    d = tmp_path_factory.mktemp("admissible")
+    (d / "strip.toml").write_text(STRIP)
+    assert cli_main(["build", str(d / "strip.toml"), "-o", str(d / "strip.npz"), "--quiet",
+                     "--maps-cache", str(d / "cache")]) == 0
+    b = Bundle.load(d / "strip.npz")
+    bad = tmp_path / "failed.npz"
+    b.replace(meta={**b.meta, "calibration": {**GOOD, "model_inadequate": True, "inadequacy":
+                                              {"passed": False, "p_min": 3.3e-5, "alpha": 0.05}}}
+              ).save(bad)
+    sub = subscriber(["vsense/adm/params"], "s-adm")
+    base = {"device": {"id": "adm"}, "bundle": {"path": str(bad)},
+            "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.5},
+            "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2}}
+    cfg = config_from_dict({**base, "channels": [{"name": "d110", "pin": "AIN0",
+                                                  "sensitivity": 1000.0, "unit": "m"}],
+                            "inverse": {"identify_every_s": 1.0, "auto_update": True},
+                            "simulate": {"clock": "real", "duration_s": 4.0, "seed": 5,
+                                         "level": "signal", "amplitude": 0.05}})
+    # the daemon runs its simulated 4 s and returns (no thread needed: nothing is sent to it)
+    assert run_daemon(cfg, simulate=True, install_signals=False) == 0
+    # one window completes within ~1 + 1.6 s of the 4 s run (test_model_update's schedule)
+    assert sub.wait(lambda: len(sub.get("vsense/adm/params")) >= 1, 5)
+    got = [json.loads(p) for p, _ in sub.get("vsense/adm/params")]
+    # an in-range identification exists (without the gate it would carry a model id)
+    assert any("values" in r and not r["out_of_range"] for r in got), got
+    for res in got:
+        assert "model_id" not in res
+        if "values" in res and not res["out_of_range"]:
+            assert "failed the inadequacy test (p_min 3.3e-05" in res["update_rejected"]

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from edge.admissible import allow
 from edge.daemon.commands import CommandError
 from edge.inverse.parametric import InverseMapError, RejectedUpdate, check_parameters
 from edge.inverse.runtime import InverseRuntime, WindowCapture, check_bounds
@@ -134,7 +135,8 @@ class InverseHook:
             res = self.rt.identify(w, name)
         except ValueError as exc:
             res = {"map": name, "error": str(exc)}
-        if self.auto_update and "values" in res and not res["out_of_range"]:
+        if self.auto_update and "values" in res and not res["out_of_range"] \
+                and allow(res, self.port.bundle().meta):   # edge.admissible (issue 17)
             try:
                 res["model_id"] = self.apply(dict(zip(res["names"], res["values"])))
             except RejectedUpdate as exc:
