@@ -28,7 +28,8 @@ EDGE_MODULES = frozenset({
     "test_ads1256", "test_bundle", "test_config", "test_daemon", "test_estimator",
     "test_features", "test_monitor", "test_mqtt", "test_newmark", "test_packaging",
     "test_decode", "test_fastpath", "test_readme", "test_recorder", "test_sim_ads1256",
-    "test_summary",
+    "test_summary", "test_inverse_hook", "test_architecture",
+    "test_import_graph",
 })
 
 
