@@ -15,13 +15,12 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 # what a newcomer must never read: one machine's paths, internal names of papers and issues
-FORBIDDEN = re.compile(r"/work/|/home/\w|/root/|paper 0\d\d|\b\d{3}_[0-9a-f]{16}\b|"
+FORBIDDEN = re.compile(r"/work/|/home/\w|/root/|paper 0\d\d|\(0\d\d[,)]|\b\d{3}_[0-9a-f]{16}\b|"
                        r"\bissues?\b|\bgoals?\b", re.IGNORECASE)
-# pages written for this structure (the README and the guide/reference/index pages of docs)
-CLEAN_PAGES = ["index.md", "benchmarks.md", "papers.md", "howto-own-structure.md",
-               "troubleshooting.md", "deploy-pi.md", "howto-grafana-nodered.md", "cli.md",
-               "bundle.md", "quickstart.md", "modelfile.md", "deploy.md", "dashboard.md",
-               "solid.md"]
+# every page of docs/ is written for a user; TEMPORARY exception (the lead removes it): these four
+# pages are being rewritten on other branches and are checked once those land
+NOT_YET_CLEAN = {"smoother.md", "estimator.md", "metrics.md", "calibration.md"}
+CLEAN_PAGES = sorted(p.name for p in DOCS.glob("*.md") if p.name not in NOT_YET_CLEAN)
 
 
 def _make_readme():
@@ -79,6 +78,15 @@ def test_link_checker_finds_a_broken_link(tmp_path):
     (tmp_path / "a.md").write_text("# Title\n[x](b.md) [y](a.md#nope) [z](a.md#title)\n")
     assert broken_links(tmp_path / "a.md") == ["a.md: b.md (no such file)",
                                                "a.md: a.md#nope (no heading #nope)"]
+
+
+def test_forbidden_pattern_catches_internal_names_and_spares_user_text():
+    bad = ["see paper 004, Sect. 2", "the rig (004, Sect. 5)", "000_f1fa64323cc723f9.txt",
+           "before issue 15", "the goal (< 3 %)", "/work/venv/bin/python", "/home/dev/x"]
+    good = ["Oh et al., Sect. 2, eq. 4", "the target (< 3 %)", "python benchmarks/daemon.py",
+            "1,000 samples/s (0.004 s)", "GMR+ (eq. 4)"]
+    assert [s for s in bad if not FORBIDDEN.search(s)] == []
+    assert [s for s in good if FORBIDDEN.search(s)] == []
 
 
 @pytest.mark.parametrize("name", ["README.md", *CLEAN_PAGES])
