@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ["README.md", "docs/quickstart.md", "docs/howto-own-structure.md", "docs/deploy-pi.md",
          "docs/howto-grafana-nodered.md", "docs/deploy.md",
-         "docs/dashboard.md"]
+         "docs/dashboard.md", "docs/calibration.md"]
 RUN = {"bash", "sh", "python"}
 FENCE = re.compile(r"^```(\w*)\s*$")
 MARK = re.compile(r"^<!--\s*(norun|file):\s*(.*?)\s*-->$")
