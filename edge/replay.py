@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edge.bundle import Bundle
+from edge.bundle import Bundle, BundleError
 from edge.csvio import CsvError, read_table, write_table
+from edge.daemon.recorder import read_recording
 from edge.estimator import FLAG_WARMUP, Estimator
 
 
@@ -38,8 +39,6 @@ def load_input(path):
     """Measurement CSV or daemon recording -> (t, Y, names)."""
     p = Path(path)
     if p.is_dir() or p.suffix == ".vsr":
-        from edge.daemon.recorder import read_recording
-
         return read_recording(p)
     return read_measurement_csv(p)
 
@@ -86,8 +85,6 @@ def write_estimates(out, t, F, Z, flags, force_names, output_names, std=None) ->
 
 def replay(input_path, bundle_path, out_path=None) -> int:
     """CLI body: returns the process exit code (0 ok, 3 bad bundle, 6 bad input)."""
-    from edge.bundle import BundleError
-
     try:
         bundle = Bundle.load(bundle_path)
     except BundleError as exc:

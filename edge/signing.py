@@ -18,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+from edge.bundle import Bundle, BundleError
+
 CONTEXT = b"vsense-bundle-v1:"
 
 
@@ -61,8 +63,6 @@ def keygen(path) -> tuple[Path, Path]:
 
 def sign_bundle(bundle_path, key_path) -> Path:
     """Sign the bundle's content hash with the private key; writes ``<bundle>.sig``."""
-    from edge.bundle import Bundle
-
     serialization, ed25519 = _crypto()
     b = Bundle.load(bundle_path)
     try:
@@ -125,7 +125,6 @@ def main(argv=None) -> int:
     v.add_argument("bundle")
     v.add_argument("public_key")
     a = p.parse_args(argv)
-    from edge.bundle import Bundle, BundleError
 
     try:
         if a.cmd == "keygen":

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.bundle import KINDS
+from edge.estimator.expm import foh_matrices
+from offline._deps import need
 from offline._deps import progress as _progress
+from offline.limit.model import noise_std
+from offline.limit.transfer import modal_model
+from offline.simulate import load_profile
 
 
 @dataclass
@@ -46,8 +51,6 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
     residual flexibility ``R f``. Returns the probes (nt // decim + 1, nprobe) at every
     ``decim``-th fine step; ``kinds`` (nprobe,) 0 u, 1 v, 2 a.
     """
-    from edge.estimator.expm import foh_matrices
-
     m = mm.lam.size
     A = np.zeros((m, 2, 2))
     G0 = np.zeros((m, 2))
@@ -56,7 +59,6 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
         Ac = np.array([[0.0, 1.0], [-mm.lam[i], -mm.c[i]]])
         Ai, g0, g1 = foh_matrices(Ac, np.array([[0.0], [1.0]]), dt_fine)
         A[i], G0[i], G1[i] = Ai, g0[:, 0], g1[:, 0]
-    from offline._deps import need
 
     signal = need("scipy.signal")
     kinds = np.asarray(kinds, dtype=int)
@@ -114,10 +116,6 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     response (:func:`offline.limit.model.noise_std`; ``noise`` overrides the levels), the
     same in every run, as a sensor's noise is.
     """
-    from offline.limit.model import noise_std
-    from offline.limit.transfer import modal_model
-    from offline.simulate import load_profile
-
     cal = spec.calibration
     warmup = float(getattr(cal, "warmup", 1.0)) if cal else 1.0
     duration = (cal.duration if cal else 2.0) + warmup

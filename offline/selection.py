@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.estimator import Estimator, EstimatorError
+from edge.estimator import Estimator, EstimatorError, derive_operator
 from offline._deps import progress as _progress
+from offline.limit.model import force_spectra
+from offline.regularization import alpha_grid, choose_alpha
+from offline.smoother import ForceModel, attach_smoother, design_smoother
 
 
 def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0) -> np.ndarray:
@@ -114,8 +117,6 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=Fals
     """Best (window, alpha) of the paper's Tikhonov estimator (L = 1: per step; L > 1:
     fixed lag) on the runs. ``alpha_rule``: "auto" (minimum calibration error), a number, or
     an L-curve/GCV/discrepancy rule applied to the first run."""
-    from offline.regularization import alpha_grid, choose_alpha
-
     rows = []
     prev = None  # (alpha, L) of the previous window: the next search starts around it
     for L in _progress(sorted(windows, reverse=True), desc="estimator choice",
@@ -151,9 +152,6 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=Fals
 
 def _force_models(spec, rate):
     """Smoother force models from the calibration loads (band, rms x scale, per force)."""
-    from offline.limit.model import force_spectra
-    from offline.smoother import ForceModel
-
     out = []
     for fs in force_spectra(spec):
         if fs.type == "random":
@@ -175,7 +173,6 @@ def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=
     c = Candidate("Kalman smoother", {}, [])
     if spec is None or not isinstance(alpha_rule, str) or alpha_rule != "auto":
         return c
-    from offline.smoother import attach_smoother, design_smoother
 
     lag = max(windows) - 1
     models = _force_models(spec, bundle.rate)
@@ -256,7 +253,6 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
         if c.best:
             cands[c.name] = c
     # the best row whose closed loop is stable (rows of every candidate, best first)
-    from edge.estimator import derive_operator
 
     ranked = sorted(((r["score"], n, i) for n, c in cands.items() for i, r in enumerate(c.rows)))
     chosen = best = None

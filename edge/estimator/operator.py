@@ -35,8 +35,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.estimator.tikhonov import (EstimatorError, first_difference,  # noqa: F401
-                                     force_scales, tikhonov_gain, window_matrices)
+from edge.estimator.expm import foh_matrices
+from edge.estimator.tikhonov import (  # noqa: F401
+    EstimatorError,
+    first_difference,
+    force_scales,
+    tikhonov_gain,
+    window_matrices,
+)
 from edge.kinds import DISCRETIZATIONS, KIND_CODE, REGULARIZATIONS
 
 
@@ -323,8 +329,6 @@ def _foh_realisation(bundle, Phi, w2, Ct, PhiB, proportional):
     Continuous modal dynamics ``q'' + Ct q' + diag(w2) q = Phi^T B f(t)``, f linear between
     samples (see :func:`edge.estimator.expm.foh_matrices`).
     """
-    from edge.estimator.expm import foh_matrices
-
     n = Phi.shape[0]
     nf = PhiB.shape[1]
     if proportional:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.kinds import KIND_CODE
+from edge.estimator.expm import foh_matrices
 from edge.estimator.kernel import FLAG_HELD, FLAG_WARMUP
 from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
+from edge.kinds import KIND_CODE
 
 
 class ReferenceEstimator:
@@ -45,8 +46,6 @@ class ReferenceEstimator:
         # 1-2. effective stiffness Keff = M/(b dt^2) + g C/(b dt) + K            (eq. 15b)
         self.Keff = effective_stiffness(self.M, self.C, self.K, self.dt, self.beta, self.gamma)
         if self.disc == "foh":
-            from edge.estimator.expm import foh_matrices
-
             Minv = np.linalg.inv(self.M)
             Ac = np.block([[np.zeros((n, n)), np.eye(n)], [-Minv @ self.K, -Minv @ self.C]])
             Bc = np.vstack([np.zeros((n, n)), Minv])

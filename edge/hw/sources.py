@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
+from edge.csvio import read_table
 from edge.hw.ads1256 import input_index
 
 __all__ = ["Source", "FunctionSource", "ArraySource", "csv_source", "N_INPUTS"]
@@ -135,8 +136,6 @@ def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> Arra
     -------
     ArraySource starting at the file's first time stamp.
     """
-    from edge.csvio import read_table
-
     path = Path(path)
     t0, values, names = read_table(path, min_rows=2)
     header = ["time", *names]

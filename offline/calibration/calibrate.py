@@ -31,6 +31,7 @@ from offline.calibration.data import Prep, read_record
 from offline.calibration.forward import TimeModel
 from offline.calibration.noise import NoiseGroup, spectral_weight
 from offline.calibration.nonlinearity import nonlinearity_measure
+from offline.calibration.result import Result
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
 
@@ -233,8 +234,6 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
     """VB calibration (module docstring); returns :class:`offline.calibration.result.Result`.
 
     ``m_init``: first expansion point in ξ (default: the prior mean)."""
-    from offline.calibration.result import Result
-
     t0 = time.perf_counter()
     if settings is None:
         settings = settings_from_raw(setup.spec.raw, setup.parameters, setup.where)

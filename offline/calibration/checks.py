@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from offline._deps import MissingDependency, need
+from offline.calibration.calibrate import calibrate
 
 
 def log_posterior(prob, groups):
@@ -86,7 +87,6 @@ def mcmc_check(res, steps: int = 1500, burn: int | None = None, seed: int = 0, m
 
 def kfold_inadequacy(setup, records, settings, alpha: float = 0.05, progress: bool = False) -> dict:
     """Paper 001 k-fold test by record (module docstring). Needs at least two records."""
-    from offline.calibration.calibrate import calibrate
     from scipy.stats import chi2
 
     if len(records) < 2:

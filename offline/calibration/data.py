@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.csvio import read_table
 from offline._deps import need
 
 
@@ -102,8 +103,6 @@ def _repair(x, bad, where):
 
 def read_record(path, forces, sensors, prep: Prep = Prep()) -> Record:
     """Read and prepare one CSV record (see module docstring). Errors name file and column."""
-    from edge.csvio import read_table
-
     path = Path(path)
     t, data, names = read_table(path, min_rows=16)
     want = list(forces) + list(sensors)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.inverse import Parts, mass_stiffness, modal
+from offline._deps import need
+from offline.calibration.kernel import _propagate
 
 
 def propagate_loop(Phi, U):
@@ -47,7 +49,6 @@ def propagate(Phi, U):
     """Same recursion by the compiled kernel :func:`offline.calibration.kernel._propagate`
     (real arithmetic, O(nt m² q); the earlier eigen-decoupled ``lfilter`` route fell back to
     the Python loop whenever Φ's eigenvectors were ill-conditioned, i.e. on most models)."""
-    from offline.calibration.kernel import _propagate
     Phi = np.ascontiguousarray(Phi, dtype=np.float64)
     U = np.asarray(U, dtype=np.float64)
     if Phi.ndim != 2 or Phi.shape[0] != Phi.shape[1] or U.ndim not in (2, 3) \
@@ -129,7 +130,6 @@ class TimeModel:
             t = np.arange((nt - 1) * s + 1) / s
             return np.column_stack([np.interp(t, np.arange(nt), F[:, j]) for j in range(F.shape[1])]) \
                 if F.shape[1] else np.zeros((t.size, 0))
-        from offline._deps import need
         up = need("scipy.signal").resample_poly(F, s, 1, axis=0)
         return up[:(nt - 1) * s + 1]
 

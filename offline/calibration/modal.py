@@ -15,6 +15,8 @@ import numpy as np
 
 from edge.inverse import mass_stiffness, modal
 from offline._deps import need
+from offline.calibration.noise import NoiseGroup
+from offline.calibration.vb import variational_bayes
 
 
 def identify_frequencies(Y, dt: float, n_modes: int, f_range=(0.0, None), nperseg: int = 1024,
@@ -63,9 +65,6 @@ def frequency_model(parts, modes):
 
 def calibrate_frequencies(setup, f_hat, settings, modes=None, tol: float = 1e-8):
     """VB on the relative frequency residuals; returns (VBResult, transforms)."""
-    from offline.calibration.noise import NoiseGroup
-    from offline.calibration.vb import variational_bayes
-
     f_hat = np.asarray(f_hat, float)
     modes = list(range(1, f_hat.size + 1)) if modes is None else list(modes)
     fm = frequency_model(setup.pm.parts, modes)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offline._deps import need
+
 
 @dataclass(frozen=True)
 class NoiseGroup:
@@ -88,7 +90,6 @@ class GammaPosterior:
         """E[log Φ] = ψ(c) + log s."""
         if self.fixed:
             return float(np.log(self.s * self.c))
-        from offline._deps import need
         return float(need("scipy.special").digamma(self.c) + np.log(self.s))
 
 

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.inverse import mass_stiffness, modal
+from offline.inverse.fromfile import _edit
+
 
 @dataclass
 class Result:
@@ -99,7 +102,6 @@ class Result:
 
     def calibrated_raw(self) -> dict:
         """The model file's parsed TOML with the posterior medians applied."""
-        from offline.inverse.fromfile import _edit
         p = self.problem
         raw = copy.deepcopy(p.setup.spec.raw)
         params = p.setup.parameters
@@ -113,7 +115,6 @@ class Result:
             # ζ is the ratio at modes (i, j) of the parametric model at θ (forward.damped_
             # matrices): written as [damping] ratios at those modes' frequencies, the file's
             # Rayleigh pair is the calibrated one (_edit leaves [damping] alone)
-            from edge.inverse import mass_stiffness, modal
             parts = p.setup.pm.parts
             w2, _ = modal(*mass_stiffness(parts, th))
             zeta = float(th[kinds.index("damping_ratio")])

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
+from offline.build import _masters
 from offline.inverse import spec as ispec
 from offline.inverse.fromfile import _edit, _nominal, full_builder, model_damping
 from offline.inverse.parametric import ParametricModel, from_builder
+from offline.model import build_fe_model, load_model_file, spec_from_dict
 from offline.reduced import unit_rows
+from offline.reduction import reduce
 
 
 @dataclass
@@ -56,10 +59,6 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
 
     ``extra`` adds or replaces top-level sections of the parsed file (as in the inverse maps).
     """
-    from offline.build import _masters
-    from offline.model import build_fe_model, load_model_file, spec_from_dict
-    from offline.reduction import reduce
-
     spec0 = load_model_file(path)
     if extra:
         spec0 = spec_from_dict({**spec0.raw, **copy.deepcopy(extra)}, spec0.path)

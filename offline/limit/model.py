@@ -15,6 +15,7 @@ import numpy as np
 from edge.bundle import KINDS
 from offline.limit.transfer import ForceSpectrum, modal_model, power_per_bin
 from offline.limit.wiener import fixed_lag_limit, half_weights, wiener_limit
+from offline.model import build_fe_model, load_model_file, resolve_dofs
 
 #: Relative noise floor used when a sensor declares ``noise = 0`` (as the build does).
 NOISE_FLOOR = 1e-4
@@ -149,8 +150,6 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     loads : list of ForceSpectrum, optional   (default :func:`force_spectra`)
     mm : ModalModel, optional   of (forces -> sensors + outputs), reused from the build
     """
-    from offline.model import build_fe_model, load_model_file, resolve_dofs
-
     if not hasattr(spec, "sensors"):
         spec = load_model_file(spec)
     if not spec.sensors or not spec.forces:

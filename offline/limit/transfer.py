@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from offline._deps import need
+from offline.limit.wiener import half_weights
+from offline.reduction.eigen import modes, rigid_count
 
 
 @dataclass
@@ -60,8 +62,6 @@ def modal_model(model, in_dofs, out_dofs, n_modes: int = 80) -> ModalModel:
     out_dofs : (nprobe,) int  DOFs observed (sensors, outputs)
     n_modes : int          modes integrated exactly (the rest: static residual)
     """
-    from offline.reduction.eigen import modes, rigid_count
-
     N = model.n_dofs
     m = int(max(1, min(n_modes, N - 1 if N > 1 else 1)))
     md = modes(model.K, model.M, m)
@@ -117,8 +117,6 @@ def power_per_bin(spec: ForceSpectrum, n: int, dt: float) -> np.ndarray:
     ``sine``: the line split between the two nearest bins. Sum over the two-sided grid =
     variance.
     """
-    from offline.limit.wiener import half_weights
-
     fr = np.fft.rfftfreq(n, dt)
     w = half_weights(n)
     p = np.zeros(fr.size)

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offline._deps import need
+
 
 def half_weights(n: int) -> np.ndarray:
     """Weights of the ``n // 2 + 1`` one-sided bins in a two-sided sum (1 at DC and at
@@ -152,8 +154,6 @@ def fixed_lag_limit(Hy, P, noise_var, n: int, lags, memory: int, Hz=None) -> dic
         ``{"lags": (nl,), "force_err": (nl, nf), "output_err": (nl, nout), "force_var":
         (nf,), "output_var": (nout,), "memory": M}``.
     """
-    from offline._deps import need
-
     sla = need("scipy.linalg")
     Hy, P, noise_var, Hz = _check(Hy, P, noise_var, Hz)
     lags = np.atleast_1d(np.asarray(lags, dtype=int))

@@ -7,6 +7,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
+from edge.estimator.smoother import nis_threshold
 from offline.smoother.force_model import DEFAULT_ORDER, ForceModel
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.model_check import band_filters, check_bands
@@ -20,8 +21,6 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
     ``bands``: model-check bands [Hz] (default :func:`check_bands`). The broadband NIS flags
     above ``max(chi-square quantile, nis_tolerance * dof)``: the innovation level also follows
     the load's level, which the force model only states roughly."""
-    from edge.estimator.smoother import nis_threshold
-
     W = max(int(round(nis_window_s / bundle.dt)), 1)
     nch = len(bundle.channels)
     dof = W * nch

@@ -6,6 +6,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import modal_basis
+from edge.estimator.smoother import _norm_sf
 from offline._deps import need
 
 
@@ -47,8 +48,6 @@ def band_filters(bands, rate: float, window: int, nch: int, p: float):
     (two-sided, false-alarm probability p per window): ``exp(z_(p/2) sqrt(2/nu_lo +
     2/nu_hi))``, stored for both bands of the pair.
     """
-    from edge.estimator.smoother import _norm_sf
-
     signal = need("scipy.signal")
     nb = len(bands)
     ba = np.zeros((nb, 5))
