@@ -30,6 +30,8 @@ from edge.hw.ads1256 import ADS1256, CYCLING_THROUGHPUT_HZ, input_index
 from edge.hw.ports import MissingHardwareDependency, Pins, open_hardware
 from edge.hw.sim_ads1256 import Faults
 from edge.hw.sim_ports import make_simulated_hardware
+from edge.inverse import (InverseHook, InverseMapError, InversePort, InverseRuntime,
+                          register_commands)
 from edge.signing import SignatureError, verify
 
 log = logging.getLogger("vsense.app")
@@ -111,8 +113,6 @@ def preflight(cfg: Config, simulate: bool = False):
                                             f"{len(cfg.channels)} channel(s), but the bundle "
                                             f"expects {rate:g} samples/s (1/dt)")
     if "inverse" in est.bundle.meta:
-        from edge.inverse import InverseMapError, InverseRuntime
-
         try:
             InverseRuntime.from_bundle(est.bundle)
         except (InverseMapError, ValueError, KeyError, TypeError) as e:
@@ -261,8 +261,6 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     allowed = cfg["mqtt"]["commands"]
     registry.allowed = None if "*" in allowed else set(allowed)
     if "identify" not in registry.commands:  # inverse maps: identify, update_model
-        from edge.inverse import register_commands
-
         register_commands(registry)
     if cfg["mqtt"]["enabled"]:
         m, pw = _mqtt_settings(cfg)
@@ -270,8 +268,6 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
     d.updates_locked = updates_locked
     if "inverse" in b.meta:  # ONNX sessions created and check sets verified at start-up
-        from edge.inverse import InverseHook, InverseMapError, InversePort
-
         try:
             InverseHook.attach(d, InversePort.of(est, pub, d.nch, getattr(acq, "source", None),
                                                  lambda: d.updates_locked),

@@ -8,6 +8,7 @@ from edge.bundle import Bundle
 from edge.estimator.common import BlockEstimator
 from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP, _process
 from edge.estimator.operator import StepOperator, derive_operator
+from edge.estimator.smoother import SmootherEstimator
 
 __all__ = ["Estimator", "FLAG_HELD", "FLAG_WARMUP", "FLAG_SATURATED"]
 
@@ -43,8 +44,6 @@ class Estimator(BlockEstimator):
         if cls is Estimator:
             loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
             if loaded.method == "smoother":
-                from edge.estimator.smoother import SmootherEstimator
-
                 return SmootherEstimator(loaded, *args, **kwargs)
         obj = super().__new__(cls)
         obj._loaded = loaded  # __init__ uses it instead of loading the file again

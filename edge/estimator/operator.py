@@ -36,13 +36,8 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.expm import foh_matrices
-from edge.estimator.tikhonov import (  # noqa: F401
-    EstimatorError,
-    first_difference,
-    force_scales,
-    tikhonov_gain,
-    window_matrices,
-)
+from edge.estimator.tikhonov import (EstimatorError, first_difference,  # noqa: F401
+                                     force_scales, tikhonov_gain, window_matrices)
 from edge.kinds import DISCRETIZATIONS, KIND_CODE, REGULARIZATIONS
 
 
