@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.common import BlockEstimator
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother_kernel import _smooth
 
@@ -196,7 +197,7 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
 
 
 # --------------------------------------------------------------------- estimator
-class SmootherEstimator:
+class SmootherEstimator(BlockEstimator):
     """Fixed-lag Kalman smoother with the interface of :class:`edge.estimator.Estimator`
     (``process``, ``run``, ``reset``, ``delay``, ...) plus :attr:`std` and
     :meth:`model_check`. ``Estimator(bundle)`` returns one for a smoother bundle.
@@ -257,10 +258,6 @@ class SmootherEstimator:
     def delay(self) -> int:
         return self.op.lag
 
-    @property
-    def samples_seen(self) -> int:
-        return int(self._counters[0])
-
     # ------------------------------------------------------------------- running
     def process(self, Y, F, Z, flags) -> None:
         """As :meth:`edge.estimator.Estimator.process` (forces F, outputs Z, flags)."""
@@ -287,16 +284,6 @@ class SmootherEstimator:
                 self._zring, self._fring, self._last, self._nisring, self._nis,
                 op.nis_threshold, self._counters, op.Wt, op.band_ba, op.band_gain,
                 op.band_threshold, self._bstate, self._bring, self._bsum, self._eps)
-
-    def run(self, Y):
-        """Allocate outputs and process a whole record; returns (F, Z, flags)."""
-        Y = np.ascontiguousarray(Y, dtype=np.float64)
-        nb = Y.shape[0]
-        F = np.empty((nb, self.n_forces))
-        Z = np.empty((nb, self.n_outputs))
-        flags = np.empty(nb, dtype=np.uint8)
-        self.process(Y, F, Z, flags)
-        return F, Z, flags
 
     def reset(self) -> None:
         """Structure at rest, rings and the model-check window cleared."""
