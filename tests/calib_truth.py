@@ -11,25 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from tests.helpers import strip_toml
 
-CAL_TOML = """
-name = "strip"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = { b = 0.013, h = 0.0012 }
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = NEL }
-orientation = [0.0, 0.0, 1.0]
-[[boundary]]
+CAL_TOML = strip_toml("NEL") + """[[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 dofs = ["ux", "uy", "uz", "rx", "rz"]
 [[boundary]]

@@ -11,6 +11,7 @@ from edge.features import FeatureConfig, bins_of_interest, extract_batch
 from offline.inverse import dataset, evaluate, export, parametric as P, sampling, spec
 from offline.inverse.beam import cantilever, dof_w
 from offline.inverse.mlp import train_mlp
+from tests.helpers import strip_toml
 
 # ----------------------------------------------------------------------------- helpers
 EXC = {"type": "pulse", "amplitude": 1.0, "width": 0.004}
@@ -304,24 +305,7 @@ def test_capture_and_update_model_swap(trained):
 
 
 # ----------------------------------------------------------------------------- model file
-BEAM_TOML = """
-name = "strip"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = { b = 0.013, h = 0.0012 }
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = 17 }
-orientation = [0.0, 0.0, 1.0]
-[[boundary]]
+BEAM_TOML = strip_toml(17) + """[[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 dofs = ["ux", "uy", "uz", "rx", "rz"]
 [[boundary]]

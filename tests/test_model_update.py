@@ -13,6 +13,7 @@ import pytest
 from edge import inverse as EI
 from edge.bundle import Bundle
 from offline.cli import main as cli_main
+from tests.helpers import strip_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("model_update", ROOT / "benchmarks" / "model_update.py")
@@ -22,24 +23,7 @@ _spec.loader.exec_module(MU)
 
 # The paper's strip (170 x 13 x 1.2 mm, aluminium) as 17 Euler-Bernoulli beams on a rotational
 # root spring; laser and force at 110 mm, reference output at 60 mm; maps for E and zeta.
-STRIP = """
-name = "strip"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = { b = 0.013, h = 0.0012 }
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = 17 }
-orientation = [0.0, 0.0, 1.0]
-[[boundary]]
+STRIP = strip_toml(17) + """[[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 dofs = ["ux", "uy", "uz", "rx", "rz"]
 [[boundary]]

@@ -11,27 +11,11 @@ from offline.build import build
 from offline.model.spec import ModelFileError
 from offline.simulate import simulate_model, simulate_modal
 from offline.smoother import ForceModel, van_loan
+from tests.helpers import strip_toml
 
 # The paper's strip (170 x 13 x 1.2 mm aluminium) as 34 Euler-Bernoulli beams, clamped;
 # displacement sensor and force at 110 mm, output at 60 mm; f1 = 33.9 Hz, f2 = 212 Hz.
-STRIP = """
-name = "strip"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = { b = 0.013, h = 0.0012 }
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = 34 }
-orientation = [0.0, 0.0, 1.0]
-[[boundary]]
+STRIP = strip_toml(34) + """[[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 [[boundary]]
 select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
