@@ -110,7 +110,7 @@ def chain_case(noise, seed):
                alpha=0.0, meta={"name": "stiff-chain"})
     from offline.regularization import choose_alpha
 
-    ch = choose_alpha(b, Ycal, method="lcurve", show_progress=False)
+    ch = choose_alpha(b, Ycal, method="lcurve", progress=False)
     b = b.replace(alpha=ch.alpha)
     return dict(name="stiff chain (acceleration, eq. 27a load, 0.1 s)", bundle=b, Y=Y, F=F,
                 Z=Zt, Ycal=Ycal, Fcal=Fcal, clean=clean, band=(0, 250),
@@ -129,7 +129,7 @@ def cantilever_case(noise, seed, duration):
     load = {"type": "random", "band": [5.0, 160.0], "rms": 1.0}
     print("simulating the full model ...", flush=True)
     sim = simulate_model(toml, load, duration, noise=noise, seed=seed, build_result=res,
-                         show_progress=False)
+                         progress=False)
     # calibration record for the AKF's q_force: reduced model, other seed
     nt = sim.t.size
     t = np.arange(nt) * b.dt
@@ -228,7 +228,7 @@ def run_case(case, with_1e7, budget):
                                      est=True))
                     continue
                 t0 = time.perf_counter()
-                Fa, Za, _ = run_akf(mod, Y, show_progress=cost > 10)
+                Fa, Za, _ = run_akf(mod, Y, progress=cost > 10)
                 run_t = time.perf_counter() - t0
             rows.append(dict(method="AKF", h=h, feed=feed,
                              fde_band=fde(Fa[:, 0], F[:, 0], dt, band).value,

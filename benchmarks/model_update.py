@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:
 
 from edge import inverse as EI  # noqa: E402
 from edge.estimator import Estimator  # noqa: E402
-from offline._deps import need, progress  # noqa: E402
+from offline._deps import need, progress as _progress  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "cantilever_params.toml"
 
@@ -119,7 +119,7 @@ def _modal(model, force_dofs, probe_dofs, dt_fine, n_modes) -> _Modal:
 
 
 def switching_run(models, switch_at, force_dofs, F_fine, dt_fine, decim, probe_dofs,
-                  n_modes=80, show_progress=False) -> np.ndarray:
+                  n_modes=80, progress=False) -> np.ndarray:
     """Displacements at ``probe_dofs`` of a full model whose matrices switch during the run.
 
     Parameters
@@ -140,10 +140,10 @@ def switching_run(models, switch_at, force_dofs, F_fine, dt_fine, decim, probe_d
     if len(switch_at) != len(models) - 1 or list(switch_at) != sorted(switch_at):
         raise ValueError("switch_at: need len(models) - 1 increasing fine-step indices")
     md = [_modal(m, force_dofs, probe_dofs, dt_fine, n_modes) for m in models]
-    return _integrate(md, switch_at, force_dofs, F_fine, decim, probe_dofs, show_progress)
+    return _integrate(md, switch_at, force_dofs, F_fine, decim, probe_dofs, progress)
 
 
-def _integrate(md, switch_at, force_dofs, F_fine, decim, probe_dofs, show_progress=False):
+def _integrate(md, switch_at, force_dofs, F_fine, decim, probe_dofs, progress=False):
     nt = F_fine.shape[0]
     out = np.zeros(((nt - 1) // decim + 1, len(probe_dofs)))
     cur = md[0]
@@ -153,7 +153,7 @@ def _integrate(md, switch_at, force_dofs, F_fine, decim, probe_dofs, show_progre
     p_prev = P @ F_fine[0]
     out[0] = cur.Phi[probe_dofs] @ q + cur.Rp @ F_fine[0]
     nxt = 1
-    for k in progress(range(nt - 1), desc="full-model rig", enable=show_progress, mininterval=0.5):
+    for k in _progress(range(nt - 1), desc="full-model rig", enable=progress, mininterval=0.5):
         if nxt < len(md) and k == switch_at[nxt - 1]:
             new = md[nxt]
             # u = Φ_a q_a  ->  q_b = Φ_bᵀ M_b u  (mass-orthonormal modes), same for velocities
@@ -230,7 +230,7 @@ class Result:
         return "\n".join(lines)
 
 
-def run(model_path, bundle, sc: Scenario, map_name=None, show_progress=False) -> Result:
+def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Result:
     """Run the scenario on the full model of ``model_path`` with the edge pieces of ``bundle``.
 
     ``bundle`` must carry the inverse maps and parametric parts (``vsense-offline build`` of a
@@ -290,7 +290,7 @@ def run(model_path, bundle, sc: Scenario, map_name=None, show_progress=False) ->
     # ---- the rig: full model, parameters switch at the start of phase B
     probes = np.array(ch_dofs + o_dofs)
     md = [_modal(m, np.array(f_dofs), probes, dt / d, sc.n_modes) for m in (m0, m1)]
-    Yall = _integrate(md, [kB * d], np.array(f_dofs), Ff, d, probes, show_progress)
+    Yall = _integrate(md, [kB * d], np.array(f_dofs), Ff, d, probes, progress)
     # the rig's damping comes from the file's [damping]: its "true" damping ratio is the mean
     # modal ratio of the changed structure at the modes where the map's Rayleigh model has ζ
     for name, kind in zip(parts.names, parts.kinds):
@@ -405,7 +405,7 @@ def main(argv=None) -> int:
         change[k] = nominal[k] * (1 + float(v[:-1]) / 100) if v.endswith("%") else float(v)
     sc = Scenario(change=change, seed=a.seed, apply=a.apply, quiet=a.quiet_time)
     t1 = time.perf_counter()
-    r = run(a.model, bundle, sc, show_progress=True)
+    r = run(a.model, bundle, sc, progress=True)
     print(f"model {Path(a.model).name}: change {change} at t = {sc.before:g} s "
           f"(build {t_build:.1f} s, scenario {time.perf_counter() - t1:.1f} s)")
     print(r.format())

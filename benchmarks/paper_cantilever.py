@@ -88,14 +88,14 @@ def main(argv=None):
         bl = reweighted(b0, cal_clean, level)
         Ycal = add_noise(cal_clean, level, np.random.default_rng(100))
         for L in windows:
-            ch = choose_alpha(bl.replace(window=L), Ycal, show_progress=False)
+            ch = choose_alpha(bl.replace(window=L), Ycal, progress=False)
             alphas[(level, L)] = (ch.alpha, ch.resolved_method)
 
     results = {"band_hz": BAND, "cases": {}}
     sims = {}
     for name, load in cases(args.quick):
         sims[name] = simulate_model(MODEL, load, args.duration, noise=0.0, oversample=4,
-                                    show_progress=False, build_result=res)
+                                    progress=False, build_result=res)
     print(f"\nFDE over {BAND[0]:g}-{BAND[1]:g} Hz, force F110 / displacement d60; automatic "
           "alpha per window (rule auto: L-curve for L=1, discrepancy for L>1)")
     head = "".join(f"{'L=' + str(L):>16}" for L in windows)
@@ -141,7 +141,7 @@ def main(argv=None):
                 out = []
                 for kw in (kw_a, kw_b):
                     bd = bl.replace(window=L, **kw)
-                    a = choose_alpha(bd, Ycal, show_progress=False).alpha
+                    a = choose_alpha(bd, Ycal, progress=False).alpha
                     out.append(evaluate(bd.replace(alpha=a), Y, sim.F, sim.Z, dt)[:2])
                 results.setdefault(key, {})[f"{name} L{L}"] = out
                 print(f"{name:<18}{L:>4}{out[0][0]:>9.3f}/{out[0][1]:<6.3f}"
@@ -150,7 +150,7 @@ def main(argv=None):
     print("\nacceleration-measured variant (a110), random 5-160 Hz:")
     resa = build(MODEL_ACC, alpha=1.0, progress=False)
     sima = simulate_model(MODEL_ACC, dict(cases(True)[0][1]), args.duration, noise=0.0,
-                          oversample=4, show_progress=False, build_result=resa)
+                          oversample=4, progress=False, build_result=resa)
     for level in levels:
         bl = reweighted(resa.bundle, resa.calibration["Y_clean"], level)
         Ycal = add_noise(resa.calibration["Y_clean"], level, np.random.default_rng(100))
@@ -158,7 +158,7 @@ def main(argv=None):
         row = []
         for L in windows:
             try:
-                a = choose_alpha(bl.replace(window=L), Ycal, show_progress=False).alpha
+                a = choose_alpha(bl.replace(window=L), Ycal, progress=False).alpha
                 row.append(evaluate(bl.replace(window=L, alpha=a), Y, sima.F, sima.Z, dt)[:2])
             except Exception as exc:  # an unstable/unidentifiable variant is reported, not hidden
                 row.append((float("nan"), float("nan")))

@@ -75,7 +75,7 @@ def main(argv=None):
         for lvl in levels:
             s = simulate_model(model, {"type": "random", "band": list(band), "rms": 1.0},
                                args.duration, noise=lvl, seed=7, build_result=res,
-                               show_progress=False)
+                               progress=False)
             sig = lvl * np.std(s.Y_clean, axis=0)
             chans = [SensorChannel(**{**c.__dict__, "weight": 1.0 / sig[i] ** 2})
                      for i, c in enumerate(b0.channels)]
@@ -84,7 +84,7 @@ def main(argv=None):
             sb = attach_smoother(b, design_smoother(b, fm, lag=L), fm, 0.0)
             ncal = int(2.0 / b.dt)
             ch = choose_alpha(b, s.Y[:ncal], window=L + 1, method="auto",
-                              show_progress=False)
+                              progress=False)
             rows = {}
             for name, est in (("T", Estimator(b, alpha=ch.alpha, window=L + 1)),
                               ("S", Estimator(sb))):

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.bundle import KINDS, Bundle
-from offline._deps import need, progress
+from offline._deps import need, progress as _progress
 
 __all__ = ["AKFModel", "akf_model", "akf_identify", "run_akf", "augmented_transition",
            "collapse_substeps", "kalman_predict", "kalman_update",
@@ -269,7 +269,7 @@ def kalman_update(z, P, y, H, R):
 
 
 def akf_identify(bundle: Bundle, Y, dt_filter=None, q_force=1.0, q_state=0.0, r=None,
-                 feed: str = "sample", collapse: bool = False, show_progress: bool = False,
+                 feed: str = "sample", collapse: bool = False, progress: bool = False,
                  return_P: bool = False):
     """Identify forces and virtual outputs from measurements with the AKF.
 
@@ -286,7 +286,7 @@ def akf_identify(bundle: Bundle, Y, dt_filter=None, q_force=1.0, q_state=0.0, r=
         With ``feed="sample"``, replace the m prediction substeps by one precomputed step
         (Phi^m and the accumulated Q, built by repeated squaring): the same filter up to
         roundoff at the cost of m = 1 (the substep loop is what paper 004 timed).
-    show_progress : bool
+    progress : bool
         Progress bar over the samples.
     return_P : bool
         Also return the final covariance (for checks).
@@ -306,7 +306,7 @@ def akf_identify(bundle: Bundle, Y, dt_filter=None, q_force=1.0, q_state=0.0, r=
                     feed=feed)
     if collapse and mod.feed == "sample" and mod.m > 1:
         mod = collapse_substeps(mod)
-    F, Z, P = run_akf(mod, Y, show_progress=show_progress)
+    F, Z, P = run_akf(mod, Y, progress=progress)
     return (F, Z, P) if return_P else (F, Z)
 
 
@@ -338,7 +338,7 @@ def collapse_substeps(mod: AKFModel) -> AKFModel:
     return replace(mod, Phi=Phi_acc, Q=Q_acc, h=mod.h * mod.m, m=1)
 
 
-def run_akf(mod: AKFModel, Y, show_progress: bool = False):
+def run_akf(mod: AKFModel, Y, progress: bool = False):
     """Run the filter of a prepared :class:`AKFModel` over measurements Y (nt, nch).
 
     Returns F (nt, nf), Z (nt, nout) and the final covariance P (nz, nz); see
@@ -355,7 +355,7 @@ def run_akf(mod: AKFModel, Y, show_progress: bool = False):
     Z = np.empty((nt, mod.Hout.shape[0]))
     Phi, Q, H, R, m = mod.Phi, mod.Q, mod.H, mod.R, mod.m
     interp = mod.feed == "interpolate" and m > 1
-    it = progress(range(nt), total=nt, desc=f"AKF h={mod.h:g} s", enable=show_progress)
+    it = _progress(range(nt), total=nt, desc=f"AKF h={mod.h:g} s", enable=progress)
     for k in it:
         if k > 0:
             for j in range(1, m):

@@ -166,7 +166,7 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True):
     """
     mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
     runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
-                            bundle.dt, mm=mm, show_progress=progress)
+                            bundle.dt, mm=mm, progress=progress)
     sigma = np.mean([r.sigma for r in runs], axis=0)
     for c, sg in zip(bundle.channels, sigma):
         c.weight = float(1.0 / sg ** 2)
@@ -233,7 +233,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         meta["alpha_method"] = "none (smoother)"
     else:
         sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
-                     show_progress=progress, reference=reference, spec=spec)
+                     progress=progress, reference=reference, spec=spec)
         chosen_bundle = sel.pop("_bundle", None)  # a candidate that makes its own bundle
         meta["selection"] = sel
         L = int(sel["best"]["window"])
@@ -251,7 +251,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if report_dir is not None:
         try:  # the L-curve of the chosen window, for the report
             choice = choose_alpha(bundle, runs[0].Y, window=L, method="lcurve",
-                                  show_progress=False)
+                                  progress=False)
         except EstimatorError:
             choice = None
     timings["calibration + choice"] = time.perf_counter() - t2

@@ -109,7 +109,7 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
 
 def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
                      seeds=None, oversample: int = 10, n_modes: int = 80, mm=None,
-                     noise=None, show_progress: bool = False) -> list[CalRun]:
+                     noise=None, progress: bool = False) -> list[CalRun]:
     """Honest calibration runs of a model file (module docstring), one per seed.
 
     The noise std of each channel is ``level * std(y)`` with the STATIONARY std of the
@@ -133,7 +133,7 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     sigma = noise_std(spec, mm, dt, noise=noise)
     nch = len(spec.sensors)
     runs = []
-    for seed in _progress(seeds, desc="calibration runs (full model)", enable=show_progress):
+    for seed in _progress(seeds, desc="calibration runs (full model)", enable=progress):
         Ff = np.zeros((nt, len(spec.forces)))
         for i, f in enumerate(spec.forces):
             sc = float(getattr(f, "scale", 1.0))

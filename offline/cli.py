@@ -176,7 +176,7 @@ def main(argv=None) -> int:
                 load["csv_path"] = args.csv
             res = simulate_model(args.model, load, args.duration, noise=args.noise,
                                  oversample=args.oversample, reduced=args.reduced,
-                                 seed=args.seed, show_progress=not args.quiet)
+                                 seed=args.seed, progress=not args.quiet)
             meas, truth = f"{args.out}_measurement.csv", f"{args.out}_truth.csv"
             res.write(meas, truth)
             snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))

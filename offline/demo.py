@@ -118,12 +118,12 @@ def _say(msg: str) -> None:
 
 # ---------------------------------------------------------------------- steps
 def simulate_truth(model: str, band, rms: float, duration: float, noise: float,
-                   oversample: int, seed: int, show_progress: bool = False):
+                   oversample: int, seed: int, progress: bool = False):
     """Full-model truth (top level so it can run in a worker process)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     return simulate_model(model, {"type": "random", "band": tuple(band), "rms": rms},
                           duration, noise=noise, oversample=oversample, seed=seed,
-                          show_progress=show_progress)
+                          progress=progress)
 
 
 def edge_config(s: DemoSettings, bundle_path: Path, meas_csv: Path, host: str, port: int,

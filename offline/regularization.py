@@ -43,7 +43,7 @@ import numpy as np
 
 from edge.bundle import Bundle, VirtualOutput
 from edge.estimator import Estimator, EstimatorError, derive_operator
-from offline._deps import need, progress
+from offline._deps import need, progress as _progress
 
 
 @dataclass
@@ -169,7 +169,7 @@ def alpha_grid(bundle: Bundle, window: int, n: int = 57, decades=(-10.0, 4.0)) -
 
 def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
                  alphas: np.ndarray | None = None, method: str = "auto",
-                 smooth_decades: float = 0.35, show_progress: bool = True) -> AlphaChoice:
+                 smooth_decades: float = 0.35, progress: bool = True) -> AlphaChoice:
     """Sweep alpha on a calibration record and pick it by the L-curve corner or GCV.
 
     Parameters
@@ -201,7 +201,7 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
     eta = np.full(alphas.size, np.nan)
     gcv = np.full(alphas.size, np.nan)
     unstable = []
-    for i, a in enumerate(progress(alphas, desc=f"alpha sweep (L={L})", enable=show_progress)):
+    for i, a in enumerate(_progress(alphas, desc=f"alpha sweep (L={L})", enable=progress)):
         # stability is checked for the chosen alpha only (an eigenvalue problem of the closed
         # loop per grid point would dominate the sweep); a blown-up run is dropped here
         try:

@@ -112,7 +112,7 @@ def _alpha_search(bundle, runs, window, lo, hi, n=7, refine=2, reference=None):
     return best, tried
 
 
-def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=False,
+def design_tikhonov(bundle, runs, windows, alpha_rule="auto", progress=False,
                     reference=None) -> Candidate:
     """Best (window, alpha) of the paper's Tikhonov estimator (L = 1: per step; L > 1:
     fixed lag) on the runs. ``alpha_rule``: "auto" (minimum calibration error), a number, or
@@ -120,7 +120,7 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=Fals
     rows = []
     prev = None  # (alpha, L) of the previous window: the next search starts around it
     for L in _progress(sorted(windows, reverse=True), desc="estimator choice",
-                       enable=show_progress):
+                       enable=progress):
         if isinstance(alpha_rule, str) and alpha_rule == "auto":
             if prev is None:  # 12 decades around the one-step sensitivity, 3 passes
                 g = alpha_grid(bundle, L, n=2, decades=(-9.0, 3.0))
@@ -134,7 +134,7 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", show_progress=Fals
         elif isinstance(alpha_rule, str):
             try:
                 a = choose_alpha(bundle, runs[0].Y, window=L, method=alpha_rule,
-                                 show_progress=False).alpha
+                                 progress=False).alpha
             except EstimatorError:
                 continue
             best = evaluate(bundle, runs, a, L, reference=reference) if np.isfinite(a) \
@@ -165,7 +165,7 @@ def _force_models(spec, rate):
     return lambda order: [ForceModel("bandpass", b, r, order) for b, r in out]
 
 
-def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=None,
+def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
               spec=None):
     """The joint input-state fixed-lag Kalman smoother (offline/smoother/) at the longest
     lag within the delay bound (its error falls with the lag), band-pass force models of the
@@ -194,31 +194,31 @@ def _smoother(bundle, runs, windows, alpha_rule, show_progress=False, reference=
     return c
 
 
-def _per_step(bundle, runs, windows, alpha_rule, show_progress=False, reference=None):
-    c = design_tikhonov(bundle, runs, [1], alpha_rule, show_progress, reference)
+def _per_step(bundle, runs, windows, alpha_rule, progress=False, reference=None):
+    c = design_tikhonov(bundle, runs, [1], alpha_rule, progress, reference)
     c.name = "per-step (paper)"
     return c
 
 
-def _fixed_lag(bundle, runs, windows, alpha_rule, show_progress=False, reference=None):
-    c = design_tikhonov(bundle, runs, [L for L in windows if L > 1], alpha_rule, show_progress,
+def _fixed_lag(bundle, runs, windows, alpha_rule, progress=False, reference=None):
+    c = design_tikhonov(bundle, runs, [L for L in windows if L > 1], alpha_rule, progress,
                         reference)
     c.name = "Tikhonov fixed-lag"
     return c
 
 
-def _fixed_lag_foh(bundle, runs, windows, alpha_rule, show_progress=False, reference=None):
+def _fixed_lag_foh(bundle, runs, windows, alpha_rule, progress=False, reference=None):
     """The fixed lag on the exact (first-order-hold) discretisation instead of Newmark's."""
     changes = {"discretization": "foh"}
     c = design_tikhonov(bundle.replace(**changes), runs, [L for L in windows if L > 1],
-                        alpha_rule, show_progress, reference)
+                        alpha_rule, progress, reference)
     c.name = "Tikhonov fixed-lag, exact (FOH)"
     for r in c.rows:
         r["changes"] = changes
     return c
 
 
-#: Estimator families: (name, design(bundle, runs, windows, alpha_rule, show_progress,
+#: Estimator families: (name, design(bundle, runs, windows, alpha_rule, progress,
 #: reference) -> Candidate whose rows may carry ``"changes"``, the bundle fields that make
 #: that estimator, e.g. ``{"discretization": "foh"}``). A new estimator plugs in as one more
 #: entry.
@@ -236,7 +236,7 @@ def default_windows(max_lag: int) -> list[int]:
 
 
 def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
-           candidates=None, show_progress=False, reference=None, spec=None) -> dict:
+           candidates=None, progress=False, reference=None, spec=None) -> dict:
     """Choose the estimator with the lowest expected error on the runs (module docstring).
 
     Returns ``{"chosen": name, "best": row, "candidates": {name: {"best": row, "rows": [...]}},
@@ -249,7 +249,7 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
     cands = {}
     for name, design in (CANDIDATES if candidates is None else candidates):
         kw = {"spec": spec} if "spec" in design.__code__.co_varnames else {}
-        c = design(bundle, runs, windows, alpha_rule, show_progress, reference, **kw)
+        c = design(bundle, runs, windows, alpha_rule, progress, reference, **kw)
         if c.best:
             cands[c.name] = c
     # the best row whose closed loop is stable (rows of every candidate, best first)

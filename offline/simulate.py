@@ -16,7 +16,7 @@ from edge.bundle import KINDS
 from edge.csvio import read_table, write_table
 from edge.estimator.expm import foh_matrices
 from edge.estimator.newmark import newmark
-from offline._deps import need, progress
+from offline._deps import need, progress as _progress
 from offline.metrics import add_noise as _add
 from offline.model import build_fe_model, load_model_file, resolve_dofs
 from offline.reduced import reduce_model
@@ -125,7 +125,7 @@ def add_noise(Y: np.ndarray, level, rng) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------- integrators
-def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, show_progress=True):
+def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, progress=True):
     """Newmark (average acceleration) on sparse full-model matrices, sampling probe DOFs.
 
     Parameters
@@ -166,7 +166,7 @@ def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, show_pr
     record(0)
     c1, c2, c3 = 1 / (beta * dt * dt), 1 / (beta * dt), 0.5 / beta - 1
     d1, d2, d3 = gamma / (beta * dt), gamma / beta - 1, dt * (0.5 * gamma / beta - 1)
-    for k in progress(range(nt - 1), desc="full-model Newmark", enable=show_progress,
+    for k in _progress(range(nt - 1), desc="full-model Newmark", enable=progress,
                       mininterval=0.5):
         fvec[:] = 0.0
         fvec[force_dofs] = F_fine[k + 1]
@@ -182,7 +182,7 @@ def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, show_pr
 
 
 def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80,
-                   show_progress=False):
+                   progress=False):
     """Full-model response by modal superposition, integrated exactly, with static correction.
 
     The ``n_modes`` lowest modes of the full sparse model are integrated with the exact
@@ -240,7 +240,7 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
 
     record(0, F_fine[0])
     a00, a01, a10, a11 = A[:, 0, 0], A[:, 0, 1], A[:, 1, 0], A[:, 1, 1]
-    for k in progress(range(nt - 1), desc="full-model modal run", enable=show_progress,
+    for k in _progress(range(nt - 1), desc="full-model modal run", enable=progress,
                       mininterval=0.5):
         p_new = P @ F_fine[k + 1]
         q, qd = (a00 * q + a01 * qd + G0[:, 0] * p_prev + G1[:, 0] * p_new,
@@ -281,7 +281,7 @@ def read_csv(path):
 # ------------------------------------------------------------------- model-file runs
 def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
                    reduced: bool = False, seed: int = 0, rate: float | None = None,
-                   show_progress: bool = True, build_result=None, engine: str = "modal",
+                   progress: bool = True, build_result=None, engine: str = "modal",
                    n_modes: int = 80) -> SimResult:
     """Simulate the rig described by a model file under a load profile.
 
@@ -322,7 +322,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     if reduced:
         # the reduced model only (offline.reduced): no calibration, no estimator design
         rm = build_result.reduced if build_result is not None else \
-            reduce_model(spec, progress=show_progress)
+            reduce_model(spec, progress=progress)
         # the load on a grid `oversample` times finer than the samples, as for the full model
         # (a 2 ms pulse sampled only at 1 kHz loses ~20 % of its impulse)
         dt_f = dt / oversample
@@ -338,7 +338,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         info = {"model": "reduced", "dt": dt, "dt_fine": dt_f}
     else:
         model = build_result.model if build_result is not None else \
-            build_fe_model(spec, progress=show_progress)
+            build_fe_model(spec, progress=progress)
         cd = [resolve_dofs(model, s.select, s.dof, s.name)[0] for s in spec.sensors]
         fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
         od = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
@@ -351,11 +351,11 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         probes = list(zip(cd, kinds_c)) + list(zip(od, kinds_o))
         if engine == "modal":
             out = simulate_modal(model, np.array(fd), F_fine, dt_f, oversample, probes,
-                                 n_modes=n_modes, show_progress=show_progress)
+                                 n_modes=n_modes, progress=progress)
         elif engine == "newmark":
             C = model.damping_matrix()
             out = simulate_sparse(model.M, C, model.K, np.array(fd), F_fine, dt_f, oversample,
-                                  probes, show_progress=show_progress)
+                                  probes, progress=progress)
         else:
             raise ValueError(f"engine must be 'modal' or 'newmark', got {engine!r}")
         F = F_fine[::oversample]

@@ -60,10 +60,10 @@ def test_reduced_simulation_matches_full_model(built):
     # eigenvalue errors < 1e-9 for the first modes)
     res, _, _ = built
     load = {"type": "sine", "freq": 20.0, "amplitude": 1.0}
-    full = simulate_model(MODEL, load, 0.5, noise=0.0, oversample=1, show_progress=False,
+    full = simulate_model(MODEL, load, 0.5, noise=0.0, oversample=1, progress=False,
                           build_result=res, engine="newmark")
     red = simulate_model(MODEL, load, 0.5, noise=0.0, oversample=1, reduced=True,
-                         show_progress=False, build_result=res)
+                         progress=False, build_result=res)
     for a, b in ((full.Y_clean, red.Y_clean), (full.Z, red.Z)):
         np.testing.assert_allclose(b, a, atol=1e-3 * np.max(np.abs(a)))
 
@@ -143,9 +143,9 @@ def test_modal_truth_matches_sparse_newmark(built):
     res, _, _ = built
     load = {"type": "sine", "freq": 20.0, "amplitude": 1.0}
     a = simulate_model(MODEL, load, 0.3, noise=0.0, oversample=8, engine="modal",
-                       show_progress=False, build_result=res)
+                       progress=False, build_result=res)
     b = simulate_model(MODEL, load, 0.3, noise=0.0, oversample=8, engine="newmark",
-                       show_progress=False, build_result=res)
+                       progress=False, build_result=res)
     for x, y in ((a.Y_clean, b.Y_clean), (a.Z, b.Z)):
         np.testing.assert_allclose(x, y, atol=1e-2 * np.max(np.abs(y)))
 
@@ -158,7 +158,7 @@ def test_reduced_simulation_samples_the_load_on_the_fine_grid(built):
     one (the pulse sampled at 1 kHz only: the old behaviour of `--reduced`)."""
     res = built[0]
     load = {"type": "pulse", "amplitude": 1.0, "width": 0.002}
-    run = {k: simulate_model(MODEL, load, 0.2, noise=0.0, build_result=res, show_progress=False,
+    run = {k: simulate_model(MODEL, load, 0.2, noise=0.0, build_result=res, progress=False,
                              **kw)
            for k, kw in (("full", {}), ("fine", {"reduced": True, "oversample": 10}),
                          ("coarse", {"reduced": True, "oversample": 1}))}

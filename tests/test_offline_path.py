@@ -87,7 +87,7 @@ def test_simulate_reduced_runs_no_calibration(two_on_one, monkeypatch):
     monkeypatch.setattr(build_mod, "calibration_runs", refuse)
     monkeypatch.setattr(build_mod, "select", refuse)
     load = {"type": "pulse", "amplitude": 1.0, "width": 0.002}
-    res = simulate_model(two_on_one, load, 0.05, noise=0.0, reduced=True, show_progress=False)
+    res = simulate_model(two_on_one, load, 0.05, noise=0.0, reduced=True, progress=False)
     assert res.info["model"] == "reduced" and res.Y.shape == (51, 3)
     # d110 and v110 watch one DOF: the velocity is the time derivative of the displacement
     # (Newmark average acceleration: (v_k + v_k+1) dt / 2 = u_k+1 - u_k exactly, per fine step;

@@ -81,7 +81,7 @@ def test_choose_alpha_is_near_the_best_alpha(window, factor):
     y = u[:, [5]] + 0.01 * np.std(u[:, 5]) * rng.standard_normal((nt, 1))
     w = 1.0 / (0.01 * np.std(u[:, 5])) ** 2
     b = b.replace(channels=[b.channels[0].__class__(**{**b.channels[0].__dict__, "weight": w})])
-    choice = choose_alpha(b, y, show_progress=False)
+    choice = choose_alpha(b, y, progress=False)
     d = window - 1
     err = []
     for a in choice.alphas:

@@ -160,7 +160,7 @@ def test_uncertainty_is_calibrated_when_the_model_is_the_truth(strip):
 
 def _suspect(bundle, path, T, seed):
     s = simulate_model(path, {"type": "random", "band": [5.0, 160.0], "rms": 1.0}, T,
-                       noise=0.01, oversample=4, seed=seed, show_progress=False)
+                       noise=0.01, oversample=4, seed=seed, progress=False)
     est = Estimator(bundle)
     _, _, fl = est.run(s.Y)
     return (fl & FLAG_MODEL_SUSPECT) > 0, est.model_check()

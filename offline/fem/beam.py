@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edge import DOF_NAMES
-from offline._deps import progress as progress_bar
+from offline._deps import progress as _progress
 from offline.fem.assembly import assemble, dof_table, node_dofs
 from offline.fem.femodel import FEModel
 if TYPE_CHECKING:  # the typed specs come from offline.model.elements (which imports this)
@@ -374,7 +374,7 @@ def build_beam(spec: BeamSpec, progress: bool = False) -> FEModel:
     # default orientation resolved per element (local z of the default axes)
     R0, _ = local_axes(coords[conn[:, 0]], coords[conn[:, 1]], None)
     ori = np.array([R0[e, 2] if o is None else o for e, o in enumerate(eori)])
-    with progress_bar(total=1, desc="beam elements", enable=progress) as bar:
+    with _progress(total=1, desc="beam elements", enable=progress) as bar:
         model = beam_model(coords, np.asarray(node_ids, np.int64), conn, E, G, rho, esec,
                            spec.theory, ori, groups, name="beam")
         bar.update(1)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from offline._deps import progress as progress_bar
+from offline._deps import progress as _progress
 from offline.fem.assembly import assemble, dof_table, node_dofs
 from offline.fem.femodel import FEModel
 if TYPE_CHECKING:  # the typed spec comes from offline.model.elements (which imports this)
@@ -237,7 +237,7 @@ def build_plate(spec: PlateSpec, progress: bool = False) -> FEModel:
         tris = np.array([[row_of[n] for n in tr] for tr in spec.triangles], np.int64)
         groups = {"all": ids.copy()}
     mat = spec.material
-    with progress_bar(total=1, desc="plate elements", enable=progress) as bar:
+    with _progress(total=1, desc="plate elements", enable=progress) as bar:
         model = plate_model(coords, ids, tris, mat.E, mat.nu, mat.rho, spec.thickness,
                             spec.shear_factor, groups, "plate")
         bar.update(1)

@@ -55,7 +55,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     fd = [resolve_dofs(model, f.select, f.dof, f.where)[0] for f in spec.forces]
     od = [resolve_dofs(model, o.select, o.dof, o.where)[0] for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
-                            show_progress=progress)
+                            progress=progress)
     r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")
