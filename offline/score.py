@@ -1,4 +1,5 @@
-"""Score an estimate file against a truth file: FDE (band and full), RMS error, correlation.
+"""Score an estimate file against a truth file: FDE (band and full), normalised RMS error
+(RMS(estimate - truth) / std(truth), time domain, full band), RMS error, correlation.
 
 ``vsense-offline score OUTPUT TRUTH [--band F0 FMAX]`` calls :func:`main`.
 
@@ -39,11 +40,13 @@ class ScoreError(ValueError):
 
 @dataclass
 class ColumnScore:
-    """Scores of one column (units of that column for ``rms``)."""
+    """Scores of one column (units of that column for ``rms``; ``nrmse`` = ``rms`` /
+    std(truth) over the scored rows, dimensionless, full band)."""
 
     name: str
     fde_band: float
     fde_full: float
+    nrmse: float
     rms: float
     corr: float
 
@@ -92,10 +95,12 @@ class ScoreTable:
         w = max([len("column")] + [len(r.name) for r in self.rows])
         hb = f"FDE {self.band_label}"
         lines.append(f"{'column':<{w}}  {hb:>{max(len(hb), 10)}}  {'FDE full':>10}  "
-                     f"{'RMS error':>11}  {'corr':>7}")
+                     f"{'NRMSE':>8}  {'RMS error':>11}  {'corr':>7}")
         for r in self.rows:
             lines.append(f"{r.name:<{w}}  {r.fde_band:>{max(len(hb), 10)}.4f}  "
-                         f"{r.fde_full:>10.4f}  {r.rms:>11.4g}  {r.corr:>7.4f}")
+                         f"{r.fde_full:>10.4f}  {r.nrmse:>8.4f}  {r.rms:>11.4g}  "
+                         f"{r.corr:>7.4f}")
+        lines.append("NRMSE = RMS(estimate - truth) / std(truth), time domain, full band")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -208,10 +213,13 @@ def score(output_csv, truth_csv, band=None, columns=None) -> ScoreTable:
     table.band_label = r_band.label
     Ek, Tk = Ee[keep_idx], Tt[keep_idx]
     rms = np.atleast_1d(rms_error(Ek, Tk))
+    # normalised RMS error = RMS(estimate - truth) / std(truth) (full band, time domain)
+    sd = np.atleast_1d(np.std(Tk, axis=0))
+    nrmse = np.where(sd > 0, rms / np.where(sd > 0, sd, 1.0), np.inf)
     cor = np.atleast_1d(correlation(Ek, Tk))
     fb, ff = np.atleast_1d(r_band.value), np.atleast_1d(r_full.value)
     table.rows = [ColumnScore(name=c, fde_band=float(fb[i]), fde_full=float(ff[i]),
-                              rms=float(rms[i]), corr=float(cor[i]))
+                              nrmse=float(nrmse[i]), rms=float(rms[i]), corr=float(cor[i]))
                   for i, c in enumerate(columns)]
     return table
 
@@ -221,8 +229,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     """Arguments of ``vsense-offline score`` (adds to ``parser`` when given)."""
     p = parser or argparse.ArgumentParser(
         prog="vsense-offline score",
-        description="Compare an estimate CSV with a truth CSV: FDE (Oh et al., eq. 33), RMS "
-                    "error and correlation per column.")
+        description="Compare an estimate CSV with a truth CSV: FDE (Oh et al., eq. 33), "
+                    "normalised RMS error (RMS(estimate - truth) / std(truth)), RMS error and "
+                    "correlation per column.")
     p.add_argument("output", help="estimate CSV: time,<names>,flags")
     p.add_argument("truth", help="truth CSV: time,<names>")
     p.add_argument("--band", nargs=2, type=float, metavar=("F0", "FMAX"),

@@ -178,6 +178,9 @@ def test_score_scaled_copy_and_band(tmp_path):
     assert rows["F"].corr == pytest.approx(1.0, abs=1e-9)
     # RMS of (c - 1) F: |c - 1| * sqrt(1/2 + 0.4^2/2) over whole periods (analytic)
     assert rows["F"].rms == pytest.approx(0.5 * np.sqrt(0.5 + 0.08), rel=1e-8)
+    # NRMSE = RMS((c - 1) F) / std(F) = |c - 1| for a zero-mean F (analytic)
+    assert rows["F"].nrmse == pytest.approx(0.5, rel=1e-8)
+    assert rows["u"].nrmse == pytest.approx(0.0, abs=1e-12)
     assert tab.band_label == "0-200 Hz" and tab.full_label.startswith("full spectrum")
     assert tab.n_used == NT and tab.n_warmup == 0 and tab.n_nan == 0
     assert "FDE over 0-200 Hz" in tab.format()
