@@ -187,7 +187,7 @@ def accuracy_parts(b, d: Path) -> list[str]:
                         + [f"{lim['output_nrmse'][i]:.4g}"])
         parts.append(f'<p class="note">Lowest normalised RMS error any estimator can reach '
                      f'with these sensors, noise and load (full model, {lim["n_modes"]} modes + '
-                     f'residual; causal limits with {lim["memory"]} samples of memory).</p>')
+                     f'residual; {lim.get("causal_method", "")}).</p>')
         parts.append(_table(("target", *heads), rows))
     return parts
 

@@ -5,7 +5,9 @@ import pytest
 
 from edge.estimator.expm import foh_matrices
 from offline.limit.transfer import ForceSpectrum, power_per_bin
-from offline.limit.wiener import fixed_lag_limit, half_weights, wiener_limit
+from offline.limit.spectral_factor import spectral_factor
+from offline.limit.wiener import (fixed_lag_limit, half_weights, iir_fixed_lag_limit,
+                                 wiener_limit)
 
 
 def _quartic_integral(a, b, c0, W):
@@ -144,6 +146,80 @@ def test_wiener_and_fixed_lag_match_brute_force_time_domain():
     assert e[0] >= e[1] >= e[2] >= lim.force_err[0] * (1 - 1e-6)
 
 
+def _ar1_per_bin(a, q, n):
+    """Two-sided power per one-sided bin of an AR(1) x_k = a x_{k-1} + e_k, var e = q."""
+    th = 2 * np.pi * np.arange(n // 2 + 1) / n
+    return q / np.abs(1 - a * np.exp(-1j * th)) ** 2 / n
+
+
+@pytest.mark.parametrize("a, q, r", [(0.8, 1.0, 0.5), (0.99, 0.1, 4.0)])
+def test_iir_causal_limit_is_the_steady_kalman_filter(a, q, r):
+    # y_k = x_k + v_k, x AR(1), var v = r. The causal (d = 0) MMSE error is the steady-state
+    # Kalman filter's: P_p = a^2 P_f + q, P_f = P_p r / (P_p + r), i.e. the positive root of
+    # P_p^2 + P_p (r (1 - a^2) - q) - q r = 0 (closed form); d -> large tends to the
+    # non-causal limit; every lag between lies between the two.
+    n = 2 ** 15
+    P = _ar1_per_bin(a, q, n)[:, None]
+    H = np.ones((P.shape[0], 1, 1), complex)
+    b = r * (1 - a * a) - q
+    Pp = (-b + np.sqrt(b * b + 4 * q * r)) / 2
+    Pf = Pp * r / (Pp + r)
+    out = iir_fixed_lag_limit(H, P, r, n, [0, 1, 5, 400])
+    var_x = q / (1 - a * a)  # AR(1) variance, closed form
+    assert out["force_var"][0] == pytest.approx(var_x, rel=1e-6)
+    # grid of 32,768 bins against the continuous spectrum: 1e-6 (a = 0.99 decays in ~100)
+    assert out["force_err"][0, 0] == pytest.approx(Pf, rel=1e-6)
+    nc = wiener_limit(H, P, r, n).force_err[0]
+    e = out["force_err"][:, 0]
+    assert np.all(np.diff(e) <= 1e-12 * var_x) and e[-1] == pytest.approx(nc, rel=1e-6)
+    # the whole-record sum of the factor's terms is the per-bin (non-causal) Wiener error
+    assert out["noncausal_err"][0] == pytest.approx(nc, rel=1e-8)
+    # one-step smoothing d = 1, closed form for the scalar model (RTS, steady state):
+    # P_s = P_f + G^2 (P_f - P_p), G = a P_f / P_p (the last sample's smoothed error is P_f)
+    G = a * Pf / Pp
+    assert e[1] == pytest.approx(Pf + G * G * (Pf - Pp), rel=1e-6)
+
+
+def test_iir_fixed_lag_matches_long_memory_fir_two_dof():
+    # the 2-DOF chain of the brute-force test: the FIR limit with memory M equals the brute
+    # force (test above); its slower mode decays within ~100 samples, so at M = 600 the FIR
+    # has converged to the IIR limit (an independent computation: normal equations in the
+    # time domain vs spectral factorisation)
+    dt, a_ar, s_e, sig_n = 2e-3, 0.8, 1.0, 2e-5
+    Phi, G0, G1, Cy, Cz = _two_dof(dt)
+    n = 8192
+    th = 2 * np.pi * np.arange(n // 2 + 1) / n
+    Hy = _resolvent(Phi, G0, G1, Cy, th)[:, None, None]
+    Hz = _resolvent(Phi, G0, G1, Cz, th)[:, None, None]
+    P = (s_e ** 2 / np.abs(1 - a_ar * np.exp(-1j * th)) ** 2 / n)[:, None]
+    lags = [0, 5, 20]
+    fir = fixed_lag_limit(Hy, P, sig_n ** 2, n, lags, 600, Hz=Hz)
+    iir = iir_fixed_lag_limit(Hy, P, sig_n ** 2, n, lags, Hz=Hz)
+    for key in ("force_err", "output_err"):
+        np.testing.assert_allclose(iir[key], fir[key], rtol=1e-4)
+    assert iir["factor"]["converged"] and iir["factor"]["residual"] < 1e-9
+
+
+def test_spectral_factor_two_channels_is_causal_and_minimum_phase():
+    # a 2-channel MA(1) spectrum Phi = psi0 psi0^H with psi0(z) = B0 + B1 z^-1, B0 lower
+    # triangular and det psi0 free of zeros in |z| >= 1: the factor is psi0 itself (unique up
+    # to the lag-0 triangle's signs) - an independent closed form
+    n = 256
+    B0 = np.array([[1.0, 0.0], [0.4, 0.7]])
+    B1 = np.array([[0.3, -0.2], [0.1, 0.25]])
+    z1 = np.exp(-2j * np.pi * np.arange(n) / n)
+    psi0 = B0[None] + B1[None] * z1[:, None, None]
+    # minimum phase: det(B0 + B1 z^-1) = 0 only at |z| < 1
+    assert np.max(np.abs(np.linalg.eigvals(-np.linalg.solve(B0, B1)))) < 1
+    Phi = psi0 @ np.conj(np.transpose(psi0, (0, 2, 1)))
+    fac = spectral_factor(Phi)
+    A = np.fft.ifft(fac.psi, axis=0)
+    assert fac.converged and fac.residual < 1e-10
+    np.testing.assert_allclose(A[0], B0, atol=1e-9)
+    np.testing.assert_allclose(A[1], B1, atol=1e-9)
+    assert np.max(np.abs(A[2:])) < 1e-9
+
+
 def test_bad_inputs_name_the_field():
     H = np.ones((5, 1, 1), complex)
     with pytest.raises(ValueError, match="noise_var"):
@@ -243,7 +319,9 @@ def test_limit_command_prints_the_table_next_to_a_bundle(tmp_path, capsys):
     assert main(["limit", str(p), "--delay", "0", "20", "--bundle", str(tmp_path / "b.npz"),
                  "--quiet"]) == 0
     out = capsys.readouterr().out
-    rows = {ln.split()[0]: [float(x) for x in ln.split()[1:]] for ln in out.splitlines()
+    # a value marked "+" is the FIR upper bound (the exact IIR limit not verified there)
+    rows = {ln.split()[0]: [float(x.rstrip("+")) for x in ln.split()[1:]]
+            for ln in out.splitlines()
             if ln.strip().split()[:1] and ln.split()[0] in ("Ftip", "mid", "amid")}
     for name, (l0, l20, nc, est, ratio) in rows.items():
         # causal limits decrease with delay towards the non-causal one; no estimator beats

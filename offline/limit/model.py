@@ -14,7 +14,8 @@ import numpy as np
 
 from edge.bundle import KINDS
 from offline.limit.transfer import ForceSpectrum, modal_model, power_per_bin
-from offline.limit.wiener import fixed_lag_limit, half_weights, wiener_limit
+from offline.limit.wiener import (fixed_lag_limit, half_weights, iir_fixed_lag_limit,
+                                 wiener_limit)
 from offline.model import build_fe_model, load_model_file, resolve_dofs
 
 #: Relative noise floor used when a sensor declares ``noise = 0`` (as the build does).
@@ -64,6 +65,22 @@ def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.
     return _levels(spec, noise) * np.sqrt(var_y)
 
 
+def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n):
+    """Transfer functions (sensors, outputs), force power per bin and noise variance on the
+    one-sided bins of an n-point grid."""
+    H = mm.transfer(np.fft.rfftfreq(n, dt), kinds)
+    P = np.column_stack([power_per_bin(ld, n, dt) for ld in loads])
+    # sigma_c = level * std(y_c) under the load (eq. 28), stationary
+    return H[:, :nch], H[:, nch:], P, noise_std(spec, mm, dt, loads, noise, n) ** 2
+
+
+def _nrmse(fl: dict) -> np.ndarray:
+    """(nl, nf + nout) normalised errors of a fixed-lag result."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt(np.concatenate([fl["force_err"], fl["output_err"]], axis=1)
+                       / np.concatenate([fl["force_var"], fl["output_var"]]))
+
+
 def _levels(spec, noise=None) -> np.ndarray:
     nch = len(spec.sensors)
     lv = np.array([s.noise for s in spec.sensors]) if noise is None \
@@ -83,10 +100,11 @@ class ModelLimit:
     lag_force_nrmse: np.ndarray            # (nl, nf) causal with that delay
     lag_output_nrmse: np.ndarray           # (nl, nout)
     dt: float
-    memory: int
+    memory: int                            # FIR memory [samples] of the upper bounds
     n_grid: int
     noise: np.ndarray                      # (nch,) relative level per channel
     noise_std: np.ndarray                  # (nch,) absolute std [channel unit]
+    lag_exact: np.ndarray | None = None    # (nl, nf + nout) True: exact IIR, else FIR bound
     info: dict = field(default_factory=dict)
 
     def at_delay(self, delay_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +123,25 @@ class ModelLimit:
                 "lag_force_nrmse": self.lag_force_nrmse.tolist(),
                 "lag_output_nrmse": self.lag_output_nrmse.tolist(),
                 "memory": self.memory, "n_grid": self.n_grid, "noise": self.noise.tolist(),
-                **self.info}
+                "causal_method": self.causal_method,
+                "lag_exact": self._exact().tolist(), **self.info}
+
+    def _exact(self) -> np.ndarray:
+        nt = len(self.force_names) + len(self.output_names)
+        return (np.zeros((self.delays_s.size, nt), bool) if self.lag_exact is None
+                else np.asarray(self.lag_exact, bool))
+
+    @property
+    def causal_method(self) -> str:
+        """How the delayed limits were computed, in words."""
+        ex = self._exact()
+        fir = f"best filter of {self.memory} samples of memory, an upper bound"
+        if ex.all():
+            return f"causal limits exact (spectral factorisation, {self.n_grid}-point grid)"
+        if not ex.any():
+            return f"causal limits: {fir}"
+        return (f"causal limits exact (spectral factorisation, {self.n_grid}-point grid) "
+                f"except those marked +: {fir}")
 
     def format(self, achieved: dict | None = None) -> str:
         """Table: one row per force/output, limit at each delay and non-causal; ``achieved``
@@ -114,19 +150,24 @@ class ModelLimit:
         lines = ["MMSE (Wiener) limit, normalised RMS error = RMS(estimate - truth) / std(truth), "
                  "full band",
                  f"  full model {self.info.get('full_dofs', '?')} DOFs, "
-                 f"{self.info.get('n_modes', '?')} modes + residual; causal limits with "
-                 f"{self.memory} samples of memory; noise "
+                 f"{self.info.get('n_modes', '?')} modes + residual; {self.causal_method}; "
+                 f"noise "
                  + ", ".join(f"{100 * v:g} %" for v in self.noise)]
         head = f"  {'':<14}" + "".join(f"{h:>12}" for h in heads)
         if achieved:
             head += f"{'estimator':>12}{'ratio':>8}"
         lines.append(head)
-        rows = [(n, self.lag_force_nrmse[:, i], self.force_nrmse[i])
+        ex = self._exact()
+        nf = len(self.force_names)
+        rows = [(n, self.lag_force_nrmse[:, i], self.force_nrmse[i], ex[:, i])
                 for i, n in enumerate(self.force_names)]
-        rows += [(n, self.lag_output_nrmse[:, i], self.output_nrmse[i])
+        rows += [(n, self.lag_output_nrmse[:, i], self.output_nrmse[i], ex[:, nf + i])
                  for i, n in enumerate(self.output_names)]
-        for name, lag, nc in rows:
-            ln = f"  {name:<14}" + "".join(f"{v:>12.4g}" for v in lag) + f"{nc:>12.4g}"
+        mark = not ex.all()
+        for name, lag, nc, e in rows:
+            ln = f"  {name:<14}" + "".join(
+                f"{v:>11.4g}" + (" " if ok or not (mark and ex.any()) else "+")
+                for v, ok in zip(lag, e)) + f"{nc:>12.4g}"
             if achieved and name in achieved:
                 a = achieved[name]
                 ln += f"{a:>12.4g}{a / nc:>8.2f}"
@@ -136,7 +177,8 @@ class ModelLimit:
 
 def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02, 0.1),
                 n_modes: int = 80, memory: int | None = None, loads=None, mm=None,
-                progress: bool = False) -> ModelLimit:
+                progress: bool = False, n_grid: int | None = None,
+                exact: bool = True) -> ModelLimit:
     """MMSE limit of a model file (see module docstring).
 
     Parameters
@@ -146,9 +188,17 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     noise : float or (nch,), optional   relative noise levels (default: each sensor's)
     delays : seconds; the causal (fixed-lag) limits are computed at these delays
     n_modes : modes of the full model (the rest enters as residual flexibility)
-    memory : samples of measurement used by the causal limit (default: 2,500 / nch, <= 4,000)
+    memory : samples of measurement of the FIR upper bound (default 2,500 / nch, <= 4,000);
+        given, only that bound is computed. Otherwise, when every load is random, the exact
+        (IIR, unlimited memory) limit by spectral factorisation
+        (:func:`offline.limit.wiener.iir_fixed_lag_limit`) replaces it where it agrees with
+        itself on a grid of half the length within 1 % and lies below it.
     loads : list of ForceSpectrum, optional   (default :func:`force_spectra`)
     mm : ModalModel, optional   of (forces -> sensors + outputs), reused from the build
+    n_grid : int, optional   DFT grid (default: 16 envelope decay times of the slowest mode
+        and >= 4 memory, 2^13 .. 2^18 points)
+    exact : bool   False: the FIR upper bounds only (seconds instead of tens of seconds on
+        a lightly damped structure; what the build reports)
     """
     if not hasattr(spec, "sensors"):
         spec = load_model_file(spec)
@@ -166,31 +216,45 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                                                           for o in spec.outputs]
     nch = len(cd)
     lags = np.unique(np.round(np.asarray(delays, dtype=float) / dt).astype(int))
-    M = int(memory or min(4000, max(2500 // nch, 1)))
-    M = max(M, int(lags.max()) + 1)
-    n = int(2 ** np.ceil(np.log2(max(8192, 4 * M))))
+    loads = force_spectra(spec) if loads is None else loads
     if mm is None:
         mm = modal_model(model, fd, cd + od, n_modes=n_modes)
-    fr = np.fft.rfftfreq(n, dt)
-    H = mm.transfer(fr, kinds)
-    Hy, Hz = H[:, :nch], H[:, nch:]
-    loads = force_spectra(spec) if loads is None else loads
-    P = np.column_stack([power_per_bin(ld, n, dt) for ld in loads])
+    iir = exact and memory is None and all(ld.type in ("random", "none") for ld in loads)
+    M = int(memory or min(4000, max(2500 // nch, 1)))
+    M = max(M, int(lags.max()) + 1)
+    # grid: 16 envelope decay times 2 / c of the slowest elastic mode (c = 2 zeta omega)
+    # and >= 4 M (the FIR's correlations must not wrap), 2^13 .. 2^18 points
+    ce = mm.c[mm.n_rigid:]
+    tau = 2.0 / float(ce[ce > 0].min()) if np.any(ce > 0) else np.inf
+    n = int(n_grid or 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18))
+    Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[calibration]')}: no force is loaded")
     levels = _levels(spec, noise)
-    # sigma_c = level * std(y_c) under the load (eq. 28), stationary
-    noise_var = noise_std(spec, mm, dt, loads, noise, n) ** 2
     lim = wiener_limit(Hy, P, noise_var, n, Hz=Hz)
-    fl = fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lf = np.sqrt(fl["force_err"] / fl["force_var"])
-        lo = np.sqrt(fl["output_err"] / fl["output_var"])
+    fir = _nrmse(fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz))
+    lag_nrmse, exact = fir, np.zeros(fir.shape, bool)
+    if iir and n >= 4 * (lags.max() + 1):
+        # the exact IIR limit, kept where it agrees with itself on a grid of twice the
+        # length within 1 % and does not exceed the FIR (a filter one can build): an ideal
+        # band edge makes the factor's impulse response decay slowly, which a finite grid
+        # truncates (then the FIR bound stays, marked in the table)
+        try:
+            a = _nrmse(iir_fixed_lag_limit(Hy, P, noise_var, n, lags, Hz=Hz))
+            Hy2, Hz2, P2, nv2 = _on_grid(spec, mm, kinds, nch, loads, noise, dt, 2 * n)
+            b = _nrmse(iir_fixed_lag_limit(Hy2, P2, nv2, 2 * n, lags, Hz=Hz2))
+            exact = (np.abs(a - b) <= 0.01 * b) & (b <= fir * (1 + 1e-3))
+            lag_nrmse = np.where(exact, np.minimum(b, fir), fir)
+        except ValueError:  # no convergence (a near-singular spectrum): the FIR bound
+            pass
+    nf = len(spec.forces)
+    lf, lo = lag_nrmse[:, :nf], lag_nrmse[:, nf:]
     return ModelLimit(force_names=[f.name for f in spec.forces],
                       output_names=[o.name for o in spec.outputs],
                       force_nrmse=lim.force_nrmse, output_nrmse=lim.output_nrmse,
                       delays_s=lags * dt, lag_force_nrmse=lf, lag_output_nrmse=lo, dt=dt,
                       memory=M, n_grid=n, noise=levels, noise_std=np.sqrt(noise_var),
+                      lag_exact=exact,
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
                             "n_rigid": int(mm.n_rigid),
                             "loads": [ld.__dict__ for ld in loads]})

@@ -27,6 +27,16 @@ long-record, approximation). Per bin the force power is ``P_k = diag(p_k)`` (nf 
   This is achievable by a causal filter of memory M with delay d, so it bounds the IIR
   fixed-lag limit from above and converges to it as M grows (reported with M).
 
+* **Fixed lag d, unlimited memory** (the IIR limit, :func:`iir_fixed_lag_limit`): with the
+  minimum-phase factor ``Phi_yy = psi psi^H`` (:mod:`offline.limit.spectral_factor`) the
+  innovation ``w = psi^-1 y`` is white with unit covariance; with
+  ``c_m = Cov(t_{k+m}, w_k)``, the inverse DFT of ``Phi_ty psi^-H``, the best estimate of
+  ``t_{k-d}`` from ``w_j, j <= k`` leaves (Kailath et al., ch. 7)::
+
+      err var(t) = var(t) - sum_{m >= -d} |c_m|^2
+
+  Summed over every m this is the non-causal limit (Parseval), a check of the factor.
+
 Normalised RMS error = sqrt(err var) / std(truth), the figure the benchmarks report.
 """
 
@@ -37,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offline._deps import need
+from offline.limit.spectral_factor import spectral_factor
 
 
 def half_weights(n: int) -> np.ndarray:
@@ -188,3 +199,87 @@ def fixed_lag_limit(Hy, P, noise_var, n: int, lags, memory: int, Hz=None) -> dic
     return {"lags": lags, "force_err": np.maximum(errs[:, :nf], 0.0),
             "output_err": np.maximum(errs[:, nf:], 0.0), "force_var": var_t[:nf],
             "output_var": var_t[nf:], "memory": M}
+
+
+def _full_grid(S_half: np.ndarray, n: int) -> np.ndarray:
+    """Two-sided grid ``(n, a, b)`` from one-sided bins with ``S_{n-k} = conj(S_k)``."""
+    tail = np.conj(S_half[1:(n + 1) // 2][::-1])
+    return np.concatenate([S_half, tail], axis=0)
+
+
+def iir_fixed_lag_limit(Hy, P, noise_var, n: int, lags, Hz=None, tol: float = 1e-10,
+                        check: float = 0.01) -> dict:
+    """Error variances of the best estimate with delay ``d`` from the whole past of the
+    measurements (no memory limit), for each lag; module docstring.
+
+    Parameters as :func:`wiener_limit`; ``lags`` iterable of delays d >= 0 [samples],
+    ``d < n / 2``. The grid must be long against the slowest decay of the structure (its
+    impulse responses wrap around the ``n``-point circle otherwise); ``check``: largest
+    relative gap allowed between the factor's non-causal error (every lag summed) and the
+    per-bin one of :func:`wiener_limit`.
+
+    Returns
+    -------
+    dict
+        As :func:`fixed_lag_limit` (``memory`` None) plus ``"factor"``: the spectral
+        factor's ``iterations``, ``residual`` (relative, max over bins), ``converged`` and
+        ``noncausal_gap`` (relative, max over targets); ``noncausal_err`` (nt,).
+
+    Raises
+    ------
+    ValueError
+        When the spectral factorisation does not converge or misses the per-bin non-causal
+        error by more than ``check`` (e.g. a sine load: a spectral line makes the
+        measurement spectrum near singular); use :func:`fixed_lag_limit` then.
+    """
+    Hy, P, noise_var, Hz = _check(Hy, P, noise_var, Hz)
+    lags = np.atleast_1d(np.asarray(lags, dtype=int))
+    if lags.min() < 0 or 2 * lags.max() >= n:
+        raise ValueError(f"fixed-lag limit: need 0 <= lag < n/2={n // 2}, got "
+                         f"lags {lags.tolist()}")
+    nb, nch, nf = Hy.shape
+    nout = Hz.shape[1]
+    HH = np.conj(np.transpose(Hy, (0, 2, 1)))
+    HP = Hy * P[:, None, :]
+    # densities (per-bin power x n): Phi_yy = n (H P H^H) + diag(sigma^2)
+    Phi_yy = _full_grid(n * (HP @ HH) + np.diag(noise_var)[None], n)
+    Phi_yy = 0.5 * (Phi_yy + np.conj(np.transpose(Phi_yy, (0, 2, 1))))
+    fac = spectral_factor(Phi_yy, tol=tol)
+    if not fac.converged:
+        raise ValueError(f"spectral factorisation did not converge ({fac.iterations} "
+                         f"iterations, residual {fac.residual:.2g})")
+    T = np.concatenate([np.broadcast_to(np.eye(nf), (nb, nf, nf)), Hz], axis=1)  # t = T f
+    Phi_ty = _full_grid(n * ((T * P[:, None, :]) @ HH), n)                      # (n, nt, nch)
+    # Phi_tw = Phi_ty psi^-H ;  c_m = Cov(t_{k+m}, w_k) = ifft(Phi_tw)[m]
+    psi_h = np.conj(np.transpose(fac.psi, (0, 2, 1)))
+    Phi_tw = np.transpose(np.linalg.solve(psi_h.transpose(0, 2, 1),
+                                          Phi_ty.transpose(0, 2, 1)), (0, 2, 1))
+    c = np.fft.ifft(Phi_tw, axis=0)                                             # (n, nt, nch)
+    energy = np.sum(np.abs(c) ** 2, axis=2)                                     # (n, nt)
+    w = half_weights(n)
+    var_t = np.concatenate([w @ P, w @ np.einsum("koj,kj->ko", np.abs(Hz) ** 2, P)])
+    # explained variance: lags m = 0 .. n/2 - 1 (causal) plus -d .. -1 (indices n-d .. n-1)
+    causal = np.cumsum(energy[: n // 2], axis=0)[-1]
+    neg = np.cumsum(energy[::-1][: n // 2], axis=0)                             # m = -1, -2, ..
+    errs = np.zeros((lags.size, nf + nout))
+    for i, d in enumerate(lags):
+        errs[i] = var_t - causal - (neg[d - 1] if d > 0 else 0.0)
+    # check: every lag summed is the non-causal error, per bin sum_k w_k (S_tt - S_ty S_yy^-1
+    # S_yt); the factor's truncation on the grid shows up here first
+    Syy = HP @ HH + np.diag(noise_var / n)[None]
+    Sty = (T * P[:, None, :]) @ HH
+    expl = np.real(np.einsum("kti,kti->kt", Sty,
+                             np.linalg.solve(Syy, np.conj(np.transpose(Sty, (0, 2, 1))))
+                             .transpose(0, 2, 1)))
+    nc_bins = var_t - w @ expl
+    nc_fac = var_t - causal - neg[-1]
+    gap = np.abs(nc_fac - nc_bins) / np.maximum(nc_bins, 1e-300)
+    if np.any(gap > check):
+        raise ValueError(f"spectral factor off the per-bin limit by {100 * gap.max():.2g} % "
+                         f"(grid too short for the slowest decay?)")
+    return {"lags": lags, "force_err": np.maximum(errs[:, :nf], 0.0),
+            "output_err": np.maximum(errs[:, nf:], 0.0), "force_var": var_t[:nf],
+            "output_var": var_t[nf:], "memory": None,
+            "factor": {"iterations": fac.iterations, "residual": fac.residual,
+                       "converged": fac.converged, "noncausal_gap": float(gap.max())},
+            "noncausal_err": nc_fac}
