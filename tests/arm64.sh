@@ -30,7 +30,9 @@ MIRROR="${VSENSE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 HOST_VENV="${VSENSE_VENV:-$REPO/.venv}"
 SUITE=bookworm; INSTALL_SUITES="bookworm trixie"; TESTS=1; RUNS=1; INSTALL=1; FRESH=0
 PYTEST_ARGS=()
-while [ $# -gt 0 ]; do
+# sourced (benchmarks/arm64_bench.sh): only the functions and settings, no options, no main
+ARM64_SOURCED=0; [ "${BASH_SOURCE[0]}" != "$0" ] && ARM64_SOURCED=1
+while [ "$ARM64_SOURCED" -eq 0 ] && [ $# -gt 0 ]; do
   case "$1" in
     --suite) SUITE="$2"; shift ;;
     --install-suites) INSTALL_SUITES="$2"; shift ;;
@@ -99,7 +101,7 @@ leave() { cleanup; }
 
 inside() {  # inside ROOT SCRIPT: run a bash script in the arm64 root
   local r="$1"; shift
-  chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb QEMU_CPU=cortex-a72 \
+  chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb QEMU_CPU="${ARM64_QEMU_CPU:-cortex-a72}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PIP_CERT=/etc/ssl/host-ca-bundle.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_DEFAULT_TIMEOUT=180 PIP_ROOT_USER_ACTION=ignore DEBIAN_FRONTEND=noninteractive \
@@ -318,6 +320,7 @@ print(\"venv sees spidev and RPi.GPIO; python\", platform.python_version())'
 }
 
 # ----------------------------------------------------------------------------- main
+[ "$ARM64_SOURCED" -eq 1 ] && return 0
 [ "$FRESH" -eq 1 ] && { log "--fresh: dropping $CACHE"; rm -rf "$CACHE"; }
 step "host setup" host_setup
 SUITES_NEEDED="$SUITE"
