@@ -4,6 +4,7 @@
     python benchmarks/arm64_bench.py prepare DIR            # x86 host, offline extra: bundles
     python benchmarks/arm64_bench.py time DIR --port P --out X.json [--seconds 3] [--repeat 1]
     python benchmarks/arm64_bench.py insn DIR --port P --out X.json [--seconds 3]
+    python benchmarks/arm64_bench.py steps DIR --steps N   # block kernel only (counter check)
     python benchmarks/arm64_bench.py report X86_TIME X86_INSN X86_MARKS ARM_TIME ARM_INSN ARM_MARKS
 
 ``time``: wall/CPU time in this process: the estimator kernel (benchmarks/kernel.py's
@@ -243,6 +244,22 @@ MEANING = (
 )
 
 
+def cmd_steps(a) -> int:
+    """Only the estimator's block call of ``--steps`` steps (after a warm-up): run with two
+    step counts under any instruction counter (valgrind, the plugin's exit total), the
+    difference over the step difference is the kernel's count per step without marks."""
+    from edge.estimator import Estimator
+
+    est = Estimator(_bundle(Path(a.dir)), check_stability=False)
+    Y = 1e-5 * np.random.default_rng(0).standard_normal((a.steps, est.n_channels))
+    F, Z = np.empty((a.steps, est.n_forces)), np.empty((a.steps, est.n_outputs))
+    fl = np.empty(a.steps, dtype=np.uint8)
+    est.process(Y[:10], F[:10], Z[:10], fl[:10])  # compiled (or loaded) before
+    est.reset()
+    est.process(Y, F, Z, fl)
+    return 0
+
+
 def _marks(path: Path) -> dict[int, int]:
     m = {}
     for line in path.read_text().splitlines():
@@ -338,6 +355,9 @@ def main(argv=None) -> int:
         s.add_argument("--seconds", type=float, default=3.0)
         s.add_argument("--steps", type=int, default=20000 if name == "time" else 2000)
         s.add_argument("--repeat", type=int, default=1)
+    s = sub.add_parser("steps")
+    s.add_argument("dir")
+    s.add_argument("--steps", type=int, default=2000)
     s = sub.add_parser("report")
     for k in ("x86_time", "x86_insn", "x86_marks", "arm_time", "arm_insn", "arm_marks"):
         s.add_argument(k)
@@ -346,7 +366,7 @@ def main(argv=None) -> int:
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    return {"prepare": cmd_prepare, "time": cmd_time, "insn": cmd_insn,
+    return {"prepare": cmd_prepare, "time": cmd_time, "insn": cmd_insn, "steps": cmd_steps,
             "report": cmd_report}[a.cmd](a)
 
 
