@@ -19,7 +19,7 @@
 # What the figures mean: the time ratio measures qemu's emulation overhead on this machine,
 # not a Raspberry Pi; the instruction counts are user-space instructions of the whole process
 # per sample (the kernel's side of system calls is not counted), the basis for a Pi 3
-# estimate (instructions / (clock x IPC)). Takes about 10-20 min with warm caches.
+# estimate (instructions / (clock x IPC)). About 5 min with warm caches (--repeat 1, load 6).
 set -euo pipefail
 BENCH_REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SUITE_ARG=bookworm; SECONDS_ARG=3; REPEAT=1; INSN=1; OUT_MD=""
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     --repeat) REPEAT="$2"; shift ;;
     --no-insn) INSN=0 ;;
     --out) OUT_MD="$2"; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "arm64_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift

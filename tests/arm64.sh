@@ -22,6 +22,7 @@
 # /proc/cpuinfo (an ARM Cortex-A72 one is bind-mounted), and qemu's default CPU advertises SVE,
 # so OpenBLAS picks kernels that make an SVD fail (QEMU_CPU=cortex-a72).
 # Needs root (chroot, mounts), the package registries, and the host's .venv (bash tests/run.sh).
+# benchmarks/arm64_bench.sh sources this file for its functions (no options, no main).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${VSENSE_ARM64_CACHE:-$HOME/.cache/vsense-arm64}"
@@ -41,7 +42,7 @@ while [ "$ARM64_SOURCED" -eq 0 ] && [ $# -gt 0 ]; do
     --no-install) INSTALL=0 ;;
     --fresh) FRESH=1 ;;
     --) shift; PYTEST_ARGS=("$@"); break ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "arm64.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
