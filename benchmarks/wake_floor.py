@@ -226,6 +226,7 @@ def _event(period_ns: int, n: int, late: np.ndarray) -> dict:
                 k += 1
         p.stop()
         res.update(waits=k, wakeups=wakes, **p.result(k))
+        res["cpu_us_per_wakeup"] = res["cpu_us"] * k / max(wakes, 1)
 
     tp = threading.Thread(target=pacer, name="wake-floor-pacer")
     tw = threading.Thread(target=waiter, name="wake-floor-waiter")
@@ -262,7 +263,10 @@ def wake_floor(rate: float, seconds: float, methods=METHODS, timer_slack_ns: int
         ``waits`` completed wake-ups, ``cpu_us`` and ``schedstat_us`` the waiting thread's
         CPU per wake-up [us] (thread_time and schedstat), ``runs_per_wait`` times the
         thread was put on a CPU per wake-up, lateness percentiles [us]; ``event`` adds
-        ``pacer_cpu_us`` and ``pacer_schedstat_us`` (the setting thread).
+        ``wakeups`` (returns from ``Event.wait``; one may handle several deadlines),
+        ``cpu_us_per_wakeup``, ``pacer_cpu_us`` and ``pacer_schedstat_us`` (the setting
+        thread). ``waits`` counts deadlines passed: a loop already late skips its sleep
+        (``runs_per_wait`` < 1 shows it).
     """
     if not rate > 0 or not seconds > 0:
         raise ValueError(f"wake_floor: rate and seconds must be > 0 (got {rate}, {seconds})")
@@ -288,8 +292,8 @@ def table(results: list[dict]) -> list[str]:
                 return float(np.median([x[k] for x in xs]))
 
             cpu = [x["cpu_us"] for x in xs]
-            extra = (f" (pacer {med('pacer_cpu_us'):.1f}; {xs[0]['wakeups']} wake-ups)"
-                     if m == "event" else "")
+            extra = (f" (pacer {med('pacer_cpu_us'):.1f}; {xs[0]['wakeups']} wake-ups, "
+                     f"{med('cpu_us_per_wakeup'):.1f} per wake-up)" if m == "event" else "")
             rows.append(
                 f"| {rate:,.0f} | {m} | {xs[0]['waits']} | {med('cpu_us'):.1f} "
                 f"({min(cpu):.1f}-{max(cpu):.1f}){extra} | {med('schedstat_us'):.1f} | "

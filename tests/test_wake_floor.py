@@ -34,7 +34,7 @@ def test_structure_and_requested_waits():
         # the waiting thread was charged CPU and was put on a CPU at least once
         assert m["cpu_us"] > 0.0 and math.isfinite(m["cpu_us"]), name
     ev = res["methods"]["event"]
-    assert 1 <= ev["wakeups"] and ev["pacer_cpu_us"] > 0.0
+    assert 1 <= ev["wakeups"] and ev["pacer_cpu_us"] > 0.0 and ev["cpu_us_per_wakeup"] > 0.0
 
 
 @pytest.mark.parametrize("method", ["python", "numba"])
