@@ -25,7 +25,8 @@ printed with each section.
    recorder on) in a subprocess of each interpreter given (this one and ``--python``):
    the environment is reported (base-only = scipy not importable; numba imports scipy when
    it is installed), with and without ``[realtime] release_compiler_memory``.
-5. **CPU per sample by stage**, simulator apart: see ``benchmarks/daemon_costs.py``.
+5. **CPU per sample by stage**, simulator apart: see ``benchmarks/daemon_costs.py``; then
+   the bare wake-up floor at 1 kHz beside it (``benchmarks/wake_floor.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import daemon_costs as costs  # noqa: E402
+import wake_floor  # noqa: E402
 from edge.daemon import app, realtime  # noqa: E402
 from edge.daemon.config import config_from_dict  # noqa: E402
 
@@ -433,7 +435,8 @@ def main(argv=None):
                                f"{_fmt_range(filer, '{:.0f}')}), peak "
                                f"{_fmt_range(hwm, '{:.0f}')} MB |")
         if "costs" in only:
-            rows, _ = costs.section_costs(run_once, loadavg, tmp, port, sec + 1, args.repeat)
+            rows, res = costs.section_costs(run_once, loadavg, tmp, port, sec + 1, args.repeat)
+            rows += wake_floor.beside_costs(res, costs.CONFIGS, sec, args.repeat, loadavg)
         print(f"\n# summary: median (min-max) of {args.repeat} runs; load {loadavg()}")
         print("| figure | goal | measured |")
         print("| --- | --- | --- |")

@@ -22,6 +22,7 @@
 # /proc/cpuinfo (an ARM Cortex-A72 one is bind-mounted), and qemu's default CPU advertises SVE,
 # so OpenBLAS picks kernels that make an SVD fail (QEMU_CPU=cortex-a72).
 # Needs root (chroot, mounts), the package registries, and the host's .venv (bash tests/run.sh).
+# benchmarks/arm64_bench.sh sources this file for its functions (no options, no main).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${VSENSE_ARM64_CACHE:-$HOME/.cache/vsense-arm64}"
@@ -30,7 +31,9 @@ MIRROR="${VSENSE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 HOST_VENV="${VSENSE_VENV:-$REPO/.venv}"
 SUITE=bookworm; INSTALL_SUITES="bookworm trixie"; TESTS=1; RUNS=1; INSTALL=1; FRESH=0
 PYTEST_ARGS=()
-while [ $# -gt 0 ]; do
+# sourced (benchmarks/arm64_bench.sh): only the functions and settings, no options, no main
+ARM64_SOURCED=0; [ "${BASH_SOURCE[0]}" != "$0" ] && ARM64_SOURCED=1
+while [ "$ARM64_SOURCED" -eq 0 ] && [ $# -gt 0 ]; do
   case "$1" in
     --suite) SUITE="$2"; shift ;;
     --install-suites) INSTALL_SUITES="$2"; shift ;;
@@ -39,7 +42,7 @@ while [ $# -gt 0 ]; do
     --no-install) INSTALL=0 ;;
     --fresh) FRESH=1 ;;
     --) shift; PYTEST_ARGS=("$@"); break ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "arm64.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -99,7 +102,7 @@ leave() { cleanup; }
 
 inside() {  # inside ROOT SCRIPT: run a bash script in the arm64 root
   local r="$1"; shift
-  chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb QEMU_CPU=cortex-a72 \
+  chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb QEMU_CPU="${ARM64_QEMU_CPU:-cortex-a72}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PIP_CERT=/etc/ssl/host-ca-bundle.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_DEFAULT_TIMEOUT=180 PIP_ROOT_USER_ACTION=ignore DEBIAN_FRONTEND=noninteractive \
@@ -318,6 +321,7 @@ print(\"venv sees spidev and RPi.GPIO; python\", platform.python_version())'
 }
 
 # ----------------------------------------------------------------------------- main
+[ "$ARM64_SOURCED" -eq 1 ] && return 0
 [ "$FRESH" -eq 1 ] && { log "--fresh: dropping $CACHE"; rm -rf "$CACHE"; }
 step "host setup" host_setup
 SUITES_NEEDED="$SUITE"
