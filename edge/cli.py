@@ -112,6 +112,7 @@ def _logging(level: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    single_threaded_math()  # first: the parser's imports (edge.monitor) load NumPy
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
@@ -174,7 +175,6 @@ def _dispatch(args) -> int:
         print(f"vsense-edge run: error: {e}", file=sys.stderr)
         return EXIT_CONFIG
     _logging(args.log_level or cfg["device"]["log_level"])
-    single_threaded_math()
     from edge.daemon.app import run_daemon
 
     return run_daemon(cfg, simulate=args.simulate, require_broker=args.require_broker)

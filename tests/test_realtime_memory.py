@@ -127,7 +127,9 @@ def test_run_asks_for_single_threaded_math():
     assert cli.single_threaded_math(env) is False and env == {"OMP_NUM_THREADS": "4"}
     # a fresh interpreter, as `vsense-edge run` starts: set before NumPy, no OpenBLAS pool
     # (without it OpenBLAS starts one thread per extra core), an operator's value kept
-    code = ("import os, sys; from edge import cli; assert cli.single_threaded_math(); "
+    # (through main: its parser imports NumPy, so the order inside main matters)
+    code = ("import contextlib, io, os, sys; from edge import cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()): cli.main(['config-reference'])\n"
             "import numpy; print(len(os.listdir('/proc/self/task')), "
             "os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])")
     env = {k: v for k, v in os.environ.items() if k not in cli.SINGLE_THREAD_ENV}
