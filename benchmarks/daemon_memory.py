@@ -25,11 +25,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: variant name -> ([realtime] release_compiler_memory, release_file_pages)
+#: variant name -> ([realtime] release_compiler_memory, release_file_pages,
+#: numba_lazy_registries)
 VARIANTS = {
-    "nothing released": (False, False),
-    "LLVM pages + malloc_trim (before)": (True, False),
-    "+ every file's clean pages (default)": (True, True),
+    "nothing released": (False, False, False),
+    "LLVM pages + malloc_trim (before)": (True, False, False),
+    "+ every file's clean pages": (True, True, False),
+    "+ no numba registry refresh (default)": (True, True, True),
 }
 
 MONITOR = r"""
@@ -224,11 +226,13 @@ def toml_text(d: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cfg_file(cfg_dict, tmp: Path, port, seconds: float, compiler: bool, files: bool):
+def _cfg_file(cfg_dict, tmp: Path, port, seconds: float, compiler: bool, files: bool,
+              lazy: bool):
     d = cfg_dict(tmp, 1000.0, seconds, port, level="adc", release=compiler, tag="mem")
     d["device"]["id"] = "benchmem"
     d["realtime"]["release_file_pages"] = files
-    p = tmp / f"mem_{int(compiler)}{int(files)}.toml"
+    d["realtime"]["numba_lazy_registries"] = lazy
+    p = tmp / f"mem_{int(compiler)}{int(files)}{int(lazy)}.toml"
     p.write_text(toml_text(d))
     return p, d
 
@@ -247,8 +251,8 @@ def section_memory(cfg_dict, loadavg, tmp: Path, port, pythons, repeat, seconds)
     for py in pythons:
         print(f"  interpreter {py}: {env_of(py)}", flush=True)
         comp = None
-        for name, (compiler, files) in VARIANTS.items():
-            p, d = _cfg_file(cfg_dict, tmp, port, seconds, compiler, files)
+        for name, (compiler, files, lazy) in VARIANTS.items():
+            p, d = _cfg_file(cfg_dict, tmp, port, seconds, compiler, files, lazy)
             steady, hwm, anon, filer = [], [], [], []
             for r_i in range(repeat + 1):  # the first run may compile: warm-up, not counted
                 r = subprocess.run([sys.executable, "-c", MONITOR, py, str(p),
@@ -269,7 +273,7 @@ def section_memory(cfg_dict, loadavg, tmp: Path, port, pythons, repeat, seconds)
                 hwm.append(max(x["VmHWM"] for x in s))
                 anon.append(statistics.median(x["RssAnon"] for x in s))
                 filer.append(statistics.median(x["RssFile"] for x in s))
-                if files and out["smaps"]:
+                if files and lazy and out["smaps"]:
                     comp = by_component(out["smaps"])
                 print(f"    {name:38s} run {r_i}: exit {out['code']}, ready after "
                       f"{out['ready']:.1f} s, RSS steady {steady[-1]:.1f} MB (max "
@@ -295,7 +299,7 @@ def section_memory(cfg_dict, loadavg, tmp: Path, port, pythons, repeat, seconds)
 def section_stages(cfg_dict, tmp: Path, port, py: str, env: dict) -> None:
     """Start-up stage by stage in ``py`` (default configuration, one run after the warm-up
     runs above: kernels from the numba cache)."""
-    p, d = _cfg_file(cfg_dict, tmp, port, 30.0, True, True)
+    p, d = _cfg_file(cfg_dict, tmp, port, 30.0, True, True, True)
     r = subprocess.run([py, "-c", STAGES, str(p)], capture_output=True, text=True, env=env,
                        cwd=str(tmp))
     shutil.rmtree(d["recorder"]["dir"], ignore_errors=True)

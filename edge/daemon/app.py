@@ -47,6 +47,8 @@ def load_estimator(cfg: Config):
     """Load the bundle and build the estimator (exit code 3 on failure); check that the
     configured channels match the bundle's channels (exit code 2)."""
     rt = cfg["realtime"]
+    if rt["numba_lazy_registries"]:  # before the first kernel is loaded from the cache
+        realtime.lazy_numba_registries()
     if rt["release_compiler_memory"] and not rt["mlockall"]:
         # LLVM pages touched by the import itself (initialisation): drop them before the
         # kernel load touches its own, so the start-up peak is not the sum of both

@@ -230,6 +230,50 @@ def release_after_startup(rt: dict) -> int:
     return max(0, before - after)
 
 
+def lazy_numba_registries() -> bool:
+    """Load kernels from numba's on-disk cache without numba's full registry refresh.
+
+    Before every cache load numba "refreshes" its typing and target contexts
+    (``numba.core.caching.Cache.load_overload``): it imports and registers every
+    implementation it has (linear algebra, random generators, typed containers,
+    polynomials, datetime, ... 76 modules, about 14 MB of Python objects that stay) although
+    a cached kernel needs none of them to run: its machine code is in the cache file and
+    only calls numba's runtime (NRT, reference counts of arrays). This replaces that method
+    so that a load initialises the NRT only (what the refresh did first). Whenever numba
+    really compiles (a cache miss, a new signature) the full refresh still happens first
+    (``numba.core.compiler.CompilerBase.__init__``), and the lowering lookup refreshes on
+    its own when it misses (``BaseContext.get_function``). Returns False, changing nothing,
+    where this numba lacks the methods replaced (another version); idempotent.
+    """
+    try:
+        from numba.core import caching
+        from numba.core.runtime import nrt
+
+        cls = caching.Cache
+        orig = cls.load_overload
+        for a in ("_load_overload", "_guard_against_spurious_io_errors"):
+            getattr(cls, a)
+        rtsys = nrt.rtsys
+        rtsys.initialize  # noqa: B018 - present?
+    except (ImportError, AttributeError) as e:
+        log.warning("realtime: numba's cache loader not recognised (%s): kernels load with "
+                    "numba's full registry refresh", e)
+        return False
+    if getattr(orig, "lazy_registries", False):
+        return True
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)  # the NRT: all a cached kernel calls
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+        # None when the guard swallowed an I/O error (as numba's own method)
+
+    load_overload.lazy_registries = True
+    load_overload.__doc__ = orig.__doc__
+    cls.load_overload = load_overload
+    return True
+
+
 def trim_heap() -> bool:
     """Give the C heap's free memory back to the system (glibc ``malloc_trim(0)``); False
     where there is no such function (another libc). Used once after start-up: compiling or

@@ -229,6 +229,10 @@ SCHEMA: tuple[Section, ...] = (
             "pages, unused once the kernel is loaded; "
             "`madvise(MADV_DONTNEED)` on its unmodified read-only mappings; skipped with "
             "`mlockall`)."),
+        Key("numba_lazy_registries", "bool", True, "Load the kernels from numba's cache "
+            "without numba's full registry refresh (every implementation numba has: linear "
+            "algebra, random, typed containers, ...; about 14 MB of Python objects a cached "
+            "kernel never uses); a compilation still loads them first."),
         Key("release_file_pages", "bool", True, "After start-up, before the first sample, "
             "also drop this process's resident pages of every other mapped file (shared "
             "libraries, Python extension modules) that holds no private page: what imports "
