@@ -230,6 +230,10 @@ def release_after_startup(rt: dict) -> int:
     return max(0, before - after)
 
 
+#: kernels not found in numba's cache since :func:`lazy_numba_registries` (compiled instead)
+numba_cache_misses: list[str] = []
+
+
 def lazy_numba_registries() -> bool:
     """Load kernels from numba's on-disk cache without numba's full registry refresh.
 
@@ -242,8 +246,9 @@ def lazy_numba_registries() -> bool:
     so that a load initialises the NRT only (what the refresh did first). Whenever numba
     really compiles (a cache miss, a new signature) the full refresh still happens first
     (``numba.core.compiler.CompilerBase.__init__``), and the lowering lookup refreshes on
-    its own when it misses (``BaseContext.get_function``). Returns False, changing nothing,
-    where this numba lacks the methods replaced (another version); idempotent.
+    its own when it misses (``BaseContext.get_function``); such misses are listed in
+    :data:`numba_cache_misses`. Returns False, changing nothing, where this numba lacks the
+    methods replaced (another version); idempotent.
     """
     try:
         from numba.core import caching
@@ -264,9 +269,13 @@ def lazy_numba_registries() -> bool:
 
     def load_overload(self, sig, target_context):
         rtsys.initialize(target_context)  # the NRT: all a cached kernel calls
+        cres = None  # also when the guard swallowed an I/O error (as numba's own method)
         with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-        # None when the guard swallowed an I/O error (as numba's own method)
+            cres = self._load_overload(sig, target_context)
+        if cres is None:  # numba compiles it next (and loads its registries first)
+            numba_cache_misses.append(getattr(getattr(self, "_py_func", None),
+                                              "__qualname__", "?"))
+        return cres
 
     load_overload.lazy_registries = True
     load_overload.__doc__ = orig.__doc__
