@@ -24,7 +24,9 @@ printed with each section.
 4. **Resident memory** of ``vsense-edge run --simulate`` (adc level, real clock, MQTT and
    recorder on) in a subprocess of each interpreter given (this one and ``--python``):
    the environment is reported (base-only = scipy not importable; numba imports scipy when
-   it is installed), with and without ``[realtime] release_compiler_memory``.
+   it is installed), steady state from 1 s after the daemon's READY=1, with the releases
+   after start-up switched on one by one; by mapping and by start-up stage: see
+   ``benchmarks/daemon_memory.py``.
 5. **CPU per sample by stage**, simulator apart: see ``benchmarks/daemon_costs.py``; then
    the bare wake-up floor at 1 kHz beside it (``benchmarks/wake_floor.py``).
 """
@@ -32,7 +34,6 @@ printed with each section.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -52,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import daemon_costs as costs  # noqa: E402
+import daemon_memory as memory  # noqa: E402
 import wake_floor  # noqa: E402
 from edge.daemon import app, realtime  # noqa: E402
 from edge.daemon.config import config_from_dict  # noqa: E402
@@ -285,91 +287,6 @@ def section_latency(tmp, port, sec, repeat, levels):
     return res
 
 
-MEM_SCRIPT = r"""
-import json, subprocess, sys, time
-py, cfg, dur = sys.argv[1], sys.argv[2], float(sys.argv[3])
-p = subprocess.Popen([py, "-m", "edge.cli", "run", "-c", cfg, "--simulate"],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-t0, samples = time.monotonic(), []
-while p.poll() is None:
-    try:
-        d = {}
-        for line in open(f"/proc/{p.pid}/status"):
-            k = line.split(":")[0]
-            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                d[k] = int(line.split()[1]) * 1024 / 1e6
-        samples.append((time.monotonic() - t0, d))
-    except (OSError, ValueError):
-        pass
-    time.sleep(0.05)
-print(json.dumps({"code": p.returncode, "samples": samples}))
-"""
-
-
-def _env_of(py: str) -> str:
-    r = subprocess.run([py, "-c", "import importlib.util as u, numba, sys; print("
-                        "'full (scipy installed: numba imports it)' if u.find_spec('scipy') "
-                        "else 'base-only (no scipy)', numba.__version__, sys.prefix)"],
-                       capture_output=True, text=True, cwd=str(ROOT))
-    return r.stdout.strip() or r.stderr.strip()[-200:]
-
-
-def section_memory(tmp, port, pythons, repeat, seconds):
-    print(f"\n## 4. Resident memory of `vsense-edge run --simulate`   load {loadavg()}")
-    out = []
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for py in pythons:
-        print(f"  interpreter {py}: {_env_of(py)}", flush=True)
-        for release in (False, True):
-            cfgd = _cfg_dict(tmp, 1000.0, seconds, port, level="adc", release=release,
-                             tag="mem")
-            cfgd["device"]["id"] = "benchmem"
-            p = tmp / f"mem_{release}.toml"
-            p.write_text(_toml(cfgd))
-            steady, hwm, anon, filer = [], [], [], []
-            for r_i in range(repeat + 1):  # the first run may compile: warm-up, not counted
-                r = subprocess.run([sys.executable, "-c", MEM_SCRIPT, py, str(p),
-                                    str(seconds)], capture_output=True, text=True, env=env,
-                                   cwd=str(tmp))
-                d = json.loads(r.stdout)
-                s = [x for t, x in d["samples"] if x]
-                last = s[len(s) // 2:]  # steady state: second half of the run
-                if r_i == 0:
-                    continue
-                steady.append(max(x["VmRSS"] for x in last))
-                hwm.append(max(x["VmHWM"] for x in s))
-                anon.append(max(x["RssAnon"] for x in last))
-                filer.append(max(x["RssFile"] for x in last))
-                print(f"    release_compiler_memory={release}, run {r_i}: exit {d['code']}, "
-                      f"RSS steady {steady[-1]:.1f} MB (anon {anon[-1]:.1f}, file "
-                      f"{filer[-1]:.1f}), peak {hwm[-1]:.1f} MB", flush=True)
-            shutil.rmtree(cfgd["recorder"]["dir"], ignore_errors=True)
-            out.append((py, release, steady, hwm, anon, filer))
-    return out
-
-
-def _toml(d: dict) -> str:
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, list):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return repr(v)
-
-    lines = []
-    for sec, body in d.items():
-        if isinstance(body, list):
-            for item in body:
-                lines.append(f"[[{sec}]]")
-                lines += [f"{k} = {val(v)}" for k, v in item.items()]
-        else:
-            lines.append(f"[{sec}]")
-            lines += [f"{k} = {val(v)}" for k, v in body.items()]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter runs")
@@ -390,7 +307,7 @@ def main(argv=None):
     try:
         print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}, {os.cpu_count()} CPUs, load {loadavg()}"
               f", broker: {'mosquitto on port %d' % port if port else 'none (MQTT off)'}, "
-              f"this interpreter: {sys.executable}: {_env_of(sys.executable)}", flush=True)
+              f"this interpreter: {sys.executable}: {memory.env_of(sys.executable)}", flush=True)
         if "floor" in only:
             fl = section_floor(sec, args.repeat)
             for fifo, rs in fl.items():
@@ -425,15 +342,9 @@ def main(argv=None):
                 summary.append(f"| CPU at 1,000 /s, {lv}, {v} | < 10 % of a core | "
                                f"{_fmt_range([r['cpu_total'] for r in rs], '{:.1f}')} % |")
         if "memory" in only:
-            mem = section_memory(tmp, port, [sys.executable] + args.python, args.repeat,
-                                 3.0 if args.quick else 5.0)
-            for py, release, steady, hwm, anon, filer in mem:
-                summary.append(f"| resident memory, {py}, release_compiler_memory="
-                               f"{str(release).lower()} | < 150 MB | steady "
-                               f"{_fmt_range(steady, '{:.0f}')} MB (anon "
-                               f"{_fmt_range(anon, '{:.0f}')}, file "
-                               f"{_fmt_range(filer, '{:.0f}')}), peak "
-                               f"{_fmt_range(hwm, '{:.0f}')} MB |")
+            summary += memory.section_memory(_cfg_dict, loadavg, tmp, port,
+                                             [sys.executable] + args.python, args.repeat,
+                                             6.0 if args.quick else 10.0)
         if "costs" in only:
             rows, res = costs.section_costs(run_once, loadavg, tmp, port, sec + 1, args.repeat)
             rows += wake_floor.beside_costs(res, costs.CONFIGS, sec, args.repeat, loadavg)

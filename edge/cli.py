@@ -29,6 +29,20 @@ from edge.daemon.config import (
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_CONFIG
 from edge.helpformat import HelpFormatter
 
+#: the daemon never multiplies large matrices and numba's kernels are single-threaded: no BLAS
+#: or OpenMP thread pool (OpenBLAS otherwise starts one thread per core at NumPy's import)
+SINGLE_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def single_threaded_math(env=os.environ) -> bool:
+    """Ask the math libraries for one thread each (unless the environment already says)
+    before NumPy is imported; False when it is too late (NumPy already loaded)."""
+    if "numpy" in sys.modules:
+        return False
+    for k in SINGLE_THREAD_ENV:
+        env.setdefault(k, "1")
+    return True
+
 
 def exit_code_lines(codes=None) -> str:
     """The exit codes, one wrapped line each (the epilog of ``--help``)."""
@@ -98,6 +112,7 @@ def _logging(level: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    single_threaded_math()  # first: the parser's imports (edge.monitor) load NumPy
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)

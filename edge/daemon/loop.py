@@ -237,10 +237,8 @@ class Daemon(SamplePath, StatusMixin):
         # start-up work that holds the GIL for tens of ms (a full collection over numba's
         # objects) is done before the first sample, not during it
         realtime.gc_setup(rt["gc"])
-        if rt["release_compiler_memory"] and not rt["mlockall"]:
-            # every kernel is compiled or loaded now (estimator, decode, fast path)
-            realtime.release_library_pages("libllvmlite.so")
-            realtime.trim_heap()
+        # every kernel is compiled or loaded now (estimator, decode, fast path)
+        realtime.release_after_startup(rt)
         self._acq_thread.start()
         self.first_sample.wait()
         if self.hw_error is None:

@@ -119,16 +119,29 @@ def gc_restore(mode: str) -> None:
 MADV_DONTNEED = 4
 
 
-def _clean_ranges(name: str, smaps: str) -> list[tuple[int, int]]:
-    """Address ranges of ``name``'s mappings that are not writable and hold no private
-    (copy-on-write) pages: every resident page equals the file's content."""
+#: mappings never advised: devices (e.g. /dev/gpiomem registers), shared memory, memfd
+_NOT_FILES = ("/dev/", "/SYSV", "/memfd:", "/dev/shm/")
+
+
+def _is_plain_file(path: str) -> bool:
+    return path.startswith("/") and not path.startswith(_NOT_FILES) and \
+        not path.endswith("(deleted)")
+
+
+def _clean_ranges(name: str | None, smaps: str) -> list[tuple[int, int]]:
+    """Address ranges of ``name``'s mappings (``None``: of every mapped regular file) that
+    are private, not writable and hold no private (copy-on-write) pages: every resident
+    page equals the file's content."""
     out, cur = [], None
     with open(smaps) as f:
         for line in f:
             p = line.split()
             if p and "-" in p[0] and not p[0].endswith(":"):
                 cur = None
-                if len(p) >= 6 and p[5].rsplit("/", 1)[-1] == name and "w" not in p[1]:
+                path = " ".join(p[5:]) if len(p) >= 6 else ""
+                if path and "w" not in p[1] and p[1].endswith("p") and (
+                        path.rsplit("/", 1)[-1] == name if name is not None
+                        else _is_plain_file(path)):
                     a, b = (int(x, 16) for x in p[0].split("-"))
                     cur = [a, b, True]
                     out.append(cur)
@@ -138,10 +151,12 @@ def _clean_ranges(name: str, smaps: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b, clean in out if clean]
 
 
-def release_library_pages(name: str = "libllvmlite.so", smaps: str = "/proc/self/smaps") -> int:
+def release_library_pages(name: str | None = "libllvmlite.so",
+                          smaps: str = "/proc/self/smaps") -> int:
     """Drop this process's resident pages of a shared library's clean read-only mappings
-    (``madvise(MADV_DONTNEED)``); return the bytes of address space advised (0 when the
-    library is not mapped or the call fails; never raises).
+    (``madvise(MADV_DONTNEED)``); ``name=None``: of every mapped regular file (shared
+    libraries, Python extension modules, the interpreter). Return the bytes of address
+    space advised (0 when nothing matches or the call fails; never raises).
 
     Used after start-up for the LLVM compiler inside llvmlite: once the estimator kernel is
     compiled or loaded from the numba cache (``Estimator`` warms it up), the ~70 MB of LLVM
@@ -151,29 +166,121 @@ def release_library_pages(name: str = "libllvmlite.so", smaps: str = "/proc/self
     of the file: if LLVM runs again (e.g. a kernel of a new signature) the pages fault back
     in from the page cache. ``MADV_PAGEOUT`` would leave pages that another process also
     maps (another Python using the same venv), ``MADV_DONTNEED`` unmaps them from this
-    process regardless.
+    process regardless. With ``None`` the same holds for every library: what start-up
+    touched (imports, OpenBLAS and OpenSSL initialisation) leaves; what the running daemon
+    uses comes back as minor faults (no disk read while the page cache holds the file)
+    during its first samples and stays resident. Devices (``/dev/...``, e.g. GPIO
+    registers), shared memory and deleted files are never advised.
     """
+    what = name or "every mapped file"
     try:
         ranges = _clean_ranges(name, smaps)
         libc = ctypes.CDLL(None, use_errno=True)
         madvise = libc.madvise
         madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     except (OSError, AttributeError, ValueError) as e:
-        log.warning("realtime: cannot release %s pages (%s); continuing", name, e)
+        log.warning("realtime: cannot release %s pages (%s); continuing", what, e)
         return 0
     done = 0
+    refused = None
     for a, b in ranges:
         if madvise(a, b - a, MADV_DONTNEED) == 0:
             done += b - a
         else:
-            e = ctypes.get_errno()
-            log.warning("realtime: madvise(MADV_DONTNEED) on %s refused (%s); continuing",
-                        name, os.strerror(e))
-            return done
+            refused = os.strerror(ctypes.get_errno())
+    if refused is not None:
+        log.warning("realtime: madvise(MADV_DONTNEED) on %s refused for some mappings (%s); "
+                    "continuing", what, refused)
     if done:  # the caller reports the total once (start-up calls this twice)
-        log.debug("released the resident pages of %s (%.0f MB of clean mappings)", name,
+        log.debug("released the resident pages of %s (%.0f MB of clean mappings)", what,
                   done / 1e6)
     return done
+
+
+def rss_bytes(status: str = "/proc/self/status") -> int:
+    """Resident set size of this process [bytes] (``VmRSS``; 0 where not available)."""
+    try:
+        with open(status) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def release_after_startup(rt: dict) -> int:
+    """Once every kernel is compiled or loaded, before the first sample: give back what
+    start-up used and the running daemon does not need, as ``[realtime]`` asks
+    (``release_compiler_memory``: LLVM's pages and the C heap's free memory;
+    ``release_file_pages``: every other library's clean pages). Nothing with ``mlockall``
+    (locked pages cannot be dropped and must not fault back). Return the RSS given back
+    [bytes] (logged)."""
+    if rt["mlockall"] or not (rt["release_compiler_memory"] or rt["release_file_pages"]):
+        return 0
+    before = rss_bytes()
+    if rt["release_compiler_memory"]:
+        release_library_pages("libllvmlite.so")
+        trim_heap()
+    if rt["release_file_pages"]:
+        release_library_pages(None)
+    after = rss_bytes()
+    log.info("start-up memory released: resident %.1f MB -> %.1f MB", before / 1e6,
+             after / 1e6)
+    return max(0, before - after)
+
+
+#: kernels not found in numba's cache since :func:`lazy_numba_registries` (compiled instead)
+numba_cache_misses: list[str] = []
+
+
+def lazy_numba_registries() -> bool:
+    """Load kernels from numba's on-disk cache without numba's full registry refresh.
+
+    Before every cache load numba "refreshes" its typing and target contexts
+    (``numba.core.caching.Cache.load_overload``): it imports and registers every
+    implementation it has (linear algebra, random generators, typed containers,
+    polynomials, datetime, ... 76 modules, about 14 MB of Python objects that stay) although
+    a cached kernel needs none of them to run: its machine code is in the cache file and
+    only calls numba's runtime (NRT, reference counts of arrays). This replaces that method
+    so that a load initialises the NRT only (what the refresh did first). Whenever numba
+    really compiles (a cache miss, a new signature) the full refresh still happens first
+    (``numba.core.compiler.CompilerBase.__init__``), and the lowering lookup refreshes on
+    its own when it misses (``BaseContext.get_function``); such misses are listed in
+    :data:`numba_cache_misses`. Returns False, changing nothing, where this numba lacks the
+    methods replaced (another version); idempotent.
+    """
+    try:
+        from numba.core import caching
+        from numba.core.runtime import nrt
+
+        cls = caching.Cache
+        orig = cls.load_overload
+        for a in ("_load_overload", "_guard_against_spurious_io_errors"):
+            getattr(cls, a)
+        rtsys = nrt.rtsys
+        rtsys.initialize  # noqa: B018 - present?
+    except (ImportError, AttributeError) as e:
+        log.warning("realtime: numba's cache loader not recognised (%s): kernels load with "
+                    "numba's full registry refresh", e)
+        return False
+    if getattr(orig, "lazy_registries", False):
+        return True
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)  # the NRT: all a cached kernel calls
+        cres = None  # also when the guard swallowed an I/O error (as numba's own method)
+        with self._guard_against_spurious_io_errors():
+            cres = self._load_overload(sig, target_context)
+        if cres is None:  # numba compiles it next (and loads its registries first)
+            numba_cache_misses.append(getattr(getattr(self, "_py_func", None),
+                                              "__qualname__", "?"))
+        return cres
+
+    load_overload.lazy_registries = True
+    load_overload.__doc__ = orig.__doc__
+    cls.load_overload = load_overload
+    return True
 
 
 def trim_heap() -> bool:

@@ -229,6 +229,16 @@ SCHEMA: tuple[Section, ...] = (
             "pages, unused once the kernel is loaded; "
             "`madvise(MADV_DONTNEED)` on its unmodified read-only mappings; skipped with "
             "`mlockall`)."),
+        Key("numba_lazy_registries", "bool", True, "Load the kernels from numba's cache "
+            "without numba's full registry refresh (every implementation numba has: linear "
+            "algebra, random, typed containers, ...; about 14 MB of Python objects a cached "
+            "kernel never uses); a compilation still loads them first."),
+        Key("release_file_pages", "bool", True, "After start-up, before the first sample, "
+            "also drop this process's resident pages of every other mapped file (shared "
+            "libraries, Python extension modules) that holds no private page: what imports "
+            "and library initialisation touched (OpenBLAS, OpenSSL, ...) leaves, what the "
+            "running daemon uses comes back as minor faults (page cache, no disk read) in its "
+            "first samples (about 14 MB less resident memory; skipped with `mlockall`)."),
     )),
     Section("simulate", "`vsense-edge run --simulate`: a simulated ADS1256 instead of the "
             "hardware.", (

@@ -1,0 +1,210 @@
+"""The daemon's memory release after start-up (edge.daemon.realtime) and the single-threaded
+math libraries of ``vsense-edge run`` (edge.cli)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from edge.daemon import realtime
+from helpers import chain_bundle
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: a hand-written /proc/PID/smaps: one mapping of each kind the release must tell apart
+SMAPS = """\
+00400000-00500000 r-xp 00000000 08:01 11 /usr/lib/libclean.so
+Rss:                  64 kB
+Anonymous:             0 kB
+Private_Dirty:         0 kB
+Swap:                  0 kB
+00500000-00600000 r--p 00100000 08:01 11 /usr/lib/libclean.so
+Rss:                  16 kB
+Anonymous:             8 kB
+Private_Dirty:         8 kB
+Swap:                  0 kB
+00600000-00700000 rw-p 00200000 08:01 11 /usr/lib/libclean.so
+Rss:                   4 kB
+Anonymous:             0 kB
+Private_Dirty:         0 kB
+Swap:                  0 kB
+00700000-00800000 r--s 00000000 08:01 12 /usr/lib/shared.dat
+Rss:                   4 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+00800000-00900000 r--p 00000000 00:05 13 /dev/gpiomem
+Rss:                   4 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+00900000-00a00000 r--p 00000000 08:01 14 /usr/lib/old.so (deleted)
+Rss:                   4 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+00a00000-00b00000 r--p 00000000 08:01 15 /opt/my dir/libspace.so
+Rss:                   4 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+00b00000-00c00000 rw-p 00000000 00:00 0
+Rss:                 400 kB
+Anonymous:           400 kB
+00c00000-00d00000 r--p 00000000 08:01 16 /usr/lib/swapped.so
+Rss:                   0 kB
+Anonymous:             0 kB
+Swap:                  4 kB
+"""
+
+
+def test_clean_ranges_tells_mappings_apart(tmp_path):
+    f = tmp_path / "smaps"
+    f.write_text(SMAPS)
+    mb = 0x100000
+    # one library: only its read-only private mapping without private pages (the RELRO
+    # mapping holds relocated, i.e. anonymous, pages; the data mapping is writable)
+    assert realtime._clean_ranges("libclean.so", str(f)) == [(0x400000, 0x400000 + mb)]
+    # every file: not the shared mapping, the device, the deleted file, the anonymous
+    # memory, the swapped-out pages; a path with a space is one path
+    assert realtime._clean_ranges(None, str(f)) == [(0x400000, 0x500000),
+                                                    (0xa00000, 0xb00000)]
+    assert realtime._clean_ranges("libspace.so", str(f)) == [(0xa00000, 0xb00000)]
+
+
+def _status(key: str) -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def test_release_of_every_file_keeps_the_process_working():
+    from edge.estimator import Estimator
+
+    b = chain_bundle(window=3, kinds=("displacement",))
+    Y = np.sin(np.arange(200) * 0.05)[:, None] * 1e-4
+    ref = Estimator(b).run(Y)[0]
+    a = np.arange(64.0).reshape(8, 8)
+    prod = a @ a.T  # OpenBLAS
+    clean = sum(hi - lo for lo, hi in realtime._clean_ranges(None, "/proc/self/smaps"))
+    assert clean > 0  # the interpreter's own text is a clean file mapping
+    file_before = _status("RssFile")
+    done = realtime.release_library_pages(None)
+    file_after = _status("RssFile")
+    # advised: the clean ranges found a moment before (the count may differ by mappings
+    # created in between, e.g. by a lazily loaded extension: within 10 %)
+    assert abs(done - clean) <= 0.1 * clean
+    # some of the file pages left (what start-up and the other tests touched); those the
+    # calls below need come back from the page cache
+    assert file_after < file_before
+    np.testing.assert_array_equal(Estimator(b).run(Y)[0], ref)  # same compiled kernel
+    np.testing.assert_array_equal(a @ a.T, prod)
+
+
+def test_release_after_startup_follows_the_config(monkeypatch):
+    calls = []
+    monkeypatch.setattr(realtime, "release_library_pages",
+                        lambda name="libllvmlite.so", smaps=None: calls.append(name) or 0)
+    monkeypatch.setattr(realtime, "trim_heap", lambda: calls.append("trim") or True)
+    rt = {"mlockall": False, "release_compiler_memory": True, "release_file_pages": True}
+    realtime.release_after_startup(rt)
+    assert calls == ["libllvmlite.so", "trim", None]
+    calls.clear()
+    realtime.release_after_startup(dict(rt, release_compiler_memory=False))
+    assert calls == [None]
+    calls.clear()
+    realtime.release_after_startup(dict(rt, release_file_pages=False))
+    assert calls == ["libllvmlite.so", "trim"]
+    calls.clear()
+    # locked memory: nothing is dropped (it could not be, and must not fault back)
+    assert realtime.release_after_startup(dict(rt, mlockall=True)) == 0
+    assert calls == []
+
+
+def test_run_asks_for_single_threaded_math():
+    from edge import cli
+
+    env = {"OMP_NUM_THREADS": "4"}
+    # NumPy is loaded in this process: too late, nothing is set
+    assert cli.single_threaded_math(env) is False and env == {"OMP_NUM_THREADS": "4"}
+    # a fresh interpreter, as `vsense-edge run` starts: set before NumPy, no OpenBLAS pool
+    # (without it OpenBLAS starts one thread per extra core), an operator's value kept
+    # (through main: its parser imports NumPy, so the order inside main matters)
+    code = ("import contextlib, io, os, sys; from edge import cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()): cli.main(['config-reference'])\n"
+            "import numpy; print(len(os.listdir('/proc/self/task')), "
+            "os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])")
+    env = {k: v for k, v in os.environ.items() if k not in cli.SINGLE_THREAD_ENV}
+    env["OMP_NUM_THREADS"] = "3"
+    env["PYTHONPATH"] = ROOT
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.split()
+    assert out == ["1", "1", "3"]
+
+
+LAZY = r"""
+import json, sys
+import numpy as np
+from edge.daemon import realtime
+assert realtime.lazy_numba_registries() and realtime.lazy_numba_registries()  # idempotent
+from edge.estimator import Estimator, kernel
+Y = np.sin(np.arange(200) * 0.05)[:, None] * 1e-4
+out = Estimator(sys.argv[1]).run(Y)[0]
+hits = sum(kernel._process.stats.cache_hits.values())
+# modules only numba's registry refresh imports (a cached kernel's environment imports the
+# modules of the implementations it uses, e.g. numba.np.arraymath for np.sum)
+REFRESH = ("numba.np.polynomial", "numba.typed.typeddict", "numba.np.npdatetime")
+skipped = not any(m in sys.modules for m in REFRESH)
+import lazymod  # a cached kernel that allocates (NRT) and calls math and numpy functions
+v = lazymod.g(50)
+print(json.dumps({"out": out.tolist(), "hits": hits, "skipped": skipped, "g": v,
+                  "misses": realtime.numba_cache_misses,
+                  "after": all(m in sys.modules for m in REFRESH)}))
+"""
+
+LAZYMOD = """
+import math
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def g(n):
+    a = np.empty(n)
+    for i in range(n):
+        a[i] = math.sin(0.1 * i)
+    return np.sum(a)
+"""
+
+
+def test_cached_kernels_load_without_numba_registries(tmp_path):
+    import json
+
+    from edge.estimator import Estimator
+
+    b = chain_bundle(window=3, kinds=("displacement",))
+    path = tmp_path / "b.npz"
+    b.save(path)
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "lazymod.py").write_text(LAZYMOD)
+    Y = np.sin(np.arange(200) * 0.05)[:, None] * 1e-4
+    ref = Estimator(b).run(Y)[0]  # compiles or loads the kernel: it is in the cache now
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, str(tmp_path / "mod")]),
+               NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    runs = []
+    for _ in range(2):  # 1: every kernel is compiled (empty cache), 2: loaded from the cache
+        r = subprocess.run([sys.executable, "-c", LAZY, str(path)], capture_output=True,
+                           text=True, env=env, check=True)
+        runs.append(json.loads(r.stdout))
+    # sum of sin(0.1 i), i < 50, in closed form sin(n x / 2) sin((n - 1) x / 2) / sin(x / 2)
+    # (Lagrange's identity), to rounding
+    x, n = 0.1, 50
+    closed = np.sin(n * x / 2) * np.sin((n - 1) * x / 2) / np.sin(x / 2)
+    cold, warm = runs
+    assert "g" in cold["misses"] and "_process" in cold["misses"]  # compiled ...
+    assert cold["after"]  # ... with the registries loaded first
+    assert abs(cold["g"] - closed) < 1e-12
+    assert warm["hits"] >= 1 and warm["misses"] == []  # the premise: all from the cache
+    assert warm["skipped"] and not warm["after"]  # ... without the registry refresh
+    assert warm["g"] == cold["g"]  # the cached machine code, same result
+    # the estimator kernel: bit for bit the result of numba's normal load in this process
+    for got in runs:
+        np.testing.assert_array_equal(np.array(got["out"], dtype=float), ref)
