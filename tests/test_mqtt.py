@@ -246,3 +246,25 @@ def test_malformed_command_gets_a_reply_with_the_reason(mosquitto, subscriber):
     cmd, args, cid = pub.commands.get(timeout=5)  # valid: queued for the loop thread
     assert (cmd.name, cid) == ("pause", 5)
     pub.stop(final_status={"state": "stopped"})
+
+
+def test_a_payload_the_socket_takes_in_parts_arrives_whole_and_in_order(mosquitto,
+                                                                         subscriber):
+    """A QoS 0 packet written on the calling thread that the socket takes only in part
+    (a 4 KB send buffer, 2 MB payload): the rest goes out before any later packet, from
+    whichever thread writes next (here the network thread, woken to wait for room)."""
+    import socket
+
+    pub = Publisher(_mqtt_cfg(mosquitto.port, qos=0), "dev-w", _registry(), ncol=1)
+    sub = subscriber(["vsense/dev-w/raw"], "sub-w")
+    pub.start()
+    assert pub.wait_connected(10)
+    pub.client.socket().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    big = bytes(range(256)) * 8192
+    pub.send(pub.topics.raw, big)
+    pub.send(pub.topics.raw, b"after")  # waits in paho's queue behind the rest of big
+    assert sub.wait(lambda: len(sub.get("vsense/dev-w/raw")) == 2, 30)
+    assert [p for p, _ in sub.get("vsense/dev-w/raw")] == [big, b"after"]
+    assert pub.wire.partial >= 1  # the case under test happened
+    assert pub.stats["published"] == 2 and pub.queue_depth() == 0
+    pub.stop()
