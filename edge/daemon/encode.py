@@ -152,13 +152,43 @@ def _encode_into(out, binary, seq0, n, t, V, f, S, has_s, sc):
 
 
 @njit(cache=True)
-def _batch_take(i, seq, t, V, f, bt, bv, bf, st, out, binary, S, has_s, sc):
+def _put_publish_header(out, o0, m, topic):
+    """MQTT 3.1.1 PUBLISH fixed and variable header (QoS 0, no retain: ``0x30``, remaining
+    length as a varint, topic length u2 big endian, the topic's UTF-8 bytes ``topic``) that
+    ends at ``out[o0]``, where an ``m``-byte payload starts; returns where the packet
+    starts (``o0`` leaves room for it: 1 + 4 + 2 + len(topic) bytes at least)."""
+    nt = topic.shape[0]
+    rem = 2 + nt + m
+    nv = 1
+    r = rem >> 7
+    while r:
+        nv += 1
+        r >>= 7
+    a = o0 - nt - 2 - nv - 1
+    out[a] = 0x30
+    p = a + 1
+    r = rem
+    for _ in range(nv):
+        b = r & 0x7F
+        r >>= 7
+        out[p] = b | 0x80 if r else b
+        p += 1
+    out[p] = nt >> 8
+    out[p + 1] = nt & 0xFF
+    _put(out, p + 2, topic)
+    return a
+
+
+@njit(cache=True)
+def _batch_take(i, seq, t, V, f, bt, bv, bf, st, out, o0, topic, binary, S, has_s, sc):
     """The publisher's batching and encoding in one call: append rows ``i ..`` of ``seq,
     t, V, f`` to the batch ``bt, bv, bf`` (capacity = their length) while their sequence
     numbers follow on; when the batch is full or the next row does not follow on, encode it
-    into ``out`` (:func:`_encode_into`) and empty it. ``st``: int64 state ``[rows in the
-    batch, seq of its first row, rows in the encoded payload]``. Returns ``(next row,
-    payload length or 0)``."""
+    at ``out[o0:]`` (:func:`_encode_into`) behind a QoS 0 PUBLISH header for ``topic``
+    (:func:`_put_publish_header`) and empty it. ``st``: int64 state ``[rows in the batch,
+    seq of its first row, rows in the encoded payload]``. Returns ``(next row, payload length
+    or 0, start of the packet)``: the payload is ``out[o0:o0+m]``, the packet
+    ``out[start:o0+m]``."""
     n = seq.shape[0]
     cap = bt.shape[0]
     ncol = bv.shape[1]
@@ -176,8 +206,8 @@ def _batch_take(i, seq, t, V, f, bt, bv, bf, st, out, binary, S, has_s, sc):
         i += 1
     st[0] = k
     if k == cap or (i < n and k > 0):
-        m = _encode_into(out, binary, st[1], k, bt, bv, bf, S, has_s, sc)
+        m = _encode_into(out[o0:], binary, st[1], k, bt, bv, bf, S, has_s, sc)
         st[2] = k
         st[0] = 0
-        return i, m
-    return i, 0
+        return i, m, _put_publish_header(out, o0, m, topic)
+    return i, 0, 0

@@ -121,6 +121,28 @@ class Wire:
             self.wake()
         return True
 
+    def send_packet(self, pkt) -> bool:
+        """:meth:`publish_qos0` for a whole packet built by the caller (``pkt``: any
+        buffer, e.g. a slice of the publisher's encoding buffer; copied only when the
+        socket does not take all of it)."""
+        c = self.client
+        with self.lock:
+            if self._pending is not None or c._sock is None or c._out_packet:
+                return False
+            try:
+                k = c._sock_send(pkt)
+            except BlockingIOError:
+                k = 0
+            except OSError:
+                return False
+            self.direct += 1
+            if k < len(pkt):
+                self.partial += 1
+                self._pending = memoryview(bytes(pkt[k:]))
+        if k < len(pkt):
+            self.wake()
+        return True
+
     def _send_pending(self) -> bool:
         """Write the rest of our partial packet (lock held); True when it is all out."""
         try:

@@ -104,6 +104,7 @@ class Recorder:
             else chunk / rate
         self.q: queue.Queue = queue.Queue(maxsize=max(4, math.ceil(queue_s / item_s)))
         self._outbox: list[tuple] = []  # chunks shipped since the last poll
+        self._ship_at = math.inf  # monotonic time the oldest open chunk is due
         # kind -> (file, path, opened_monotonic, data bytes, header bytes)
         self.files: dict[str, tuple] = {}
         self.stats = {"raw_samples": 0, "estimate_samples": 0, "bytes": 0, "files": 0,
@@ -144,6 +145,7 @@ class Recorder:
         while i < n:
             if s.fill == 0:
                 s.first_t = time.monotonic()
+                self._ship_at = min(self._ship_at, s.first_t + self.chunk_age_s)
             k = min(n - i, cap - s.fill)
             s.fill = _pack(s.u8, s.rs, s.fill, seq, t_ns, values, flags, i, k)
             i += k
@@ -154,10 +156,9 @@ class Recorder:
         """Ship every partial chunk once the oldest is ``chunk_age_s`` old, and hand what
         was shipped since the last call to the writer as one item (call regularly from
         the loop)."""
-        streams = self.streams.values()
-        now = time.monotonic()
-        if any(s.fill and now - s.first_t >= self.chunk_age_s for s in streams):
-            for s in streams:
+        if time.monotonic() >= self._ship_at:
+            self._ship_at = math.inf
+            for s in self.streams.values():
                 if s.fill:
                     self._ship(s)
         if self._outbox:
@@ -242,7 +243,10 @@ class Recorder:
                 self._write(kind, data, n)
             if self.q.empty():
                 self.idle.set()
-            if self._dirty and time.monotonic() - self._last_sync >= self.fsync_interval_s:
+            # due, or due before the next item would come: sync now rather than wake for it
+            early = self.chunk_age_s / 2 if item else 0.0
+            if self._dirty and \
+                    time.monotonic() - self._last_sync >= self.fsync_interval_s - early:
                 self._sync()
         while True:  # past the shutdown deadline: count what is left
             try:
