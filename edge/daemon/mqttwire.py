@@ -103,23 +103,7 @@ class Wire:
             tb = self._topics[topic] = len(t).to_bytes(2, "big") + t
         # fixed header: PUBLISH (3 << 4), QoS 0, no retain; remaining length; topic; payload
         pkt = b"".join((b"\x30", _varint(len(tb) + len(payload)), tb, payload))
-        c = self.client
-        with self.lock:
-            if self._pending is not None or c._sock is None or c._out_packet:
-                return False
-            try:
-                k = c._sock_send(pkt)
-            except BlockingIOError:
-                k = 0
-            except OSError:  # the connection is going: paho's publish reports it
-                return False
-            self.direct += 1
-            if k < len(pkt):
-                self.partial += 1
-                self._pending = memoryview(pkt)[k:]
-        if k < len(pkt):
-            self.wake()
-        return True
+        return self.send_packet(pkt)
 
     def send_packet(self, pkt) -> bool:
         """:meth:`publish_qos0` for a whole packet built by the caller (``pkt``: any
