@@ -3,6 +3,7 @@
 import json
 import math
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -39,6 +40,16 @@ def _encode_twin(seq0, t_ns, values, flags, fmt="json", std=None):
     if S is not None:
         d["s"] = rows(S)
     return json.dumps(d, separators=(",", ":")).encode()
+
+
+def _wait_paho_idle(pub, timeout=10.0):
+    """Until the packets ``on_connect`` queued (the subscription) are written: before that
+    paho's queue is not empty and a QoS 0 batch rightly takes paho's way instead of the
+    direct one the caller wants to see."""
+    deadline = time.monotonic() + timeout
+    while pub.client.want_write():
+        assert time.monotonic() < deadline, "paho kept packets queued"
+        time.sleep(0.005)
 
 
 def test_compiled_float_text_is_python_repr():
@@ -259,6 +270,7 @@ def test_a_payload_the_socket_takes_in_parts_arrives_whole_and_in_order(mosquitt
     sub = subscriber(["vsense/dev-w/raw"], "sub-w")
     pub.start()
     assert pub.wait_connected(10)
+    _wait_paho_idle(pub)
     pub.client.socket().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     big = bytes(range(256)) * 8192
     pub.send(pub.topics.raw, big)
@@ -279,6 +291,7 @@ def test_qos0_batches_go_out_as_packets_built_in_the_buffer(mosquitto, subscribe
     sub = subscriber(["vsense/dev-q/estimates"], "sub-q")
     pub.start()
     assert pub.wait_connected(10)
+    _wait_paho_idle(pub)
     seq = np.arange(100, 110)
     v = np.arange(20, dtype=float).reshape(10, 2) / 3.0
     f = np.arange(10, dtype=np.uint8)

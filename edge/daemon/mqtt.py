@@ -185,7 +185,8 @@ class Publisher:
         # like paho's own thread
         self._net = threading.Thread(target=self._net_main, name=f"paho-mqtt-client-{device}",
                                      daemon=True)
-        self.wire = Wire(c, lambda: self._net)  # serialised writes, direct QoS 0 packets
+        # serialised writes, direct QoS 0 packets, paced reads
+        self.wire = Wire(c, lambda: self._net, cfg_mqtt.get("read_interval_s", 0.0))
 
     @property
     def std(self) -> np.ndarray | None:

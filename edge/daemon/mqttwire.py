@@ -14,11 +14,18 @@ on the calling thread; :class:`Wire` makes that safe and cheap for the daemon:
   ``send`` when nothing else waits to be written: no paho message object, no packet queue.
   The rest of a partial write is kept here and written first by the next ``loop_write``
   (paho's ``want_write`` says so to the network thread, which then waits for room); a
-  reconnection discards it, as paho discards its own unsent packets.
+  reconnection discards it, as paho discards its own unsent packets;
+* after each pass of its loop the network thread waits ``read_interval_s`` (``[mqtt]
+  read_interval_s``) before it reads again, unless woken: with QoS 1 a PUBACK comes back
+  for every message, and one wake-up per interval reads all that came meanwhile instead of
+  one wake-up each (not while paho has packets to write, e.g. the subscription queued by
+  ``on_connect``, nor while half of its in-flight window is taken: the pace never limits
+  the message rate).
 """
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 
@@ -37,15 +44,27 @@ class Wire:
     """Serialised writes and a wake-up pair for ``client`` (a ``paho.mqtt.client.Client``
     whose network loop runs on ``net_thread()``, never ``loop_start()``)."""
 
-    def __init__(self, client, net_thread):
+    def __init__(self, client, net_thread, read_interval_s: float = 0.0):
         self.client = c = client
         self._net_thread = net_thread
+        self.read_interval_s = read_interval_s
         self.lock = threading.Lock()
         self._pending: memoryview | None = None  # rest of a QoS 0 packet the socket refused
         self._topics: dict[str, bytes] = {}  # topic -> its 2-byte length + UTF-8 bytes
         self.direct = 0  # packets sent by publish_qos0
         self.partial = 0  # ... of which the socket took only part at once
         orig_write, orig_want, orig_reconnect = c.loop_write, c.want_write, c.reconnect
+        orig_loop = c._loop
+
+        def paced_loop(timeout=1.0):
+            rc = orig_loop(timeout)
+            if self.read_interval_s > 0 and rc == 0 and not c._thread_terminate and \
+                    not want_write() and len(c._out_messages) < c.max_inflight_messages // 2:
+                try:  # returns early when woken (stop, the rest of a write)
+                    select.select([self._wake_r], [], [], self.read_interval_s)
+                except (OSError, ValueError):  # closed at shutdown
+                    pass
+            return rc
 
         def loop_write():
             with self.lock:
@@ -77,6 +96,7 @@ class Wire:
         self.want_write = want_write
         c.loop_write, c.want_write, c.reconnect = loop_write, want_write, reconnect
         c.loop_stop = loop_stop
+        c._loop = paced_loop  # what loop_forever calls for each pass
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
