@@ -124,7 +124,7 @@ def _broker(tmp: Path):
 def _cfg_dict(tmp: Path, rate: float, seconds: float, port, *, level="signal",
               clock="real", block=1, read_max=1, estimate_in="auto", switch_us=5000.0,
               fifo=0, others=False, slack=1000, gc="freeze", max_lead_us=2000.0,
-              release=True, tag=""):
+              release=True, tag="", fmt="json"):
     rec = tmp / f"rec_{int(rate)}_{block}_{tag}"
     return {
         "device": {"id": f"bench{int(rate)}"},
@@ -132,7 +132,8 @@ def _cfg_dict(tmp: Path, rate: float, seconds: float, port, *, level="signal",
         "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
         "adc": {"drate": rate if level == "adc" else 30000.0, "mode": "continuous"},
         "mqtt": {"enabled": port is not None, "host": "127.0.0.1", "port": port or 1883,
-                 "health_interval_s": 1.0, "qos": 0, "batch": max(50, int(rate / 20))},
+                 "health_interval_s": 1.0, "qos": 0, "batch": max(50, int(rate / 20)),
+                 "format": fmt},
         "recorder": {"dir": str(rec)},
         "loop": {"read_max": read_max, "ring_s": 2.0, "estimate_in": estimate_in},
         "realtime": {"gc": gc, "switch_interval_us": switch_us,

@@ -269,9 +269,11 @@ def breakdown(acc: Accounting, threads: dict[str, float], samples: int) -> dict[
     return out
 
 
-#: (label, level, rate [/s], [bundle] block = [loop] read_max, [loop] estimate_in)
+#: (label, level, rate [/s], [bundle] block = [loop] read_max, [loop] estimate_in[, other
+#: run_once keywords])
 CONFIGS = (
     ("1 kHz signal, default config", "signal", 1000.0, 1, "auto"),
+    ("1 kHz signal, binary payloads", "signal", 1000.0, 1, "auto", {"fmt": "binary"}),
     ("1 kHz adc, default config", "adc", 1000.0, 1, "auto"),
     ("10 kHz signal, block 64", "signal", 10000.0, 64, "acquisition"),
     ("7.5 kHz adc, block 64", "adc", 7500.0, 64, "acquisition"),
@@ -284,9 +286,9 @@ def section_costs(run_once, loadavg, tmp, port, sec, repeat, configs=CONFIGS):
     print(f"\n## 5. Per-sample CPU by stage [us/sample], simulator apart   load {loadavg()}")
     res = {c[0]: [] for c in configs}
     for r_i in range(repeat):
-        for label, level, rate, block, where in configs:
+        for label, level, rate, block, where, *kw in configs:
             r = run_once(tmp, rate, sec, port, instrument=True, level=level, block=block,
-                         read_max=block, estimate_in=where, tag=f"cost{r_i}")
+                         read_max=block, estimate_in=where, tag=f"cost{r_i}", **(kw or [{}])[0])
             w = r["window"]
             st = r["stages"] = w["stages"]
             # % of a core at the nominal rate: CPU per sample x rate (the simulated ADC can

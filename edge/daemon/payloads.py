@@ -22,14 +22,12 @@ uncertainty (the smoother), ``"s"``: the standard deviation of each value, same 
 from __future__ import annotations
 
 import json
-import math
 import struct
 
 import numpy as np
 
 BIN_HEADER = struct.Struct("<4sHHIIq")
 BIN_MAGIC = b"VSE1"
-
 
 # ---------------------------------------------------------------------------- payloads
 def encode_estimates(seq0: int, t_ns: np.ndarray, values: np.ndarray, flags: np.ndarray,
@@ -39,34 +37,26 @@ def encode_estimates(seq0: int, t_ns: np.ndarray, values: np.ndarray, flags: np.
     ``t_ns (n,) int64`` time of the sample each row describes [ns], ``values (n, ncol)``
     forces then outputs [SI], ``flags (n,) uint8``, ``std`` None or the standard deviation
     of each column ``(ncol,)`` (or of each value, ``(n, ncol)``). JSON: ``{"seq", "n",
-    "t_ns", "v", "flags"}`` (+ ``"s"``) with non-finite values as ``null``; floats
-    round-trip exactly.
+    "t_ns", "v", "flags"}`` (+ ``"s"``) with non-finite values as ``null``, byte for byte
+    what ``json.dumps(..., separators=(",", ":"))`` writes; floats round-trip exactly.
+    One compiled call (:func:`edge.daemon.encode._encode_into`) writes either layout.
     """
-    n = int(t_ns.shape[0])
-    S = None
-    if std is not None:
-        S = np.broadcast_to(np.asarray(std, dtype=np.float64), values.shape)
-        S = np.where(np.isfinite(values), S, np.nan)
-    if fmt == "binary":
-        v = np.ascontiguousarray(values, dtype="<f8")
-        parts = [BIN_HEADER.pack(BIN_MAGIC, 1 if S is None else 2, v.shape[1], n, 0,
-                                 int(seq0)),
-                 np.ascontiguousarray(t_ns, "<i8").tobytes(), v.tobytes(),
-                 np.ascontiguousarray(flags, "u1").tobytes()]
-        if S is not None:
-            parts.append(np.ascontiguousarray(S, "<f8").tobytes())
-        return b"".join(parts)
-    d = {"seq": int(seq0), "n": n, "t_ns": t_ns.tolist(), "v": _rows(values),
-         "flags": flags.tolist()}
-    if S is not None:
-        d["s"] = _rows(S)
-    return json.dumps(d, separators=(",", ":")).encode()
+    from edge.daemon.encode import _encode_into, payload_capacity, std_rows  # numba
 
-
-def _rows(values):
-    if np.isfinite(values).all():
-        return values.tolist()
-    return [[x if math.isfinite(x) else None for x in r] for r in values.tolist()]
+    V = np.ascontiguousarray(values, dtype=np.float64)
+    if V.ndim != 2:
+        raise ValueError(f"estimates: values must be (n, ncol), got shape {V.shape}")
+    t = np.ascontiguousarray(t_ns, dtype=np.int64)
+    f = np.ascontiguousarray(flags, dtype=np.uint8)
+    n, ncol = V.shape
+    if t.shape != (n,) or f.shape != (n,):
+        raise ValueError(f"estimates: t_ns {t.shape} and flags {f.shape} must be ({n},)")
+    S = std_rows(std, ncol)
+    binary = fmt == "binary"
+    out = np.empty(payload_capacity(n, ncol, S.shape[0] > 0, binary), np.uint8)
+    sc = np.empty(n * ncol if binary and S.shape[0] else 0)
+    m = _encode_into(out, binary, int(seq0), n, t, V, f, S, std is not None, sc)
+    return out[:m].tobytes()
 
 
 def decode_estimates(payload: bytes) -> dict:
@@ -102,6 +92,3 @@ def decode_estimates(payload: bytes) -> dict:
 
 def _array(rows):
     return np.array([[np.nan if x is None else x for x in r] for r in rows], dtype=float)
-
-
-# ---------------------------------------------------------------------------- publisher

@@ -20,9 +20,10 @@ file was opened), ``record_size`` [bytes].
 * estimate files (``est-<UTC>-<seq>.vsr``): ``seq``/``t_ns`` = the sample the estimate
   describes, ``v`` = forces then outputs, ``flags`` as the estimator returned them.
 
-A file cut short by a power loss ends in a partial record; readers ignore it. Files are
-flushed and fsynced at least every ``fsync_interval_s``. When the directory grows past
-``max_disk_mb`` the oldest closed files are deleted (counted as ``files_deleted``).
+A file cut short by a power loss ends in a partial record; readers ignore it. Rows reach the
+writer within ``min(chunk_age_s, fsync_interval_s / 2)`` and the disk (fsync) within
+``fsync_interval_s`` after that. When the directory grows past ``max_disk_mb`` the oldest
+closed files are deleted (counted as ``files_deleted``).
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
+from edge.daemon.recstream import _pack, _Stream
 from edge.daemon.vsr import (BAD_FLAGS, MAGIC, MAX_HEADER_BYTES, SUFFIX,  # noqa: F401
                              Recording, RecordingError, _header_bytes, read_file,
                              read_recording, read_recording_full, record_dtype,
@@ -46,26 +46,16 @@ from edge.daemon.vsr import (BAD_FLAGS, MAGIC, MAX_HEADER_BYTES, SUFFIX,  # noqa
 log = logging.getLogger("vsense.recorder")
 
 
-class _Stream:
-    """Chunk buffer for one kind; filled by the loop thread, shipped to the writer."""
-
-    def __init__(self, kind: str, columns: list[str], units: list[str], chunk: int):
-        self.kind = kind
-        self.columns = list(columns)
-        self.units = list(units)
-        self.dtype = record_dtype(len(columns))
-        self.buf = np.zeros(chunk, self.dtype)
-        self.fill = 0
-        self.first_t = 0.0
-        self.count = 0
-
-
 class Recorder:
     """Background writer of raw samples and estimates; degrades, never stalls the loop.
 
-    The loop thread calls :meth:`append_raw` / :meth:`append_estimates` (copies into a chunk
-    buffer, no I/O); full or old chunks go through a bounded queue (``queue_s`` seconds of
-    data) to the writer thread. Nothing here blocks the loop:
+    The loop thread calls :meth:`append_raw` / :meth:`append_estimates` (one compiled copy
+    into a preallocated chunk, no I/O) and :meth:`poll`; full chunks, and all chunks once
+    the oldest row is ``min(chunk_age_s, fsync_interval_s / 2)`` old, go together, as one
+    item, through a bounded queue (``queue_s`` seconds of data) to the writer thread, which
+    wakes once per item (and for a due fsync), not per chunk or on a timer. The default
+    chunk holds twice that age at ``rate``: the age ships it. Nothing here blocks the
+    loop:
 
     * queue full (the disk cannot keep up): the chunk is **dropped and counted**
       (``dropped_samples``, ``dropped_chunks``), :attr:`problem` names the reason;
@@ -84,7 +74,7 @@ class Recorder:
                  rate: float = 1000.0, device: str = "", bundle_hash: str = "",
                  clock: str = "monotonic", rotate_s: float = 3600.0, rotate_mb: float = 64.0,
                  fsync_interval_s: float = 1.0, max_disk_mb: float = 2048.0,
-                 queue_s: float = 60.0, chunk: int = 256, chunk_age_s: float = 0.1,
+                 queue_s: float = 60.0, chunk: int | None = None, chunk_age_s: float = 0.5,
                  retry_s: float = 1.0, problem_hold_s: float = 5.0):
         self.dir = Path(directory)
         try:
@@ -100,15 +90,21 @@ class Recorder:
         self.rotate_s = rotate_s
         self.rotate_bytes = max(1, min(int(rotate_mb * 1e6), self.max_disk_bytes // 4))
         self.fsync_interval_s = fsync_interval_s
-        self.chunk_age_s = chunk_age_s
+        self.chunk_age_s = min(chunk_age_s, fsync_interval_s / 2)
+        if chunk is None:
+            chunk = max(64, math.ceil(2 * rate * self.chunk_age_s))
         self.retry_s = retry_s
         self.problem_hold_s = problem_hold_s
         self.streams = {"raw": _Stream("raw", channels, units, chunk)}
         if est_columns is not None:
             self.streams["estimates"] = _Stream("estimates", est_columns,
                                                 est_units or [""] * len(est_columns), chunk)
-        nq = max(4, int(queue_s * rate / chunk) * len(self.streams))
-        self.q: queue.Queue = queue.Queue(maxsize=nq)
+        # an item holds what one poll ships: up to chunk_age_s (or one chunk) of each stream
+        item_s = max(1e-3, min(self.chunk_age_s, chunk / rate)) if self.chunk_age_s > 0 \
+            else chunk / rate
+        self.q: queue.Queue = queue.Queue(maxsize=max(4, math.ceil(queue_s / item_s)))
+        self._outbox: list[tuple] = []  # chunks shipped since the last poll
+        self._ship_at = math.inf  # monotonic time the oldest open chunk is due
         # kind -> (file, path, opened_monotonic, data bytes, header bytes)
         self.files: dict[str, tuple] = {}
         self.stats = {"raw_samples": 0, "estimate_samples": 0, "bytes": 0, "files": 0,
@@ -121,9 +117,11 @@ class Recorder:
         self._last_log = -math.inf
         self._dir_bytes = self._scan_bytes()
         self._last_sync = time.monotonic()
+        self._dirty = False  # written since the last fsync
         self._deadline = math.inf
         #: set when the writer has taken every queued chunk (tests, shutdown diagnostics)
         self.idle = threading.Event()
+        self.idle.set()
         self._thread = threading.Thread(target=self._run, name="vsense-recorder", daemon=True)
         self._stop = False
         self._thread.start()
@@ -143,35 +141,44 @@ class Recorder:
     def _append(self, s: _Stream, seq, t_ns, values, flags) -> None:
         n = len(seq)
         i = 0
+        cap = s.buf.shape[0]
         while i < n:
             if s.fill == 0:
                 s.first_t = time.monotonic()
-            k = min(n - i, s.buf.shape[0] - s.fill)
-            b = s.buf[s.fill:s.fill + k]
-            b["seq"] = seq[i:i + k]
-            b["t_ns"] = t_ns[i:i + k]
-            b["v"] = values[i:i + k]
-            b["flags"] = flags[i:i + k]
-            s.fill += k
+                self._ship_at = min(self._ship_at, s.first_t + self.chunk_age_s)
+            k = min(n - i, cap - s.fill)
+            s.fill = _pack(s.u8, s.rs, s.fill, seq, t_ns, values, flags, i, k)
             i += k
-            if s.fill == s.buf.shape[0]:
+            if s.fill == cap:
                 self._ship(s)
 
     def poll(self) -> None:
-        """Ship chunks older than ``chunk_age_s`` (call regularly from the loop)."""
-        now = time.monotonic()
-        for s in self.streams.values():
-            if s.fill and now - s.first_t >= self.chunk_age_s:
-                self._ship(s)
+        """Ship every partial chunk once the oldest is ``chunk_age_s`` old, and hand what
+        was shipped since the last call to the writer as one item (call regularly from
+        the loop)."""
+        if time.monotonic() >= self._ship_at:
+            self._ship_at = math.inf
+            for s in self.streams.values():
+                if s.fill:
+                    self._ship(s)
+        if self._outbox:
+            self._post()
 
     def _ship(self, s: _Stream) -> None:
-        item = (s.kind, s.buf[:s.fill].tobytes(), s.fill)
+        self._outbox.append((s.kind, s.buf[:s.fill].tobytes(), s.fill))
         s.fill = 0
+        if len(self._outbox) >= 8:  # appends without a poll in between: bounded
+            self._post()
+
+    def _post(self) -> None:
+        item = tuple(self._outbox)
+        self._outbox.clear()
         try:
             self.q.put_nowait(item)
             self.idle.clear()
         except queue.Full:  # the disk cannot keep up: drop, count, say so; never block
-            self._dropped(s.kind, item[2], "recorder queue full (disk too slow or stalled)")
+            for kind, _, n in item:
+                self._dropped(kind, n, "recorder queue full (disk too slow or stalled)")
 
     def _dropped(self, kind: str, n: int, reason: str) -> None:
         self.stats["dropped_samples"] += n
@@ -196,6 +203,8 @@ class Recorder:
         for s in self.streams.values():
             if s.fill:
                 self._ship(s)
+        if self._outbox:
+            self._post()
 
     def close(self, timeout: float = 10.0) -> None:
         """Ship everything, let the writer write and fsync it within ``timeout`` s, close
@@ -204,9 +213,13 @@ class Recorder:
         self.flush()
         self._deadline = time.monotonic() + timeout
         self._stop = True
+        try:
+            self.q.put_nowait(())  # wakes the writer (it waits for items, not on a timer)
+        except queue.Full:  # it has work: it sees _stop after the next item
+            pass
         self._thread.join(timeout + 0.5)
         if self._thread.is_alive():
-            n = sum(item[2] for item in list(self.q.queue) if item)
+            n = sum(c[2] for item in list(self.q.queue) for c in item)
             log.error("recorder: writer blocked in the file system for %.0f s; giving up "
                       "(%d queued samples not written)", timeout, n)
 
@@ -218,23 +231,31 @@ class Recorder:
         while True:
             if self._stop and (self.q.empty() or time.monotonic() > self._deadline):
                 break
+            # asleep until an item comes, or until written data is due for its fsync
+            wait = None
+            if self._dirty:
+                wait = max(0.0, self._last_sync + self.fsync_interval_s - time.monotonic())
             try:
-                item = self.q.get(timeout=min(0.2, self.fsync_interval_s))
+                item = self.q.get(timeout=wait)
             except queue.Empty:
                 item = None
+            for kind, data, n in item or ():
+                self._write(kind, data, n)
+            if self.q.empty():
                 self.idle.set()
-            if item is not None:
-                self._write(*item)
-                if self.q.empty():
-                    self.idle.set()
-            if time.monotonic() - self._last_sync >= self.fsync_interval_s:
+            # due, or due before the next item would come: sync now rather than wake for it
+            early = self.chunk_age_s / 2 if item else 0.0
+            if self._dirty and \
+                    time.monotonic() - self._last_sync >= self.fsync_interval_s - early:
                 self._sync()
         while True:  # past the shutdown deadline: count what is left
             try:
-                kind, _, n = self.q.get_nowait()
+                item = self.q.get_nowait()
             except queue.Empty:
                 break
-            self._dropped(kind, n, "shutdown deadline reached before the disk took the data")
+            for kind, _, n in item:
+                self._dropped(kind, n, "shutdown deadline reached before the disk took the "
+                              "data")
         self._sync()
         for kind in list(self.files):
             self._close_file(kind)
@@ -265,6 +286,7 @@ class Recorder:
         if k != len(data):  # unbuffered file: a short write means the disk is full
             raise OSError(errno.ENOSPC, "short write (disk full)")
         self.files[kind] = (fo[0], fo[1], fo[2], fo[3] + k, fo[4])
+        self._dirty = True
         self.stats["bytes"] += k
         self._dir_bytes += k
         if self._dir_bytes > self.max_disk_bytes:
@@ -338,6 +360,7 @@ class Recorder:
                 log.error("recorder: fsync failed: %s", e)
         self.stats["fsyncs"] += 1
         self._last_sync = time.monotonic()
+        self._dirty = False
 
     def _unlink(self, path: Path) -> None:
         try:

@@ -138,6 +138,10 @@ SCHEMA: tuple[Section, ...] = (
         Key("raw_decimation", "int", 0, "Also publish the measured channels on `raw`, every "
             "N-th sample (physical units, no anti-alias filter: for live displays); 0 = off.",
             unit="samples", min=0, max=100_000),
+        Key("read_interval_s", "float", 0.2, "The MQTT network thread reads incoming packets "
+            "(QoS 1 acknowledgements, commands) at most this often: one wake-up per interval "
+            "instead of one per acknowledgement; a command waits up to this long. 0 = at once.",
+            unit="s", min=0.0, max=5.0),
         Key("health_interval_s", "float", 5.0, "Period of `health` messages.", unit="s",
             min=0.1, max=3600.0),
         Key("reconnect_min_s", "float", 1.0, "First reconnect delay (doubles up to the "
