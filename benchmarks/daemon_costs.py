@@ -15,9 +15,12 @@ Stages (us of CPU per sample):
   ``wait_for_edge`` on the simulated GPIO);
 * ``SPI transfer + decode``: the driver's ``read_continuous`` (bytes to codes) and
   ``Acquisition._post`` (codes to units, saturation, gap and bit-error flags);
-* ``estimate step``: the compiled per-sample step (flags, kernel, alignment) or, on the
-  general path, ``_process``; ``ring``: the ring's producer/consumer calls;
-* ``latency``: the two latency stores per sample; ``publish``: rows to the batch, JSON or
+* ``step + ring + latency (one compiled call)``: the default configuration's clean
+  sample, :func:`edge.daemon.fastpath._sample` (stage into the ring, check, kernel,
+  alignment, the two latency stores, counters, publish);
+* ``estimate step``: the general path (``_process``: flags, faults, resets, the compiled
+  block step); ``ring``: the ring's producer/consumer calls outside the compiled call;
+* ``latency``: the latency stores outside the compiled call; ``publish``: rows to the batch, JSON or
   binary encoding (loop thread) plus the MQTT sender and paho threads; ``recording``: rows
   to the recorder's chunks plus its writer thread; ``health``: the supervisor thread;
 * ``glue``: the rest of the acquisition and loop threads (Python between the stages);
@@ -31,8 +34,13 @@ import os
 import threading
 import time
 
+#: the stage of the compiled per-sample call (edge.daemon.fastpath._sample)
+FUSED = "step + ring + latency (one compiled call)"
+#: module functions wrapped by instrument(), restored by restore(): (module, name, original)
+_MODULE_WRAPS: list = []
+
 STAGES = ("DRDY wait", "SPI transfer + decode", "estimate step", "ring", "latency",
-          "publish", "recording", "health", "glue")
+          FUSED, "publish", "recording", "health", "glue")
 
 
 class Accounting:
@@ -202,13 +210,15 @@ class Window:
 
 def instrument(d, level: str) -> Accounting:
     """Wrap the daemon ``d``'s stage functions (see the module docstring)."""
-    from edge.daemon import samplepath, sim_signal
+    from edge.daemon import loop, samplepath, sim_signal
 
     acc = Accounting()
     ring = d.ring
     for name in ("write_span", "stage", "publish", "read_span", "release"):
         acc.wrap(ring, name, "ring")
-    acc.wrap(samplepath, "_step", "estimate step")
+    for mod, name, stage in ((samplepath, "_step", "estimate step"), (loop, "_sample", FUSED)):
+        _MODULE_WRAPS.append((mod, name, getattr(mod, name)))
+        acc.wrap(mod, name, stage)
     acc.wrap(d, "_process", "estimate step")
     for name in ("add_one", "add"):
         acc.wrap(d.latency, name, "latency")
@@ -251,6 +261,9 @@ def restore(level: str) -> None:
 
     if level == "signal":
         sim_signal.time = time
+    while _MODULE_WRAPS:  # else the next run's wrappers would wrap these
+        mod, name, fn = _MODULE_WRAPS.pop()
+        setattr(mod, name, fn)
 
 
 def breakdown(acc: Accounting, threads: dict[str, float], samples: int) -> dict[str, float]:
