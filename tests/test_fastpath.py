@@ -180,7 +180,7 @@ def test_sample_equals_stage_estimate_align_latency_publish():
     count = ar.view(A.COUNT)
     toff = 123_456
     count[A.T_OFF], count[A.T_OFF_KNOWN] = toff, 1
-    args = (*ar.args, *kernel_args(est))
+    args = (*ar.args, *est.packed.args)
     nxt = ring.next_slot()
     for k in range(40):
         y, t = 1e-3 * rng.normal(), 1_000_000 * k
@@ -240,7 +240,7 @@ def test_sample_leaves_everything_untouched_on_a_sample_that_is_not_clean():
     if not CLOCK_OK:
         return
     est, ar, ring = _fast_rig()
-    args = (*ar.args, *kernel_args(est))
+    args = (*ar.args, *est.packed.args)
     for case in ("nan", "gap flag", "gap pending"):
         v, t, f = ring.write_span(1)
         v[0, 0], f[0] = (np.nan if case == "nan" else 0.5), (FLAG_GAP if case == "gap flag"

@@ -33,6 +33,7 @@ from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PE
                                VALUES, Z)
 from edge.estimator.estimator import Estimator
 from edge.estimator.kernel import _process
+from edge.estimator.packed import _process_packed
 from edge.flags import FLAG_GAP, FLAG_SATURATED
 
 _SAT_GAP = np.uint8(FLAG_SATURATED | FLAG_GAP)
@@ -128,6 +129,12 @@ def kernel_args(est) -> tuple | None:
             est._counters)
 
 
+def packed_args(est) -> tuple | None:
+    """The Tikhonov estimator's packed operator and state ``(f8, i8, u8)`` (the last three
+    arguments of :func:`_sample`), or None (not the Tikhonov estimator)."""
+    return est.packed.args if type(est) is Estimator else None
+
+
 # ----------------------------------------------------------------- one compiled call per sample
 #: the compiled clock reads CLOCK_MONOTONIC (what ``time.monotonic_ns`` reads on Linux) into a
 #: ``struct timespec`` of two C longs: available where those are int64 (64-bit Linux)
@@ -159,8 +166,7 @@ def _lat_add(i8, buf, state, lat):  # pragma: no cover - compiled
 
 
 @njit(cache=True)  # the GIL stays held: the loop thread never sees a half-written slot
-def _sample(f8, i8, u8, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E, x, xn, fs, zs,
-            ybuf, fbuf, last, counters):  # pragma: no cover - compiled
+def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     """The whole per-sample work of the default configuration on the sample just read into
     the ring's next slot (``head % capacity``), in place.
 
@@ -168,7 +174,9 @@ def _sample(f8, i8, u8, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E, x, xn
     (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the two latency stores
     (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
     now), the counters, then publish (``head += 1``). ``f8, i8, u8``: the daemon's
-    :class:`edge.daemon.arena.Arena`; then the Tikhonov kernel's operator and state.
+    :class:`edge.daemon.arena.Arena`; ``ef8, ei8, eu8``: the Tikhonov estimator's operator
+    and state (:class:`edge.estimator.packed.Packed`). Six array arguments: numba's
+    dispatch costs per argument.
 
     Returns
     -------
@@ -204,8 +212,7 @@ def _sample(f8, i8, u8, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E, x, xn
     Fv = f8[Fo:Fo + nf].reshape((1, nf))
     Zv = f8[Zo:Zo + nout].reshape((1, nout))
     ef = u8[eo:eo + 1]
-    _process(f8[vo:vo + nch].reshape((1, nch)), Fv, Zv, ef, blk_ptr, dat_ptr, A_data, Acoup,
-             Gamma, Kx, Ky, E, x, xn, fs, zs, ybuf, fbuf, last, counters)
+    _process_packed(f8[vo:vo + nch].reshape((1, nch)), Fv, Zv, ef, ef8, ei8, eu8)
     h = i8[H_DELAY] + 1
     ho, hto, hfo = i8[_OFF + HSEQ], i8[_OFF + HT], i8[_OFF + HF]
     hc = i8[_OFF + HCOUNT]

@@ -21,7 +21,7 @@ import numpy as np
 
 from edge.daemon.commands import run_commands
 from edge.daemon.arena import GAP_PENDING
-from edge.daemon.fastpath import CLOCK_OK, _align, _sample, _step, kernel_args
+from edge.daemon.fastpath import CLOCK_OK, _align, _sample, _step, kernel_args, packed_args
 from edge.flags import FLAG_GAP, FLAG_HELD
 
 log = logging.getLogger("vsense.loop")
@@ -43,7 +43,7 @@ class SamplePath:
                 r.values, r.seq, r.t_ns, r.flags, self._F, self._Z, self._ef, *ka,
                 self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
                 self._st, self._sf, self._sok, self.delay)
-            self._sample_args = None if ka is None else (*self.arena.args, *ka)
+            self._sample_args = None if ka is None else (*self.arena.args, *packed_args(est))
             self._fast_op = op
         return self._fast_args
 
