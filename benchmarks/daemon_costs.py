@@ -210,15 +210,16 @@ class Window:
 
 def instrument(d, level: str) -> Accounting:
     """Wrap the daemon ``d``'s stage functions (see the module docstring)."""
-    from edge.daemon import loop, samplepath, sim_signal
+    from edge.daemon import samplepath, sim_signal
 
     acc = Accounting()
     ring = d.ring
     for name in ("write_span", "stage", "publish", "read_span", "release"):
         acc.wrap(ring, name, "ring")
-    for mod, name, stage in ((samplepath, "_step", "estimate step"), (loop, "_sample", FUSED)):
-        _MODULE_WRAPS.append((mod, name, getattr(mod, name)))
-        acc.wrap(mod, name, stage)
+    _MODULE_WRAPS.append((samplepath, "_step", samplepath._step))
+    acc.wrap(samplepath, "_step", "estimate step")
+    if d._sample_fn is not None:  # the compiled per-sample call's entry point
+        acc.wrap(d, "_sample_fn", FUSED)
     acc.wrap(d, "_process", "estimate step")
     for name in ("add_one", "add"):
         acc.wrap(d.latency, name, "latency")

@@ -161,8 +161,9 @@ def test_compiled_clock_reads_time_monotonic_ns():
 
 
 def test_sample_equals_stage_estimate_align_latency_publish():
-    """One compiled call per sample == the Python path it replaces: Ring.stage, the
-    estimator, the alignment twin, two LatencyStats.add_one, counters, Ring.publish."""
+    """One compiled call per sample == the Python path it replaces: Ring.stage, a reset on
+    a gap, the estimator, the alignment twin, two LatencyStats.add_one, counters,
+    Ring.publish."""
     from edge.daemon import arena as A
     from edge.daemon.fastpath import CLOCK_OK, _sample
     from edge.daemon.health import LatencyStats
@@ -182,15 +183,23 @@ def test_sample_equals_stage_estimate_align_latency_publish():
     count[A.T_OFF], count[A.T_OFF_KNOWN] = toff, 1
     args = (*ar.args, *est.packed.args)
     nxt = ring.next_slot()
-    for k in range(40):
+    resets = 0
+    for k in range(60):
         y, t = 1e-3 * rng.normal(), 1_000_000 * k
-        fl = np.uint8(4 if k % 7 == 3 else 0)  # saturated rows carry their flag through
+        # saturated rows carry their flag through; a gap flagged by the driver, or samples
+        # lost before this one (the ring's pending gap), reset the estimator first
+        fl = np.uint8((4 if k % 7 == 3 else 0) | (FLAG_GAP if k % 11 == 5 else 0))
         for r in (ring, ring_r):
             v, tt, f = r.write_span(1)
             v[0, 0], tt[0], f[0] = y, t, fl
+            r._st[A.GAP_PENDING] = k % 13 == 7
         i = ring_r.head % cap
         got = _sample(*args)
         assert ring_r.stage(1)
+        if ring_r.flags[i] & FLAG_GAP:
+            ref.reset()
+            resets += 1
+        assert ar.view(A.COUNT)[A.RESETS] == resets and ring.flags[i] == ring_r.flags[i]
         ref.process(ring_r.values[i:i + 1], Fr, Zr, efr)
         twin.sok[:] = False
         m = twin.align(Fr, Zr, efr, ring_r.seq[i:i + 1], ring_r.t_ns[i:i + 1],
@@ -233,7 +242,7 @@ def test_sample_equals_stage_estimate_align_latency_publish():
     assert got == -1 and ring.available() == cap
 
 
-def test_sample_leaves_everything_untouched_on_a_sample_that_is_not_clean():
+def test_sample_leaves_everything_untouched_on_a_non_finite_sample():
     from edge.daemon import arena as A
     from edge.daemon.fastpath import CLOCK_OK, _sample
 
@@ -241,12 +250,28 @@ def test_sample_leaves_everything_untouched_on_a_sample_that_is_not_clean():
         return
     est, ar, ring = _fast_rig()
     args = (*ar.args, *est.packed.args)
-    for case in ("nan", "gap flag", "gap pending"):
+    for pending in (False, True):
         v, t, f = ring.write_span(1)
-        v[0, 0], f[0] = (np.nan if case == "nan" else 0.5), (FLAG_GAP if case == "gap flag"
-                                                            else 0)
-        ar.view(A.RSTATE)[A.GAP_PENDING] = case == "gap pending"
-        before = [a.copy() for a in (*ar.args, *kernel_args(est)[8:])]
-        assert _sample(*args) == -2
-        after = (*ar.args, *kernel_args(est)[8:])
+        v[0, 0], f[0] = np.nan, FLAG_GAP
+        ar.view(A.RSTATE)[A.GAP_PENDING] = pending
+        before = [a.copy() for a in (*ar.args, *est.packed.args)]
+        assert _sample(*args) == -2  # the general path counts the bad sample
+        after = (*ar.args, *est.packed.args)
         assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after))
+
+
+def test_direct_calls_the_compiled_function_without_type_dispatch():
+    from edge.daemon.fastpath import direct
+    from edge.estimator.packed import _reset_packed
+
+    est = Estimator(chain_bundle(window=3))
+    est.run(np.full((5, 1), 1e-3))
+    fn = direct(_reset_packed, est.packed.args)
+    assert fn is not _reset_packed  # numba exposes the entry point (0.68: it does)
+    fn(*est.packed.args)
+    assert not est._x.any() and not est._ybuf.any() and est.samples_seen == 0
+
+    def plain(*a):
+        return a
+
+    assert direct(plain, (np.zeros(1),)) is plain  # not a dispatcher: itself

@@ -31,7 +31,7 @@ HEAD, TAIL, ADC, GAP_PENDING, LOST, OVERRUNS = range(6)
 # LAT_DS, LAT_RS: a latency window's state (edge.daemon.health.LatencyStats)
 LAT_N, LAT_MAX = range(2)
 # COUNT: the daemon's counters and the DRDY clock offset
-PROCESSED, ESTIMATES, T_OFF, T_OFF_KNOWN = range(4)
+PROCESSED, ESTIMATES, T_OFF, T_OFF_KNOWN, RESETS = range(5)
 
 
 class Arena:
@@ -57,7 +57,7 @@ class Arena:
             STAMP: ("i8", (cap,)), HSEQ: ("i8", (h,)), HT: ("i8", (h,)), HCOUNT: ("i8", (1,)),
             SSEQ: ("i8", (cap,)), ST: ("i8", (cap,)), LAT_D: ("i8", (w,)),
             LAT_DS: ("i8", (2,)), LAT_R: ("i8", (w,)), LAT_RS: ("i8", (2,)),
-            COUNT: ("i8", (4,)), TS: ("i8", (2,)),
+            COUNT: ("i8", (5,)), TS: ("i8", (2,)),
             FLAGS: ("u8", (cap,)), EF: ("u8", (block,)), HF: ("u8", (h,)), SF: ("u8", (cap,)),
             SOK: ("u8", (cap,)),
         }

@@ -28,12 +28,12 @@ from numba import njit, types
 
 from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PENDING, H_CAP,
                                H_DELAY, H_LATW, H_NCH, H_NF, H_NOUT, HCOUNT, HEAD, HF, HSEQ, HT, LAT_D,
-                               LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RSTATE, SEQ,
+                               LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RESETS, RSTATE, SEQ,
                                SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TAIL, TS,
                                VALUES, Z)
 from edge.estimator.estimator import Estimator
 from edge.estimator.kernel import _process
-from edge.estimator.packed import _process_packed
+from edge.estimator.packed import _process_packed, _reset_packed
 from edge.flags import FLAG_GAP, FLAG_SATURATED
 
 _SAT_GAP = np.uint8(FLAG_SATURATED | FLAG_GAP)
@@ -129,6 +129,27 @@ def kernel_args(est) -> tuple | None:
             est._counters)
 
 
+def direct(dispatcher, args: tuple):
+    """The compiled entry point of ``dispatcher`` for exactly the types of ``args``, or the
+    dispatcher itself where numba does not expose one.
+
+    A numba dispatcher works out the type of every argument on each call to choose the
+    compiled version (about 2.5 us of the 3.5 us a 6-array call costs after a 1 ms sleep on
+    the development VM; ``benchmarks/daemon_costs.py``). The entry point skips that choice,
+    not the unboxing: it must only be called with arguments of the same types as ``args``
+    (the daemon's argument tuples are built once, from arrays of fixed dtype and ndim).
+    """
+    from numba import typeof
+
+    sig = tuple(typeof(a) for a in args)
+    try:
+        dispatcher.compile(sig)  # loaded from numba's cache, or compiled, once
+        ep = dispatcher.overloads[sig].entry_point
+    except (AttributeError, KeyError, TypeError):  # another numba: the plain call
+        return dispatcher
+    return ep if callable(ep) else dispatcher
+
+
 def packed_args(est) -> tuple | None:
     """The Tikhonov estimator's packed operator and state ``(f8, i8, u8)`` (the last three
     arguments of :func:`_sample`), or None (not the Tikhonov estimator)."""
@@ -178,12 +199,15 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     and state (:class:`edge.estimator.packed.Packed`). Six array arguments: numba's
     dispatch costs per argument.
 
+    A gap (the sample's flag, or samples lost before it: the ring's pending gap) resets the
+    estimator before the sample, as the general path does (``resets`` counted).
+
     Returns
     -------
     int
-        -2: not a clean sample (gap flag, a gap pending, a non-finite channel): nothing was
-        changed, the caller takes the general path. Else the sample is published and the
-        result is the slot of the next sample when that slot is free, -1 when the ring is full.
+        -2: a non-finite channel (the general path counts faults): nothing was changed.
+        Else the sample is published and the result is the slot of the next sample when that
+        slot is free, -1 when the ring is full.
     """
     cap = i8[H_CAP]
     nch = i8[H_NCH]
@@ -193,13 +217,18 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     head = i8[rs + HEAD]
     i = head % cap
     fo = i8[_OFF + FLAGS]
-    if i8[rs + GAP_PENDING] != 0 or u8[fo + i] & _GAP:
-        return -2
     vo = i8[_OFF + VALUES] + i * nch
     for c in range(nch):
         if not np.isfinite(f8[vo + c]):
             return -2
     t0 = _now_ns(i8)
+    co = i8[_OFF + COUNT]
+    if i8[rs + GAP_PENDING] != 0:  # samples were lost before this one (Ring.stage)
+        u8[fo + i] |= _GAP
+        i8[rs + GAP_PENDING] = 0
+    if u8[fo + i] & _GAP:  # the stream is discontinuous: estimator reset before the sample
+        _reset_packed(ef8, ei8, eu8)
+        i8[co + RESETS] += 1
     adc = i8[rs + ADC]
     so = i8[_OFF + SEQ]
     to = i8[_OFF + T_NS]
@@ -226,7 +255,6 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     # estimated and aligned: the latency of this sample ends now
     t1 = _now_ns(i8)
     _lat_add(i8, LAT_R, LAT_RS, t1 - t0)
-    co = i8[_OFF + COUNT]
     if i8[co + T_OFF_KNOWN] != 0:
         _lat_add(i8, LAT_D, LAT_DS, t1 - (i8[to + i] + i8[co + T_OFF]))
     i8[co + PROCESSED] += 1

@@ -70,7 +70,7 @@ import numpy as np
 from edge.daemon import arena, realtime
 from edge.daemon.arena import Arena
 from edge.daemon.commands import CommandRegistry, register_builtin_commands, run_commands
-from edge.daemon.fastpath import CLOCK_OK, _sample
+from edge.daemon.fastpath import CLOCK_OK
 from edge.daemon.samplepath import SamplePath
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_HARDWARE, EXIT_INTERNAL, EXIT_OK
 from edge.daemon.faults import FaultTracker
@@ -157,6 +157,7 @@ class Daemon(SamplePath, StatusMixin):
         self._fast_op = None  # estimator operator that self._fast_args were taken from
         self._fast_args: tuple | None = None  # (edge.daemon.fastpath._step arguments)
         self._sample_args: tuple | None = None  # (edge.daemon.fastpath._sample arguments)
+        self._sample_fn = None  # _sample's compiled entry point (edge.daemon.fastpath.direct)
         self._fast_ok = False  # see SamplePath._refresh_fast
         self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
         self.updates_locked: str | None = None  # reason update_model is refused (signature)
@@ -173,7 +174,6 @@ class Daemon(SamplePath, StatusMixin):
         self.degraded_reason: str | None = None
         self.paused = False
         self.stop_event = threading.Event()
-        self.resets = 0
         self.bad_samples = 0
         self.hw_error: BaseException | None = None
         self.finished = False
@@ -197,6 +197,7 @@ class Daemon(SamplePath, StatusMixin):
 
     processed = _counter(arena.PROCESSED, "samples through the loop (watchdog progress)")
     estimates = _counter(arena.ESTIMATES, "estimate rows attached to samples")
+    resets = _counter(arena.RESETS, "estimator resets (gaps, sensor recoveries)")
     del _counter
 
     # ------------------------------------------------------------------ acquisition
@@ -211,7 +212,7 @@ class Daemon(SamplePath, StatusMixin):
         # one compiled call per clean sample (edge.daemon.fastpath._sample) when estimating
         # here one sample per read into the ring's ready-made slot views
         slots = ring._slot if inline and read_max == 1 and CLOCK_OK else None
-        sample, pub = _sample, self.pub
+        pub = self.pub
         i = -1  # slot of the next sample when known to be free (compiled path), else -1
         try:
             while not stopped():
@@ -237,7 +238,7 @@ class Daemon(SamplePath, StatusMixin):
                 if slots is not None and n == 1 and self._fast_ok \
                         and (own or not ring._span_scratch) and not self._identify_due \
                         and not (pub is not None and pub.cmd_flag):
-                    i = sample(*self._sample_args)
+                    i = self._sample_fn(*self._sample_args)
                     if i != -2:
                         continue
                 if own:

@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 from edge.daemon.commands import run_commands
-from edge.daemon.arena import GAP_PENDING
-from edge.daemon.fastpath import CLOCK_OK, _align, _sample, _step, kernel_args, packed_args
+from edge.daemon.fastpath import (CLOCK_OK, _align, _sample, _step, direct, kernel_args,
+                                  packed_args)
 from edge.flags import FLAG_GAP, FLAG_HELD
 
 log = logging.getLogger("vsense.loop")
@@ -44,6 +44,8 @@ class SamplePath:
                 self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
                 self._st, self._sf, self._sok, self.delay)
             self._sample_args = None if ka is None else (*self.arena.args, *packed_args(est))
+            if ka is not None and CLOCK_OK:
+                self._sample_fn = direct(_sample, self._sample_args)
             self._fast_op = op
         return self._fast_args
 
@@ -66,11 +68,12 @@ class SamplePath:
         f[0] = FLAG_GAP
         _step(0, 1, *self._fast_args)
         f[0] = keep
-        if CLOCK_OK:  # likewise the per-sample call, with a gap pending
-            st = self.ring._st
-            st[GAP_PENDING] = 1
-            _sample(*self._sample_args)
-            st[GAP_PENDING] = 0
+        if CLOCK_OK:  # likewise the per-sample call, on a non-finite sample
+            v = self.ring.values
+            keep = v[0, 0]
+            v[0, 0] = np.nan
+            self._sample_fn(*self._sample_args)
+            v[0, 0] = keep
         _align(self._F[:0], self._Z[:0], self._ef[:0], self.ring.seq[:0], self.ring.t_ns[:0],
                f[:0], 0, self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
                self._st, self._sf, self._sok, self.delay)

@@ -8,7 +8,7 @@ from edge.bundle import Bundle
 from edge.estimator.common import BlockEstimator
 from edge.estimator import packed as pk_
 from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP
-from edge.estimator.packed import Packed, _process_packed
+from edge.estimator.packed import Packed, _process_packed, _reset_packed
 from edge.estimator.operator import StepOperator, derive_operator
 from edge.estimator.smoother import SmootherEstimator
 
@@ -92,11 +92,7 @@ class Estimator(BlockEstimator):
 
     def reset(self) -> None:
         """Zero the state (structure at rest) and forget the measurement window."""
-        self._x[:] = 0.0
-        self._ybuf[:] = 0.0
-        self._fbuf[:] = 0
-        self._last[:] = 0.0
-        self._counters[:] = 0
+        _reset_packed(*self.packed.args)
 
     def physical_state(self):
         """Reduced-coordinate (u, v, a), each shape (n,)."""
@@ -149,3 +145,4 @@ class Estimator(BlockEstimator):
         f8, i8, u8 = self.packed.args
         _process_packed(Y, np.empty((1, op.n_forces)), np.empty((1, op.n_outputs)),
                         np.empty(1, dtype=np.uint8), f8.copy(), i8.copy(), u8.copy())
+        _reset_packed(f8.copy(), i8.copy(), u8.copy())

@@ -100,3 +100,16 @@ def _process_packed(Y, F, Z, flags, f8, i8, u8):  # pragma: no cover - compiled
              f8[o[ZS]:o[ZS] + nout], f8[o[YBUF]:o[YBUF] + L * nch].reshape((L, nch)),
              u8[o[FBUF]:o[FBUF] + L], f8[o[LAST]:o[LAST] + nch],
              i8[o[COUNTERS]:o[COUNTERS] + 1])
+
+
+@njit(cache=True, nogil=True)
+def _reset_packed(f8, i8, u8):  # pragma: no cover - compiled
+    """:meth:`edge.estimator.Estimator.reset` on a :class:`Packed` estimator: state, window,
+    held values and the sample count to zero (the structure at rest)."""
+    o = i8[_OFF:_OFF + _N]
+    ns, nch, L = i8[P_NS], i8[P_NCH], i8[P_L]
+    f8[o[X]:o[X] + ns] = 0.0
+    f8[o[YBUF]:o[YBUF] + L * nch] = 0.0
+    u8[o[FBUF]:o[FBUF] + L] = 0
+    f8[o[LAST]:o[LAST] + nch] = 0.0
+    i8[o[COUNTERS]] = 0
