@@ -13,8 +13,9 @@ Stages (us of CPU per sample):
 * ``DRDY wait``: the blocking wait for the next conversion and the wake-up (signal level:
   the simulator's pacing sleep, the analogue of ``wait_for_edge``; adc level: the driver's
   ``wait_for_edge`` on the simulated GPIO);
-* ``SPI transfer + decode``: the driver's ``read_continuous`` (bytes to codes) and
-  ``Acquisition._post`` (codes to units, saturation, gap and bit-error flags);
+* ``SPI transfer + decode``: ``Acquisition.read`` with the driver's ``read_continuous``
+  (bytes to codes) and the compiled post-processing (codes to units, saturation, gap and
+  bit-error flags);
 * ``step + ring + latency (one compiled call)``: the default configuration's clean
   sample, :func:`edge.daemon.fastpath._sample` (stage into the ring, check, kernel,
   alignment, the two latency stores, counters, publish);
@@ -24,8 +25,9 @@ Stages (us of CPU per sample):
   binary encoding (loop thread) plus the MQTT sender and paho threads; ``recording``: rows
   to the recorder's chunks plus its writer thread; ``health``: the supervisor thread;
 * ``glue``: the rest of the acquisition and loop threads (Python between the stages);
-* ``simulator``: the simulated ADS1256 (SPI bytes, DRDY level) or the signal-level source,
-  excluded from the daemon's total.
+* ``simulator``: the simulated ADS1256 (SPI bytes, DRDY level) and the simulated run's
+  duration limit (``LimitedAcquisition.read``), or the signal-level source, excluded from
+  the daemon's total.
 """
 
 from __future__ import annotations
@@ -246,8 +248,9 @@ def instrument(d, level: str) -> Accounting:
     else:
         a = d.acq.acq  # LimitedAcquisition -> Acquisition -> ADS1256 -> simulated ports
         adc = a.adc
-        acc.wrap(a, "_post", "SPI transfer + decode")
-        acc.wrap(adc, "read_continuous", "SPI transfer + decode")
+        acc.wrap(d.acq, "read", "simulator")  # the simulated run's duration limit
+        for obj, name in ((a, "read"), (a, "_post_c"), (adc, "read_continuous")):
+            acc.wrap(obj, name, "SPI transfer + decode")
         acc.wrap(adc.gpio, "wait_for_edge", "DRDY wait")
         # the simulated chip behind the ports: SPI bytes and the DRDY level
         for name in ("readbytes", "xfer2", "writebytes"):

@@ -31,6 +31,7 @@ from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PE
                                LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RESETS, RSTATE, SEQ,
                                SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TAIL, TS,
                                VALUES, Z)
+from edge.compiled import direct  # noqa: F401 (re-exported)
 from edge.estimator.estimator import Estimator
 from edge.estimator.kernel import _process
 from edge.estimator.packed import _process_packed, _reset_packed
@@ -127,27 +128,6 @@ def kernel_args(est) -> tuple | None:
     return (op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma, op.Kx, op.Ky, op.E,
             est._x, est._xn, est._fs, est._zs, est._ybuf, est._fbuf, est._last,
             est._counters)
-
-
-def direct(dispatcher, args: tuple):
-    """The compiled entry point of ``dispatcher`` for exactly the types of ``args``, or the
-    dispatcher itself where numba does not expose one.
-
-    A numba dispatcher works out the type of every argument on each call to choose the
-    compiled version (about 2.5 us of the 3.5 us a 6-array call costs after a 1 ms sleep on
-    the development VM; ``benchmarks/daemon_costs.py``). The entry point skips that choice,
-    not the unboxing: it must only be called with arguments of the same types as ``args``
-    (the daemon's argument tuples are built once, from arrays of fixed dtype and ndim).
-    """
-    from numba import typeof
-
-    sig = tuple(typeof(a) for a in args)
-    try:
-        dispatcher.compile(sig)  # loaded from numba's cache, or compiled, once
-        ep = dispatcher.overloads[sig].entry_point
-    except (AttributeError, KeyError, TypeError):  # another numba: the plain call
-        return dispatcher
-    return ep if callable(ep) else dispatcher
 
 
 def packed_args(est) -> tuple | None:
