@@ -13,16 +13,21 @@ Stages (us of CPU per sample):
 * ``DRDY wait``: the blocking wait for the next conversion and the wake-up (signal level:
   the simulator's pacing sleep, the analogue of ``wait_for_edge``; adc level: the driver's
   ``wait_for_edge`` on the simulated GPIO);
-* ``SPI transfer + decode``: the driver's ``read_continuous`` (bytes to codes) and
-  ``Acquisition._post`` (codes to units, saturation, gap and bit-error flags);
-* ``estimate step``: the compiled per-sample step (flags, kernel, alignment) or, on the
-  general path, ``_process``; ``ring``: the ring's producer/consumer calls;
-* ``latency``: the two latency stores per sample; ``publish``: rows to the batch, JSON or
+* ``SPI transfer + decode``: ``Acquisition.read`` with the driver's ``read_continuous``
+  (bytes to codes) and the compiled post-processing (codes to units, saturation, gap and
+  bit-error flags);
+* ``step + ring + latency (one compiled call)``: the default configuration's clean
+  sample, :func:`edge.daemon.fastpath._sample` (stage into the ring, check, kernel,
+  alignment, the two latency stores, counters, publish);
+* ``estimate step``: the general path (``_process``: flags, faults, resets, the compiled
+  block step); ``ring``: the ring's producer/consumer calls outside the compiled call;
+* ``latency``: the latency stores outside the compiled call; ``publish``: rows to the batch, JSON or
   binary encoding (loop thread) plus the MQTT sender and paho threads; ``recording``: rows
   to the recorder's chunks plus its writer thread; ``health``: the supervisor thread;
 * ``glue``: the rest of the acquisition and loop threads (Python between the stages);
-* ``simulator``: the simulated ADS1256 (SPI bytes, DRDY level) or the signal-level source,
-  excluded from the daemon's total.
+* ``simulator``: the simulated ADS1256 (SPI bytes, DRDY level) and the simulated run's
+  duration limit (``LimitedAcquisition.read``), or the signal-level source, excluded from
+  the daemon's total.
 """
 
 from __future__ import annotations
@@ -31,8 +36,15 @@ import os
 import threading
 import time
 
+import numpy as np
+
+#: the stage of the compiled per-sample call (edge.daemon.fastpath._sample)
+FUSED = "step + ring + latency (one compiled call)"
+#: module functions wrapped by instrument(), restored by restore(): (module, name, original)
+_MODULE_WRAPS: list = []
+
 STAGES = ("DRDY wait", "SPI transfer + decode", "estimate step", "ring", "latency",
-          "publish", "recording", "health", "glue")
+          FUSED, "publish", "recording", "health", "glue")
 
 
 class Accounting:
@@ -208,7 +220,10 @@ def instrument(d, level: str) -> Accounting:
     ring = d.ring
     for name in ("write_span", "stage", "publish", "read_span", "release"):
         acc.wrap(ring, name, "ring")
+    _MODULE_WRAPS.append((samplepath, "_step", samplepath._step))
     acc.wrap(samplepath, "_step", "estimate step")
+    if d._sample_fn is not None:  # the compiled per-sample call's entry point
+        acc.wrap(d, "_sample_fn", FUSED)
     acc.wrap(d, "_process", "estimate step")
     for name in ("add_one", "add"):
         acc.wrap(d.latency, name, "latency")
@@ -235,8 +250,9 @@ def instrument(d, level: str) -> Accounting:
     else:
         a = d.acq.acq  # LimitedAcquisition -> Acquisition -> ADS1256 -> simulated ports
         adc = a.adc
-        acc.wrap(a, "_post", "SPI transfer + decode")
-        acc.wrap(adc, "read_continuous", "SPI transfer + decode")
+        acc.wrap(d.acq, "read", "simulator")  # the simulated run's duration limit
+        for obj, name in ((a, "read"), (a, "_post_c"), (adc, "read_continuous")):
+            acc.wrap(obj, name, "SPI transfer + decode")
         acc.wrap(adc.gpio, "wait_for_edge", "DRDY wait")
         # the simulated chip behind the ports: SPI bytes and the DRDY level
         for name in ("readbytes", "xfer2", "writebytes"):
@@ -251,6 +267,9 @@ def restore(level: str) -> None:
 
     if level == "signal":
         sim_signal.time = time
+    while _MODULE_WRAPS:  # else the next run's wrappers would wrap these
+        mod, name, fn = _MODULE_WRAPS.pop()
+        setattr(mod, name, fn)
 
 
 def breakdown(acc: Accounting, threads: dict[str, float], samples: int) -> dict[str, float]:
@@ -280,10 +299,59 @@ CONFIGS = (
 )
 
 
+def dispatch_probe(n: int = 2000) -> list[str]:
+    """The cost of one call of a compiled function by its number of array arguments, through
+    numba's dispatcher and through the compiled entry point (:func:`edge.compiled.direct`),
+    in a tight loop and right after a 1 ms sleep (the per-sample situation at 1 kHz), next
+    to an empty Python function: thread CPU [us] per call, interleaved, medians."""
+    from numba import njit
+
+    from edge.compiled import direct
+
+    fns = {}
+    for k in (1, 6, 35):
+        names = ", ".join(f"a{j}" for j in range(k))
+        ns: dict = {}
+        exec(f"def f({names}):\n    a0[0] += 1.0\n    return 0\n", ns)  # noqa: S102
+        fns[k] = njit(ns["f"])
+    kinds = (np.zeros(4), np.zeros(4, np.int64), np.zeros(4, np.uint8), np.zeros((2, 2)))
+    args = {k: tuple(kinds[j % 4] if j else kinds[0] for j in range(k)) for k in fns}
+
+    def empty(*a):
+        return 0
+
+    calls = {"empty Python function (6 args)": (empty, args[6])}
+    for k, f in fns.items():
+        f(*args[k])
+        calls[f"{k} arrays, dispatcher"] = (f, args[k])
+        calls[f"{k} arrays, entry point"] = (direct(f, args[k]), args[k])
+    clock = time.thread_time_ns
+    tight, slept = {}, {m: [] for m in calls}
+    for name, (f, a) in calls.items():
+        t0 = clock()
+        for _ in range(n):
+            f(*a)
+        tight[name] = (clock() - t0) / n / 1e3
+    for _ in range(n):
+        for name, (f, a) in calls.items():
+            time.sleep(0.001)
+            t0 = clock()
+            f(*a)
+            slept[name].append(clock() - t0)
+    rows = ["| call | tight loop [us] | after a 1 ms sleep [us] |", "| --- | --- | --- |"]
+    for name in calls:
+        rows.append(f"| {name} | {tight[name]:.2f} | "
+                    f"{float(np.median(slept[name])) / 1e3:.2f} |")
+    return rows
+
+
 def section_costs(run_once, loadavg, tmp, port, sec, repeat, configs=CONFIGS):
     """Instrumented runs of :data:`CONFIGS`; prints one table row per stage and config
     (median of ``repeat`` runs) and returns the summary rows."""
     print(f"\n## 5. Per-sample CPU by stage [us/sample], simulator apart   load {loadavg()}")
+    print(f"\nCompiled-call cost by array arguments (thread CPU per call, medians; the "
+          f"empty Python call is the clock's own floor)   load {loadavg()}")
+    print("\n".join(dispatch_probe()), flush=True)
     res = {c[0]: [] for c in configs}
     for r_i in range(repeat):
         for label, level, rate, block, where, *kw in configs:

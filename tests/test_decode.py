@@ -96,3 +96,40 @@ def test_post_matches_numpy_twin():
         np.testing.assert_array_equal(counts, twin.counts)
         np.testing.assert_array_equal(ref, twin.ref)
         assert counts[1] > 0 and counts[2] > 0 and counts[3] > 0  # every branch exercised
+
+
+def test_packed_post_equals_post_on_separate_arrays():
+    """_post_packed (what Acquisition.read runs) is _post on views of two arrays."""
+    from edge.hw.decode import COUNTS, LAST_T, N_BAD, N_REF, REF, PostState, _post_packed
+
+    rng = np.random.default_rng(5)
+    nch = 2
+    lsb, off = np.array([2.98e-7, 5.96e-7]), np.array([0.01, -0.02])
+    sens, sat_v, step = np.array([-2.0, 1e-3]), np.array([1.2, np.inf]), np.array([2e5, 5e4])
+    period = 1e6
+    for nan_on_sat in (False, True):
+        ps = PostState(lsb, off, sens, sat_v, step, CODE_MAX, CODE_MIN, nan_on_sat, period)
+        last_t, counts = np.zeros(2, np.int64), np.zeros(4, np.int64)
+        ref, n_ref, n_bad = (np.zeros((nch, 2), np.int64), np.zeros(nch, np.int64),
+                             np.zeros(nch, np.int64))
+        t0 = 0
+        for _ in range(40):
+            n = int(rng.integers(1, 6))
+            codes = rng.integers(-3_000_000, 3_000_000, (n, nch))
+            codes[rng.random((n, nch)) < 0.1] = CODE_MAX
+            codes[rng.random((n, nch)) < 0.1] += 4_000_000
+            t = t0 + np.cumsum(np.where(rng.random(n) < 0.1, 3 * period, period)
+                               .astype(np.int64))
+            t0 = int(t[-1])
+            v, f = np.zeros((n, nch)), np.zeros(n, np.uint8)
+            vr, fr = np.zeros((n, nch)), np.zeros(n, np.uint8)
+            _post_packed(codes, n, v, t, f, *ps.args)
+            _post(codes, n, lsb, off, sens, sat_v, CODE_MAX, CODE_MIN, nan_on_sat, vr, t, fr,
+                  last_t, period, step, ref, n_ref, n_bad, counts)
+            # the same compiled code on the same numbers: bit-identical (tolerance 0)
+            np.testing.assert_array_equal(v, vr)
+            np.testing.assert_array_equal(f, fr)
+        for field, a in ((LAST_T, last_t), (REF, ref), (N_REF, n_ref), (N_BAD, n_bad),
+                         (COUNTS, counts)):
+            np.testing.assert_array_equal(ps.view(field), a)
+        assert counts[1] > 0 and counts[2] > 0 and counts[3] > 0  # every branch exercised

@@ -314,3 +314,38 @@ def test_free_free_rigid_modes_are_exactly_rigid_and_bad_stiffness_is_named():
     Kbad[0, 0] -= 5e3
     with pytest.raises(EstimatorError, match="stiffness matrix K is not positive semi"):
         modal_basis(M, Kbad)
+
+
+def test_packed_kernel_equals_the_kernel_on_separate_arrays():
+    """edge.estimator.packed._process_packed (what Estimator.process runs) is _process on
+    views of three arrays: the same numbers as _process on the operator's own arrays and a
+    separately allocated state, across a swap that keeps the window."""
+    from edge.estimator.packed import _process_packed
+
+    rng = np.random.default_rng(12)
+    b = chain_bundle(n=6, window=4, kinds=("displacement", "velocity"))
+    est = Estimator(b)
+    op = est.op
+    st = [np.zeros(op.n_state), np.zeros(op.n_state), np.zeros(op.n_forces),
+          np.zeros(op.n_outputs), np.zeros((op.window, op.n_channels)),
+          np.zeros(op.window, np.uint8), np.zeros(op.n_channels), np.zeros(1, np.int64)]
+    Y = _signal(500, b.dt, rng, nch=2, scale=(1e-4, 1e-2))
+    Y[100, 1] = np.nan  # a held channel: the state of the hold is packed too
+    F, Z = np.zeros((500, op.n_forces)), np.zeros((500, op.n_outputs))
+    fl = np.zeros(500, np.uint8)
+    Fr, Zr, flr = F.copy(), Z.copy(), fl.copy()
+    for a in range(0, 500, 7):
+        s = slice(a, min(a + 7, 500))
+        _process_packed(Y[s], F[s], Z[s], fl[s], *est.packed.args)
+        _process(Y[s], Fr[s], Zr[s], flr[s], op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup,
+                 op.Gamma, op.Kx, op.Ky, op.E, *st)
+    # the same compiled kernel on the same inputs; 1e-12 relative allows for another
+    # instruction order in the other specialisation
+    assert _rel(F, Fr) < 1e-12 and _rel(Z, Zr) < 1e-12
+    np.testing.assert_array_equal(fl, flr)
+    assert _process_packed.targetoptions.get("nogil") is True
+    assert _process_packed._cache.__class__.__name__ != "NullCache"
+    window = est._ybuf.copy(), est._fbuf.copy(), est._last.copy(), est._counters.copy()
+    est.swap(derive_operator(b.replace(K=b.K * 1.05)))
+    for x, y in zip((est._ybuf, est._fbuf, est._last, est._counters), window):
+        assert np.array_equal(x, y)  # copied: exact

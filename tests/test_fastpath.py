@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from helpers import chain_bundle
 
@@ -134,3 +136,142 @@ def test_kernel_args_none_for_the_smoother():
         op = None
 
     assert kernel_args(NotTikhonov()) is None
+
+
+def _fast_rig(cap=8, w=16):
+    from edge.daemon.arena import Arena
+    from edge.daemon.ring import Ring
+
+    b = chain_bundle(window=3, kinds=("displacement",))
+    est = Estimator(b)
+    ar = Arena(cap, 1, est.n_forces, est.n_outputs, 1, est.delay, w)
+    return est, ar, Ring(cap, 1, slot_views=True, arena=ar)
+
+
+def test_compiled_clock_reads_time_monotonic_ns():
+    from edge.daemon.fastpath import CLOCK_OK, _now_ns
+
+    if not CLOCK_OK:
+        return
+    _, ar, _ = _fast_rig()
+    a = time.monotonic_ns()
+    t = _now_ns(ar.i8)
+    b = time.monotonic_ns()
+    assert a <= t <= b  # the same clock (CLOCK_MONOTONIC): ordered, no tolerance
+
+
+def test_sample_equals_stage_estimate_align_latency_publish():
+    """One compiled call per sample == the Python path it replaces: Ring.stage, a reset on
+    a gap, the estimator, the alignment twin, two LatencyStats.add_one, counters,
+    Ring.publish."""
+    from edge.daemon import arena as A
+    from edge.daemon.fastpath import CLOCK_OK, _sample
+    from edge.daemon.health import LatencyStats
+
+    if not CLOCK_OK:
+        return
+    rng = np.random.default_rng(11)
+    est, ar, ring = _fast_rig()
+    ref, ar_r, ring_r = _fast_rig()
+    d, cap = est.delay, ring.capacity
+    nf, nout = est.n_forces, est.n_outputs
+    twin = AlignTwin(d, cap, nf + nout)
+    lat_r, lat_d = LatencyStats(16), LatencyStats(16)
+    Fr, Zr, efr = np.zeros((1, nf)), np.zeros((1, nout)), np.zeros(1, np.uint8)
+    count = ar.view(A.COUNT)
+    toff = 123_456
+    count[A.T_OFF], count[A.T_OFF_KNOWN] = toff, 1
+    args = (*ar.args, *est.packed.args)
+    nxt = ring.next_slot()
+    resets = 0
+    for k in range(60):
+        y, t = 1e-3 * rng.normal(), 1_000_000 * k
+        # saturated rows carry their flag through; a gap flagged by the driver, or samples
+        # lost before this one (the ring's pending gap), reset the estimator first
+        fl = np.uint8((4 if k % 7 == 3 else 0) | (FLAG_GAP if k % 11 == 5 else 0))
+        for r in (ring, ring_r):
+            v, tt, f = r.write_span(1)
+            v[0, 0], tt[0], f[0] = y, t, fl
+            r._st[A.GAP_PENDING] = k % 13 == 7
+        i = ring_r.head % cap
+        got = _sample(*args)
+        assert ring_r.stage(1)
+        if ring_r.flags[i] & FLAG_GAP:
+            ref.reset()
+            resets += 1
+        assert ar.view(A.COUNT)[A.RESETS] == resets and ring.flags[i] == ring_r.flags[i]
+        ref.process(ring_r.values[i:i + 1], Fr, Zr, efr)
+        twin.sok[:] = False
+        m = twin.align(Fr, Zr, efr, ring_r.seq[i:i + 1], ring_r.t_ns[i:i + 1],
+                       ring_r.flags[i:i + 1], i)
+        ring_r.publish(1)
+        assert i == nxt and got == ring.next_slot()
+        assert ring.head == ring_r.head == k + 1 and ring.seq[i] == ring_r.seq[i] == k
+        assert ar.view(A.COUNT)[A.PROCESSED] == k + 1
+        assert ar.view(A.COUNT)[A.ESTIMATES] == sum(1 for j in range(k + 1) if j >= d)
+        ok = twin.sok
+        sok = ar.view(A.SOK)
+        assert np.array_equal(sok[ok], ok[ok]) and m == int(ok.sum())
+        # the same compiled kernel on the same inputs; 1e-12 relative: another instruction
+        # order once inlined
+        np.testing.assert_allclose(ar.view(A.SV)[ok], twin.sV[ok], rtol=1e-12, atol=1e-300)
+        assert np.array_equal(ar.view(A.SSEQ)[ok], twin.sseq[ok])
+        assert np.array_equal(ar.view(A.ST)[ok], twin.st[ok])
+        assert np.array_equal(ar.view(A.SF)[ok], twin.sf[ok])
+        sok[:] = False
+        # latencies: both end at the same instant, so DRDY - ring = stamp - (t_ns + offset)
+        lr = ar.view(A.LAT_R)[k % 16]
+        ld = ar.view(A.LAT_D)[k % 16]
+        assert lr >= 0 and ld - lr == ring.stamp_ns[i] - (t + toff)
+        lat_r.add_one(int(lr))
+        lat_d.add_one(int(ld))
+        ls = LatencyStats(16, ar.view(A.LAT_R), ar.view(A.LAT_RS))
+        assert (ls.n, ls.max_ns) == (lat_r.n, lat_r.max_ns)
+        assert np.array_equal(ls.buf, lat_r.buf)
+        if k % 3 == 2:  # the consumer frees what was published (ring of 8: wraps often)
+            for r in (ring, ring_r):
+                r.release(r.available())
+        nxt = got
+    # the ring full: the sample is published, the next slot is not free (-1)
+    for r in (ring, ring_r):
+        r.release(r.available())
+    for _ in range(cap):
+        v, tt, f = ring.write_span(1)
+        v[0, 0], f[0] = 0.0, 0
+        got = _sample(*args)
+    assert got == -1 and ring.available() == cap
+
+
+def test_sample_leaves_everything_untouched_on_a_non_finite_sample():
+    from edge.daemon import arena as A
+    from edge.daemon.fastpath import CLOCK_OK, _sample
+
+    if not CLOCK_OK:
+        return
+    est, ar, ring = _fast_rig()
+    args = (*ar.args, *est.packed.args)
+    for pending in (False, True):
+        v, t, f = ring.write_span(1)
+        v[0, 0], f[0] = np.nan, FLAG_GAP
+        ar.view(A.RSTATE)[A.GAP_PENDING] = pending
+        before = [a.copy() for a in (*ar.args, *est.packed.args)]
+        assert _sample(*args) == -2  # the general path counts the bad sample
+        after = (*ar.args, *est.packed.args)
+        assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after))
+
+
+def test_direct_calls_the_compiled_function_without_type_dispatch():
+    from edge.daemon.fastpath import direct
+    from edge.estimator.packed import _reset_packed
+
+    est = Estimator(chain_bundle(window=3))
+    est.run(np.full((5, 1), 1e-3))
+    fn = direct(_reset_packed, est.packed.args)
+    assert fn is not _reset_packed  # numba exposes the entry point (0.68: it does)
+    fn(*est.packed.args)
+    assert not est._x.any() and not est._ybuf.any() and est.samples_seen == 0
+
+    def plain(*a):
+        return a
+
+    assert direct(plain, (np.zeros(1),)) is plain  # not a dispatcher: itself

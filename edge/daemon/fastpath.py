@@ -20,11 +20,21 @@ NumPy twins: ``tests/test_fastpath.py`` (the loop's former Python alignment).
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+import ctypes
+import sys
 
+import numpy as np
+from numba import njit, types
+
+from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PENDING, H_CAP,
+                               H_DELAY, H_LATW, H_NCH, H_NF, H_NOUT, HCOUNT, HEAD, HF, HSEQ, HT, LAT_D,
+                               LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RESETS, RSTATE, SEQ,
+                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TAIL, TS,
+                               VALUES, Z)
+from edge.compiled import direct  # noqa: F401 (re-exported)
 from edge.estimator.estimator import Estimator
 from edge.estimator.kernel import _process
+from edge.estimator.packed import _process_packed, _reset_packed
 from edge.flags import FLAG_GAP, FLAG_SATURATED
 
 _SAT_GAP = np.uint8(FLAG_SATURATED | FLAG_GAP)
@@ -118,3 +128,119 @@ def kernel_args(est) -> tuple | None:
     return (op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma, op.Kx, op.Ky, op.E,
             est._x, est._xn, est._fs, est._zs, est._ybuf, est._fbuf, est._last,
             est._counters)
+
+
+def packed_args(est) -> tuple | None:
+    """The Tikhonov estimator's packed operator and state ``(f8, i8, u8)`` (the last three
+    arguments of :func:`_sample`), or None (not the Tikhonov estimator)."""
+    return est.packed.args if type(est) is Estimator else None
+
+
+# ----------------------------------------------------------------- one compiled call per sample
+#: the compiled clock reads CLOCK_MONOTONIC (what ``time.monotonic_ns`` reads on Linux) into a
+#: ``struct timespec`` of two C longs: available where those are int64 (64-bit Linux)
+CLOCK_OK = sys.platform.startswith("linux") and ctypes.sizeof(ctypes.c_long) == 8
+_CLOCK_MONOTONIC = 1  # <linux/time.h>
+# resolved by name when the kernel is loaded (libc is in the process), so numba's cache keeps it
+_clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32, types.intp))
+
+
+@njit(cache=True)
+def _now_ns(i8):  # pragma: no cover - compiled
+    """``time.monotonic_ns()`` from compiled code (the arena's TS field as ``timespec``)."""
+    o = i8[_OFF + TS]
+    _clock_gettime(_CLOCK_MONOTONIC, i8[o:o + 2].ctypes.data)
+    return i8[o] * 1_000_000_000 + i8[o + 1]
+
+
+@njit(cache=True)
+def _lat_add(i8, buf, state, lat):  # pragma: no cover - compiled
+    """:meth:`edge.daemon.health.LatencyStats.add_one` on the arena's fields ``buf, state``."""
+    b = i8[_OFF + buf]
+    s = i8[_OFF + state]
+    w = i8[H_LATW]
+    n = i8[s + LAT_N]
+    i8[b + n % w] = lat
+    if lat > i8[s + LAT_MAX]:
+        i8[s + LAT_MAX] = lat
+    i8[s + LAT_N] = n + 1
+
+
+@njit(cache=True)  # the GIL stays held: the loop thread never sees a half-written slot
+def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
+    """The whole per-sample work of the default configuration on the sample just read into
+    the ring's next slot (``head % capacity``), in place.
+
+    Stage (``seq`` = ADC sample number, ``stamp_ns`` = ring entry), estimate
+    (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the two latency stores
+    (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
+    now), the counters, then publish (``head += 1``). ``f8, i8, u8``: the daemon's
+    :class:`edge.daemon.arena.Arena`; ``ef8, ei8, eu8``: the Tikhonov estimator's operator
+    and state (:class:`edge.estimator.packed.Packed`). Six array arguments: numba's
+    dispatch costs per argument.
+
+    A gap (the sample's flag, or samples lost before it: the ring's pending gap) resets the
+    estimator before the sample, as the general path does (``resets`` counted).
+
+    Returns
+    -------
+    int
+        -2: a non-finite channel (the general path counts faults): nothing was changed.
+        Else the sample is published and the result is the slot of the next sample when that
+        slot is free, -1 when the ring is full.
+    """
+    cap = i8[H_CAP]
+    nch = i8[H_NCH]
+    nf = i8[H_NF]
+    nout = i8[H_NOUT]
+    rs = i8[_OFF + RSTATE]
+    head = i8[rs + HEAD]
+    i = head % cap
+    fo = i8[_OFF + FLAGS]
+    vo = i8[_OFF + VALUES] + i * nch
+    for c in range(nch):
+        if not np.isfinite(f8[vo + c]):
+            return -2
+    t0 = _now_ns(i8)
+    co = i8[_OFF + COUNT]
+    if i8[rs + GAP_PENDING] != 0:  # samples were lost before this one (Ring.stage)
+        u8[fo + i] |= _GAP
+        i8[rs + GAP_PENDING] = 0
+    if u8[fo + i] & _GAP:  # the stream is discontinuous: estimator reset before the sample
+        _reset_packed(ef8, ei8, eu8)
+        i8[co + RESETS] += 1
+    adc = i8[rs + ADC]
+    so = i8[_OFF + SEQ]
+    to = i8[_OFF + T_NS]
+    i8[so + i] = adc
+    i8[rs + ADC] = adc + 1
+    i8[i8[_OFF + STAMP] + i] = t0
+    Fo = i8[_OFF + F]
+    Zo = i8[_OFF + Z]
+    eo = i8[_OFF + EF]
+    Fv = f8[Fo:Fo + nf].reshape((1, nf))
+    Zv = f8[Zo:Zo + nout].reshape((1, nout))
+    ef = u8[eo:eo + 1]
+    _process_packed(f8[vo:vo + nch].reshape((1, nch)), Fv, Zv, ef, ef8, ei8, eu8)
+    h = i8[H_DELAY] + 1
+    ho, hto, hfo = i8[_OFF + HSEQ], i8[_OFF + HT], i8[_OFF + HF]
+    hc = i8[_OFF + HCOUNT]
+    svo = i8[_OFF + SV]
+    sso, sto, sfo, soo = i8[_OFF + SSEQ], i8[_OFF + ST], i8[_OFF + SF], i8[_OFF + SOK]
+    ncol = nf + nout
+    m = _align(Fv, Zv, ef, i8[so + i:so + i + 1], i8[to + i:to + i + 1], u8[fo + i:fo + i + 1],
+               i, i8[ho:ho + h], i8[hto:hto + h], u8[hfo:hfo + h], i8[hc:hc + 1],
+               f8[svo:svo + cap * ncol].reshape((cap, ncol)), i8[sso:sso + cap],
+               i8[sto:sto + cap], u8[sfo:sfo + cap], u8[soo:soo + cap], h - 1)
+    # estimated and aligned: the latency of this sample ends now
+    t1 = _now_ns(i8)
+    _lat_add(i8, LAT_R, LAT_RS, t1 - t0)
+    if i8[co + T_OFF_KNOWN] != 0:
+        _lat_add(i8, LAT_D, LAT_DS, t1 - (i8[to + i] + i8[co + T_OFF]))
+    i8[co + PROCESSED] += 1
+    i8[co + ESTIMATES] += m
+    head += 1
+    i8[rs + HEAD] = head  # published: the slot was complete before head moved
+    if head - i8[rs + TAIL] < cap:
+        return head % cap
+    return -1

@@ -20,10 +20,14 @@ class LatencyStats:
     buffer (see docs/daemon.md, "Latency").
     """
 
-    def __init__(self, window: int = 100_000):
-        self.buf = np.zeros(int(window), np.int64)
-        self.n = 0  # total recorded
-        self.max_ns = 0
+    def __init__(self, window: int = 100_000, buf=None, state=None):
+        # buf (window,) int64 and state [recorded so far, max] int64: given by the daemon
+        # (fields of edge.daemon.arena.Arena, written by the compiled per-sample call too)
+        self.buf = np.zeros(int(window), np.int64) if buf is None else buf
+        self._st = np.zeros(2, np.int64) if state is None else state
+
+    n = property(lambda self: int(self._st[0]), doc="latencies recorded so far")
+    max_ns = property(lambda self: int(self._st[1]), doc="largest latency recorded [ns]")
 
     def add(self, lat_ns: np.ndarray) -> None:
         """Record latencies ``lat_ns (k,) int64`` [ns]."""
@@ -31,25 +35,29 @@ class LatencyStats:
         if k == 0:
             return
         w = self.buf.shape[0]
+        n = self.n
         if k >= w:
             self.buf[:] = lat_ns[-w:]
         else:
-            i = self.n % w
+            i = n % w
             j = min(k, w - i)
             self.buf[i:i + j] = lat_ns[:j]
             if j < k:
                 self.buf[:k - j] = lat_ns[j:]
         m = int(lat_ns.max())
         if m > self.max_ns:
-            self.max_ns = m
-        self.n += k
+            self._st[1] = m
+        self._st[0] = n + k
 
     def add_one(self, lat_ns: int) -> None:
-        """Record one latency [ns] (the per-sample path: no temporary arrays)."""
-        self.buf[self.n % self.buf.shape[0]] = lat_ns
-        if lat_ns > self.max_ns:
-            self.max_ns = lat_ns
-        self.n += 1
+        """Record one latency [ns] (the general per-sample path; the compiled one is
+        :func:`edge.daemon.fastpath._lat_add`)."""
+        st = self._st
+        n = st.item(0)
+        self.buf[n % self.buf.shape[0]] = lat_ns
+        if lat_ns > st.item(1):
+            st[1] = lat_ns
+        st[0] = n + 1
 
     def summary(self) -> dict:
         """``{"p50","p99","p999","max"}`` in microseconds (window percentiles, max ever).

@@ -67,8 +67,10 @@ import time
 
 import numpy as np
 
-from edge.daemon import realtime
+from edge.daemon import arena, realtime
+from edge.daemon.arena import Arena
 from edge.daemon.commands import CommandRegistry, register_builtin_commands, run_commands
+from edge.daemon.fastpath import CLOCK_OK
 from edge.daemon.samplepath import SamplePath
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_HARDWARE, EXIT_INTERNAL, EXIT_OK
 from edge.daemon.faults import FaultTracker
@@ -122,47 +124,49 @@ class Daemon(SamplePath, StatusMixin):
         self.block = cfg["bundle"]["block"]
         self.read_max = loop["read_max"]
         cap = max(int(loop["ring_s"] * self.rate), 2 * self.read_max, 2 * self.block)
+        self.nf, self.nout = estimator.n_forces, estimator.n_outputs
+        self.delay = estimator.delay
+        # the per-sample state in three arrays (ring, alignment, rows by slot, latency
+        # windows, counters): the compiled per-sample call takes them as three arguments
+        self.arena = ar = Arena(cap, self.nch, self.nf, self.nout, self.block, self.delay,
+                                loop["latency_window"])
         # per-slot views for one-sample reads, up to ~5 MB of them
-        self.ring = Ring(cap, self.nch, slot_views=self.read_max == 1 and cap <= 16384)
+        self.ring = Ring(cap, self.nch, slot_views=self.read_max == 1 and cap <= 16384,
+                         arena=ar)
         self.raw_pub = None
         if publisher is not None and cfg["mqtt"].get("raw_decimation", 0) > 0:
             self.raw_pub = RawPublisher(publisher, self.nch, cfg["mqtt"]["raw_decimation"],
                                         publisher.topics.raw)
-        self.nf, self.nout = estimator.n_forces, estimator.n_outputs
-        self.delay = estimator.delay
         self.std = getattr(estimator, "std", None)  # (nf + nout,) or None (Tikhonov)
         if publisher is not None and self.std is not None:
             publisher.std = np.asarray(self.std, dtype=np.float64)
-        b = self.block
-        self._F = np.zeros((b, self.nf))
-        self._Z = np.zeros((b, self.nout))
-        self._ef = np.zeros(b, np.uint8)
-        # circular history of the stream fed to the estimator (edge.daemon.fastpath._align):
-        # seq, t_ns, flags of the last delay + 1 fed samples; samples fed so far
-        h = self.delay + 1
-        self._hseq = np.zeros(h, np.int64)
-        self._ht = np.zeros(h, np.int64)
-        self._hf = np.zeros(h, np.uint8)
-        self._hcount = np.zeros(1, np.int64)
+        # estimator output rows of one block; circular history of the stream fed to the
+        # estimator (edge.daemon.fastpath._align): seq, t_ns, flags of the last delay + 1 fed
+        # samples; samples fed so far
+        self._F, self._Z, self._ef = ar.view(arena.F), ar.view(arena.Z), ar.view(arena.EF)
+        self._hseq, self._ht = ar.view(arena.HSEQ), ar.view(arena.HT)
+        self._hf, self._hcount = ar.view(arena.HF), ar.view(arena.HCOUNT)
         self.faults = FaultTracker(self.nch, cfg["faults"]["bad_sample_limit"])
         mode = loop["estimate_in"]
         self.inline = mode == "acquisition" or (mode == "auto" and self.block == 1)
         self.handover_s = loop["handover_ms"] / 1e3
         # estimate rows by ring slot: the row produced when the slot's sample was estimated
-        cap, ncol = self.ring.capacity, self.nf + self.nout
-        self._sV = np.zeros((cap, ncol))
-        self._sseq = np.zeros(cap, np.int64)
-        self._st = np.zeros(cap, np.int64)
-        self._sf = np.zeros(cap, np.uint8)
-        self._sok = np.zeros(cap, bool)
+        self._sV, self._sseq, self._st = ar.view(arena.SV), ar.view(arena.SSEQ), ar.view(arena.ST)
+        self._sf, self._sok = ar.view(arena.SF), ar.view(arena.SOK)
+        self._count = ar.view(arena.COUNT)  # processed, estimates, DRDY offset (+ known)
         self._fast_op = None  # estimator operator that self._fast_args were taken from
         self._fast_args: tuple | None = None  # (edge.daemon.fastpath._step arguments)
+        self._sample_args: tuple | None = None  # (edge.daemon.fastpath._sample arguments)
+        self._sample_fn = None  # _sample's compiled entry point (edge.daemon.fastpath.direct)
+        self._fast_ok = False  # see SamplePath._refresh_fast
         self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
         self.updates_locked: str | None = None  # reason update_model is refused (signature)
         self._identify_due = False  # set by the supervisor ([inverse] identify_every_s)
         self.scheduled_identifications = 0
-        self.latency = LatencyStats(loop["latency_window"])  # DRDY -> estimate ready
-        self.latency_ring = LatencyStats(loop["latency_window"])  # ring entry -> ready
+        w = loop["latency_window"]
+        # DRDY -> estimate ready; ring entry -> ready
+        self.latency = LatencyStats(w, ar.view(arena.LAT_D), ar.view(arena.LAT_DS))
+        self.latency_ring = LatencyStats(w, ar.view(arena.LAT_R), ar.view(arena.LAT_RS))
         self._t_off: int | None = None  # DRDY clock -> time.monotonic_ns offset [ns]
         self._t_off_known = False
         self.cpu = CpuMeter()
@@ -170,9 +174,6 @@ class Daemon(SamplePath, StatusMixin):
         self.degraded_reason: str | None = None
         self.paused = False
         self.stop_event = threading.Event()
-        self.processed = 0  # samples through the loop (watchdog progress)
-        self.estimates = 0
-        self.resets = 0
         self.bad_samples = 0
         self.hw_error: BaseException | None = None
         self.finished = False
@@ -185,6 +186,20 @@ class Daemon(SamplePath, StatusMixin):
         if self._fast() is not None:  # the Tikhonov estimator: compiled step on both threads
             self._warm_up()
 
+    # ------------------------------------------------------------------ counters
+    def _counter(k: int, doc: str):  # noqa: N805 - a property factory used in the class body
+        def get(self):
+            return int(self._count[k])
+
+        def put(self, v):
+            self._count[k] = v
+        return property(get, put, doc=doc)
+
+    processed = _counter(arena.PROCESSED, "samples through the loop (watchdog progress)")
+    estimates = _counter(arena.ESTIMATES, "estimate rows attached to samples")
+    resets = _counter(arena.RESETS, "estimator resets (gaps, sensor recoveries)")
+    del _counter
+
     # ------------------------------------------------------------------ acquisition
     def _acquire(self) -> None:
         rt = self.cfg["realtime"]
@@ -194,29 +209,56 @@ class Daemon(SamplePath, StatusMixin):
         inline, virtual, read_max = self.inline, self.virtual, self.read_max
         stopped, read, stage, publish = (self.stop_event.is_set, self.acq.read, ring.stage,
                                          ring.publish)
+        # one compiled call per clean sample (edge.daemon.fastpath._sample) when estimating
+        # here one sample per read into the ring's ready-made slot views
+        slots = ring._slot if inline and read_max == 1 and CLOCK_OK else None
+        pub = self.pub
+        i = -1  # slot of the next sample when known to be free (compiled path), else -1
         try:
             while not stopped():
-                if virtual:
-                    while ring.capacity - ring.available() < 1 and not stopped():
-                        time.sleep(0.0005)
-                v, t, f = ring.write_span(read_max)
+                own = i >= 0  # a free slot's views, without write_span
+                if own:
+                    v, t, f = slots[i]
+                else:
+                    if virtual:
+                        while ring.capacity - ring.available() < 1 and not stopped():
+                            time.sleep(0.0005)
+                    v, t, f = ring.write_span(read_max)
                 try:
                     n = read(v, t, f)
                 except BaseException as e:
+                    if own:
+                        ring._span_scratch = False
                     k = int(getattr(e, "n_read", 0) or 0)  # rows before the error
                     if stage(k):
                         if inline:
                             self._estimate_staged(k)
                         publish(k)
                     raise
+                if slots is not None and n == 1 and self._fast_ok \
+                        and (own or not ring._span_scratch) and not self._identify_due \
+                        and not (pub is not None and pub.cmd_flag):
+                    i = self._sample_fn(*self._sample_args)
+                    if i != -2:
+                        continue
+                if own:
+                    ring._span_scratch = False
+                i = -1
                 if stage(n):
                     if not self._t_off_known:
                         self._t_off = drdy_offset_ns(self.acq, self.virtual)
                         self._t_off_known = True
+                        if self._t_off is not None:
+                            self._count[arena.T_OFF] = self._t_off
+                            self._count[arena.T_OFF_KNOWN] = 1
                         self.first_sample.set()
                     if inline:
                         self._estimate_staged(n)
                     publish(n)
+                    if slots is not None:
+                        self._refresh_fast()
+                        if self._fast_ok:
+                            i = ring.next_slot()
         except EOFError as e:
             log.info("acquisition finished: %s", e)
             self.finished = True
@@ -308,7 +350,10 @@ class Daemon(SamplePath, StatusMixin):
             self.pub.poll()
             if self.raw_pub is not None:
                 self.raw_pub.poll()
-            if not self.pub.commands.empty():
+            # commands run on the estimating thread: here only when that is the loop thread
+            # or the acquisition thread (estimate_in = "acquisition") has ended
+            if not self.pub.commands.empty() and not (self.inline
+                                                      and self._acq_thread.is_alive()):
                 run_commands(self)
 
     def _handover(self, i: int, n: int) -> None:

@@ -9,6 +9,14 @@ is full, the samples read from the ADC go to a scratch buffer and are counted as
 Indices are absolute sample counts (``head`` = samples written, ``tail`` = samples consumed,
 ``seq`` of a slot = its ADC sample number, lost samples included), so sequence numbers stay
 meaningful across gaps.
+
+The arrays and the counters are fields of an :class:`edge.daemon.arena.Arena` (the daemon's;
+a ring of its own otherwise), so the compiled per-sample call
+(:func:`edge.daemon.fastpath._sample`) can stage, publish and advance ``head`` itself.
+Ordering: the producer writes a slot completely before it advances ``head``, and both the
+Python producer and the compiled call (which keeps the GIL) do so while holding the GIL, so
+the consumer, which reads ``head`` and then the slots under the GIL, never sees a
+half-written slot.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ import time
 
 import numpy as np
 
+from edge.daemon.arena import (ADC, FLAGS, GAP_PENDING, HEAD, LOST, OVERRUNS, RSTATE, SEQ,
+                               STAMP, T_NS, TAIL, VALUES, Arena)
 from edge.flags import FLAG_GAP  # samples were lost immediately before this one
 
 
@@ -30,26 +40,26 @@ class Ring:
     [``time.monotonic_ns()`` when the sample entered the ring, for latency].
     """
 
-    def __init__(self, capacity: int, nch: int, slot_views: bool = False):
+    def __init__(self, capacity: int, nch: int, slot_views: bool = False, arena=None):
         if capacity < 2:
             raise ValueError(f"ring capacity must be >= 2, got {capacity}")
         if nch < 1:
             raise ValueError(f"ring nch must be >= 1, got {nch}")
         self.capacity = int(capacity)
         self.nch = int(nch)
-        self.values = np.zeros((capacity, nch))
-        self.t_ns = np.zeros(capacity, np.int64)
-        self.flags = np.zeros(capacity, np.uint8)
-        self.seq = np.zeros(capacity, np.int64)
-        self.stamp_ns = np.zeros(capacity, np.int64)
+        if arena is None:  # standalone: an arena of its own (no estimate fields used)
+            arena = Arena(capacity, nch, 0, 0, 1, 0, 1)
+        self.values = arena.view(VALUES)
+        self.t_ns = arena.view(T_NS)
+        self.flags = arena.view(FLAGS)
+        self.seq = arena.view(SEQ)
+        self.stamp_ns = arena.view(STAMP)
+        # head, tail, adc_count, gap pending, lost, overruns (edge.daemon.arena): one int64
+        # array, so the compiled per-sample call (edge.daemon.fastpath._sample) can advance it
+        self._st = arena.view(RSTATE)
         self._scratch = (np.zeros((capacity, nch)), np.zeros(capacity, np.int64),
                          np.zeros(capacity, np.uint8))
-        self.head = 0  # samples written (only the producer changes it)
-        self.tail = 0  # samples consumed (only the consumer changes it)
-        self.adc_count = 0  # samples delivered by the ADC, lost ones included
-        self.lost = 0
-        self.overruns = 0  # write attempts that found the ring full
-        self._gap_pending = False
+        self._span_scratch = False
         self._cond = threading.Condition(threading.Lock())
         self._waiting = False
         self.closed = False
@@ -58,6 +68,21 @@ class Ring:
         self._slot = ([(self.values[i:i + 1], self.t_ns[i:i + 1], self.flags[i:i + 1])
                        for i in range(capacity)] if slot_views else None)
 
+    # head = samples written (only the producer changes it), tail = samples consumed (only
+    # the consumer changes it); adc_count = samples delivered by the ADC, lost ones included;
+    # overruns = write attempts that found the ring full
+    head = property(lambda self: int(self._st[HEAD]))
+    tail = property(lambda self: int(self._st[TAIL]))
+    adc_count = property(lambda self: int(self._st[ADC]))
+    lost = property(lambda self: int(self._st[LOST]))
+    overruns = property(lambda self: int(self._st[OVERRUNS]))
+
+    def next_slot(self) -> int:
+        """The slot the next sample goes to when it is free, else -1 (the ring is full)."""
+        st = self._st
+        h = st.item(HEAD)
+        return h % self.capacity if h - st.item(TAIL) < self.capacity else -1
+
     # -- producer -----------------------------------------------------------------------
     def write_span(self, nmax: int):
         """Views to fill: ``(values, t_ns, flags)`` of up to ``nmax`` contiguous free slots.
@@ -65,14 +90,16 @@ class Ring:
         When the ring is full, the views are scratch buffers (the samples will be counted
         lost by :meth:`commit`). Call :meth:`commit` with the number actually written.
         """
-        free = self.capacity - (self.head - self.tail)
+        st = self._st
+        head = st.item(HEAD)
+        free = self.capacity - (head - st.item(TAIL))
         if free <= 0:
             self._span_scratch = True
             n = min(nmax, self.capacity)
             v, t, f = self._scratch
             return v[:n], t[:n], f[:n]
         self._span_scratch = False
-        i = self.head % self.capacity
+        i = head % self.capacity
         if nmax == 1 and self._slot is not None:
             return self._slot[i]
         n = min(nmax, free, self.capacity - i)
@@ -93,28 +120,30 @@ class Ring:
         """
         if n <= 0:
             return False
+        st = self._st
         if self._span_scratch:
-            self.lost += n
-            self.overruns += 1
-            self.adc_count += n
-            self._gap_pending = True
+            st[LOST] += n
+            st[OVERRUNS] += 1
+            st[ADC] += n
+            st[GAP_PENDING] = 1
             return False
-        i = self.head % self.capacity
+        i = st.item(HEAD) % self.capacity
+        adc = st.item(ADC)
         if n == 1:  # the per-sample path: no temporary arrays
-            self.seq[i] = self.adc_count
+            self.seq[i] = adc
             self.stamp_ns[i] = time.monotonic_ns()
         else:
-            self.seq[i:i + n] = np.arange(self.adc_count, self.adc_count + n)
+            self.seq[i:i + n] = np.arange(adc, adc + n)
             self.stamp_ns[i:i + n] = time.monotonic_ns()
-        if self._gap_pending:
+        if st[GAP_PENDING]:
             self.flags[i] |= FLAG_GAP
-            self._gap_pending = False
-        self.adc_count += n
+            st[GAP_PENDING] = 0
+        st[ADC] = adc + n
         return True
 
     def publish(self, n: int) -> None:
         """Make ``n`` staged samples visible to the consumer (after :meth:`stage`)."""
-        self.head += n  # the slot contents are complete before head moves
+        self._st[HEAD] += n  # the slot contents are complete before head moves
         if self._waiting:
             with self._cond:
                 self._cond.notify()
@@ -127,29 +156,31 @@ class Ring:
 
     # -- consumer -----------------------------------------------------------------------
     def available(self) -> int:
-        return self.head - self.tail
+        st = self._st
+        return st.item(HEAD) - st.item(TAIL)
 
     def wait(self, timeout: float) -> int:
         """Wait until samples are available (or closed/timeout); return how many."""
-        n = self.head - self.tail
+        n = self.available()
         if n > 0 or self.closed:
             return n
         with self._cond:
             self._waiting = True
             try:
-                n = self.head - self.tail
+                n = self.available()
                 if n == 0 and not self.closed:
                     self._cond.wait(timeout)
             finally:
                 self._waiting = False
-        return self.head - self.tail
+        return self.available()
 
     def read_span(self, nmax: int) -> tuple[int, int]:
         """``(start slot, n)`` of up to ``nmax`` contiguous readable samples."""
-        i = self.tail % self.capacity
-        n = min(nmax, self.head - self.tail, self.capacity - i)
+        t = self._st.item(TAIL)
+        i = t % self.capacity
+        n = min(nmax, self._st.item(HEAD) - t, self.capacity - i)
         return i, n
 
     def release(self, n: int) -> None:
         """Mark ``n`` samples consumed (their slots may be overwritten)."""
-        self.tail += n
+        self._st[TAIL] += n

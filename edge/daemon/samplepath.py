@@ -20,7 +20,8 @@ import time
 import numpy as np
 
 from edge.daemon.commands import run_commands
-from edge.daemon.fastpath import _align, _step, kernel_args
+from edge.daemon.fastpath import (CLOCK_OK, _align, _sample, _step, direct, kernel_args,
+                                  packed_args)
 from edge.flags import FLAG_GAP, FLAG_HELD
 
 log = logging.getLogger("vsense.loop")
@@ -31,7 +32,8 @@ class SamplePath:
 
     def _fast(self) -> tuple | None:
         """Arguments of :func:`edge.daemon.fastpath._step` after ``(i, n)``, or None (not
-        the Tikhonov estimator). Taken again when the operator was swapped."""
+        the Tikhonov estimator). Taken again when the operator was swapped, with those of
+        :func:`edge.daemon.fastpath._sample` (``_sample_args``)."""
         est = self.est
         op = getattr(est, "op", None)
         if op is not self._fast_op or self._fast_args is None:
@@ -41,8 +43,22 @@ class SamplePath:
                 r.values, r.seq, r.t_ns, r.flags, self._F, self._Z, self._ef, *ka,
                 self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
                 self._st, self._sf, self._sok, self.delay)
+            self._sample_args = None if ka is None else (*self.arena.args, *packed_args(est))
+            if ka is not None and CLOCK_OK:
+                self._sample_fn = direct(_sample, self._sample_args)
             self._fast_op = op
         return self._fast_args
+
+    def _refresh_fast(self) -> None:
+        """Whether the next clean sample may take the compiled per-sample call
+        (:func:`edge.daemon.fastpath._sample`): the Tikhonov estimator, the DRDY clock
+        offset known, running (not paused), no channel counting bad samples, no
+        identification window armed. Called on the estimating thread after anything that
+        can change one of these (the general path, commands); the two flags other threads
+        set (a command queued, a scheduled identification due) are read per sample."""
+        inv = self.inverse
+        self._fast_ok = (self._fast() is not None and self._t_off_known and not self.paused
+                         and self.faults.quiet and (inv is None or inv.pending is None))
 
     def _warm_up(self) -> None:
         """Compile (or load from numba's cache) the compiled step before the first sample:
@@ -52,6 +68,12 @@ class SamplePath:
         f[0] = FLAG_GAP
         _step(0, 1, *self._fast_args)
         f[0] = keep
+        if CLOCK_OK:  # likewise the per-sample call, on a non-finite sample
+            v = self.ring.values
+            keep = v[0, 0]
+            v[0, 0] = np.nan
+            self._sample_fn(*self._sample_args)
+            v[0, 0] = keep
         _align(self._F[:0], self._Z[:0], self._ef[:0], self.ring.seq[:0], self.ring.t_ns[:0],
                f[:0], 0, self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
                self._st, self._sf, self._sok, self.delay)
@@ -63,6 +85,7 @@ class SamplePath:
         pub = self.pub
         if pub is not None and pub.cmd_flag:  # commands run here, between two samples
             run_commands(self)
+            self._fast_ok = False  # refreshed after this sample (paused, swapped, armed?)
         b = self.block
         if n <= b:
             self._process(i, n)

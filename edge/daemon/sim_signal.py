@@ -9,7 +9,6 @@ is what :class:`edge.hw.acquire.Acquisition` does to the voltages on the Pi.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -73,30 +72,44 @@ class SignalAcquisition:
         self.start = None
         self.drdy_timeout_s = drdy_timeout_s
         self.dead_at = None if drdy_dead_at is None else int(round(drdy_dead_at * rate))
-        self._buf = np.zeros((0, 0))
-        self._bi = 0
         self.chunk = chunk
         self.full_scale = full_scale
         self.sens, self.off, self.sat = sensitivity, offset, saturation
         # (kind, channel, first sample, n) with kind "nan" | "saturate"
         self.faults = [(k, c, int(round(at * rate)), n) for k, c, at, n in (faults or [])]
-        self._cal = None  # (sensitivity, offset, saturation) as Python lists
+        # the prepared chunk: values as read() delivers them (faults applied, calibrated),
+        # their flags, the sample number of its first row
+        self._Y = np.zeros((0, 0))
+        self._F = np.zeros(0, np.uint8)
+        self._k0 = 0
+        # one-row reads at the real clock: a sleep to the sample's due time and a copy
+        self._one = clock == "real"
+        self._limit = min(x for x in (self.total, self.dead_at, 2 ** 62) if x is not None)
+        self._ns_per = 1e9 / self.rate
 
     @property
     def source(self):
         """The signal source (identification experiments call its ``inject_excitation``)."""
         return self.src
 
-    def _take(self, n: int) -> np.ndarray:
-        if self._bi >= self._buf.shape[0]:
-            self._buf = self.src.volts(self.chunk)
-            self._bi = 0
-            if self._buf.shape[0] == 0:
-                raise SimulationFinished("measurement file exhausted")
-        n = min(n, self._buf.shape[0] - self._bi)
-        out = self._buf[self._bi:self._bi + n]
-        self._bi += n
-        return out
+    def _prepare(self) -> None:
+        """The next chunk of the source, as :meth:`read` delivers it: the faults applied,
+        volts to physical units with the bad-sample flags (:func:`calibrate`), or volts."""
+        V = np.array(self.src.volts(self.chunk), dtype=float)
+        m = V.shape[0]
+        if m == 0:
+            raise SimulationFinished("measurement file exhausted")
+        k0 = self._k0 = self.k
+        for kind, c, f0, nf in self.faults:
+            a, b = max(f0, k0), min(f0 + nf, k0 + m)
+            if a < b:
+                V[a - k0:b - k0, c] = np.nan if kind == "nan" else self.full_scale
+        self._F = np.zeros(m, np.uint8)
+        if self.sens is None:
+            self._Y = V
+        else:  # volts -> physical units, saturated -> NaN + bit2 (as the ADS1256 driver)
+            self._Y = np.empty_like(V)
+            calibrate(V, self.sens, self.off, self.sat, self._Y, self._F)
 
     @property
     def host_offset_ns(self) -> int | None:
@@ -107,6 +120,22 @@ class SignalAcquisition:
         return self._start_ns
 
     def read(self, out_values, out_t_ns, out_flags) -> int:
+        k = self.k
+        if self._one and out_values.shape[0] == 1 and self.start is not None \
+                and k < self._limit:
+            # one sample (the default configuration): its DRDY is at start + k / rate
+            j = k - self._k0
+            if j >= self._F.shape[0]:
+                self._prepare()
+                j = 0
+            rem = self._start_ns + int(k * self._ns_per) - time.monotonic_ns()
+            if rem > 0:
+                time.sleep(rem * 1e-9)
+            out_values[0] = self._Y[j]
+            out_t_ns[0] = k * self.dt_ns
+            out_flags[0] = self._F[j]
+            self.k = k + 1
+            return 1
         if self.start is None:
             self._start_ns = time.monotonic_ns()
             self.start = self._start_ns * 1e-9
@@ -132,54 +161,16 @@ class SignalAcquisition:
                 time.sleep(max(0.0, (self.k + nmax - 1) / self.rate
                                - (time.monotonic() - self.start)))
             nmax = min(nmax, avail)
-        v = self._take(nmax)
-        n = v.shape[0]
-        if n == 1 and self.sens is not None:
-            self._read_one(v[0], out_values, out_t_ns, out_flags)
-            self.k += 1
-            return 1
-        V = v.copy()
+        j = self.k - self._k0
+        if j >= self._F.shape[0]:
+            self._prepare()
+            j = 0
+        n = min(nmax, self._F.shape[0] - j)
+        out_values[:n] = self._Y[j:j + n]
+        out_flags[:n] = self._F[j:j + n]
         out_t_ns[:n] = (self.k + np.arange(n)) * self.dt_ns
-        out_flags[:n] = 0
-        for kind, c, k0, nf in self.faults:
-            a, b = max(k0, self.k), min(k0 + nf, self.k + n)
-            if a < b:
-                V[a - self.k:b - self.k, c] = np.nan if kind == "nan" else self.full_scale
-        if self.sens is None:
-            out_values[:n] = V
-        else:  # volts -> physical units, saturated -> NaN + bit2 (as the ADS1256 driver)
-            calibrate(V, self.sens, self.off, self.sat, out_values[:n], out_flags[:n])
         self.k += n
         return n
-
-    def _read_one(self, volts, out_values, out_t_ns, out_flags) -> None:
-        """One sample, as :func:`calibrate` computes it (same IEEE
-        operations, so bit-identical), with Python scalars instead of array temporaries:
-        at 1,000 samples/s this is the simulated driver on the latency path."""
-        if self._cal is None:
-            self._cal = (np.asarray(self.sens, float).tolist(),
-                         np.asarray(self.off, float).tolist(),
-                         np.asarray(self.sat, float).tolist())
-        sens, off, sat = self._cal
-        x = volts.tolist()
-        k = self.k
-        for kind, c, k0, nf in self.faults:
-            if k0 <= k < k0 + nf:
-                x[c] = math.nan if kind == "nan" else self.full_scale
-        flag = 0
-        row = out_values[0]
-        for c in range(len(x)):
-            xc = x[c]
-            # y = (v - v0) / s; saturated (|v| >= limit, False for NaN) -> NaN
-            y = (xc - off[c]) / sens[c]
-            if not math.isfinite(xc):
-                flag |= 1
-            if abs(xc) >= sat[c]:
-                flag |= 4
-                y = math.nan
-            row[c] = y
-        out_t_ns[0] = k * self.dt_ns
-        out_flags[0] = flag
 
     def close(self) -> None:
         pass

@@ -6,7 +6,9 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.common import BlockEstimator
-from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP, _process
+from edge.estimator import packed as pk_
+from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP
+from edge.estimator.packed import Packed, _process_packed, _reset_packed
 from edge.estimator.operator import StepOperator, derive_operator
 from edge.estimator.smoother import SmootherEstimator
 
@@ -86,18 +88,11 @@ class Estimator(BlockEstimator):
                 or flags.shape != (nb,) or flags.dtype != np.uint8:
             raise ValueError("F, Z, flags must be preallocated as (nb, nf), (nb, nout), "
                              "(nb,) uint8")
-        op = self.op
-        _process(Y, F, Z, flags, op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma,
-                 op.Kx, op.Ky, op.E, self._x, self._xn, self._fs, self._zs, self._ybuf,
-                 self._fbuf, self._last, self._counters)
+        _process_packed(Y, F, Z, flags, *self.packed.args)
 
     def reset(self) -> None:
         """Zero the state (structure at rest) and forget the measurement window."""
-        self._x[:] = 0.0
-        self._ybuf[:] = 0.0
-        self._fbuf[:] = 0
-        self._last[:] = 0.0
-        self._counters[:] = 0
+        _reset_packed(*self.packed.args)
 
     def physical_state(self):
         """Reduced-coordinate (u, v, a), each shape (n,)."""
@@ -126,28 +121,28 @@ class Estimator(BlockEstimator):
 
     # ------------------------------------------------------------------ internals
     def _install(self, op: StepOperator, keep_state: bool, phys=None) -> None:
-        ns = op.n_state
+        """Make ``op`` the operator: a packed copy of it (:class:`edge.estimator.packed.Packed`)
+        whose views are the state; ``keep_state``: the structure's physical state ``phys``
+        and the measurement window carry over."""
+        old = self.__dict__.get("packed")
+        pk = Packed(op)
         self.n_channels, self.n_forces, self.n_outputs = op.n_channels, op.n_forces, op.n_outputs
-        if not keep_state:
-            self._x = np.zeros(ns)
-            self._ybuf = np.zeros((op.window, op.n_channels))
-            self._fbuf = np.zeros(op.window, dtype=np.uint8)
-            self._last = np.zeros(op.n_channels)
-            self._counters = np.zeros(1, dtype=np.int64)
-        else:
-            self._x = op.Pinv @ phys
-        self._xn = np.zeros(ns)
-        self._fs = np.zeros(op.n_forces)
-        self._zs = np.zeros(op.n_outputs)
+        self._x, self._xn, self._fs, self._zs = (pk.view(k) for k in (pk_.X, pk_.XN, pk_.FS,
+                                                                        pk_.ZS))
+        self._ybuf, self._fbuf = pk.view(pk_.YBUF), pk.view(pk_.FBUF)
+        self._last, self._counters = pk.view(pk_.LAST), pk.view(pk_.COUNTERS)
+        if keep_state:
+            self._x[:] = op.Pinv @ phys
+            for k in (pk_.YBUF, pk_.FBUF, pk_.LAST, pk_.COUNTERS):
+                pk.view(k)[...] = old.view(k)
+        self.packed = pk
         self.op = op
 
     def _warm_up(self) -> None:
         """Compile (or load from the numba cache) on throw-away copies of the state."""
         op = self.op
         Y = np.zeros((1, op.n_channels))
-        _process(Y, np.empty((1, op.n_forces)), np.empty((1, op.n_outputs)),
-                 np.empty(1, dtype=np.uint8), op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup,
-                 op.Gamma,
-                 op.Kx, op.Ky, op.E, self._x.copy(), self._xn.copy(), self._fs.copy(),
-                 self._zs.copy(), self._ybuf.copy(),
-                 self._fbuf.copy(), self._last.copy(), self._counters.copy())
+        f8, i8, u8 = self.packed.args
+        _process_packed(Y, np.empty((1, op.n_forces)), np.empty((1, op.n_outputs)),
+                        np.empty(1, dtype=np.uint8), f8.copy(), i8.copy(), u8.copy())
+        _reset_packed(f8.copy(), i8.copy(), u8.copy())

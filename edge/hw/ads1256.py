@@ -72,6 +72,7 @@ class ADS1256:
         self.fclkin_hz = float(fclkin_hz)
         self.speed_hz = int(speed_hz)
         self.drdy_timeout_s = float(drdy_timeout_s)
+        self._slice_ms = max(1, min(int(self.drdy_timeout_s * 1e3), 20))  # edge-wait slice
         tau_ns = 1e9 / self.fclkin_hz
         # t6 = 50 tCLKIN; t11 = 4 tCLKIN (RREG, WREG, RDATA, WAKEUP), 24 tCLKIN (SYNC, RESET,
         # RDATAC); RESET pulse >= 4 tCLKIN (t16).      [Timing Characteristics]
@@ -152,30 +153,44 @@ class ADS1256:
         self._last_cmd_gap = self.t11_short_ns
         return out
 
-    def wait_drdy(self, timeout_s: float | None = None, what: str = "data") -> int:
+    def wait_drdy(self, timeout_s: float | None = None, what: str = "data",
+                  checked: bool = False) -> int:
         """Wait until DRDY is low; return the clock time [ns] it was seen low.
 
-        If DRDY is already low (unread data), returns at once. Otherwise waits for a falling
-        edge with ``wait_for_edge`` in slices, re-checking the level between slices (an edge
-        that fell between the level check and arming the edge detector is not lost).
+        If DRDY is already low (unread data), returns at once (``checked``: the caller has
+        just seen it high). Otherwise waits for a falling edge with ``wait_for_edge`` in
+        slices, re-checking the level between slices (an edge that fell between the level
+        check and arming the edge detector is not lost). The data wait (``timeout_s`` None)
+        arms the first slice at once and works out its deadline only if that slice ends
+        without an edge: per sample, one edge wait and one clock read.
         """
-        g, pin = self.gpio, self.pins.drdy
-        if g.input(pin) == 0:
-            return self.clock.monotonic_ns()
-        timeout = self.drdy_timeout_s if timeout_s is None else timeout_s
-        t0 = self.clock.monotonic_ns()
+        g, pin, clock = self.gpio, self.pins.drdy, self.clock
+        if not checked and g.input(pin) == 0:
+            return clock.monotonic_ns()
+        if timeout_s is None:
+            slice_ms = self._slice_ms
+            if g.wait_for_edge(pin, g.FALLING, timeout=slice_ms) is not None:
+                return clock.monotonic_ns()
+            if g.input(pin) == 0:
+                self.stats["drdy_missed_edge"] += 1
+                return clock.monotonic_ns()
+            timeout = self.drdy_timeout_s
+            t0 = clock.monotonic_ns() - slice_ms * 1_000_000  # the first slice has passed
+        else:
+            timeout = timeout_s
+            t0 = clock.monotonic_ns()
+            slice_ms = max(1, min(int(timeout * 1e3), 20))
         deadline = t0 + int(timeout * 1e9)
-        slice_ms = max(1, min(int(timeout * 1e3), 20))
         while True:
-            left_ms = (deadline - self.clock.monotonic_ns()) * 1e-6
+            left_ms = (deadline - clock.monotonic_ns()) * 1e-6
             if left_ms <= 0:
                 raise DrdyTimeout(pin, timeout, what)
             r = g.wait_for_edge(pin, g.FALLING, timeout=max(1, min(slice_ms, math.ceil(left_ms))))
             if r is not None:
-                return self.clock.monotonic_ns()
+                return clock.monotonic_ns()
             if g.input(pin) == 0:
                 self.stats["drdy_missed_edge"] += 1
-                return self.clock.monotonic_ns()
+                return clock.monotonic_ns()
 
     # ------------------------------------------------------------------ control
     def reset(self, hard: bool | None = None) -> None:
@@ -375,7 +390,7 @@ class ADS1256:
                 t = clock.monotonic_ns()
             else:
                 try:
-                    t = self.wait_drdy()
+                    t = self.wait_drdy(checked=True)
                 except DrdyTimeout as exc:
                     exc.n_read = i
                     raise

@@ -95,3 +95,67 @@ def _post(codes, n, lsb, off, sens, sat_v, code_max, code_min, nan_on_sat, value
                 n_ref[j] = min(n_ref[j] + 1, 2)
         flags[i] = fl
     counts[ROWS] += n
+
+
+# ------------------------------------------------------------------ packed (few arguments)
+# int64 header of PostState.i8: channels, rail codes, NaN on saturation; then field offsets
+Q_NCH, Q_CODE_MAX, Q_CODE_MIN, Q_NAN = range(4)
+_QOFF = 4
+LSB, OFF, SENS, SAT_V, STEP, PERIOD, LAST_T, REF, N_REF, N_BAD, COUNTS = range(11)
+_KIND = ("f8",) * 6 + ("i8",) * 5
+
+
+class PostState:
+    """The calibration and running state of :func:`_post` in one float64 and one int64 array
+    (:attr:`args`), so :func:`_post_packed` takes 7 arguments instead of 19 (numba's call
+    costs per argument). :meth:`view` gives each field as a NumPy view.
+
+    Parameters
+    ----------
+    lsb, off, sens, sat_v, step_codes : float64 (nch,)   see :func:`_post`
+    code_max, code_min : int; nan_on_sat : bool; period_ns : float
+    """
+
+    def __init__(self, lsb, off, sens, sat_v, step_codes, code_max, code_min, nan_on_sat,
+                 period_ns):
+        nch = len(lsb)
+        shapes = ((nch,),) * 5 + ((1,), (2,), (nch, 2), (nch,), (nch,), (4,))
+        size = {"f8": 0, "i8": _QOFF + 11}
+        offset = []
+        for k in range(11):
+            offset.append(size[_KIND[k]])
+            size[_KIND[k]] += int(np.prod(shapes[k]))
+        self.f8 = np.zeros(size["f8"])
+        self.i8 = np.zeros(size["i8"], np.int64)
+        self.i8[:_QOFF] = (nch, code_max, code_min, int(bool(nan_on_sat)))
+        arrays = {"f8": self.f8, "i8": self.i8}
+        self._views = []
+        for k in range(11):
+            self.i8[_QOFF + k] = offset[k]
+            a = arrays[_KIND[k]]
+            self._views.append(a[offset[k]:offset[k] + int(np.prod(shapes[k]))]
+                               .reshape(shapes[k]))
+        for k, v in zip((LSB, OFF, SENS, SAT_V, STEP), (lsb, off, sens, sat_v, step_codes)):
+            self._views[k][:] = v
+        self._views[PERIOD][0] = period_ns
+
+    def view(self, field: int) -> np.ndarray:
+        return self._views[field]
+
+    @property
+    def args(self) -> tuple:
+        """``(f8, i8)``: the last two arguments of :func:`_post_packed`."""
+        return self.f8, self.i8
+
+
+@njit(cache=True, nogil=True)
+def _post_packed(codes, n, values, t_ns, flags, f8, i8):  # pragma: no cover - compiled
+    """:func:`_post` with its calibration and state from a :class:`PostState` ``f8, i8``."""
+    nch = i8[Q_NCH]
+    o = i8[_QOFF:_QOFF + 11]
+    _post(codes, n, f8[o[LSB]:o[LSB] + nch], f8[o[OFF]:o[OFF] + nch],
+          f8[o[SENS]:o[SENS] + nch], f8[o[SAT_V]:o[SAT_V] + nch], i8[Q_CODE_MAX],
+          i8[Q_CODE_MIN], i8[Q_NAN] != 0, values, t_ns, flags, i8[o[LAST_T]:o[LAST_T] + 2],
+          f8[o[PERIOD]], f8[o[STEP]:o[STEP] + nch],
+          i8[o[REF]:o[REF] + 2 * nch].reshape((nch, 2)), i8[o[N_REF]:o[N_REF] + nch],
+          i8[o[N_BAD]:o[N_BAD] + nch], i8[o[COUNTS]:o[COUNTS] + 4])

@@ -1,0 +1,90 @@
+"""The daemon's per-sample state packed into three typed arrays (float64, int64, uint8).
+
+A compiled call pays for every array argument it is given (numba's type check and unboxing,
+several times dearer after a 1 ms sleep has cooled the caches: ``benchmarks/daemon_costs.py``
+measures it). The ring, the alignment history, the estimate rows by slot, the two latency
+windows and the counters are therefore fields of three arrays, and
+:func:`edge.daemon.fastpath._sample` receives three arguments for all of them. Python sees
+every field as an ordinary NumPy view (:attr:`Arena.view`), made once.
+
+Layout: ``i8[0:_OFF]`` holds the sizes (``H_*``), ``i8[_OFF + field]`` the element offset of
+each field in its array. The field numbers are module constants, so the compiled code reads
+a field as ``i8[i8[_OFF + SEQ] + k]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# int64 header: sizes
+H_CAP, H_NCH, H_NF, H_NOUT, H_BLOCK, H_DELAY, H_LATW = range(7)
+_OFF = 8  # i8[_OFF + field] = offset of the field in its array
+
+# fields (float64 | int64 | uint8)
+(VALUES, F, Z, SV,
+ RSTATE, T_NS, SEQ, STAMP, HSEQ, HT, HCOUNT, SSEQ, ST, LAT_D, LAT_DS, LAT_R, LAT_RS, COUNT, TS,
+ FLAGS, EF, HF, SF, SOK) = range(24)
+_N_FIELDS = 24
+
+# RSTATE: the ring's producer/consumer state (edge.daemon.ring.Ring)
+HEAD, TAIL, ADC, GAP_PENDING, LOST, OVERRUNS = range(6)
+# LAT_DS, LAT_RS: a latency window's state (edge.daemon.health.LatencyStats)
+LAT_N, LAT_MAX = range(2)
+# COUNT: the daemon's counters and the DRDY clock offset
+PROCESSED, ESTIMATES, T_OFF, T_OFF_KNOWN, RESETS = range(5)
+
+
+class Arena:
+    """The three arrays and their named views.
+
+    Parameters
+    ----------
+    capacity : int      ring slots
+    nch, nf, nout : int channels, forces, virtual outputs
+    block : int         estimator block (``[bundle] block``)
+    delay : int         samples between a measurement and its estimate
+    latency_window : int  latencies kept per window
+    """
+
+    def __init__(self, capacity: int, nch: int, nf: int, nout: int, block: int, delay: int,
+                 latency_window: int):
+        cap, h, w = int(capacity), int(delay) + 1, int(latency_window)
+        ncol = nf + nout
+        shapes = {  # field: (array, shape)
+            VALUES: ("f8", (cap, nch)), F: ("f8", (block, nf)), Z: ("f8", (block, nout)),
+            SV: ("f8", (cap, ncol)),
+            RSTATE: ("i8", (6,)), T_NS: ("i8", (cap,)), SEQ: ("i8", (cap,)),
+            STAMP: ("i8", (cap,)), HSEQ: ("i8", (h,)), HT: ("i8", (h,)), HCOUNT: ("i8", (1,)),
+            SSEQ: ("i8", (cap,)), ST: ("i8", (cap,)), LAT_D: ("i8", (w,)),
+            LAT_DS: ("i8", (2,)), LAT_R: ("i8", (w,)), LAT_RS: ("i8", (2,)),
+            COUNT: ("i8", (5,)), TS: ("i8", (2,)),
+            FLAGS: ("u8", (cap,)), EF: ("u8", (block,)), HF: ("u8", (h,)), SF: ("u8", (cap,)),
+            SOK: ("u8", (cap,)),
+        }
+        size = {"f8": 0, "i8": _OFF + _N_FIELDS, "u8": 0}
+        offset = {}
+        for field in range(_N_FIELDS):
+            kind, shape = shapes[field]
+            offset[field] = size[kind]
+            size[kind] += int(np.prod(shape))
+        self.f8 = np.zeros(size["f8"])
+        self.i8 = np.zeros(size["i8"], np.int64)
+        self.u8 = np.zeros(size["u8"], np.uint8)
+        self.i8[:7] = (cap, nch, nf, nout, block, delay, w)
+        arrays = {"f8": self.f8, "i8": self.i8, "u8": self.u8}
+        self._views = {}
+        for field in range(_N_FIELDS):
+            kind, shape = shapes[field]
+            o = offset[field]
+            self.i8[_OFF + field] = o
+            self._views[field] = arrays[kind][o:o + int(np.prod(shape))].reshape(shape)
+
+    def view(self, field: int) -> np.ndarray:
+        """The NumPy view of ``field`` (:data:`SOK` as bool)."""
+        v = self._views[field]
+        return v.view(bool) if field == SOK else v
+
+    @property
+    def args(self) -> tuple:
+        """``(f8, i8, u8)``: the arguments of the compiled calls."""
+        return self.f8, self.i8, self.u8
