@@ -163,10 +163,10 @@ class ModelLimit:
                 for i, n in enumerate(self.force_names)]
         rows += [(n, self.lag_output_nrmse[:, i], self.output_nrmse[i], ex[:, nf + i])
                  for i, n in enumerate(self.output_names)]
-        mark = not ex.all()
+        mark = ex.any() and not ex.all()  # a mixed table: "+" on the FIR bounds
         for name, lag, nc, e in rows:
             ln = f"  {name:<14}" + "".join(
-                f"{v:>11.4g}" + (" " if ok or not (mark and ex.any()) else "+")
+                f"{v:>11.4g}" + ("+" if mark and not ok else " ")
                 for v, ok in zip(lag, e)) + f"{nc:>12.4g}"
             if achieved and name in achieved:
                 a = achieved[name]

@@ -152,6 +152,20 @@ def correlations(S_half: np.ndarray, n: int) -> np.ndarray:
     return np.fft.irfft(S_half, n=n, axis=0) * n
 
 
+def _target_spectra(Hy, P, noise_var, n: int, Hz):
+    """Per-bin spectra of the measurements, ``S_yy = H P H^H + R`` (nb, nch, nch), and of the
+    targets ``t = [f; z] = T f`` with them, ``S_ty = T P H^H`` (nb, nt, nch), and the
+    targets' variances (nt,)."""
+    nb, nch, nf = Hy.shape
+    HH = np.conj(np.transpose(Hy, (0, 2, 1)))
+    Syy = (Hy * P[:, None, :]) @ HH + np.diag(noise_var / n)[None]
+    T = np.concatenate([np.broadcast_to(np.eye(nf), (nb, nf, nf)), Hz], axis=1)
+    Sty = (T * P[:, None, :]) @ HH
+    w = half_weights(n)
+    var_t = np.concatenate([w @ P, w @ np.einsum("koj,kj->ko", np.abs(Hz) ** 2, P)])
+    return Syy, Sty, var_t
+
+
 def fixed_lag_limit(Hy, P, noise_var, n: int, lags, memory: int, Hz=None) -> dict:
     """Error variances of the best causal FIR estimate with delay ``d`` for each lag.
 
@@ -174,16 +188,9 @@ def fixed_lag_limit(Hy, P, noise_var, n: int, lags, memory: int, Hz=None) -> dic
                          f"lags {lags.tolist()}")
     nb, nch, nf = Hy.shape
     nout = Hz.shape[1]
-    HH = np.conj(np.transpose(Hy, (0, 2, 1)))
-    HP = Hy * P[:, None, :]
-    Syy = HP @ HH + np.diag(noise_var / n)[None]
-    # targets t = [f; z]:  S_ty = [P; Hz P] H^H
-    T = np.concatenate([np.broadcast_to(np.eye(nf), (nb, nf, nf)), Hz], axis=1)  # t = T f
-    Sty = (T * P[:, None, :]) @ HH
+    Syy, Sty, var_t = _target_spectra(Hy, P, noise_var, n, Hz)
     r_yy = correlations(Syy, n)                                    # (n, nch, nch)
     r_ty = correlations(Sty, n)                                    # (n, nt, nch)
-    w = half_weights(n)
-    var_t = np.concatenate([w @ P, w @ np.einsum("koj,kj->ko", np.abs(Hz) ** 2, P)])
     # R[i, j] = r_yy[i - j] (oldest sample first), circular index
     idx = (np.arange(M)[:, None] - np.arange(M)[None, :]) % n
     R = np.transpose(r_yy[idx], (0, 2, 1, 3)).reshape(M * nch, M * nch)
@@ -239,39 +246,33 @@ def iir_fixed_lag_limit(Hy, P, noise_var, n: int, lags, Hz=None, tol: float = 1e
                          f"lags {lags.tolist()}")
     nb, nch, nf = Hy.shape
     nout = Hz.shape[1]
-    HH = np.conj(np.transpose(Hy, (0, 2, 1)))
-    HP = Hy * P[:, None, :]
-    # densities (per-bin power x n): Phi_yy = n (H P H^H) + diag(sigma^2)
-    Phi_yy = _full_grid(n * (HP @ HH) + np.diag(noise_var)[None], n)
+    Syy, Sty, var_t = _target_spectra(Hy, P, noise_var, n, Hz)
+    # densities (per-bin power x n): Phi_yy = n S_yy, Phi_ty = n S_ty on the full grid
+    Phi_yy = _full_grid(n * Syy, n)
     Phi_yy = 0.5 * (Phi_yy + np.conj(np.transpose(Phi_yy, (0, 2, 1))))
     fac = spectral_factor(Phi_yy, tol=tol)
     if not fac.converged:
         raise ValueError(f"spectral factorisation did not converge ({fac.iterations} "
                          f"iterations, residual {fac.residual:.2g})")
-    T = np.concatenate([np.broadcast_to(np.eye(nf), (nb, nf, nf)), Hz], axis=1)  # t = T f
-    Phi_ty = _full_grid(n * ((T * P[:, None, :]) @ HH), n)                      # (n, nt, nch)
+    Phi_ty = _full_grid(n * Sty, n)                                             # (n, nt, nch)
     # Phi_tw = Phi_ty psi^-H ;  c_m = Cov(t_{k+m}, w_k) = ifft(Phi_tw)[m]
     psi_h = np.conj(np.transpose(fac.psi, (0, 2, 1)))
     Phi_tw = np.transpose(np.linalg.solve(psi_h.transpose(0, 2, 1),
                                           Phi_ty.transpose(0, 2, 1)), (0, 2, 1))
     c = np.fft.ifft(Phi_tw, axis=0)                                             # (n, nt, nch)
     energy = np.sum(np.abs(c) ** 2, axis=2)                                     # (n, nt)
-    w = half_weights(n)
-    var_t = np.concatenate([w @ P, w @ np.einsum("koj,kj->ko", np.abs(Hz) ** 2, P)])
     # explained variance: lags m = 0 .. n/2 - 1 (causal) plus -d .. -1 (indices n-d .. n-1)
-    causal = np.cumsum(energy[: n // 2], axis=0)[-1]
+    causal = energy[: n // 2].sum(axis=0)
     neg = np.cumsum(energy[::-1][: n // 2], axis=0)                             # m = -1, -2, ..
     errs = np.zeros((lags.size, nf + nout))
     for i, d in enumerate(lags):
         errs[i] = var_t - causal - (neg[d - 1] if d > 0 else 0.0)
     # check: every lag summed is the non-causal error, per bin sum_k w_k (S_tt - S_ty S_yy^-1
     # S_yt); the factor's truncation on the grid shows up here first
-    Syy = HP @ HH + np.diag(noise_var / n)[None]
-    Sty = (T * P[:, None, :]) @ HH
     expl = np.real(np.einsum("kti,kti->kt", Sty,
                              np.linalg.solve(Syy, np.conj(np.transpose(Sty, (0, 2, 1))))
                              .transpose(0, 2, 1)))
-    nc_bins = var_t - w @ expl
+    nc_bins = var_t - half_weights(n) @ expl
     nc_fac = var_t - causal - neg[-1]
     gap = np.abs(nc_fac - nc_bins) / np.maximum(nc_bins, 1e-300)
     if np.any(gap > check):
