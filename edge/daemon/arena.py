@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.packing import OFF, pack
+
 # int64 header: sizes
 H_CAP, H_NCH, H_NF, H_NOUT, H_BLOCK, H_DELAY, H_LATW = range(7)
-_OFF = 8  # i8[_OFF + field] = offset of the field in its array
+_OFF = OFF  # i8[_OFF + field] = offset of the field in its array (edge.packing)
 
 # fields (float64 | int64 | uint8)
 (VALUES, F, Z, SV,
@@ -61,23 +63,9 @@ class Arena:
             FLAGS: ("u8", (cap,)), EF: ("u8", (block,)), HF: ("u8", (h,)), SF: ("u8", (cap,)),
             SOK: ("u8", (cap,)),
         }
-        size = {"f8": 0, "i8": _OFF + _N_FIELDS, "u8": 0}
-        offset = {}
-        for field in range(_N_FIELDS):
-            kind, shape = shapes[field]
-            offset[field] = size[kind]
-            size[kind] += int(np.prod(shape))
-        self.f8 = np.zeros(size["f8"])
-        self.i8 = np.zeros(size["i8"], np.int64)
-        self.u8 = np.zeros(size["u8"], np.uint8)
-        self.i8[:7] = (cap, nch, nf, nout, block, delay, w)
-        arrays = {"f8": self.f8, "i8": self.i8, "u8": self.u8}
-        self._views = {}
-        for field in range(_N_FIELDS):
-            kind, shape = shapes[field]
-            o = offset[field]
-            self.i8[_OFF + field] = o
-            self._views[field] = arrays[kind][o:o + int(np.prod(shape))].reshape(shape)
+        self.f8, self.i8, self.u8, views = pack(
+            [(*shapes[f], None) for f in range(_N_FIELDS)], (cap, nch, nf, nout, block, delay, w))
+        self._views = dict(enumerate(views))
 
     def view(self, field: int) -> np.ndarray:
         """The NumPy view of ``field`` (:data:`SOK` as bool)."""

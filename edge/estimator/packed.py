@@ -17,10 +17,11 @@ import numpy as np
 from numba import njit
 
 from edge.estimator.kernel import _process
+from edge.packing import OFF, pack
 
 # int64 header: sizes
 P_NS, P_NF, P_NOUT, P_NCH, P_L, P_NC, P_NBLK = range(7)
-_OFF = 8
+_OFF = OFF  # edge.packing layout
 # fields: float64 | int64 | uint8
 (A_DATA, ACOUP, GAMMA, KX, KY, E, X, XN, FS, ZS, YBUF, LAST,
  BLK_PTR, DAT_PTR, COUNTERS,
@@ -47,26 +48,9 @@ class Packed:
             BLK_PTR: ("i8", (nblk + 1,), op.blk_ptr), DAT_PTR: ("i8", (nblk + 1,), op.dat_ptr),
             COUNTERS: ("i8", (1,), None), FBUF: ("u8", (L,), None),
         }
-        size = {"f8": 0, "i8": _OFF + _N, "u8": 0}
-        offset = {}
-        for k in range(_N):
-            kind, shape, _ = fields[k]
-            offset[k] = size[kind]
-            size[kind] += int(np.prod(shape))
-        self.f8 = np.zeros(size["f8"])
-        self.i8 = np.zeros(size["i8"], np.int64)
-        self.u8 = np.zeros(size["u8"], np.uint8)
-        self.i8[:7] = (ns, nf, nout, nch, L, nc, nblk)
-        arrays = {"f8": self.f8, "i8": self.i8, "u8": self.u8}
-        self._views = {}
-        for k in range(_N):
-            kind, shape, init = fields[k]
-            o = offset[k]
-            self.i8[_OFF + k] = o
-            v = arrays[kind][o:o + int(np.prod(shape))].reshape(shape)
-            if init is not None:
-                v[...] = init
-            self._views[k] = v
+        self.f8, self.i8, self.u8, views = pack([fields[k] for k in range(_N)],
+                                                (ns, nf, nout, nch, L, nc, nblk))
+        self._views = dict(enumerate(views))
 
     def view(self, field: int) -> np.ndarray:
         return self._views[field]
