@@ -47,7 +47,7 @@ from edge.monitor import DeviceSubscriber, DeviceView
 from offline.broker import find_or_start_broker
 from offline.build import build
 from offline.metrics import fde
-from offline.report import write_demo_report
+from offline.report import limit_at, nrmse_full_band, write_demo_report
 from offline.simulate import simulate_model, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,10 +323,13 @@ def run_demo(s: DemoSettings) -> DemoResult:
            **{n: truth.Z[:, i] for i, n in enumerate(truth.output_names)}}
     dt = bundle.dt
     scores = {}
+    delay_ms = (view.meta or {}).get("delay_samples", 0) * dt * 1e3
     for i, n in enumerate(cols):
         if n in ref:
             scores[n] = {"band": fde(est[a:b, i], ref[n][a:b], dt, band=s.band),
-                         "full": fde(est[a:b, i], ref[n][a:b], dt)}
+                         "full": fde(est[a:b, i], ref[n][a:b], dt),
+                         "nrmse": nrmse_full_band(est[a:b, i], ref[n][a:b]),
+                         "limit": limit_at(bundle.meta, n, delay_ms)}
     # estimates aligned with the truth rows; "received" = 1 where a usable estimate arrived
     est_csv = np.column_stack([est, np.isfinite(est).all(axis=1).astype(float)])
     write_csv(out / "estimates.csv", truth.t, est_csv, cols + ["received"])
@@ -349,6 +352,10 @@ def run_demo(s: DemoSettings) -> DemoResult:
         "fde": {n: {"band": float(v["band"].value), "full": float(v["full"].value),
                     "band_label": v["band"].label, "full_label": v["full"].label}
                 for n, v in scores.items()},
+        "nrmse": {n: {"value": v["nrmse"],
+                      "limit": None if v["limit"] is None else v["limit"][0],
+                      "limit_delay_ms": None if v["limit"] is None else v["limit"][1]}
+                  for n, v in scores.items()},
         "step_time_us": {"mean": float(step_us.mean()), "p50": float(np.median(step_us)),
                          "p99": float(np.percentile(step_us, 99)),
                          "max": float(step_us.max()),
@@ -393,7 +400,11 @@ def main(argv=None) -> int:
         return 2
     print()
     for n, v in r.fde.items():
-        print(f"FDE {n}: {float(v['band'].value):.4f} ({v['band'].label}), "
+        lim = v["limit"]
+        vs = (f" = {v['nrmse'] / lim[0]:.2f}x the MMSE limit {lim[0]:.4g} at {lim[1]:g} ms delay"
+              if lim else "")
+        print(f"{n}: normalised RMS error {v['nrmse']:.4g} (time domain, full band){vs}; "
+              f"FDE {float(v['band'].value):.4f} ({v['band'].label}), "
               f"{float(v['full'].value):.4f} ({v['full'].label})")
     print(f"received {r.received} / {r.expected} estimates over MQTT ({r.broker} broker); "
           f"kernel step {r.step_time_us['mean']:.1f} us mean, "

@@ -234,14 +234,14 @@ def _truth_text(info: dict, s: dict) -> str:
             f"{s['oversample']} sub-steps per sample")
 
 
-def _nrmse(e: np.ndarray, r: np.ndarray) -> float:
+def nrmse_full_band(e: np.ndarray, r: np.ndarray) -> float:
     """RMS(estimate - truth) / std(truth) over the rows where both are finite (full band)."""
     ok = np.isfinite(e) & np.isfinite(r)
     return float(np.sqrt(np.mean((e[ok] - r[ok]) ** 2)) / np.std(r[ok])) if ok.sum() > 2 \
         else float("nan")
 
 
-def _limit_at(meta: dict, name: str, delay_ms: float) -> tuple[float, float] | None:
+def limit_at(meta: dict, name: str, delay_ms: float) -> tuple[float, float] | None:
     """``(limit, delay used [ms])``: the MMSE limit of ``name`` at the largest computed delay
     not above the estimator's (the bundle's ``limit``), or None."""
     lim = meta.get("limit")
@@ -288,8 +288,8 @@ def write_demo_report(report_dir, res, run: dict, *, t, est, ref: dict, cols, un
     for i, n in enumerate(cols):
         if n not in fde or n not in ref:
             continue
-        e = _nrmse(est[c0:c1, i], ref[n][c0:c1])
-        lim = _limit_at(b.meta, n, delay_ms)
+        e = nrmse_full_band(est[c0:c1, i], ref[n][c0:c1])
+        lim = limit_at(b.meta, n, delay_ms)
         rows.append((n, units[i] if i < len(units) else "", f"{fde[n]['band']:.4f}",
                      f"{fde[n]['full']:.4f}", f"{e:.4g}",
                      f"{lim[0]:.4g} ({e / lim[0]:.2f}x, {lim[1]:g} ms)" if lim else "-"))
