@@ -247,11 +247,22 @@ def test_malformed_command_gets_a_reply_with_the_reason(mosquitto, subscriber):
     pub.start()
     sub = subscriber(["vsense/dev-c/cmd/reply"], "sub-c")
     assert sub.wait(lambda: pub.connected, 10)
+    # the device subscribes to `cmd` on its CONNACK: a command published before the broker
+    # has that subscription goes nowhere. Probe until the first reply (bounded, no sleep)
+    probes = 0
+    while probes < 100 and not sub.get("vsense/dev-c/cmd/reply"):
+        sub.publish("vsense/dev-c/cmd", b'{"cmd": "probe", "id": "probe"}')
+        probes += 1
+        sub.wait(lambda: len(sub.get("vsense/dev-c/cmd/reply")) > 0, 0.1)
+    n0 = len(sub.get("vsense/dev-c/cmd/reply"))
+    assert n0 > 0, "the device never answered on cmd/reply"
     sub.publish("vsense/dev-c/cmd", b'{"cmd": "selfdestruct", "id": 4}')
     sub.publish("vsense/dev-c/cmd", b"not json at all")
     sub.publish("vsense/dev-c/cmd", b'{"cmd": "pause", "id": 5}')
-    assert sub.wait(lambda: len(sub.get("vsense/dev-c/cmd/reply")) == 2)
-    r = [json.loads(p) for p, _ in sub.get("vsense/dev-c/cmd/reply")]
+    # every probe still in flight is answered too; the two replies follow the probes'
+    assert sub.wait(lambda: len([p for p, _ in sub.get("vsense/dev-c/cmd/reply")
+                                 if b'"probe"' not in p]) == 2)
+    r = [json.loads(p) for p, _ in sub.get("vsense/dev-c/cmd/reply") if b'"probe"' not in p]
     assert r[0]["ok"] is False and r[0]["id"] == 4 and "unknown command" in r[0]["reason"]
     assert r[1]["ok"] is False and "not JSON" in r[1]["reason"]
     cmd, args, cid = pub.commands.get(timeout=5)  # valid: queued for the loop thread
