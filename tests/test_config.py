@@ -124,3 +124,26 @@ def test_reference_is_generated_from_the_schema_and_embedded_in_the_docs(capsys)
     doc = (ROOT / "docs" / "daemon.md").read_text()
     assert reference_markdown().strip() in doc, \
         "docs/daemon.md is stale: paste the output of `vsense-edge config-reference`"
+
+
+def test_a_drate_that_cannot_feed_the_bundle_says_which_can():
+    """The row rate check of `check-config --bundle` and `run` (edge.daemon.app) names the
+    drate that fits, or the row rates the channel count can have. Reference: the ADS1256
+    datasheet's Table 14 (multiplexer cycling throughput 2165 Hz at 3750 SPS, 837 Hz at
+    1000 SPS, shared by the channels)."""
+    from edge.daemon.app import hardware_row_rate
+    from edge.hw.ads1256_spec import rate_mismatch_message, row_rates
+
+    assert row_rates(2)[3750.0] == pytest.approx(2165.0 / 2, rel=1e-15)
+    assert row_rates(1, "continuous")[1000.0] == 1000.0
+    two = _with(channels=[{"name": "a", "pin": "AIN0"}, {"name": "b", "pin": "AIN1"}],
+                adc={"drate": 3750.0})
+    assert hardware_row_rate(config_from_dict(two)) == (pytest.approx(1082.5, rel=1e-15),
+                                                        "cycle")
+    assert rate_mismatch_message(1000.0, 2, "cycle", 1082.5).endswith(
+        "set [adc] drate = 3750")
+    m = rate_mismatch_message(1000.0, 2, "cycle", 1000.0)
+    assert "gives 418.5 rows/s in cycle mode with 2 channel(s)" in m
+    assert "[estimator] rate" in m and "1082.5 (drate 3750)" in m and "719 (drate 2000)" in m
+    assert 'mode = "continuous"' in rate_mismatch_message(1000.0, 1, "cycle", 1000.0)
+    assert "continuous" not in m

@@ -325,3 +325,41 @@ def test_unsent_estimates_are_counted():
     pub.add_estimates(seq, seq * 1000, np.zeros((120, 2)), np.zeros(120, np.uint8))
     assert pub.queue_depth() == 2 and pub.unsent_samples() == 120
     pub.stop(timeout=0.1)
+
+
+def test_row_rate_measures_the_delivered_rate_against_the_bundle():
+    """edge.daemon.health.RowRate: rate = samples / sample time over each window; a problem
+    only beyond the tolerance (reference: the closed form n / (t1 - t0))."""
+    from edge.daemon.health import RowRate
+
+    rr = RowRate(1000.0, 0.005, window_s=1.0)
+    rr.update(0, 0)
+    rr.update(500, 500_000_000)                    # half a window: no rate yet
+    assert rr.rate is None and rr.problem() is None
+    rr.update(1000, 1_004_000_000)                 # 1000 samples in 1.004 s
+    assert rr.rate == pytest.approx(1000 / 1.004, rel=1e-12)
+    assert rr.deviation == pytest.approx(1 / 1.004 - 1, rel=1e-12)
+    assert rr.problem() is None                    # -0.40 % is within 0.5 %
+    rr.update(2000, 2_014_100_000)                 # next window: 1000 in 1.0101 s (-1.0 %)
+    p = rr.problem()
+    assert p is not None and "1 % below the bundle's 1000/s" in p and "rate_tolerance" in p
+    assert RowRate(1000.0, 0.0, 1.0).problem() is None  # tolerance 0: no check
+    rr.update(5, 2_100_000_000)                    # sequence restarted: new window
+    assert rr._ref == (5, 2_100_000_000)
+
+
+def test_samples_at_another_rate_than_the_bundle_make_the_device_degraded(tmp_path,
+                                                                          bundle_path):
+    """A converter delivering rows 2 % slower than the bundle's 1/dt (DRDY times spaced
+    1.02 dt) is reported: health gives the measured rate, the status is degraded with it."""
+    cfg = _cfg(tmp_path, bundle_path, free_port(), "rate", mqtt={"enabled": False},
+               simulate={"duration_s": 2.0})
+    d = build_daemon(cfg, simulate=True)
+    d.acq.dt_ns = int(round(d.acq.dt_ns * 1.02))  # every DRDY time 2 % later
+    assert d.run() == 0
+    h = d.health()
+    # closed form: rows 1.02 dt apart -> rate / (1 / dt) - 1 = 1 / 1.02 - 1 = -0.0196
+    assert h["rate_deviation"] == pytest.approx(1 / 1.02 - 1, abs=1e-4)
+    assert h["rate_hz"] == pytest.approx(d.rate / 1.02, rel=1e-4)
+    assert "2 % below the bundle's" in d.degraded_reason
+    assert h["degraded"] == d.degraded_reason

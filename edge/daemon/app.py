@@ -26,7 +26,8 @@ from edge.daemon.sim_signal import LimitedAcquisition, SignalAcquisition, parse_
 from edge.daemon.simulate import FileSource, InputSource, StructureSource
 from edge.estimator import Estimator
 from edge.hw.acquire import Acquisition, Channel
-from edge.hw.ads1256 import ADS1256, CYCLING_THROUGHPUT_HZ, input_index
+from edge.hw.ads1256 import ADS1256, input_index
+from edge.hw.ads1256_spec import rate_mismatch_message, row_rates
 from edge.hw.ports import MissingHardwareDependency, Pins, open_hardware
 from edge.hw.sim_ads1256 import Faults
 from edge.hw.sim_ports import make_simulated_hardware
@@ -96,9 +97,9 @@ def hardware_row_rate(cfg: Config) -> tuple[float, str]:
     """Rows per second the ADS1256 delivers for ``[adc]`` and the channel count, and the
     mode (as :class:`edge.hw.acquire.Acquisition` computes it), without opening hardware."""
     a = cfg["adc"]
-    if len(cfg.channels) == 1 and a["mode"] == "continuous":
-        return float(a["drate"]), "continuous"
-    return CYCLING_THROUGHPUT_HZ[a["drate"]] / len(cfg.channels), "cycle"
+    n = len(cfg.channels)
+    mode = "continuous" if n == 1 and a["mode"] == "continuous" else "cycle"
+    return row_rates(n, mode)[float(a["drate"])], mode
 
 
 def preflight(cfg: Config, simulate: bool = False):
@@ -110,10 +111,8 @@ def preflight(cfg: Config, simulate: bool = False):
     if not simulate or cfg["simulate"]["level"] == "adc":
         row, mode = hardware_row_rate(cfg)
         if abs(row - rate) > 1e-6 * rate:
-            raise StartupError(EXIT_CONFIG, f"[adc] drate: {cfg['adc']['drate']:g} SPS gives "
-                                            f"{row:g} rows/s in {mode} mode with "
-                                            f"{len(cfg.channels)} channel(s), but the bundle "
-                                            f"expects {rate:g} samples/s (1/dt)")
+            raise StartupError(EXIT_CONFIG, rate_mismatch_message(
+                cfg["adc"]["drate"], len(cfg.channels), mode, rate))
     if "inverse" in est.bundle.meta:
         try:
             InverseRuntime.from_bundle(est.bundle)
@@ -158,10 +157,8 @@ def _driver_acquisition(cfg: Config, spi, gpio, clock, rate: float):
                       nan_on_saturation=True)
     if abs(acq.nominal_rate - rate) > 1e-6 * rate:
         adc.close()
-        raise StartupError(EXIT_CONFIG, f"[adc] drate: {a['drate']:g} SPS gives "
-                                        f"{acq.nominal_rate:g} rows/s in {acq.mode} mode with "
-                                        f"{len(cfg.channels)} channel(s), but the bundle "
-                                        f"expects {rate:g} samples/s (1/dt)")
+        raise StartupError(EXIT_CONFIG, rate_mismatch_message(
+            a["drate"], len(cfg.channels), acq.mode, rate))
     acq.start()
     return acq
 

@@ -1,4 +1,5 @@
-"""Loop health: latency percentiles, counters, CPU temperature, CPU use and memory."""
+"""Loop health: latency percentiles, counters, the sample rate delivered, CPU temperature,
+CPU use and memory."""
 
 from __future__ import annotations
 
@@ -112,6 +113,62 @@ class CpuMeter:
         pct = 100.0 * (c - self._c) / dt if dt > 0 else 0.0
         self._t, self._c = t, c
         return round(pct, 2)
+
+
+class RowRate:
+    """The rate at which the ADC really delivers samples, against the bundle's 1/dt.
+
+    The estimator's discrete model assumes one sample every ``dt``. A converter whose rows
+    come at another rate (multiplexer cycling slowed by the driver's response time,
+    conversions missed, a wrong clock) makes every estimate wrong without any sample being
+    bad. :meth:`update` takes the newest sample's sequence number and DRDY time; every
+    ``window_s`` of sample time it computes
+
+        rate = (seq - seq_ref) / (t - t_ref)          [samples/s, sample clock]
+
+    Parameters
+    ----------
+    nominal : float
+        The bundle's rate 1/dt [samples/s].
+    tolerance : float
+        Largest accepted ``|rate / nominal - 1|``; 0 = no check (the rate is still reported).
+    window_s : float
+        Length of one measurement window [s] of sample time.
+    """
+
+    def __init__(self, nominal: float, tolerance: float, window_s: float = 5.0):
+        self.nominal = float(nominal)
+        self.tolerance = float(tolerance)
+        self.window_ns = int(window_s * 1e9)
+        self.rate: float | None = None
+        self._ref: tuple[int, int] | None = None
+
+    def update(self, seq: int, t_ns: int) -> None:
+        """Newest sample: its sequence number and DRDY time [ns]; a new window's rate when
+        this one is complete (a sequence number going backwards restarts the window)."""
+        ref = self._ref
+        if ref is None or seq < ref[0] or t_ns < ref[1]:
+            self._ref = (seq, t_ns)
+            return
+        if t_ns - ref[1] >= self.window_ns and seq > ref[0]:
+            self.rate = (seq - ref[0]) * 1e9 / (t_ns - ref[1])
+            self._ref = (seq, t_ns)
+
+    @property
+    def deviation(self) -> float | None:
+        """``rate / nominal - 1`` of the last complete window, or None before the first."""
+        return None if self.rate is None else self.rate / self.nominal - 1.0
+
+    def problem(self) -> str | None:
+        """Why the estimates cannot be trusted (the rate is off by more than the tolerance),
+        or None."""
+        dev = self.deviation
+        if dev is None or self.tolerance <= 0 or abs(dev) <= self.tolerance:
+            return None
+        return (f"samples arrive at {self.rate:.6g}/s, {abs(dev) * 100:.2g} % "
+                f"{'below' if dev < 0 else 'above'} the bundle's {self.nominal:.6g}/s: the "
+                f"estimator's time step is wrong ([faults] rate_tolerance "
+                f"{self.tolerance * 100:g} %)")
 
 
 def drdy_offset_ns(acq, virtual: bool) -> int | None:

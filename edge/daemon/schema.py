@@ -106,6 +106,12 @@ SCHEMA: tuple[Section, ...] = (
         Key("bad_sample_limit", "int", 50, "After this many consecutive bad samples of a "
             "channel the device publishes status `sensor_fault`; when the channel recovers "
             "the estimator state is reset.", unit="samples", min=1, max=10_000_000),
+        Key("rate_tolerance", "float", 0.005, "Largest accepted relative difference between "
+            "the rate the samples really arrive at (from their DRDY times, over each health "
+            "interval) and the bundle's 1/dt; beyond it the status is `degraded` with the "
+            "measured rate (the estimator's time step no longer matches: multiplexer cycling "
+            "slowed by the driver, conversions missed). 0 = no check; health always reports "
+            "`rate_hz`.", min=0.0, max=0.5),
     )),
     Section("inverse", "Inverse maps of the bundle (built from a model file with "
             "`[[parameters]]`): scheduled identification and model update. The rig applies the "

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from edge.daemon.health import cpu_temperature_c, rss_mb
+from edge.daemon.health import RowRate, cpu_temperature_c, rss_mb
 from edge.daemon.notify import ProgressWatchdog
 
 log = logging.getLogger("vsense.loop")
@@ -85,6 +85,9 @@ class StatusMixin:
              "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
              "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
              "rss_mb": round(rss_mb(), 1), "cpu_temp_c": cpu_temperature_c()}
+        rr = self._row_rate()
+        d["rate_hz"] = None if rr.rate is None else round(rr.rate, 4)
+        d["rate_deviation"] = None if rr.deviation is None else round(rr.deviation, 6)
         check = getattr(self.est, "model_check", None)
         mc = check() if check is not None else None
         if mc is not None:  # smoother: innovation statistics (edge.estimator.smoother)
@@ -108,9 +111,27 @@ class StatusMixin:
             d["degraded"] = self.degraded_reason
         return d
 
+    def _row_rate(self) -> RowRate:
+        """The delivered sample rate (:class:`edge.daemon.health.RowRate`), updated with the
+        newest sample in the ring (supervisor thread; the producer only appends)."""
+        rr = getattr(self, "_rowrate", None)
+        if rr is None:
+            rr = self._rowrate = RowRate(self.rate, self.cfg["faults"]["rate_tolerance"],
+                                         self.cfg["mqtt"]["health_interval_s"])
+        r = self.ring
+        h = r.head
+        if h > 0:
+            k = (h - 1) % r.capacity
+            rr.update(int(r.seq[k]), int(r.t_ns[k]))
+        return rr
+
     def _problems(self) -> str | None:
-        """Why the device is degraded now (recorder dropping data, MQTT thread dead)."""
+        """Why the device is degraded now (samples arriving at another rate than the
+        bundle's, recorder dropping data, MQTT thread dead)."""
         reasons = []
+        r = self._row_rate().problem()
+        if r:
+            reasons.append(r)
         if self.pub is not None:
             r = self.pub.threads_problem()
             if r:

@@ -64,6 +64,37 @@ CYCLING_THROUGHPUT_HZ = {
     1000.0: 837.0, 500.0: 456.0, 100.0: 98.0, 60.0: 59.0, 50.0: 50.0, 30.0: 30.0, 25.0: 25.0,
     15.0: 15.0, 10.0: 10.0, 5.0: 5.0, 2.5: 2.5,
 }
+def row_rates(n_channels: int, mode: str = "cycle") -> dict[float, float]:
+    """Rows per second for every data rate: ``{drate [SPS]: rows/s}``, fastest first.
+
+    ``continuous`` (one channel, RDATAC): the data rate itself; ``cycle``: Table 14's
+    multiplexer cycling throughput shared by ``n_channels`` channels.
+    """
+    if mode == "continuous":
+        return {r: r for r in sorted(CYCLING_THROUGHPUT_HZ, reverse=True)}
+    n = max(1, int(n_channels))
+    return {r: CYCLING_THROUGHPUT_HZ[r] / n for r in sorted(CYCLING_THROUGHPUT_HZ, reverse=True)}
+
+
+def rate_mismatch_message(drate: float, n_channels: int, mode: str, bundle_rate: float) -> str:
+    """Why ``[adc] drate`` cannot feed a bundle of ``bundle_rate`` samples/s, and what can:
+    the drate that gives exactly that row rate, or the row rates this channel count can have
+    (for ``[estimator] rate`` of the model file) nearest to the bundle's."""
+    rates = row_rates(n_channels, mode)
+    row = rates.get(float(drate), float("nan"))
+    msg = (f"[adc] drate: {drate:g} SPS gives {row:g} rows/s in {mode} mode with "
+           f"{n_channels} channel(s), but the bundle expects {bundle_rate:g} samples/s (1/dt)")
+    fit = [d for d, r in rates.items() if abs(r - bundle_rate) <= 1e-6 * bundle_rate]
+    if fit:
+        return msg + f"; set [adc] drate = {fit[0]:g}"
+    near = sorted(rates.items(), key=lambda dr: abs(dr[1] - bundle_rate))[:3]
+    opts = ", ".join(f"{r:g} (drate {d:g})" for d, r in sorted(near, key=lambda dr: -dr[1]))
+    hint = (" (or one channel with [adc] mode = \"continuous\")"
+            if mode == "cycle" and n_channels == 1 else "")
+    return (msg + f"; no data rate gives that with {n_channels} channel(s){hint}: build the "
+            f"bundle with [estimator] rate = one of the row rates, e.g. {opts}")
+
+
 #: PGA gain -> ADCON bits 2:0.
 PGA_CODES = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4, 32: 5, 64: 6}
 #: Input names -> MUX nibble (AINCOM = 1xxx).
