@@ -155,7 +155,7 @@ base_tar() { echo "$CACHE/base-$1.tar"; }
 build_base() {  # Debian arm64, minimal + what a Raspberry Pi OS Lite has that matters here
   local suite="$1" tar; tar="$(base_tar "$1")"
   if [ -f "$tar" ]; then log "cached: $tar"; return; fi
-  mmdebstrap --mode=root --arch=arm64 --variant=apt \
+  mmdebstrap --mode=root --format=tar --arch=arm64 --variant=apt \
     --include=python3,python3-venv,ca-certificates,systemd,systemd-sysv,procps \
     "$suite" "$tar.tmp" "$MIRROR"
   mv "$tar.tmp" "$tar"
