@@ -22,9 +22,19 @@ _dpkg_installed() {
   dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
 
+_kernel_at_least() {  # _kernel_at_least MAJOR MINOR (VSENSE_KERNEL_RELEASE overrides uname -r)
+  local v="${VSENSE_KERNEL_RELEASE:-$(uname -r)}" maj min
+  maj="${v%%.*}"; min="${v#*.}"; min="${min%%[!0-9]*}"
+  [ "${maj:-0}" -gt "$1" ] || { [ "${maj:-0}" -eq "$1" ] && [ "${min:-0}" -ge "$2" ]; }
+}
+
 pi_gpio_package() {  # the distribution package giving `import RPi.GPIO` on this board
   if [ "$PI5" -eq 1 ] || _dpkg_installed python3-rpi-lgpio; then
     echo python3-rpi-lgpio   # the only one that works on a Pi 5; never both (same module)
+  elif _kernel_at_least 6 6 && _apt_candidate python3-rpi-lgpio; then
+    # Linux 6.6+ numbers the SoC's GPIOs from 512 in sysfs, where RPi.GPIO's edge detection
+    # (wait_for_edge on DRDY) looks for them: it fails there; rpi-lgpio uses /dev/gpiochip
+    echo python3-rpi-lgpio
   else
     echo python3-rpi.gpio
   fi
@@ -41,6 +51,16 @@ pi_system_packages() {
     echo "# not available from apt here:$missing (built or fetched with pip below)"
   fi
   PI_PKGS_MISSING="$missing"
+  if [ "$gpio" = python3-rpi.gpio ] && _kernel_at_least 6 6 \
+     && case " $missing " in *" $gpio "*) false ;; *) true ;; esac; then
+    echo "# warning: Linux $(uname -r) numbers the GPIOs from 512 in sysfs, where RPi.GPIO's" \
+         "edge detection fails; if vsense-edge reports it, install python3-rpi-lgpio" \
+         "(Raspberry Pi OS) or pip's rpi-lgpio instead (docs/troubleshooting.md)"
+  fi
+  if [ "$gpio" = python3-rpi-lgpio ] && _dpkg_installed python3-rpi.gpio; then
+    # both install the module RPi.GPIO: the rpi-lgpio documentation removes the other first
+    run env DEBIAN_FRONTEND=noninteractive apt-get remove -y -q python3-rpi.gpio
+  fi
   echo "# Pi packages from the distribution: $pkgs"
   run env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $pkgs
 }
@@ -85,16 +105,19 @@ pi_python_env() {  # pi_python_env VENV SRC
     echo "# dry run: SPI and GPIO modules will come from the apt packages above"
     return 0
   fi
-  if [ "$PI5" -eq 1 ]; then
-    # Pi 5 without python3-rpi-lgpio: the lgpio wheel exists for Python 3.11/3.12 only
-    # (>= 0.2: pip would otherwise pick lgpio 0.0.0.2, an empty module, for Python 3.13)
+  if [ "$PI5" -eq 1 ] || _kernel_at_least 6 6; then
+    # Pi 5, or Linux 6.6+ (RPi.GPIO's edge detection fails), without python3-rpi-lgpio: the
+    # lgpio wheel exists for Python 3.11/3.12 only (>= 0.2: pip would otherwise pick lgpio
+    # 0.0.0.2, an empty module, for Python 3.13)
     if python3 -c 'import sys; sys.exit(sys.version_info >= (3, 13))' \
        && run "$venv/bin/pip" install -q --only-binary :all: "lgpio>=0.2" "rpi-lgpio>=0.6"; then
       if [ "$DRY" -eq 1 ] || pi_modules_ok "$venv/bin/python"; then
-        echo "# Pi 5: rpi-lgpio and lgpio from pip wheels"
+        echo "# rpi-lgpio and lgpio from pip wheels"
         return 0
       fi
     fi
+  fi
+  if [ "$PI5" -eq 1 ]; then
     echo "install.sh: Raspberry Pi 5 needs rpi-lgpio: no python3-rpi-lgpio package on this" \
          "system and no lgpio wheel for $(python3 -V). Use Raspberry Pi OS (apt install" \
          "python3-rpi-lgpio), or build lgpio from source (swig, liblgpio)." >&2

@@ -474,3 +474,54 @@ def test_open_hardware_names_the_pi_extra():
         pass
     with pytest.raises(MissingHardwareDependency, match=r"vsense\[pi\]"):
         open_hardware()
+
+
+class _StandInGPIO:
+    """The part of RPi.GPIO's module interface open_hardware uses, with the behaviour of
+    RPi.GPIO 0.7 on Linux 6.6+ (``edge_error``): every wait for an edge raises the
+    RuntimeError that module raises there."""
+
+    BCM, IN, PUD_UP, FALLING = 11, 1, 22, 32
+
+    def __init__(self, edge_error: bool):
+        self.edge_error = edge_error
+        self.calls = []
+
+    def setmode(self, mode):
+        self.calls.append(("setmode", mode))
+
+    def setup(self, pin, direction, pull_up_down=None):
+        self.calls.append(("setup", pin, direction, pull_up_down))
+
+    def wait_for_edge(self, pin, edge, timeout=None):
+        self.calls.append(("wait_for_edge", pin, edge, timeout))
+        if self.edge_error:
+            raise RuntimeError("Failed to add edge detection")
+        return None
+
+
+@pytest.mark.parametrize("edge_error", [False, True])
+def test_open_hardware_checks_edge_detection_on_drdy(monkeypatch, edge_error):
+    """open_hardware waits once (1 ms) for an edge on DRDY; RPi.GPIO's failure on Linux 6.6+
+    becomes a start-up error that names the fix (rpi-lgpio), not a crash at the first sample."""
+    import sys
+    import types
+
+    gpio = _StandInGPIO(edge_error)
+    spidev = types.ModuleType("spidev")
+    spidev.SpiDev = type("SpiDev", (), {"open": lambda self, b, d: None})
+    rpi = types.ModuleType("RPi")
+    rpi.GPIO = gpio
+    monkeypatch.setitem(sys.modules, "spidev", spidev)
+    monkeypatch.setitem(sys.modules, "RPi", rpi)
+    monkeypatch.setitem(sys.modules, "RPi.GPIO", gpio)
+    if edge_error:
+        with pytest.raises(MissingHardwareDependency,
+                           match=r"DRDY \(BCM 17\): Failed to add edge detection.*"
+                                 r"python3-rpi-lgpio"):
+            open_hardware(Pins())
+    else:
+        spi, g, clock = open_hardware(Pins())
+        assert g is gpio and spi.max_speed_hz == 1_000_000
+    assert gpio.calls[-2:] == [("setup", 17, gpio.IN, gpio.PUD_UP),
+                               ("wait_for_edge", 17, gpio.FALLING, 1)]

@@ -437,6 +437,25 @@ def test_install_script_pi5_uses_lgpio_never_rpi_gpio():
     assert "python3-rpi.gpio" not in out.stdout and "RPi.GPIO>=" not in out.stdout
 
 
+@pytest.mark.parametrize("kernel, lgpio", [("6.6.20+rpt-rpi-v8", True),
+                                            ("6.1.21-v8+", False)])
+def test_install_script_pi4_takes_lgpio_on_linux_6_6(kernel, lgpio):
+    # Linux 6.6+ numbers the SoC's GPIOs from 512 in sysfs, where RPi.GPIO 0.7's edge
+    # detection (the driver's DRDY wait) fails: a Pi 4 there gets rpi-lgpio too. On this
+    # machine neither GPIO package is an apt candidate (x86), so the dry run shows the pip
+    # fallback: rpi-lgpio wheels on 6.6+, RPi.GPIO built from source before. Where Debian
+    # packages python3-rpi.gpio but not rpi-lgpio (arm64 Debian) 6.6+ takes it with a warning.
+    env = dict(os.environ, VSENSE_KERNEL_RELEASE=kernel)
+    out = subprocess.run(["bash", str(ROOT / "deploy" / "install.sh"), "--dry-run",
+                          "--board", "Raspberry Pi 4 Model B Rev 1.5"], env=env,
+                         capture_output=True, text=True, timeout=300)  # hang guard
+    assert out.returncode == 0, out.stderr
+    warned = "numbers the GPIOs from 512" in out.stdout
+    assert ("rpi-lgpio" in out.stdout or warned) is lgpio
+    if not lgpio:
+        assert "python3-rpi.gpio" in out.stdout or "RPi.GPIO>=0.7" in out.stdout
+
+
 # ---------------------------------------------------------- latency path (estimate_in)
 def test_ring_stage_is_invisible_until_publish_and_full_ring_counts_lost():
     r = Ring(4, 1)

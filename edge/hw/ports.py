@@ -186,4 +186,34 @@ def open_hardware(pins: Pins = Pins(), spi_bus: int = 0, spi_dev: int = 0,
                       f"raspi-config / dtparam=spi=on?): {exc}") from exc
     spi.max_speed_hz = int(speed_hz)
     GPIO.setmode(GPIO.BCM)
+    check_edge_detection(GPIO, pins.drdy)
     return spi, GPIO, RealClock()
+
+
+_EDGE_HINT = ("Linux 6.6 and later number the SoC's GPIOs from 512 in sysfs, where RPi.GPIO "
+              "0.7 looks for them; use rpi-lgpio, which gives the same RPi.GPIO API on "
+              "/dev/gpiochip: sudo apt remove python3-rpi.gpio && sudo apt install "
+              "python3-rpi-lgpio (Raspberry Pi OS), or pip install 'vsense[pi5]' in a venv "
+              "without RPi.GPIO")
+
+
+def check_edge_detection(gpio, drdy: int) -> None:
+    """Fail at start-up, with the fix, when the GPIO module cannot wait for an edge on DRDY.
+
+    RPi.GPIO 0.7 waits for edges through ``/sys/class/gpio``; on Linux 6.6+ its numbers are
+    wrong there and every ``wait_for_edge`` raises ``RuntimeError("Failed to add edge
+    detection")``, which the driver needs once per sample. One wait of 1 ms on the DRDY input
+    (pulled up, as the driver sets it) tells; an edge or none are both fine.
+
+    Raises
+    ------
+    MissingHardwareDependency
+        The wait raised ``RuntimeError``: the message names the module's error and the fix.
+    """
+    gpio.setup(drdy, gpio.IN, pull_up_down=gpio.PUD_UP)
+    try:
+        gpio.wait_for_edge(drdy, gpio.FALLING, timeout=1)
+    except RuntimeError as exc:
+        raise MissingHardwareDependency(
+            f"the GPIO module cannot wait for an edge on DRDY (BCM {drdy}): {exc}. "
+            f"{_EDGE_HINT}") from exc
