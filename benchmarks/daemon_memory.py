@@ -9,7 +9,8 @@ sample from 1 s after READY to STOPPING. The latency windows (``[loop] latency_w
 fill at one int64 per sample each, so at 1,000 samples/s the steady RSS grows by 16 kB/s
 until they are full (100 s with the default): reported as "latency windows" below. The
 variants switch the releases after start-up on one by one (``[realtime]
-release_compiler_memory``, ``release_file_pages``). Then, in the same interpreter, the
+release_compiler_memory``, ``release_file_pages``, ``numba_lazy_registries``,
+``release_kernel_ir``). Then, in the same interpreter, the
 start-up stages one after the other (what each import and step adds) and the daemon's own
 buffers as sized by the config.
 
@@ -29,12 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: variant name -> ([realtime] release_compiler_memory, release_file_pages,
-#: numba_lazy_registries)
+#: numba_lazy_registries, release_kernel_ir)
 VARIANTS = {
-    "nothing released": (False, False, False),
-    "LLVM pages + malloc_trim (before)": (True, False, False),
-    "+ every file's clean pages": (True, True, False),
-    "+ no numba registry refresh (default)": (True, True, True),
+    "nothing released": (False, False, False, False),
+    "LLVM pages + malloc_trim": (True, False, False, False),
+    "+ every file's clean pages": (True, True, False, False),
+    "+ no numba registry refresh": (True, True, True, False),
+    "+ kernels' linking IR (default)": (True, True, True, True),
 }
 
 MONITOR = r"""
@@ -233,12 +235,13 @@ def toml_text(d: dict) -> str:
 
 
 def _cfg_file(cfg_dict, tmp: Path, port, seconds: float, compiler: bool, files: bool,
-              lazy: bool):
+              lazy: bool, ir: bool):
     d = cfg_dict(tmp, 1000.0, seconds, port, level="adc", release=compiler, tag="mem")
     d["device"]["id"] = "benchmem"
     d["realtime"]["release_file_pages"] = files
     d["realtime"]["numba_lazy_registries"] = lazy
-    p = tmp / f"mem_{int(compiler)}{int(files)}{int(lazy)}.toml"
+    d["realtime"]["release_kernel_ir"] = ir
+    p = tmp / f"mem_{int(compiler)}{int(files)}{int(lazy)}{int(ir)}.toml"
     p.write_text(toml_text(d))
     return p, d
 
@@ -257,8 +260,8 @@ def section_memory(cfg_dict, loadavg, tmp: Path, port, pythons, repeat, seconds)
     for py in pythons:
         print(f"  interpreter {py}: {env_of(py)}", flush=True)
         comp = None
-        for name, (compiler, files, lazy) in VARIANTS.items():
-            p, d = _cfg_file(cfg_dict, tmp, port, seconds, compiler, files, lazy)
+        for name, (compiler, files, lazy, ir) in VARIANTS.items():
+            p, d = _cfg_file(cfg_dict, tmp, port, seconds, compiler, files, lazy, ir)
             steady, hwm, anon, filer = [], [], [], []
             for r_i in range(repeat + 1):  # the first run may compile: warm-up, not counted
                 r = subprocess.run([sys.executable, "-c", MONITOR, py, str(p),
@@ -280,7 +283,7 @@ def section_memory(cfg_dict, loadavg, tmp: Path, port, pythons, repeat, seconds)
                 hwm.append(max(x["VmHWM"] for x in s))
                 anon.append(statistics.median(x["RssAnon"] for x in s))
                 filer.append(statistics.median(x["RssFile"] for x in s))
-                if files and lazy and out["smaps"]:
+                if files and lazy and ir and out["smaps"]:
                     comp = by_component(out["smaps"])
                 print(f"    {name:38s} run {r_i}: exit {out['code']}, ready after "
                       f"{out['ready']:.1f} s, RSS steady {steady[-1]:.1f} MB (max "
@@ -306,7 +309,7 @@ def section_memory(cfg_dict, loadavg, tmp: Path, port, pythons, repeat, seconds)
 def section_stages(cfg_dict, tmp: Path, port, py: str, env: dict) -> None:
     """Start-up stage by stage in ``py`` (default configuration, one run after the warm-up
     runs above: kernels from the numba cache)."""
-    p, d = _cfg_file(cfg_dict, tmp, port, 30.0, True, True, True)
+    p, d = _cfg_file(cfg_dict, tmp, port, 30.0, True, True, True, True)
     r = subprocess.run([py, "-c", STAGES, str(p)], capture_output=True, text=True, env=env,
                        cwd=str(tmp))
     shutil.rmtree(d["recorder"]["dir"], ignore_errors=True)

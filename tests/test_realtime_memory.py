@@ -104,16 +104,25 @@ def test_release_after_startup_follows_the_config(monkeypatch):
     monkeypatch.setattr(realtime, "release_library_pages",
                         lambda name="libllvmlite.so", smaps=None: calls.append(name) or 0)
     monkeypatch.setattr(realtime, "trim_heap", lambda: calls.append("trim") or True)
-    rt = {"mlockall": False, "release_compiler_memory": True, "release_file_pages": True}
+    monkeypatch.setattr(realtime.kernelir, "release_kernel_ir",
+                        lambda: calls.append("ir") or (0, 0))
+    rt = {"mlockall": False, "release_compiler_memory": True, "release_file_pages": True,
+          "release_kernel_ir": True}
     realtime.release_after_startup(rt)
-    assert calls == ["libllvmlite.so", "trim", None]
+    assert calls == ["libllvmlite.so", "ir", "trim", None]  # the trim after both
     calls.clear()
     realtime.release_after_startup(dict(rt, release_compiler_memory=False))
-    assert calls == [None]
+    assert calls == ["ir", "trim", None]
     calls.clear()
     realtime.release_after_startup(dict(rt, release_file_pages=False))
-    assert calls == ["libllvmlite.so", "trim"]
+    assert calls == ["libllvmlite.so", "ir", "trim"]
     calls.clear()
+    realtime.release_after_startup(dict(rt, release_kernel_ir=False))
+    assert calls == ["libllvmlite.so", "trim", None]
+    calls.clear()
+    off = dict(rt, release_compiler_memory=False, release_file_pages=False)
+    realtime.release_after_startup(dict(off, release_kernel_ir=False))
+    assert calls == []
     # locked memory: nothing is dropped (it could not be, and must not fault back)
     assert realtime.release_after_startup(dict(rt, mlockall=True)) == 0
     assert calls == []

@@ -10,6 +10,8 @@ import os
 import sys
 import threading
 
+from edge.daemon import kernelir
+
 log = logging.getLogger("vsense.realtime")
 
 MCL_CURRENT, MCL_FUTURE = 1, 2
@@ -213,14 +215,23 @@ def release_after_startup(rt: dict) -> int:
     """Once every kernel is compiled or loaded, before the first sample: give back what
     start-up used and the running daemon does not need, as ``[realtime]`` asks
     (``release_compiler_memory``: LLVM's pages and the C heap's free memory;
-    ``release_file_pages``: every other library's clean pages). Nothing with ``mlockall``
-    (locked pages cannot be dropped and must not fault back). Return the RSS given back
-    [bytes] (logged)."""
-    if rt["mlockall"] or not (rt["release_compiler_memory"] or rt["release_file_pages"]):
+    ``release_kernel_ir``: the LLVM IR numba keeps of every loaded kernel, then the C heap's
+    free memory; ``release_file_pages``: every other library's clean pages). Nothing with
+    ``mlockall`` (locked pages cannot be dropped and must not fault back). Return the RSS
+    given back [bytes] (logged)."""
+    ir = rt["release_kernel_ir"]
+    if rt["mlockall"] or not (rt["release_compiler_memory"] or rt["release_file_pages"]
+                              or ir):
         return 0
     before = rss_bytes()
     if rt["release_compiler_memory"]:
         release_library_pages("libllvmlite.so")
+    if ir:
+        n, kept = kernelir.release_kernel_ir()
+        if n:
+            log.debug("dropped the linking IR of %d loaded kernel(s) (%.1f MB of bitcode "
+                      "kept to parse again if a compilation links one)", n, kept / 1e6)
+    if rt["release_compiler_memory"] or ir:
         trim_heap()
     if rt["release_file_pages"]:
         release_library_pages(None)

@@ -239,6 +239,10 @@ SCHEMA: tuple[Section, ...] = (
             "pages, unused once the kernel is loaded; "
             "`madvise(MADV_DONTNEED)` on its unmodified read-only mappings; skipped with "
             "`mlockall`)."),
+        Key("release_kernel_ir", "bool", True, "After start-up, drop the LLVM IR numba "
+            "keeps of every loaded kernel to link it into a later compilation (about 7 MB of "
+            "C heap the running kernels never read; its bitcode stays and is parsed again if "
+            "a compilation links one); skipped with `mlockall`."),
         Key("numba_lazy_registries", "bool", True, "Load the kernels from numba's cache "
             "without numba's full registry refresh (every implementation numba has: linear "
             "algebra, random, typed containers, ...; about 14 MB of Python objects a cached "
