@@ -20,7 +20,7 @@ from offline._deps import need, progress as _progress
 from offline.metrics import add_noise as _add
 from offline.model import build_fe_model, load_model_file, resolve_dofs
 from offline.reduced import reduce_model
-from offline.reduction.eigen import modes
+from offline.reduction.eigen import max_modes, modes
 
 # ------------------------------------------------------------------------ load profiles
 LOAD_TYPES = ("sine", "chirp", "random", "pulse", "csv")
@@ -195,7 +195,7 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
     """
     spla = need("scipy.sparse.linalg")
     N = model.n_dofs
-    m = int(min(n_modes, N - 2))
+    m = int(max(1, min(n_modes, max_modes(N))))
     md = modes(model.K, model.M, m)
     lam, Phi = np.clip(md.lam, 0.0, None), md.Phi
     w = np.sqrt(lam)

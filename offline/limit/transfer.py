@@ -21,7 +21,7 @@ import numpy as np
 
 from offline._deps import need
 from offline.limit.wiener import half_weights
-from offline.reduction.eigen import modes, rigid_count
+from offline.reduction.eigen import max_modes, modes, rigid_count
 
 
 @dataclass
@@ -63,7 +63,7 @@ def modal_model(model, in_dofs, out_dofs, n_modes: int = 80) -> ModalModel:
     n_modes : int          modes integrated exactly (the rest: static residual)
     """
     N = model.n_dofs
-    m = int(max(1, min(n_modes, N - 1 if N > 1 else 1)))
+    m = int(max(1, min(n_modes, max_modes(N))))
     md = modes(model.K, model.M, m)
     lam = np.array(md.lam, dtype=float)
     nr = rigid_count(lam)

@@ -47,6 +47,17 @@ RIGID_GAP = 1e6
 #: Extra eigenpairs computed beyond the requested ones (rigid-mode gap, first residual mode).
 PROBE = 4
 
+
+def max_modes(n: int) -> int:
+    """Most eigenpairs :func:`modes` returns for an ``n``-DOF pencil.
+
+    Every one of them when the pencil is solved densely (``n <= DENSE_MAX``), all but one
+    with the sparse Lanczos solver. Modal superpositions that want "the full model" use it
+    so that a small model (an imported 10-DOF chain) is not silently truncated.
+    """
+    return int(n) if n <= DENSE_MAX else int(n) - 1
+
+
 #: Accepted ``solver`` names of :func:`factorize` / :func:`modes`.
 SOLVERS = ("auto", "superlu", "pardiso")
 
