@@ -78,34 +78,50 @@ class AlphaChoice:
                 "discrepancy": self.alpha_discrepancy}[self.resolved_method]
 
     def plot(self, path, title: str = "") -> str:
-        """Save the L-curve (with the curvature and GCV beneath) as a PNG."""
+        """Save the L-curve (with the curvature and GCV beneath) as a PNG.
+
+        Norms and GCV are drawn as their base-10 logarithms on linear axes: a sweep whose
+        runs grew without bound (every alpha of a window unstable on the run) gives norms up
+        to 1e140 and GCV values up to 1e280, where matplotlib's logarithmic tick locator
+        overflows.
+        """
         need("matplotlib").use("Agg")
         plt = need("matplotlib.pyplot")
-        ok = np.isfinite(self.residual_norm) & np.isfinite(self.solution_norm)
+
+        def lg(v):
+            v = np.asarray(v, dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out = np.log10(v)
+            return np.where(np.isfinite(out), out, np.nan)
+
+        lr, ls, lgcv, la = lg(self.residual_norm), lg(self.solution_norm), lg(self.gcv), \
+            lg(self.alphas)
+        ok = np.isfinite(lr) & np.isfinite(ls)
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-        ax.loglog(self.residual_norm[ok], self.solution_norm[ok], ".-", color="0.3")
+        ax.plot(lr[ok], ls[ok], ".-", color="0.3")
         for a, mark, lab in ((self.alpha_lcurve, "o", "L-curve corner"),
                              (self.alpha_gcv, "s", "GCV minimum"),
                              (self.alpha_discrepancy, "^", "discrepancy")):
             if not np.isfinite(a):
                 continue
             i = int(np.argmin(np.abs(np.log(self.alphas / a))))
-            ax.loglog(self.residual_norm[i], self.solution_norm[i], mark, ms=9, mfc="none",
-                      label=f"{lab}: alpha={a:.3g}")
-        ax.set_xlabel("residual norm ||W^1/2 (y - S x)||")
-        ax.set_ylabel("solution norm ||f|| [N]")
+            ax.plot(lr[i], ls[i], mark, ms=9, mfc="none", label=f"{lab}: alpha={a:.3g}")
+        ax.set_xlabel("log10 residual norm ||W^1/2 (y - S x)||")
+        ax.set_ylabel("log10 solution norm ||f|| [N]")
         ax.set_title(title or f"L-curve (window L={self.window}); chosen by "
                               f"{self.resolved_method}: alpha={self.alpha:.3g}")
         ax.legend(fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-        ax2.semilogx(self.alphas, self.curvature, color="C0", label="L-curve curvature")
-        ax2.axvline(self.alpha_lcurve, color="C1", ls="--", label="L-curve corner")
-        ax2.set_xlabel("alpha")
+        ax.grid(True, alpha=0.3)
+        ax2.plot(la, self.curvature, color="C0", label="L-curve curvature")
+        if np.isfinite(self.alpha_lcurve):
+            ax2.axvline(np.log10(self.alpha_lcurve), color="C1", ls="--", label="L-curve corner")
+        ax2.set_xlabel("log10 alpha")
         ax2.set_ylabel("L-curve curvature")
         ax3 = ax2.twinx()
-        ax3.loglog(self.alphas, self.gcv, color="C2", label="GCV (right axis)")
-        ax3.axvline(self.alpha_gcv, color="C2", ls=":", label="GCV minimum")
-        ax3.set_ylabel("GCV")
+        ax3.plot(la, lgcv, color="C2", label="GCV (right axis)")
+        if np.isfinite(self.alpha_gcv):
+            ax3.axvline(np.log10(self.alpha_gcv), color="C2", ls=":", label="GCV minimum")
+        ax3.set_ylabel("log10 GCV")
         h2, l2 = ax2.get_legend_handles_labels()
         h3, l3 = ax3.get_legend_handles_labels()
         ax2.legend(h2 + h3, l2 + l3, fontsize=8, loc="best")
