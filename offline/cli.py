@@ -84,19 +84,26 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("model", help="model file (TOML)")
     s.add_argument("--load", default="random", choices=("sine", "chirp", "random", "pulse",
                                                          "csv"),
-                   help="load profile on every force of the model file")
+                   help="load profile on every force of the model file: each force its own "
+                        "realisation (seed + 1000 i) times its scale, as in the build's "
+                        "calibration runs")
     s.add_argument("--freq", type=float, default=None, help="sine frequency [Hz] (--load sine)")
     s.add_argument("--width", type=float, default=0.002,
                    help="half-sine pulse width [s] (--load pulse)")
     s.add_argument("--band", type=float, nargs=2, default=(5.0, 160.0),
                    help="random/chirp band [Hz]")
-    s.add_argument("--rms", type=float, default=1.0, help="random load RMS [N]")
+    s.add_argument("--rms", type=float, default=1.0, help="random load RMS [N] (times each force's scale)")
     s.add_argument("--amplitude", type=float, default=1.0,
                    help="sine/chirp/pulse amplitude [N]")
-    s.add_argument("--csv", default=None, help="force history CSV (time,<force>) for --load csv")
+    s.add_argument("--csv", default=None, help="force history CSV (time,<force names>) for --load csv: the "
+                        "column named after each force (else the first), in N, unscaled")
     s.add_argument("--duration", type=float, default=2.0, help="record length [s]")
     s.add_argument("--noise", type=float, default=0.01,
                    help="noise std per channel relative to the signal std (0.01 = 1 %%)")
+    s.add_argument("--warmup", type=float, default=0.0,
+                   help="seconds simulated before the record and dropped: the record starts "
+                        "on a vibrating structure instead of at rest with a step of the load "
+                        "(the build's calibration runs use 1 s)")
     s.add_argument("--oversample", type=int, default=10,
                    help="integrator steps (and load points) per sample")
     s.add_argument("--reduced", action="store_true",
@@ -176,7 +183,8 @@ def main(argv=None) -> int:
                 load["csv_path"] = args.csv
             res = simulate_model(args.model, load, args.duration, noise=args.noise,
                                  oversample=args.oversample, reduced=args.reduced,
-                                 seed=args.seed, progress=not args.quiet)
+                                 seed=args.seed, progress=not args.quiet,
+                                 warmup=args.warmup)
             meas, truth = f"{args.out}_measurement.csv", f"{args.out}_truth.csv"
             res.write(meas, truth)
             snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))

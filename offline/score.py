@@ -67,6 +67,8 @@ class ScoreTable:
         Rows in the estimate file; rows scored.
     n_warmup, n_nan : int
         Rows skipped for the warm-up flag; for a NaN (not counting warm-up rows).
+    n_start : int
+        Rows skipped because they lie within ``skip`` seconds of the first row.
     n_interior : int
         Skipped rows inside the record (zeroed for the FFT, see the module docstring).
     """
@@ -82,12 +84,14 @@ class ScoreTable:
     n_warmup: int = 0
     n_nan: int = 0
     n_interior: int = 0
+    n_start: int = 0
 
     def format(self) -> str:
         """A plain-text table."""
         lines = [f"score: {self.output_csv} vs {self.truth_csv}",
                  f"rows: {self.n_rows} in output, {self.n_used} scored, skipped "
                  f"{self.n_warmup} warm-up, {self.n_nan} NaN"
+                 + (f", {self.n_start} at the start (--skip)" if self.n_start else "")
                  + (f" ({self.n_interior} inside the record, zeroed for the FFT)"
                     if self.n_interior else ""),
                  f"FDE over {self.band_label}; full: {self.full_label}; "
@@ -127,7 +131,7 @@ def read_table(path) -> tuple[list, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------- scoring
-def score(output_csv, truth_csv, band=None, columns=None) -> ScoreTable:
+def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> ScoreTable:
     """Compare an estimate file with a truth file column by column.
 
     Parameters
@@ -140,6 +144,11 @@ def score(output_csv, truth_csv, band=None, columns=None) -> ScoreTable:
         Band of the FDE column (the full-spectrum FDE is always reported too).
     columns : list of str, optional
         Columns to score (default: every data column of ``output_csv``).
+    skip : float
+        Seconds from the first row of ``output_csv`` left out (rows before
+        ``time[0] + skip``): the estimator's start-up, which a record simulated from rest
+        (a step of the load at t = 0 in every mode) or a replay started on a vibrating
+        structure contains, and which the stationary accuracy limit does not.
 
     Returns
     -------
@@ -194,13 +203,18 @@ def score(output_csv, truth_csv, band=None, columns=None) -> ScoreTable:
     flags = E[:, en.index("flags")] if "flags" in en else np.zeros(len(E))
     warm = (np.nan_to_num(flags).astype(np.int64) & FLAG_WARMUP) != 0
     nan = ~np.all(np.isfinite(Ee), axis=1) | ~np.all(np.isfinite(Tt), axis=1)
-    skip = warm | nan
+    if not (np.isfinite(skip) and skip >= 0):
+        raise ScoreError(f"skip must be a number of seconds >= 0, got {skip!r}")
+    start = te < te[0] + skip - tol
+    skip = warm | nan | start
     keep_idx = np.flatnonzero(~skip)
     table = ScoreTable(output_csv=out_csv, truth_csv=tru_csv, dt=dt, n_rows=len(E),
-                       n_warmup=int(warm.sum()), n_nan=int((nan & ~warm).sum()))
+                       n_warmup=int(warm.sum()), n_nan=int((nan & ~warm).sum()),
+                       n_start=int((start & ~warm & ~nan).sum()))
     if keep_idx.size < 2:
         raise ScoreError(f"{out_csv}: fewer than 2 rows left after skipping "
-                         f"{table.n_warmup} warm-up and {table.n_nan} NaN rows")
+                         f"{table.n_warmup} warm-up, {table.n_nan} NaN and {table.n_start} "
+                         "start rows")
     lo, hi = keep_idx[0], keep_idx[-1] + 1
     seg_skip = skip[lo:hi]
     Es = np.where(seg_skip[:, None], 0.0, Ee[lo:hi])
@@ -237,6 +251,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--band", nargs=2, type=float, metavar=("F0", "FMAX"),
                    help="frequency band of the FDE column [Hz] (full spectrum also shown)")
     p.add_argument("--columns", help="comma-separated columns to score (default: all)")
+    p.add_argument("--skip", type=float, default=0.0, metavar="SECONDS",
+                   help="leave out the first SECONDS of the estimates: the estimator's "
+                        "start-up (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 
@@ -247,7 +264,7 @@ def main(argv=None) -> int:
     cols = [c.strip() for c in args.columns.split(",")] if args.columns else None
     try:
         table = score(args.output, args.truth, band=tuple(args.band) if args.band else None,
-                      columns=cols)
+                      columns=cols, skip=args.skip)
     except ValueError as exc:
         print(f"vsense-offline score: error: {exc}", file=sys.stderr)
         return 2

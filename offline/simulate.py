@@ -279,10 +279,41 @@ def read_csv(path):
 
 
 # ------------------------------------------------------------------- model-file runs
+def force_histories(spec, active, kind: str, t: np.ndarray, seed: int, load: dict) -> np.ndarray:
+    """The history of every force of a model file under one load profile, ``(nt, nf)``.
+
+    As in the build's calibration runs (:mod:`offline.calibration_runs`), force ``i`` gets its
+    own realisation (seed ``seed + 1000 i``) of the profile times its ``scale``: two forces
+    identified at once are independent and have the sizes the estimator was designed for.
+    A ``csv`` profile is a measured history in N: a column named after the force drives it
+    (else the file's first column), unscaled.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+    active : list of int        indices of the loaded forces (the others stay zero)
+    kind : str                  load type of :func:`load_profile`
+    t : (nt,) time grid [s]; seed : int; load : keyword arguments of :func:`load_profile`
+    """
+    F = np.zeros((t.size, len(spec.forces)))
+    names = None
+    if kind == "csv" and load.get("column") is None:
+        names = read_csv(load["csv_path"])[2]
+    for i in active:
+        f = spec.forces[i]
+        if kind == "csv":
+            col = load.get("column") or (f.name if f.name in names else None)
+            F[:, i] = load_profile(kind, t, seed=seed, **{**load, "column": col})
+        else:
+            sc = float(getattr(f, "scale", 1.0))
+            F[:, i] = sc * load_profile(kind, t, seed=seed + 1000 * i, **load)
+    return F
+
+
 def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
                    reduced: bool = False, seed: int = 0, rate: float | None = None,
                    progress: bool = True, build_result=None, engine: str = "modal",
-                   n_modes: int = 80) -> SimResult:
+                   n_modes: int = 80, warmup: float = 0.0) -> SimResult:
     """Simulate the rig described by a model file under a load profile.
 
     Parameters
@@ -290,8 +321,14 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     model_path : path of the model TOML (sensors, forces, outputs, estimator rate).
     load : dict
         Keyword arguments of :func:`load_profile` plus ``type`` (sine, chirp, random, pulse,
-        csv) and optionally ``force`` (the name of the force it drives; default all).
+        csv) and optionally ``force`` (the name of the force it drives; default all). Each
+        force gets its own realisation times its ``scale`` (:func:`force_histories`).
     duration : float        record length [s]
+    warmup : float
+        Seconds simulated before the record starts and then dropped (default 0: the record
+        starts at rest, with the load's first value applied at once, a step). With a warm-up
+        the record is a piece of the stationary response, like the build's calibration runs
+        scored after their ``[calibration] warmup``; the noise level refers to the record.
     noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %)
     oversample : int        fine sub-steps per sample (integrator step and load grid, >= 1)
     reduced : bool          simulate the reduced model (:func:`offline.reduced.reduce_model`,
@@ -310,7 +347,10 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     rng = np.random.default_rng(seed)
     spec = build_result.spec if build_result is not None else load_model_file(model_path)
     dt = 1.0 / (rate or (spec.estimator.rate if spec.estimator else 1000.0))
-    ns = int(round(duration / dt)) + 1
+    if not (np.isfinite(warmup) and warmup >= 0):
+        raise ValueError(f"warmup must be a number of seconds >= 0, got {warmup!r}")
+    nw = int(round(warmup / dt))
+    ns = int(round(duration / dt)) + 1 + nw
     names_c = [s.name for s in spec.sensors]
     names_f = [f.name for f in spec.forces]
     names_o = [o.name for o in spec.outputs]
@@ -327,9 +367,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         # (a 2 ms pulse sampled only at 1 kHz loses ~20 % of its impulse)
         dt_f = dt / oversample
         tf = np.arange((ns - 1) * oversample + 1) * dt_f
-        F_fine = np.zeros((tf.size, len(names_f)))
-        for i in active:
-            F_fine[:, i] = load_profile(kind, tf, seed=seed, **load)
+        F_fine = force_histories(spec, active, kind, tf, seed, load)
         rows = np.vstack([rm.channel_rows(), rm.output_rows()])
         out = simulate_dense(rm.reduction.M, rm.C, rm.reduction.K,
                              [rm.position(d) for d in rm.force_dofs], F_fine, dt_f, rows,
@@ -345,9 +383,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         dt_f = dt / oversample
         nt = (ns - 1) * oversample + 1
         tf = np.arange(nt) * dt_f
-        F_fine = np.zeros((nt, len(fd)))
-        for i in active:
-            F_fine[:, i] = load_profile(kind, tf, seed=seed, **load)
+        F_fine = force_histories(spec, active, kind, tf, seed, load)
         probes = list(zip(cd, kinds_c)) + list(zip(od, kinds_o))
         if engine == "modal":
             out = simulate_modal(model, np.array(fd), F_fine, dt_f, oversample, probes,
@@ -363,8 +399,9 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         info = {"model": "full", "engine": engine, "dt_fine": dt_f,
                 "full_dofs": int(model.n_dofs)}
     nc = len(names_c)
+    out, F, t = out[nw:], F[nw:], t[nw:] - t[nw]
     Yc, Z = out[:, :nc], out[:, nc:]
     Y = add_noise(Yc, noise, rng)
-    info.update({"load": kind, "noise": noise, "seed": seed})
+    info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
     return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
                      output_names=names_o, info=info)

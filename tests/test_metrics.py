@@ -204,6 +204,28 @@ def test_score_skips_warmup_and_nan(tmp_path):
     assert rows["F"].fde_full == pytest.approx(1 / 3, abs=1e-9)
 
 
+def test_score_skip_leaves_out_the_start(tmp_path, capsys):
+    """--skip S: rows before time[0] + S are left out and counted (the estimator's start-up).
+    A start-up error on the first 100 rows (F estimate + 50) is gone with --skip 100 DT;
+    the rest is the scaled copy, NRMSE |c - 1| = 0.5 on whole periods (analytic)."""
+    est, tru = _score_files(tmp_path, c=0.5)
+    text = est.read_text().splitlines()
+    for i in range(100):
+        parts = text[1 + i].split(",")
+        parts[1] = repr(float(parts[1]) + 50.0)
+        text[1 + i] = ",".join(parts)
+    est.write_text("\n".join(text) + "\n")
+    assert {r.name: r for r in score(est, tru).rows}["F"].nrmse > 5.0
+    tab = score(est, tru, skip=100 * DT)
+    assert (tab.n_start, tab.n_used, tab.n_warmup) == (100, NT - 100, 0)
+    assert {r.name: r for r in tab.rows}["F"].nrmse == pytest.approx(0.5, rel=1e-6)
+    assert "100 at the start (--skip)" in tab.format()
+    assert main([str(est), str(tru), "--skip", str(100 * DT)]) == 0
+    assert "100 at the start" in capsys.readouterr().out
+    with pytest.raises(ScoreError, match="skip"):
+        score(est, tru, skip=-1.0)
+
+
 def test_score_truth_on_finer_grid(tmp_path):
     # truth at 4x the rate: rows picked at the estimate times -> exact comparison
     est, tru = _score_files(tmp_path, c=1.0, truth_sub=4)
