@@ -18,7 +18,7 @@ import numpy as np
 from edge.kinds import DEFAULT_REDUCTION_METHOD as DEFAULT_METHOD
 from edge.kinds import DEFAULT_REDUCTION_MODES as DEFAULT_MODES
 from offline.fem.femodel import FEModel
-from offline.model import ModelSpec, build_fe_model, resolve_dofs
+from offline.model import ModelFileError, ModelSpec, build_fe_model, resolve_dofs
 from offline.reduction import Reduction, recover, reduce
 
 #: Eigenvalue-report length when a model file has no ``[reduction]`` table (the method and
@@ -150,6 +150,13 @@ def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int 
     masters, chan, frc = master_dofs(spec, model)
     modes = int(n_modes if n_modes is not None else (rs.modes if rs else DEFAULT_MODES))
     n_rep = n_report if n_report is not None else (rs.n_report if rs else DEFAULT_REPORT)
+    n_slave = model.n_dofs - len(set(int(m) for m in masters))
+    if n_modes is None and modes > n_slave:  # a small (imported) model and the default 50
+        given = "modes" in (spec.raw.get("reduction") or {})
+        raise ModelFileError(
+            f"{spec.where('[reduction].modes')}: {modes} modes{'' if given else ' (the default)'}"
+            f" but the model has only {n_slave} slave DOFs ({model.n_dofs} free DOFs, "
+            f"{model.n_dofs - n_slave} masters); set modes to at most {n_slave}")
     red = reduce(model, masters, n_modes=modes, method=rs.method if rs else DEFAULT_METHOD,
                  n_report=n_rep, progress=progress)
     outs = [resolve_dofs(model, o.select, o.dof, o.where or f"[[outputs]] {o.name}")[0]

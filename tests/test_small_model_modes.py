@@ -8,6 +8,8 @@ force error on a replayed run was 0.56 against a Newmark truth's 0.37).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,21 @@ def test_modal_truth_of_a_small_model_matches_newmark(tmp_path):
     for a, b in ((modal.Y_clean, newmark.Y_clean), (modal.Z, newmark.Z)):
         rel = np.sqrt(np.mean((a - b) ** 2)) / np.std(b)
         assert rel < 5e-3, rel
+
+
+@pytest.mark.parametrize("line, note", [("", " (the default)"), ("modes = 12", "")])
+def test_too_many_modes_names_the_key_and_the_limit(tmp_path, line, note):
+    """10 DOFs, the listed master and the force's DOF (forces are masters): 8 slave DOFs. The
+    default 50 modes (or 12) is a model-file error naming [reduction].modes, not the bare
+    'n_modes: 50 exceeds the 8 slave DOFs' of the reduction."""
+    from offline.model import ModelFileError
+    from offline.reduced import reduce_model
+
+    path = _chain_file(tmp_path)
+    path.write_text(path.read_text().replace("modes = 2", line))
+    spec = load_model_file(path)
+    msg = (r"chain.toml: \[reduction\].modes: (50|12) modes" + re.escape(note)
+           + r" but the model has only 8 slave DOFs \(10 free DOFs, 2 masters\); "
+           r"set modes to at most 8")
+    with pytest.raises(ModelFileError, match=msg):
+        reduce_model(spec, progress=False)
