@@ -248,7 +248,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         meta["alpha_method"] = alpha_rule
     else:
         meta["alpha_method"] = "given"
-    if report_dir is not None and not smoother:  # the smoother's report has no L-curve
+    if report_dir is not None:
         try:  # the L-curve of the chosen window, for the report
             choice = choose_alpha(bundle, runs[0].Y, window=L, method="lcurve",
                                   progress=False)
