@@ -171,7 +171,7 @@ def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **k
         if instrument:  # per-stage CPU over the steady state (daemon_costs)
             acc = (costs.instrument(d, kw.get("level", "signal")) if instrument != "totals"
                    else costs.Accounting())  # no wrapper: the threads' totals only
-            win = costs.Window(d, acc, costs.ThreadCpu())
+            win = costs.Window(d, acc, costs.ThreadCpu(), cold=kw.get("block", 1) == 1)
             win.tcpu.start()
             win.start()
         if read_path == "general":  # the driver's read before the one-row path (comparison)

@@ -9,7 +9,8 @@ from ``/proc/self/task/<tid>/schedstat`` (ns) sampled until the thread ends.
 The wrappers' own cost. ``thread_time_ns`` is a system call here (about 1.2 us in a tight
 loop, several us right after a wake-up), so a wrapper costs far more than the calls it
 times. It is measured in the same run in the daemon's condition (after each 1 ms sleep, a
-row of 8 wrapped calls, beside the same row unwrapped; :meth:`Accounting.overhead_ns`) and
+row of 8 wrapped calls, beside the same row unwrapped; back to back for block reads;
+:meth:`Accounting.overhead_ns`) and
 split in two: the part between the wrapper's two clock reads, charged to the wrapped call's
 own stage, and the rest, which lands in the caller's stage (a wrapped caller, or "glue" at
 top level). Each stage loses its own calls' inner part and the outer part of the wrapped
@@ -31,10 +32,13 @@ signal level wake once per sample.
 Stages (us of CPU per sample):
 
 * ``DRDY wait``: the blocking wait for the next conversion and the wake-up (signal level:
-  the simulator's pacing sleep, the analogue of ``wait_for_edge``; adc level: the driver's
-  ``wait_for_edge`` on the simulated GPIO);
-* ``SPI transfer + decode``: ``Acquisition.read`` with the driver's ``read_continuous``
-  (bytes to codes) and the compiled post-processing (codes to units, saturation, gap and
+  the simulator's pacing sleep, the analogue of ``wait_for_edge``; adc level: the simulated
+  clock's sleep, ``SimClock.sleep_until_ns``, inside the fake GPIO's ``wait_for_edge``;
+  until 2026-11-26 the fake ``wait_for_edge`` as a whole, whose edge computation in Python
+  is the simulator's and now counted there, as in the replay);
+* ``SPI transfer + decode``: ``Acquisition.read`` with the driver's ``read_one`` (one row,
+  the default configuration) or ``read_continuous`` (bytes to codes) and the compiled
+  post-processing (``_post_one`` / ``_post_packed``: codes to units, saturation, gap and
   bit-error flags);
 * ``step + ring + latency (one compiled call)``: the default configuration's clean
   sample, :func:`edge.daemon.fastpath._sample` (stage into the ring, check, kernel,
@@ -45,7 +49,8 @@ Stages (us of CPU per sample):
   binary encoding (loop thread) plus the MQTT sender and paho threads; ``recording``: rows
   to the recorder's chunks plus its writer thread; ``health``: the supervisor thread;
 * ``glue``: the rest of the acquisition and loop threads (Python between the stages);
-* ``simulator``: the simulated ADS1256 (SPI bytes, DRDY level) and the simulated run's
+* ``simulator``: the simulated ADS1256 (SPI bytes, DRDY level, the fake GPIO's edge wait
+  around the clock's sleep) and the simulated run's
   duration limit (``LimitedAcquisition.read``), or the signal-level source, excluded from
   the daemon's total.
 """
@@ -112,10 +117,11 @@ class Accounting:
         setattr(obj, name, wrapped)
 
     @staticmethod
-    def overhead_ns(n: int = 500, k: int = 8) -> tuple[float, float]:
+    def overhead_ns(n: int = 500, k: int = 8, cold: bool = True) -> tuple[float, float]:
         """CPU ns a wrapper adds per call, measured as in the daemon at 1 kHz: after each
-        1 ms sleep, ``k`` calls in a row (about a sample's worth of wrapped calls at adc
-        level), wrapped and plain interleaved, medians. Returns ``(inside, outside)``: the
+        1 ms sleep (``cold``; else back to back, as in block reads), ``k`` calls in a row
+        (about a sample's worth of wrapped calls at adc level), wrapped and plain
+        interleaved, medians. Returns ``(inside, outside)``: the
         part charged to the wrapped call's own stage (between its two clock reads) and the
         rest, which lands in the caller's stage (:attr:`nested`)."""
         class Obj:
@@ -128,13 +134,14 @@ class Accounting:
         probe.wrap(o, "f", "probe")
         w = o.f
         d_plain, d_wrap, inside = [], [], []
+        pause = 0.001 if cold else 0.0
         for _ in range(n):
-            time.sleep(0.001)
+            time.sleep(pause)
             t0 = clock()
             for _ in range(k):
                 plain()
             d_plain.append(clock() - t0)
-            time.sleep(0.001)
+            time.sleep(pause)
             a0 = probe.ns["probe"]
             t0 = clock()
             for _ in range(k):
@@ -204,8 +211,10 @@ class Window:
     acquisition thread (start-up work such as the garbage-collector freeze, and the
     shutdown, are not per-sample costs)."""
 
-    def __init__(self, d, acc: Accounting, tcpu: ThreadCpu, skip_s: float = 0.5):
+    def __init__(self, d, acc: Accounting, tcpu: ThreadCpu, skip_s: float = 0.5,
+                 cold: bool = True):
         self.d, self.acc, self.tcpu, self.skip_s = d, acc, tcpu, skip_s
+        self.cold = cold  # the wrappers' cost after a wake-up (block 1) or back to back
         self.base = None
         self._t = threading.Thread(target=self._run, name="bench-window", daemon=True)
 
@@ -248,7 +257,8 @@ class Window:
         # the rest in its caller's stage (glue at top level): taken out of each
         nested = {k: v - self.nested0.get(k, 0) for k, v in self.nested1.items()}
         ncalls = {k: v - self.ncalls0.get(k, 0) for k, v in self.ncalls1.items()}
-        o_in, o_out = self.acc.overhead_ns() if any(ncalls.values()) else (0.0, 0.0)
+        o_in, o_out = (self.acc.overhead_ns(cold=self.cold) if any(ncalls.values())
+                       else (0.0, 0.0))
         wrap_us = 0.0
         for s in set(nested) | set(ncalls):
             us = (ncalls.get(s, 0) * o_in + nested.get(s, 0) * o_out) / 1e3 / max(n, 1)
@@ -307,7 +317,10 @@ def instrument(d, level: str) -> Accounting:
         for obj, name in ((a, "read"), (a, "_post_c"), (a, "_post1"), (adc, "read_continuous"),
                           (adc, "read_one")):
             acc.wrap(obj, name, "SPI transfer + decode")
-        acc.wrap(adc.gpio, "wait_for_edge", "DRDY wait")
+        # the blocking wait: the simulated clock's sleep (the analogue of the real edge
+        # wait); the fake GPIO's edge computation around it is the simulator's
+        acc.wrap(adc.gpio, "wait_for_edge", "simulator")
+        acc.wrap(adc.clock, "sleep_until_ns", "DRDY wait")
         # the simulated chip behind the ports: SPI bytes and the DRDY level
         for name in ("readbytes", "xfer2", "writebytes"):
             acc.wrap(adc.spi, name, "simulator")

@@ -261,6 +261,14 @@ class Acquisition:
         ------
         DrdyTimeout
             ``exc.n_read`` rows were filled (and post-processed) before the timeout.
+
+        Notes
+        -----
+        One row in continuous mode into C-contiguous arrays seen before (the daemon's
+        per-sample read into its ring slots) takes a shorter path with the same effect:
+        :meth:`~edge.hw.ads1256.ADS1256.read_one` (the same port calls as
+        ``read_continuous``) and one compiled call that decodes the three bytes and
+        post-processes the row (:func:`edge.hw.decode._post_one`).
         """
         ok = self._checked.get(id(out_values))
         if ok is None or ok[0] is not out_values or ok[1] is not out_t_ns \
