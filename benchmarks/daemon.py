@@ -149,7 +149,7 @@ def _cfg_dict(tmp: Path, rate: float, seconds: float, port, *, level="signal",
 def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **kw) -> dict:
     """One in-process daemon run; returns counts, latencies (us), CPU (% of a core);
     ``instrument``: per-stage CPU (:mod:`daemon_costs`) in ``stages``."""
-    read_path = kw.pop("read_path", "one-row")
+    read_path = kw.pop("read_path", "wire")
     hook = kw.pop("hook", None)  # called with the built daemon before it runs
     d_cfg = _cfg_dict(tmp, rate, seconds, port, **kw)
     cfg = config_from_dict(d_cfg)
@@ -174,7 +174,9 @@ def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **k
             win = costs.Window(d, acc, costs.ThreadCpu(), cold=kw.get("block", 1) == 1)
             win.tcpu.start()
             win.start()
-        if read_path == "general":  # the driver's read before the one-row path (comparison)
+        if read_path in ("one-row", "general"):  # the reads before (comparisons): no call
+            d._wire_read = None                  # from the driver's bytes (_sample_wire),
+        if read_path == "general":               # and not the one-row read either
             d.acq.acq._one = None
         if hook is not None:
             hook(d)
@@ -366,7 +368,7 @@ def main(argv=None):
                                             sel)
             rows += wake_floor.beside_costs(res, sel, sec, args.repeat, loadavg)
         if "ab" in only:
-            ab_rows = ab_read.section_ab(run_once, loadavg, tmp, port, 2 * sec + 1,
+            ab_rows = ab_read.section_ab(run_once, loadavg, tmp, port, 4 * sec + 1,
                                          args.repeat)
         print(f"\n# summary: median (min-max) of {args.repeat} runs; load {loadavg()}")
         print("| figure | goal | measured |")

@@ -42,7 +42,9 @@ Stages (us of CPU per sample):
   bit-error flags);
 * ``step + ring + latency (one compiled call)``: the default configuration's clean
   sample, :func:`edge.daemon.fastpath._sample` (stage into the ring, check, kernel,
-  alignment, the two latency stores, counters, publish);
+  alignment, the two latency stores, counters, publish); at adc level since 2026-11-26
+  :func:`edge.daemon.fastpath._sample_wire`, which also decodes and post-processes the
+  driver's bytes (what ``_post_one`` in "SPI transfer + decode" did);
 * ``estimate step``: the general path (``_process``: flags, faults, resets, the compiled
   block step); ``ring``: the ring's producer/consumer calls outside the compiled call;
 * ``latency``: the latency stores outside the compiled call; ``publish``: rows to the batch, JSON or
@@ -327,6 +329,10 @@ def instrument(d, level: str) -> Accounting:
         acc.wrap(adc.gpio, "input", "simulator")
         acc.wrap(adc.gpio.chip, "next_drdy_fall_ns", "simulator")
         a.bind()  # the one-row read takes the wrapped calls
+        if d._wire_read is not None:  # the daemon's read from the bytes (_sample_wire)
+            d._bind_wire()
+            acc.wrap(d, "_wire_read", "simulator")  # the simulated run's duration limit
+            acc.wrap(d, "_wire_fn", FUSED)
     return acc
 
 

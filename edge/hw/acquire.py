@@ -207,6 +207,18 @@ class Acquisition:
             self.adc.bind_ports()
             self._one = (self.adc.read_one, self._post1, self._codes, *self._ps.args)
 
+    def one_row(self) -> tuple | None:
+        """The one-row continuous read in two parts, for a caller that post-processes in its
+        own compiled call (the daemon, :func:`edge.daemon.fastpath._sample_wire`):
+        ``(read, post, codes, f8, i8)`` with ``read() -> (bytes, t_ns)``
+        (:meth:`~edge.hw.ads1256.ADS1256.read_one`), ``post`` the compiled
+        :func:`~edge.hw.decode._post_one` and its code buffer and state; None unless started
+        in continuous mode. Taken again after :meth:`bind`."""
+        if self._one is None:
+            return None
+        read_one, post1, codes, f8, i8 = self._one
+        return read_one, post1, codes, f8, i8
+
     def stop(self) -> None:
         """Leave RDATAC / stop cycling; CS released. ``start()`` again to resume."""
         if not self.started:
