@@ -29,8 +29,9 @@ printed with each section.
    ``benchmarks/daemon_memory.py``.
 5. **CPU per sample by stage**, simulator apart: see ``benchmarks/daemon_costs.py``; then
    the bare wake-up floor at 1 kHz beside it (``benchmarks/wake_floor.py``).
-6. **The driver's one-row read beside the read before it** (``--only ab``, not in the
-   default set), alternating within each run: see ``benchmarks/ab_read.py``.
+6. **The per-sample read paths at adc level side by side** (``--only ab``, not in the
+   default set): the driver's bytes into one compiled call, the one-row read, the read
+   before both, alternating within each run: see ``benchmarks/ab_read.py``.
 """
 
 from __future__ import annotations
