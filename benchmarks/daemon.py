@@ -29,6 +29,9 @@ printed with each section.
    ``benchmarks/daemon_memory.py``.
 5. **CPU per sample by stage**, simulator apart: see ``benchmarks/daemon_costs.py``; then
    the bare wake-up floor at 1 kHz beside it (``benchmarks/wake_floor.py``).
+6. **The per-sample read paths at adc level side by side** (``--only ab``, not in the
+   default set): the driver's bytes into one compiled call, the one-row read, the read
+   before both, alternating within each run: see ``benchmarks/ab_read.py``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import ab_read  # noqa: E402
 import daemon_costs as costs  # noqa: E402
 import daemon_memory as memory  # noqa: E402
 import wake_floor  # noqa: E402
@@ -146,6 +150,8 @@ def _cfg_dict(tmp: Path, rate: float, seconds: float, port, *, level="signal",
 def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **kw) -> dict:
     """One in-process daemon run; returns counts, latencies (us), CPU (% of a core);
     ``instrument``: per-stage CPU (:mod:`daemon_costs`) in ``stages``."""
+    read_path = kw.pop("read_path", "wire")
+    hook = kw.pop("hook", None)  # called with the built daemon before it runs
     d_cfg = _cfg_dict(tmp, rate, seconds, port, **kw)
     cfg = config_from_dict(d_cfg)
     old_switch = sys.getswitchinterval()
@@ -164,10 +170,17 @@ def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **k
             d.pub.start()
         win = None
         if instrument:  # per-stage CPU over the steady state (daemon_costs)
-            win = costs.Window(d, costs.instrument(d, kw.get("level", "signal")),
-                               costs.ThreadCpu())
+            acc = (costs.instrument(d, kw.get("level", "signal")) if instrument != "totals"
+                   else costs.Accounting())  # no wrapper: the threads' totals only
+            win = costs.Window(d, acc, costs.ThreadCpu(), cold=kw.get("block", 1) == 1)
             win.tcpu.start()
             win.start()
+        if read_path in ("one-row", "general"):  # the reads before (comparisons): no call
+            d._wire_read = None                  # from the driver's bytes (_sample_wire),
+        if read_path == "general":               # and not the one-row read either
+            d.acq.acq._one = None
+        if hook is not None:
+            hook(d)
         t0, p0 = time.monotonic(), time.process_time()
         code = d.run()
         wall = time.monotonic() - t0
@@ -296,7 +309,10 @@ def main(argv=None):
                     help="also measure memory with this interpreter (e.g. a base-only venv "
                          "/tmp/edge-venv/bin/python); repeatable")
     ap.add_argument("--only", default="floor,rate,latency,memory,costs",
-                    help="comma list of sections: floor, rate, latency, memory, costs")
+                    help="comma list of sections: floor, rate, latency, memory, costs, ab")
+    ap.add_argument("--configs", default="",
+                    help="costs: only the configurations whose label contains one of these "
+                         "comma-separated strings (e.g. '1 kHz')")
     ap.add_argument("--levels", default="signal,adc", help="latency levels: signal, adc")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -347,14 +363,22 @@ def main(argv=None):
                                              [sys.executable] + args.python, args.repeat,
                                              6.0 if args.quick else 10.0)
         if "costs" in only:
-            rows, res = costs.section_costs(run_once, loadavg, tmp, port, sec + 1, args.repeat)
-            rows += wake_floor.beside_costs(res, costs.CONFIGS, sec, args.repeat, loadavg)
+            sel = tuple(c for c in costs.CONFIGS if not args.configs
+                        or any(w in c[0] for w in args.configs.split(",")))
+            rows, res = costs.section_costs(run_once, loadavg, tmp, port, sec + 1, args.repeat,
+                                            sel)
+            rows += wake_floor.beside_costs(res, sel, sec, args.repeat, loadavg)
+        if "ab" in only:
+            ab_rows = ab_read.section_ab(run_once, loadavg, tmp, port, 4 * sec + 1,
+                                         args.repeat)
         print(f"\n# summary: median (min-max) of {args.repeat} runs; load {loadavg()}")
         print("| figure | goal | measured |")
         print("| --- | --- | --- |")
         print("\n".join(summary))
         if "costs" in only:
             print("\n" + "\n".join(rows))
+        if "ab" in only:
+            print("\n" + "\n".join(ab_rows))
     finally:
         if broker is not None:
             broker.terminate()

@@ -36,6 +36,7 @@ from edge.estimator.estimator import Estimator
 from edge.estimator.kernel import _process
 from edge.estimator.packed import _process_packed, _reset_packed
 from edge.flags import FLAG_GAP, FLAG_SATURATED
+from edge.hw.decode import _post_one
 
 _SAT_GAP = np.uint8(FLAG_SATURATED | FLAG_GAP)
 _GAP = np.uint8(FLAG_GAP)
@@ -244,3 +245,24 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     if head - i8[rs + TAIL] < cap:
         return head % cap
     return -1
+
+
+@njit(cache=True)
+def _sample_wire(b0, b1, b2, t, codes, pf8, pi8, f8, i8, u8, ef8, ei8,
+                 eu8):  # pragma: no cover - compiled
+    """The driver's one-row continuous read, from its three data bytes and DRDY time ``t``
+    [ns], decoded and post-processed into the ring's next slot as
+    :meth:`edge.hw.acquire.Acquisition.read` does (:func:`edge.hw.decode._post_one` with
+    the acquisition's code buffer ``codes`` and state ``pf8, pi8``; one channel), then
+    :func:`_sample`: all of a clean sample's work after the SPI read in one compiled call.
+    Returns what :func:`_sample` returns (-2: the row is in the slot, nothing else changed).
+    """
+    cap = i8[H_CAP]
+    nch = i8[H_NCH]
+    i = i8[i8[_OFF + RSTATE] + HEAD] % cap
+    vo = i8[_OFF + VALUES] + i * nch
+    to = i8[_OFF + T_NS] + i
+    fo = i8[_OFF + FLAGS] + i
+    _post_one(b0, b1, b2, t, codes, f8[vo:vo + nch].reshape((1, nch)), i8[to:to + 1],
+              u8[fo:fo + 1], pf8, pi8)
+    return _sample(f8, i8, u8, ef8, ei8, eu8)

@@ -16,7 +16,9 @@ Threads
   the sample becomes visible in the ring: no thread hand-over (GIL, condition variable,
   wake-up) lies between DRDY and the estimate. A clean sample (no gap, finite, no fault
   pending, not paused, Tikhonov estimator) takes one compiled call
-  (:func:`edge.daemon.fastpath._step`); anything else the general path below.
+  (:func:`edge.daemon.fastpath._sample`; with the ADS1256 in continuous mode the driver's
+  ``read_one`` and :func:`edge.daemon.fastpath._sample_wire`, which also decodes its bytes);
+  anything else the general path below.
 * **loop** (the calling thread, :meth:`Daemon.run`): with ``estimate_in = "loop"`` it takes
   up to ``[bundle] block`` samples from the ring, flags them, runs
   ``Estimator.process``; in both modes it hands raw samples and estimates to the recorder
@@ -158,6 +160,7 @@ class Daemon(SamplePath, StatusMixin):
         self._fast_args: tuple | None = None  # (edge.daemon.fastpath._step arguments)
         self._sample_args: tuple | None = None  # (edge.daemon.fastpath._sample arguments)
         self._sample_fn = None  # _sample's compiled entry point (edge.daemon.fastpath.direct)
+        self._wire_read = None  # the driver's one-row read (SamplePath._bind_wire) or None
         self._fast_ok = False  # see SamplePath._refresh_fast
         self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
         self.updates_locked: str | None = None  # reason update_model is refused (signature)
@@ -224,8 +227,13 @@ class Daemon(SamplePath, StatusMixin):
                         while ring.capacity - ring.available() < 1 and not stopped():
                             time.sleep(0.0005)
                     v, t, f = ring.write_span(read_max)
+                # the driver's bytes straight into one compiled call (_sample_wire)?
+                wire = self._wire_read if own and self._fast_ok else None
                 try:
-                    n = read(v, t, f)
+                    if wire is not None:
+                        b, tw = wire()
+                    else:
+                        n = read(v, t, f)
                 except BaseException as e:
                     if own:
                         ring._span_scratch = False
@@ -235,7 +243,16 @@ class Daemon(SamplePath, StatusMixin):
                             self._estimate_staged(k)
                         publish(k)
                     raise
-                if slots is not None and n == 1 and self._fast_ok \
+                if wire is not None:
+                    n = 1
+                    if not self._identify_due and not (pub is not None and pub.cmd_flag):
+                        i = self._wire_fn(b[0], b[1], b[2], tw, *self._wire_args)
+                        if i != -2:
+                            continue
+                    else:  # due meanwhile: the row into the slot, then the general path
+                        post, codes, pf8, pi8 = self._wire_post
+                        post(b[0], b[1], b[2], tw, codes, v, t, f, pf8, pi8)
+                elif slots is not None and n == 1 and self._fast_ok \
                         and (own or not ring._span_scratch) and not self._identify_due \
                         and not (pub is not None and pub.cmd_flag):
                     i = self._sample_fn(*self._sample_args)

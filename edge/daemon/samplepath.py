@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 from edge.daemon.commands import run_commands
-from edge.daemon.fastpath import (CLOCK_OK, _align, _sample, _step, direct, kernel_args,
-                                  packed_args)
+from edge.daemon.fastpath import (CLOCK_OK, _align, _sample, _sample_wire, _step, direct,
+                                  kernel_args, packed_args)
 from edge.flags import FLAG_GAP, FLAG_HELD
 
 log = logging.getLogger("vsense.loop")
@@ -47,7 +47,25 @@ class SamplePath:
             if ka is not None and CLOCK_OK:
                 self._sample_fn = direct(_sample, self._sample_args)
             self._fast_op = op
+            self._bind_wire()
         return self._fast_args
+
+    def _bind_wire(self) -> None:
+        """The driver's one-row read and the compiled call that finishes the sample from its
+        bytes (:func:`edge.daemon.fastpath._sample_wire`): ``_wire_read`` (None: the
+        acquisition has no one-row read, or more than one channel, or no compiled per-sample
+        call) and ``_wire_post, _wire_args, _wire_fn``. Taken again with the per-sample
+        call's arguments, and after the acquisition's calls were replaced (benchmarks)."""
+        get = getattr(self.acq, "one_row", None)
+        one = get() if get is not None and self.nch == 1 and self.read_max == 1 else None
+        if one is None or self._sample_args is None or not CLOCK_OK:
+            self._wire_read = None
+            return
+        read, post, codes, pf8, pi8 = one
+        self._wire_post = (post, codes, pf8, pi8)
+        self._wire_args = (codes, pf8, pi8, *self._sample_args)
+        self._wire_fn = direct(_sample_wire, (0, 0, 0, 0, *self._wire_args))
+        self._wire_read = read
 
     def _refresh_fast(self) -> None:
         """Whether the next clean sample may take the compiled per-sample call

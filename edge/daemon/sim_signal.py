@@ -229,5 +229,23 @@ class LimitedAcquisition:
         self.k += n
         return n
 
+    def one_row(self) -> tuple | None:
+        """The wrapped acquisition's :meth:`edge.hw.acquire.Acquisition.one_row` with its
+        ``read`` counted against the duration."""
+        get = getattr(self.acq, "one_row", None)
+        one = get() if get is not None else None
+        if one is None:
+            return None
+        read_one = one[0]
+
+        def read():
+            if self.total is not None and self.k >= self.total:
+                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
+            r = read_one()
+            self.k += 1
+            return r
+
+        return (read, *one[1:])
+
     def close(self) -> None:
         self.acq.close()

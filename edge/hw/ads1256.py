@@ -18,6 +18,7 @@ from edge.hw.ads1256_spec import (  # noqa: F401 (re-exported: the driver's publ
     _nearest_rate, code_from_bytes, codes_to_volts, input_index, lsb_volts, mux_byte,
     sign_extend_24,
 )
+from edge.hw.ads1256_rdatac import ContinuousReads
 from edge.hw.ports import Pins
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
     "lsb_volts", "mux_byte", "input_index",
 ]
 
-class ADS1256:
+class ADS1256(ContinuousReads):
     """ADS1256 over SPI with GPIO chip select, DRDY, RESET and SYNC/PDWN.
 
     Parameters
@@ -168,19 +169,26 @@ class ADS1256:
         if not checked and g.input(pin) == 0:
             return clock.monotonic_ns()
         if timeout_s is None:
-            slice_ms = self._slice_ms
-            if g.wait_for_edge(pin, g.FALLING, timeout=slice_ms) is not None:
+            if g.wait_for_edge(pin, g.FALLING, timeout=self._slice_ms) is not None:
                 return clock.monotonic_ns()
-            if g.input(pin) == 0:
-                self.stats["drdy_missed_edge"] += 1
-                return clock.monotonic_ns()
-            timeout = self.drdy_timeout_s
-            t0 = clock.monotonic_ns() - slice_ms * 1_000_000  # the first slice has passed
-        else:
-            timeout = timeout_s
-            t0 = clock.monotonic_ns()
-            slice_ms = max(1, min(int(timeout * 1e3), 20))
-        deadline = t0 + int(timeout * 1e9)
+            return self._drdy_after_slice(what)
+        timeout = timeout_s
+        t0 = clock.monotonic_ns()
+        return self._drdy_slices(t0 + int(timeout * 1e9), max(1, min(int(timeout * 1e3), 20)),
+                                 timeout, what)
+
+    def _drdy_after_slice(self, what: str = "data") -> int:
+        """The data wait after its first edge-wait slice ended without an edge."""
+        g, pin, clock = self.gpio, self.pins.drdy, self.clock
+        if g.input(pin) == 0:
+            self.stats["drdy_missed_edge"] += 1
+            return clock.monotonic_ns()
+        t0 = clock.monotonic_ns() - self._slice_ms * 1_000_000  # the first slice has passed
+        return self._drdy_slices(t0 + int(self.drdy_timeout_s * 1e9), self._slice_ms,
+                                 self.drdy_timeout_s, what)
+
+    def _drdy_slices(self, deadline: int, slice_ms: int, timeout: float, what: str) -> int:
+        g, pin, clock = self.gpio, self.pins.drdy, self.clock
         while True:
             left_ms = (deadline - clock.monotonic_ns()) * 1e-6
             if left_ms <= 0:
@@ -352,72 +360,6 @@ class ADS1256:
         finally:
             self._cs(False)
         return code_from_bytes(b)
-
-    # ------------------------------------------------------------------ continuous
-    def start_continuous(self) -> None:
-        """RDATAC (issued after DRDY falls, as the datasheet requires); CS stays low.
-
-        The conversion that made DRDY fall is skipped: at high rates there is no time left to
-        shift it out (RDATAC + t6 + 24 bits > 1/f_DATA at 30 kSPS and 1 MHz SCLK). The first
-        :meth:`read_continuous` sample is the next conversion.
-        """
-        self.wait_drdy(self.calibration_timeout_s(), "RDATAC start")
-        self._cs(True)
-        self._command([RDATAC], self.t11_long_ns)
-        self.continuous = True
-        self._rdatac_end = self._last_cmd_end
-        # wait for the *next* falling edge (DRDY is still low from the skipped conversion)
-        g, pin = self.gpio, self.pins.drdy
-        if g.wait_for_edge(pin, g.FALLING, timeout=max(1, math.ceil(
-                self.calibration_timeout_s() * 1e3))) is None:
-            self._cs(False)
-            self.continuous = False
-            raise DrdyTimeout(pin, self.calibration_timeout_s(), "first RDATAC conversion")
-
-    def read_continuous(self, out_codes, out_t_ns, n: int | None = None) -> int:
-        """Fill ``out_codes[:n]`` (int) and ``out_t_ns[:n]`` from RDATAC; returns n.
-
-        Raises :class:`DrdyTimeout` (``n_read`` = rows filled) when DRDY stays high.
-        """
-        if not self.continuous:
-            raise ADS1256Error("read_continuous: call start_continuous() first")
-        n = len(out_codes) if n is None else n
-        g, pin, spi, clock = self.gpio, self.pins.drdy, self.spi, self.clock
-        readbytes, ginput = spi.readbytes, g.input
-        first_wait = self._rdatac_end
-        for i in range(n):
-            if ginput(pin) == 0:
-                t = clock.monotonic_ns()
-            else:
-                try:
-                    t = self.wait_drdy(checked=True)
-                except DrdyTimeout as exc:
-                    exc.n_read = i
-                    raise
-            if first_wait:
-                # t6 after RDATAC before the first data read (later reads follow a DRDY)
-                self._wait_since(first_wait, self.t6_ns)
-                first_wait = 0
-                self._rdatac_end = 0
-            b = readbytes(3)
-            raw = (b[0] << 16) | (b[1] << 8) | b[2]
-            out_codes[i] = raw - 0x1000000 if raw & 0x800000 else raw
-            out_t_ns[i] = t
-        return n
-
-    def stop_continuous(self) -> None:
-        """SDATAC (after DRDY falls and before it rises again, per the datasheet); CS high."""
-        if not self.continuous:
-            return
-        try:
-            try:
-                self.wait_drdy(self.calibration_timeout_s(), "SDATAC")
-            except DrdyTimeout:
-                pass  # send SDATAC anyway: the chip may be wedged, do not lose the CS release
-            self._command([SDATAC], self.t11_short_ns)
-        finally:
-            self.continuous = False
-            self._cs(False)
 
     # ------------------------------------------------------------------ cycling
     def cycle_step(self, next_mux: int, next_adcon: int | None = None,

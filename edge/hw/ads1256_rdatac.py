@@ -1,0 +1,114 @@
+"""Continuous (RDATAC) reads of the ADS1256 driver, mixed into :class:`edge.hw.ads1256.ADS1256`.
+
+RDATAC is issued after DRDY falls and keeps CS low; each conversion is then shifted out as
+three bytes after its DRDY falls (no command), until SDATAC. Per sample the driver reads the
+DRDY level, waits for the falling edge when it is high, reads the clock and clocks three
+bytes: :meth:`ContinuousReads.read_continuous` for a block of rows,
+:meth:`ContinuousReads.read_one` for the per-sample read (the same port calls, with the port
+methods bound once).
+"""
+
+from __future__ import annotations
+
+import math
+
+from edge.hw.ads1256_spec import RDATAC, SDATAC, ADS1256Error, DrdyTimeout
+
+
+class ContinuousReads:
+    """RDATAC mode; the port, timing and DRDY-wait attributes are the driver's
+    (:class:`edge.hw.ads1256.ADS1256`)."""
+
+    def start_continuous(self) -> None:
+        """RDATAC (issued after DRDY falls, as the datasheet requires); CS stays low.
+
+        The conversion that made DRDY fall is skipped: at high rates there is no time left to
+        shift it out (RDATAC + t6 + 24 bits > 1/f_DATA at 30 kSPS and 1 MHz SCLK). The first
+        :meth:`read_continuous` sample is the next conversion.
+        """
+        self.wait_drdy(self.calibration_timeout_s(), "RDATAC start")
+        self._cs(True)
+        self._command([RDATAC], self.t11_long_ns)
+        self.continuous = True
+        self._rdatac_end = self._last_cmd_end
+        self.bind_ports()
+        # wait for the *next* falling edge (DRDY is still low from the skipped conversion)
+        g, pin = self.gpio, self.pins.drdy
+        if g.wait_for_edge(pin, g.FALLING, timeout=max(1, math.ceil(
+                self.calibration_timeout_s() * 1e3))) is None:
+            self._cs(False)
+            self.continuous = False
+            raise DrdyTimeout(pin, self.calibration_timeout_s(), "first RDATAC conversion")
+
+    def read_continuous(self, out_codes, out_t_ns, n: int | None = None) -> int:
+        """Fill ``out_codes[:n]`` (int) and ``out_t_ns[:n]`` from RDATAC; returns n.
+
+        Raises :class:`DrdyTimeout` (``n_read`` = rows filled) when DRDY stays high.
+        """
+        if not self.continuous:
+            raise ADS1256Error("read_continuous: call start_continuous() first")
+        n = len(out_codes) if n is None else n
+        g, pin, spi, clock = self.gpio, self.pins.drdy, self.spi, self.clock
+        readbytes, ginput = spi.readbytes, g.input
+        first_wait = self._rdatac_end
+        for i in range(n):
+            if ginput(pin) == 0:
+                t = clock.monotonic_ns()
+            else:
+                try:
+                    t = self.wait_drdy(checked=True)
+                except DrdyTimeout as exc:
+                    exc.n_read = i
+                    raise
+            if first_wait:
+                # t6 after RDATAC before the first data read (later reads follow a DRDY)
+                self._wait_since(first_wait, self.t6_ns)
+                first_wait = 0
+                self._rdatac_end = 0
+            b = readbytes(3)
+            raw = (b[0] << 16) | (b[1] << 8) | b[2]
+            out_codes[i] = raw - 0x1000000 if raw & 0x800000 else raw
+            out_t_ns[i] = t
+        return n
+
+    def bind_ports(self) -> None:
+        """Take the port methods :meth:`read_one` calls (done by :meth:`start_continuous`;
+        again after replacing a port's method, as the benchmarks' instrumentation does)."""
+        g = self.gpio
+        self._ports = (g.input, g.wait_for_edge, g.FALLING, self.pins.drdy,
+                       self.clock.monotonic_ns, self.spi.readbytes, self._slice_ms)
+
+    def read_one(self) -> tuple[list[int], int]:
+        """One RDATAC conversion: ``(b, t_ns)``, its three data bytes (MSB first) and DRDY
+        time [ns] (the signed code is :func:`code_from_bytes` of ``b``).
+
+        The per-sample read of :meth:`edge.hw.acquire.Acquisition.read`: the same port calls
+        in the same order as :meth:`read_continuous` for one row (DRDY level, first edge-wait
+        slice, clock, three bytes), with the port methods bound once (:meth:`bind_ports`).
+        Raises :class:`DrdyTimeout` like :meth:`wait_drdy`.
+        """
+        if not self.continuous:
+            raise ADS1256Error("read_one: call start_continuous() first")
+        ginput, wait_edge, falling, pin, now, readbytes, slice_ms = self._ports
+        if ginput(pin) == 0 or wait_edge(pin, falling, timeout=slice_ms) is not None:
+            t = now()
+        else:
+            t = self._drdy_after_slice()
+        if self._rdatac_end:  # t6 after RDATAC before the first data read
+            self._wait_since(self._rdatac_end, self.t6_ns)
+            self._rdatac_end = 0
+        return readbytes(3), t
+
+    def stop_continuous(self) -> None:
+        """SDATAC (after DRDY falls and before it rises again, per the datasheet); CS high."""
+        if not self.continuous:
+            return
+        try:
+            try:
+                self.wait_drdy(self.calibration_timeout_s(), "SDATAC")
+            except DrdyTimeout:
+                pass  # send SDATAC anyway: the chip may be wedged, do not lose the CS release
+            self._command([SDATAC], self.t11_short_ns)
+        finally:
+            self.continuous = False
+            self._cs(False)
