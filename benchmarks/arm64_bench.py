@@ -211,7 +211,7 @@ def cmd_insn(a) -> int:
                 _configs(), ("daemon 1 kHz signal, default config",
                              "daemon 1 kHz adc, default config (simulator included)")):
             first = PHASES[name][0]
-            costs.Window = lambda dm, acc, tcpu, f=first, k=name: _MarkWindow(dm, f, ph, k)
+            costs.Window = lambda dm, acc, tcpu, f=first, k=name, **kw: _MarkWindow(dm, f, ph, k)
             costs.instrument = lambda dm, lv: None
             r = daemon.run_once(d, rate, a.seconds + 1, a.port, instrument=True, level=level,
                                 block=block, read_max=block, estimate_in=where, tag="insn")
