@@ -207,9 +207,12 @@ def cmd_insn(a) -> int:
 
     saved = costs.Window, costs.instrument
     try:
+        defaults = {c[0]: c[:5] for c in _configs()}  # the two default configurations
         for (label, level, rate, block, where), name in zip(
-                _configs(), ("daemon 1 kHz signal, default config",
-                             "daemon 1 kHz adc, default config (simulator included)")):
+                (defaults["1 kHz signal, default config"],
+                 defaults["1 kHz adc, default config"]),
+                ("daemon 1 kHz signal, default config",
+                 "daemon 1 kHz adc, default config (simulator included)")):
             first = PHASES[name][0]
             costs.Window = lambda dm, acc, tcpu, f=first, k=name, **kw: _MarkWindow(dm, f, ph, k)
             costs.instrument = lambda dm, lv: None
