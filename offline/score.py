@@ -206,8 +206,8 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
     if not (np.isfinite(skip) and skip >= 0):
         raise ScoreError(f"skip must be a number of seconds >= 0, got {skip!r}")
     start = te < te[0] + skip - tol
-    skip = warm | nan | start
-    keep_idx = np.flatnonzero(~skip)
+    left_out = warm | nan | start
+    keep_idx = np.flatnonzero(~left_out)
     table = ScoreTable(output_csv=out_csv, truth_csv=tru_csv, dt=dt, n_rows=len(E),
                        n_warmup=int(warm.sum()), n_nan=int((nan & ~warm).sum()),
                        n_start=int((start & ~warm & ~nan).sum()))
@@ -216,7 +216,7 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
                          f"{table.n_warmup} warm-up, {table.n_nan} NaN and {table.n_start} "
                          "start rows")
     lo, hi = keep_idx[0], keep_idx[-1] + 1
-    seg_skip = skip[lo:hi]
+    seg_skip = left_out[lo:hi]
     Es = np.where(seg_skip[:, None], 0.0, Ee[lo:hi])
     Ts = np.where(seg_skip[:, None], 0.0, Tt[lo:hi])
     table.n_used = int(keep_idx.size)

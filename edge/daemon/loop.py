@@ -76,7 +76,7 @@ from edge.daemon.fastpath import CLOCK_OK
 from edge.daemon.samplepath import SamplePath
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_HARDWARE, EXIT_INTERNAL, EXIT_OK
 from edge.daemon.faults import FaultTracker
-from edge.daemon.health import CpuMeter, LatencyStats, drdy_offset_ns
+from edge.daemon.health import CpuMeter, LatencyStats, RowRate, drdy_offset_ns
 from edge.daemon.raw import RawPublisher
 from edge.daemon.ring import Ring
 from edge.daemon.status import StatusMixin
@@ -122,6 +122,9 @@ class Daemon(SamplePath, StatusMixin):
         self.names = [c["name"] for c in ch]
         self.nch = len(ch)
         self.rate = 1.0 / estimator.bundle.dt
+        # the rate the samples really arrive at, against 1/dt (StatusMixin._row_rate)
+        self.row_rate = RowRate(self.rate, cfg["faults"]["rate_tolerance"],
+                                cfg["mqtt"]["health_interval_s"])
         loop = cfg["loop"]
         self.block = cfg["bundle"]["block"]
         self.read_max = loop["read_max"]

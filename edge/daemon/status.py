@@ -114,10 +114,7 @@ class StatusMixin:
     def _row_rate(self) -> RowRate:
         """The delivered sample rate (:class:`edge.daemon.health.RowRate`), updated with the
         newest sample in the ring (supervisor thread; the producer only appends)."""
-        rr = getattr(self, "_rowrate", None)
-        if rr is None:
-            rr = self._rowrate = RowRate(self.rate, self.cfg["faults"]["rate_tolerance"],
-                                         self.cfg["mqtt"]["health_interval_s"])
+        rr = self.row_rate
         r = self.ring
         h = r.head
         if h > 0:

@@ -25,9 +25,10 @@ import numpy as np
 from edge.compiled import direct
 from edge.hw.decode import COUNTS, LAST_T, N_REF, PostState, _post_one, _post_packed
 from edge.hw.ads1256 import (
-    ADS1256, CODE_MAX, CODE_MIN, CYCLING_THROUGHPUT_HZ, PGA_CODES, DrdyTimeout, _nearest_rate,
-    input_index, lsb_volts, mux_byte,
+    ADS1256, CODE_MAX, CODE_MIN, PGA_CODES, DrdyTimeout, _nearest_rate, input_index, lsb_volts,
+    mux_byte,
 )
+from edge.hw.ads1256_spec import row_rates
 
 __all__ = ["Channel", "Acquisition"]
 
@@ -177,10 +178,9 @@ class Acquisition:
 
     @property
     def nominal_rate(self) -> float:
-        """Rows per second: ``rate`` (continuous) or Table 14 throughput / n_channels."""
-        if self.mode == "continuous":
-            return self.rate
-        return CYCLING_THROUGHPUT_HZ[self.rate] / self.nch
+        """Rows per second: ``rate`` (continuous) or Table 14 throughput / n_channels
+        (:func:`edge.hw.ads1256_spec.row_rates`)."""
+        return row_rates(self.nch, self.mode)[self.rate]
 
     def start(self) -> None:
         """Reset, check the chip ID, configure, calibrate, start conversions."""
@@ -214,10 +214,7 @@ class Acquisition:
         (:meth:`~edge.hw.ads1256.ADS1256.read_one`), ``post`` the compiled
         :func:`~edge.hw.decode._post_one` and its code buffer and state; None unless started
         in continuous mode. Taken again after :meth:`bind`."""
-        if self._one is None:
-            return None
-        read_one, post1, codes, f8, i8 = self._one
-        return read_one, post1, codes, f8, i8
+        return self._one
 
     def stop(self) -> None:
         """Leave RDATAC / stop cycling; CS released. ``start()`` again to resume."""

@@ -64,6 +64,8 @@ CYCLING_THROUGHPUT_HZ = {
     1000.0: 837.0, 500.0: 456.0, 100.0: 98.0, 60.0: 59.0, 50.0: 50.0, 30.0: 30.0, 25.0: 25.0,
     15.0: 15.0, 10.0: 10.0, 5.0: 5.0, 2.5: 2.5,
 }
+
+
 def row_rates(n_channels: int, mode: str = "cycle") -> dict[float, float]:
     """Rows per second for every data rate: ``{drate [SPS]: rows/s}``, fastest first.
 
