@@ -235,10 +235,10 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None):
             if b.method == "smoother":
                 sb = b
             else:
-                from offline.selection import _force_models
+                from offline.load.declared import declared_force_models
                 from offline.smoother import attach_smoother, design_smoother
 
-                fms = _force_models(spec, b.rate)(best["order"])
+                fms = declared_force_models(spec, b.rate)
                 sb = attach_smoother(tik, design_smoother(tik, fms, best["delay"],
                                                           best["model_error"]),
                                      fms, best["model_error"])

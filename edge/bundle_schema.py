@@ -6,7 +6,10 @@ docs/ARCHITECTURE.md (a test keeps that page equal to it).
 
 Versions: 1 Tikhonov only; 2 adds the smoother (``kf_*``, ``meta["estimator"]``); 3 moves
 ``discretization`` and ``regularization`` from meta (where 1 and 2 kept them, with defaults)
-into their own fields, so an older edge refuses a bundle whose mathematics it would get wrong.
+into their own fields, so an older edge refuses a bundle whose mathematics it would get wrong;
+4 adds the smoother's load-level tracking (``kf_level_*``: gains for a grid of load levels,
+switched on the device from the innovations) and the lower model-check threshold
+(``kf_nis_threshold_low``), both optional.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from edge import DOF_NAMES, __version__
 from edge.archive import max_bundle_bytes
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
 
@@ -99,8 +102,21 @@ band_gain      | f | (nb,)        | 2 | model-check band gains
 band_threshold | f | (nb,)        | 2 | model-check band thresholds
 band_hz        | f | (nb, 2)      | 2 | model-check band edges [Hz]
 """)
+#: Optional smoother arrays (schema >= 4): the load-level grid (nl levels) and the lower
+#: model-check threshold. A smoother bundle without them runs at its design level and flags
+#: only too large innovations.
+KF_OPTIONAL = _table("""
+nis_threshold_low | f | ()                | 4 | model check lower threshold (too small innovations)
+level_grid        | f | (nl,)             | 4 | load levels: factors of the designed force RMS, increasing
+level_K           | f | (nl, ns, nch)     | 4 | filter gain at each level
+level_G           | f | (nl, L, nq, nch)  | 4 | fixed-lag gains at each level
+level_Sinv        | f | (nl, nch, nch)    | 4 | inverse innovation covariance at each level
+level_Wt          | f | (nl, nch, nch)    | 4 | innovation whitening at each level
+level_std         | f | (nl, nq)          | 4 | standard deviation of each force and output at each level
+level_nis         | f | (nl, nl)          | 4 | tr(S_a^-1 S_b) / nch: mean NIS at level a when the load is at level b
+""")
 #: ``{name: ndim}`` of the smoother arrays (without the ``kf_`` prefix)
-KF_FIELDS = {f.name: f.ndim for f in KF_ARRAYS}
+KF_FIELDS = {f.name: f.ndim for f in KF_ARRAYS + KF_OPTIONAL}
 #: Optional arrays stored as ``x_<name>`` (covered by the hash).
 EXTRAS_DOC = "extras: inverse maps (ONNX bytes), parametric parts, ... (`Bundle.extras`)"
 
@@ -119,6 +135,9 @@ def field_table() -> str:
     for f in KF_ARRAYS:
         rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                     f"smoother only: {f.doc} |")
+    for f in KF_OPTIONAL:
+        rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
+                    f"smoother, optional: {f.doc} |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
     return "\n".join(rows) + "\n"
 
@@ -327,3 +346,40 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
         fail("kf_nis_threshold", "must be > 0")
     if np.any(a["kf_band_gain"] <= 0) or np.any(a["kf_band_threshold"] <= 0):
         fail("kf_band_gain", "band gains and thresholds must be > 0")
+    _validate_kf_levels(a, version, ns, nch, nq, lag, fail)
+
+
+def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: int,
+                        fail) -> None:
+    """The optional ``kf_*`` arrays of schema 4 (all or none of the ``level_*``)."""
+    opt = [f for f in KF_OPTIONAL if f"kf_{f.name}" in a]
+    if opt and version < 4:
+        fail(f"kf_{opt[0].name}", "needs schema 4")
+    for f in opt:
+        arr = np.asarray(a[f"kf_{f.name}"])
+        if arr.ndim != f.ndim or arr.dtype.kind not in f.dtype:
+            fail(f"kf_{f.name}", f"dtype {arr.dtype}, {arr.ndim} dimensions (expected {f.ndim})")
+        if not np.all(np.isfinite(arr)):
+            fail(f"kf_{f.name}", "contains NaN or inf")
+    if "kf_nis_threshold_low" in a and not (
+            0.0 <= float(a["kf_nis_threshold_low"]) < float(a["kf_nis_threshold"])):
+        fail("kf_nis_threshold_low", "must be >= 0 and below kf_nis_threshold")
+    levels = [f.name for f in KF_OPTIONAL if f.name.startswith("level_")]
+    have = [n for n in levels if f"kf_{n}" in a]
+    if not have:
+        return
+    if len(have) != len(levels):
+        fail(f"kf_{sorted(set(levels) - set(have))[0]}", "missing (the level_* arrays come "
+             "together)")
+    grid = np.asarray(a["kf_level_grid"], dtype=float)
+    nl = grid.size
+    if nl < 1 or np.any(grid <= 0) or np.any(np.diff(grid) <= 0):
+        fail("kf_level_grid", "must be positive and increasing")
+    shapes = {"level_K": (nl, ns, nch), "level_G": (nl, lag + 1, nq, nch),
+              "level_Sinv": (nl, nch, nch), "level_Wt": (nl, nch, nch), "level_std": (nl, nq),
+              "level_nis": (nl, nl)}
+    for name, shape in shapes.items():
+        if a[f"kf_{name}"].shape != shape:
+            fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
+    if np.any(a["kf_level_std"] < 0) or np.any(a["kf_level_nis"] <= 0):
+        fail("kf_level_std", "standard deviations must be >= 0 and NIS ratios > 0")

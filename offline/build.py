@@ -37,14 +37,16 @@ from edge.estimator import EstimatorError, derive_operator
 from offline._deps import need
 from offline.calibration_runs import calibration_runs
 from offline.inverse.pipeline import attach
-from offline.limit.model import model_limit
+from offline.limit.model import model_limit, noise_std
+from offline.load import declared_load_model, learn_load, read_records
+from offline.load.plots import plot_spectra, plot_whiteness
 from offline.limit.transfer import modal_model
 from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
 from offline.selection import select
-from offline.smoother import smoother_from_spec
+from offline.smoother import smoother_from_spec, with_load_levels
 
 
 @dataclass
@@ -58,6 +60,7 @@ class BuildResult:
     timings: dict = field(default_factory=dict)
     full_dofs: dict = field(default_factory=dict)
     reduced: ReducedModel | None = None  # step 2 (offline.reduced): model, reduction, signals
+    load_fit: object = None  # the load model learned from records (offline.load.LoadFit)
 
     def summary(self) -> str:
         b = self.bundle
@@ -101,6 +104,12 @@ class BuildResult:
                 errs = ", ".join(f"{p} {100 * v:.2f} %" for p, v in zip(mm["names"], mu))
                 lines.append(f"  inverse map {name} ({mm['kind']}, {len(mm['names'])} parameters, "
                              f"features {mm['features']['kind']}): test mean |eps| {errs}")  # end
+        lm = b.meta.get("load_model") or {}
+        for w in lm.get("info", {}).get("warnings", []):
+            lines.append(f"  WARNING: {w}")
+        if self.load_fit is not None:
+            lines.append("  " + self.load_fit.summary(
+                [f.name for f in b.forces], [c.name for c in b.channels]).replace("\n", "\n  "))
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
 
@@ -149,13 +158,30 @@ def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bun
                           "eig_error": red.report.eig_error})
 
 
-def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True):
+def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True):
+    """The load model of ``records`` (paths; :func:`offline.load.learn_load`), the model
+    file's declaration its prior. Returns ``(LoadFit, LoadModel)``, ``(None, None)``
+    without records."""
+    if not records:
+        return None, None
+    names = [c.name for c in bundle.channels]
+    Ys = read_records(records, names, bundle.dt)
+    prior = declared_load_model(spec, bundle.rate, noise_std=noise_std(spec, mm, bundle.dt))
+    say = (lambda s: print(f"load model: {s}", flush=True)) if progress else None
+    fit = learn_load(mm, Ys, bundle.dt, prior, [c.kind for c in bundle.channels],
+                     progress=say)
+    return fit, fit.model
+
+
+def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
+              load_model=None):
     """Step 3: the honest calibration runs and the channel weights.
 
     The FULL model, integrated exactly mode by mode (not the estimator's reduced step), under
     the ``[calibration]`` load(s) with the sensors' noise (:mod:`offline.calibration_runs`).
     Sets ``weight = 1 / sigma^2`` on ``bundle.channels`` (sigma: the mean noise std of the
-    runs, per channel).
+    runs, per channel). ``load_model``: a load model learned from records
+    (:mod:`offline.load`) drives the runs instead of the ``[calibration]`` loads.
 
     Returns
     -------
@@ -164,9 +190,10 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True):
         Modes and residual flexibility of the full model at the signals' DOFs
         (:func:`offline.limit.transfer.modal_model`), shared with the accuracy limit.
     """
-    mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
+    if mm is None:
+        mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
     runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
-                            bundle.dt, mm=mm, progress=progress)
+                            bundle.dt, mm=mm, progress=progress, load_model=load_model)
     sigma = np.mean([r.sigma for r in runs], axis=0)
     for c, sg in zip(bundle.channels, sigma):
         c.weight = float(1.0 / sg ** 2)
@@ -175,7 +202,7 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True):
 
 def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True,
           report_dir=None, n_modes=None, maps=True, maps_cache=None,
-          limit=True) -> BuildResult:
+          limit=True, records=None) -> BuildResult:
     """Build the bundle of a model file (see module docstring). Returns a BuildResult.
 
     ``alpha``: a value or rule overriding ``[estimator] alpha``; ``alpha_rule`` overrides both
@@ -184,7 +211,10 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     ``maps``: train and attach the inverse maps when the model file has ``[[parameters]]``
     (step 6, :func:`attach_inverse_maps`); ``maps_cache``: directory for the cached training
     windows (default :func:`default_maps_cache`); ``limit``: compute the MMSE accuracy limit
-    (:mod:`offline.limit`) for the report. ``model_path`` may also be a validated
+    (:mod:`offline.limit`) for the report. ``records``: paths of records of the structure in
+    operation (time and sensor columns): the load and noise model is learned from them
+    (:mod:`offline.load`) and drives the calibration runs, the estimator choice, its gains
+    and its stated std, and the limit. ``model_path`` may also be a validated
     :class:`~offline.model.ModelSpec` (e.g. an edited copy, :func:`offline.model.spec_from_dict`).
     """
     timings = {}
@@ -210,7 +240,12 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
 
     # step 3: honest calibration runs, weights 1/sigma^2; step 4: estimator, window and alpha
     t2 = time.perf_counter()
-    runs, mm = calibrate(rm, bundle, progress)
+    mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
+    load_fit, load_model = learn_from_records(spec, mm, bundle, records, progress)
+    if load_fit is not None:
+        timings["load model"] = time.perf_counter() - t2
+    t2 = time.perf_counter()
+    runs, mm = calibrate(rm, bundle, progress, mm=mm, load_model=load_model)
     levels = np.array([max(s.noise, 1e-4) for s in spec.sensors])
     choice = None
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
@@ -221,7 +256,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     reference = None
     if limit:
         t4 = time.perf_counter()
-        lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm, exact=False)
+        lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm, exact=False,
+                          loads=load_model)
         meta["limit"] = lim.as_dict()
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
         timings["accuracy limit"] = time.perf_counter() - t4
@@ -233,7 +269,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         meta["alpha_method"] = "none (smoother)"
     else:
         sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
-                     progress=progress, reference=reference, spec=spec)
+                     progress=progress, reference=reference, spec=spec,
+                     load_model=load_model)
         chosen_bundle = sel.pop("_bundle", None)  # a candidate that makes its own bundle
         meta["selection"] = sel
         L = int(sel["best"]["window"])
@@ -278,7 +315,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if chosen_bundle is not None:  # the automatic choice designed it (offline/selection.py)
         bundle = chosen_bundle.replace(meta={**meta, "estimator": chosen_bundle.meta["estimator"]})
     elif smoother:
-        bundle = smoother_from_spec(bundle, spec, est_spec)  # kf_* gains, meta["estimator"]
+        # kf_* gains, meta["estimator"]
+        bundle = smoother_from_spec(bundle, spec, est_spec, load_model=load_model)
     if choice is not None:
         bundle.extras.update({"lcurve_alphas": choice.alphas,
                               "lcurve_residual": choice.residual_norm,
@@ -290,11 +328,20 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                                      reduced=rm)
         timings["inverse maps"] = time.perf_counter() - t3
     # --- inverse maps: end ---------------------------------------------------------------
+    if bundle.method == "smoother":  # gains for the device to follow the load's level
+        t5 = time.perf_counter()
+        # a noise declared relative to the signal is tied to the load's size
+        relative = load_model is None and all(getattr(s, "noise_std", None) is None
+                                              for s in spec.sensors)
+        bundle = with_load_levels(bundle, scale_noise=relative)
+        timings["load levels"] = time.perf_counter() - t5
+    bundle.meta["load_model"] = (load_model if load_model is not None else
+                                 declared_load_model(spec, bundle.rate)).as_meta()
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
                       timings=timings,
                       full_dofs={"channels": chan_dofs, "forces": force_dofs,
-                                 "outputs": out_dofs}, reduced=rm)
+                                 "outputs": out_dofs}, reduced=rm, load_fit=load_fit)
     if report_dir is not None:
         write_build_report(res, report_dir)
     return res
@@ -359,6 +406,11 @@ def write_build_report(res: BuildResult, report_dir) -> Path:
         res.choice.plot(d / "lcurve.png")
     if "selection" in res.bundle.meta:
         plot_selection(res.bundle.meta["selection"], d / "selection.png", res.bundle.dt)
+    if res.load_fit is not None:  # declared vs learned spectra, innovations on the record
+        b = res.bundle
+        plot_spectra(res.load_fit, [f.name for f in b.forces], d / "load_spectra.png")
+        if b.method == "smoother":
+            plot_whiteness(b, res.load_fit.info["data"][0], d / "innovations.png")
     (d / "build_summary.txt").write_text(res.summary() + "\n\n" + res.reduction.report.format()
                                          + "\n")
     (d / "build_meta.json").write_text(json.dumps(res.bundle.meta, indent=2, default=float))

@@ -109,12 +109,16 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
 
 def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
                      seeds=None, oversample: int = 10, n_modes: int = 80, mm=None,
-                     noise=None, progress: bool = False) -> list[CalRun]:
+                     noise=None, progress: bool = False, load_model=None) -> list[CalRun]:
     """Honest calibration runs of a model file (module docstring), one per seed.
 
     The noise std of each channel is ``level * std(y)`` with the STATIONARY std of the
     response (:func:`offline.limit.model.noise_std`; ``noise`` overrides the levels), the
     same in every run, as a sensor's noise is.
+
+    ``load_model``: an :class:`offline.load.LoadModel` (e.g. learned from records) instead of
+    the ``[calibration]`` loads: the forces are drawn jointly from its spectra (seed ``seed``)
+    and the noise is its absolute ``noise_std`` where it has one.
     """
     cal = spec.calibration
     warmup = float(getattr(cal, "warmup", 1.0)) if cal else 1.0
@@ -130,12 +134,17 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     dtf = dt / oversample
     nt = (ns - 1) * oversample + 1
     tf = np.arange(nt) * dtf
-    sigma = noise_std(spec, mm, dt, noise=noise)
+    if load_model is not None and load_model.noise_std is not None:
+        sigma = np.asarray(load_model.noise_std, dtype=float)
+    else:
+        sigma = noise_std(spec, mm, dt, noise=noise, loads=load_model)
     nch = len(spec.sensors)
     runs = []
     for seed in _progress(seeds, desc="calibration runs (full model)", enable=progress):
         Ff = np.zeros((nt, len(spec.forces)))
-        for i, f in enumerate(spec.forces):
+        if load_model is not None:
+            Ff = load_model.sample(tf, seed)
+        for i, f in enumerate(spec.forces if load_model is None else ()):
             sc = float(getattr(f, "scale", 1.0))
             if cal is None:
                 Ff[:, i] = sc * load_profile("random", tf, band=(1.0, 0.4 / dt), rms=1.0,

@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="override [estimator].alpha (number or rule)")
     b.add_argument("--window", type=_window, default=None,
                    help="override [estimator].window: samples L >= 1, or 'auto'")
+    b.add_argument("--record", action="append", default=None, metavar="RUN.csv",
+                   help="a record of the structure in operation (time and one column per "
+                        "[[sensors]] entry, the forces unknown; repeat for several): each "
+                        "force's spectrum and level and each sensor's noise are learned from "
+                        "it, the model file's declaration the prior (docs/load.md)")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     # inverse maps (docs/inverse.md "Build")
     b.add_argument("--no-maps", action="store_true",
@@ -161,7 +166,8 @@ def main(argv=None) -> int:
 
             res = build(args.model, alpha=args.alpha, window=args.window,
                         progress=not args.quiet, report_dir=args.report,
-                        maps=not args.no_maps, maps_cache=args.maps_cache)
+                        maps=not args.no_maps, maps_cache=args.maps_cache,
+                        records=args.record)
             res.bundle.save(args.out)
             print(res.summary())
             print(res.reduction.report.format())

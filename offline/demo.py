@@ -3,7 +3,9 @@
 ``bash examples/demo.sh [--short] [--out DIR]`` (or ``python -m offline.demo``) runs:
 
 1. **build** the bundle of ``examples/paper_cantilever.toml`` (paper 004, Sect. 5: GMR+ to
-   21 masters + 50 modes, L-curve alpha), with the build report (eigenvalue error, L-curve);
+   21 masters + 50 modes), learning the load and the laser's noise from a separate record of
+   the rig in operation (``build --record``: another realisation of the same load, the force
+   unknown), with the build report;
 2. **truth**: the *full* 5,610-DOF FE model (:func:`offline.simulate.simulate_model`, exact
    modal superposition with static correction on ``oversample`` sub-steps per sample) under a band-limited random force at 110 mm
    (paper Table 9: 5-160 Hz) gives the laser signal at 110 mm with 1 % noise (eq. 28), the
@@ -47,6 +49,8 @@ from edge.monitor import DeviceSubscriber, DeviceView
 from offline.broker import find_or_start_broker
 from offline.build import build
 from offline.metrics import fde
+from offline.limit.model import model_limit
+from offline.limit.transfer import ForceSpectrum
 from offline.report import limit_at, nrmse_full_band, write_demo_report
 from offline.simulate import simulate_model, write_csv
 
@@ -66,6 +70,7 @@ class DemoSettings:
     rms : float               random force RMS [N]
     noise : float             laser noise std relative to the signal std (eq. 28)
     oversample : int          full-model sub-steps per sample (truth; load resolution)
+    learn : bool              learn the load from a separate record (``build --record``)
     level : "signal" | "adc"  simulated ADC level (``[simulate] level``)
     broker : "auto" | "existing" | "mosquitto" | "amqtt"
     """
@@ -79,6 +84,7 @@ class DemoSettings:
     noise: float = 0.01
     oversample: int | None = None
     seed: int = 1
+    learn: bool = True
     level: str = "signal"
     broker: str = "auto"
     device: str = DEVICE
@@ -118,12 +124,12 @@ def _say(msg: str) -> None:
 
 # ---------------------------------------------------------------------- steps
 def simulate_truth(model: str, band, rms: float, duration: float, noise: float,
-                   oversample: int, seed: int, progress: bool = False):
+                   oversample: int, seed: int, progress: bool = False, warmup: float = 0.0):
     """Full-model truth (top level so it can run in a worker process)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     return simulate_model(model, {"type": "random", "band": tuple(band), "rms": rms},
                           duration, noise=noise, oversample=oversample, seed=seed,
-                          progress=progress)
+                          progress=progress, warmup=warmup)
 
 
 def edge_config(s: DemoSettings, bundle_path: Path, meas_csv: Path, host: str, port: int,
@@ -222,10 +228,19 @@ def run_demo(s: DemoSettings) -> DemoResult:
          f"{s.oversample} load points per sample) in a second process")
     ex = cf.ProcessPoolExecutor(max_workers=1)
     t0 = time.perf_counter()
+    records = None
+    if s.learn:  # a separate record of the rig in operation: the force is not used
+        _say(f"recording the rig in operation ({s.duration:g} s, another realisation of the "
+             f"load) to learn the load and the noise from")
+        op = ex.submit(simulate_truth, s.model, s.band, s.rms, s.duration, s.noise,
+                       int(s.oversample), s.seed + 100, False, 1.0).result()
+        records = [out / "operation.csv"]
+        write_csv(records[0], op.t, op.Y, op.channel_names)
     fut = ex.submit(simulate_truth, s.model, s.band, s.rms, s.duration, s.noise,
                     int(s.oversample), s.seed, False)
-    _say(f"building the bundle of {Path(s.model).name}")
-    res = build(s.model, progress=s.progress, report_dir=rep)
+    _say(f"building the bundle of {Path(s.model).name}"
+         + (" with --record operation.csv" if records else ""))
+    res = build(s.model, progress=s.progress, report_dir=rep, records=records)
     bundle_path = out / "bundle.npz"
     res.bundle.save(bundle_path)
     bundle = Bundle.load(bundle_path)
@@ -324,12 +339,22 @@ def run_demo(s: DemoSettings) -> DemoResult:
     dt = bundle.dt
     scores = {}
     delay_ms = (view.meta or {}).get("delay_samples", 0) * dt * 1e3
+    # the accuracy limit with the truth's own spectrum (the build's is that of the load it
+    # learned or was declared)
+    true_limit = {"limit": model_limit(res.spec, res.model, loads=[
+        ForceSpectrum("random", tuple(s.band), s.rms) for _ in res.spec.forces],
+        noise=s.noise, delays=(0.0, delay_ms / 1e3), exact=False).as_dict()}
+    # the standard deviation the device stated last (it follows the load's level)
+    stated = view.last_std if view.last_std is not None else (
+        bundle.kf["std"] if bundle.method == "smoother" else None)
     for i, n in enumerate(cols):
         if n in ref:
             scores[n] = {"band": fde(est[a:b, i], ref[n][a:b], dt, band=s.band),
                          "full": fde(est[a:b, i], ref[n][a:b], dt),
                          "nrmse": nrmse_full_band(est[a:b, i], ref[n][a:b]),
-                         "limit": limit_at(bundle.meta, n, delay_ms)}
+                         "limit": limit_at(true_limit, n, delay_ms),
+                         "rms": float(np.sqrt(np.mean((est[a:b, i] - ref[n][a:b]) ** 2))),
+                         "std": None if stated is None else float(stated[i])}
     # estimates aligned with the truth rows; "received" = 1 where a usable estimate arrived
     est_csv = np.column_stack([est, np.isfinite(est).all(axis=1).astype(float)])
     write_csv(out / "estimates.csv", truth.t, est_csv, cols + ["received"])
@@ -352,6 +377,7 @@ def run_demo(s: DemoSettings) -> DemoResult:
         "fde": {n: {"band": float(v["band"].value), "full": float(v["full"].value),
                     "band_label": v["band"].label, "full_label": v["full"].label}
                 for n, v in scores.items()},
+        "stated_std": {n: {"std": v["std"], "rms_error": v["rms"]} for n, v in scores.items()},
         "nrmse": {n: {"value": v["nrmse"],
                       "limit": None if v["limit"] is None else v["limit"][0],
                       "limit_delay_ms": None if v["limit"] is None else v["limit"][1]}
@@ -366,7 +392,7 @@ def run_demo(s: DemoSettings) -> DemoResult:
     report = write_demo_report(rep, res, run, t=truth.t, est=est, ref=ref, cols=cols,
                                units=view.units(), health_log=view.health_log,
                                step_us=step_us, y_meas=truth.Y, y_name=ch,
-                               std=(bundle.kf["std"] if bundle.method == "smoother" else None))
+                               std=stated)
     timings["total [s]"] = time.perf_counter() - t_all
     return DemoResult(out=out, report=report, fde=scores, received=int(len(seq)), expected=n_expected,
                       broker=broker.kind, exit_code=code, timings=timings, health=view.health,
@@ -388,12 +414,15 @@ def main(argv=None) -> int:
     p.add_argument("--oversample", type=int, default=None,
                    help="full-model sub-steps per sample for the truth (2; short 1)")
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="model file")
+    p.add_argument("--no-record", action="store_true",
+                   help="build from the model file's declaration alone (no record of the rig "
+                        "in operation to learn the load from)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     a = p.parse_args(argv)
     try:
         s = DemoSettings(model=a.model, out=a.out, short=a.short, duration=a.duration,
                          oversample=a.oversample, level=a.level, broker=a.broker,
-                         progress=not a.quiet)
+                         progress=not a.quiet, learn=not a.no_record)
         r = run_demo(s)
     except (ValueError, FileNotFoundError, RuntimeError, ImportError) as e:
         print(f"demo: error: {e}", file=sys.stderr)
@@ -406,6 +435,9 @@ def main(argv=None) -> int:
         print(f"{n}: normalised RMS error {v['nrmse']:.4g} (time domain, full band){vs}; "
               f"FDE {float(v['band'].value):.4f} ({v['band'].label}), "
               f"{float(v['full'].value):.4f} ({v['full'].label})")
+        if v["std"] is not None:
+            print(f"{' ' * len(n)}  stated standard deviation {v['std']:.4g}, actual RMS error "
+                  f"{v['rms']:.4g} (ratio {v['std'] / v['rms']:.2f})")
     print(f"received {r.received} / {r.expected} estimates over MQTT ({r.broker} broker); "
           f"kernel step {r.step_time_us['mean']:.1f} us mean, "
           f"{r.step_time_us['max']:.0f} us max")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from offline.load.plots import load_parts
+
 from offline.report_plots import (_plt, bandpass, plot_health, plot_identification,  # noqa: F401
                                   plot_measurement, plot_step_times, spectrum)
 
@@ -112,9 +114,11 @@ def build_parts(res, d: Path) -> list[str]:
             ("estimator", f"Kalman fixed-lag smoother, lag {e['lag']} "
                           f"({e['lag'] * b.dt * 1e3:g} ms), exact (Van Loan) discretisation"),
             ("force models", "; ".join(
-                f"{f.name}: {fm['kind']} {fm['band'][0]:g}-{fm['band'][1]:g} Hz, rms "
-                f"{fm['rms']:g}, order {fm['order']}" for f, fm in zip(b.forces,
-                                                                       e["force_models"]))),
+                f"{f.name}: {fm['kind']} {fm['band'][0]:.3g}-{fm['band'][1]:.3g} Hz, rms "
+                f"{fm['rms']:.3g}, roll-off orders {fm.get('hp_order', fm['order'])}/"
+                f"{fm.get('lp_order', fm['order'])}"
+                + "".join(f", peak {p[0]:.1f} Hz x{p[2]:.2g}" for p in fm.get("peaks", []))
+                for f, fm in zip(b.forces, e["force_models"]))),
             ("standard deviation of each estimate", ", ".join(
                 f"{n} {v:.4g}" for n, v in zip(names, e["std"]))),
             ("Kalman predictor spectral radius", f"{e['spectral_radius']:.6f} (< 1: stable)"),
@@ -127,6 +131,7 @@ def build_parts(res, d: Path) -> list[str]:
     parts.append("<h2>Model reduction: eigenvalue error (Oh et al., Fig. 5/11, eq. 31)</h2>")
     parts.append(_img(d / "eigenvalue_error.png",
                       "relative eigenvalue error of the reduced model against the full model"))
+    parts += load_parts(res, d, _img)
     if b.method == "smoother":  # no L-curve: the choice and the limit, then the reduction
         parts += accuracy_parts(b, d)
         parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")

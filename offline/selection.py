@@ -18,9 +18,8 @@ import numpy as np
 
 from edge.estimator import Estimator, EstimatorError, derive_operator
 from offline._deps import progress as _progress
-from offline.limit.model import force_spectra
 from offline.regularization import alpha_grid, choose_alpha
-from offline.smoother import ForceModel, attach_smoother, design_smoother
+from offline.smoother import attach_smoother, design_smoother
 
 
 def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0) -> np.ndarray:
@@ -150,43 +149,37 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", progress=False,
     return Candidate("tikhonov", min(rows, key=lambda r: r["score"]), rows)
 
 
-def _force_models(spec, rate):
-    """Smoother force models from the calibration loads (band, rms x scale, per force)."""
-    out = []
-    for fs in force_spectra(spec):
-        if fs.type == "random":
-            lo, hi = fs.band
-            out.append(((max(lo, 0.5), min(hi, 0.45 * rate)), fs.rms))
-        elif fs.type == "sine":
-            out.append(((0.8 * fs.freq, min(1.2 * fs.freq, 0.45 * rate)),
-                        fs.amplitude / np.sqrt(2)))
-        else:
-            out.append(((1.0, 0.4 * rate), 1e-3))
-    return lambda order: [ForceModel("bandpass", b, r, order) for b, r in out]
-
-
 def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
-              spec=None):
+              spec=None, load_model=None):
     """The joint input-state fixed-lag Kalman smoother (offline/smoother/) at the longest
-    lag within the delay bound (its error falls with the lag), band-pass force models of the
-    calibration loads, filter order 4 or 16 (near the ideal band), model-error noise 0 or 0.1."""
+    lag within the delay bound (its error falls with the lag), model-error noise 0 or 0.1.
+
+    Its load model: ``load_model`` when one was learned from records
+    (:mod:`offline.load`); else the declared band-pass models (each force at the order its
+    ``[[forces]] model`` gives, else :data:`offline.smoother.force_model.DEFAULT_ORDER`)."""
+    from offline.load.declared import declared_force_models
+
     c = Candidate("Kalman smoother", {}, [])
     if spec is None or not isinstance(alpha_rule, str) or alpha_rule != "auto":
         return c
 
     lag = max(windows) - 1
-    models = _force_models(spec, bundle.rate)
-    for order in (4, 16):
+    if load_model is not None and load_model.source == "record":
+        options = [("learned", load_model.forces, load_model.corr if load_model.correlated
+                    else None)]
+    else:
+        options = [("declared", declared_force_models(spec, bundle.rate), None)]
+    for source, fms, corr in options:
         for me in (0.0, 0.1):
-            fms = models(order)
             try:
-                b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me), fms, me)
+                b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me, corr=corr),
+                                    fms, me, corr=corr)
                 r = score_estimator(Estimator(b), runs, reference)
             except (EstimatorError, ValueError, np.linalg.LinAlgError):
                 continue
             if r is None:
                 continue
-            r.update({"order": order, "model_error": me, "kind": "smoother"})
+            r.update({"load_model": source, "model_error": me, "kind": "smoother"})
             c.bundles[len(c.rows)] = b
             c.rows.append(r)
     if c.rows:
@@ -236,7 +229,8 @@ def default_windows(max_lag: int) -> list[int]:
 
 
 def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
-           candidates=None, progress=False, reference=None, spec=None) -> dict:
+           candidates=None, progress=False, reference=None, spec=None,
+           load_model=None) -> dict:
     """Choose the estimator with the lowest expected error on the runs (module docstring).
 
     Returns ``{"chosen": name, "best": row, "candidates": {name: {"best": row, "rows": [...]}},
@@ -249,6 +243,8 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
     cands = {}
     for name, design in (CANDIDATES if candidates is None else candidates):
         kw = {"spec": spec} if "spec" in design.__code__.co_varnames else {}
+        if "load_model" in design.__code__.co_varnames:
+            kw["load_model"] = load_model
         c = design(bundle, runs, windows, alpha_rule, progress, reference, **kw)
         if c.best:
             cands[c.name] = c

@@ -236,3 +236,15 @@ def test_monitor_duration_redraws_and_once_timeout(mosquitto, capsys):
                  "nobody", "--once", "--timeout", "0.5"])
     assert code == 1
     assert "no estimates from nobody" in capsys.readouterr().err
+
+
+def test_render_names_why_the_model_is_suspect_and_the_load_level():
+    view = DeviceView()
+    view.feed("meta", json.dumps(META).encode(), now=0.0)
+    mc = {"nis": 3000.0, "dof": 8000, "window_s": 8.0, "ratio": 0.375, "suspect": True,
+          "bands": [], "reasons": ["innovations too small (NIS/dof 0.375 below 0.8)"],
+          "load_level": 0.0316}
+    view.feed("health", json.dumps({**HEALTH, "model_check": mc}).encode(), now=0.0)
+    text = render(view, "dev1", "h:1883", now=0.0)
+    assert "SUSPECT" in text and "innovations too small" in text
+    assert "level 0.0316 x the designed force RMS" in text

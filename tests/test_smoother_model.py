@@ -100,7 +100,8 @@ def test_build_from_model_file(strip):
     assert b.method == "smoother" and b.window == 21
     fm = b.meta["estimator"]["force_models"][0]
     # band and rms default to the [calibration] random load; order from the model file
-    assert fm == {"kind": "bandpass", "band": [5.0, 160.0], "rms": 1.0, "order": 4}
+    assert fm == {"kind": "bandpass", "band": [5.0, 160.0], "rms": 1.0, "order": 4,
+                  "hp_order": 4, "lp_order": 4, "tilt": 0.0, "peaks": []}
     # one check-band pair around f1 = 33.9 Hz (f2 = 212 Hz lies outside the load band)
     (lo, hi), (lo2, hi2) = b.meta["estimator"]["check_bands_hz"]
     assert hi == pytest.approx(33.9, abs=0.2) and lo2 == hi

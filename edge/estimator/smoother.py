@@ -15,7 +15,7 @@ estimate carries :data:`edge.flags.FLAG_MODEL_SUSPECT`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -82,6 +82,7 @@ class SmootherOperator:
     lag: int
     nis_window: int
     nis_threshold: float
+    nis_threshold_low: float
     n_forces: int
     n_outputs: int
     spectral_radius: float
@@ -188,12 +189,66 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
         Sinv=np.ascontiguousarray(kf["Sinv"], dtype=float),
         std=np.array(kf["std"], dtype=float), lag=int(kf["G"].shape[0]) - 1,
         nis_window=int(kf["nis_window"]), nis_threshold=float(kf["nis_threshold"]),
+        nis_threshold_low=float(kf.get("nis_threshold_low", 0.0)),
         n_forces=len(bundle.forces), n_outputs=len(bundle.outputs), spectral_radius=rho,
         Wt=np.ascontiguousarray(kf["Wt"], dtype=float),
         band_ba=np.ascontiguousarray(kf["band_ba"], dtype=float).reshape(-1, 5),
         band_gain=np.array(kf["band_gain"], dtype=float),
         band_threshold=np.array(kf["band_threshold"], dtype=float),
         band_hz=np.array(kf["band_hz"], dtype=float).reshape(-1, 2))
+
+
+def level_operators(bundle: Bundle, op: SmootherOperator) -> list:
+    """One operator per load level of the bundle (``kf_level_*``; :mod:`offline.smoother.
+    levels`), sharing ``op``'s step matrix layout; ``[]`` without levels."""
+    kf = bundle.kf
+    if "level_grid" not in kf:
+        return []
+    A = np.asarray(kf["A"], dtype=float)
+    out = []
+    for i in range(np.asarray(kf["level_grid"]).size):
+        K = np.asarray(kf["level_K"][i], dtype=float)
+        out.append(replace(
+            op, AKT=np.ascontiguousarray((A @ K)[op.perm].T), K=np.ascontiguousarray(K[op.perm]),
+            G=np.ascontiguousarray(kf["level_G"][i], dtype=float),
+            Sinv=np.ascontiguousarray(kf["level_Sinv"][i], dtype=float),
+            Wt=np.ascontiguousarray(kf["level_Wt"][i], dtype=float),
+            std=np.array(kf["level_std"][i], dtype=float)))
+    return out
+
+
+class LevelTracker:
+    """Follows the load's level from the innovations: every ``every`` samples the mean NIS
+    per channel of the last ``every`` samples (``r``, 1 for a right level) is compared with
+    ``kf_level_nis[a, b]``, the ratio expected under the gains of level ``a`` when the load is
+    at level ``b``; the level whose expectation is nearest in log (by more than
+    ``hysteresis``) becomes the current one. No allocation: scratch arrays are reused."""
+
+    def __init__(self, grid, nis_table, start: int, every: int, hysteresis: float = 0.05):
+        self.grid = np.asarray(grid, dtype=float)
+        self.log_table = np.log(np.asarray(nis_table, dtype=float))
+        self.level = int(start)
+        self.every = int(every)
+        self.hysteresis = float(hysteresis)
+        self.since = 0
+        self.switches = 0
+        self.last_ratio = float("nan")
+        self._d = np.zeros(self.grid.size)
+
+    def decide(self, ratio: float) -> int:
+        """The level for a measured mean NIS ratio (and remember it)."""
+        self.last_ratio = ratio
+        if not ratio > 0 or not math.isfinite(ratio):
+            return self.level
+        d = self._d
+        # d_b = |log r - log r(a, b)|
+        np.subtract(self.log_table[self.level], math.log(ratio), out=d)
+        np.abs(d, out=d)
+        b = int(np.argmin(d))
+        if b != self.level and d[b] < d[self.level] - self.hysteresis:
+            self.level = b
+            self.switches += 1
+        return self.level
 
 
 # --------------------------------------------------------------------- estimator
@@ -204,9 +259,14 @@ class SmootherEstimator(BlockEstimator):
 
     Output row ``j`` of :meth:`process` describes input sample ``j - delay`` (``delay`` =
     lag); the first ``delay`` rows are NaN with FLAG_WARMUP.
+
+    With load levels in the bundle (``kf_level_*``) and ``track_level`` (default), the
+    estimator follows the load's size (:class:`LevelTracker`, once a second): gains and
+    :attr:`std` switch to the level the innovations say.
     """
 
-    def __init__(self, bundle, alpha=None, window=None, check_stability: bool = True):
+    def __init__(self, bundle, alpha=None, window=None, check_stability: bool = True,
+                 track_level: bool = True):
         if not isinstance(bundle, Bundle):
             bundle = Bundle.load(bundle)
         if bundle.method != "smoother":
@@ -239,6 +299,15 @@ class SmootherEstimator(BlockEstimator):
         self._eps = np.zeros(nch)
         self._Q = np.zeros((1, nq))
         self.std = op.std.copy()  # (nf + nout,) standard deviation of each column [SI]
+        self._levels = level_operators(bundle, op) if track_level else []
+        self.tracker = None
+        if self._levels:
+            grid = np.asarray(bundle.kf["level_grid"], dtype=float)
+            start = int(np.argmin(np.abs(np.log(grid))))
+            every = max(1, min(int(round(1.0 / bundle.dt)), op.nis_window))
+            self.tracker = LevelTracker(grid, bundle.kf["level_nis"], start, every)
+            self.op = op = self._levels[start]
+            self.std[:] = op.std
         self._warm_up()
 
     # ------------------------------------------------------------------ properties
@@ -273,22 +342,59 @@ class SmootherEstimator(BlockEstimator):
         if self._Q.shape[0] < nb:  # grows once to the largest block, then reused
             self._Q = np.zeros((nb, self._Q.shape[1]))
         Q = self._Q[:nb]
-        self._run(Y, Q, flags)
+        tr = self.tracker
+        if tr is None:
+            self._run(Y, Q, flags)
+        else:  # pieces that end where the level tracker is due (a long block: several)
+            a = 0
+            while a < nb:
+                b = min(nb, a + tr.every - tr.since)
+                self._run(Y[a:b], Q[a:b], flags[a:b])
+                tr.since += b - a
+                if tr.since >= tr.every:
+                    if int(self._counters[0]) >= tr.every + self.op.lag:
+                        self._track()
+                    tr.since = 0
+                a = b
         F[:] = Q[:, :nf]
         Z[:] = Q[:, nf:]
+
+    def _track(self) -> None:
+        """Mean NIS per channel of the last ``every`` samples -> the load level; switching
+        swaps the operator (same state layout, the state carries over) and :attr:`std`."""
+        tr = self.tracker
+        op = self.op
+        W = op.nis_window
+        n = min(tr.every, W)
+        end = int(self._counters[0]) % W
+        ring = self._nisring
+        # the last n entries of the ring (slots end-n .. end-1, circular)
+        tot = float(ring[max(end - n, 0):end].sum()) + (float(ring[W - (n - end):].sum())
+                                                        if n > end else 0.0)
+        level = tr.decide(tot / (n * op.n_channels))
+        if self._levels[level] is not op:
+            self.op = self._levels[level]
+            self.std[:] = self.op.std
 
     def _run(self, Y, Q, flags):
         op = self.op
         _smooth(Y, Q, flags, op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.AKT, op.H, op.h_span, op.Cq,
                 op.q_span, op.G, op.Sinv, self._x, self._xn, self._e, self._ering,
                 self._zring, self._fring, self._last, self._nisring, self._nis,
-                op.nis_threshold, self._counters, op.Wt, op.band_ba, op.band_gain,
+                op.nis_threshold, op.nis_threshold_low, self._counters, op.Wt, op.band_ba, op.band_gain,
                 op.band_threshold, self._bstate, self._bring, self._bsum, self._eps)
 
     def reset(self) -> None:
-        """Structure at rest, rings and the model-check window cleared."""
+        """Structure at rest, rings and the model-check window cleared, the load level back
+        at the designed one."""
         for a in self._state():
             a[...] = 0
+        tr = self.tracker
+        if tr is not None:
+            tr.level = int(np.argmin(np.abs(np.log(tr.grid))))
+            tr.since = 0
+            self.op = self._levels[tr.level]
+            self.std[:] = self.op.std
 
     def _state(self):
         return (self._x, self._ering, self._zring, self._fring, self._last, self._nisring,
@@ -300,18 +406,30 @@ class SmootherEstimator(BlockEstimator):
                              "tikhonov estimator")
 
     def model_check(self) -> dict:
-        """``{"nis", "dof", "window_s", "p_value", "ratio", "threshold", "bands", "suspect"}``
-        of the current window (``nis`` the windowed sum, ``ratio = nis / dof``, 1 on average
-        for a right model; ``bands``: one entry per resonance, ``{"f_hz": [lo, f, hi],
-        "power": [below, above] (1 on average), "ratio": below / above, "threshold": [min,
-        max] of the ratio}``); ``None`` values until the window has filled once."""
+        """``{"nis", "dof", "window_s", "p_value", "ratio", "threshold", "threshold_low",
+        "bands", "suspect", "reasons", "load_level"}`` of the current window (``nis`` the
+        windowed sum, ``ratio = nis / dof``, 1 on average for a right model; ``bands``: one
+        entry per resonance, ``{"f_hz": [lo, f, hi], "power": [below, above] (1 on average),
+        "ratio": below / above, "threshold": [min, max] of the ratio}``; ``reasons``: why it
+        is suspect, in words; ``load_level``: the tracked load level, a factor of the
+        designed force RMS, or None without tracking); ``None`` values until the window
+        has filled once."""
         op = self.op
         W = op.nis_window
         dof = W * op.n_channels
         full = int(self._counters[1]) >= W
         nis = float(self._nis[0]) if full else None
         bands = []
-        suspect = bool(full and nis > op.nis_threshold)
+        reasons = []
+        if full and nis > op.nis_threshold:
+            reasons.append(f"innovations too large (NIS/dof {nis / dof:.3g} above "
+                           f"{op.nis_threshold / dof:.3g}): the load or the noise is larger "
+                           f"than the model says, or the structure differs")
+        if full and nis < op.nis_threshold_low:
+            reasons.append(f"innovations too small (NIS/dof {nis / dof:.3g} below "
+                           f"{op.nis_threshold_low / dof:.3g}): the declared load or noise is "
+                           f"larger than the records show; the stated std is too large")
+        suspect = bool(reasons)
         nch = op.n_channels
         for b in range(0, op.band_ba.shape[0] - 1, 2):
             lo_p, hi_p = float(self._bsum[b]), float(self._bsum[b + 1])
@@ -324,14 +442,21 @@ class SmootherEstimator(BlockEstimator):
                           "ratio": None if r is None else round(r, 4),
                           "threshold": [round(1.0 / float(op.band_threshold[b + 1]), 4),
                                         round(float(op.band_threshold[b]), 4)]})
-            suspect = suspect or bool(full and (lo_p > op.band_threshold[b] * hi_p or
-                                                hi_p > op.band_threshold[b + 1] * lo_p))
+            if full and (lo_p > op.band_threshold[b] * hi_p or
+                         hi_p > op.band_threshold[b + 1] * lo_p):
+                suspect = True
+                reasons.append(f"innovation power around the resonance at "
+                               f"{float(op.band_hz[b, 1]):.1f} Hz lopsided (ratio {r:.3g}): "
+                               f"the structure's resonance has moved")
         return {"nis": None if nis is None else round(nis, 3), "dof": dof,
                 "window_s": W * self.bundle.dt,
                 "p_value": None if nis is None else chi2_sf(nis, dof),
                 "ratio": None if nis is None else round(nis / dof, 4),
-                "threshold": round(op.nis_threshold, 3), "bands": bands,
-                "suspect": suspect}
+                "threshold": round(op.nis_threshold, 3),
+                "threshold_low": round(op.nis_threshold_low, 3), "bands": bands,
+                "suspect": suspect, "reasons": reasons,
+                "load_level": None if self.tracker is None else
+                float(self.tracker.grid[self.tracker.level])}
 
     def _warm_up(self) -> None:
         """Compile (or load from the numba cache) on throw-away copies of the state."""

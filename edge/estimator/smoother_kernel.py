@@ -8,7 +8,8 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
     z_k-L   = zf_k-L + sum_{j=1..L} G_j e_k-L+j   (fixed-lag smoothed, L = lag)
     x       = A x + (A K) e_k                  (update and predict in one: 2x2 modal blocks,
                                                 the force-model block, coupling to it)
-    nis     = sum over the last W samples of e^T S^-1 e   (model check, broadband)
+    nis     = sum over the last W samples of e^T S^-1 e   (model check, broadband, suspect
+                                                when above or below its thresholds)
     eps     = Wt e                             (whitened innovation, eps^T eps = e^T S^-1 e)
     p_b     = sum_c biquad_b(eps_c)^2 / g_b    (band power just below / above each
                                                 resonance, mean nch for a right model),
@@ -37,7 +38,7 @@ _FASTMATH = {"reassoc", "contract"}
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv,
             x, xn, e, ering, zring, fring, last, nisring, nis_state, threshold,
-            counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum,
+            threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum,
             eps):  # pragma: no cover - compiled
     """Run the smoother over a block of samples (state permuted: ``[q, qd, xi]``).
 
@@ -65,7 +66,8 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
     last : (nch,)              last finite value per channel
     nisring : (W,)             NIS per sample over the window; nis_state : (2,) [window sum,
                                last windowed sum reported]
-    threshold : float          windowed NIS above which the model is suspect
+    threshold : float          windowed NIS above which the model is suspect (innovations
+                               too large); threshold_low : below which (too small)
     counters : int64 (2,)      [samples seen, samples in the NIS window]
     Wt : (nch, nch)            whitening, Wt^T Wt = S^-1
     band_ba : (nb, 5)          biquads [b0, b1, b2, a1, a2] of the check bands
@@ -194,7 +196,7 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
         counters[0] = count
         susp = np.uint8(0)
         if counters[1] >= W:
-            if nis_state[0] > threshold:
+            if nis_state[0] > threshold or nis_state[0] < threshold_low:
                 susp = FLAG_MODEL_SUSPECT
             # band pairs (2i below, 2i+1 above a resonance): a shifted resonance moves
             # innovation power from one to the other; ratio beyond band_thr either way

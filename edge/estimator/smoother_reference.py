@@ -21,6 +21,7 @@ class ReferenceSmoother:
         self.L = self.G.shape[0] - 1
         self.W = int(kf["nis_window"])
         self.threshold = float(kf["nis_threshold"])
+        self.threshold_low = float(kf.get("nis_threshold_low", 0.0))
         self.nf = len(bundle.forces)
         self.x = np.zeros(self.A.shape[0])       # x_k|k-1
         self.last = np.zeros(self.H.shape[0])
@@ -59,7 +60,7 @@ class ReferenceSmoother:
         # x_k+1|k = A x_k|k
         self.x = self.A @ xf
         full = len(self.nis) == self.W
-        bad = sum(self.nis) > self.threshold
+        bad = not self.threshold_low <= sum(self.nis) <= self.threshold
         if len(self.gain):
             P = np.sum(self.bpow, axis=0)   # windowed band powers; pairs (2i, 2i+1)
             lo, hi = P[0::2], P[1::2]

@@ -88,6 +88,12 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
                          f"{'—' if ratio is None else f'{ratio:.3f}'} over "
                          f"{mc.get('window_s', 0):g} s" + (f"; below/above {bands}" if bands
                                                            else ""))
+            for reason in mc.get("reasons") or []:
+                lines.append(f"          {reason}")
+            level = mc.get("load_level")
+            if level is not None:
+                lines.append(f"load      level {level:.3g} x the designed force RMS "
+                             f"(followed from the innovations)")
         cpu = h.get("cpu_percent")
         temp = h.get("cpu_temp_c")
         lines.append(f"process   CPU {cpu if cpu is not None else '—'} %, RSS "

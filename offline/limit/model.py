@@ -46,6 +46,14 @@ def force_spectra(spec) -> list[ForceSpectrum]:
     return out
 
 
+def _power(loads, n: int, dt: float) -> np.ndarray:
+    """Force power per bin: ``(nb, nf)`` of ForceSpectrum entries, or ``(nb, nf, nf)`` of a
+    load model (anything with ``power_per_bin``, e.g. :class:`offline.load.LoadModel`)."""
+    if hasattr(loads, "power_per_bin"):
+        return loads.power_per_bin(n, dt)
+    return np.column_stack([power_per_bin(ld, n, dt) for ld in loads])
+
+
 def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.ndarray:
     """Absolute noise std of each sensor, ``level * std(y)`` (eq. 28) with ``std(y)`` the
     STATIONARY response to the load spectra (not that of one short record, which for a
@@ -56,20 +64,29 @@ def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.
     fr = np.fft.rfftfreq(n, dt)
     Hy = mm.transfer(fr, kinds + [0] * (mm.Phi_out.shape[0] - nch))[:, :nch]
     loads = force_spectra(spec) if loads is None else loads
-    P = np.column_stack([power_per_bin(ld, n, dt) for ld in loads])
-    var_y = half_weights(n) @ np.einsum("kcj,kj->kc", np.abs(Hy) ** 2, P)
+    P = _power(loads, n, dt)
+    if P.ndim == 2:
+        var_y = half_weights(n) @ np.einsum("kcj,kj->kc", np.abs(Hy) ** 2, P)
+    else:
+        var_y = half_weights(n) @ np.real(np.einsum("kcj,kjl,kcl->kc", Hy, P, np.conj(Hy)))
     if np.any(var_y <= 0):
         bad = [spec.sensors[i].name for i in np.flatnonzero(var_y <= 0)]
         raise ValueError(f"sensor(s) {bad} see nothing of the calibration load: no noise "
                          "level follows from a relative noise")
-    return _levels(spec, noise) * np.sqrt(var_y)
+    sd = _levels(spec, noise) * np.sqrt(var_y)
+    if noise is None:  # a sensor's absolute noise_std wins over its relative noise
+        given = [getattr(s, "noise_std", None) for s in spec.sensors]
+        sd = np.array([g if g is not None else v for g, v in zip(given, sd)], dtype=float)
+    return sd
 
 
 def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n):
     """Transfer functions (sensors, outputs), force power per bin and noise variance on the
     one-sided bins of an n-point grid."""
     H = mm.transfer(np.fft.rfftfreq(n, dt), kinds)
-    P = np.column_stack([power_per_bin(ld, n, dt) for ld in loads])
+    P = _power(loads, n, dt)
+    if getattr(loads, "noise_std", None) is not None:  # a load model's absolute noise
+        return H[:, :nch], H[:, nch:], P, np.asarray(loads.noise_std) ** 2
     # sigma_c = level * std(y_c) under the load (eq. 28), stationary
     return H[:, :nch], H[:, nch:], P, noise_std(spec, mm, dt, loads, noise, n) ** 2
 
@@ -193,7 +210,9 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
         (IIR, unlimited memory) limit by spectral factorisation
         (:func:`offline.limit.wiener.iir_fixed_lag_limit`) replaces it where it agrees with
         itself on a grid of half the length within 1 % and lies below it.
-    loads : list of ForceSpectrum, optional   (default :func:`force_spectra`)
+    loads : list of ForceSpectrum, or a load model, optional   (default
+        :func:`force_spectra`; a :class:`offline.load.LoadModel` brings its own spectra,
+        correlation and absolute sensor noise)
     mm : ModalModel, optional   of (forces -> sensors + outputs), reused from the build
     n_grid : int, optional   DFT grid (default: 16 envelope decay times of the slowest mode
         and >= 4 memory, 2^13 .. 2^18 points)
@@ -219,7 +238,9 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     loads = force_spectra(spec) if loads is None else loads
     if mm is None:
         mm = modal_model(model, fd, cd + od, n_modes=n_modes)
-    iir = exact and memory is None and all(ld.type in ("random", "none") for ld in loads)
+    is_model = hasattr(loads, "power_per_bin")  # a load model: smooth spectra, no lines
+    iir = exact and memory is None and (is_model or all(ld.type in ("random", "none")
+                                                        for ld in loads))
     M = int(memory or min(4000, max(2500 // nch, 1)))
     M = max(M, int(lags.max()) + 1)
     # grid: 16 envelope decay times 2 / c of the slowest elastic mode (c = 2 zeta omega)
@@ -257,4 +278,5 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                       lag_exact=exact,
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
                             "n_rigid": int(mm.n_rigid),
-                            "loads": [ld.__dict__ for ld in loads]})
+                            "loads": (loads.as_meta() if is_model
+                                      else [ld.__dict__ for ld in loads])})

@@ -4,8 +4,8 @@ A linear structure sampled every ``dt`` with Gaussian sensor noise::
 
     y_k = (h_y * f)_k + n_k,   z_k = (h_z * f)_k          (h: impulse responses)
 
-with forces ``f`` stationary, zero mean, independent between forces, known spectra, and white
-noise ``n`` of variance ``sigma_c^2`` per channel. No estimator (linear or not: the processes
+with forces ``f`` stationary, zero mean, of known spectra (independent, or a power matrix
+per bin for correlated forces), and white noise ``n`` of variance ``sigma_c^2`` per channel. No estimator (linear or not: the processes
 are jointly Gaussian) beats the conditional expectation; its error is the limit.
 
 Everything lives on the ``N``-point DFT grid ``theta_k = 2 pi k / N`` (the circular, i.e.
@@ -92,9 +92,16 @@ def _check(Hy, P, noise_var, Hz):
     if Hy.ndim != 3:
         raise ValueError(f"Hy: expected shape (nbins, nch, nf), got {Hy.shape}")
     nb, nch, nf = Hy.shape
-    if P.shape != (nb, nf):
-        raise ValueError(f"P: expected shape {(nb, nf)} (bins x forces), got {P.shape}")
-    if np.any(P < 0) or not np.all(np.isfinite(P)):
+    if P.shape == (nb, nf):  # independent forces: a diagonal power matrix per bin
+        if np.any(P < 0) or not np.all(np.isfinite(P)):
+            raise ValueError("P: force power per bin must be finite and >= 0")
+        Pm = np.zeros((nb, nf, nf))
+        Pm[:, np.arange(nf), np.arange(nf)] = P
+        P = Pm
+    elif P.shape != (nb, nf, nf):
+        raise ValueError(f"P: expected shape {(nb, nf)} (bins x forces) or {(nb, nf, nf)} "
+                         f"(a power matrix per bin), got {P.shape}")
+    if not np.all(np.isfinite(P)) or np.any(np.einsum("kii->ki", P) < 0):
         raise ValueError("P: force power per bin must be finite and >= 0")
     noise_var = np.broadcast_to(np.asarray(noise_var, dtype=float), (nch,))
     if np.any(noise_var <= 0) or not np.all(np.isfinite(noise_var)):
@@ -127,18 +134,17 @@ def wiener_limit(Hy, P, noise_var, n: int, Hz=None) -> WienerLimit:
     if w.size != Hy.shape[0]:
         raise ValueError(f"Hy has {Hy.shape[0]} bins; an n={n} grid has {w.size}")
     # S_yy = H P H^H + R,  R = diag(sigma^2) / n  (white noise spread over n bins)
-    HP = Hy * P[:, None, :]                                        # (nb, nch, nf)
+    HP = Hy @ P                                                    # (nb, nch, nf)
     Syy = HP @ np.conj(np.transpose(Hy, (0, 2, 1))) + np.diag(noise_var / n)[None]
-    # E = P - P H^H S_yy^-1 H P   (per bin; P diagonal)
+    # E = P - P H^H S_yy^-1 H P   (per bin)
     X = np.linalg.solve(Syy, HP)                                   # S_yy^-1 H P
-    E = np.zeros((Hy.shape[0], Hy.shape[2], Hy.shape[2]), complex)
-    E[:, np.arange(P.shape[1]), np.arange(P.shape[1])] = P
-    E -= np.conj(np.transpose(HP, (0, 2, 1))) @ X
+    E = P - np.conj(np.transpose(HP, (0, 2, 1))) @ X
     fe = np.real(np.einsum("kii->ki", E))
     Ez = Hz @ E @ np.conj(np.transpose(Hz, (0, 2, 1)))
     ze = np.real(np.einsum("kii->ki", Ez))
-    zv = np.einsum("koj,kj->ko", np.abs(Hz) ** 2, P)
-    return WienerLimit(force_var=w @ P, force_err=w @ np.maximum(fe, 0.0),
+    zv = np.real(np.einsum("kii->ki", Hz @ P @ np.conj(np.transpose(Hz, (0, 2, 1)))))
+    pv = np.einsum("kii->ki", P)
+    return WienerLimit(force_var=w @ pv, force_err=w @ np.maximum(fe, 0.0),
                        output_var=w @ zv, output_err=w @ np.maximum(ze, 0.0),
                        force_err_psd=np.maximum(fe, 0.0) * w[:, None])
 
@@ -158,11 +164,11 @@ def _target_spectra(Hy, P, noise_var, n: int, Hz):
     targets' variances (nt,)."""
     nb, nch, nf = Hy.shape
     HH = np.conj(np.transpose(Hy, (0, 2, 1)))
-    Syy = (Hy * P[:, None, :]) @ HH + np.diag(noise_var / n)[None]
+    Syy = Hy @ P @ HH + np.diag(noise_var / n)[None]
     T = np.concatenate([np.broadcast_to(np.eye(nf), (nb, nf, nf)), Hz], axis=1)
-    Sty = (T * P[:, None, :]) @ HH
+    Sty = T @ P @ HH
     w = half_weights(n)
-    var_t = np.concatenate([w @ P, w @ np.einsum("koj,kj->ko", np.abs(Hz) ** 2, P)])
+    var_t = w @ np.real(np.einsum("kii->ki", T @ P @ np.conj(np.transpose(T, (0, 2, 1)))))
     return Syy, Sty, var_t
 
 

@@ -43,9 +43,11 @@ class Output:
 
 @dataclass(frozen=True)
 class Sensor(Output):
-    """Measured channel; ``noise`` is the relative std of the signal (paper eq. 28)."""
+    """Measured channel; ``noise`` is the relative std of the signal (paper eq. 28),
+    ``noise_std`` (optional) the absolute std in the channel's unit, which then wins."""
 
     noise: float = 0.0
+    noise_std: float | None = None
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,9 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
             signal_names[name] = w
             if key == "sensors":
                 noise = t.get("noise", "num", 0.0, lo=0.0)
+                noise_abs = t.get("noise_std", "num", None, lo=0.0, lo_open=True)
                 t.done()
-                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise))
+                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise, noise_abs))
             elif key == "forces":
                 scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
                 fmod = t.get("model", "table", None)

@@ -17,10 +17,10 @@ then the force-model states; the modes couple to the force states only).
 
 Files, by mathematical object: `force_model` (shaping filters), `van_loan` (exact
 discretisation), `gains` (state-space model, Riccati, fixed-lag gains), `model_check` (band
-pairs), `attach` (bundle arrays, model file).
+pairs), `levels` (gains for a grid of load levels), `attach` (bundle arrays, model file).
 """
 
-from offline.smoother.attach import attach_smoother, smoother_from_spec
+from offline.smoother.attach import attach_smoother, smoother_from_spec, with_load_levels
 from offline.smoother.force_model import FORCE_MODELS, ForceModel, parse_force_model
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.model_check import band_filters, check_bands
@@ -28,4 +28,4 @@ from offline.smoother.van_loan import van_loan
 
 __all__ = ["FORCE_MODELS", "ForceModel", "SmootherDesign", "attach_smoother", "band_filters",
            "check_bands", "design_smoother", "parse_force_model", "smoother_from_spec",
-           "van_loan"]
+           "van_loan", "with_load_levels"]

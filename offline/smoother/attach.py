@@ -8,19 +8,25 @@ import numpy as np
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother import nis_threshold
-from offline.smoother.force_model import DEFAULT_ORDER, ForceModel
+from offline.smoother.force_model import ForceModel
 from offline.smoother.gains import SmootherDesign, design_smoother
+from offline.smoother.levels import LEVELS, level_arrays
 from offline.smoother.model_check import band_filters, check_bands
 
 
 def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_error: float,
                     nis_window_s: float = 8.0, nis_false_alarm: float = 0.01,
-                    bands=None, nis_tolerance: float = 2.0) -> Bundle:
+                    bands=None, nis_tolerance: float = 2.0, corr=None,
+                    nis_tolerance_low: float = 1.25) -> Bundle:
     """A copy of ``bundle`` that runs the smoother (``kf_*`` arrays, ``meta["estimator"]``).
 
     ``bands``: model-check bands [Hz] (default :func:`check_bands`). The broadband NIS flags
-    above ``max(chi-square quantile, nis_tolerance * dof)``: the innovation level also follows
-    the load's level, which the force model only states roughly."""
+    above ``max(chi-square quantile, nis_tolerance * dof)`` and below ``min(lower chi-square
+    quantile, dof / nis_tolerance_low)`` (innovations too small: the declared load or noise
+    too large; the device's level tracker takes up a load of another size, so what stays too
+    small is a noise or load the model overstates beyond the tracked range). A displacement
+    sensor's one-step innovation is mostly its noise, so a load 50x below its declaration
+    lowers the NIS by only ~25 %: hence the tighter lower tolerance. The gains of other load levels: :func:`with_load_levels`."""
     W = max(int(round(nis_window_s / bundle.dt)), 1)
     nch = len(bundle.channels)
     dof = W * nch
@@ -33,43 +39,56 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
           "nis_window": np.array(W, dtype=np.int64),
           "nis_threshold": np.array(max(nis_threshold(dof, nis_false_alarm),
                                         nis_tolerance * dof)),
+          # P(chi2 < x) = p: the upper quantile of 1 - p
+          "nis_threshold_low": np.array(min(nis_threshold(dof, 1.0 - nis_false_alarm),
+                                            dof / nis_tolerance_low)),
           "Wt": np.ascontiguousarray(Lc.T), "band_ba": ba, "band_gain": gain,
           "band_threshold": thr, "band_hz": np.array(bands, dtype=float).reshape(-1, 2)}
     meta = dict(bundle.meta)
     meta["estimator"] = {
         "method": "smoother", "lag": design.lag, "n_force_states": design.n_force_states,
         "proportional": design.proportional, "model_error": float(model_error),
-        "force_models": [{"kind": fm.kind, "band": list(map(float, fm.band)),
-                          "rms": float(fm.rms), "order": int(fm.order)} for fm in force_models],
+        "force_models": [fm.as_dict() for fm in force_models],
+        "force_corr": None if corr is None else np.asarray(corr, dtype=float).tolist(),
         "spectral_radius": design.spectral_radius,
         "rigid_modes": design.n_rigid, "rigid_anchor_hz": design.anchor_hz,
         "check_window_s": W * bundle.dt, "check_false_alarm": float(nis_false_alarm),
         "check_bands_hz": [list(map(float, b)) for b in bands],
-        "std_filtered": design.std_filtered.tolist(), "std": design.std.tolist()}
+        "std_filtered": design.std_filtered.tolist(), "std": design.std.tolist(),
+        "load_levels": None}
     return bundle.replace(kf=kf, window=design.lag + 1, meta=meta)
 
 
-def smoother_from_spec(bundle: Bundle, spec, est_spec) -> Bundle:
-    """The smoother of a model file: ``[estimator]`` method/lag/model_error/check_* and each
-    force's ``model`` (band and RMS default to the ``[calibration]`` random load's, else
-    1 Hz .. 0.4 rate and 1)."""
-    cal = spec.calibration
-    dflt_band = (1.0, 0.4 * bundle.rate)
-    dflt_rms = 1.0
-    if cal is not None and cal.load.type == "random":
-        dflt_band, dflt_rms = tuple(cal.load.band), float(cal.load.rms)
-    models = []
-    for f in spec.forces:
-        m = f.model or {}
-        fm = ForceModel(kind=m.get("kind", "bandpass"),
-                        band=tuple(m.get("band") or dflt_band),
-                        rms=float(m.get("rms") or dflt_rms), order=int(m.get("order", DEFAULT_ORDER)))
-        fm.check(f.where or f"[[forces]] {f.name}")
-        models.append(fm)
+def smoother_from_spec(bundle: Bundle, spec, est_spec, load_model=None) -> Bundle:
+    """The smoother of a model file: ``[estimator]`` method/lag/model_error/check_* and the
+    load model (``load_model``, an :class:`offline.load.LoadModel`; default the model file's
+    declaration, :func:`offline.load.declared_load_model`: each force's ``model``, else its
+    ``[calibration]`` load times its ``scale``)."""
+    from offline.load.declared import declared_load_model
+
+    lm = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
     lag = est_spec.lag if est_spec.lag is not None else int(round(0.02 * bundle.rate))
+    corr = lm.corr if lm.correlated else None
     try:
-        design = design_smoother(bundle, models, lag, est_spec.model_error)
+        design = design_smoother(bundle, lm.forces, lag, est_spec.model_error, corr=corr)
     except EstimatorError as exc:
         raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
-    return attach_smoother(bundle, design, models, est_spec.model_error,
-                           est_spec.check_window_s, est_spec.check_false_alarm)
+    return attach_smoother(bundle, design, lm.forces, est_spec.model_error,
+                           est_spec.check_window_s, est_spec.check_false_alarm, corr=corr)
+
+
+def with_load_levels(bundle: Bundle, grid=LEVELS, scale_noise: bool = False) -> Bundle:
+    """A copy of a smoother ``bundle`` with the gains of a grid of load levels
+    (:mod:`offline.smoother.levels`), from its own model and ``meta["estimator"]``;
+    ``scale_noise``: the noise was declared relative to the signal and scales with the
+    level."""
+    e = bundle.meta["estimator"]
+    fms = [ForceModel.from_dict(d) for d in e["force_models"]]
+    corr = None if e.get("force_corr") is None else np.array(e["force_corr"], dtype=float)
+    kf = dict(bundle.kf)
+    kf.update(level_arrays(bundle, fms, int(e["lag"]), float(e.get("model_error", 0.0)),
+                           corr=corr, grid=grid, scale_noise=scale_noise))
+    meta = dict(bundle.meta)
+    meta["estimator"] = {**e, "load_levels": [float(g) for g in grid],
+                         "load_levels_scale_noise": bool(scale_noise)}
+    return bundle.replace(kf=kf, meta=meta)

@@ -59,7 +59,7 @@ def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
 
 
 def design_smoother(bundle: Bundle, force_models, lag: int,
-                    model_error: float = 0.0) -> SmootherDesign:
+                    model_error: float = 0.0, corr=None) -> SmootherDesign:
     """Steady-state joint input-state fixed-lag smoother of ``bundle``'s reduced model.
 
     Parameters
@@ -69,6 +69,8 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
     lag : int              smoothing lag L [samples] (delay of the estimates)
     model_error : float    white modal-load noise on every mode at ``model_error^2`` times
                            the forces' band level (process noise for model error; 0 = none)
+    corr : (nf, nf), optional   correlation of the forces' driving white noises
+                           (:class:`offline.load.LoadModel`; default independent forces)
     """
     linalg = need("scipy.linalg")
     if lag < 0:
@@ -122,7 +124,10 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
     Ac[1:2 * n:2, 2 * n:] = PhiB @ Cf
     Ac[2 * n:, 2 * n:] = Af
     Qc = np.zeros((ns, ns))
-    Qc[2 * n:, 2 * n:] = Bf @ np.diag(qc) @ Bf.T
+    # E[w w^T] = diag(sqrt qc) rho diag(sqrt qc)   (correlated driving noises)
+    rho = np.eye(nf) if corr is None else np.asarray(corr, dtype=float)
+    Qw = np.sqrt(qc)[:, None] * rho * np.sqrt(qc)[None, :]
+    Qc[2 * n:, 2 * n:] = Bf @ Qw @ Bf.T
     if model_error > 0:
         # q' noise: eps^2 x (modal load level of the forces)        (model error)
         S0 = np.array([fm.level() for fm in force_models])

@@ -1,0 +1,307 @@
+"""Learn the load model and the sensor noise from records of the structure in operation.
+
+``vsense-offline build MODEL.toml --record RUN.csv [--record ...]``: the records (the replay
+input format: ``time`` and one column per ``[[sensors]]`` entry; the forces unknown) give
+Welch cross-spectral matrices; the full model's transfer functions turn a load model into
+their expectation; the load model that maximises the Whittle likelihood
+(:mod:`offline.load.whittle`) with the declaration as its prior is the fit:
+
+1. the sensor noise from the quietest part of each channel's spectrum, the overall level
+   by a scan over 12 decades (a load 50x off its declaration is found, not approached);
+2. each force's level, band corners and tilt (the shape between them) jointly with the
+   channels' noise;
+3. each force's Butterworth orders (roll-off steepness, 1-8) one force at a time;
+4. resonant peaks (a source resonance in the load): where the forces' spectrum expected
+   from the records exceeds the model's by 2x or more, a peak section, kept when it raises
+   the likelihood by more than its BIC cost;
+5. the correlation of the forces (several forces), then everything jointly.
+
+Why Whittle: the records' second-order statistics are all a Gaussian load model can use;
+in the frequency domain the likelihood of a 20 s record of 10 channels costs a few thousand
+small matrix factorisations instead of a Kalman filter pass per trial, and the full model's
+transfer functions (not the estimator's reduced model) enter exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge.bundle import KINDS
+from edge.csvio import read_table
+from offline._deps import need
+from offline.load.model import LoadModel
+from offline.load.welch import cross_spectra, segment_length, window_kernel
+from offline.load.whittle import LN10, Whittle, make_layout, start_theta, unpack
+
+ORDERS_HP = (1, 2, 4)
+ORDERS_LP = (1, 2, 4, 8)
+
+
+@dataclass
+class LoadFit:
+    """A fitted load model and how well the records determine it."""
+
+    model: LoadModel
+    prior: LoadModel
+    identified: dict              # name -> bool (level of each force, noise of each channel)
+    posterior_sd: dict            # name -> std of ln rms / ln noise (Laplace)
+    nll: float
+    info: dict = field(default_factory=dict)
+
+    def summary(self, force_names, channel_names, units=None) -> str:
+        lines = [f"load model learned from {self.info.get('records', '?')} record(s), "
+                 f"{self.info.get('seconds', 0):.1f} s (Whittle likelihood, "
+                 f"{self.info.get('segments', '?')} Welch segments of "
+                 f"{self.info.get('segment_s', 0):g} s; declared -> fitted):"]
+        for j, (n, fm, pm) in enumerate(zip(force_names, self.model.forces,
+                                            self.prior.forces)):
+            key = f"force {j}"
+            ok = self.identified.get(key, False)
+            hp, lp = fm.orders
+            pk = "; peaks " + ", ".join(f"{p[0]:.1f} Hz x{p[2]:.2g}" for p in fm.peaks) \
+                if fm.peaks else ""
+            lines.append(
+                f"  {n}: rms {pm.rms:.3g} -> {fm.rms:.3g} (+/- {100 * self.posterior_sd[key]:.0f}"
+                f" %), band {pm.band[0]:.3g}-{pm.band[1]:.3g} -> {fm.band[0]:.3g}-"
+                f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
+                + ("" if ok else "  [not identified by the records: kept near the "
+                   "declaration]"))
+        if self.model.correlated:
+            C = self.model.corr
+            pairs = [f"{force_names[a]}-{force_names[b]} {C[a, b]:+.2f}"
+                     for a in range(C.shape[0]) for b in range(a)]
+            lines.append("  correlation of the forces: " + ", ".join(pairs))
+        for c, n in enumerate(channel_names):
+            key = f"noise {c}"
+            pn = self.prior.noise_std[c] if self.prior.noise_std is not None else np.nan
+            lines.append(f"  noise {n}: std {pn:.3g} -> {self.model.noise_std[c]:.3g}"
+                         + ("" if self.identified.get(key, False) else
+                            "  [not identified: kept near the declaration]"))
+        return "\n".join(lines)
+
+
+def read_records(paths, channel_names, dt: float) -> list[np.ndarray]:
+    """The sensor columns of each record ``(n_i, nch)``, in ``channel_names`` order; errors
+    name the file and the column. The sample interval must be the model's."""
+    out = []
+    for p in paths:
+        t, data, names = read_table(p)
+        missing = [c for c in channel_names if c not in names]
+        if missing:
+            raise ValueError(f"{p}: no column {', '.join(repr(m) for m in missing)} (a record "
+                             f"has 'time' and one column per [[sensors]] entry: "
+                             f"{', '.join(channel_names)}; found {', '.join(names)})")
+        Y = data[:, [names.index(c) for c in channel_names]]
+        if not np.all(np.isfinite(Y)):
+            bad = int(np.sum(~np.all(np.isfinite(Y), axis=1)))
+            raise ValueError(f"{p}: {bad} row(s) with a missing or non-finite sensor value; "
+                             f"cut the record where the sensors are valid")
+        if t.size < 2:
+            raise ValueError(f"{p}: fewer than two samples")
+        step = np.diff(t)
+        if np.max(np.abs(step - dt)) > 1e-3 * dt:
+            raise ValueError(f"{p}: sample interval {np.median(step):.6g} s, but the model's "
+                             f"[estimator] rate gives {dt:.6g} s (resample the record or set "
+                             f"the rate)")
+        out.append(Y)
+    return out
+
+
+def _optimise(W, L, theta, free=None, maxiter=200):
+    """Minimise the penalised NLL over the ``free`` indices (default all), L-BFGS-B with the
+    analytic gradient (:meth:`offline.load.whittle.Whittle.nll_grad`)."""
+    opt = need("scipy.optimize")
+    theta = np.array(theta, float)
+    free = np.arange(L.size) if free is None else np.asarray(free)
+    bnds = [L.bounds()[i] for i in free]
+
+    def f(x):
+        th = theta.copy()
+        th[free] = x
+        v, g = W.nll_grad(L, th, free)
+        return (v, g) if np.isfinite(v) else (1e300, np.zeros_like(x))
+
+    r = opt.minimize(f, theta[free], jac=True, method="L-BFGS-B", bounds=bnds,
+                     options={"maxiter": maxiter})
+    theta[free] = r.x
+    return theta, float(W.nll(L, theta))
+
+
+def _force_params(L, j):
+    return [i for i, n in enumerate(L.names)
+            if n.endswith(str(j)) and n[:-len(str(j))] in ("ln_rms", "ln_flo", "ln_span", "tilt")
+            or n.startswith((f"ln_pf{j}_", f"ln_pz{j}_", f"ln_pg{j}_"))]
+
+
+def _noise_params(L):
+    return [i for i, n in enumerate(L.names) if n.startswith("ln_noise")]
+
+
+def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, corr):
+    """A layout with the orders/peaks of ``models`` and theta at them."""
+    L = make_layout(prior_models, noise_prior, rate, f_min, fit_corr,
+                    orders=[m.orders for m in models], peaks=[m.peaks for m in models])
+    return L, start_theta(L, models, noise, corr)
+
+
+def _peak_candidate(W, models, noise, corr, j, f_fine_bins):
+    """Where the records' expected force-j spectrum most exceeds the model's (E-step ratio):
+    ``(f, zeta, gain)`` or None when nowhere by 2x."""
+    over = W.over
+    m = (len(W.kernel) - 1) // 2
+    f_bins = W.f_fine[np.arange(W.nb) * over + m]
+    d = np.sqrt(np.column_stack([fm.psd(f_bins) for fm in models]))
+    S = d[:, :, None] * corr[None] * d[:, None, :]
+    Hb = W.H[np.arange(W.nb) * over + m]
+    E = W.expected(models, noise, corr)
+    Ei = np.linalg.inv(E)
+    G = S @ np.conj(np.transpose(Hb, (0, 2, 1))) @ Ei                 # S H^H E^-1
+    # E[f f^H | y] = S - G H S + G S_hat G^H  (per bin)
+    M = S - G @ Hb @ S + G @ W.S_hat @ np.conj(np.transpose(G, (0, 2, 1)))
+    ratio = np.real(M[:, j, j]) / np.maximum(np.real(S[:, j, j]), 1e-300)
+    ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
+    k = int(np.argmax(ratio))
+    if ratio[k] < 2.0:
+        return None
+    half = ratio > 1.0 + 0.5 * (ratio[k] - 1.0)
+    a = b = k
+    while a > 0 and half[a - 1]:
+        a -= 1
+    while b < ratio.size - 1 and half[b + 1]:
+        b += 1
+    f0 = float(f_bins[k])
+    width = max(float(f_bins[b] - f_bins[a]), float(f_bins[1] - f_bins[0]))
+    return f0, float(np.clip(width / (2 * f0), 0.003, 0.25)), float(np.sqrt(ratio[k]))
+
+
+def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
+               max_peaks: int = 3, fit_orders: bool = True, progress=None) -> LoadFit:
+    """Fit the load model of records (module docstring).
+
+    Parameters
+    ----------
+    mm : ModalModel of the full model whose first probes are the sensors
+    records : list of (n_i, nch) sensor samples;  dt : sample interval [s]
+    prior : the declared LoadModel (its ``noise_std`` the declared noise, absolute)
+    sensor_kinds : (nch,) signal kinds ("displacement", ...)
+    progress : callable(str) or None, told each stage
+    """
+    say = progress or (lambda s: None)
+    nch = len(sensor_kinds)
+    rate = 1.0 / dt
+    n_total = sum(Y.shape[0] for Y in records)
+    N = segment_length(min(Y.shape[0] for Y in records), dt, seg_s)
+    freqs, S_hat, n_seg = cross_spectra(records, dt, N)
+    over, hw = 4, 3
+    kern = window_kernel(N, over, hw)
+    df = freqs[1]
+    kmin = hw + 1
+    kmax = int(np.floor(0.4 * rate / df))
+    f_fine = (kmin - hw) * df + np.arange((kmax - kmin) * over + 2 * hw * over + 1) * df / over
+    kinds = [KINDS.index(k) for k in sensor_kinds]
+    H = mm.transfer(f_fine, kinds + [0] * (mm.Phi_out.shape[0] - nch))[:, :nch]
+    # Hann bins are correlated with their neighbours: about one independent bin in 1.5
+    W = Whittle(f_fine, H, S_hat[kmin:kmax + 1], kern, over, n_seg / 1.5, dt)
+    f_min = float(kmin * df)
+    prior_models = prior.forces
+    noise_prior = np.asarray(prior.noise_std, dtype=float)
+    fit_corr = len(prior_models) > 1
+    # 1. noise from the quietest decile of each channel's spectrum; the overall level
+    q = np.quantile(np.real(np.einsum("kii->ki", W.S_hat)), 0.1, axis=0)
+    noise0 = np.minimum(np.sqrt(np.maximum(q, 1e-300) / dt), 10 * noise_prior)
+    L, theta = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, prior_models,
+                         noise0, None)
+    say("level scan")
+    rms_idx = [L.index(f"ln_rms{j}") for j in range(len(prior_models))]
+    best = (np.inf, 0.0)
+    for g in np.arange(-6.0, 6.01, 0.25) * LN10:
+        th = theta.copy()
+        th[rms_idx] += g
+        v = W.nll(L, th)
+        best = min(best, (v, g))
+    theta[rms_idx] += best[1]
+    # 2. levels, corners, tilts and noise (independent forces first)
+    say("levels, bands and noise")
+    free = [i for i, n in enumerate(L.names) if not n.startswith("chol")]
+    theta, nll = _optimise(W, L, theta, free)
+    models, noise, corr = unpack(L, theta)
+    # 3. roll-off orders, one force at a time: the low-pass order, then the high-pass one
+    if fit_orders:
+        say("roll-off orders")
+        for j in range(len(models)):
+            for side in ("lp", "hp"):
+                best = (nll, theta, L)
+                hp0, lp0 = models[j].orders
+                for o in (ORDERS_LP if side == "lp" else ORDERS_HP):
+                    hp, lp = (hp0, o) if side == "lp" else (o, lp0)
+                    if (hp, lp) == (hp0, lp0):
+                        continue
+                    trial = list(models)
+                    trial[j] = _with_orders(models[j], hp, lp)
+                    Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr,
+                                       trial, noise, corr)
+                    tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=15)
+                    if v < best[0]:
+                        best = (v, tt, Lt)
+                nll, theta, L = best
+                models, noise, corr = unpack(L, theta)
+    # 4. resonant peaks of the load
+    n_eff = W.nb * W.K_eff
+    bic = 0.5 * 3 * np.log(n_eff)
+    for j in range(len(models)):
+        for _ in range(max_peaks):
+            cand = _peak_candidate(W, models, noise, corr, j, None)
+            if cand is None:
+                break
+            say(f"peak of force {j + 1} near {cand[0]:.1f} Hz")
+            trial = list(models)
+            trial[j] = _with_peaks(models[j], models[j].peaks + (cand,))
+            Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, trial,
+                               noise, corr)
+            # the new peak and the force's level (the rest follows in the joint fit)
+            i = Lt.npeaks[j] - 1
+            free = [Lt.index(f"ln_rms{j}")] + [Lt.index(f"{k}{j}_{i}")
+                                                for k in ("ln_pf", "ln_pz", "ln_pg")]
+            tt, v = _optimise(W, Lt, tt, free, maxiter=40)
+            if v < nll - bic:
+                nll, theta, L = v, tt, Lt
+                models, noise, corr = unpack(L, theta)
+            else:
+                break
+    # 5. everything jointly (with the correlation of several forces)
+    say("joint fit")
+    theta, nll = _optimise(W, L, theta)
+    models, noise, corr = unpack(L, theta)
+    cov = np.linalg.inv(W.fisher(L, theta))
+    post = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    sd = np.asarray(L.sd)
+    ident, psd_ = {}, {}
+    for j in range(len(models)):
+        i = L.index(f"ln_rms{j}")
+        ident[f"force {j}"] = bool(post[i] < 0.5 * sd[i])
+        psd_[f"force {j}"] = float(post[i])
+    for c in range(nch):
+        i = L.index(f"ln_noise{c}")
+        ident[f"noise {c}"] = bool(post[i] < 0.5 * sd[i])
+        psd_[f"noise {c}"] = float(post[i])
+    info = {"records": len(records), "seconds": n_total * dt, "segments": int(n_seg),
+            "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, float(kmax * df)],
+            "nll": nll}
+    fitted = LoadModel(forces=models, corr=corr, noise_std=noise, source="record", info=info)
+    return LoadFit(model=fitted, prior=prior, identified=ident, posterior_sd=psd_, nll=nll,
+                   info={**info, "S_hat": S_hat[kmin:kmax + 1], "freqs": freqs[kmin:kmax + 1],
+                         "whittle": W, "data": records})
+
+
+def _with_orders(fm, hp, lp):
+    from dataclasses import replace
+
+    return replace(fm, order=lp, hp_order=hp, lp_order=lp)
+
+
+def _with_peaks(fm, peaks):
+    from dataclasses import replace
+
+    return replace(fm, peaks=tuple(peaks))

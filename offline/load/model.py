@@ -1,0 +1,100 @@
+"""The joint load model: each force a shaping filter driven by white noise, the driving
+noises correlated between forces, and each sensor's noise.
+
+Two-sided power spectral density matrix of the forces [unit^2/Hz]::
+
+    S_ff(f) = D(f) rho D(f)^H,   D = diag(sqrt(qc_j) H_j(j 2 pi f))
+
+with ``H_j`` force j's shaping filter (:class:`offline.smoother.ForceModel`), ``qc_j`` its
+white-noise intensity (so that ``var f_j = rms_j^2``) and ``rho`` the correlation of the
+driving noises (the coherence of two forces at every frequency where both shapes are real,
+e.g. the ends of one source structure). The state-space form for the smoother: the force
+states of all forces stacked, driven by ``w`` with ``E[w w^T] = diag(sqrt qc) rho diag(sqrt
+qc)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from offline.smoother.force_model import ForceModel
+
+
+@dataclass
+class LoadModel:
+    """Force spectra, their correlation and the sensor noise of one operation.
+
+    forces : list of ForceModel, one per ``[[forces]]`` entry
+    corr : (nf, nf) correlation of the driving white noises (identity: independent forces)
+    noise_std : (nch,) absolute noise std of each sensor [channel unit], or None (the
+        relative ``noise`` of the model file, resolved by the build)
+    source : "declared" or "record"
+    info : fit diagnostics (identified parameters, likelihood, notes)
+    """
+
+    forces: list
+    corr: np.ndarray | None = None
+    noise_std: np.ndarray | None = None
+    source: str = "declared"
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        nf = len(self.forces)
+        self.corr = np.eye(nf) if self.corr is None else np.asarray(self.corr, dtype=float)
+        if self.corr.shape != (nf, nf):
+            raise ValueError(f"load model: corr must be ({nf}, {nf}), got {self.corr.shape}")
+        if self.noise_std is not None:
+            self.noise_std = np.asarray(self.noise_std, dtype=float)
+
+    @property
+    def correlated(self) -> bool:
+        return bool(np.any(np.abs(self.corr - np.eye(len(self.forces))) > 1e-12))
+
+    def psd(self, freqs) -> np.ndarray:
+        """Two-sided PSD matrix ``(nfreq, nf, nf)`` [unit^2/Hz] at ``freqs`` [Hz]."""
+        d = np.sqrt(np.column_stack([fm.psd(freqs) for fm in self.forces]))  # (nfreq, nf)
+        return d[:, :, None] * self.corr[None] * d[:, None, :]
+
+    def power_per_bin(self, n: int, dt: float) -> np.ndarray:
+        """Two-sided power per one-sided bin of an n-point grid ``(n // 2 + 1, nf, nf)``
+        (``offline.limit``'s convention: the sum over the two-sided grid is the covariance;
+        DC excluded, forces have zero mean)."""
+        fr = np.fft.rfftfreq(n, dt)
+        P = np.zeros((fr.size, len(self.forces), len(self.forces)))
+        P[1:] = self.psd(fr[1:]) / (n * dt)
+        return P
+
+    def sample(self, t: np.ndarray, seed: int) -> np.ndarray:
+        """A stationary Gaussian history ``(nt, nf)`` of the forces on the uniform grid ``t``
+        (circular synthesis: white noise shaped per bin by a square root of ``S_ff``)."""
+        t = np.asarray(t, dtype=float)
+        nt, nf = t.size, len(self.forces)
+        dt = float(t[1] - t[0])
+        rng = np.random.default_rng(seed)
+        W = np.fft.rfft(rng.standard_normal((nt, nf)), axis=0)       # white, PSD = dt
+        fr = np.fft.rfftfreq(nt, dt)
+        S = np.zeros((fr.size, nf, nf))
+        S[1:] = self.psd(fr[1:]) / dt
+        # S = L L^T per bin (eigen form: S may be singular for fully coherent forces)
+        lam, V = np.linalg.eigh(S)
+        L = V * np.sqrt(np.clip(lam, 0.0, None))[:, None, :]
+        return np.fft.irfft(np.einsum("kij,kj->ki", L, W), nt, axis=0)
+
+    def noise_for(self, names) -> np.ndarray | None:
+        return None if self.noise_std is None else self.noise_std[: len(names)]
+
+    def as_meta(self) -> dict:
+        """JSON form (bundle ``meta["load_model"]``)."""
+        return {"source": self.source, "forces": [fm.as_dict() for fm in self.forces],
+                "corr": self.corr.tolist(),
+                "noise_std": None if self.noise_std is None else self.noise_std.tolist(),
+                "info": self.info}
+
+    @classmethod
+    def from_meta(cls, d: dict) -> "LoadModel":
+        return cls(forces=[ForceModel.from_dict(f) for f in d["forces"]],
+                   corr=np.array(d["corr"], dtype=float),
+                   noise_std=None if d.get("noise_std") is None else np.array(d["noise_std"]),
+                   source=d.get("source", "declared"), info=dict(d.get("info", {})))

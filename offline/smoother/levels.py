@@ -1,0 +1,65 @@
+"""Smoother gains for a grid of load levels, for the device to follow the load's size.
+
+A real load's level differs from the declared or learned one, and changes in operation. The
+smoother's gains and stated std depend on it (Riccati equation, offline only: the edge has no
+scipy), so the bundle carries them for a geometric grid of levels ``g`` (each force's RMS
+times ``g``; the designed level is ``g = 1``) and the device switches between them.
+
+What the device measures is the mean NIS ``e^T S_a^-1 e / nch`` of its innovations under the
+gains of level ``a``. When the load is at level ``b`` the innovations' covariance is about
+``S_b`` (the innovations of a near-optimal filter), so the expected ratio is::
+
+    r(a, b) = tr(S_a^-1 S_b) / nch            (1 when a = b)
+
+stored as ``kf_level_nis``; the device picks the level ``b`` whose ``r(a, b)`` is nearest to
+the measured ratio (:mod:`edge.estimator.smoother`, ``track_level``).
+
+A sensor noise declared *relative* to the signal (``[[sensors]] noise``, paper eq. 28) is tied
+to the load's size: then a level scales the noise as well (``scale_noise``), the whole
+operation at another size. A noise that is a property of the sensor (learned from a record,
+or ``noise_std``) stays where it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from offline.smoother.gains import design_smoother
+
+#: default grid: 10^-2 .. 10^1.5 of the designed RMS in steps of 10^0.25 (x1.78)
+LEVELS = 10.0 ** np.arange(-2.0, 1.5001, 0.25)
+
+
+def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
+                 grid=LEVELS, scale_noise: bool = False) -> dict:
+    """The ``kf_level_*`` arrays (without the prefix) of the smoother at each level of
+    ``grid`` (factors of the force models' RMS; must contain 1); ``scale_noise``: the
+    sensors' noise std scales with the level too (a noise declared relative to the
+    signal)."""
+    grid = np.asarray(grid, dtype=float)
+    if not np.any(np.isclose(grid, 1.0)):
+        raise ValueError("the level grid must contain the designed level 1")
+    K, G, Sinv, Wt, std, S = [], [], [], [], [], []
+    for g in grid:
+        fms = [replace(fm, rms=fm.rms * g) for fm in force_models]
+        b = bundle
+        if scale_noise:  # weight = 1 / sigma^2, sigma times g
+            b = bundle.replace(channels=[replace(c, weight=c.weight / g ** 2)
+                                         for c in bundle.channels])
+        d = design_smoother(b, fms, lag, model_error, corr=corr)
+        K.append(d.K)
+        G.append(d.G)
+        Sinv.append(d.Sinv)
+        Lc = np.linalg.cholesky(0.5 * (d.Sinv + d.Sinv.T))
+        Wt.append(np.ascontiguousarray(Lc.T))
+        std.append(d.std)
+        S.append(np.linalg.inv(d.Sinv))
+    nch = S[0].shape[0]
+    # r(a, b) = tr(S_a^-1 S_b) / nch
+    nis = np.array([[np.trace(Sinv[a] @ S[b]) / nch for b in range(grid.size)]
+                    for a in range(grid.size)])
+    return {"level_grid": grid, "level_K": np.array(K), "level_G": np.array(G),
+            "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
+            "level_std": np.array(std), "level_nis": nis}
