@@ -6,6 +6,7 @@
     vsense-edge config-reference
     vsense-edge replay RECORDING|MEASUREMENT.csv --bundle B [-o OUT.csv]
     vsense-edge monitor --broker HOST[:PORT] --device ID [--csv FILE] [--once]
+                        [-c edge.toml] [--username U --password-file F] [--tls-ca CA]
     vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
     vsense-edge dashboard [-c PATH] [--url ws://HOST:9001] [--port 8090] [--export DIR]
 
