@@ -401,10 +401,11 @@ def main(argv=None) -> int:
     print()
     for n, v in r.fde.items():
         lim = v["limit"]
-        vs = (f" = {v['nrmse'] / lim[0]:.2f}x the MMSE limit {lim[0]:.4g} at {lim[1]:g} ms delay"
+        vs = (f" = {v['nrmse'] / lim[0]:.2f}x the accuracy limit {lim[0]:.4g} (lowest error of "
+              f"any estimator at {lim[1]:g} ms delay)"
               if lim else "")
         print(f"{n}: normalised RMS error {v['nrmse']:.4g} (time domain, full band){vs}; "
-              f"FDE {float(v['band'].value):.4f} ({v['band'].label}), "
+              f"frequency-domain error FDE {float(v['band'].value):.4f} ({v['band'].label}), "
               f"{float(v['full'].value):.4f} ({v['full'].label})")
     print(f"received {r.received} / {r.expected} estimates over MQTT ({r.broker} broker); "
           f"kernel step {r.step_time_us['mean']:.1f} us mean, "

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", required=True, help="output directory")
     p.add_argument("--bundle", default=None, help="also build the calibrated bundle (.npz)")
     p.add_argument("--check", choices=("mcmc",), default=None,
-                   help="cross-check the VB posterior with emcee (small problems)")
+                   help="cross-check the variational-Bayes result with a Markov-chain Monte "
+                        "Carlo sampler (emcee; small problems)")
     p.add_argument("--mcmc-steps", type=int, default=1500, metavar="N",
                    help="--check mcmc: steps of each emcee walker")
     p.add_argument("--kfold", dest="kfold", action="store_true", default=None,
