@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -48,7 +49,18 @@ def secured(tmp_path_factory):
         f.write("log_dest stdout\npersistence false\n"
                 + ("user root\n" if os.geteuid() == 0 else ""))
     b = Broker(_mosquitto_binary(), conf, port, d / "mosquitto.log")
-    b.start()
+    b.start()  # returns when the plain port accepts; the TLS listener may come up later
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", tls_port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                b.stop()
+                raise RuntimeError(f"mosquitto's TLS listener {tls_port} did not come up: "
+                                   f"{(d / 'mosquitto.log').read_text()[-2000:]}") from None
+            time.sleep(0.05)
     b.tls_port, b.ca, b.other_ca, b.dir = tls_port, ca, other_ca, d
     b.dev_pw = (d / "env").read_text().split("=", 1)[1].strip()
     b.viewer_file = d / "sec" / "mqtt-viewer.secret"
