@@ -408,8 +408,8 @@ def main(argv=None) -> int:
               f"frequency-domain error FDE {float(v['band'].value):.4f} ({v['band'].label}), "
               f"{float(v['full'].value):.4f} ({v['full'].label})")
     print(f"received {r.received} / {r.expected} estimates over MQTT ({r.broker} broker); "
-          f"kernel step {r.step_time_us['mean']:.1f} us mean, "
-          f"{r.step_time_us['max']:.0f} us max")
+          f"estimator {r.step_time_us['mean']:.1f} us per sample, one Python call each (mean; "
+          f"{r.step_time_us['max']:.0f} us max)")
     print(f"total {r.timings['total [s]']:.0f} s")
     print(f"\nreport: {r.report}")
     return 0
