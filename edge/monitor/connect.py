@@ -11,7 +11,8 @@ option                      meaning (``[mqtt]`` key)
 ``-c, --config FILE``       a daemon config (``edge.toml``): ``host``, ``port``, ``tls``,
                             ``ca_file``, ``cert_file``, ``key_file``, ``username``,
                             ``password_env``, ``base_topic``, and ``[device] id``
-``--broker HOST[:PORT]``    ``host``, ``port`` (default ``localhost:1883``)
+``--broker HOST[:PORT]``    ``host``, ``port`` (default ``localhost:1883``; without a port:
+                            the config's)
 ``--username NAME``         ``username`` (empty: anonymous)
 ``--password-file FILE``    the password: first line of FILE (e.g.
                             ``/etc/vsense/mqtt-viewer.secret`` written by the installer)
@@ -114,7 +115,7 @@ def broker_settings(args) -> dict:
             if mq[k]:
                 mq[k] = str(cfg.resolve(mq[k]))
     if getattr(args, "broker", None):
-        mq["host"], mq["port"] = parse_broker(args.broker)
+        mq["host"], mq["port"] = parse_broker(args.broker, mq.get("port", 1883))
     if getattr(args, "base", None):
         mq["base_topic"] = args.base
     pw_file, pw_env = getattr(args, "password_file", None), getattr(args, "password_env", None)
