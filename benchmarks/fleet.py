@@ -264,32 +264,50 @@ def start_broker(tmp: Path) -> tuple[subprocess.Popen, int]:
     raise RuntimeError("mosquitto did not start")
 
 
+def _result(proc, what: str, err: Path, timeout: float | None = None) -> dict:
+    """The JSON result line a helper process printed last; RuntimeError naming the process,
+    its exit code and the end of its stderr when it crashed or printed none."""
+    out = proc.communicate(timeout=timeout)[0] or ""
+    lines = out.strip().splitlines()
+    try:
+        if proc.returncode == 0 and lines:
+            return json.loads(lines[-1])
+    except ValueError:
+        pass
+    tail = err.read_text(errors="replace")[-1500:] if err.exists() else ""
+    raise RuntimeError(f"{what} exited with code {proc.returncode} without a result"
+                       + (f"; its stderr ends with:\n{tail}" if tail.strip() else ""))
+
+
 def run_one(n_dev, fmt, batch, duration, procs) -> dict:
     with tempfile.TemporaryDirectory() as td:
         broker, port = start_broker(Path(td))
         try:
             total = int(round(duration * RATE))
             py = [sys.executable, __file__]
+            sub_err = Path(td) / "sub.err"
             sub = subprocess.Popen(py + ["--role", "sub", "--port", str(port), "--n", str(n_dev),
                                          "--duration", str(duration)],
-                                   stdout=subprocess.PIPE, text=True)
+                                   stdout=subprocess.PIPE, stderr=open(sub_err, "wb"), text=True)
             procs_started = [sub]
-            assert sub.stdout.readline().strip() == "ready"
+            if sub.stdout.readline().strip() != "ready":
+                _result(sub, "the counting subscriber", sub_err, 30)
             per = [len(a) for a in np.array_split(np.arange(n_dev), procs) if len(a)]
             firsts = np.cumsum([0] + per[:-1])
             b0, l0 = cpu_s(broker.pid), os.getloadavg()[0]
             t0 = time.monotonic()
+            errs = [Path(td) / f"dev{i}.err" for i in range(len(per))]
             devs = [subprocess.Popen(py + ["--role", "dev", "--port", str(port), "--n", str(k),
                                            "--first", str(f), "--fmt", fmt, "--batch",
                                            str(batch), "--duration", str(duration)],
-                                     stdout=subprocess.PIPE, text=True)
-                    for k, f in zip(per, firsts)]
+                                     stdout=subprocess.PIPE, stderr=open(e, "wb"), text=True)
+                    for k, f, e in zip(per, firsts, errs)]
             procs_started += devs
-            dres = [json.loads(d.communicate()[0].strip().splitlines()[-1]) for d in devs]
+            dres = [_result(d, f"device process {i} (devices {f}..{f + k - 1})", e)
+                    for i, (d, k, f, e) in enumerate(zip(devs, per, firsts, errs))]
             wall = time.monotonic() - t0
             bcpu = cpu_s(broker.pid) - b0
-            out = sub.communicate(timeout=120)[0].strip().splitlines()[-1]
-            res = json.loads(out)
+            res = _result(sub, "the counting subscriber", sub_err, 120)
             res.update(devices=n_dev, format=fmt, batch=batch, duration_s=duration,
                        broker_cpu=bcpu / wall, wall_s=wall, load_before=l0,
                        load_after=os.getloadavg()[0],
@@ -308,17 +326,25 @@ def run_one(n_dev, fmt, batch, duration, procs) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--devices", default="10,30,100")
-    ap.add_argument("--formats", default="json,binary")
-    ap.add_argument("--batch", default="50", help="comma list of batch sizes")
-    ap.add_argument("--duration", type=float, default=20.0)
-    ap.add_argument("--procs", type=int, default=2, help="device processes")
+    ap.add_argument("--devices", default="10,30,100", metavar="N[,N...]",
+                    help="fleet sizes, one run each (default %(default)s)")
+    ap.add_argument("--formats", default="json,binary", metavar="FMT[,FMT...]",
+                    help="payload formats of estimates, json and/or binary; one run each "
+                         "(default %(default)s)")
+    ap.add_argument("--batch", default="50", metavar="B[,B...]",
+                    help="samples per estimates message; one run each (default %(default)s)")
+    ap.add_argument("--duration", type=float, default=20.0, metavar="S",
+                    help="seconds of publishing per run (default %(default)s)")
+    ap.add_argument("--procs", type=int, default=2,
+                    help="processes the devices are spread over (default %(default)s)")
     ap.add_argument("--quick", action="store_true", help="10 devices, json, 5 s")
-    ap.add_argument("--role", choices=("main", "sub", "dev"), default="main")
-    ap.add_argument("--port", type=int, default=1883)
-    ap.add_argument("--n", type=int, default=10)
-    ap.add_argument("--first", type=int, default=0)
-    ap.add_argument("--fmt", default="json")
+    # internal: the helper processes this script starts (not for the command line)
+    ap.add_argument("--role", choices=("main", "sub", "dev"), default="main",
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=1883, help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, default=10, help=argparse.SUPPRESS)
+    ap.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--fmt", default="json", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.role == "sub":
         subscribe("127.0.0.1", a.port, a.n, int(round(a.duration * RATE)), "sim")
@@ -343,7 +369,12 @@ def main(argv=None) -> int:
     for n in [int(x) for x in a.devices.split(",")]:
         for fmt in a.formats.split(","):
             for b in [int(x) for x in a.batch.split(",")]:
-                r = run_one(n, fmt, b, a.duration, min(a.procs, n))
+                try:
+                    r = run_one(n, fmt, b, a.duration, min(a.procs, n))
+                except RuntimeError as e:
+                    print(f"fleet benchmark: {n} devices, {fmt}, batch {b}: {e}",
+                          file=sys.stderr, flush=True)
+                    return 1
                 la, ml = r["lat_ms"], r["msg_lat_ms"]
                 print(f"{n:>4} {fmt:>6} {b:>5} {r['delivered']:>10}/{r['expected']:<9} "
                       f"{r['duplicates']:>4} {la['p50']:>7.1f} {la['p99']:>7.1f} "

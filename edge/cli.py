@@ -6,6 +6,7 @@
     vsense-edge config-reference
     vsense-edge replay RECORDING|MEASUREMENT.csv --bundle B [-o OUT.csv]
     vsense-edge monitor --broker HOST[:PORT] --device ID [--csv FILE] [--once]
+                        [-c edge.toml] [--username U --password-file F] [--tls-ca CA]
     vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
     vsense-edge dashboard [-c PATH] [--url ws://HOST:9001] [--port 8090] [--export DIR]
 
@@ -44,10 +45,31 @@ def single_threaded_math(env=os.environ) -> bool:
     return True
 
 
-def exit_code_lines(codes=None) -> str:
-    """The exit codes, one wrapped line each (the epilog of ``--help``)."""
-    codes = EXIT_CODES if codes is None else {k: EXIT_CODES[k] for k in codes}
-    return "exit codes:\n" + "\n".join(
+#: The exit codes of the commands other than ``run`` (``run``: :data:`EXIT_CODES`).
+CHECK_CONFIG_CODES = {
+    0: "the file is valid (with --bundle: every start-up check passed)",
+    EXIT_CONFIG: EXIT_CODES[EXIT_CONFIG],
+    3: EXIT_CODES[3] + " - with --bundle",
+}
+REPLAY_CODES = {0: "estimates written", 3: EXIT_CODES[3],
+                6: "bad input file (not a recording or measurement CSV, or its channels do "
+                   "not match the bundle's)"}
+MONITOR_CODES = {0: "ok", 1: "--once: no estimates within --timeout",
+                 2: "bad arguments or config, unwritable --csv, broker not reachable, or the "
+                    "broker refused the login (the message says why)"}
+DASHBOARD_CODES = {0: "stopped (Ctrl-C) or --export written",
+                   2: "bad arguments or config, the HTTP port not free, broker not reachable "
+                      "or login refused (relay mode; the message says why)"}
+
+
+def exit_code_lines(codes=None, title: str = "exit codes") -> str:
+    """The exit codes, one wrapped line each (the epilog of ``--help``); ``codes``: a dict
+    ``{code: text}``, or codes of :data:`EXIT_CODES`."""
+    if codes is None:
+        codes = EXIT_CODES
+    elif not isinstance(codes, dict):
+        codes = {k: EXIT_CODES[k] for k in codes}
+    return f"{title}:\n" + "\n".join(
         textwrap.fill(f"{k}  {v}", width=90, initial_indent="  ", subsequent_indent="     ")
         for k, v in codes.items())
 
@@ -56,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     from edge import __version__
 
     p = argparse.ArgumentParser(prog="vsense-edge", description=__doc__.split("\n")[0],
-                                epilog=exit_code_lines(), formatter_class=HelpFormatter)
+                                epilog=exit_code_lines(title="exit codes of run (the other "
+                                                       "commands: their --help)"),
+                                formatter_class=HelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -78,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--require-broker", action="store_true",
                    help="exit with code 7 unless the MQTT broker accepts the connection "
                         "within [mqtt] connect_timeout_s (also [mqtt] require_broker)")
-    c = command("check-config", "validate a config file and exit", codes=(0, 2, 3, 5))
+    c = command("check-config", "validate a config file and exit", codes=CHECK_CONFIG_CODES)
     c.add_argument("path", nargs="?", default=str(DEFAULT_PATH), help="TOML config")
     c.add_argument("--bundle", action="store_true",
                    help="also run every start-up check of `run` short of opening the "
@@ -89,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
                         "check)")
     command("config-reference", "print the Markdown config reference")
     rp = command("replay", "run the estimator over a recording or a measurement CSV "
-                 "(edge.replay)", codes=(0, 3, 6))
+                 "(edge.replay)", codes=REPLAY_CODES)
     rp.add_argument("recording", help="recording directory, raw-*.vsr file, or measurement CSV "
                                       "(a `time` column [s] and one column per channel, named "
                                       "as the bundle's channels, in physical units)")
@@ -98,11 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     from edge.monitor import add_arguments as monitor_arguments
 
     monitor_arguments(command("monitor", "live terminal view of a device over MQTT "
-                                         "(edge.monitor)"))
+                                         "(edge.monitor)", codes=MONITOR_CODES))
     from edge.dashboard import add_arguments as dashboard_arguments
 
     dashboard_arguments(command("dashboard", "serve the live browser dashboard "
-                                             "(edge.dashboard)"))
+                                             "(edge.dashboard)", codes=DASHBOARD_CODES))
     return p
 
 

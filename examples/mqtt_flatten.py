@@ -18,8 +18,14 @@ import math
 import sys
 import threading
 
-from edge.daemon.mqtt import decode_estimates
-from edge.monitor import parse_broker
+try:
+    from edge.daemon.mqtt import decode_estimates
+    from edge.monitor import parse_broker
+except ImportError as _exc:  # run by a Python without vsense installed
+    sys.exit(f"mqtt_flatten: {_exc}: run it with the Python of an environment vsense is "
+             "installed in: `.venv/bin/python examples/mqtt_flatten.py ...` (the demo's "
+             "environment: `bash examples/demo.sh` creates it), or `source .venv/bin/activate` "
+             "first, or `pip install -e .` in the repository")
 
 
 def flat_rows(batch: dict, columns: list[str], every: int = 1) -> list[dict]:

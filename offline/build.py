@@ -95,7 +95,8 @@ class BuildResult:
         lim = b.meta.get("limit")
         if lim:
             nc = lim["force_nrmse"] + lim["output_nrmse"]
-            lines.append("  MMSE limit (non-causal): " + ", ".join(
+            lines.append("  accuracy limit (lowest normalised RMS error of any estimator; MMSE, "
+                         "non-causal): " + ", ".join(
                 f"{n} {v:.3g}" for n, v in zip(lim["force_names"] + lim["output_names"], nc)))
         inv = b.meta.get("inverse")  # inverse maps (step 6): begin
         if inv:
@@ -103,7 +104,8 @@ class BuildResult:
                 mu = mm.get("test_metrics", {}).get("mu_abs", [])
                 errs = ", ".join(f"{p} {100 * v:.2f} %" for p, v in zip(mm["names"], mu))
                 lines.append(f"  inverse map {name} ({mm['kind']}, {len(mm['names'])} parameters, "
-                             f"features {mm['features']['kind']}): test mean |eps| {errs}")  # end
+                             f"features {mm['features']['kind']}): mean absolute error on test "
+                             f"data {errs}")  # end
         lm = b.meta.get("load_model") or {}
         for w in lm.get("info", {}).get("warnings", []):
             lines.append(f"  WARNING: {w}")
@@ -411,7 +413,8 @@ def write_build_report(res: BuildResult, report_dir) -> Path:
         plot_spectra(res.load_fit, [f.name for f in b.forces], d / "load_spectra.png")
         if b.method == "smoother":
             plot_whiteness(b, res.load_fit.info["data"][0], d / "innovations.png")
-    (d / "build_summary.txt").write_text(res.summary() + "\n\n" + res.reduction.report.format()
+    (d / "build_summary.txt").write_text(res.summary() + "\n\n"
+                                         + res.reduction.report.format(res.bundle.rate / 2)
                                          + "\n")
     (d / "build_meta.json").write_text(json.dumps(res.bundle.meta, indent=2, default=float))
     write_build_html(res, d)  # d/index.html: the same, self-contained (PNGs embedded)

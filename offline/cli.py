@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     i = command("inspect", "sizes and natural frequencies of the full model")
     i.add_argument("model", help="model file (TOML)")
     i.add_argument("--modes", type=int, default=10, help="natural frequencies to list")
-    b = command("build", "model file -> bundle (reduction, alpha, stability)")
+    b = command("build", "model file -> bundle (model reduction, regularisation alpha, "
+                         "stability)")
     b.add_argument("model", help="model file (TOML)")
     b.add_argument("-o", "--out", required=True, help="bundle .npz to write")
     b.add_argument("--report", default=None, help="directory for the build report (PNG, HTML)")
@@ -122,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--out", required=True,
                    help="prefix: writes PREFIX_measurement.csv and PREFIX_truth.csv")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
-    lm = command("limit", "MMSE (Wiener) accuracy limit of the forces and outputs")
+    lm = command("limit", "the smallest error any estimator can reach for each force and "
+                          "output (MMSE or Wiener accuracy limit; docs/glossary.md)")
     lm.add_argument("model", help="model file (TOML)")
     lm.add_argument("--noise", type=float, default=None,
                     help="relative noise level of every sensor (default: each sensor's noise)")
@@ -170,7 +172,7 @@ def main(argv=None) -> int:
                         records=args.record)
             res.bundle.save(args.out)
             print(res.summary())
-            print(res.reduction.report.format())
+            print(res.reduction.report.format(f_band=res.bundle.rate / 2))
             print(f"wrote {args.out}")
             if args.report:
                 print(f"build report in {args.report}")

@@ -430,17 +430,18 @@ def main(argv=None) -> int:
     print()
     for n, v in r.fde.items():
         lim = v["limit"]
-        vs = (f" = {v['nrmse'] / lim[0]:.2f}x the MMSE limit {lim[0]:.4g} at {lim[1]:g} ms delay"
+        vs = (f" = {v['nrmse'] / lim[0]:.2f}x the accuracy limit {lim[0]:.4g} (lowest error of "
+              f"any estimator at {lim[1]:g} ms delay)"
               if lim else "")
         print(f"{n}: normalised RMS error {v['nrmse']:.4g} (time domain, full band){vs}; "
-              f"FDE {float(v['band'].value):.4f} ({v['band'].label}), "
+              f"frequency-domain error FDE {float(v['band'].value):.4f} ({v['band'].label}), "
               f"{float(v['full'].value):.4f} ({v['full'].label})")
         if v["std"] is not None:
             print(f"{' ' * len(n)}  stated standard deviation {v['std']:.4g}, actual RMS error "
                   f"{v['rms']:.4g} (ratio {v['std'] / v['rms']:.2f})")
     print(f"received {r.received} / {r.expected} estimates over MQTT ({r.broker} broker); "
-          f"kernel step {r.step_time_us['mean']:.1f} us mean, "
-          f"{r.step_time_us['max']:.0f} us max")
+          f"estimator {r.step_time_us['mean']:.1f} us per sample, one Python call each (mean; "
+          f"{r.step_time_us['max']:.0f} us max)")
     print(f"total {r.timings['total [s]']:.0f} s")
     print(f"\nreport: {r.report}")
     return 0

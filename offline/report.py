@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from offline.load.plots import load_parts
-
+from offline.reduction.report import largest_error
 from offline.report_plots import (_plt, bandpass, plot_health, plot_identification,  # noqa: F401
                                   plot_measurement, plot_step_times, spectrum)
 
@@ -95,8 +95,9 @@ def build_parts(res, d: Path) -> list[str]:
         ("FE model", f"{res.model.n_dofs:,} DOFs"),
         ("reduction", f"{res.reduction.method}: {len(res.reduction.masters)} masters + "
                       f"{res.reduction.n_modes} modes = {b.n} reduced DOFs"),
-        ("max |eigenvalue error| (eq. 31)",
-         f"{np.nanmax(np.abs(rep.eig_error)):.3g} % over the first {len(rep.eig_error)} modes"),
+        ("largest eigenvalue error of the reduction (eq. 31)",
+         largest_error(np.abs(rep.eig_error), np.asarray(rep.freqs_full, float),
+                        b.rate / 2).split(": ", 1)[1]),
         ("rate / Newmark", f"{b.rate:g} samples/s, beta={b.beta:g}, gamma={b.gamma:g}, "
                            f"window L={b.window}"),
         ("channels", ", ".join(f"{c.name} ({c.kind}, {c.unit})" for c in b.channels)),
@@ -134,7 +135,7 @@ def build_parts(res, d: Path) -> list[str]:
     parts += load_parts(res, d, _img)
     if b.method == "smoother":  # no L-curve: the choice and the limit, then the reduction
         parts += accuracy_parts(b, d)
-        parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")
+        parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format(b.rate / 2)) + "</pre>")
         return parts
     parts.append("<h2>Regularisation: L-curve (eq. 20-24)</h2>")
     if res.choice is not None:
@@ -143,7 +144,7 @@ def build_parts(res, d: Path) -> list[str]:
     else:
         parts.append('<p class="note">alpha was given as a number: no L-curve.</p>')
     parts += accuracy_parts(b, d)
-    parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format()) + "</pre>")
+    parts.append("<h2>Reduction table</h2><pre>" + html.escape(rep.format(b.rate / 2)) + "</pre>")
     return parts
 
 

@@ -243,9 +243,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     """Arguments of ``vsense-offline score`` (adds to ``parser`` when given)."""
     p = parser or argparse.ArgumentParser(
         prog="vsense-offline score",
-        description="Compare an estimate CSV with a truth CSV: FDE (Oh et al., eq. 33), "
-                    "normalised RMS error (RMS(estimate - truth) / std(truth)), RMS error and "
-                    "correlation per column.")
+        description="Compare an estimate CSV with a truth CSV, per column: the normalised RMS "
+                    "error (RMS(estimate - truth) / std(truth)), the frequency-domain error "
+                    "FDE (sum |E - T| / sum (|E| + |T|) over the spectrum, Oh et al. eq. 33), "
+                    "the RMS error and the correlation (docs/glossary.md).")
     p.add_argument("output", help="estimate CSV: time,<names>,flags")
     p.add_argument("truth", help="truth CSV: time,<names>")
     p.add_argument("--band", nargs=2, type=float, metavar=("F0", "FMAX"),

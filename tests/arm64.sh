@@ -21,14 +21,21 @@
 # first failure. Two qemu traps are handled: onnxruntime's CPU probe crashes on the host's x86
 # /proc/cpuinfo (an ARM Cortex-A72 one is bind-mounted), and qemu's default CPU advertises SVE,
 # so OpenBLAS picks kernels that make an SVD fail (QEMU_CPU=cortex-a72).
-# Needs root (chroot, mounts), the package registries, and the host's .venv (bash tests/run.sh).
+# Needs root (chroot, mounts), the package registries, and a host environment with
+# vsense[offline] for steps 4-5: $VSENSE_VENV, else .venv-test (bash tests/run.sh), else .venv
+# (bash examples/demo.sh); with none, .venv-test is made first by bash tests/run.sh.
 # benchmarks/arm64_bench.sh sources this file for its functions (no options, no main).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${VSENSE_ARM64_CACHE:-$HOME/.cache/vsense-arm64}"
 WORK="${VSENSE_ARM64_WORK:-/var/tmp/vsense-arm64}"
 MIRROR="${VSENSE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-HOST_VENV="${VSENSE_VENV:-$REPO/.venv}"
+# the host's environment (x86-64, offline extra): $VSENSE_VENV, else .venv-test, else .venv
+HOST_VENV="${VSENSE_VENV:-}"
+if [ -z "$HOST_VENV" ]; then
+  HOST_VENV="$REPO/.venv-test"
+  [ ! -x "$HOST_VENV/bin/python" ] && [ -x "$REPO/.venv/bin/python" ] && HOST_VENV="$REPO/.venv"
+fi
 SUITE=bookworm; INSTALL_SUITES="bookworm trixie"; TESTS=1; RUNS=1; INSTALL=1; FRESH=0
 PYTEST_ARGS=()
 # sourced (benchmarks/arm64_bench.sh): only the functions and settings, no options, no main
@@ -122,6 +129,25 @@ copy_source() {  # the working tree (tracked and untracked, not ignored) into RO
 }
 
 # ----------------------------------------------------------------------------- host
+host_venv() {  # the host environment of steps 4-5, made by tests/run.sh when missing
+  [ -x "$HOST_VENV/bin/python" ] && return 0
+  if [ -n "${VSENSE_VENV:-}" ]; then
+    echo "arm64.sh: VSENSE_VENV=$VSENSE_VENV has no bin/python: point it at an environment" \
+         "with vsense[offline] installed (bash tests/run.sh makes .venv-test, bash" \
+         "examples/demo.sh makes .venv)" >&2
+    exit 1
+  fi
+  log "no host environment (.venv-test or .venv): making .venv-test with bash tests/run.sh" \
+      "(a few minutes)"
+  if ! VSENSE_TEST_VENV="$REPO/.venv-test" bash "$REPO/tests/run.sh" --co -q >/dev/null \
+     || [ ! -x "$REPO/.venv-test/bin/python" ]; then
+    echo "arm64.sh: bash tests/run.sh could not make $REPO/.venv-test; make it (or .venv with" \
+         "bash examples/demo.sh) yourself, or set VSENSE_VENV" >&2
+    exit 1
+  fi
+  HOST_VENV="$REPO/.venv-test"
+}
+
 host_setup() {
   local need=""
   command -v qemu-aarch64-static >/dev/null || need="$need qemu-user-static"
@@ -144,8 +170,7 @@ host_setup() {
          "interpreter works inside a chroot): see update-binfmts --display qemu-aarch64" >&2
     exit 1
   fi
-  [ -x "$HOST_VENV/bin/python" ] || { log "no $HOST_VENV: creating it (tests/run.sh)";
-    bash "$REPO/tests/run.sh" --co -q >/dev/null; }
+  host_venv
   mkdir -p "$CACHE" "$WORK"
   write_cpuinfo
   log "qemu: $(qemu-aarch64-static --version | head -1); cache $CACHE"

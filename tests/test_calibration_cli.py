@@ -74,3 +74,23 @@ def test_vb_matches_mcmc(rig):
     c = mcmc_check(res, steps=2000, burn=100, seed=0)
     assert c["max_mean_dev_sigma"] < 0.1
     assert all(abs(r - 1) < 0.1 for r in c["std_ratio"])
+
+
+def test_calibrate_help_and_the_deprecated_alpha(tmp_path, capsys):
+    """Every option has help, no reStructuredText quoting, the test level is --test-level
+    (not --alpha, which `build` uses for the regularisation); --alpha still works, with a
+    deprecation note."""
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "--alpha" not in out
+    for opt, words in (("--mcmc-steps N", "steps of each emcee walker"),
+                       ("--no-kfold", "skip the model-inadequacy test"),
+                       ("--test-level P", "probability of rejecting a right model"),
+                       ("--quiet", "no progress output")):
+        line = next(x for x in out.splitlines() if x.strip().startswith(opt))
+        assert words in " ".join(out.split(line, 1)[1].split()[:12]) or words in line, opt
+    code = main(["calibrate", str(tmp_path / "none.toml"), "--data", "x.csv", "-o",
+                 str(tmp_path / "o"), "--alpha", "0.1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--alpha is deprecated, use --test-level" in err

@@ -33,6 +33,20 @@ def test_help_lists_every_exit_code_on_its_own_line(capsys):
     assert "  3  bad bundle" in out and "  2  bad configuration" in out
 
 
+@pytest.mark.parametrize("cmd,codes", [("check-config", "023"), ("replay", "036"),
+                                       ("monitor", "012"), ("dashboard", "02")])
+def test_each_command_lists_its_own_exit_codes(cmd, codes, capsys):
+    """Not the daemon's (`run`: signals, hardware, broker) for commands that cannot exit so."""
+    with pytest.raises(SystemExit):
+        main([cmd, "--help"])
+    out = capsys.readouterr().out
+    epilog = out.split("exit codes:\n", 1)[1]
+    listed = "".join(x[2] for x in epilog.splitlines() if x[:2] == "  " and x[2:3].isdigit())
+    assert listed == codes
+    assert "SIGTERM" not in epilog and "hardware" not in epilog and "(default: )" not in out
+    assert "``" not in out
+
+
 @pytest.mark.parametrize("broker,host,port", [("broker.local", "broker.local", 1883),
                                               ("10.0.0.5:8883", "10.0.0.5", 8883),
                                               ("[::1]:1884", "::1", 1884)])

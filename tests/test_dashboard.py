@@ -412,7 +412,7 @@ def test_page_config_from_the_daemon_config_and_the_command(tmp_path, monkeypatc
     monkeypatch.setenv("DASH_PW", "s3cret")
     pc = page_config(cfg, ws_port=9443)
     assert pc == {"url": "wss://pi.local:9443", "base": "plant", "username": "eng",
-                  "password": "s3cret", "device": "", "window_s": 10.0}
+                  "password": "s3cret", "device": "", "window_s": 10.0, "history_s": 60.0}
     assert page_config(cfg, relay=True)["url"] == "relay"
     with pytest.raises(ValueError, match="--url"):
         page_config(url="http://x")

@@ -167,3 +167,23 @@ def test_flatten_bridge_republishes_one_object_per_sample(mosquitto):
     assert got == [{"time": int(s), "seq": int(s), "F1": float(v[k, 0]),
                     "d2": None if k == 2 else float(v[k, 1]), "flags": 2 if k == 2 else 0}
                    for k, s in enumerate(seq) if s % 2 == 0]
+
+
+def test_flatten_bridge_outside_an_environment_says_what_to_do(tmp_path):
+    """`python examples/mqtt_flatten.py` with a Python that has no vsense (isolated mode: no
+    PYTHONPATH, no user site; the system's python3 when it is a different interpreter) names
+    what to run instead of a bare ModuleNotFoundError traceback."""
+    import shutil
+    import subprocess
+
+    py = shutil.which("python3", path="/usr/bin:/bin")
+    if py is None:
+        pytest.skip("no system python3")
+    probe = subprocess.run([py, "-I", "-c", "import edge"], capture_output=True, cwd=tmp_path)
+    if probe.returncode == 0:
+        pytest.skip(f"{py} has vsense installed")
+    r = subprocess.run([py, "-I", str(ROOT / "examples" / "mqtt_flatten.py"), "--help"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 1
+    assert "No module named 'edge'" in r.stderr and ".venv/bin/python" in r.stderr
+    assert "Traceback" not in r.stderr

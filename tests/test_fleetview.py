@@ -91,3 +91,24 @@ def test_monitor_fleet_once_lists_every_device(mosquitto, capsys):
 def test_monitor_needs_device_or_fleet(capsys):
     assert main(["monitor", "--broker", "localhost:1"]) == 2
     assert "--fleet" in capsys.readouterr().err
+
+
+@pytest.mark.mqtt
+def test_fleet_benchmark_names_a_crashed_device_process(capsys):
+    """benchmarks/fleet.py: a device process that dies (here: a payload format the daemon's
+    config rejects) is reported with its exit code and the end of its stderr, not as an
+    IndexError from its missing result line."""
+    from conftest import _mosquitto_binary
+
+    if _mosquitto_binary() != "/usr/sbin/mosquitto":
+        pytest.skip("benchmarks/fleet.py starts /usr/sbin/mosquitto")
+    spec = importlib.util.spec_from_file_location("fleet_bench", ROOT / "benchmarks" / "fleet.py")
+    fleet = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fleet)
+    assert fleet.main(["--devices", "1", "--formats", "xml", "--duration", "0.5",
+                       "--procs", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "1 devices, xml, batch 50: device process 0 (devices 0..0) exited with code 1 " \
+           "without a result; its stderr ends with:" in err, err
+    assert "[mqtt] format: must be one of json, binary; got 'xml'" in err
+    assert "IndexError" not in err

@@ -248,3 +248,41 @@ def test_render_names_why_the_model_is_suspect_and_the_load_level():
     text = render(view, "dev1", "h:1883", now=0.0)
     assert "SUSPECT" in text and "innovations too small" in text
     assert "level 0.0316 x the designed force RMS" in text
+
+
+def test_broker_settings_from_a_config_and_options(tmp_path, monkeypatch):
+    """edge.monitor.connect: the daemon's [mqtt] keys from -c, options over them, the
+    password from a file or a variable, and each bad value named (no broker needed)."""
+    import argparse
+
+    from edge.monitor.connect import add_broker_arguments, broker_settings
+
+    p = add_broker_arguments(argparse.ArgumentParser())
+    toml = tmp_path / "edge.toml"
+    toml.write_text('[device]\nid = "dev1"\n[[channels]]\nname = "y0"\npin = "AIN0"\n'
+                    '[mqtt]\nhost = "pi.local"\nport = 8883\ntls = true\nca_file = "ca.pem"\n'
+                    'username = "eng"\npassword_env = "VSENSE_TEST_PW"\nbase_topic = "plant"\n')
+    monkeypatch.setenv("VSENSE_TEST_PW", "s3")
+    s = broker_settings(p.parse_args(["-c", str(toml)]))
+    assert (s["host"], s["port"], s["tls"], s["ca_file"], s["username"], s["password"],
+            s["base_topic"], s["device"]) == ("pi.local", 8883, True, str(tmp_path / "ca.pem"),
+                                              "eng", "s3", "plant", "dev1")
+    # another host (the file's port kept), another user: not the file's user's password
+    s = broker_settings(p.parse_args(["-c", str(toml), "--broker", "other",
+                                      "--username", "viewer"]))
+    assert (s["host"], s["port"], s["username"], s["password"]) == ("other", 8883, "viewer",
+                                                                    None)
+    pw = tmp_path / "pw"
+    pw.write_text("secret\n")
+    s = broker_settings(p.parse_args(["--username", "viewer", "--password-file", str(pw),
+                                      "--tls-ca", "x.pem"]))
+    assert (s["host"], s["port"], s["tls"], s["password"]) == ("localhost", 1883, True, "secret")
+    pw.write_text("\n")
+    for argv, msg in ((["--broker", "h:70000"], "70000"),
+                      (["--password-file", str(pw)], "first line is empty"),
+                      (["--password-file", str(tmp_path / "none")], "cannot read"),
+                      (["--tls-cert", "c.pem"], "go together"),
+                      (["--password-env", "VSENSE_TEST_UNSET_PW"], "VSENSE_TEST_UNSET_PW"),
+                      (["-c", str(tmp_path / "none.toml")], "none.toml")):
+        with pytest.raises(ValueError, match=msg):
+            broker_settings(p.parse_args(argv))

@@ -19,6 +19,14 @@ FORBIDDEN = re.compile(r"/work/|/home/\w|/root/|paper 0\d\d|\(0\d\d[,)]|\b\d{3}_
                        r"\bissues?\b|\bgoals?\b", re.IGNORECASE)
 # every page of docs/ is written for a user
 CLEAN_PAGES = sorted(p.name for p in DOCS.glob("*.md"))
+# what a user page must not read like: a change log (what an earlier version did, what changed
+# since). docs/benchmarks.md is exempt: a dated log of measurements, compared with earlier ones
+HISTORY = re.compile(r"earlier versions?|previous versions?|older versions?|no longer|"
+                     r"previously|since version|(?:was|were|has been) (?:changed|fixed|replaced)|"
+                     r"(?:this|last|previous) session|until now|before the (?:fix|rework|change)|"
+                     r"\bused to\b|\b(?:is|are) now\b|\bnow (?:uses|prints|builds|runs|reads|takes|"
+                     r"gives|checks)\b|\bformerly\b|\(was \d", re.IGNORECASE)
+HISTORY_PAGES = [p for p in CLEAN_PAGES if p != "benchmarks.md"]
 
 
 def _make_readme():
@@ -85,6 +93,29 @@ def test_forbidden_pattern_catches_internal_names_and_spares_user_text():
             "1,000 samples/s (0.004 s)", "GMR+ (eq. 4)"]
     assert [s for s in bad if not FORBIDDEN.search(s)] == []
     assert [s for s in good if FORBIDDEN.search(s)] == []
+
+
+def test_history_pattern_catches_change_log_wording_and_spares_user_text():
+    bad = ["Earlier versions replaced the damping", "the monitor no longer times out",
+           "it was previously 3 s", "the default is now order 16", "the demo now prints it",
+           "measured in the previous session", "a nested JSON used to crash it",
+           "exposure 1.6 (was 3.6)", "until now the cost was", "the format was changed"]
+    good = ["a slow sampler that cross-checks it", "the session takeover of a device",
+            "the newest sample", "the known limitations", "clean_session is set",
+            "0.92 -> 0.82 with the error", "what is used for the test", "now and then"]
+    assert [s for s in bad if not HISTORY.search(s)] == []
+    assert [s for s in good if HISTORY.search(s)] == []
+
+
+@pytest.mark.parametrize("name", ["README.md", *HISTORY_PAGES])
+def test_user_pages_say_what_is_not_what_changed(name):
+    """User pages describe the software as it is; how it got there belongs in the commit log."""
+    page = README if name == "README.md" else DOCS / name
+    text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), page.read_text(),
+                  flags=re.S)  # code blocks are not prose
+    hits = [f"{name}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1)
+            if HISTORY.search(line)]
+    assert not hits, "\n".join(hits)
 
 
 @pytest.mark.parametrize("name", ["README.md", *CLEAN_PAGES])

@@ -472,7 +472,10 @@ def test_report_format_and_plots(tmp_path):
     reports = [reduce(model, masters, 4, m, n_report=6, progress=False).report
                for m in ("gmr+", "cb", "guyan")]
     txt = reports[0].format()
-    assert "gmr+" in txt and "eps eq.31" in txt and "timings" in txt
+    assert "gmr+" in txt and "error [%]" in txt and "timings" in txt
+    assert "largest |eigenvalue error|: " in txt and "eps" not in txt
+    banded = reports[0].format(f_band=reports[0].freqs_full[2] + 1e-9)
+    assert "for the 3 modes within the band" in banded and "for the 3 modes above the band" in banded
     assert len([ln for ln in txt.splitlines() if ln.strip()[:1].isdigit()]) == 6
     assert set(reports[0].timings) >= {"partition", "slave_factorise", "slave_eigen",
                                        "constraint_modes", "projection",

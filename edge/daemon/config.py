@@ -217,3 +217,10 @@ def mqtt_password(cfg: Config) -> str | None:
     if env not in os.environ:
         raise ConfigError(f"[mqtt] password_env: environment variable {env} is not set")
     return os.environ[env]
+
+
+def check_section(name: str, table: dict, where: str = "options") -> dict:
+    """Validate one table against section ``name`` of :data:`SCHEMA` (defaults filled in);
+    used by the client commands (:mod:`edge.monitor.connect`) for the ``[mqtt]`` keys they
+    share with the daemon. ConfigError names ``where`` and the key."""
+    return _check_table(_SECTIONS[name], table, f"{where}: [{name}]")

@@ -1,8 +1,9 @@
 """``vsense-edge dashboard``: the live browser dashboard (static page + a tiny HTTP server).
 
     vsense-edge dashboard [-c edge.toml] [--broker HOST[:PORT]]
+                          [--username U --password-file F] [--tls-ca CA.pem]
                           [--direct [--ws-port 9001] | --url ws://HOST:9001]
-                          [--base vsense] [--device ID] [--window S]
+                          [--base vsense] [--device ID] [--window S] [--history S]
                           [--listen 127.0.0.1] [--port 8090] [--export DIR]
 
 The page (``edge/dashboard/static``: HTML, JS, CSS and the vendored uPlot and MQTT.js builds
@@ -17,8 +18,10 @@ ways to the broker:
 * **direct** (``--direct``, ``--url``, and a page opened as a file): the page connects to the
   broker's websockets listener, ``ws[s]://<[mqtt] host>:<--ws-port>`` (``wss`` with TLS).
 
-Credentials as for the daemon: user ``[mqtt] username``, password from the environment
-variable named by ``[mqtt] password_env``; both go into the generated ``config.js`` (the
+Login and TLS as for every client command (:mod:`edge.monitor.connect`): ``--username``,
+``--password-file``/``--password-env``, ``--tls-ca``..., or ``[mqtt]`` of ``-c``. In relay
+mode the command logs in once before serving and exits with code 2 naming a refused login,
+subscription or TLS handshake. User and password go into the generated ``config.js`` (the
 page sends them in its MQTT CONNECT), so the server listens on the loopback address unless
 ``--listen`` says otherwise. ``--export DIR`` writes the page with a direct ``config.js``
 into DIR to be opened as a file.
@@ -43,7 +46,7 @@ DEFAULT_HTTP_PORT = 8090
 def page_config(cfg=None, url: str | None = None, ws_port: int = DEFAULT_WS_PORT,
                 base: str | None = None, device: str = "", window_s: float = 10.0,
                 username: str | None = None, password: str | None = None,
-                relay: bool = False) -> dict:
+                relay: bool = False, history_s: float = 60.0) -> dict:
     """The page's settings (``window.VSENSE_CONFIG``) from a daemon config and overrides.
 
     Parameters
@@ -57,6 +60,9 @@ def page_config(cfg=None, url: str | None = None, ws_port: int = DEFAULT_WS_PORT
     relay : bool
         The page connects to ``/mqtt`` of the server that served it (:func:`serve` with
         ``mqtt_cfg``); ``url`` and ``ws_port`` are ignored.
+    window_s, history_s : float
+        Plotted window at start and history kept per device [s] (``window_s <= history_s``;
+        the page zooms and exports within the history).
     """
     m = cfg["mqtt"] if cfg is not None else {}
     if relay:
@@ -72,11 +78,14 @@ def page_config(cfg=None, url: str | None = None, ws_port: int = DEFAULT_WS_PORT
         from edge.daemon.config import mqtt_password
 
         password = mqtt_password(cfg)  # ConfigError names the missing variable
-    if window_s <= 0 or window_s > 600:
-        raise ValueError(f"--window: {window_s} s: expected 0 < S <= 600")
+    if not 0 < history_s <= 3600:
+        raise ValueError(f"--history: {history_s} s: expected 0 < S <= 3600")
+    if not 0 < window_s <= history_s:
+        raise ValueError(f"--window: {window_s} s: expected 0 < S <= --history ({history_s:g})")
     return {"url": url, "base": base or m.get("base_topic", "vsense"),
             "username": (username if username is not None else m.get("username", "")) or "",
-            "password": password or "", "device": device or "", "window_s": float(window_s)}
+            "password": password or "", "device": device or "", "window_s": float(window_s),
+            "history_s": float(history_s)}
 
 
 def config_js(page_cfg: dict) -> bytes:
@@ -132,21 +141,24 @@ def export(page_cfg: dict, out: str | Path) -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("-c", "--config", default=None,
-                   help="daemon config (edge.toml): broker host, TLS, user, password_env, base")
-    p.add_argument("--broker", default=None,
-                   help="HOST[:PORT] the relay connects to (default [mqtt] host:port, or "
-                        "localhost:1883)")
+    from edge.monitor.connect import add_broker_arguments
+
+    add_broker_arguments(p)  # -c, --broker, --base, --username, --password-file, TLS
     p.add_argument("--direct", action="store_true",
                    help="no relay: the page connects to the broker's websockets listener")
     p.add_argument("--url", default=None,
                    help="direct: broker WebSocket URL, e.g. ws://pi.local:9001")
     p.add_argument("--ws-port", type=int, default=DEFAULT_WS_PORT,
                    help="direct: broker websockets listener port (default %(default)s)")
-    p.add_argument("--base", default=None, help="topic root (default [mqtt] base_topic or vsense)")
-    p.add_argument("--device", default="", help="device shown first")
+    p.add_argument("--device", default=None,
+                   help="device shown first (default: [device] id of --config, else the "
+                        "first device seen)")
     p.add_argument("--window", type=float, default=10.0,
-                   help="plotted window [s] (default %(default)s)")
+                   help="plotted window at start [s] (default %(default)s; the page keeps "
+                        "--history s)")
+    p.add_argument("--history", type=float, default=60.0,
+                   help="history kept per device in the page, for zoom and CSV export [s] "
+                        "(default %(default)s)")
     p.add_argument("--listen", default="127.0.0.1", help="HTTP address (default %(default)s)")
     p.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT,
                    help="HTTP port (default %(default)s; 0 = any free port)")
@@ -155,25 +167,39 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def run_dashboard(args) -> int:
-    from edge.daemon.config import ConfigError, load_config
+def check_login(settings: dict, timeout: float = 10.0) -> None:
+    """Log in to the broker once as the relay's pages will (ConnectionError names a refused
+    login, a refused subscription, a TLS failure or an unreachable broker)."""
+    from edge.monitor.connect import BrokerSession
 
-    from edge.monitor import parse_broker
+    s = BrokerSession(settings, [(f"{settings['base_topic']}/+/status", 1)],
+                      lambda topic, payload: None, "vsense-dashboard-check")
+    s.start(timeout)
+    s.stop()
+
+
+def run_dashboard(args) -> int:
+    from edge.monitor.connect import broker_settings, describe_settings
 
     direct = bool(args.direct or args.url or args.export)
     try:
-        cfg = load_config(args.config) if args.config else None
-        pc = page_config(cfg, url=args.url, ws_port=args.ws_port, base=args.base,
-                         device=args.device, window_s=args.window, relay=not direct)
-        mq = dict(cfg["mqtt"]) if cfg is not None else {"host": "localhost", "port": 1883}
-        if args.broker:
-            mq["host"], mq["port"] = parse_broker(args.broker)
-    except (ConfigError, ValueError) as e:
+        mq = broker_settings(args)
+        pc = page_config({"mqtt": mq}, url=args.url, ws_port=args.ws_port,
+                         device=args.device or mq["device"] or "", window_s=args.window,
+                         history_s=args.history, username=mq["username"],
+                         password=mq["password"] or "", relay=not direct)
+    except ValueError as e:  # ConfigError is one
         print(f"vsense-edge dashboard: error: {e}", file=sys.stderr)
         return 2
     if args.export:
         print(f"open {export(pc, args.export)}")
         return 0
+    if not direct:
+        try:
+            check_login(mq)
+        except ConnectionError as e:
+            print(f"vsense-edge dashboard: error: {e}", file=sys.stderr)
+            return 2
     try:
         srv = serve(pc, args.listen, args.port, mqtt_cfg=None if direct else mq)
     except OSError as e:
@@ -181,8 +207,7 @@ def run_dashboard(args) -> int:
               file=sys.stderr)
         return 2
     host, port = srv.server_address[:2]
-    via = pc["url"] if direct else f"relay to {mq['host']}:{mq['port']}" + (
-        " (TLS)" if mq.get("tls") else "")
+    via = pc["url"] if direct else f"relay to {describe_settings(mq)}"
     print(f"vsense dashboard on http://{host}:{port}/ (broker: {via}, topic root "
           f"{pc['base']}); Ctrl-C stops", flush=True)
     if pc["password"] and args.listen not in ("127.0.0.1", "localhost", "::1"):

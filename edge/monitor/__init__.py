@@ -3,6 +3,12 @@
     vsense-edge monitor --broker HOST[:PORT] --device ID [--base vsense] [--csv FILE]
                         [--once] [--duration S] [--timeout S] [--interval S]
     vsense-edge monitor --broker HOST[:PORT] --fleet [--once] ...   (edge.monitor.fleet)
+    vsense-edge monitor -c edge.toml --username viewer --password-file FILE [--tls-ca CA] ...
+
+Login and TLS as the daemon's ``[mqtt]`` (:mod:`edge.monitor.connect`): from a device's
+config (``-c``) and/or ``--username``, ``--password-file``, ``--password-env``, ``--tls``,
+``--tls-ca``, ``--tls-cert``, ``--tls-key``; a refused login, a TLS failure or a plain/TLS port
+mismatch is named.
 
 Subscribes to ``<base>/<device>/#`` (status, meta, estimates, health, cmd/reply) and redraws
 about twice a second with plain ANSI escapes (no curses): state, bundle, the nominal rate (meta)
@@ -13,8 +19,8 @@ publisher and recorder queues). ``--csv FILE`` records every estimate received
 QoS 1 redelivery are skipped by ``seq``). ``--once`` prints one view as soon as ``meta`` and
 an ``estimates`` batch are in (waiting up to ``--timeout`` s for ``health`` too) and exits.
 
-Exit codes: 0 ok; 1 ``--once`` timed out without estimates; 2 bad arguments or the broker
-could not be reached.
+Exit codes: 0 ok; 1 ``--once`` timed out without estimates; 2 bad arguments, the broker
+could not be reached or refused the login.
 
 :class:`DeviceView` holds the state and is pure (fed with topic suffix and payload), so it is
 also what ``offline.demo`` uses to collect a run.

@@ -7,20 +7,21 @@ import sys
 import time
 
 from edge.monitor.client import CsvRecorder, DeviceSubscriber, redraw
+from edge.monitor.connect import add_broker_arguments, broker_settings, describe_settings
 from edge.monitor.fleet import run_fleet
 from edge.monitor.render import render
-from edge.monitor.view import DeviceView, parse_broker
+from edge.monitor.view import DeviceView
 
 
-#: The options of ``vsense-edge monitor``: (flag, type or "flag" for a switch, default, help).
+#: The options of ``vsense-edge monitor`` after the broker's
+#: (:func:`edge.monitor.connect.add_broker_arguments`): (flag, type or "flag" for a switch,
+#: default, help).
 OPTIONS = (
-    ("--broker", str, "localhost:1883", "HOST[:PORT] (default %(default)s)"),
-    ("--device", str, None, "device id ([device] id of its config)"),
+    ("--device", str, None, "device id (default: [device] id of --config)"),
     ("--fleet", "flag", False, "every device under the topic root, one line each "
                                "(edge.monitor.fleet)"),
     ("--stale", float, 15.0, "--fleet: mark a device stale after S s of silence "
                              "(default %(default)s)"),
-    ("--base", str, "vsense", "base topic (default %(default)s)"),
     ("--csv", str, None, "record received estimates to this CSV"),
     ("--once", "flag", False, "print one view when meta and estimates are in, then exit"),
     ("--duration", float, None, "exit after S seconds"),
@@ -32,7 +33,9 @@ OPTIONS = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add :data:`OPTIONS` to ``p`` (``vsense-edge monitor`` and ``python -m edge.monitor``)."""
+    """Add the broker options and :data:`OPTIONS` to ``p`` (``vsense-edge monitor`` and
+    ``python -m edge.monitor``)."""
+    add_broker_arguments(p)
     for flag, kind, default, text in OPTIONS:
         if kind == "flag":
             p.add_argument(flag, action="store_true", help=text)
@@ -43,15 +46,17 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_monitor(args, out=None) -> int:
     out = out or sys.stdout
-    if getattr(args, "fleet", False):
-        return run_fleet(args, out)
-    if not args.device:
-        print("vsense-edge monitor: error: --device ID or --fleet is required", file=sys.stderr)
-        return 2
     try:
-        host, port = parse_broker(args.broker)
-    except ValueError as e:
+        settings = broker_settings(args)
+    except ValueError as e:  # ConfigError is one
         print(f"vsense-edge monitor: error: {e}", file=sys.stderr)
+        return 2
+    if getattr(args, "fleet", False):
+        return run_fleet(args, out, settings)
+    device = args.device or settings["device"]
+    if not device:
+        print("vsense-edge monitor: error: --device ID (or --config FILE) or --fleet is "
+              "required", file=sys.stderr)
         return 2
     if args.interval <= 0 or args.timeout <= 0 or (args.duration is not None
                                                     and args.duration < 0):
@@ -67,7 +72,8 @@ def run_monitor(args, out=None) -> int:
             print(f"vsense-edge monitor: error: {e}", file=sys.stderr)
             return 2
         view.listeners.append(rec)
-    sub = DeviceSubscriber(host, port, args.device, args.base, view)
+    sub = DeviceSubscriber(settings["host"], settings["port"], device,
+                           settings["base_topic"], view, settings=settings)
     try:
         sub.start(timeout=min(args.timeout, 10.0))
     except ConnectionError as e:
@@ -76,7 +82,7 @@ def run_monitor(args, out=None) -> int:
             rec.close()
         return 2
     clear = not args.no_clear and not args.once and out.isatty()
-    addr = f"{host}:{port}"
+    addr = describe_settings(settings)
     t0 = time.monotonic()
     code = 0
     try:
@@ -92,14 +98,20 @@ def run_monitor(args, out=None) -> int:
             while ok and time.monotonic() < extra and (view.health is None
                                                        or view.measured_rate() is None):
                 time.sleep(0.05)
-            out.write(render(view, args.device, addr, connected=sub.connected,
+            out.write(render(view, device, addr, connected=sub.connected,
                              csv_path=args.csv) + "\n")
             code = 0 if ok else 1
             if not ok:
-                print(f"vsense-edge monitor: no estimates from {args.device} within "
-                      f"{args.timeout:g} s", file=sys.stderr)
+                who = (f"user {settings['username']}" if settings["username"]
+                       else "an anonymous client")
+                print(f"vsense-edge monitor: no estimates from {device} within "
+                      f"{args.timeout:g} s" + ("" if view.n_messages else
+                                               f"; nothing arrived on {sub.prefix}# (the "
+                                               "device is not running, --device or --base "
+                                               "is wrong, or the broker's access list does "
+                                               f"not let {who} read it)"), file=sys.stderr)
         else:
-            redraw(out, lambda: render(view, args.device, addr, connected=sub.connected,
+            redraw(out, lambda: render(view, device, addr, connected=sub.connected,
                                        csv_path=args.csv), clear, args.interval, args.duration)
     except KeyboardInterrupt:
         pass

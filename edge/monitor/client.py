@@ -54,59 +54,39 @@ class CsvRecorder:
 
 
 class DeviceSubscriber:
-    """A paho-mqtt 2.x client feeding a :class:`DeviceView` from ``<base>/<device>/#``."""
+    """A broker session (:class:`edge.monitor.connect.BrokerSession`) feeding a
+    :class:`DeviceView` from ``<base>/<device>/#``; ``settings`` (from
+    :func:`edge.monitor.connect.broker_settings`) carry login and TLS, else an anonymous
+    plain connection to ``host:port``."""
 
     def __init__(self, host: str, port: int, device: str, base: str = "vsense",
-                 view: DeviceView | None = None, client_id: str | None = None):
-        import paho.mqtt.client as mqtt
-        from paho.mqtt.enums import CallbackAPIVersion
+                 view: DeviceView | None = None, client_id: str | None = None,
+                 settings: dict | None = None):
+        from edge.monitor.connect import BrokerSession, plain_settings
 
         self.view = view or DeviceView()
         self.prefix = f"{base}/{device}/"
-        self.connected = False
-        self.subscribed = threading.Event()
         cid = client_id or f"vsense-monitor-{device}-{threading.get_ident() % 100000}"
-        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=cid)
-        c.reconnect_delay_set(0.2, 5)
 
-        def on_connect(client, userdata, flags, rc, props):
-            if rc.is_failure:
-                return
-            self.connected = True
-            client.subscribe(self.prefix + "#", qos=1)
+        def on_message(topic, payload):
+            if topic.startswith(self.prefix):
+                self.view.feed(topic[len(self.prefix):], payload)
 
-        def on_subscribe(client, userdata, mid, rcs, props):
-            self.subscribed.set()
+        s = settings if settings is not None else plain_settings(host, port, base)
+        self.session = BrokerSession(s, [(self.prefix + "#", 1)], on_message, cid)
+        self.client = self.session.client
+        self.subscribed = self.session.subscribed
 
-        def on_disconnect(client, userdata, flags, rc, props):
-            self.connected = False
-
-        def on_message(client, userdata, msg):
-            if msg.topic.startswith(self.prefix):
-                self.view.feed(msg.topic[len(self.prefix):], msg.payload)
-
-        c.on_connect, c.on_subscribe = on_connect, on_subscribe
-        c.on_disconnect, c.on_message = on_disconnect, on_message
-        self.client = c
-        self.host, self.port = host, port
+    @property
+    def connected(self) -> bool:
+        return self.session.connected
 
     def start(self, timeout: float = 10.0) -> None:
-        """Connect and subscribe; ConnectionError names the broker on failure."""
-        try:
-            self.client.connect(self.host, self.port, keepalive=30)
-        except OSError as e:
-            raise ConnectionError(f"broker {self.host}:{self.port}: {e.strerror or e}") from None
-        self.client.loop_start()
-        if not self.subscribed.wait(timeout):
-            self.stop()
-            raise ConnectionError(f"broker {self.host}:{self.port}: no subscription "
-                                  f"acknowledgement within {timeout:g} s")
+        """Connect, log in and subscribe; ConnectionError names the broker and why not."""
+        self.session.start(timeout)
 
     def stop(self) -> None:
-        try:
-            self.client.disconnect()
-        finally:
-            self.client.loop_stop()
+        self.session.stop()
 
 
 def redraw(out, frame, clear: bool, interval: float, duration: float | None) -> None:

@@ -2,11 +2,14 @@
 
     vsense-edge monitor --fleet [--broker HOST[:PORT]] [--base vsense] [--once]
                         [--duration S] [--timeout S] [--interval S]
+                        [-c edge.toml] [--username U --password-file F] [--tls-ca CA]
 
 Subscribes to ``<base>/+/status``, ``meta``, ``health`` (QoS 1) and ``estimates`` (QoS 0,
 only the sample count of each batch is read) and redraws a table: device, state (``stale``
 when nothing arrived for ``--stale`` s although the device did not say it stopped), bundle,
 received samples/s, samples, loop latency p99, lost samples, publisher drops, CPU, last seen.
+``--once`` waits (up to ``--timeout`` s) until every device has sent estimates and a health
+message (or said it stopped), then prints one table.
 :class:`FleetView` is pure (fed with topic and payload) and thread-safe.
 """
 
@@ -20,7 +23,6 @@ import time
 
 from edge.daemon.mqtt import BIN_HEADER, BIN_MAGIC
 from edge.monitor.client import redraw
-from edge.monitor.view import parse_broker
 
 
 class FleetView:
@@ -126,55 +128,47 @@ def render_fleet(view: FleetView, broker: str, now: float | None = None,
     return "\n".join(head + (rows or ["(no device seen yet)"]))
 
 
-def run_fleet(args, out) -> int:
-    """``vsense-edge monitor --fleet``; exit codes as for the single-device monitor."""
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
+def _complete(view: FleetView, now: float) -> bool:
+    """Every device seen has said it stopped, or has sent estimates (with a measured rate)
+    and a health message: what ``--once`` waits for."""
+    with view.lock:
+        devs = list(view.devices.values())
+        return bool(devs) and all(
+            _g(d, "status", "state") in ("offline", "stopped")
+            or (d["samples"] and d["health"] is not None and view.rate(d, now) is not None)
+            for d in devs)
 
+
+def run_fleet(args, out, settings: dict) -> int:
+    """``vsense-edge monitor --fleet``; exit codes as for the single-device monitor.
+    ``settings``: :func:`edge.monitor.connect.broker_settings`."""
+    from edge.monitor.connect import BrokerSession, describe_settings
+
+    b = settings["base_topic"]
+    view = FleetView(b)
+    session = BrokerSession(settings, [(f"{b}/+/status", 1), (f"{b}/+/meta", 1),
+                                       (f"{b}/+/health", 1), (f"{b}/+/estimates", 0)],
+                            view.feed, f"vsense-fleet-{threading.get_ident() % 100000}")
     try:
-        host, port = parse_broker(args.broker)
-    except ValueError as e:
+        session.start(min(args.timeout, 10.0))
+    except ConnectionError as e:
         print(f"vsense-edge monitor: error: {e}", file=sys.stderr)
         return 2
-    view = FleetView(args.base)
-    ready = threading.Event()
-    c = mqtt.Client(CallbackAPIVersion.VERSION2,
-                    client_id=f"vsense-fleet-{threading.get_ident() % 100000}")
-    c.reconnect_delay_set(0.2, 5)
-
-    def on_connect(client, userdata, flags, rc, props):
-        if not rc.is_failure:
-            b = args.base
-            client.subscribe([(f"{b}/+/status", 1), (f"{b}/+/meta", 1), (f"{b}/+/health", 1),
-                              (f"{b}/+/estimates", 0)])
-
-    c.on_connect = on_connect
-    c.on_subscribe = lambda *a: ready.set()
-    c.on_message = lambda client, u, msg: view.feed(msg.topic, msg.payload)
+    addr = describe_settings(settings)
     try:
-        c.connect(host, port, keepalive=30)
-    except OSError as e:
-        print(f"vsense-edge monitor: error: broker {host}:{port}: {e.strerror or e}",
-              file=sys.stderr)
-        return 2
-    c.loop_start()
-    addr = f"{host}:{port}"
-    try:
-        if not ready.wait(min(args.timeout, 10.0)):
-            print(f"vsense-edge monitor: error: broker {addr}: no subscription "
-                  "acknowledgement", file=sys.stderr)
-            return 2
         if args.once:
-            # retained status/meta arrive at once; wait for a round of estimates and health
+            # retained status/meta arrive at once; wait (up to --timeout) for estimates and a
+            # health message (sent every [mqtt] health_interval_s) of every device
             deadline = time.monotonic() + args.timeout
-            while time.monotonic() < deadline:
-                with view.lock:
-                    devs = list(view.devices.values())
-                if devs and all(d["samples"] or _g(d, "status", "state") in
-                                ("offline", "stopped") for d in devs):
-                    break
+            while time.monotonic() < deadline and not _complete(view, time.monotonic()):
                 time.sleep(0.05)
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            if view.devices and not _complete(view, time.monotonic()):
+                with view.lock:
+                    missing = sorted(k for k, d in view.devices.items() if d["health"] is None
+                                     and _g(d, "status", "state") not in ("offline", "stopped"))
+                if missing:
+                    print(f"vsense-edge monitor: no health message within {args.timeout:g} s "
+                          f"from {', '.join(missing)} (p99, lost, cpu show —)", file=sys.stderr)
             out.write(render_fleet(view, addr, stale_s=args.stale) + "\n")
             return 0 if view.devices else 1
         redraw(out, lambda: render_fleet(view, addr, stale_s=args.stale),
@@ -182,6 +176,5 @@ def run_fleet(args, out) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        c.disconnect()
-        c.loop_stop()
+        session.stop()
     return 0

@@ -1,12 +1,17 @@
 """``vsense-offline calibrate``: Bayesian calibration of a model file from records.
 
     vsense-offline calibrate MODEL.toml --data RUN.csv [--data ...] -o OUTDIR
-                             [--bundle OUT.npz] [--check mcmc] [--kfold] [--alpha 0.05]
+                             [--bundle OUT.npz] [--check mcmc] [--kfold] [--test-level 0.05]
 
 Writes OUTDIR/posterior.json, OUTDIR/report.html, OUTDIR/calibrated.toml (the model file with
 the posterior medians applied). ``--kfold`` (default with two or more records) runs the
-model-inadequacy test (k-fold by record). Exit codes: 0 ok, 2 bad input, 4 the model family
-failed the inadequacy test (the outputs are still written; the bundle's meta says so).
+model-inadequacy test: for each record, the parameters calibrated on it alone are compared
+with those calibrated on the other records, and the model family is rejected when they differ
+by more than chance allows at the test level (``--test-level``: the probability of rejecting
+a model that is right; docs/glossary.md).
+
+Exit codes: 0 ok, 2 bad input, 4 the model family failed the inadequacy test (the outputs
+are still written; the bundle's meta says so).
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ EXIT_INADEQUATE = 4
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vsense-offline calibrate", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
+    from edge.helpformat import HelpFormatter
+
+    p = argparse.ArgumentParser(prog="vsense-offline calibrate",
+                                description=__doc__.split("\n")[0].split(": ", 1)[1],
+                                formatter_class=HelpFormatter,
                                 epilog=__doc__.split("\n", 2)[2])
     p.add_argument("model", help="model file with [[parameters]] (and optionally [bayes])")
     p.add_argument("--data", action="append", required=True,
@@ -31,18 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", required=True, help="output directory")
     p.add_argument("--bundle", default=None, help="also build the calibrated bundle (.npz)")
     p.add_argument("--check", choices=("mcmc",), default=None,
-                   help="cross-check the VB posterior with emcee (small problems)")
-    p.add_argument("--mcmc-steps", type=int, default=1500)
+                   help="cross-check the variational-Bayes result with a Markov-chain Monte "
+                        "Carlo sampler (emcee; small problems)")
+    p.add_argument("--mcmc-steps", type=int, default=1500, metavar="N",
+                   help="--check mcmc: steps of each emcee walker")
     p.add_argument("--kfold", dest="kfold", action="store_true", default=None,
                    help="model-inadequacy test, k-fold by record (default: with >= 2 records)")
-    p.add_argument("--no-kfold", dest="kfold", action="store_false")
-    p.add_argument("--alpha", type=float, default=0.05, help="test level of the k-fold test")
+    p.add_argument("--no-kfold", dest="kfold", action="store_false", default=None,
+                   help="skip the model-inadequacy test (also with >= 2 records)")
+    p.add_argument("--test-level", type=float, default=0.05, metavar="P",
+                   help="test level of the model-inadequacy test: the probability of "
+                        "rejecting a right model (not the regularisation alpha of `build`)")
+    p.add_argument("--alpha", type=float, default=None, dest="alpha_deprecated",
+                   help=argparse.SUPPRESS)  # the former spelling of --test-level
     p.add_argument("--output-only", type=int, default=None, metavar="N_MODES",
                    help="operational records (no force columns): calibrate to the N_MODES "
                         "natural frequencies identified from the responses")
-    p.add_argument("--f-range", type=float, nargs=2, default=(1.0, None), metavar=("F0", "F1"),
-                   help="frequency range [Hz] searched by --output-only")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--f-range", type=float, nargs=2, default=None, metavar=("F0", "F1"),
+                   help="frequency range [Hz] searched by --output-only (default: 1 Hz to "
+                        "half the sample rate)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
 
 
@@ -80,8 +96,8 @@ def run(args) -> int:
     failed = False
     if kfold:
         from offline.calibration.checks import kfold_inadequacy
-        say(f"model-inadequacy test ({len(records)}-fold by record, alpha {args.alpha}) ...")
-        info["inadequacy"] = kfold_inadequacy(setup, records, settings, alpha=args.alpha,
+        say(f"model-inadequacy test ({len(records)}-fold by record, test level {args.test_level}) ...")
+        info["inadequacy"] = kfold_inadequacy(setup, records, settings, alpha=args.test_level,
                                               progress=not args.quiet)
         failed = not info["inadequacy"]["passed"]
         extra.append(("inadequacy test: min p-value", f"{info['inadequacy']['p_min']:.3g}"
@@ -99,7 +115,7 @@ def run(args) -> int:
         _bundle(args, raw, head, info, failed, say)
     if failed:
         print(f"vsense-offline calibrate: the model family failed the inadequacy test "
-              f"(min p-value {info['inadequacy']['p_min']:.3g} < {args.alpha})", file=sys.stderr)
+              f"(min p-value {info['inadequacy']['p_min']:.3g} < {args.test_level})", file=sys.stderr)
         return EXIT_INADEQUATE
     return 0
 
@@ -119,7 +135,7 @@ def _output_only(args, setup, settings, say) -> int:
     if args.output_only < 1:
         raise ValueError("--output-only needs at least one mode")
     recs = [read_record(p, [], setup.sensors, settings.prep) for p in args.data]
-    fs = np.array([identify_frequencies(r.Y, r.dt, args.output_only, tuple(args.f_range)) for r in recs])
+    fs = np.array([identify_frequencies(r.Y, r.dt, args.output_only, tuple(args.f_range or (1.0, None))) for r in recs])
     f_hat = fs.mean(axis=0)
     say(f"identified natural frequencies [Hz]: {np.round(f_hat, 3).tolist()}")
     res, tr = calibrate_frequencies(setup, f_hat, settings)
@@ -174,6 +190,10 @@ def _bundle(args, raw, head, info, failed, say):
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.alpha_deprecated is not None:
+        print("vsense-offline calibrate: --alpha is deprecated, use --test-level (the test "
+              "level of the model-inadequacy test)", file=sys.stderr)
+        args.test_level = args.alpha_deprecated
     from offline.model.spec import ModelFileError
 
     try:

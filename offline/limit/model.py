@@ -164,8 +164,9 @@ class ModelLimit:
         """Table: one row per force/output, limit at each delay and non-causal; ``achieved``
         ``{name: nrmse}`` adds the estimator's figure and its ratio to the non-causal limit."""
         heads = [f"{d * 1e3:g} ms" for d in self.delays_s] + ["non-causal"]
-        lines = ["MMSE (Wiener) limit, normalised RMS error = RMS(estimate - truth) / std(truth), "
-                 "full band",
+        lines = ["accuracy limit: the lowest normalised RMS error (RMS(estimate - truth) / "
+                 "std(truth), full band) any estimator can reach, at each delay of the estimate "
+                 "(MMSE or Wiener limit)",
                  f"  full model {self.info.get('full_dofs', '?')} DOFs, "
                  f"{self.info.get('n_modes', '?')} modes + residual; {self.causal_method}; "
                  f"noise "

@@ -1,18 +1,23 @@
 // vsense dashboard: MQTT over WebSockets -> Device stores -> fleet table and device view.
 // Configuration: window.VSENSE_CONFIG (config.js, written by `vsense-edge dashboard`), then
-// the query string (?url=ws://host:9001&base=vsense&device=ID&window=10&user=U).
-// Test and benchmark hook: window.vsense.stats().
+// the query string (?url=ws://host:9001&base=vsense&device=ID&window=10&history=60&user=U).
+// The device view keeps `history_s` of samples: the window shown follows the newest sample
+// (live) or, after a drag over a plot, stays on the range dragged over (zoom; double-click or
+// "live" to follow again); "export" writes the samples of the range shown to a CSV file.
+// Test and benchmark hook: window.vsense (stats(), zoom(t0, t1), visibleCsv()).
 "use strict";
 
 (function () {
   const cfg = Object.assign({ url: "ws://localhost:9001", base: "vsense", username: "",
-    password: "", device: "", window_s: 10 }, window.VSENSE_CONFIG || {});
+    password: "", device: "", window_s: 10, history_s: 60 }, window.VSENSE_CONFIG || {});
   const q = new URLSearchParams(location.search);
   if (q.get("url")) cfg.url = q.get("url");
   if (q.get("base")) cfg.base = q.get("base");
   if (q.get("device")) cfg.device = q.get("device");
   if (q.get("user")) cfg.username = q.get("user");
   if (q.get("window") && Number(q.get("window")) > 0) cfg.window_s = Number(q.get("window"));
+  if (q.get("history") && Number(q.get("history")) > 0) cfg.history_s = Number(q.get("history"));
+  cfg.history_s = Math.max(cfg.history_s, cfg.window_s);
   if (cfg.url === "relay") {  // served by `vsense-edge dashboard`: its /mqtt relay
     cfg.url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/mqtt";
   }
@@ -23,6 +28,8 @@
     fps: 0, drawFps: 0, avgDrawMs: 0, connects: 0, lastBad: "" };
   let selected = cfg.device || (location.hash.startsWith("#device=") ? decodeURIComponent(location.hash.slice(8)) : "");
   let connState = "connecting";
+  let span = cfg.window_s;  // live window [s] (the "window" selector)
+  let zoom = null;          // null: live; {t0, t1}: the device-time range dragged over [s]
 
   window.addEventListener("error", () => { counters.uncaught++; });
   window.addEventListener("unhandledrejection", () => { counters.uncaught++; });
@@ -43,7 +50,7 @@
   function device(id) {
     let d = devices.get(id);
     if (!d) {
-      d = new Device(id, cfg.window_s);
+      d = new Device(id, cfg.history_s);
       devices.set(id, d);
       if (!selected) selected = id;
     }
@@ -190,10 +197,10 @@
     const w = Math.max(300, Math.min(1400, document.body.clientWidth - 40));
     const u = units(d.meta);
     if (d.est) {
-      columnNames(d, d.est, "columns").forEach((n, j) => view.est.push(new ColumnPlot($("plots-est"), `${n} [${u[n] || ""}]`, w, 170, false)));
+      columnNames(d, d.est, "columns").forEach((n, j) => view.est.push(new ColumnPlot($("plots-est"), `${n} [${u[n] || ""}]`, w, 200, false, setZoom, u[n])));
     }
     if (d.raw) {
-      columnNames(d, d.raw, "channels").forEach((n, j) => view.raw.push(new ColumnPlot($("plots-raw"), `${n} [${u[n] || ""}]`, w, 140, false)));
+      columnNames(d, d.raw, "channels").forEach((n, j) => view.raw.push(new ColumnPlot($("plots-raw"), `${n} [${u[n] || ""}]`, w, 160, false, setZoom, u[n])));
     }
   }
 
@@ -213,10 +220,7 @@
     const bu = $("card-bundle"); bu.replaceChildren(el("h3", "", "Bundle and estimator"));
     kv(bu, "bundle", str(m.bundle_id));
     kv(bu, "hash", str(m.bundle_hash).slice(0, 16));
-    const me = m.method;
-    kv(bu, "method", me && typeof me === "object"
-      ? `fixed-lag window ${str(me.window)}, α ${fin(me.alpha) ? me.alpha.toExponential(2) : "—"}, ${str(me.discretization)}, ${str(me.regularization)}`
-      : str(me));
+    kv(bu, "method", methodText(m));
     kv(bu, "delay", fin(m.delay_s) ? `${m.delay_samples} samples (${num(1e3 * m.delay_s, 2)} ms)` : "—");
     kv(bu, "rate", fin(m.rate) ? `${m.rate} samples/s` : "—");
     kv(bu, "payload", `${str(m.format)}, batch ${str(m.batch)}`);
@@ -243,15 +247,95 @@
     const mc = h.model_check;
     const ck = $("card-check"); ck.replaceChildren(el("h3", "", "Model check"));
     if (mc && typeof mc === "object") {
-      kv(ck, "NIS / dof", `${num(mc.nis, 2)} / ${str(mc.dof)}`);
+      // NIS: normalised innovation squared summed over the window; divided by its degrees
+      // of freedom it is 1 on average when the model fits the data (docs/glossary.md)
+      const judged = fin(mc.nis);
+      kv(ck, "NIS / dof", judged ? `${num(mc.nis, 1)} / ${str(mc.dof)} = ${num(mc.ratio, 3)}`
+        : "— (window not full yet)");
+      kv(ck, "limit", fin(mc.threshold) && fin(mc.dof) && mc.dof > 0
+        ? `NIS / dof above ${num(mc.threshold / mc.dof, 3)} is suspect (1 on average for a right model)` : "—");
       kv(ck, "window", `${num(mc.window_s, 1)} s`);
-      kv(ck, "verdict", mc.suspect ? "SUSPECT: model and data disagree" : "consistent", mc.suspect ? "bad" : "good");
+      kv(ck, "verdict", !judged ? "not judged yet" : mc.suspect ? "SUSPECT: model and data disagree" : "consistent",
+        !judged ? "" : mc.suspect ? "bad" : "good");
     } else {
       kv(ck, "", "not provided by this estimator");
     }
     const k = Number(m.raw_decimation);
     $("raw-note").textContent = d.raw ? `every ${k >= 1 ? k : "?"}th sample ([mqtt] raw_decimation), min/max per pixel` :
       `No raw channel values received (the device publishes them with [mqtt] raw_decimation > 0; it has ${str(m.raw_decimation)}). Channels: ${ch}`;
+  }
+
+  // The estimator in plain words (meta.estimator, meta.method).
+  function methodText(m) {
+    const me = m.method && typeof m.method === "object" ? m.method : {};
+    const disc = { newmark: "Newmark time steps", foh: "exact time steps, force linear between samples (foh)" }[me.discretization] || str(me.discretization);
+    if (m.estimator === "smoother") {
+      return `Kalman fixed-lag smoother, lag ${fin(me.window) ? me.window - 1 : "—"} samples, ${disc}`;
+    }
+    if (m.method && typeof m.method !== "object") return str(m.method);
+    const reg = { tikhonov0: "penalty on force size (tikhonov0)", tikhonov1: "penalty on force changes (tikhonov1)" }[me.regularization] || str(me.regularization);
+    return `regularised inversion, fixed-lag window ${str(me.window)}, α ${fin(me.alpha) ? me.alpha.toExponential(2) : "—"}, ${disc}, ${reg}`;
+  }
+
+  // ------------------------------------------------------------------ zoom, export
+  let zoomVersion = 0;  // bumps when the range shown changes (forces a redraw)
+
+  function setZoom(t0, t1) {
+    zoom = t0 === null || !(t1 > t0) ? null : { t0, t1 };
+    zoomVersion++;
+  }
+
+  // [tEnd, length] of the device-time range shown for `series`
+  function shown(d, series, now) {
+    if (zoom) return [zoom.t1, zoom.t1 - zoom.t0];
+    return [windowEnd(d, series, now), span];
+  }
+
+  // The estimates in the range shown as {name, text} (CSV), or null without data.
+  function visibleCsv() {
+    const d = devices.get(selected);
+    if (!d || !d.est || !d.est.len) return null;
+    const [tEnd, len] = shown(d, d.est, Date.now());
+    const t0 = tEnd - len;
+    const text = d.est.csv(t0, tEnd, columnNames(d, d.est, "columns"));
+    const safe = d.id.replace(/[^A-Za-z0-9_.-]/g, "_");
+    return { name: `${safe}_${t0.toFixed(3)}-${tEnd.toFixed(3)}s.csv`, text };
+  }
+
+  function exportCsv() {
+    const c = visibleCsv();
+    if (!c) return;
+    const a = el("a");
+    a.href = URL.createObjectURL(new Blob([c.text], { type: "text/csv" }));
+    a.download = c.name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+  }
+
+  function setupControls() {
+    const sel = $("span");
+    const spans = [1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, cfg.window_s, cfg.history_s]
+      .filter((x, i, a) => x <= cfg.history_s && a.indexOf(x) === i).sort((a, b) => a - b);
+    for (const x of spans) {
+      const o = el("option", "", x >= 60 ? `${x / 60} min` : `${x} s`);
+      o.value = String(x);
+      if (x === cfg.window_s) o.selected = true;
+      sel.appendChild(o);
+    }
+    sel.addEventListener("change", () => { span = Number(sel.value); setZoom(null, null); });
+    $("live").addEventListener("click", () => setZoom(null, null));
+    $("export").addEventListener("click", exportCsv);
+  }
+
+  function rangeText(d, now) {
+    if (!d.est || !d.est.len) return "";
+    const kept = d.est.lastTime() - d.est.firstTime();
+    const [tEnd, len] = shown(d, d.est, now);
+    return (zoom ? `zoomed: ${num(tEnd - len, 3)} … ${num(tEnd, 3)} s (double-click a plot or "live" to follow)`
+      : `live: last ${num(len, len < 10 ? 1 : 0)} s (drag over a plot to zoom)`) +
+      ` · history kept ${num(kept, 1)} s of ${num(cfg.history_s, 0)} s`;
   }
 
   // ------------------------------------------------------------------ frame loop
@@ -289,11 +373,12 @@
       if (d) {
         const key = `${d.id}|${d.est ? d.est.ncol : 0}|${d.est && d.est.s ? 1 : 0}|${d.raw ? d.raw.ncol : 0}|${JSON.stringify(d.meta && d.meta.columns)}`;
         if (key !== view.key) { rebuildPlots(d); view.key = key; }
-        const live = now - d.lastSeen < 2000;
-        if (live || view.version !== d.version) {
-          if (d.est) view.est.forEach((p, j) => p.draw(d.est, j, windowEnd(d, d.est, now), cfg.window_s));
-          if (d.raw) view.raw.forEach((p, j) => p.draw(d.raw, j, windowEnd(d, d.raw, now), cfg.window_s));
+        const live = !zoom && now - d.lastSeen < 2000;
+        if (live || view.version !== d.version || view.zoomVersion !== zoomVersion) {
+          if (d.est) view.est.forEach((p, j) => p.draw(d.est, j, ...shown(d, d.est, now)));
+          if (d.raw) view.raw.forEach((p, j) => p.draw(d.raw, j, ...shown(d, d.raw, now)));
           view.version = d.version;
+          view.zoomVersion = zoomVersion;
           drew = true;
         }
       }
@@ -303,7 +388,7 @@
         $("conn").className = connState === "connected" ? "ok" : "bad";
         updateFleet(now);
         $("device").hidden = !d;
-        if (d) { $("dev-title").textContent = `Device ${d.id}`; updateCards(d); }
+        if (d) { $("dev-title").textContent = `Device ${d.id}`; updateCards(d); $("range").textContent = rangeText(d, now); }
         $("stats").textContent = `${num(counters.drawFps, 0)} frames/s drawn, ${num(counters.avgDrawMs, 1)} ms/frame, ${int(counters.messages)} messages, ${counters.bad} bad payloads`;
       }
     } catch (e) {
@@ -330,15 +415,24 @@
         messages: d.messages, has_meta: !!d.meta, has_health: !!d.health,
         has_std: !!(d.est && d.est.s), ncol: d.est ? d.est.ncol : 0,
         restarts: d.restarts, last: d.est ? d.est.lastRow() : null,
+        history_s: d.est && d.est.len ? d.est.lastTime() - d.est.firstTime() : 0,
+        history_rows: d.est ? d.est.len : 0,
         points: id === selected ? view.est.reduce((a, p) => a + p.points, 0) : 0 };
     }
     if (performance.memory) out.js_heap_mb = performance.memory.usedJSHeapSize / 1048576;
+    out.y_ticks = view.est.map((p) => p.yTicks);
+    out.x_range = view.est.map((p) => [p.u.scales.x.min, p.u.scales.x.max]);
+    out.fill = view.est.map((p) => p.env.lo.filter((y) => y !== null).length / p.nb);
+    out.zoom = zoom;
+    out.span = span;
     return out;
   }
 
-  window.vsense = { stats, devices, cfg, select: (id) => { selected = id; } };
+  window.vsense = { stats, devices, cfg, select: (id) => { selected = id; }, zoom: setZoom,
+    visibleCsv };
   window.addEventListener("DOMContentLoaded", () => {
     $("base").textContent = cfg.base;
+    setupControls();
     connect();
     requestAnimationFrame(frame);
   });

@@ -1,7 +1,8 @@
-// vsense dashboard: per-device state and the scrolling sample window (no DOM).
-// Samples go into preallocated ring buffers (window_s x rate rows); drawing reads min/max
-// envelopes per pixel column, so 1,000 samples/s per device cost the plot a few hundred
-// points whatever the rate.
+// vsense dashboard: per-device state and the sample history (no DOM).
+// Samples go into preallocated ring buffers (history_s x rate rows); drawing reads min/max
+// envelopes per pixel column of the window shown (found by binary search in time), so
+// 1,000 samples/s per device cost the plot a few hundred points whatever the rate and the
+// length of the history.
 "use strict";
 
 class Series {
@@ -40,6 +41,43 @@ class Series {
     return this.len ? this.t[(this.head - 1 + this.cap) % this.cap] : NaN;
   }
 
+  firstTime() {
+    return this.len ? this.t[(this.head - this.len + this.cap) % this.cap] : NaN;
+  }
+
+  // ring index of logical row r (0 = oldest)
+  at(r) {
+    return (this.head - this.len + r + this.cap) % this.cap;
+  }
+
+  // first logical row with time >= t (rows are in seq order, so in time order)
+  lowerBound(t) {
+    let lo = 0, hi = this.len;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.t[this.at(mid)] < t) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  // The rows with t0 <= time <= t1 as CSV text: header `time,<names>` (+ `<name>_std` when
+  // std is stored), one line per sample, values as JavaScript prints them (round-trip exact).
+  csv(t0, t1, names) {
+    const nc = this.ncol, lines = [];
+    const head = ["time"].concat(names);
+    if (this.s) for (const n of names) head.push(n + "_std");
+    lines.push(head.join(","));
+    for (let r = this.lowerBound(t0); r < this.len; r++) {
+      const i = this.at(r);
+      if (this.t[i] > t1) break;
+      const row = [this.t[i]];
+      for (let j = 0; j < nc; j++) row.push(this.v[i * nc + j]);
+      if (this.s) for (let j = 0; j < nc; j++) row.push(this.s[i * nc + j]);
+      lines.push(row.map((x) => (Number.isFinite(x) ? String(x) : "")).join(","));
+    }
+    return lines.join("\n") + "\n";
+  }
+
   // Min/max envelope of column `col` over [tEnd - span, tEnd] in `nb` buckets, written into
   // the plain arrays of `out` ({x, lo, hi, slo, shi}, length nb; null = empty bucket).
   // slo/shi: envelope of v -/+ k*s (uncertainty band) when std is stored, else null.
@@ -52,10 +90,10 @@ class Series {
       lo[b] = null; hi[b] = null; slo[b] = null; shi[b] = null;
     }
     const nc = this.ncol;
-    for (let r = 0; r < this.len; r++) {
-      const i = (this.head - this.len + r + this.cap) % this.cap;
+    for (let r = this.lowerBound(t0); r < this.len; r++) {
+      const i = this.at(r);
       const t = this.t[i];
-      if (t < t0 || t > tEnd) continue;
+      if (t > tEnd) break;
       let b = Math.floor((t - t0) / w);
       if (b >= nb) b = nb - 1;
       const y = this.v[i * nc + col];
@@ -75,9 +113,10 @@ class Series {
 }
 
 class Device {
-  constructor(id, windowS) {
+  // historyS: seconds of samples kept (ring buffers sized from the nominal rate of meta)
+  constructor(id, historyS) {
     this.id = id;
-    this.windowS = windowS;
+    this.historyS = historyS;
     this.status = null; this.meta = null; this.health = null;
     this.est = null;    // Series of estimates
     this.raw = null;    // Series of raw channels (optional `raw` topic)
@@ -111,7 +150,7 @@ class Device {
     }
     const withStd = batch.s !== null || this.stdColumns() !== null;
     if (!this.est || this.est.ncol !== batch.ncol || (withStd && !this.est.s)) {
-      this.est = new Series(Math.ceil(this.windowS * this.rate()), batch.ncol, withStd);
+      this.est = new Series(Math.ceil(this.historyS * this.rate()), batch.ncol, withStd);
     }
     const last = batch.seq0 + batch.n - 1;
     if (last <= this.maxSeq) { this.duplicates += batch.n; return; }
@@ -129,7 +168,7 @@ class Device {
   addRaw(batch) {
     if (!this.raw || this.raw.ncol !== batch.ncol) {
       const k = this.meta && Number(this.meta.raw_decimation) >= 1 ? Number(this.meta.raw_decimation) : 1;
-      this.raw = new Series(Math.ceil(this.windowS * this.rate() / k), batch.ncol, false);
+      this.raw = new Series(Math.ceil(this.historyS * this.rate() / k), batch.ncol, false);
     }
     const last = batch.seq0 + batch.n - 1;
     if (last <= this.rawMaxSeq) return;
