@@ -135,9 +135,14 @@ def field_table() -> str:
     for f in KF_ARRAYS:
         rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                     f"smoother only: {f.doc} |")
+    lv = [f for f in KF_OPTIONAL if f.name.startswith("level_")]
     for f in KF_OPTIONAL:
-        rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
-                    f"smoother, optional: {f.doc} |")
+        if f not in lv:
+            rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
+                        f"smoother, optional: {f.doc} |")
+    rows.append(f"| `kf_level_*` | float64 | (nl, ...) | {lv[0].since} | smoother, optional: "
+                f"gains of a grid of nl load levels ({', '.join(f.name[6:] for f in lv)}; "
+                f"`edge/bundle_schema.py` `KF_OPTIONAL`) |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
     return "\n".join(rows) + "\n"
 

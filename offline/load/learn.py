@@ -35,8 +35,8 @@ from offline.load.model import LoadModel
 from offline.load.welch import cross_spectra, segment_length, window_kernel
 from offline.load.whittle import LN10, Whittle, make_layout, start_theta, unpack
 
-ORDERS_HP = (1, 2, 4)
-ORDERS_LP = (1, 2, 4, 8)
+ORDERS_HP = (1, 2, 4, 8)
+ORDERS_LP = (1, 2, 4, 8, 16)
 
 
 @dataclass
@@ -242,7 +242,7 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
                     trial[j] = _with_orders(models[j], hp, lp)
                     Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr,
                                        trial, noise, corr)
-                    tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=15)
+                    tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=30)
                     if v < best[0]:
                         best = (v, tt, Lt)
                 nll, theta, L = best
