@@ -82,10 +82,6 @@ class SignalAcquisition:
         self._Y = np.zeros((0, 0))
         self._F = np.zeros(0, np.uint8)
         self._k0 = 0
-        # one-row reads at the real clock: a sleep to the sample's due time and a copy
-        self._one = clock == "real"
-        self._limit = min(x for x in (self.total, self.dead_at, 2 ** 62) if x is not None)
-        self._ns_per = 1e9 / self.rate
 
     @property
     def source(self):
@@ -120,22 +116,6 @@ class SignalAcquisition:
         return self._start_ns
 
     def read(self, out_values, out_t_ns, out_flags) -> int:
-        k = self.k
-        if self._one and out_values.shape[0] == 1 and self.start is not None \
-                and k < self._limit:
-            # one sample (the default configuration): its DRDY is at start + k / rate
-            j = k - self._k0
-            if j >= self._F.shape[0]:
-                self._prepare()
-                j = 0
-            rem = self._start_ns + int(k * self._ns_per) - time.monotonic_ns()
-            if rem > 0:
-                time.sleep(rem * 1e-9)
-            out_values[0] = self._Y[j]
-            out_t_ns[0] = k * self.dt_ns
-            out_flags[0] = self._F[j]
-            self.k = k + 1
-            return 1
         if self.start is None:
             self._start_ns = time.monotonic_ns()
             self.start = self._start_ns * 1e-9
@@ -228,24 +208,6 @@ class LimitedAcquisition:
             raise
         self.k += n
         return n
-
-    def one_row(self) -> tuple | None:
-        """The wrapped acquisition's :meth:`edge.hw.acquire.Acquisition.one_row` with its
-        ``read`` counted against the duration."""
-        get = getattr(self.acq, "one_row", None)
-        one = get() if get is not None else None
-        if one is None:
-            return None
-        read_one = one[0]
-
-        def read():
-            if self.total is not None and self.k >= self.total:
-                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
-            r = read_one()
-            self.k += 1
-            return r
-
-        return (read, *one[1:])
 
     def close(self) -> None:
         self.acq.close()
