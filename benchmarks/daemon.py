@@ -13,8 +13,15 @@ a thread that only sleeps to the same 1 ms deadlines (``time.sleep`` of the time
 one wake-up per sample that the ADS1256 (no FIFO) forces on any daemon. Each figure is the
 CPU time of the whole process over the wall time of the steady state (from 1 s after the
 first sample to the end), in percent of one core; "above floor" is the difference in
-percentage points. Also printed: samples lost (ring overruns), estimates not delivered
+percentage points. The source is a precomputed record (not the structure model, whose
+next chunk would be computed on the acquisition thread once a second). Also printed: samples lost (ring overruns), estimates not delivered
 (dropped or unsent), DRDY -> estimate latency p50/p99/p99.9.
+
+Beside them, ``driver``: the adc level's driver and byte-level simulator alone (a thread
+that only reads one sample at a time from them), so that the daemon's own cost at the adc
+level shows as the difference. ``gaps``: conversions the driver saw missed (DRDY times more
+than 1.5 periods apart: the acquisition thread woke too late, e.g. on a loaded machine
+without ``--fifo``).
 
 ``memory``: resident memory (VmRSS) of ``vsense-edge run --simulate`` (adc level, real
 clock, MQTT and recorder on) in a subprocess of each interpreter given (this one and
@@ -64,6 +71,20 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+class ArrayVolts:
+    """Precomputed channel voltages ``v (n, nch)``, delivered in chunks, round and round:
+    the benchmark times the daemon (and the simulated converter), not the structure model
+    that would compute the next chunk of 1,024 samples on the acquisition thread."""
+
+    def __init__(self, v):
+        self.v, self.k = v, 0
+
+    def volts(self, n):
+        idx = (self.k + np.arange(n)) % self.v.shape[0]
+        self.k += n
+        return self.v[idx]
+
+
 def _bundle(tmp: Path) -> Path:
     from helpers import chain_bundle
 
@@ -94,6 +115,9 @@ def _broker(tmp: Path):
     return p, port
 
 
+FIFO = 0  # [realtime] sched_fifo_priority of the runs (--fifo)
+
+
 def _cfg(tmp: Path, port: int, level: str, seconds: float) -> dict:
     """The default configuration, but for the device, broker, recorder directory and the
     simulation itself."""
@@ -103,6 +127,7 @@ def _cfg(tmp: Path, port: int, level: str, seconds: float) -> dict:
             "adc": {"drate": RATE},
             "mqtt": {"host": "127.0.0.1", "port": port},
             "recorder": {"dir": str(tmp / f"rec-{level}")},
+            "realtime": {"sched_fifo_priority": FIFO},
             "simulate": {"level": level, "duration_s": seconds}}
 
 
@@ -110,6 +135,11 @@ def run_daemon(tmp: Path, port: int, level: str, seconds: float) -> dict:
     """One in-process daemon run: CPU over the steady state, losses, latency."""
     cfg = config_from_dict(_cfg(tmp, port, level, seconds + 1.0))
     d = app.build_daemon(cfg, simulate=True)
+    if level == "signal":
+        d.acq.src = ArrayVolts(d.acq.src.volts(2000))
+    else:  # LimitedAcquisition -> Acquisition -> ADS1256 -> simulated SPI -> chip
+        inp = d.acq.acq.adc.spi.chip.source  # edge.daemon.simulate.InputSource
+        inp.src = ArrayVolts(inp.src.volts(2000))
     d.pub.start()
     assert d.pub.wait_connected(10), "broker"
     mark = {}
@@ -127,8 +157,9 @@ def run_daemon(tmp: Path, port: int, level: str, seconds: float) -> dict:
     h = d.health()
     shutil.rmtree(tmp / f"rec-{level}", ignore_errors=True)
     lat = d.latency.summary()
+    gaps = int(d.acq.acq.counts["gaps"]) if level == "adc" else 0
     return {"code": code, "cpu": (c1 - mark["cpu"]) / (t1 - mark["t"]) * 100,
-            "samples": d.processed, "lost": d.ring.lost,
+            "samples": d.processed, "lost": d.ring.lost, "gaps": gaps,
             "undelivered": h["publish"]["drops_samples"] + h["publish"]["unsent_samples"],
             "p50": lat["p50"], "p99": lat["p99"], "p999": lat["p999"]}
 
@@ -139,6 +170,8 @@ def run_floor(seconds: float) -> dict:
     late = np.zeros(n, np.int64)
 
     def th():
+        if FIFO:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO))
         t0 = time.monotonic_ns()
         for k in range(n):
             due = t0 + (k + 1) * 1_000_000
@@ -155,21 +188,51 @@ def run_floor(seconds: float) -> dict:
             "p99_late_us": float(np.percentile(late, 99)) / 1e3}
 
 
+def run_driver(tmp: Path, seconds: float) -> dict:
+    """The adc level's driver and byte-level simulator alone: a thread that only reads one
+    sample at a time from them (what the adc-level daemon does before its own work)."""
+    cfg = config_from_dict(_cfg(tmp, 1883, "adc", seconds))
+    acq, _ = app.make_acquisition(cfg, app.load_estimator(cfg)[0], True)
+    inp = acq.acq.adc.spi.chip.source
+    inp.src = ArrayVolts(inp.src.volts(2000))
+    v, t, f = np.zeros((1, 1)), np.zeros(1, np.int64), np.zeros(1, np.uint8)
+    acq.read(v, t, f)  # started, first conversion in
+    out = {}
+
+    def th():
+        if FIFO:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO))
+        w0, c0 = time.monotonic(), _cpu_s()
+        try:
+            while True:
+                acq.read(v, t, f)
+        except Exception:  # noqa: BLE001 - the end of the simulation
+            pass
+        out["cpu"] = (_cpu_s() - c0) / (time.monotonic() - w0) * 100
+
+    x = threading.Thread(target=th)
+    x.start()
+    x.join()
+    acq.close()
+    return out
+
+
 def section_cpu(seconds: float, repeat: int) -> None:
     print(f"## CPU at {RATE:g} samples/s, default configuration (QoS 1, JSON, batch 50, "
           f"recorder on), {seconds:g} s per run, {repeat} interleaved repeats")
     tmp = Path(tempfile.mkdtemp(prefix="vsense-bench-"))
     broker, port = _broker(tmp)
-    res: dict[str, list] = {"floor": [], "signal": [], "adc": []}
+    res: dict[str, list] = {"floor": [], "signal": [], "driver": [], "adc": []}
     try:
         run_daemon(tmp, port, "signal", 1.0)  # warm: numba's cache, imports
         for r in range(repeat):
-            for what in ("floor", "signal", "adc"):
-                x = run_floor(seconds) if what == "floor" else \
-                    run_daemon(tmp, port, what, seconds)
+            for what in res:
+                x = run_floor(seconds) if what == "floor" else run_driver(tmp, seconds) \
+                    if what == "driver" else run_daemon(tmp, port, what, seconds)
                 res[what].append(x)
-                extra = "" if what == "floor" else (
-                    f"  samples {x['samples']}  lost {x['lost']}  undelivered "
+                extra = "" if what in ("floor", "driver") else (
+                    f"  samples {x['samples']}  lost {x['lost']}  gaps {x['gaps']}  "
+                    f"undelivered "
                     f"{x['undelivered']}  latency p50/p99/p99.9 {x['p50']:.0f}/"
                     f"{x['p99']:.0f}/{x['p999']:.0f} us")
                 print(f"  run {r + 1} {what:6s}: {x['cpu']:5.2f} % of a core{extra}   "
@@ -183,11 +246,16 @@ def section_cpu(seconds: float, repeat: int) -> None:
     print("| --- | --- | --- |")
     print(f"| sleep-only thread (floor) | {statistics.median(floor):.2f} "
           f"({min(floor):.2f}-{max(floor):.2f}) | 0 |")
-    for what in ("signal", "adc"):
+    for what in ("driver", "signal", "adc"):
         c = [x["cpu"] for x in res[what]]
         above = statistics.median([a - f for a, f in zip(c, floor)])
-        print(f"| daemon, {what} level | {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})"
+        name = "driver + ADC simulator alone (adc level's reads)" if what == "driver" else \
+            f"daemon, {what} level"
+        print(f"| {name} | {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})"
               f" | {above:+.2f} |")
+    c = [a["cpu"] - b["cpu"] for a, b in zip(res["adc"], res["driver"])]
+    print(f"| daemon, adc level, above its driver + simulator alone | | "
+          f"{statistics.median(c):+.2f} |")
 
 
 MEM = r"""
@@ -251,10 +319,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="cpu,memory")
+    ap.add_argument("--fifo", type=int, default=0,
+                    help="[realtime] sched_fifo_priority of the runs (0: the default)")
     ap.add_argument("--python", action="append", default=[],
                     help="another interpreter for the memory figure (repeatable)")
     a = ap.parse_args(argv)
     only = set(a.only.split(","))
+    global FIFO
+    FIFO = a.fifo
     print(f"# benchmarks/daemon.py  {time.strftime('%Y-%m-%d %H:%M')}  "
           f"{os.cpu_count()} CPUs  load {loadavg()}")
     if "cpu" in only:

@@ -116,40 +116,42 @@ class SignalAcquisition:
         return self._start_ns
 
     def read(self, out_values, out_t_ns, out_flags) -> int:
+        """Up to ``n`` rows (the length of the outputs) into the outputs; returns how many
+        (fewer only at the end of a prepared chunk or of the simulation). With the real clock
+        it returns, like the driver, when the last of them is due (its DRDY time)."""
+        k = self.k
         if self.start is None:
             self._start_ns = time.monotonic_ns()
             self.start = self._start_ns * 1e-9
         nmax = out_values.shape[0]
         if self.total is not None:
-            if self.k >= self.total:
-                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
-            nmax = min(nmax, self.total - self.k)
+            if k >= self.total:
+                raise SimulationFinished(f"simulated duration reached ({k} samples)")
+            nmax = min(nmax, self.total - k)
         if self.dead_at is not None:
-            if self.k >= self.dead_at:
+            if k >= self.dead_at:
                 time.sleep(self.drdy_timeout_s)
                 raise HardwareError(f"ADS1256: DRDY did not go low within "
                                     f"{self.drdy_timeout_s * 1e3:.0f} ms (line dead?)")
-            nmax = min(nmax, self.dead_at - self.k)
-        if self.clock == "real":
-            # like the driver, return when all nmax rows are in (one wake-up per read)
-            while True:
-                due = int((time.monotonic() - self.start) * self.rate) + 1
-                avail = due - self.k
-                if avail >= nmax:
-                    break
-                # sample k + nmax - 1 is due (its DRDY) at start + (k + nmax - 1) / rate
-                time.sleep(max(0.0, (self.k + nmax - 1) / self.rate
-                               - (time.monotonic() - self.start)))
-            nmax = min(nmax, avail)
-        j = self.k - self._k0
+            nmax = min(nmax, self.dead_at - k)
+        j = k - self._k0
         if j >= self._F.shape[0]:
             self._prepare()
             j = 0
         n = min(nmax, self._F.shape[0] - j)
-        out_values[:n] = self._Y[j:j + n]
-        out_flags[:n] = self._F[j:j + n]
-        out_t_ns[:n] = (self.k + np.arange(n)) * self.dt_ns
-        self.k += n
+        if self.clock == "real":  # sample k + n - 1 is due at start + (k + n - 1) / rate
+            rem = self._start_ns + (k + n - 1) * self.dt_ns - time.monotonic_ns()
+            if rem > 0:
+                time.sleep(rem * 1e-9)
+        if n == 1:
+            out_values[0] = self._Y[j]
+            out_flags[0] = self._F[j]
+            out_t_ns[0] = k * self.dt_ns
+        else:
+            out_values[:n] = self._Y[j:j + n]
+            out_flags[:n] = self._F[j:j + n]
+            out_t_ns[:n] = (k + np.arange(n)) * self.dt_ns
+        self.k = k + n
         return n
 
     def close(self) -> None:
