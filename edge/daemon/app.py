@@ -199,10 +199,7 @@ def make_acquisition(cfg: Config, est, simulate: bool):
                            for kind, c, at, n in faults if kind == "nan"))
         spi, gpio, clock = make_simulated_hardware(InputSource(src, rate, inputs),
                                                    sim["seed"], hw_faults,
-                                                   virtual_clock=virtual,
-                                                   # DRDY times are wall-clock times (a
-                                                   # real chip: one DRDY wait per sample)
-                                                   max_lead_us=0.0)
+                                                   virtual_clock=virtual)
         try:
             acq = _driver_acquisition(cfg, spi, gpio, clock, rate)
         except (RuntimeError, ValueError) as e:
