@@ -1,6 +1,6 @@
 """Daemon benchmark: CPU at 1 kHz beside the sleep floor, latency, losses, memory.
 
-    python benchmarks/daemon.py [--seconds 10] [--repeat 3] [--only cpu,memory]
+    python benchmarks/daemon.py [--seconds 10] [--repeat 3] [--only cpu,rate,memory]
                                 [--python /tmp/edge-venv/bin/python]
 
 ``cpu``: the real daemon in this process (ring, estimator, recorder to a temporary
@@ -22,6 +22,9 @@ that only reads one sample at a time from them), so that the daemon's own cost a
 level shows as the difference. ``gaps``: conversions the driver saw missed (DRDY times more
 than 1.5 periods apart: the acquisition thread woke too late, e.g. on a loaded machine
 without ``--fifo``).
+
+``rate``: samples lost at high rates with block 64 (64 samples per driver read and per
+estimator call), signal and adc level, real clock, MQTT off.
 
 ``memory``: resident memory (VmRSS) of ``vsense-edge run --simulate`` (adc level, real
 clock, MQTT and recorder on) in a subprocess of each interpreter given (this one and
@@ -259,6 +262,36 @@ def section_cpu(seconds: float, repeat: int) -> None:
           f"{statistics.median(c):+.2f} |")
 
 
+def section_rate(seconds: float) -> None:
+    """Highest rates without a lost sample: block 64 (64 samples per driver read and per
+    estimator call), real clock, MQTT off; the bundle's dt matches each rate."""
+    print(f"\n## Sustained rate, block 64, real clock, {seconds:g} s per rate")
+    tmp = Path(tempfile.mkdtemp(prefix="vsense-rate-"))
+    from helpers import chain_bundle
+
+    try:
+        for level, rates in (("signal", (10_000.0, 30_000.0, 80_000.0)),
+                             ("adc", (3_750.0, 7_500.0, 15_000.0))):
+            for rate in rates:
+                p = tmp / f"chain{int(rate)}.npz"
+                chain_bundle(window=3, kinds=("displacement",), dt=1.0 / rate).save(p)
+                c = _cfg(tmp, 1883, level, seconds)
+                c["bundle"] = {"path": str(p), "block": 64}
+                c["adc"] = {"drate": rate if level == "adc" else 30000.0}
+                c["mqtt"] = {"enabled": False}
+                d = app.build_daemon(config_from_dict(c), simulate=True)
+                t0, c0 = time.monotonic(), _cpu_s()
+                d.run()
+                cpu = (_cpu_s() - c0) / (time.monotonic() - t0) * 100
+                gaps = int(d.acq.acq.counts["gaps"]) if level == "adc" else 0
+                print(f"  {level:6s} {rate:8.0f} /s: samples {d.processed}  lost {d.ring.lost}"
+                      f"  conversions missed {gaps}  CPU {cpu:.1f} %   load {loadavg()}",
+                      flush=True)
+                shutil.rmtree(tmp / f"rec-{level}", ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 MEM = r"""
 import json, os, sys, threading, time
 sys.path.insert(0, sys.argv[2])
@@ -319,7 +352,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="cpu,memory")
+    ap.add_argument("--only", default="cpu,rate,memory")
     ap.add_argument("--fifo", type=int, default=0,
                     help="[realtime] sched_fifo_priority of the runs (0: the default)")
     ap.add_argument("--python", action="append", default=[],
@@ -332,6 +365,8 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs  load {loadavg()}")
     if "cpu" in only:
         section_cpu(a.seconds, a.repeat)
+    if "rate" in only:
+        section_rate(3.0)
     if "memory" in only:
         section_memory([sys.executable, *a.python], max(a.seconds, 10.0))
     return 0
