@@ -22,7 +22,7 @@
 # /proc/cpuinfo (an ARM Cortex-A72 one is bind-mounted), and qemu's default CPU advertises SVE,
 # so OpenBLAS picks kernels that make an SVD fail (QEMU_CPU=cortex-a72).
 # Needs root (chroot, mounts), the package registries, and the host's .venv (bash tests/run.sh).
-# benchmarks/arm64_bench.sh sources this file for its functions (no options, no main).
+# Another script may source this file for its functions (no options, no main).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${VSENSE_ARM64_CACHE:-$HOME/.cache/vsense-arm64}"
@@ -31,7 +31,7 @@ MIRROR="${VSENSE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 HOST_VENV="${VSENSE_VENV:-$REPO/.venv}"
 SUITE=bookworm; INSTALL_SUITES="bookworm trixie"; TESTS=1; RUNS=1; INSTALL=1; FRESH=0
 PYTEST_ARGS=()
-# sourced (benchmarks/arm64_bench.sh): only the functions and settings, no options, no main
+# sourced: only the functions and settings, no options, no main
 ARM64_SOURCED=0; [ "${BASH_SOURCE[0]}" != "$0" ] && ARM64_SOURCED=1
 while [ "$ARM64_SOURCED" -eq 0 ] && [ $# -gt 0 ]; do
   case "$1" in
