@@ -1,44 +1,44 @@
-"""Daemon benchmark: sustained rate, loop latency, CPU and memory with the simulated ADC.
+"""Daemon benchmark: CPU at 1 kHz beside the sleep floor, latency, losses, memory.
 
-    /work/venv/bin/python benchmarks/daemon.py [--quick] [--repeat 3]
-        [--python /tmp/edge-venv/bin/python] [--only floor,rate,latency,memory,costs]
+    python benchmarks/daemon.py [--seconds 10] [--repeat 3] [--only cpu,rate,memory]
+                                [--python /tmp/edge-venv/bin/python]
 
-Runs the real daemon (ring, estimator, recorder to a temp dir, MQTT QoS 0 to a private
-Mosquitto when /usr/sbin/mosquitto exists). Bundle: 8-DOF chain, window 3, one displacement
-channel, dt = 1/rate. Every figure is run ``--repeat`` times (variants interleaved, so they
-see the same machine load) and reported as the median with the range; the load average is
-printed with each section.
+``cpu``: the real daemon in this process (ring, estimator, recorder to a temporary
+directory, MQTT to a private Mosquitto), **default configuration** (QoS 1, JSON, batch 50,
+block 1, recorder on), 1,000 samples/s with the real clock, at two levels: ``signal``
+(values injected after the driver) and ``adc`` (the byte-level ADS1256 simulator read by the
+real driver: its CPU is in the figure, it runs on the acquisition thread). Beside them, in
+the same run and interleaved with them (so they see the same machine load), **the floor**:
+a thread that only sleeps to the same 1 ms deadlines (``time.sleep`` of the time left), the
+one wake-up per sample that the ADS1256 (no FIFO) forces on any daemon. Each figure is the
+CPU time of the whole process over the wall time of the steady state (from 1 s after the
+first sample to the end), in percent of one core; "above floor" is the difference in
+percentage points. The source is a precomputed record (not the structure model, whose
+next chunk would be computed on the acquisition thread once a second). Also printed: samples lost (ring overruns), estimates not delivered
+(dropped or unsent), DRDY -> estimate latency p50/p99/p99.9.
 
-0. **Machine floor**: wake-up delay of a Python thread sleeping to a 1 ms deadline, normal
-   and SCHED_FIFO: no daemon can have a lower latency tail than this on the machine.
-1. **Highest sustained rate with no lost sample** (block 64, read_max 64, estimation in the
-   loop thread), rates stepped up for a few seconds each, at three levels:
-   ``signal`` (values injected after the driver, real clock), ``adc`` (byte-level ADS1256
-   simulator read by the real driver in continuous mode, at the converter's data rates,
-   real clock) and ``adc`` with the virtual clock (no pacing: the rate the whole chain
-   reaches, reported as samples per wall-clock second).
-2. **Latency at 1,000 samples/s**, block 1, read_max 1: from the sample's DRDY time to its
-   estimate being ready, and from the sample entering the ring to the same point (see
-   docs/daemon.md "Latency"), for the variants in :data:`VARIANTS` side by side.
-3. **CPU at 1,000 samples/s** of the whole process during the latency runs.
-4. **Resident memory** of ``vsense-edge run --simulate`` (adc level, real clock, MQTT and
-   recorder on) in a subprocess of each interpreter given (this one and ``--python``):
-   the environment is reported (base-only = scipy not importable; numba imports scipy when
-   it is installed), steady state from 1 s after the daemon's READY=1, with the releases
-   after start-up switched on one by one; by mapping and by start-up stage: see
-   ``benchmarks/daemon_memory.py``.
-5. **CPU per sample by stage**, simulator apart: see ``benchmarks/daemon_costs.py``; then
-   the bare wake-up floor at 1 kHz beside it (``benchmarks/wake_floor.py``).
-6. **The per-sample read paths at adc level side by side** (``--only ab``, not in the
-   default set): the driver's bytes into one compiled call, the one-row read, the read
-   before both, alternating within each run: see ``benchmarks/ab_read.py``.
+Beside them, ``driver``: the adc level's driver and byte-level simulator alone (a thread
+that only reads one sample at a time from them), so that the daemon's own cost at the adc
+level shows as the difference. ``gaps``: conversions the driver saw missed (DRDY times more
+than 1.5 periods apart: the acquisition thread woke too late, e.g. on a loaded machine
+without ``--fifo``).
+
+``rate``: samples lost at high rates with block 64 (64 samples per driver read and per
+estimator call), signal and adc level, real clock, MQTT off.
+
+``memory``: resident memory (VmRSS) of ``vsense-edge run --simulate`` (adc level, real
+clock, MQTT and recorder on) in a subprocess of each interpreter given (this one and
+``--python``, e.g. a venv with the base install only), sampled from 2 s after READY to
+the end; steady = median, and the largest.
+
+Figures depend on the machine and its load: the load average is printed with each run.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -55,28 +55,29 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import ab_read  # noqa: E402
-import daemon_costs as costs  # noqa: E402
-import daemon_memory as memory  # noqa: E402
-import wake_floor  # noqa: E402
-from edge.daemon import app, realtime  # noqa: E402
+from edge.daemon import app  # noqa: E402
 from edge.daemon.config import config_from_dict  # noqa: E402
 
-#: latency variants: name -> ([loop] estimate_in, [realtime] switch_interval_us,
-#: sched_fifo_priority of the acquisition thread, sched_fifo_others, timer_slack_ns)
-VARIANTS = {
-    "loop thread (before)": ("loop", 5000.0, 0, False, 0),
-    "acq thread": ("acquisition", 5000.0, 0, False, 0),
-    "acq thread, slack 1 us": ("acquisition", 5000.0, 0, False, 1000),
-    "acq thread, slack 1 us, switch 100 us": ("acquisition", 100.0, 0, False, 1000),
-    "acq thread, FIFO 50": ("acquisition", 5000.0, 50, False, 1000),
-    "acq thread, FIFO 50, switch 100 us": ("acquisition", 100.0, 50, False, 1000),
-    "acq thread, FIFO 50 + others 49, switch 100 us": ("acquisition", 100.0, 50, True, 1000),
-}
+RATE = 1000.0
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def _cpu_s() -> float:
+    """CPU time of this process so far [s] (user + system, all threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 class ArrayVolts:
-    """Precomputed channel voltages (n, nch), delivered in chunks."""
+    """Precomputed channel voltages ``v (n, nch)``, delivered in chunks, round and round:
+    the benchmark times the daemon (and the simulated converter), not the structure model
+    that would compute the next chunk of 1,024 samples on the acquisition thread."""
 
     def __init__(self, v):
         self.v, self.k = v, 0
@@ -87,19 +88,12 @@ class ArrayVolts:
         return self.v[idx]
 
 
-def loadavg() -> str:
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "?"
-
-
-def _bundle(tmp: Path, rate: float) -> Path:
+def _bundle(tmp: Path) -> Path:
     from helpers import chain_bundle
 
-    p = tmp / f"chain_{int(rate)}.npz"
+    p = tmp / "chain.npz"
     if not p.exists():
-        chain_bundle(window=3, kinds=("displacement",), dt=1.0 / rate).save(p)
+        chain_bundle(window=3, kinds=("displacement",), dt=1.0 / RATE).save(p)
     return p
 
 
@@ -107,13 +101,12 @@ def _broker(tmp: Path):
     exe = "/usr/sbin/mosquitto" if os.access("/usr/sbin/mosquitto", os.X_OK) else \
         shutil.which("mosquitto")
     if not exe:
-        return None, None
+        sys.exit("needs mosquitto (the default configuration publishes with QoS 1)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     conf = tmp / "m.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                    "max_queued_messages 100000\n")
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
     p = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     for _ in range(100):
@@ -125,266 +118,259 @@ def _broker(tmp: Path):
     return p, port
 
 
-def _cfg_dict(tmp: Path, rate: float, seconds: float, port, *, level="signal",
-              clock="real", block=1, read_max=1, estimate_in="auto", switch_us=5000.0,
-              fifo=0, others=False, slack=1000, gc="freeze", max_lead_us=2000.0,
-              release=True, tag="", fmt="json"):
-    rec = tmp / f"rec_{int(rate)}_{block}_{tag}"
-    return {
-        "device": {"id": f"bench{int(rate)}"},
-        "bundle": {"path": str(_bundle(tmp, rate)), "block": block},
-        "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
-        "adc": {"drate": rate if level == "adc" else 30000.0, "mode": "continuous"},
-        "mqtt": {"enabled": port is not None, "host": "127.0.0.1", "port": port or 1883,
-                 "health_interval_s": 1.0, "qos": 0, "batch": max(50, int(rate / 20)),
-                 "format": fmt},
-        "recorder": {"dir": str(rec)},
-        "loop": {"read_max": read_max, "ring_s": 2.0, "estimate_in": estimate_in},
-        "realtime": {"gc": gc, "switch_interval_us": switch_us,
-                     "sched_fifo_priority": fifo, "sched_fifo_others": others,
-                     "timer_slack_ns": slack, "release_compiler_memory": release},
-        "simulate": {"clock": clock, "duration_s": seconds, "level": level,
-                     "max_lead_us": max_lead_us}}
+FIFO = 0  # [realtime] sched_fifo_priority of the runs (--fifo)
 
 
-def run_once(tmp: Path, rate: float, seconds: float, port, instrument=False, **kw) -> dict:
-    """One in-process daemon run; returns counts, latencies (us), CPU (% of a core);
-    ``instrument``: per-stage CPU (:mod:`daemon_costs`) in ``stages``."""
-    read_path = kw.pop("read_path", "wire")
-    hook = kw.pop("hook", None)  # called with the built daemon before it runs
-    d_cfg = _cfg_dict(tmp, rate, seconds, port, **kw)
-    cfg = config_from_dict(d_cfg)
-    old_switch = sys.getswitchinterval()
-    realtime.set_switch_interval(cfg["realtime"]["switch_interval_us"])
-    try:
-        d = app.build_daemon(cfg, simulate=True)
-        # precomputed source: time the daemon (and the driver), not the structure model,
-        # whose next chunk of 1,024 samples would otherwise be computed on the acquisition
-        # thread once a second at 1,000 samples/s
-        if kw.get("level", "signal") == "signal":
-            d.acq.src = ArrayVolts(d.acq.src.volts(int(rate * 2)))
-        else:  # LimitedAcquisition -> Acquisition -> ADS1256 -> FakeSpiDev -> chip
-            inp = d.acq.acq.adc.spi.chip.source  # edge.daemon.simulate.InputSource
-            inp.src = ArrayVolts(inp.src.volts(int(rate * 2)))
-        if d.pub is not None:
-            d.pub.start()
-        win = None
-        if instrument:  # per-stage CPU over the steady state (daemon_costs)
-            acc = (costs.instrument(d, kw.get("level", "signal")) if instrument != "totals"
-                   else costs.Accounting())  # no wrapper: the threads' totals only
-            win = costs.Window(d, acc, costs.ThreadCpu(), cold=kw.get("block", 1) == 1)
-            win.tcpu.start()
-            win.start()
-        if read_path in ("one-row", "general"):  # the reads before (comparisons): no call
-            d._wire_read = None                  # from the driver's bytes (_sample_wire),
-        if read_path == "general":               # and not the one-row read either
-            d.acq.acq._one = None
-        if hook is not None:
-            hook(d)
-        t0, p0 = time.monotonic(), time.process_time()
-        code = d.run()
-        wall = time.monotonic() - t0
-        total_cpu = (time.process_time() - p0) / wall * 100
-        window = win.finish() if win is not None else None
-    finally:
-        costs.restore(kw.get("level", "signal"))
-        sys.setswitchinterval(old_switch)
-        shutil.rmtree(d_cfg["recorder"]["dir"], ignore_errors=True)
-    return {"code": code, "rate": rate, "samples": d.processed, "wall": wall,
-            "window": window,
-            "expected": int(round(rate * seconds)), "lost": d.ring.lost,
-            "overruns": d.ring.overruns, "drdy": d.latency.summary(),
-            "drdy_known": d._t_off is not None, "ring": d.latency_ring.summary(),
-            "cpu_total": total_cpu,
-            "pub_drops": d.pub.stats["drops_samples"] if d.pub else None,
-            "inline": d.inline}
+def _cfg(tmp: Path, port: int, level: str, seconds: float) -> dict:
+    """The default configuration, but for the device, broker, recorder directory and the
+    simulation itself."""
+    return {"device": {"id": f"bench-{level}"},
+            "bundle": {"path": str(_bundle(tmp))},
+            "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
+            "adc": {"drate": RATE},
+            "mqtt": {"host": "127.0.0.1", "port": port},
+            "recorder": {"dir": str(tmp / f"rec-{level}")},
+            "realtime": {"sched_fifo_priority": FIFO},
+            "simulate": {"level": level, "duration_s": seconds}}
 
 
-def _med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else float("nan")
+def run_daemon(tmp: Path, port: int, level: str, seconds: float) -> dict:
+    """One in-process daemon run: CPU over the steady state, losses, latency."""
+    cfg = config_from_dict(_cfg(tmp, port, level, seconds + 1.0))
+    d = app.build_daemon(cfg, simulate=True)
+    if level == "signal":
+        d.acq.src = ArrayVolts(d.acq.src.volts(2000))
+    else:  # LimitedAcquisition -> Acquisition -> ADS1256 -> simulated SPI -> chip
+        inp = d.acq.acq.adc.spi.chip.source  # edge.daemon.simulate.InputSource
+        inp.src = ArrayVolts(inp.src.volts(2000))
+    d.pub.start()
+    assert d.pub.wait_connected(10), "broker"
+    mark = {}
+
+    def steady():  # 1 s after the first sample: the start of the measured window
+        d.first_sample.wait()
+        time.sleep(1.0)
+        mark["t"], mark["cpu"] = time.monotonic(), _cpu_s()
+
+    th = threading.Thread(target=steady, daemon=True)
+    th.start()
+    code = d.run()
+    t1, c1 = time.monotonic(), _cpu_s()
+    th.join()
+    h = d.health()
+    shutil.rmtree(tmp / f"rec-{level}", ignore_errors=True)
+    lat = h["latency_us"]  # from DRDY, or from the ring (the simulated ADC: latency_from)
+    gaps = int(d.acq.acq.counts["gaps"]) if level == "adc" else 0
+    return {"code": code, "cpu": (c1 - mark["cpu"]) / (t1 - mark["t"]) * 100,
+            "samples": d.processed, "lost": d.ring.lost, "gaps": gaps,
+            "undelivered": h["publish"]["drops_samples"] + h["publish"]["unsent_samples"],
+            "p50": lat["p50"], "p99": lat["p99"], "p999": lat["p999"],
+            "from": h["latency_from"]}
 
 
-def _fmt_range(xs, fmt="{:.0f}"):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return "n/a"
-    m = statistics.median(xs)
-    return f"{fmt.format(m)} ({fmt.format(min(xs))}-{fmt.format(max(xs))})"
+def run_floor(seconds: float) -> dict:
+    """A thread that only sleeps to 1 ms deadlines: CPU of the process meanwhile."""
+    n = int(seconds * RATE)
+    late = np.zeros(n, np.int64)
+
+    def th():
+        if FIFO:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO))
+        t0 = time.monotonic_ns()
+        for k in range(n):
+            due = t0 + (k + 1) * 1_000_000
+            dl = due - time.monotonic_ns()
+            if dl > 0:
+                time.sleep(dl * 1e-9)
+            late[k] = time.monotonic_ns() - due
+
+    t = threading.Thread(target=th)
+    w0, c0 = time.monotonic(), _cpu_s()
+    t.start()
+    t.join()
+    return {"cpu": (_cpu_s() - c0) / (time.monotonic() - w0) * 100,
+            "p99_late_us": float(np.percentile(late, 99)) / 1e3}
 
 
-# ----------------------------------------------------------------------------- sections
-def section_floor(seconds, repeat):
-    """What the machine allows: wake-up delay of a Python thread sleeping to a 1 ms deadline
-    (nothing else in the process), normal scheduling and SCHED_FIFO 50, timer slack 1 us."""
-    print(f"\n## 0. Machine floor: wake-up delay of a sleeping thread, 1 ms period   "
-          f"load {loadavg()}")
-    res = {}
-    for r_i in range(repeat):
-        for fifo in (0, 50):
-            n = int(seconds * 1000)
-            out = np.zeros(n, np.int64)
+def run_driver(tmp: Path, seconds: float) -> dict:
+    """The adc level's driver and byte-level simulator alone: a thread that only reads one
+    sample at a time from them (what the adc-level daemon does before its own work)."""
+    cfg = config_from_dict(_cfg(tmp, 1883, "adc", seconds))
+    acq, _ = app.make_acquisition(cfg, app.load_estimator(cfg)[0], True)
+    inp = acq.acq.adc.spi.chip.source
+    inp.src = ArrayVolts(inp.src.volts(2000))
+    v, t, f = np.zeros((1, 1)), np.zeros(1, np.int64), np.zeros(1, np.uint8)
+    acq.read(v, t, f)  # started, first conversion in
+    out = {}
 
-            def th():
-                realtime.set_fifo(fifo)
-                realtime.set_timer_slack(1000)
-                t0 = time.monotonic_ns()
-                for k in range(n):
-                    due = t0 + (k + 1) * 1_000_000
-                    dl = due - time.monotonic_ns()
-                    if dl > 0:
-                        time.sleep(dl * 1e-9)
-                    out[k] = time.monotonic_ns() - due
+    def th():
+        if FIFO:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO))
+        w0, c0 = time.monotonic(), _cpu_s()
+        try:
+            while True:
+                acq.read(v, t, f)
+        except Exception:  # noqa: BLE001 - the end of the simulation
+            pass
+        out["cpu"] = (_cpu_s() - c0) / (time.monotonic() - w0) * 100
 
-            t = threading.Thread(target=th)
-            t.start()
-            t.join()
-            p = np.percentile(out / 1e3, [50, 99, 99.9])
-            res.setdefault(fifo, []).append((*p, out.max() / 1e3))
-            print(f"  run {r_i + 1} {'SCHED_FIFO 50' if fifo else 'normal       '}: "
-                  f"p50/p99/p99.9/max {p[0]:.0f}/{p[1]:.0f}/{p[2]:.0f}/{out.max() / 1e3:.0f} us"
-                  f"   load {loadavg()}", flush=True)
-    return res
+    x = threading.Thread(target=th)
+    x.start()
+    x.join()
+    acq.close()
+    return out
 
 
-def section_rate(tmp, port, sec, repeat):
-    print(f"\n## 1. Highest sustained rate, no lost sample (block 64)   load {loadavg()}")
-    sweeps = {
-        "signal, real clock": ("signal", "real",
-                               (5000.0, 10000.0, 20000.0, 30000.0, 50000.0, 80000.0)),
-        "adc, real clock": ("adc", "real", (2000.0, 3750.0, 7500.0, 15000.0, 30000.0)),
-    }
-    rows = []
-    for name, (level, clock, rates) in sweeps.items():
-        best = []
-        for r_i in range(repeat):
-            ok_rate = None
-            for rate in rates:
-                r = run_once(tmp, rate, sec, port, level=level, clock=clock, block=64,
-                             read_max=64, estimate_in="loop", tag=f"rate{r_i}")
-                ok = r["code"] == 0 and r["lost"] == 0 and r["samples"] == r["expected"]
-                print(f"  {name}, run {r_i + 1}: {rate:7.0f}/s: {r['samples']}/{r['expected']}"
-                      f" samples, lost {r['lost']}, CPU {r['cpu_total']:.0f} % -> "
-                      f"{'ok' if ok else 'LOSS'}", flush=True)
-                if not ok:
-                    break
-                ok_rate = rate
-            best.append(ok_rate)
-        rows.append((name, best, rates[-1]))
-    # virtual clock: how fast the driver + simulator + daemon chain runs
-    thr = []
-    for r_i in range(repeat):
-        r = run_once(tmp, 30000.0, sec, port, level="adc", clock="virtual", block=64,
-                     read_max=64, estimate_in="loop", tag=f"virt{r_i}")
-        thr.append(r["samples"] / r["wall"])
-        print(f"  adc, virtual clock, run {r_i + 1}: {r['samples']} samples in "
-              f"{r['wall']:.2f} s = {thr[-1]:,.0f} samples/s, lost {r['lost']}", flush=True)
-    return rows, thr
-
-
-def section_latency(tmp, port, sec, repeat, levels):
-    print(f"\n## 2./3. Latency and CPU at 1,000 samples/s, block 1   load {loadavg()}")
-    res = {(lv, v): [] for lv in levels for v in VARIANTS}
-    for r_i in range(repeat):
-        for lv in levels:
-            for v, (where, sw, fifo, others, slack) in VARIANTS.items():
-                r = run_once(tmp, 1000.0, sec, port, level=lv, estimate_in=where,
-                             switch_us=sw, fifo=fifo, others=others, slack=slack,
-                             max_lead_us=0.0, tag=f"lat{r_i}")
-                res[(lv, v)].append(r)
-                L, R = r["drdy"], r["ring"]
-                print(f"  run {r_i + 1} {lv:6s} {v:42s}: DRDY p50/p99/p99.9/max "
-                      f"{L['p50']}/{L['p99']}/{L['p999']}/{L['max']} us, ring "
-                      f"{R['p50']}/{R['p99']}/{R['p999']}/{R['max']} us, CPU "
-                      f"{r['cpu_total']:.1f} %, lost {r['lost']}   load {loadavg()}",
-                      flush=True)
-    return res
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="shorter runs")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
-    ap.add_argument("--python", action="append", default=[],
-                    help="also measure memory with this interpreter (e.g. a base-only venv "
-                         "/tmp/edge-venv/bin/python); repeatable")
-    ap.add_argument("--only", default="floor,rate,latency,memory,costs",
-                    help="comma list of sections: floor, rate, latency, memory, costs, ab")
-    ap.add_argument("--configs", default="",
-                    help="costs: only the configurations whose label contains one of these "
-                         "comma-separated strings (e.g. '1 kHz')")
-    ap.add_argument("--levels", default="signal,adc", help="latency levels: signal, adc")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)
-    only = set(args.only.split(","))
-    sec = 2.0 if args.quick else 4.0
+def section_cpu(seconds: float, repeat: int) -> None:
+    print(f"## CPU at {RATE:g} samples/s, default configuration (QoS 1, JSON, batch 50, "
+          f"recorder on), {seconds:g} s per run, {repeat} interleaved repeats")
     tmp = Path(tempfile.mkdtemp(prefix="vsense-bench-"))
     broker, port = _broker(tmp)
-    summary = []
+    res: dict[str, list] = {"floor": [], "signal": [], "driver": [], "adc": []}
     try:
-        print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}, {os.cpu_count()} CPUs, load {loadavg()}"
-              f", broker: {'mosquitto on port %d' % port if port else 'none (MQTT off)'}, "
-              f"this interpreter: {sys.executable}: {memory.env_of(sys.executable)}", flush=True)
-        if "floor" in only:
-            fl = section_floor(sec, args.repeat)
-            for fifo, rs in fl.items():
-                summary.append(
-                    f"| machine floor: thread wake-up delay p50 / p99 / p99.9 / max, "
-                    f"{'SCHED_FIFO 50' if fifo else 'normal scheduling'} | - | "
-                    + " / ".join(_fmt_range([r[j] for r in rs]) for j in range(4)) + " us |")
-        if "rate" in only:
-            rows, thr = section_rate(tmp, port, sec, args.repeat)
-            for name, best, top in rows:
-                b = [x for x in best if x is not None]
-                summary.append(f"| highest sustained rate, no lost sample ({name}) | "
-                               f">= 20,000 /s | {_fmt_range(b, '{:,.0f}')} /s"
-                               f"{' (top of the sweep)' if b and min(b) == top else ''} |")
-            summary.append(f"| rate the adc chain reaches with the virtual clock | - | "
-                           f"{_fmt_range(thr, '{:,.0f}')} /s |")
-        if "latency" in only:
-            levels = args.levels.split(",")
-            res = section_latency(tmp, port, 1.5 * sec + 1, args.repeat, levels)
-            for (lv, v), rs in res.items():
-                def col(key, q):
-                    return _fmt_range([r[key][q] for r in rs])
-
-                summary.append(
-                    f"| latency DRDY->estimate p50 / p99 / p99.9 / max, {lv}, {v} | "
-                    f"p99.9 < 100 us | {col('drdy', 'p50')} / {col('drdy', 'p99')} / "
-                    f"{col('drdy', 'p999')} / {col('drdy', 'max')} us |")
-                summary.append(
-                    f"| latency ring->estimate p50 / p99 / p99.9 / max, {lv}, {v} | - | "
-                    f"{col('ring', 'p50')} / {col('ring', 'p99')} / "
-                    f"{col('ring', 'p999')} / {col('ring', 'max')} us |")
-                summary.append(f"| CPU at 1,000 /s, {lv}, {v} | < 10 % of a core | "
-                               f"{_fmt_range([r['cpu_total'] for r in rs], '{:.1f}')} % |")
-        if "memory" in only:
-            summary += memory.section_memory(_cfg_dict, loadavg, tmp, port,
-                                             [sys.executable] + args.python, args.repeat,
-                                             6.0 if args.quick else 10.0)
-        if "costs" in only:
-            sel = tuple(c for c in costs.CONFIGS if not args.configs
-                        or any(w in c[0] for w in args.configs.split(",")))
-            rows, res = costs.section_costs(run_once, loadavg, tmp, port, sec + 1, args.repeat,
-                                            sel)
-            rows += wake_floor.beside_costs(res, sel, sec, args.repeat, loadavg)
-        if "ab" in only:
-            ab_rows = ab_read.section_ab(run_once, loadavg, tmp, port, 4 * sec + 1,
-                                         args.repeat)
-        print(f"\n# summary: median (min-max) of {args.repeat} runs; load {loadavg()}")
-        print("| figure | goal | measured |")
-        print("| --- | --- | --- |")
-        print("\n".join(summary))
-        if "costs" in only:
-            print("\n" + "\n".join(rows))
-        if "ab" in only:
-            print("\n" + "\n".join(ab_rows))
+        run_daemon(tmp, port, "signal", 1.0)  # warm: numba's cache, imports
+        for r in range(repeat):
+            for what in res:
+                x = run_floor(seconds) if what == "floor" else run_driver(tmp, seconds) \
+                    if what == "driver" else run_daemon(tmp, port, what, seconds)
+                res[what].append(x)
+                extra = "" if what in ("floor", "driver") else (
+                    f"  samples {x['samples']}  lost {x['lost']}  gaps {x['gaps']}  "
+                    f"undelivered "
+                    f"{x['undelivered']}  latency from {x['from']} p50/p99/p99.9 {x['p50']:.0f}/"
+                    f"{x['p99']:.0f}/{x['p999']:.0f} us")
+                print(f"  run {r + 1} {what:6s}: {x['cpu']:5.2f} % of a core{extra}   "
+                      f"load {loadavg()}", flush=True)
     finally:
-        if broker is not None:
-            broker.terminate()
-            broker.wait(5)
+        broker.terminate()
+        broker.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    floor = [x["cpu"] for x in res["floor"]]
+    print("\n| | % of a core (median, range) | above the floor (pp, median of the runs) |")
+    print("| --- | --- | --- |")
+    print(f"| sleep-only thread (floor) | {statistics.median(floor):.2f} "
+          f"({min(floor):.2f}-{max(floor):.2f}) | 0 |")
+    for what in ("driver", "signal", "adc"):
+        c = [x["cpu"] for x in res[what]]
+        above = statistics.median([a - f for a, f in zip(c, floor)])
+        name = "driver + ADC simulator alone (adc level's reads)" if what == "driver" else \
+            f"daemon, {what} level"
+        print(f"| {name} | {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})"
+              f" | {above:+.2f} |")
+    c = [a["cpu"] - b["cpu"] for a, b in zip(res["adc"], res["driver"])]
+    print(f"| daemon, adc level, above its driver + simulator alone | | "
+          f"{statistics.median(c):+.2f} |")
+
+
+def section_rate(seconds: float) -> None:
+    """Highest rates without a lost sample: block 64 (64 samples per driver read and per
+    estimator call), real clock, MQTT off; the bundle's dt matches each rate."""
+    print(f"\n## Sustained rate, block 64, real clock, {seconds:g} s per rate")
+    tmp = Path(tempfile.mkdtemp(prefix="vsense-rate-"))
+    from helpers import chain_bundle
+
+    try:
+        for level, rates in (("signal", (10_000.0, 30_000.0, 80_000.0)),
+                             ("adc", (3_750.0, 7_500.0, 15_000.0))):
+            for rate in rates:
+                p = tmp / f"chain{int(rate)}.npz"
+                chain_bundle(window=3, kinds=("displacement",), dt=1.0 / rate).save(p)
+                c = _cfg(tmp, 1883, level, seconds)
+                c["bundle"] = {"path": str(p), "block": 64}
+                c["adc"] = {"drate": rate if level == "adc" else 30000.0}
+                c["mqtt"] = {"enabled": False}
+                d = app.build_daemon(config_from_dict(c), simulate=True)
+                t0, c0 = time.monotonic(), _cpu_s()
+                d.run()
+                cpu = (_cpu_s() - c0) / (time.monotonic() - t0) * 100
+                gaps = int(d.acq.acq.counts["gaps"]) if level == "adc" else 0
+                print(f"  {level:6s} {rate:8.0f} /s: samples {d.processed}  lost {d.ring.lost}"
+                      f"  conversions missed {gaps}  CPU {cpu:.1f} %   load {loadavg()}",
+                      flush=True)
+                shutil.rmtree(tmp / f"rec-{level}", ignore_errors=True)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+MEM = r"""
+import json, os, sys, threading, time
+sys.path.insert(0, sys.argv[2])
+from edge.daemon.config import config_from_dict
+from edge.daemon import app
+cfg = config_from_dict(json.loads(sys.argv[1]))
+d = app.build_daemon(cfg, simulate=True)
+d.pub.start()
+rss = []
+def sample():
+    d.first_sample.wait()
+    time.sleep(2.0)
+    while not d.stop_event.is_set():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                rss.append(int(line.split()[1]) / 1024)
+        time.sleep(0.5)
+threading.Thread(target=sample, daemon=True).start()
+d.run()
+try:
+    import scipy  # noqa: F401
+    env = "scipy importable"
+except ImportError:
+    env = "base install (no scipy)"
+print(json.dumps({"rss": rss, "env": env}))
+"""
+
+
+def section_memory(pythons: list[str], seconds: float) -> None:
+    import json
+
+    print(f"\n## Resident memory, vsense-edge run --simulate (adc level, MQTT QoS 1, "
+          f"recorder), {seconds:g} s")
+    tmp = Path(tempfile.mkdtemp(prefix="vsense-mem-"))
+    broker, port = _broker(tmp)
+    try:
+        for py in pythons:
+            cfg = _cfg(tmp, port, "adc", seconds)
+            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                       MALLOC_ARENA_MAX="2")
+            for _ in range(2):  # 1st: fills numba's cache for this interpreter
+                out = subprocess.run([py, "-c", MEM, json.dumps(cfg), str(ROOT)], env=env,
+                                     capture_output=True, text=True, timeout=seconds + 300)
+            if out.returncode != 0:
+                print(f"  {py}: failed\n{out.stderr[-2000:]}")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            x = r["rss"]
+            print(f"  {py} ({r['env']}): steady {statistics.median(x):.1f} MB, largest "
+                  f"{max(x):.1f} MB, {len(x)} readings   load {loadavg()}")
+    finally:
+        broker.terminate()
+        broker.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="cpu,rate,memory")
+    ap.add_argument("--fifo", type=int, default=0,
+                    help="[realtime] sched_fifo_priority of the runs (0: the default)")
+    ap.add_argument("--python", action="append", default=[],
+                    help="another interpreter for the memory figure (repeatable)")
+    a = ap.parse_args(argv)
+    only = set(a.only.split(","))
+    global FIFO
+    FIFO = a.fifo
+    print(f"# benchmarks/daemon.py  {time.strftime('%Y-%m-%d %H:%M')}  "
+          f"{os.cpu_count()} CPUs  load {loadavg()}")
+    if "cpu" in only:
+        section_cpu(a.seconds, a.repeat)
+    if "rate" in only:
+        section_rate(3.0)
+    if "memory" in only:
+        section_memory([sys.executable, *a.python], max(a.seconds, 10.0))
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,7 +4,7 @@
         [--batch 50] [--duration 20] [--procs 2] [--quick]
 
 Every device publishes through the daemon's real publisher path
-(:class:`edge.daemon.mqtt.Publisher`: batching, bounded queue, sender thread, paho client,
+(:class:`edge.daemon.mqtt.Publisher`: batching, bounded queue, paho client,
 retained status/meta, last will) at 1,000 samples/s; the estimates come from a precomputed
 record (the chain bundle's estimator run once over a seeded response) so that the two cores
 of this machine are spent on publishing, brokering and subscribing, not on estimating. A
@@ -110,7 +110,7 @@ class Fleet:
 
     def run(self, duration_s: float, tick_s: float = 0.01) -> dict:
         """Publish ``duration_s`` seconds of samples, handing rows to each publisher every
-        ``tick_s`` (the daemon's ``[loop] handover_ms`` default is 10 ms); device i starts
+        ``tick_s`` (the daemon's I/O tick is at most 50 ms); device i starts
         ``i/n`` of a batch late so the fleet's batches do not all close at the same instant."""
         n, rate = len(self.pubs), self.rate
         total = int(round(duration_s * rate))

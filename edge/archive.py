@@ -13,6 +13,10 @@ import zipfile
 import numpy as np
 
 
+
+class BundleError(ValueError):
+    """A bundle file is missing, malformed, inconsistent or tampered with."""
+
 def max_bundle_bytes() -> int:
     """Cap on a bundle's total uncompressed size [bytes]: ``VSENSE_MAX_BUNDLE_MB`` (default
     512 MB; a reduced model with maps is a few MB)."""
@@ -27,8 +31,6 @@ def check_archive(path: str) -> None:
     """Bound what loading ``path`` may allocate: declared member sizes and ``.npy`` headers
     (shape x itemsize) against :func:`max_bundle_bytes`, object arrays refused. Reads only
     the central directory and each member's first bytes."""
-    from edge.bundle import BundleError
-
     cap = max_bundle_bytes()
     total = 0
     with zipfile.ZipFile(path) as zf:

@@ -21,17 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge import DOF_NAMES, __version__
-from edge.archive import max_bundle_bytes
+from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
 SCHEMA_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
-
-
-class BundleError(ValueError):
-    """A bundle file is missing, malformed, inconsistent or tampered with."""
 
 
 @dataclass(frozen=True)

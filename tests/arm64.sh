@@ -24,7 +24,7 @@
 # Needs root (chroot, mounts), the package registries, and a host environment with
 # vsense[offline] for steps 4-5: $VSENSE_VENV, else .venv-test (bash tests/run.sh), else .venv
 # (bash examples/demo.sh); with none, .venv-test is made first by bash tests/run.sh.
-# benchmarks/arm64_bench.sh sources this file for its functions (no options, no main).
+# Another script may source this file for its functions (no options, no main).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${VSENSE_ARM64_CACHE:-$HOME/.cache/vsense-arm64}"
@@ -38,7 +38,7 @@ if [ -z "$HOST_VENV" ]; then
 fi
 SUITE=bookworm; INSTALL_SUITES="bookworm trixie"; TESTS=1; RUNS=1; INSTALL=1; FRESH=0
 PYTEST_ARGS=()
-# sourced (benchmarks/arm64_bench.sh): only the functions and settings, no options, no main
+# sourced: only the functions and settings, no options, no main
 ARM64_SOURCED=0; [ "${BASH_SOURCE[0]}" != "$0" ] && ARM64_SOURCED=1
 while [ "$ARM64_SOURCED" -eq 0 ] && [ $# -gt 0 ]; do
   case "$1" in

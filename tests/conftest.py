@@ -29,8 +29,8 @@ EDGE_MODULES = frozenset({
     "test_features", "test_monitor", "test_mqtt", "test_newmark", "test_packaging",
     "test_decode", "test_fastpath", "test_readme", "test_recorder", "test_sim_ads1256",
     "test_summary", "test_inverse_hook", "test_architecture",
-    "test_import_graph", "test_cli_startup", "test_wake_floor", "test_realtime_memory",
-    "test_release_kernels",
+    "test_import_graph", "test_cli_startup", "test_realtime_memory",
+    "test_private_api",
 })
 
 

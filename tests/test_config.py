@@ -147,3 +147,30 @@ def test_a_drate_that_cannot_feed_the_bundle_says_which_can():
     assert "[estimator] rate" in m and "1082.5 (drate 3750)" in m and "719 (drate 2000)" in m
     assert 'mode = "continuous"' in rate_mismatch_message(1000.0, 1, "cycle", 1000.0)
     assert "continuous" not in m
+
+
+def test_removed_keys_load_with_a_warning_naming_them(tmp_path, caplog):
+    """A configuration written for the daemon with its micro-optimisation keys still loads:
+    each removed key is named in a warning and ignored; an old switch off maps to its
+    replacement; an unknown key in the removed [loop] section is still an error."""
+    p = tmp_path / "old.toml"
+    p.write_text('[device]\nid = "d"\n[[channels]]\nname = "y"\npin = "AIN0"\n'
+                 '[loop]\nring_s = 4.0\nestimate_in = "loop"\nhandover_ms = 20\n'
+                 '[realtime]\ntimer_slack_ns = 1000\nswitch_interval_us = 100\n'
+                 'release_file_pages = false\nsched_fifo_priority = 50\n'
+                 '[mqtt]\nread_interval_s = 0.2\n[simulate]\nmax_lead_us = 0\n')
+    with caplog.at_level("WARNING", logger="vsense.config"):
+        cfg = load_config(p)
+    text = caplog.text
+    for key in ("[loop] ring_s", "[loop] estimate_in", "[loop] handover_ms",
+                "[realtime] timer_slack_ns", "[realtime] switch_interval_us",
+                "[realtime] release_file_pages", "[mqtt] read_interval_s",
+                "[simulate] max_lead_us"):
+        assert f"{key}: deprecated key, ignored" in text, key
+    assert cfg["realtime"]["sched_fifo_priority"] == 50  # kept keys still apply
+    assert cfg["realtime"]["release_startup_memory"] is False  # the old switch, off
+    assert "loop" not in cfg.data
+    p.write_text('[device]\nid = "d"\n[[channels]]\nname = "y"\npin = "AIN0"\n'
+                 '[loop]\nring_size = 4\n')
+    with pytest.raises(ConfigError, match=r"\[loop\] ring_size: unknown key"):
+        load_config(p)

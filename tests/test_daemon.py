@@ -456,7 +456,7 @@ def test_install_script_pi4_takes_lgpio_on_linux_6_6(kernel, lgpio):
         assert "python3-rpi.gpio" in out.stdout or "RPi.GPIO>=0.7" in out.stdout
 
 
-# ---------------------------------------------------------- latency path (estimate_in)
+# ---------------------------------------------------------- the sample path
 def test_ring_stage_is_invisible_until_publish_and_full_ring_counts_lost():
     r = Ring(4, 1)
     v, t, f = r.write_span(1)
@@ -485,7 +485,7 @@ class _ArrayVolts:
 
 
 def test_signal_read_one_sample_equals_block_calibrate():
-    """The scalar one-sample path of SignalAcquisition against the array path
+    """One-sample reads of SignalAcquisition against block reads
     (edge.daemon.sim_signal.calibrate): bit-identical values, identical flags, NaN/inf/saturated
     inputs and injected faults included."""
     from edge.daemon.sim_signal import SignalAcquisition
@@ -512,9 +512,9 @@ def test_signal_read_one_sample_equals_block_calibrate():
     assert {int(x) for x in f1} >= {0, 1, 4, 5}
 
 
-def _run_signal(tmp_path, bundle_path, tag, **loop):
+def _run_signal(tmp_path, bundle_path, tag, block=1):
     cfg = _cfg(tmp_path / tag, bundle_path, 1883, tag, mqtt={"enabled": False},
-               loop=loop, bundle={"path": str(bundle_path), "block": loop.pop("block", 1)},
+               bundle={"path": str(bundle_path), "block": block},
                faults={"bad_sample_limit": 5},
                simulate={"duration_s": 1.5, "faults": ["nan:ch=1:at=0.5:n=8"]})
     assert run_daemon(cfg, simulate=True, install_signals=False) == 0
@@ -522,12 +522,12 @@ def _run_signal(tmp_path, bundle_path, tag, **loop):
             read_recording_full(tmp_path / tag / "rec", "estimates"))
 
 
-def test_estimation_in_acquisition_thread_equals_loop_thread_blocks(tmp_path, bundle_path):
-    """Per-sample estimation in the acquisition thread (scalar fast path, general path
-    around the injected fault and the recovery reset) against the loop thread with blocks
-    of 7 (array path only): same raw record, same estimates."""
-    raw_a, est_a = _run_signal(tmp_path, bundle_path, "acq", estimate_in="acquisition")
-    raw_l, est_l = _run_signal(tmp_path, bundle_path, "blk", estimate_in="loop", block=7)
+def test_per_sample_estimation_equals_blocks(tmp_path, bundle_path):
+    """Per-sample estimation (the compiled per-sample call, the general path around the
+    injected fault and the recovery reset) against blocks of 7 (general path only): same
+    raw record, same estimates."""
+    raw_a, est_a = _run_signal(tmp_path, bundle_path, "acq")
+    raw_l, est_l = _run_signal(tmp_path, bundle_path, "blk", block=7)
     np.testing.assert_array_equal(raw_a.seq, np.arange(1500))
     np.testing.assert_array_equal(raw_a.values, raw_l.values)
     np.testing.assert_array_equal(raw_a.flags, raw_l.flags)
@@ -549,32 +549,19 @@ def test_latency_from_drdy_is_at_least_the_ring_latency(tmp_path, bundle_path):
     cfg = _cfg(tmp_path, bundle_path, 1883, "lat", mqtt={"enabled": False},
                simulate={"clock": "real", "duration_s": 0.5})
     d = build_daemon(cfg, simulate=True)
-    assert d.inline  # block 1 + estimate_in auto -> acquisition thread
     assert d.run() == 0
     n = d.latency.n
     assert n == d.latency_ring.n == 500
     drdy, ring = d.latency.buf[:n], d.latency_ring.buf[:n]
     assert (ring > 0).all() and (drdy >= ring).all()
     h = d.health()
-    assert h["latency_from"] == "drdy" and h["estimate_in"] == "acquisition"
+    assert h["latency_from"] == "drdy"
     assert h["latency_us"]["p50"] >= h["latency_ring_us"]["p50"]
 
 
-def test_timer_slack_and_compiler_page_release():
-    import ctypes
-
+def test_compiler_page_release():
     from edge.daemon import realtime
 
-    got = []
-
-    def th():
-        realtime.set_timer_slack(1000)
-        got.append(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK
-
-    t = threading.Thread(target=th)
-    t.start()
-    t.join()
-    assert got == [1000]
     assert realtime.release_library_pages("no-such-library.so") == 0
     from edge.estimator import Estimator  # numba: libllvmlite.so is mapped
 

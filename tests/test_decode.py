@@ -133,37 +133,3 @@ def test_packed_post_equals_post_on_separate_arrays():
                          (COUNTS, counts)):
             np.testing.assert_array_equal(ps.view(field), a)
         assert counts[1] > 0 and counts[2] > 0 and counts[3] > 0  # every branch exercised
-
-
-def test_one_row_from_wire_bytes_matches_numpy_twin():
-    """_post_one (the one-row continuous read) decodes the three data bytes as the
-    datasheet's two's complement code (Data Format; ``code_from_bytes``) and post-processes
-    the row like the NumPy twin, state included."""
-    from edge.hw.ads1256 import code_from_bytes
-    from edge.hw.decode import COUNTS, LAST_T, REF, PostState, _post_one
-
-    rng = np.random.default_rng(17)
-    lsb, off, sens = np.array([2.98e-7]), np.array([0.01]), np.array([-2.0])
-    sat_v, step, period = np.array([1.2]), np.array([2e5]), 1e6
-    for nan_on_sat in (False, True):
-        ps = PostState(lsb, off, sens, sat_v, step, CODE_MAX, CODE_MIN, nan_on_sat, period)
-        twin = PostTwin(lsb, off, sens, sat_v, step, nan_on_sat, period)
-        codes = np.zeros((1, 1), np.int64)
-        v, t, f = np.zeros((1, 1)), np.zeros(1, np.int64), np.zeros(1, np.uint8)
-        wire = [[0x7F, 0xFF, 0xFF], [0x80, 0x00, 0x00], [0xFF, 0xFF, 0xFF], [0, 0, 0]]
-        wire += rng.integers(0, 256, (400, 3)).tolist()
-        tk = 0
-        for b in wire:
-            tk += int(3 * period if rng.random() < 0.05 else period)
-            assert _post_one(b[0], b[1], b[2], tk, codes, v, t, f, *ps.args) == 1
-            c = code_from_bytes(b)
-            assert codes[0, 0] == c and t[0] == tk
-            vr, fr = np.zeros((1, 1)), np.zeros(1, np.uint8)
-            twin.post(np.array([[c]]), vr, np.array([tk]), fr)
-            # the same IEEE operations in the same order: bit-identical (tolerance 0)
-            np.testing.assert_array_equal(v, vr)
-            np.testing.assert_array_equal(f, fr)
-        np.testing.assert_array_equal(ps.view(COUNTS), twin.counts)
-        np.testing.assert_array_equal(ps.view(REF), twin.ref)
-        assert ps.view(LAST_T)[1] == tk
-        assert twin.counts[1] > 0 and twin.counts[2] > 0 and twin.counts[3] > 0

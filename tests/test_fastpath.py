@@ -7,7 +7,7 @@ import time
 import numpy as np
 from helpers import chain_bundle
 
-from edge.daemon.fastpath import _align, _step, kernel_args
+from edge.daemon.fastpath import _align
 from edge.estimator import Estimator
 from edge.flags import FLAG_GAP, FLAG_SATURATED
 
@@ -85,59 +85,6 @@ def test_align_matches_numpy_twin_over_random_segments():
             seq0 += n
 
 
-def test_step_equals_estimator_process_plus_alignment():
-    """One compiled call per block of clean samples == Estimator.process + the NumPy
-    alignment twin; a gap or a non-finite sample leaves everything untouched (-1)."""
-    rng = np.random.default_rng(3)
-    b = chain_bundle(window=3, kinds=("displacement",))
-    est, ref = Estimator(b), Estimator(b)
-    d = est.delay
-    cap, nf, nout, blk = 32, est.n_forces, est.n_outputs, 4
-    rv = np.zeros((cap, 1))
-    rseq, rt, rf = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.uint8)
-    F, Z, ef = np.zeros((blk, nf)), np.zeros((blk, nout)), np.zeros(blk, np.uint8)
-    st = _state(d, cap, nf + nout)
-    twin = AlignTwin(d, cap, nf + nout)
-    Fr, Zr, efr = np.zeros((blk, nf)), np.zeros((blk, nout)), np.zeros(blk, np.uint8)
-    k = 0
-    while k < 300:
-        n = int(rng.integers(1, blk + 1))
-        i = k % (cap - blk)
-        for j in range(n):
-            rv[i + j, 0] = 1e-3 * rng.normal()
-            rseq[i + j], rt[i + j] = k + j, 1000 * (k + j)
-            rf[i + j] = 4 if (k + j) % 17 == 0 else 0
-        twin.sok[:] = False
-        st[8][:] = False
-        m = _step(i, n, rv, rseq, rt, rf, F, Z, ef, *kernel_args(est), *st[:4], *st[4:], d)
-        ref.process(rv[i:i + n], Fr[:n], Zr[:n], efr[:n])
-        m_ref = twin.align(Fr[:n], Zr[:n], efr[:n], rseq[i:i + n], rt[i:i + n], rf[i:i + n], i)
-        assert m == m_ref == sum(1 for j in range(n) if k + j >= d)
-        ok = twin.sok
-        assert np.array_equal(st[8], ok)
-        # the same compiled kernel on the same inputs; 1e-12 relative allows for a
-        # different instruction order once inlined into _step
-        np.testing.assert_allclose(st[4][ok], twin.sV[ok], rtol=1e-12, atol=1e-300)
-        assert np.array_equal(st[5][ok], twin.sseq[ok]) and np.array_equal(st[6][ok], twin.st[ok])
-        assert np.array_equal(st[7][ok], twin.sf[ok])
-        k += n
-    before = [a.copy() for a in kernel_args(est)[8:]] + [a.copy() for a in st]
-    i = 5
-    rf[i + 1] = FLAG_GAP
-    assert _step(i, 3, rv, rseq, rt, rf, F, Z, ef, *kernel_args(est), *st[:4], *st[4:], d) == -1
-    rf[i + 1], rv[i + 2, 0] = 0, np.nan
-    assert _step(i, 3, rv, rseq, rt, rf, F, Z, ef, *kernel_args(est), *st[:4], *st[4:], d) == -1
-    after = [a for a in kernel_args(est)[8:]] + list(st)
-    assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after))
-
-
-def test_kernel_args_none_for_the_smoother():
-    class NotTikhonov:
-        op = None
-
-    assert kernel_args(NotTikhonov()) is None
-
-
 def _fast_rig(cap=8, w=16):
     from edge.daemon.arena import Arena
     from edge.daemon.ring import Ring
@@ -145,7 +92,7 @@ def _fast_rig(cap=8, w=16):
     b = chain_bundle(window=3, kinds=("displacement",))
     est = Estimator(b)
     ar = Arena(cap, 1, est.n_forces, est.n_outputs, 1, est.delay, w)
-    return est, ar, Ring(cap, 1, slot_views=True, arena=ar)
+    return est, ar, Ring(cap, 1, arena=ar)
 
 
 def test_compiled_clock_reads_time_monotonic_ns():
@@ -182,7 +129,6 @@ def test_sample_equals_stage_estimate_align_latency_publish():
     toff = 123_456
     count[A.T_OFF], count[A.T_OFF_KNOWN] = toff, 1
     args = (*ar.args, *est.packed.args)
-    nxt = ring.next_slot()
     resets = 0
     for k in range(60):
         y, t = 1e-3 * rng.normal(), 1_000_000 * k
@@ -205,7 +151,7 @@ def test_sample_equals_stage_estimate_align_latency_publish():
         m = twin.align(Fr, Zr, efr, ring_r.seq[i:i + 1], ring_r.t_ns[i:i + 1],
                        ring_r.flags[i:i + 1], i)
         ring_r.publish(1)
-        assert i == nxt and got == ring.next_slot()
+        assert got == i
         assert ring.head == ring_r.head == k + 1 and ring.seq[i] == ring_r.seq[i] == k
         assert ar.view(A.COUNT)[A.PROCESSED] == k + 1
         assert ar.view(A.COUNT)[A.ESTIMATES] == sum(1 for j in range(k + 1) if j >= d)
@@ -231,15 +177,6 @@ def test_sample_equals_stage_estimate_align_latency_publish():
         if k % 3 == 2:  # the consumer frees what was published (ring of 8: wraps often)
             for r in (ring, ring_r):
                 r.release(r.available())
-        nxt = got
-    # the ring full: the sample is published, the next slot is not free (-1)
-    for r in (ring, ring_r):
-        r.release(r.available())
-    for _ in range(cap):
-        v, tt, f = ring.write_span(1)
-        v[0, 0], f[0] = 0.0, 0
-        got = _sample(*args)
-    assert got == -1 and ring.available() == cap
 
 
 def test_sample_leaves_everything_untouched_on_a_non_finite_sample():
@@ -258,20 +195,3 @@ def test_sample_leaves_everything_untouched_on_a_non_finite_sample():
         assert _sample(*args) == -2  # the general path counts the bad sample
         after = (*ar.args, *est.packed.args)
         assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after))
-
-
-def test_direct_calls_the_compiled_function_without_type_dispatch():
-    from edge.daemon.fastpath import direct
-    from edge.estimator.packed import _reset_packed
-
-    est = Estimator(chain_bundle(window=3))
-    est.run(np.full((5, 1), 1e-3))
-    fn = direct(_reset_packed, est.packed.args)
-    assert fn is not _reset_packed  # numba exposes the entry point (0.68: it does)
-    fn(*est.packed.args)
-    assert not est._x.any() and not est._ybuf.any() and est.samples_seen == 0
-
-    def plain(*a):
-        return a
-
-    assert direct(plain, (np.zeros(1),)) is plain  # not a dispatcher: itself

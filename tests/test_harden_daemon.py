@@ -119,14 +119,14 @@ def test_dead_network_thread_is_reported_and_stops_the_watchdog(tmp_path, bundle
         dead = threading.Thread(target=lambda: None)
         dead.start()
         dead.join()
-        d.pub.client._thread = dead  # what paho leaves when its loop ended
+        d.pub._net = dead  # paho's network thread (loop_start), ended
         assert d.pub.threads_problem() == "MQTT network thread ended"
         d.state = "running"
         d._check_degraded()
         assert d.state == "degraded" and d.degraded_reason == "MQTT network thread ended"
         assert d.health()["degraded"] == "MQTT network thread ended"
     finally:
-        d.pub.client._thread = None
+        d.pub._net = None
         d.abort()
 
 

@@ -53,9 +53,10 @@ def _imported(node, module: str, is_pkg: bool, mods) -> set[str]:
     return out.union(*(_ancestors(r, mods) - _ancestors(module, mods) - {module} for r in out))
 
 
-def import_graph(root=ROOT, packages=PACKAGES) -> dict[str, set[str]]:
+def import_graph(root=ROOT, packages=PACKAGES, functions: bool = False) -> dict[str, set[str]]:
     """module -> our modules it imports at module level (also under ``if``/``try``, not under
-    ``if TYPE_CHECKING``), including the packages such an import runs first."""
+    ``if TYPE_CHECKING``), including the packages such an import runs first; with
+    ``functions`` also the imports inside functions and classes."""
     mods = _modules(root, packages)
     graph = {}
     for m, p in mods.items():
@@ -68,9 +69,14 @@ def import_graph(root=ROOT, packages=PACKAGES) -> dict[str, set[str]]:
                 deps |= _imported(node, m, p.name == "__init__.py", mods)
             elif isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
                 continue  # not executed
-            elif isinstance(node, (ast.If, ast.Try)):
-                stack += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+            elif isinstance(node, (ast.If, ast.Try)) or (functions and isinstance(
+                    node, (ast.For, ast.While, ast.With))):
+                stack += [*node.body, *getattr(node, "orelse", []),
+                          *getattr(node, "finalbody", []),
                           *(s for h in getattr(node, "handlers", []) for s in h.body)]
+            elif functions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                 ast.ClassDef)):
+                stack += node.body
         graph[m] = deps
     return graph
 
@@ -140,3 +146,19 @@ def test_graph_has_the_known_edges():
 def test_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_function_level_imports_are_seen(tmp_path):
+    # a cycle closed by an import inside a function (or a method) is found with functions=True
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p/__init__.py").write_text("")
+    (tmp_path / "p/a.py").write_text("from p.b import y\nx = 1\n")
+    (tmp_path / "p/b.py").write_text("y = 1\nclass C:\n    def f(self):\n"
+                                     "        from p.a import x\n        return x\n")
+    assert find_cycle(import_graph(tmp_path, ("p",))) is None
+    assert find_cycle(import_graph(tmp_path, ("p",), functions=True)) == ["p.a", "p.b", "p.a"]
+
+
+def test_no_import_cycle_in_edge_function_level_imports_included():
+    cycle = find_cycle(import_graph(packages=("edge",), functions=True))
+    assert cycle is None, "import cycle in edge/: " + " -> ".join(cycle)

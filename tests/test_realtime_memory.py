@@ -104,24 +104,11 @@ def test_release_after_startup_follows_the_config(monkeypatch):
     monkeypatch.setattr(realtime, "release_library_pages",
                         lambda name="libllvmlite.so", smaps=None: calls.append(name) or 0)
     monkeypatch.setattr(realtime, "trim_heap", lambda: calls.append("trim") or True)
-    monkeypatch.setattr(realtime.kernelir, "release_kernel_ir",
-                        lambda: calls.append("ir") or (0, 0))
-    rt = {"mlockall": False, "release_compiler_memory": True, "release_file_pages": True,
-          "release_kernel_ir": True}
+    rt = {"mlockall": False, "release_startup_memory": True}
     realtime.release_after_startup(rt)
-    assert calls == ["libllvmlite.so", "ir", "trim", None]  # the trim after both
+    assert calls == ["libllvmlite.so", "trim", None]  # LLVM, the heap, every other file
     calls.clear()
-    realtime.release_after_startup(dict(rt, release_compiler_memory=False))
-    assert calls == ["ir", "trim", None]
-    calls.clear()
-    realtime.release_after_startup(dict(rt, release_file_pages=False))
-    assert calls == ["libllvmlite.so", "ir", "trim"]
-    calls.clear()
-    realtime.release_after_startup(dict(rt, release_kernel_ir=False))
-    assert calls == ["libllvmlite.so", "trim", None]
-    calls.clear()
-    off = dict(rt, release_compiler_memory=False, release_file_pages=False)
-    realtime.release_after_startup(dict(off, release_kernel_ir=False))
+    realtime.release_after_startup(dict(rt, release_startup_memory=False))
     assert calls == []
     # locked memory: nothing is dropped (it could not be, and must not fault back)
     assert realtime.release_after_startup(dict(rt, mlockall=True)) == 0
@@ -150,74 +137,3 @@ def test_run_asks_for_single_threaded_math():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True).stdout.split()
     assert out == ["0", "1", "3"]
-
-
-LAZY = r"""
-import json, sys
-import numpy as np
-from edge.daemon import realtime
-assert realtime.lazy_numba_registries() and realtime.lazy_numba_registries()  # idempotent
-from edge.estimator import Estimator, packed
-Y = np.sin(np.arange(200) * 0.05)[:, None] * 1e-4
-out = Estimator(sys.argv[1]).run(Y)[0]
-# the estimator's entry kernel (edge.estimator.packed: _process on packed state)
-hits = sum(packed._process_packed.stats.cache_hits.values())
-# modules only numba's registry refresh imports (a cached kernel's environment imports the
-# modules of the implementations it uses, e.g. numba.np.arraymath for np.sum)
-REFRESH = ("numba.np.polynomial", "numba.typed.typeddict", "numba.np.npdatetime")
-skipped = not any(m in sys.modules for m in REFRESH)
-import lazymod  # a cached kernel that allocates (NRT) and calls math and numpy functions
-v = lazymod.g(50)
-print(json.dumps({"out": out.tolist(), "hits": hits, "skipped": skipped, "g": v,
-                  "misses": realtime.numba_cache_misses,
-                  "after": all(m in sys.modules for m in REFRESH)}))
-"""
-
-LAZYMOD = """
-import math
-import numba
-import numpy as np
-
-
-@numba.njit(cache=True)
-def g(n):
-    a = np.empty(n)
-    for i in range(n):
-        a[i] = math.sin(0.1 * i)
-    return np.sum(a)
-"""
-
-
-def test_cached_kernels_load_without_numba_registries(tmp_path):
-    import json
-
-    from edge.estimator import Estimator
-
-    b = chain_bundle(window=3, kinds=("displacement",))
-    path = tmp_path / "b.npz"
-    b.save(path)
-    (tmp_path / "mod").mkdir()
-    (tmp_path / "mod" / "lazymod.py").write_text(LAZYMOD)
-    Y = np.sin(np.arange(200) * 0.05)[:, None] * 1e-4
-    ref = Estimator(b).run(Y)[0]  # compiles or loads the kernel: it is in the cache now
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, str(tmp_path / "mod")]),
-               NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-    runs = []
-    for _ in range(2):  # 1: every kernel is compiled (empty cache), 2: loaded from the cache
-        r = subprocess.run([sys.executable, "-c", LAZY, str(path)], capture_output=True,
-                           text=True, env=env, check=True)
-        runs.append(json.loads(r.stdout))
-    # sum of sin(0.1 i), i < 50, in closed form sin(n x / 2) sin((n - 1) x / 2) / sin(x / 2)
-    # (Lagrange's identity), to rounding
-    x, n = 0.1, 50
-    closed = np.sin(n * x / 2) * np.sin((n - 1) * x / 2) / np.sin(x / 2)
-    cold, warm = runs
-    assert "g" in cold["misses"] and "_process" in cold["misses"]  # compiled ...
-    assert cold["after"]  # ... with the registries loaded first
-    assert abs(cold["g"] - closed) < 1e-12
-    assert warm["hits"] >= 1 and warm["misses"] == []  # the premise: all from the cache
-    assert warm["skipped"] and not warm["after"]  # ... without the registry refresh
-    assert warm["g"] == cold["g"]  # the cached machine code, same result
-    # the estimator kernel: bit for bit the result of numba's normal load in this process
-    for got in runs:
-        np.testing.assert_array_equal(np.array(got["out"], dtype=float), ref)

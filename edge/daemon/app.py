@@ -48,9 +48,7 @@ def load_estimator(cfg: Config):
     """Load the bundle and build the estimator (exit code 3 on failure); check that the
     configured channels match the bundle's channels (exit code 2)."""
     rt = cfg["realtime"]
-    if rt["numba_lazy_registries"]:  # before the first kernel is loaded from the cache
-        realtime.lazy_numba_registries()
-    if rt["release_compiler_memory"] and not rt["mlockall"]:
+    if rt["release_startup_memory"] and not rt["mlockall"]:
         # LLVM pages touched by the import itself (initialisation): drop them before the
         # kernel load touches its own, so the start-up peak is not the sum of both
         realtime.release_library_pages("libllvmlite.so")
@@ -201,8 +199,7 @@ def make_acquisition(cfg: Config, est, simulate: bool):
                            for kind, c, at, n in faults if kind == "nan"))
         spi, gpio, clock = make_simulated_hardware(InputSource(src, rate, inputs),
                                                    sim["seed"], hw_faults,
-                                                   virtual_clock=virtual,
-                                                   max_lead_us=sim["max_lead_us"])
+                                                   virtual_clock=virtual)
         try:
             acq = _driver_acquisition(cfg, spi, gpio, clock, rate)
         except (RuntimeError, ValueError) as e:
@@ -230,7 +227,7 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     est, rate, drate = load_estimator(cfg)
     updates_locked = check_signature(cfg, est)
     rt = cfg["realtime"]
-    if rt["release_compiler_memory"] and not rt["mlockall"]:
+    if rt["release_startup_memory"] and not rt["mlockall"]:
         # the kernel is compiled/loaded (Estimator warms it up): LLVM's pages can go now,
         # before the rest of start-up adds its own memory on top of them (peak RSS)
         freed = realtime.release_library_pages("libllvmlite.so")
@@ -266,12 +263,6 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
         pub = Publisher(m, cfg["device"]["id"], registry, len(cols), pw)
     d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
     d.updates_locked = updates_locked
-    if realtime.numba_cache_misses:  # the first start after an install or upgrade
-        log.info("compiled %d kernel(s) not in numba's cache (%s): this run holds numba's "
-                 "compiler registries, about 40 MB more than the next start, which loads "
-                 "them from the cache", len(realtime.numba_cache_misses),
-                 ", ".join(sorted(set(realtime.numba_cache_misses))))
-        realtime.numba_cache_misses.clear()
     if "inverse" in b.meta:  # ONNX sessions created and check sets verified at start-up
         try:
             InverseHook.attach(d, InversePort.of(est, pub, d.nch, getattr(acq, "source", None),

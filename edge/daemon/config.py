@@ -12,6 +12,7 @@ read at start (:func:`mqtt_password`).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -21,8 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from edge.daemon.schema import (ADS1256_DRATES, ADS1256_PGA, ADS1256_PINS,  # noqa: F401
-                                 DEFAULT_PATH, EXAMPLE, REQUIRED, SCHEMA, Key, Section,
+                                 DEFAULT_PATH, DEPRECATED, EXAMPLE, REQUIRED, SCHEMA, Key,
+                                 Section,
                                  reference_markdown)
+
+log = logging.getLogger("vsense.config")
 
 
 class ConfigError(ValueError):
@@ -91,9 +95,26 @@ def _check_key(key: Key, v: Any, where: str) -> Any:
     return list(v) if isinstance(v, list) else v
 
 
+def _drop_deprecated(sec: str, table: dict, where: str) -> dict:
+    """``table`` without the keys of :data:`edge.daemon.schema.DEPRECATED` (a warning names
+    each); the old memory-release switches map to ``release_startup_memory``."""
+    old = [k for k in table if (sec, k) in DEPRECATED]
+    if not old:
+        return table
+    table = dict(table)
+    for k in old:
+        log.warning("%s %s: deprecated key, ignored (%s); remove it from the file", where, k,
+                    DEPRECATED[(sec, k)])
+        v = table.pop(k)
+        if DEPRECATED[(sec, k)] == "use `release_startup_memory`" and v is False:
+            table.setdefault("release_startup_memory", False)
+    return table
+
+
 def _check_table(sec: Section, table: Any, where: str) -> dict:
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table, got {type(table).__name__}")
+    table = _drop_deprecated(sec.name, table, where)
     known = {k.name for k in sec.keys}
     unknown = sorted(set(table) - known)
     if unknown:
@@ -111,6 +132,12 @@ def _check_table(sec: Section, table: Any, where: str) -> dict:
 
 def validate(raw: dict, name: str = "config") -> dict:
     """Validate a parsed TOML document against :data:`SCHEMA`; return it with defaults."""
+    if isinstance(raw.get("loop"), dict):  # a removed section: every key is deprecated
+        raw = dict(raw)
+        rest = _drop_deprecated("loop", raw.pop("loop"), f"{name}: [loop]")
+        if rest:
+            raise ConfigError(f"{name}: [loop] {sorted(rest)[0]}: unknown key (the section "
+                              "was removed)")
     unknown = sorted(set(raw) - set(_SECTIONS))
     if unknown:
         raise ConfigError(f"{name}: [{unknown[0]}]: unknown section "

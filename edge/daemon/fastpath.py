@@ -1,4 +1,4 @@
-"""Compiled per-sample path of the daemon: sequence alignment and the fused estimation step.
+"""Compiled per-sample path of the daemon: sequence alignment and the per-sample call.
 
 Alignment (:func:`_align`), the one place where an estimate row meets the sample it
 describes: the estimator's output row for the k-th sample fed to it (k counted from the
@@ -8,14 +8,11 @@ the last ``delay + 1`` fed samples' ``seq, t_ns, flags`` holds what the row need
 flags (estimator flags | saturated, gap of the described sample) go to the ring slot of the
 sample whose arrival completed it (``edge.daemon.loop``: published from there in blocks).
 
-:func:`_step` is the whole per-sample work of the default configuration (``[bundle] block =
-1``, estimation in the acquisition thread), and of any block of clean samples, in one
-compiled call: check the ring slots (a gap or a non-finite channel returns -1 and leaves
-everything untouched: the Python path then handles faults and resets), run the Tikhonov
-kernel (:func:`edge.estimator.kernel._process`) on them and align the rows. Nothing is
-allocated; no Python object is created per sample.
+:func:`_sample` is the whole per-sample work of a clean sample in one compiled call: stage,
+estimate (the Tikhonov kernel on the estimator's packed arrays), align, the two latency
+stores, publish. Nothing is allocated; no Python object is created per sample.
 
-NumPy twins: ``tests/test_fastpath.py`` (the loop's former Python alignment).
+NumPy twins: ``tests/test_fastpath.py``.
 """
 
 from __future__ import annotations
@@ -29,14 +26,11 @@ from numba import njit, types
 from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PENDING, H_CAP,
                                H_DELAY, H_LATW, H_NCH, H_NF, H_NOUT, HCOUNT, HEAD, HF, HSEQ, HT, LAT_D,
                                LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RESETS, RSTATE, SEQ,
-                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TAIL, TS,
+                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TS,
                                VALUES, Z)
-from edge.compiled import direct  # noqa: F401 (re-exported)
 from edge.estimator.estimator import Estimator
-from edge.estimator.kernel import _process
 from edge.estimator.packed import _process_packed, _reset_packed
 from edge.flags import FLAG_GAP, FLAG_SATURATED
-from edge.hw.decode import _post_one
 
 _SAT_GAP = np.uint8(FLAG_SATURATED | FLAG_GAP)
 _GAP = np.uint8(FLAG_GAP)
@@ -92,43 +86,6 @@ def _align(F, Z, ef, seq, t_ns, fl, slot0, hseq, ht, hf, hcount, sV, sseq, st, s
         k += 1
     hcount[0] = k
     return m
-
-
-@njit(cache=True, nogil=True)
-def _step(i, n, rv, rseq, rt, rf, F, Z, ef,
-          blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E, x, xn, fs, zs, ybuf, fbuf,
-          last, counters,
-          hseq, ht, hf, hcount, sV, sseq, st, sf, sok, delay):  # pragma: no cover - compiled
-    """Estimate and align ring slots ``i .. i+n-1`` if they are all clean samples.
-
-    Returns -1 (untouched: a slot carries the gap flag or a non-finite channel, the caller
-    takes the general path) or the number of estimate rows attached (warm-up rows describe
-    nothing). Arguments: the ring's arrays ``rv (capacity, nch)``, ``rseq, rt, rf``; block
-    outputs ``F (>= n, nf), Z (>= n, nout), ef (>= n,)``; the estimator kernel's operator and
-    state (:func:`edge.estimator.kernel._process`); the alignment state (:func:`_align`).
-    """
-    for k in range(i, i + n):
-        if rf[k] & _GAP:
-            return -1
-        for c in range(rv.shape[1]):
-            if not np.isfinite(rv[k, c]):
-                return -1
-    _process(rv[i:i + n], F[:n], Z[:n], ef[:n], blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx,
-             Ky, E, x, xn, fs, zs, ybuf, fbuf, last, counters)
-    return _align(F[:n], Z[:n], ef[:n], rseq[i:i + n], rt[i:i + n], rf[i:i + n], i, hseq, ht,
-                  hf, hcount, sV, sseq, st, sf, sok, delay)
-
-
-def kernel_args(est) -> tuple | None:
-    """The Tikhonov kernel's operator and state arrays of ``est`` in :func:`_step`'s order,
-    or None when ``est`` is not the Tikhonov :class:`edge.estimator.Estimator` (the
-    smoother has its own kernel: the daemon then calls ``est.process``)."""
-    if type(est) is not Estimator:
-        return None
-    op = est.op
-    return (op.blk_ptr, op.dat_ptr, op.A_data, op.Acoup, op.Gamma, op.Kx, op.Ky, op.E,
-            est._x, est._xn, est._fs, est._zs, est._ybuf, est._fbuf, est._last,
-            est._counters)
 
 
 def packed_args(est) -> tuple | None:
@@ -187,8 +144,7 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     -------
     int
         -2: a non-finite channel (the general path counts faults): nothing was changed.
-        Else the sample is published and the result is the slot of the next sample when that
-        slot is free, -1 when the ring is full.
+        Else the sample is published and the result is its slot.
     """
     cap = i8[H_CAP]
     nch = i8[H_NCH]
@@ -242,27 +198,4 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     i8[co + ESTIMATES] += m
     head += 1
     i8[rs + HEAD] = head  # published: the slot was complete before head moved
-    if head - i8[rs + TAIL] < cap:
-        return head % cap
-    return -1
-
-
-@njit(cache=True)
-def _sample_wire(b0, b1, b2, t, codes, pf8, pi8, f8, i8, u8, ef8, ei8,
-                 eu8):  # pragma: no cover - compiled
-    """The driver's one-row continuous read, from its three data bytes and DRDY time ``t``
-    [ns], decoded and post-processed into the ring's next slot as
-    :meth:`edge.hw.acquire.Acquisition.read` does (:func:`edge.hw.decode._post_one` with
-    the acquisition's code buffer ``codes`` and state ``pf8, pi8``; one channel), then
-    :func:`_sample`: all of a clean sample's work after the SPI read in one compiled call.
-    Returns what :func:`_sample` returns (-2: the row is in the slot, nothing else changed).
-    """
-    cap = i8[H_CAP]
-    nch = i8[H_NCH]
-    i = i8[i8[_OFF + RSTATE] + HEAD] % cap
-    vo = i8[_OFF + VALUES] + i * nch
-    to = i8[_OFF + T_NS] + i
-    fo = i8[_OFF + FLAGS] + i
-    _post_one(b0, b1, b2, t, codes, f8[vo:vo + nch].reshape((1, nch)), i8[to:to + 1],
-              u8[fo:fo + 1], pf8, pi8)
-    return _sample(f8, i8, u8, ef8, ei8, eu8)
+    return i

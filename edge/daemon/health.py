@@ -178,8 +178,9 @@ def drdy_offset_ns(acq, virtual: bool) -> int | None:
     * ``host_offset_ns`` attribute (:class:`edge.daemon.sim_signal.SignalAcquisition`,
       :class:`edge.daemon.sim_signal.LimitedAcquisition`): used as given;
     * the ADS1256 driver: its clock's ``origin_ns`` (0 for the real clock, whose
-      ``monotonic_ns`` is ``time.monotonic_ns``; the simulator's real-time clock counts
-      from its creation).
+      ``monotonic_ns`` is ``time.monotonic_ns``); None for the simulator's clock when its
+      time may lead the wall clock (``max_lead_ns > 0``: latency is then taken from the
+      ring), else the time it counts from.
     """
     if virtual:
         return None
@@ -189,8 +190,8 @@ def drdy_offset_ns(acq, virtual: bool) -> int | None:
     clock = getattr(getattr(acq, "adc", None), "clock", None)
     if clock is None:
         return None
-    if getattr(clock, "virtual", False):
-        return None
+    if getattr(clock, "virtual", False) or getattr(clock, "max_lead_ns", 0) > 0:
+        return None  # the simulator's time may run ahead of the wall clock
     if hasattr(clock, "origin_ns"):
         return int(clock.origin_ns)
     return int(getattr(clock, "_origin", 0))  # edge.hw.sim_ports.SimClock; RealClock: 0

@@ -1,61 +1,49 @@
-"""The acquisition/estimation loop of the edge daemon: its threads and the sample path.
+"""The edge daemon's sample path: one acquisition thread, one I/O thread.
 
-The other layers live beside it: exit codes (:mod:`edge.daemon.exitcodes`), sequence
-alignment and the compiled per-sample step (:mod:`edge.daemon.fastpath`), sensor faults
-(:mod:`edge.daemon.faults`), commands (:mod:`edge.daemon.commands`), status, health and the
-supervisor (:mod:`edge.daemon.status`, :mod:`edge.daemon.health`).
+::
+
+    ADC (driver or simulator)
+      │ acq.read(slot views)                       acquisition thread (SCHED_FIFO optional)
+      ▼
+    ring slot ── one compiled call per clean sample (edge.daemon.fastpath._sample):
+      │          stage, estimate, align, latency, publish (head += 1)
+      │          otherwise the general path (edge.daemon.samplepath): faults, gaps,
+      │          pause, commands, identification windows, blocks, the smoother
+      ▼
+    ring (preallocated; estimate rows by slot)
+      │ every tick (<= 50 ms)                      I/O thread (Daemon.run)
+      ▼
+    batch, encode, publish (edge.daemon.mqtt) · record (edge.daemon.recorder)
+    · health, status, systemd watchdog (edge.daemon.status)
 
 Threads
 -------
-* **acquisition** (optionally SCHED_FIFO): ``acq.read`` straight into the preallocated
-  :class:`~edge.daemon.ring.Ring`; never waits for anything else. If the ring is full the
-  samples are counted lost (real clock). With the virtual clock there is no real converter
-  that could overflow, so the thread waits for space instead (lossless simulation).
-  With ``[loop] estimate_in = "acquisition"`` (the default for ``[bundle] block = 1``) this
-  thread also flags and estimates each sample right after the driver returned it, before
-  the sample becomes visible in the ring: no thread hand-over (GIL, condition variable,
-  wake-up) lies between DRDY and the estimate. A clean sample (no gap, finite, no fault
-  pending, not paused, Tikhonov estimator) takes one compiled call
-  (:func:`edge.daemon.fastpath._sample`; with the ADS1256 in continuous mode the driver's
-  ``read_one`` and :func:`edge.daemon.fastpath._sample_wire`, which also decodes its bytes);
-  anything else the general path below.
-* **loop** (the calling thread, :meth:`Daemon.run`): with ``estimate_in = "loop"`` it takes
-  up to ``[bundle] block`` samples from the ring, flags them, runs
-  ``Estimator.process``; in both modes it hands raw samples and estimates to the recorder
-  in blocks (every ``[loop] handover_ms`` with ``estimate_in = "acquisition"``)
-  (never drops; back-pressure) and estimates to the publisher (bounded, drop-oldest), and
-  runs accepted commands between two estimator calls. Commands always run on the thread that
-  estimates (the acquisition thread with ``estimate_in = "acquisition"``), so the estimator
-  and its state need no lock: the estimating thread polls a plain flag per call.
-* **supervisor**: health messages every ``health_interval_s``, systemd watchdog pings only
-  while the loop advances, status changes.
-* **mqtt sender / paho network / recorder writer**: see :mod:`edge.daemon.mqtt` and
-  :mod:`edge.daemon.recorder`.
+* **acquisition** (optionally SCHED_FIFO, ``[realtime] sched_fifo_priority``): reads
+  ``[bundle] block`` samples (1 by default) into the next free ring slots and estimates them
+  right there, before they become visible to the I/O thread: no thread hand-over lies
+  between DRDY and the estimate. If the ring is full the samples are counted lost (real
+  clock) and the next one carries the gap flag; with the virtual clock (simulation) the
+  thread waits for space instead. Accepted commands run on this thread between two samples
+  (it polls a plain flag the MQTT thread sets), so the estimator and its state need no lock.
+* **I/O** (the calling thread, :meth:`Daemon.run`): every tick takes what the ring holds,
+  gives raw samples and estimates to the recorder (its writer thread does the disk) and
+  estimates to the publisher (paho's network thread does the socket), and supervises:
+  health messages, status changes, systemd watchdog pings (only while samples advance).
 
 Latency
 -------
 Per sample, ``time.monotonic_ns`` when its estimate is ready (the estimator returned and the
-row sits in the daemon's output buffer, before recorder/publisher) minus its DRDY time (the
-driver's ``t_ns``, the clock time DRDY was seen low, mapped to the monotonic clock by
-:func:`drdy_offset_ns`): ``latency_us`` in health. ``latency_ring_us``: from the sample
-entering the ring to the same point (the definition used before; also the fallback for
+row sits in the ring, before recorder/publisher) minus its DRDY time (the driver's ``t_ns``,
+mapped to the monotonic clock by :func:`drdy_offset_ns`): ``latency_us`` in health.
+``latency_ring_us``: from the sample entering the ring to the same point (the fallback for
 ``latency_us`` when the acquisition clock is virtual).
-
-Bad samples
------------
-A sample of a channel is *bad* when it is non-finite (flags bit0) or ``|volts| >= saturation``
-or at an ADC rail (bit2; the driver returns NaN for it). The estimator gets NaN there and
-holds the channel's last finite value (kernel behaviour). After ``[faults] bad_sample_limit`` consecutive bad samples the channel is in
-fault: status ``sensor_fault`` (with the channel names). When it delivers a good sample again
-the estimator state is reset right before that sample and the status returns to ``running``.
-Lost samples (flags bit3, ring overrun) also reset the estimator before the next sample.
 
 Sequence numbers
 ----------------
 ``seq`` counts ADC samples from 0 (lost ones included). Each estimate row carries the
 ``seq``/``t_ns`` of the sample it describes: ``delay`` samples earlier in the stream that
-was fed to the estimator (:func:`edge.daemon.fastpath._align`, for both paths). Rows in
-warm-up (after start or a reset) are NaN with bit1.
+was fed to the estimator (:func:`edge.daemon.fastpath._align`). Rows in warm-up (after
+start or a reset) are NaN with bit1. Bad samples and faults: :mod:`edge.daemon.samplepath`.
 
 Exit codes: see :data:`EXIT_CODES`.
 """
@@ -63,7 +51,6 @@ Exit codes: see :data:`EXIT_CODES`.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
@@ -72,17 +59,24 @@ import numpy as np
 from edge.daemon import arena, realtime
 from edge.daemon.arena import Arena
 from edge.daemon.commands import CommandRegistry, register_builtin_commands, run_commands
-from edge.daemon.fastpath import CLOCK_OK
-from edge.daemon.samplepath import SamplePath
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_HARDWARE, EXIT_INTERNAL, EXIT_OK
+from edge.daemon.fastpath import _sample
 from edge.daemon.faults import FaultTracker
 from edge.daemon.health import CpuMeter, LatencyStats, RowRate, drdy_offset_ns
 from edge.daemon.raw import RawPublisher
 from edge.daemon.ring import Ring
+from edge.daemon.samplepath import SamplePath
 from edge.daemon.status import StatusMixin
 from edge.daemon.summary import run_summary
 
 log = logging.getLogger("vsense.loop")
+
+#: seconds of samples the ring holds between the two threads
+RING_S = 2.0
+#: latencies kept for the percentiles in health
+LATENCY_WINDOW = 100_000
+#: longest I/O tick [s] (shorter when ``[mqtt] max_batch_delay_s`` is)
+IO_TICK_S = 0.05
 
 
 # ----------------------------------------------------------------------------- daemon
@@ -125,19 +119,15 @@ class Daemon(SamplePath, StatusMixin):
         # the rate the samples really arrive at, against 1/dt (StatusMixin._row_rate)
         self.row_rate = RowRate(self.rate, cfg["faults"]["rate_tolerance"],
                                 cfg["mqtt"]["health_interval_s"])
-        loop = cfg["loop"]
         self.block = cfg["bundle"]["block"]
-        self.read_max = loop["read_max"]
-        cap = max(int(loop["ring_s"] * self.rate), 2 * self.read_max, 2 * self.block)
+        cap = max(int(RING_S * self.rate), 4 * self.block)
         self.nf, self.nout = estimator.n_forces, estimator.n_outputs
         self.delay = estimator.delay
         # the per-sample state in three arrays (ring, alignment, rows by slot, latency
         # windows, counters): the compiled per-sample call takes them as three arguments
         self.arena = ar = Arena(cap, self.nch, self.nf, self.nout, self.block, self.delay,
-                                loop["latency_window"])
-        # per-slot views for one-sample reads, up to ~5 MB of them
-        self.ring = Ring(cap, self.nch, slot_views=self.read_max == 1 and cap <= 16384,
-                         arena=ar)
+                                LATENCY_WINDOW)
+        self.ring = Ring(cap, self.nch, arena=ar)
         self.raw_pub = None
         if publisher is not None and cfg["mqtt"].get("raw_decimation", 0) > 0:
             self.raw_pub = RawPublisher(publisher, self.nch, cfg["mqtt"]["raw_decimation"],
@@ -146,33 +136,26 @@ class Daemon(SamplePath, StatusMixin):
         if publisher is not None and self.std is not None:
             publisher.std = np.asarray(self.std, dtype=np.float64)
         # estimator output rows of one block; circular history of the stream fed to the
-        # estimator (edge.daemon.fastpath._align): seq, t_ns, flags of the last delay + 1 fed
-        # samples; samples fed so far
+        # estimator (edge.daemon.fastpath._align)
         self._F, self._Z, self._ef = ar.view(arena.F), ar.view(arena.Z), ar.view(arena.EF)
         self._hseq, self._ht = ar.view(arena.HSEQ), ar.view(arena.HT)
         self._hf, self._hcount = ar.view(arena.HF), ar.view(arena.HCOUNT)
         self.faults = FaultTracker(self.nch, cfg["faults"]["bad_sample_limit"])
-        mode = loop["estimate_in"]
-        self.inline = mode == "acquisition" or (mode == "auto" and self.block == 1)
-        self.handover_s = loop["handover_ms"] / 1e3
         # estimate rows by ring slot: the row produced when the slot's sample was estimated
         self._sV, self._sseq, self._st = ar.view(arena.SV), ar.view(arena.SSEQ), ar.view(arena.ST)
         self._sf, self._sok = ar.view(arena.SF), ar.view(arena.SOK)
         self._count = ar.view(arena.COUNT)  # processed, estimates, DRDY offset (+ known)
-        self._fast_op = None  # estimator operator that self._fast_args were taken from
-        self._fast_args: tuple | None = None  # (edge.daemon.fastpath._step arguments)
+        self._sample_op = None  # estimator operator that _sample_args were taken from
         self._sample_args: tuple | None = None  # (edge.daemon.fastpath._sample arguments)
-        self._sample_fn = None  # _sample's compiled entry point (edge.daemon.fastpath.direct)
-        self._wire_read = None  # the driver's one-row read (SamplePath._bind_wire) or None
         self._fast_ok = False  # see SamplePath._refresh_fast
         self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
         self.updates_locked: str | None = None  # reason update_model is refused (signature)
         self._identify_due = False  # set by the supervisor ([inverse] identify_every_s)
         self.scheduled_identifications = 0
-        w = loop["latency_window"]
         # DRDY -> estimate ready; ring entry -> ready
-        self.latency = LatencyStats(w, ar.view(arena.LAT_D), ar.view(arena.LAT_DS))
-        self.latency_ring = LatencyStats(w, ar.view(arena.LAT_R), ar.view(arena.LAT_RS))
+        self.latency = LatencyStats(LATENCY_WINDOW, ar.view(arena.LAT_D), ar.view(arena.LAT_DS))
+        self.latency_ring = LatencyStats(LATENCY_WINDOW, ar.view(arena.LAT_R),
+                                         ar.view(arena.LAT_RS))
         self._t_off: int | None = None  # DRDY clock -> time.monotonic_ns offset [ns]
         self._t_off_known = False
         self.cpu = CpuMeter()
@@ -186,11 +169,9 @@ class Daemon(SamplePath, StatusMixin):
         self.first_sample = threading.Event()
         self._acq_thread = threading.Thread(target=self._acquire, name="vsense-acq",
                                             daemon=True)
-        self._sup_thread = threading.Thread(target=self._supervise, name="vsense-sup",
-                                            daemon=True)
+        self.tick_s = min(IO_TICK_S, max(0.001, cfg["mqtt"]["max_batch_delay_s"]))
         self.t_start = time.monotonic()
-        if self._fast() is not None:  # the Tikhonov estimator: compiled step on both threads
-            self._warm_up()
+        self._warm_up()
 
     # ------------------------------------------------------------------ counters
     def _counter(k: int, doc: str):  # noqa: N805 - a property factory used in the class body
@@ -208,77 +189,37 @@ class Daemon(SamplePath, StatusMixin):
 
     # ------------------------------------------------------------------ acquisition
     def _acquire(self) -> None:
-        rt = self.cfg["realtime"]
-        realtime.set_fifo(rt["sched_fifo_priority"])
-        realtime.set_timer_slack(rt["timer_slack_ns"])
+        realtime.set_fifo(self.cfg["realtime"]["sched_fifo_priority"])
         ring = self.ring
-        inline, virtual, read_max = self.inline, self.virtual, self.read_max
-        stopped, read, stage, publish = (self.stop_event.is_set, self.acq.read, ring.stage,
-                                         ring.publish)
-        # one compiled call per clean sample (edge.daemon.fastpath._sample) when estimating
-        # here one sample per read into the ring's ready-made slot views
-        slots = ring._slot if inline and read_max == 1 and CLOCK_OK else None
+        virtual, block = self.virtual, self.block
+        stopped, read = self.stop_event.is_set, self.acq.read
         pub = self.pub
-        i = -1  # slot of the next sample when known to be free (compiled path), else -1
         try:
             while not stopped():
-                own = i >= 0  # a free slot's views, without write_span
-                if own:
-                    v, t, f = slots[i]
-                else:
-                    if virtual:
-                        while ring.capacity - ring.available() < 1 and not stopped():
-                            time.sleep(0.0005)
-                    v, t, f = ring.write_span(read_max)
-                # the driver's bytes straight into one compiled call (_sample_wire)?
-                wire = self._wire_read if own and self._fast_ok else None
+                if virtual:
+                    while ring.capacity - ring.available() < block and not stopped():
+                        time.sleep(0.0005)
+                v, t, f = ring.write_span(block)
                 try:
-                    if wire is not None:
-                        b, tw = wire()
-                    else:
-                        n = read(v, t, f)
+                    n = read(v, t, f)
                 except BaseException as e:
-                    if own:
-                        ring._span_scratch = False
                     k = int(getattr(e, "n_read", 0) or 0)  # rows before the error
-                    if stage(k):
-                        if inline:
-                            self._estimate_staged(k)
-                        publish(k)
+                    if ring.stage(k):
+                        self._estimate_staged(k)
+                        ring.publish(k)
                     raise
-                if wire is not None:
-                    n = 1
-                    if not self._identify_due and not (pub is not None and pub.cmd_flag):
-                        i = self._wire_fn(b[0], b[1], b[2], tw, *self._wire_args)
-                        if i != -2:
-                            continue
-                    else:  # due meanwhile: the row into the slot, then the general path
-                        post, codes, pf8, pi8 = self._wire_post
-                        post(b[0], b[1], b[2], tw, codes, v, t, f, pf8, pi8)
-                elif slots is not None and n == 1 and self._fast_ok \
-                        and (own or not ring._span_scratch) and not self._identify_due \
-                        and not (pub is not None and pub.cmd_flag):
-                    i = self._sample_fn(*self._sample_args)
-                    if i != -2:
-                        continue
-                if own:
-                    ring._span_scratch = False
-                i = -1
-                if stage(n):
+                # a clean sample in the plain running state: one compiled call (stage,
+                # estimate, align, latency, publish); -2: it needs the general path
+                if n == 1 and self._fast_ok and not ring.scratch and not self._identify_due \
+                        and not (pub is not None and pub.cmd_flag) \
+                        and _sample(*self._sample_args) != -2:
+                    continue
+                if ring.stage(n):
                     if not self._t_off_known:
-                        self._t_off = drdy_offset_ns(self.acq, self.virtual)
-                        self._t_off_known = True
-                        if self._t_off is not None:
-                            self._count[arena.T_OFF] = self._t_off
-                            self._count[arena.T_OFF_KNOWN] = 1
-                        self.first_sample.set()
-                    if inline:
-                        self._estimate_staged(n)
-                    publish(n)
-                    if slots is not None:
-                        self._refresh_fast()
-                        if self._fast_ok:
-                            i = ring.next_slot()
+                        self._first_sample()
+                    self._estimate_staged(n)
+                    ring.publish(n)
+                    self._refresh_fast()
         except EOFError as e:
             log.info("acquisition finished: %s", e)
             self.finished = True
@@ -289,43 +230,39 @@ class Daemon(SamplePath, StatusMixin):
             self.first_sample.set()
             ring.close()
 
-    # --------------------------------------------------------------------- the loop
+    def _first_sample(self) -> None:
+        """The DRDY clock's offset to ``time.monotonic_ns`` (latency), once."""
+        self._t_off = drdy_offset_ns(self.acq, self.virtual)
+        self._t_off_known = True
+        if self._t_off is not None:
+            self._count[arena.T_OFF] = self._t_off
+            self._count[arena.T_OFF_KNOWN] = 1
+        self.first_sample.set()
+
+    # --------------------------------------------------------------------- the I/O loop
     def run(self) -> int:
         """Run until stopped (:meth:`stop`, a signal handler), the simulation ends, or the
         hardware fails; return the exit code."""
-        rt = self.cfg["realtime"]
         self._publish_meta()
         self._set_state("starting")
-        # start-up work that holds the GIL for tens of ms (a full collection over numba's
-        # objects) is done before the first sample, not during it
-        realtime.gc_setup(rt["gc"])
-        # every kernel is compiled or loaded now (estimator, decode, fast path)
-        realtime.release_after_startup(rt)
+        # start-up garbage is frozen, not scanned by every collection while running; what
+        # start-up used and the running daemon does not is given back (every kernel is
+        # compiled or loaded now)
+        realtime.gc_setup()
+        realtime.release_after_startup(self.cfg["realtime"])
         self._acq_thread.start()
         self.first_sample.wait()
         if self.hw_error is None:
             self._set_state("running")
             if self.notifier is not None:
                 self.notifier.ready(f"running: {self.nch} channels at {self.rate:g} samples/s")
-        self._sup_thread.start()
-        policy = None
-        if rt["sched_fifo_others"] and rt["sched_fifo_priority"] > 1:
-            policy = (os.sched_getscheduler(0), os.sched_getparam(0))
-            realtime.set_fifo_threads(rt["sched_fifo_priority"] - 1,
-                                      {self._acq_thread.native_id})
         code = EXIT_OK
         try:
-            self._loop()
+            self._io_loop()
         except Exception:
             log.exception("loop failed")
             code = EXIT_INTERNAL
         finally:
-            realtime.gc_restore(rt["gc"])
-            if policy is not None:  # the calling thread (matters when embedded, tests)
-                try:
-                    os.sched_setscheduler(0, *policy)
-                except OSError:
-                    pass
             self.stop_event.set()
             code = self._shutdown(code)
         return code
@@ -334,34 +271,28 @@ class Daemon(SamplePath, StatusMixin):
         """Request a clean stop (safe from a signal handler)."""
         self.stop_event.set()
 
-    def _loop(self) -> None:
+    def _io_loop(self) -> None:
         ring = self.ring
-        inline = self.inline
-        take = ring.capacity if inline else self.block
+        sup = self._supervisor()
         while True:
-            if ring.available() == 0:
-                if ring.closed or self.stop_event.is_set():
-                    # drain: the acquisition thread has stopped writing
-                    if ring.closed or not self._acq_thread.is_alive():
-                        break
-                    self._acq_thread.join(0.5)
-                    if ring.available() == 0 and not self._acq_thread.is_alive():
-                        break
-                    continue
-                if inline:  # no per-sample wake-up: collect what arrived meanwhile
-                    self.stop_event.wait(self.handover_s)
-                else:
-                    ring.wait(0.05)
-                self._idle()
+            n = ring.available()
+            if n:
+                i, n = ring.read_span(n)
+                self._handover(i, n)
+                ring.release(n)
+                continue  # the rest of a wrapped span
+            if ring.closed:  # the acquisition thread published its last samples
+                if ring.available() == 0:
+                    break
                 continue
-            i, n = ring.read_span(take)
-            if not inline:
-                self._process(i, n)
-            self._handover(i, n)
-            ring.release(n)
-            if not inline and self.pub is not None and self.pub.cmd_flag:
-                run_commands(self)
+            if self.stop_event.is_set():  # drain: wait for the acquisition thread to end
+                self._acq_thread.join(self.tick_s)
+                if not self._acq_thread.is_alive() and ring.available() == 0:
+                    break
+                continue
             self._idle()
+            next(sup)
+            self.stop_event.wait(self.tick_s)
 
     def _idle(self) -> None:
         if self.rec is not None:
@@ -370,10 +301,8 @@ class Daemon(SamplePath, StatusMixin):
             self.pub.poll()
             if self.raw_pub is not None:
                 self.raw_pub.poll()
-            # commands run on the estimating thread: here only when that is the loop thread
-            # or the acquisition thread (estimate_in = "acquisition") has ended
-            if not self.pub.commands.empty() and not (self.inline
-                                                      and self._acq_thread.is_alive()):
+            # commands run on the acquisition thread; here only once it has ended
+            if not self.pub.commands.empty() and not self._acq_thread.is_alive():
                 run_commands(self)
 
     def _handover(self, i: int, n: int) -> None:

@@ -36,9 +36,8 @@ import numpy as np
 from edge.daemon.commands import (MAX_COMMAND_BYTES, MAX_COMMAND_DEPTH,  # noqa: F401
                                   Command, CommandError, CommandRegistry)
 # payloads live in edge.daemon.payloads; re-exported here, where vsense imports them from
-from edge.daemon.mqttwire import Wire
-from edge.daemon.payloads import (BIN_HEADER, BIN_MAGIC, decode_estimates,  # noqa: F401
-                                  encode_estimates)
+from edge.daemon.payloads import (BIN_HEADER, BIN_MAGIC, Batch,  # noqa: F401
+                                  decode_estimates, encode_estimates)
 
 log = logging.getLogger("vsense.mqtt")
 
@@ -78,36 +77,27 @@ class Topics:
 
 
 class Publisher:
-    """paho client + a bounded outgoing queue drained by its own thread.
+    """paho client (its own network thread, ``loop_start``) + a bounded outgoing queue.
 
-    * :meth:`add_estimates` (loop thread) appends rows to the current batch; a batch is
-      closed at ``batch`` rows, on a sequence gap, or after ``max_batch_delay_s``
-      (:meth:`poll`). Closed batches enter a deque of at most ``queue_messages`` entries;
-      when it is full the **oldest** entry is dropped and counted (``drops_messages``,
-      ``drops_samples``). Nothing here blocks the loop.
-    * A closed batch goes to paho at once, on the calling thread, when the client is
-      connected and nothing is waiting (the usual case): paho writes it to the
-      non-blocking socket right there (:meth:`_locked_write`), so no thread is woken per
-      message (QoS 0: one ``send`` of a packet built here, :mod:`edge.daemon.mqttwire`).
-      The network thread (paho's ``loop_forever`` on a thread of ours, without paho's
-      per-publish wake-up pipe) wakes only for incoming packets (acknowledgements,
-      commands), keep-alive, reconnection, and the rest of a write the socket did not take.
-    * The sender thread publishes the deque only while connected; while the broker is away
-      entries wait in the deque (bounded as above) and go out after reconnection, in
-      order.
+    * :meth:`add_estimates` (I/O thread) appends rows to the open batch (:class:`Batch`); a
+      batch is closed at ``batch`` rows, on a sequence gap, or after ``max_batch_delay_s``
+      (:meth:`poll`), encoded (:func:`edge.daemon.payloads.encode_estimates`) and sent.
+    * :meth:`send` hands a message to paho's ``publish`` when connected and nothing waits;
+      otherwise (broker away, paho's own queue full) it waits in a deque of at most
+      ``queue_messages`` entries: when that is full the **oldest** entry is dropped and
+      counted (``drops_messages``, ``drops_samples``). What waits goes out in order once
+      the broker is back (on the connection, then by :meth:`poll`). Nothing here blocks
+      the caller.
     * ``status`` and ``meta`` are retained and re-sent on every (re)connection; the last
       will sets ``status`` to ``{"state": "offline"}``.
-    * Incoming ``cmd`` messages are validated on the network thread; rejects are answered
-      at once, accepted commands are queued for the loop thread (:attr:`commands`).
+    * Incoming ``cmd`` messages are validated on paho's network thread; rejects are answered
+      at once, accepted commands are queued for the acquisition thread (:attr:`commands`).
     """
 
     def __init__(self, cfg_mqtt: dict, device: str, registry: CommandRegistry,
                  ncol: int, password: str | None = None, client_factory=None):
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
-
-        from edge.daemon.encode import (_batch_take, _encode_into,  # numba
-                                        payload_capacity, std_rows)
 
         self.cfg = cfg_mqtt
         self.topics = Topics(cfg_mqtt["base_topic"], device)
@@ -119,9 +109,9 @@ class Publisher:
         self.ncol = ncol
         self.commands: queue.Queue = queue.Queue(maxsize=100)
         self.cmd_flag = False  # set when a command was queued (polled by the estimating thread)
-        self.out: collections.deque = collections.deque()
+        self.out: collections.deque = collections.deque()  # (topic, payload, qos, samples)
         self.maxq = cfg_mqtt["queue_messages"]
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()  # the deque and the counters (I/O and paho threads)
         self.connected = False
         self.stats = {"published": 0, "published_samples": 0, "drops_messages": 0,
                       "drops_samples": 0, "connects": 0, "disconnects": 0,
@@ -129,30 +119,8 @@ class Publisher:
                       "connect_failures": 0}
         self._retained: dict[str, bytes] = {}
         self._retained_lock = threading.Lock()  # set_retained vs _on_connect (see there)
-        # the open batch and its encoded payload (edge.daemon.encode._batch_take)
-        self._bt = np.zeros(self.batch, np.int64)
-        self._bv = np.zeros((self.batch, ncol))
-        self._bf = np.zeros(self.batch, np.uint8)
-        self._st = np.zeros(3, np.int64)  # rows in the batch, its first seq, rows encoded
-        self._bstart = 0.0  # monotonic time the open batch got its first row
-        self._binary = self.fmt == "binary"
-        # the estimates packet: PUBLISH header (<= 1 + 4 + 2 + len(topic) bytes) written by
-        # the kernel right before the payload at _o0
-        self._topic_b = np.frombuffer(self.topics.estimates.encode(), np.uint8).copy()
-        self._o0 = 7 + self._topic_b.shape[0]
-        self._out = np.zeros(self._o0 + payload_capacity(self.batch, ncol, True, self._binary),
-                             np.uint8)
-        self._sc = np.zeros(self.batch * ncol)  # scratch: the binary std block
-        self._take, self._encode, self._std_rows = _batch_take, _encode_into, std_rows
+        self._batch = Batch(self.batch, ncol)
         self.std = None  # (ncol,) standard deviation of each column, set by the daemon
-        # compile (or load from numba's cache) before the first sample, not at the first
-        # hand-over: no rows, nothing encoded
-        z = np.zeros(0, np.int64)
-        _batch_take(0, z, z, np.zeros((0, ncol)), np.zeros(0, np.uint8), self._bt, self._bv,
-                    self._bf, self._st, self._out, self._o0, self._topic_b, self._binary,
-                    self._S, False, self._sc)
-        _encode_into(self._out, self._binary, 0, 0, self._bt, self._bv, self._bf, self._S,
-                     False, self._sc)
         self._stop = False
         self._rc_ok, self._rc_no_conn = mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN
 
@@ -180,13 +148,7 @@ class Publisher:
         self.last_error: str | None = None  # why the last connection attempt failed
         self.connected_event = threading.Event()  # set by the first successful CONNACK
         self.failed_event = threading.Event()  # set by every failed connection attempt
-        self._thread = threading.Thread(target=self._run, name="vsense-mqtt", daemon=True)
-        # paho's network loop (connects, reconnects with backoff, reads, keep-alive); named
-        # like paho's own thread
-        self._net = threading.Thread(target=self._net_main, name=f"paho-mqtt-client-{device}",
-                                     daemon=True)
-        # serialised writes, direct QoS 0 packets, paced reads
-        self.wire = Wire(c, lambda: self._net, cfg_mqtt.get("read_interval_s", 0.0))
+        self._net: threading.Thread | None = None  # paho's network thread (loop_start)
 
     @property
     def std(self) -> np.ndarray | None:
@@ -196,43 +158,27 @@ class Publisher:
     @std.setter
     def std(self, value) -> None:
         self._std = None if value is None else np.asarray(value, dtype=np.float64)
-        self._S = self._std_rows(self._std, self.ncol)
-        self._has_s = self._std is not None
-
-    @property
-    def _bn(self) -> int:
-        """Rows in the open batch."""
-        return int(self._st[0])
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
+        """Connect in the background: paho's network thread (``loop_start``) connects,
+        reconnects with backoff, reads and keeps the connection alive."""
         self.client.connect_async(self.cfg["host"], self.cfg["port"], self.cfg["keepalive"])
-        self._net.start()
-        self._thread.start()
-
-    def _net_main(self) -> None:
-        try:
-            self.client.loop_forever(retry_first_connection=True)
-        except Exception:  # noqa: BLE001 - reported by threads_problem()
-            log.exception("MQTT: network loop failed")
-
-    def _wake(self) -> None:
-        self.wire.wake()
+        before = set(threading.enumerate())
+        self.client.loop_start()
+        new = [t for t in threading.enumerate() if t not in before]
+        self._net = new[0] if len(new) == 1 else None
 
     def stop(self, final_status: dict | None = None, timeout: float = 5.0) -> None:
         """Flush the batch, send what is queued (up to ``timeout``), publish the final
         status, disconnect."""
         self.flush_batch()
         deadline = time.monotonic() + timeout
+        self.poll()
         while self.out and self.connected and time.monotonic() < deadline:
-            with self.cond:
-                self.cond.notify()
-            time.sleep(0.01)
+            time.sleep(0.01)  # paho's queue had no room: its network thread empties it
+            self.poll()
         self._stop = True
-        with self.cond:
-            self.cond.notify_all()
-        if self._thread.ident is not None:
-            self._thread.join(timeout=2.0)
         if final_status is not None and self.connected:
             info = self.client.publish(self.topics.status, json.dumps(final_status), 1, True)
             try:
@@ -246,30 +192,26 @@ class Publisher:
                       "" if self.stats["connects"] else " (never connected: "
                       f"{self.last_error or 'no answer'})", self.stats["drops_samples"])
         self.client.disconnect()
-        self.client.loop_stop()  # edge.daemon.mqttwire: ends and joins our network thread
-        self.wire.close()
+        self.client.loop_stop()
 
     def wait_connected(self, timeout: float) -> bool:
         """Block until the broker accepted the connection (``--require-broker``)."""
         return self.connected_event.wait(timeout)
 
     def threads_problem(self) -> str | None:
-        """None while paho's network thread and the sender thread run, else the reason
-        (the supervisor stops the systemd watchdog pings then: the service is restarted)."""
-        if self._stop:
+        """None while paho's network thread runs, else the reason (the supervisor stops
+        the systemd watchdog pings then: the service is restarted)."""
+        if self._stop or self._net is None:
             return None
-        net = getattr(self.client, "_thread", None) or self._net  # paho's loop_start() or ours
-        if net.ident is not None and not net.is_alive():
+        if not self._net.is_alive():
             return "MQTT network thread ended"
-        if self._thread.ident is not None and not self._thread.is_alive():
-            return "MQTT sender thread ended"
         return None
 
     def unsent_samples(self) -> int:
         """Estimates produced but not yet handed to the broker (queue + open batch)."""
-        with self.cond:
+        with self.lock:
             queued = sum(e[3] for e in self.out)
-        return queued + self._bn
+        return queued + self._batch.n
 
     # -- connection diagnostics ----------------------------------------------------------
     def _wrap_reconnect(self, c) -> None:
@@ -318,13 +260,11 @@ class Publisher:
         with self._retained_lock:
             for topic, payload in list(self._retained.items()):
                 client.publish(topic, payload, qos=1, retain=True)
-            with self.cond:
-                self.connected = True
-                self.cond.notify()
+            self.connected = True
+        self._drain()  # what waited for the connection, in order
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
-        with self.cond:
-            self.connected = False
+        self.connected = False
         self.stats["disconnects"] += 1
         if not self._stop:
             log.warning("MQTT: disconnected from %s (%s); %d estimates unsent, reconnecting "
@@ -370,114 +310,65 @@ class Publisher:
         self.client.publish(self.topics.cmd_reply, json.dumps(obj), qos=1)
 
     def send(self, topic: str, payload: bytes, qos: int | None = None, nsamp: int = 0) -> None:
-        """Publish a non-retained message: at once on this thread when connected and
-        nothing waits, else through the queue (drop-oldest when it is full)."""
+        """Publish a non-retained message: now when connected and nothing waits, else
+        through the queue (drop-oldest when it is full). Never blocks."""
         qos = self.qos if qos is None else qos
-        with self.cond:
-            if not (self.connected and not self.out and not self._stop):
-                self._enqueue((topic, payload, qos, nsamp), front=False)
+        item = (topic, payload, qos, nsamp)
+        with self.lock:
+            if self.connected and not self.out and not self._stop \
+                    and self._publish(item):
                 return
-        if qos == 0 and self.wire.publish_qos0(topic, payload):
-            rc = self._rc_ok
-        else:
-            c = self.client
-            rc = c.publish(topic, payload, qos=qos, retain=False).rc
-            if c.want_write():  # left queued in paho (its network thread was in a callback)
-                self._wake()
-        with self.cond:
-            if self._published(rc, qos):
-                self.stats["published"] += 1
-                self.stats["published_samples"] += nsamp
-            else:  # not taken: first in line for the sender thread
-                self._enqueue((topic, payload, qos, nsamp), front=True)
+            self._enqueue(item)
 
-    def _enqueue(self, item: tuple, front: bool) -> None:
-        """Add ``item`` to the outgoing deque (caller holds :attr:`cond`); when it is full
-        the oldest entry is dropped and counted."""
+    def _publish(self, item: tuple) -> bool:
+        """Hand ``item`` to paho (caller holds :attr:`lock`); False when paho did not take
+        it. Taken: success, or QoS > 0 while the connection is down (paho keeps it and
+        sends it after reconnecting; retrying would duplicate it). QoS 0 with NO_CONN was
+        dropped by paho, and a full paho queue took nothing: retry later."""
+        topic, payload, qos, nsamp = item
+        rc = self.client.publish(topic, payload, qos=qos, retain=False).rc
+        if rc == self._rc_ok or (qos > 0 and rc == self._rc_no_conn):
+            self.stats["published"] += 1
+            self.stats["published_samples"] += nsamp
+            return True
+        return False
+
+    def _enqueue(self, item: tuple) -> None:
+        """Append ``item`` to the outgoing deque (caller holds :attr:`lock`); when it is
+        full the oldest entry is dropped and counted."""
         if len(self.out) >= self.maxq:
-            if front:  # the item is the oldest itself
-                k = item[3]
-                item = None
-            else:
-                k = self.out.popleft()[3]
+            k = self.out.popleft()[3]
             self.stats["drops_messages"] += 1
             self.stats["drops_samples"] += k
-        if item is not None:
-            if front:
-                self.out.appendleft(item)
-            else:
-                self.out.append(item)
-        self.cond.notify()
-
-    def _published(self, rc, qos: int) -> bool:
-        """paho took the message: success, or QoS>0 while the connection is down (paho
-        keeps it and sends it after reconnecting; retrying would duplicate it). QoS 0 with
-        NO_CONN was dropped by paho, and a full paho queue took nothing: retry."""
-        return rc == self._rc_ok or (qos > 0 and rc == self._rc_no_conn)
+        self.out.append(item)
 
     def add_estimates(self, seq: np.ndarray, t_ns: np.ndarray, values: np.ndarray,
                       flags: np.ndarray) -> None:
         """Append rows ``seq (n,) int64``, ``t_ns (n,) int64``, ``values (n, ncol)
         float64``, ``flags (n,) uint8`` to the outgoing batch; a full batch, or one the
-        next row does not follow on from (a gap in ``seq``), is encoded and sent. One
-        compiled call per message (:func:`edge.daemon.encode._batch_take`)."""
-        n = seq.shape[0]
-        i = 0
-        st = self._st
-        while i < n:
-            if st[0] == 0:
-                self._bstart = time.monotonic()
-            i, m, a = self._take(i, seq, t_ns, values, flags, self._bt, self._bv, self._bf,
-                                 st, self._out, self._o0, self._topic_b, self._binary, self._S,
-                                 self._has_s, self._sc)
-            if m:
-                self._send_estimates(a, self._o0 + m, int(st[2]))
+        next row does not follow on from (a gap in ``seq``), is encoded and sent."""
+        self._batch.add(seq, t_ns, values, flags, self._send_batch)
 
-    def _send_estimates(self, a: int, end: int, nsamp: int) -> None:
-        """The encoded batch: packet ``_out[a:end]``, payload ``_out[_o0:end]``. QoS 0,
-        connected, nothing waiting: the packet goes to the socket straight from the buffer;
-        otherwise the payload, copied, takes :meth:`send`'s way."""
-        if self.qos == 0 and self.connected and not self.out and not self._stop \
-                and self.wire.send_packet(self._out[a:end]):
-            with self.cond:
-                self.stats["published"] += 1
-                self.stats["published_samples"] += nsamp
-            return
-        self.send(self.topics.estimates, self._out[self._o0:end].tobytes(), nsamp=nsamp)
+    def _send_batch(self, seq0: int, t, V, f) -> None:
+        self.send(self.topics.estimates,
+                  encode_estimates(seq0, t, V, f, self.fmt, self._std), nsamp=t.shape[0])
 
     def poll(self) -> None:
-        if self._st[0] and time.monotonic() - self._bstart >= self.max_delay:
+        """Close a batch older than ``max_batch_delay_s``; send what waits in the queue
+        while connected (I/O thread)."""
+        if self._batch.n and time.monotonic() - self._batch.start >= self.max_delay:
             self.flush_batch()
+        if self.out and self.connected:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Hand the waiting messages to paho, oldest first, while it takes them."""
+        with self.lock:
+            while self.out and self.connected and self._publish(self.out[0]):
+                self.out.popleft()
 
     def flush_batch(self) -> None:
-        n = int(self._st[0])
-        if n == 0:
-            return
-        m = self._encode(self._out, self._binary, self._st[1], n, self._bt, self._bv, self._bf,
-                         self._S, self._has_s, self._sc)
-        self._st[0] = 0
-        self.send(self.topics.estimates, self._out[:m].tobytes(), nsamp=n)
+        self._batch.flush(self._send_batch)
 
     def queue_depth(self) -> int:
         return len(self.out)
-
-    # -- sender thread ------------------------------------------------------------------
-    def _run(self) -> None:
-        """Drain the deque (what waited for a connection, or for room in paho's queue);
-        idle while it is empty: every change it waits for notifies :attr:`cond`."""
-        while True:
-            with self.cond:
-                while not self._stop and not (self.connected and self.out):
-                    self.cond.wait(5.0)
-                if self._stop:
-                    return
-                topic, payload, qos, k = self.out[0]
-            info = self.client.publish(topic, payload, qos=qos, retain=False)
-            if self._published(info.rc, qos):
-                with self.cond:
-                    if self.out and self.out[0][1] is payload:
-                        self.out.popleft()
-                    self.stats["published"] += 1
-                    self.stats["published_samples"] += k
-            else:  # not connected / paho queue full: keep it and retry shortly
-                time.sleep(0.02)

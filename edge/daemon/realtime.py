@@ -7,10 +7,7 @@ import ctypes.util
 import gc
 import logging
 import os
-import sys
 import threading
-
-from edge.daemon import kernelir
 
 log = logging.getLogger("vsense.realtime")
 
@@ -29,50 +26,6 @@ def set_fifo(priority: int, tid: int | None = None) -> bool:
     except (OSError, AttributeError) as e:
         log.warning("realtime: SCHED_FIFO priority %d not permitted (%s); continuing with "
                     "normal scheduling (systemd: LimitRTPRIO=)", priority, e)
-        return False
-
-
-def set_fifo_threads(priority: int, skip: set[int] = frozenset()) -> int:
-    """SCHED_FIFO ``priority`` for every thread of this process except the native ids in
-    ``skip``; return how many were set (0 and one warning when not permitted)."""
-    if priority <= 0:
-        return 0
-    n = 0
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tids = [threading.get_native_id()]
-    for tid in tids:
-        if tid in skip:
-            continue
-        try:
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
-            n += 1
-        except ProcessLookupError:
-            continue
-        except (OSError, AttributeError) as e:
-            log.warning("realtime: SCHED_FIFO priority %d for the other threads not "
-                        "permitted (%s); continuing", priority, e)
-            return n
-    log.info("SCHED_FIFO priority %d for %d other threads", priority, n)
-    return n
-
-
-PR_SET_TIMERSLACK = 29
-
-
-def set_timer_slack(ns: int) -> bool:
-    """Timer slack of the calling thread [ns] (``prctl(PR_SET_TIMERSLACK)``; 0: leave it)."""
-    if ns <= 0:
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(int(ns)), 0, 0, 0) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, os.strerror(e))
-        return True
-    except (OSError, AttributeError) as e:
-        log.warning("realtime: timer slack %d ns not set (%s); continuing", ns, e)
         return False
 
 
@@ -104,18 +57,12 @@ def lock_memory() -> bool:
         return False
 
 
-def gc_setup(mode: str) -> None:
-    """``normal``: nothing; ``freeze``: ``gc.freeze()``; ``disable``: freeze + disable."""
-    if mode in ("freeze", "disable"):
-        gc.collect()
-        gc.freeze()
-    if mode == "disable":
-        gc.disable()
-
-
-def gc_restore(mode: str) -> None:
-    if mode == "disable":
-        gc.enable()
+def gc_setup() -> None:
+    """Collect once, then ``gc.freeze()``: the objects of start-up (numba's, the bundle's)
+    are not scanned again by every later collection (each would hold the GIL for tens of ms
+    while the acquisition thread waits for it)."""
+    gc.collect()
+    gc.freeze()
 
 
 MADV_DONTNEED = 4
@@ -212,86 +159,21 @@ def rss_bytes(status: str = "/proc/self/status") -> int:
 
 
 def release_after_startup(rt: dict) -> int:
-    """Once every kernel is compiled or loaded, before the first sample: give back what
-    start-up used and the running daemon does not need, as ``[realtime]`` asks
-    (``release_compiler_memory``: LLVM's pages and the C heap's free memory;
-    ``release_kernel_ir``: the LLVM IR numba keeps of every loaded kernel, then the C heap's
-    free memory; ``release_file_pages``: every other library's clean pages). Nothing with
-    ``mlockall`` (locked pages cannot be dropped and must not fault back). Return the RSS
-    given back [bytes] (logged)."""
-    ir = rt["release_kernel_ir"]
-    if rt["mlockall"] or not (rt["release_compiler_memory"] or rt["release_file_pages"]
-                              or ir):
+    """Once every kernel is compiled or loaded, before the first sample, with ``[realtime]
+    release_startup_memory``: give back what start-up used and the running daemon does not
+    need (LLVM's library pages, the C heap's free memory, every other library's clean
+    pages). Nothing with ``mlockall`` (locked pages cannot be dropped and must not fault
+    back). Return the RSS given back [bytes] (logged)."""
+    if rt["mlockall"] or not rt["release_startup_memory"]:
         return 0
     before = rss_bytes()
-    if rt["release_compiler_memory"]:
-        release_library_pages("libllvmlite.so")
-    if ir:
-        n, kept = kernelir.release_kernel_ir()
-        if n:
-            log.debug("dropped the linking IR of %d loaded kernel(s) (%.1f MB of bitcode "
-                      "kept to parse again if a compilation links one)", n, kept / 1e6)
-    if rt["release_compiler_memory"] or ir:
-        trim_heap()
-    if rt["release_file_pages"]:
-        release_library_pages(None)
+    release_library_pages("libllvmlite.so")
+    trim_heap()
+    release_library_pages(None)
     after = rss_bytes()
     log.info("start-up memory released: resident %.1f MB -> %.1f MB", before / 1e6,
              after / 1e6)
     return max(0, before - after)
-
-
-#: kernels not found in numba's cache since :func:`lazy_numba_registries` (compiled instead)
-numba_cache_misses: list[str] = []
-
-
-def lazy_numba_registries() -> bool:
-    """Load kernels from numba's on-disk cache without numba's full registry refresh.
-
-    Before every cache load numba "refreshes" its typing and target contexts
-    (``numba.core.caching.Cache.load_overload``): it imports and registers every
-    implementation it has (linear algebra, random generators, typed containers,
-    polynomials, datetime, ... 76 modules, about 14 MB of Python objects that stay) although
-    a cached kernel needs none of them to run: its machine code is in the cache file and
-    only calls numba's runtime (NRT, reference counts of arrays). This replaces that method
-    so that a load initialises the NRT only (what the refresh did first). Whenever numba
-    really compiles (a cache miss, a new signature) the full refresh still happens first
-    (``numba.core.compiler.CompilerBase.__init__``), and the lowering lookup refreshes on
-    its own when it misses (``BaseContext.get_function``); such misses are listed in
-    :data:`numba_cache_misses`. Returns False, changing nothing, where this numba lacks the
-    methods replaced (another version); idempotent.
-    """
-    try:
-        from numba.core import caching
-        from numba.core.runtime import nrt
-
-        cls = caching.Cache
-        orig = cls.load_overload
-        for a in ("_load_overload", "_guard_against_spurious_io_errors"):
-            getattr(cls, a)
-        rtsys = nrt.rtsys
-        rtsys.initialize  # noqa: B018 - present?
-    except (ImportError, AttributeError) as e:
-        log.warning("realtime: numba's cache loader not recognised (%s): kernels load with "
-                    "numba's full registry refresh", e)
-        return False
-    if getattr(orig, "lazy_registries", False):
-        return True
-
-    def load_overload(self, sig, target_context):
-        rtsys.initialize(target_context)  # the NRT: all a cached kernel calls
-        cres = None  # also when the guard swallowed an I/O error (as numba's own method)
-        with self._guard_against_spurious_io_errors():
-            cres = self._load_overload(sig, target_context)
-        if cres is None:  # numba compiles it next (and loads its registries first)
-            numba_cache_misses.append(getattr(getattr(self, "_py_func", None),
-                                              "__qualname__", "?"))
-        return cres
-
-    load_overload.lazy_registries = True
-    load_overload.__doc__ = orig.__doc__
-    cls.load_overload = load_overload
-    return True
 
 
 def trim_heap() -> bool:
@@ -306,14 +188,7 @@ def trim_heap() -> bool:
     return bool(fn(0))
 
 
-def set_switch_interval(us: float) -> None:
-    """``sys.setswitchinterval``: a thread waiting for the GIL asks the holder to drop it
-    after ``us`` microseconds (Python's default 5000)."""
-    sys.setswitchinterval(us * 1e-6)
-
-
 def apply(rt: dict) -> dict:
     """Apply the process-wide part of ``[realtime]``; return what took effect."""
-    set_switch_interval(rt["switch_interval_us"])
     return {"cpu_affinity": set_affinity(rt["cpu_affinity"]),
             "mlockall": lock_memory() if rt["mlockall"] else False}

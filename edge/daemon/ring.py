@@ -13,15 +13,14 @@ meaningful across gaps.
 The arrays and the counters are fields of an :class:`edge.daemon.arena.Arena` (the daemon's;
 a ring of its own otherwise), so the compiled per-sample call
 (:func:`edge.daemon.fastpath._sample`) can stage, publish and advance ``head`` itself.
-Ordering: the producer writes a slot completely before it advances ``head``, and both the
-Python producer and the compiled call (which keeps the GIL) do so while holding the GIL, so
-the consumer, which reads ``head`` and then the slots under the GIL, never sees a
-half-written slot.
+Ordering: the producer writes a slot completely before it advances ``head``, and the
+consumer reads ``head`` before the slots; both threads run Python (or compiled code that
+keeps the GIL) while doing so, and the GIL's hand-over between them orders these memory
+accesses. The consumer polls (the I/O thread's tick); nothing waits on the ring.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -40,7 +39,7 @@ class Ring:
     [``time.monotonic_ns()`` when the sample entered the ring, for latency].
     """
 
-    def __init__(self, capacity: int, nch: int, slot_views: bool = False, arena=None):
+    def __init__(self, capacity: int, nch: int, arena=None):
         if capacity < 2:
             raise ValueError(f"ring capacity must be >= 2, got {capacity}")
         if nch < 1:
@@ -59,14 +58,12 @@ class Ring:
         self._st = arena.view(RSTATE)
         self._scratch = (np.zeros((capacity, nch)), np.zeros(capacity, np.int64),
                          np.zeros(capacity, np.uint8))
-        self._span_scratch = False
-        self._cond = threading.Condition(threading.Lock())
-        self._waiting = False
+        self.scratch = False  # the last write_span gave the scratch buffers (ring full)
         self.closed = False
-        # one-sample views of every slot, made once: the per-sample write (read_max = 1)
-        # then creates no array view (3 views per slot, about 0.3 kB)
-        self._slot = ([(self.values[i:i + 1], self.t_ns[i:i + 1], self.flags[i:i + 1])
-                       for i in range(capacity)] if slot_views else None)
+        # one-sample views of every slot, made once: the per-sample write creates no array
+        # view (3 views per slot, about 0.3 kB)
+        self._slot = [(self.values[i:i + 1], self.t_ns[i:i + 1], self.flags[i:i + 1])
+                      for i in range(capacity)]
 
     # head = samples written (only the producer changes it), tail = samples consumed (only
     # the consumer changes it); adc_count = samples delivered by the ADC, lost ones included;
@@ -76,12 +73,6 @@ class Ring:
     adc_count = property(lambda self: int(self._st[ADC]))
     lost = property(lambda self: int(self._st[LOST]))
     overruns = property(lambda self: int(self._st[OVERRUNS]))
-
-    def next_slot(self) -> int:
-        """The slot the next sample goes to when it is free, else -1 (the ring is full)."""
-        st = self._st
-        h = st.item(HEAD)
-        return h % self.capacity if h - st.item(TAIL) < self.capacity else -1
 
     # -- producer -----------------------------------------------------------------------
     def write_span(self, nmax: int):
@@ -94,13 +85,13 @@ class Ring:
         head = st.item(HEAD)
         free = self.capacity - (head - st.item(TAIL))
         if free <= 0:
-            self._span_scratch = True
+            self.scratch = True
             n = min(nmax, self.capacity)
             v, t, f = self._scratch
             return v[:n], t[:n], f[:n]
-        self._span_scratch = False
+        self.scratch = False
         i = head % self.capacity
-        if nmax == 1 and self._slot is not None:
+        if nmax == 1:
             return self._slot[i]
         n = min(nmax, free, self.capacity - i)
         return self.values[i:i + n], self.t_ns[i:i + n], self.flags[i:i + n]
@@ -121,7 +112,7 @@ class Ring:
         if n <= 0:
             return False
         st = self._st
-        if self._span_scratch:
+        if self.scratch:
             st[LOST] += n
             st[OVERRUNS] += 1
             st[ADC] += n
@@ -144,35 +135,15 @@ class Ring:
     def publish(self, n: int) -> None:
         """Make ``n`` staged samples visible to the consumer (after :meth:`stage`)."""
         self._st[HEAD] += n  # the slot contents are complete before head moves
-        if self._waiting:
-            with self._cond:
-                self._cond.notify()
 
     def close(self) -> None:
-        """No more samples: wake the consumer."""
+        """No more samples (after the last :meth:`publish`)."""
         self.closed = True
-        with self._cond:
-            self._cond.notify_all()
 
     # -- consumer -----------------------------------------------------------------------
     def available(self) -> int:
         st = self._st
         return st.item(HEAD) - st.item(TAIL)
-
-    def wait(self, timeout: float) -> int:
-        """Wait until samples are available (or closed/timeout); return how many."""
-        n = self.available()
-        if n > 0 or self.closed:
-            return n
-        with self._cond:
-            self._waiting = True
-            try:
-                n = self.available()
-                if n == 0 and not self.closed:
-                    self._cond.wait(timeout)
-            finally:
-                self._waiting = False
-        return self.available()
 
     def read_span(self, nmax: int) -> tuple[int, int]:
         """``(start slot, n)`` of up to ``nmax`` contiguous readable samples."""

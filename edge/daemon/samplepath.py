@@ -1,15 +1,21 @@
-"""The per-sample path of the daemon: flags, faults, estimation, alignment, latency.
+"""The general per-sample path of the daemon: flags, faults, estimation, alignment, latency.
 
-Mixed into :class:`edge.daemon.loop.Daemon`; runs on the estimating thread (the acquisition
-thread with ``[loop] estimate_in = "acquisition"``, else the loop thread).
+Mixed into :class:`edge.daemon.loop.Daemon`; runs on the acquisition thread. A clean sample
+in the plain running state (Tikhonov estimator, no channel counting bad samples, not
+paused, no identification window armed, no command waiting) takes one compiled call
+instead (:func:`edge.daemon.fastpath._sample`, bound by :meth:`SamplePath._refresh_fast`);
+everything else comes here (:meth:`SamplePath._process`): blocks, non-finite or saturated
+channels (flags bit0/bit2, fault counting, status ``sensor_fault``), gaps and recoveries
+(estimator reset before the sample), pause, identification windows of the inverse maps, the
+smoother. Alignment is the same compiled :func:`edge.daemon.fastpath._align` on both.
 
-* fast path (:meth:`SamplePath._estimate_staged`, one sample, the default configuration):
-  one compiled call (:func:`edge.daemon.fastpath._step`) checks, estimates and aligns the
-  sample in place; then two latency stores. Nothing else.
-* general path (:meth:`SamplePath._process`): blocks, non-finite or saturated channels
-  (flags bit0/bit2, fault counting, status ``sensor_fault``), gaps and recoveries (estimator
-  reset before the sample), pause, identification windows of the inverse maps, the smoother.
-  Alignment is the same compiled :func:`edge.daemon.fastpath._align` on both paths.
+Bad samples: a sample of a channel is *bad* when it is non-finite (flags bit0) or
+``|volts| >= saturation`` or at an ADC rail (bit2; the driver returns NaN for it). The
+estimator gets NaN there and holds the channel's last finite value (kernel behaviour).
+After ``[faults] bad_sample_limit`` consecutive bad samples the channel is in fault: status
+``sensor_fault`` (with the channel names). When it delivers a good sample again the
+estimator state is reset right before that sample and the status returns to ``running``.
+Lost samples (flags bit3, ring overrun) also reset the estimator before the next sample.
 """
 
 from __future__ import annotations
@@ -20,8 +26,7 @@ import time
 import numpy as np
 
 from edge.daemon.commands import run_commands
-from edge.daemon.fastpath import (CLOCK_OK, _align, _sample, _sample_wire, _step, direct,
-                                  kernel_args, packed_args)
+from edge.daemon.fastpath import CLOCK_OK, _align, _sample, packed_args
 from edge.flags import FLAG_GAP, FLAG_HELD
 
 log = logging.getLogger("vsense.loop")
@@ -30,115 +35,54 @@ log = logging.getLogger("vsense.loop")
 class SamplePath:
     """Estimation of ring samples (see the module docstring); state set up by ``Daemon``."""
 
-    def _fast(self) -> tuple | None:
-        """Arguments of :func:`edge.daemon.fastpath._step` after ``(i, n)``, or None (not
-        the Tikhonov estimator). Taken again when the operator was swapped, with those of
-        :func:`edge.daemon.fastpath._sample` (``_sample_args``)."""
-        est = self.est
-        op = getattr(est, "op", None)
-        if op is not self._fast_op or self._fast_args is None:
-            ka = kernel_args(est)
-            r = self.ring
-            self._fast_args = None if ka is None else (
-                r.values, r.seq, r.t_ns, r.flags, self._F, self._Z, self._ef, *ka,
-                self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
-                self._st, self._sf, self._sok, self.delay)
-            self._sample_args = None if ka is None else (*self.arena.args, *packed_args(est))
-            if ka is not None and CLOCK_OK:
-                self._sample_fn = direct(_sample, self._sample_args)
-            self._fast_op = op
-            self._bind_wire()
-        return self._fast_args
-
-    def _bind_wire(self) -> None:
-        """The driver's one-row read and the compiled call that finishes the sample from its
-        bytes (:func:`edge.daemon.fastpath._sample_wire`): ``_wire_read`` (None: the
-        acquisition has no one-row read, or more than one channel, or no compiled per-sample
-        call) and ``_wire_post, _wire_args, _wire_fn``. Taken again with the per-sample
-        call's arguments, and after the acquisition's calls were replaced (benchmarks)."""
-        get = getattr(self.acq, "one_row", None)
-        one = get() if get is not None and self.nch == 1 and self.read_max == 1 else None
-        if one is None or self._sample_args is None or not CLOCK_OK:
-            self._wire_read = None
-            return
-        read, post, codes, pf8, pi8 = one
-        self._wire_post = (post, codes, pf8, pi8)
-        self._wire_args = (codes, pf8, pi8, *self._sample_args)
-        self._wire_fn = direct(_sample_wire, (0, 0, 0, 0, *self._wire_args))
-        self._wire_read = read
-
     def _refresh_fast(self) -> None:
         """Whether the next clean sample may take the compiled per-sample call
         (:func:`edge.daemon.fastpath._sample`): the Tikhonov estimator, the DRDY clock
         offset known, running (not paused), no channel counting bad samples, no
-        identification window armed. Called on the estimating thread after anything that
+        identification window armed. Called on the acquisition thread after anything that
         can change one of these (the general path, commands); the two flags other threads
-        set (a command queued, a scheduled identification due) are read per sample."""
+        set (a command queued, a scheduled identification due) are read per sample. Takes
+        the call's arguments again when the estimator's operator was swapped."""
+        est = self.est
+        op = getattr(est, "op", None)
+        if op is not self._sample_op:
+            pa = packed_args(est)
+            self._sample_args = None if pa is None or not CLOCK_OK else (*self.arena.args, *pa)
+            self._sample_op = op
         inv = self.inverse
-        self._fast_ok = (self._fast() is not None and self._t_off_known and not self.paused
-                         and self.faults.quiet and (inv is None or inv.pending is None))
+        self._fast_ok = (self._sample_args is not None and self._t_off_known
+                         and not self.paused and self.faults.quiet
+                         and (inv is None or inv.pending is None))
 
     def _warm_up(self) -> None:
-        """Compile (or load from numba's cache) the compiled step before the first sample:
-        on a slot flagged as a gap it returns at once and changes nothing."""
-        f = self.ring.flags
-        keep = f[0]
-        f[0] = FLAG_GAP
-        _step(0, 1, *self._fast_args)
-        f[0] = keep
-        if CLOCK_OK:  # likewise the per-sample call, on a non-finite sample
+        """Compile (or load from numba's cache) the compiled calls before the first sample:
+        the per-sample call on a non-finite sample returns at once and changes nothing, the
+        alignment on zero rows."""
+        self._refresh_fast()
+        if self._sample_args is not None:
             v = self.ring.values
             keep = v[0, 0]
             v[0, 0] = np.nan
-            self._sample_fn(*self._sample_args)
+            _sample(*self._sample_args)
             v[0, 0] = keep
+        f = self.ring.flags
         _align(self._F[:0], self._Z[:0], self._ef[:0], self.ring.seq[:0], self.ring.t_ns[:0],
                f[:0], 0, self._hseq, self._ht, self._hf, self._hcount, self._sV, self._sseq,
                self._st, self._sf, self._sok, self.delay)
 
     def _estimate_staged(self, n: int) -> None:
-        """Estimate ``n`` staged (not yet published) ring samples in the acquisition thread
-        (``estimate_in = "acquisition"``)."""
+        """Estimate ``n`` staged (not yet published) ring samples, in blocks of at most
+        ``[bundle] block``; accepted commands run first, between two samples."""
         i = self.ring.head % self.ring.capacity
         pub = self.pub
-        if pub is not None and pub.cmd_flag:  # commands run here, between two samples
+        if pub is not None and pub.cmd_flag:
             run_commands(self)
-            self._fast_ok = False  # refreshed after this sample (paused, swapped, armed?)
         b = self.block
         if n <= b:
             self._process(i, n)
             return
         for a in range(0, n, b):
             self._process(i + a, min(b, n - a))
-
-    def _try_fast(self, i: int, n: int) -> bool:
-        """The compiled step on ring slots ``i .. i+n-1`` (``n <= block``) when the daemon
-        is in its plain running state; False when the general path must run."""
-        if self._fast_args is None or self.paused or not self.faults.quiet \
-                or self._identify_due:
-            return False
-        inv = self.inverse
-        if inv is not None and inv.pending is not None:
-            return False
-        if self.est.op is not self._fast_op:  # swapped (model update): new arrays
-            self._fast()
-        m = _step(i, n, *self._fast_args)
-        if m < 0:
-            return False
-        # estimated and aligned: the latency of these samples ends now
-        now = time.monotonic_ns()
-        ring = self.ring
-        self.estimates += m
-        if n == 1:
-            self.latency_ring.add_one(now - ring.stamp_ns.item(i))
-            if self._t_off is not None:
-                self.latency.add_one(now - (ring.t_ns.item(i) + self._t_off))
-        else:
-            self.latency_ring.add(now - ring.stamp_ns[i:i + n])
-            if self._t_off is not None:
-                self.latency.add(now - (ring.t_ns[i:i + n] + self._t_off))
-        self.processed += n
-        return True
 
     def _arm_scheduled(self) -> None:
         self._identify_due = False
@@ -154,9 +98,7 @@ class SamplePath:
     def _process(self, i: int, n: int) -> None:
         """Flag, estimate and time ring slots ``i .. i+n-1`` (one contiguous span, ``n <=
         block``); the estimate rows go to the slot arrays (``_sV``...), see
-        :meth:`_handover`. Clean samples take the compiled step (:meth:`_try_fast`)."""
-        if self._try_fast(i, n):
-            return
+        :meth:`_handover`."""
         ring = self.ring
         inv = self.inverse
         if self._identify_due:  # scheduled identification: arm on the estimating thread

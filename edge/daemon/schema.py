@@ -145,10 +145,6 @@ SCHEMA: tuple[Section, ...] = (
         Key("raw_decimation", "int", 0, "Also publish the measured channels on `raw`, every "
             "N-th sample (physical units, no anti-alias filter: for live displays); 0 = off.",
             unit="samples", min=0, max=100_000),
-        Key("read_interval_s", "float", 0.2, "The MQTT network thread reads incoming packets "
-            "(QoS 1 acknowledgements, commands) at most this often: one wake-up per interval "
-            "instead of one per acknowledgement; a command waits up to this long. 0 = at once.",
-            unit="s", min=0.0, max=5.0),
         Key("health_interval_s", "float", 5.0, "Period of `health` messages.", unit="s",
             min=0.1, max=3600.0),
         Key("reconnect_min_s", "float", 1.0, "First reconnect delay (doubles up to the "
@@ -192,68 +188,24 @@ SCHEMA: tuple[Section, ...] = (
             "stalled longer than this makes the recorder drop (and count) chunks; estimation "
             "and MQTT go on.", unit="s", min=1.0, max=3600.0),
     )),
-    Section("loop", "Acquisition/estimation loop.", (
-        Key("ring_s", "float", 2.0, "Ring buffer between acquisition and estimation.",
-            unit="s", min=0.01, max=600.0),
-        Key("read_max", "int", 1, "Rows per driver read call (the driver blocks until all "
-            "are in: 1 = lowest latency; raise it for very high rates).",
-            unit="samples", min=1, max=65536),
-        Key("latency_window", "int", 100_000, "Samples kept for latency percentiles.",
-            unit="samples", min=100, max=10_000_000),
-        Key("estimate_in", "str", "auto", "Thread that runs the estimator: `acquisition` "
-            "(right after each driver read: no thread hand-over between DRDY and the "
-            "estimate; recording and publishing follow on the loop thread), `loop` (the "
-            "loop thread takes blocks from the ring: best throughput for large blocks), "
-            "`auto` (`acquisition` when `[bundle] block` = 1, else `loop`).",
-            choices=("auto", "acquisition", "loop")),
-        Key("handover_ms", "float", 50.0, "With `estimate_in = acquisition`: how often the "
-            "loop thread hands estimates and raw samples, in one block, to the publisher "
-            "and recorder (each hand-over costs a wake-up and some Python: 50 ms is 20 per "
-            "second; the DRDY-to-estimate latency does not depend on it).",
-            unit="ms", min=0.1, max=1000.0),
-    )),
     Section("realtime", "Optional real-time settings; each one that is not permitted logs a "
             "warning and the daemon continues.", (
         Key("sched_fifo_priority", "int", 0, "SCHED_FIFO priority of the acquisition thread "
-            "(0 = normal scheduling; needs LimitRTPRIO).", min=0, max=99),
-        Key("cpu_affinity", "list[int]", [], "CPUs of the process (empty = all).", min=0,
-            max=1023),
-        Key("mlockall", "bool", False, "Lock all pages in memory (needs LimitMEMLOCK)."),
-        Key("gc", "str", "freeze", "`normal`; `freeze` (gc.freeze() after start-up); "
-            "`disable` (freeze, then gc.disable() while running).",
-            choices=("normal", "freeze", "disable")),
-        Key("sched_fifo_others", "bool", False, "Also run the daemon's other threads (loop, "
-            "MQTT, recorder, supervisor) at SCHED_FIFO priority `sched_fifo_priority` - 1, so "
-            "that none of them can be preempted by other processes while holding the GIL the "
-            "acquisition thread needs next (priority inversion)."),
-        Key("timer_slack_ns", "int", 1000, "Timer slack of the acquisition thread "
-            "(`prctl(PR_SET_TIMERSLACK)`; Linux adds up to this to every timed sleep, default "
-            "50,000 ns; 0 = leave the default).", unit="ns", min=0, max=10_000_000),
-        Key("switch_interval_us", "float", 100.0, "Python's thread switch interval "
-            "(`sys.setswitchinterval`): how long a thread that wants the GIL waits before "
-            "the holder is asked to drop it (Python's default is 5000; 100 bounds the wait of the "
-            "acquisition thread behind the loop/MQTT threads, no throughput cost measured).",
-            unit="us", min=10.0,
-            max=100_000.0),
-        Key("release_compiler_memory", "bool", True, "After start-up, drop the resident "
-            "pages of the LLVM compiler library (`libllvmlite.so`, ~70 MB of clean file "
-            "pages, unused once the kernel is loaded; "
-            "`madvise(MADV_DONTNEED)` on its unmodified read-only mappings; skipped with "
-            "`mlockall`)."),
-        Key("release_kernel_ir", "bool", True, "After start-up, drop the LLVM IR numba "
-            "keeps of every loaded kernel to link it into a later compilation (about 7 MB of "
-            "C heap the running kernels never read; its bitcode stays and is parsed again if "
-            "a compilation links one); skipped with `mlockall`."),
-        Key("numba_lazy_registries", "bool", True, "Load the kernels from numba's cache "
-            "without numba's full registry refresh (every implementation numba has: linear "
-            "algebra, random, typed containers, ...; about 14 MB of Python objects a cached "
-            "kernel never uses); a compilation still loads them first."),
-        Key("release_file_pages", "bool", True, "After start-up, before the first sample, "
-            "also drop this process's resident pages of every other mapped file (shared "
-            "libraries, Python extension modules) that holds no private page: what imports "
-            "and library initialisation touched (OpenBLAS, OpenSSL, ...) leaves, what the "
-            "running daemon uses comes back as minor faults (page cache, no disk read) in its "
-            "first samples (about 14 MB less resident memory; skipped with `mlockall`)."),
+            "(0 = normal scheduling; needs LimitRTPRIO). Set it (e.g. 50) on a device that "
+            "runs other work: the one wake-up per sample then is not delayed by it, which "
+            "bounds the DRDY-to-estimate latency and keeps samples from being lost.",
+            min=0, max=99),
+        Key("cpu_affinity", "list[int]", [], "CPUs of the process (empty = all): keep the "
+            "daemon off a core reserved for other work.", min=0, max=1023),
+        Key("mlockall", "bool", False, "Lock all pages in memory (needs LimitMEMLOCK): no "
+            "page fault in the sample path on a device that swaps; costs the start-up "
+            "memory (`release_startup_memory` is skipped)."),
+        Key("release_startup_memory", "bool", True, "Before the first sample, give back the "
+            "memory start-up used and the running daemon does not (the LLVM compiler's "
+            "library pages, the C heap's free memory, the clean pages of the other mapped "
+            "libraries; `madvise(MADV_DONTNEED)`, `malloc_trim`): about half the resident "
+            "memory of the base install; pages used again fault back from the page cache. "
+            "Switch off only to measure without it; skipped with `mlockall`."),
     )),
     Section("simulate", "`vsense-edge run --simulate`: a simulated ADS1256 instead of the "
             "hardware.", (
@@ -279,12 +231,24 @@ SCHEMA: tuple[Section, ...] = (
             "as fast as the loop runs (tests, benchmarks).", choices=("real", "virtual")),
         Key("duration_s", "float", 0.0, "Stop after this much simulated time (0 = run "
             "until stopped).", unit="s", min=0.0),
-        Key("max_lead_us", "float", 2000.0, "`adc` level, real clock: how far the simulated "
-            "converter's time may run ahead of the wall clock (short waits then cost no "
-            "sleep; 0 = DRDY times are wall-clock times, needed to measure latency from "
-            "DRDY).", unit="us", min=0.0, max=100_000.0),
     )),
 )
+
+
+#: keys that were removed (section, key) -> what replaces them: a configuration file that
+#: still sets one loads with a warning naming it (:func:`edge.daemon.config.validate`)
+DEPRECATED: dict[tuple[str, str], str] = {
+    **{("loop", k): "the ring holds 2 s, the driver reads `[bundle] block` samples per call "
+       "and the estimator runs on the acquisition thread" for k in
+       ("ring_s", "read_max", "latency_window", "estimate_in", "handover_ms")},
+    **{("realtime", k): "no longer configurable" for k in
+       ("gc", "sched_fifo_others", "timer_slack_ns", "switch_interval_us", "release_kernel_ir",
+        "numba_lazy_registries")},
+    ("realtime", "release_compiler_memory"): "use `release_startup_memory`",
+    ("realtime", "release_file_pages"): "use `release_startup_memory`",
+    ("mqtt", "read_interval_s"): "paho's network thread reads as packets arrive",
+    ("simulate", "max_lead_us"): "the simulator's default is used",
+}
 
 
 def _fmt_default(k: Key) -> str:

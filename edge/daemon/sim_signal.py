@@ -82,10 +82,6 @@ class SignalAcquisition:
         self._Y = np.zeros((0, 0))
         self._F = np.zeros(0, np.uint8)
         self._k0 = 0
-        # one-row reads at the real clock: a sleep to the sample's due time and a copy
-        self._one = clock == "real"
-        self._limit = min(x for x in (self.total, self.dead_at, 2 ** 62) if x is not None)
-        self._ns_per = 1e9 / self.rate
 
     @property
     def source(self):
@@ -120,56 +116,42 @@ class SignalAcquisition:
         return self._start_ns
 
     def read(self, out_values, out_t_ns, out_flags) -> int:
+        """Up to ``n`` rows (the length of the outputs) into the outputs; returns how many
+        (fewer only at the end of a prepared chunk or of the simulation). With the real clock
+        it returns, like the driver, when the last of them is due (its DRDY time)."""
         k = self.k
-        if self._one and out_values.shape[0] == 1 and self.start is not None \
-                and k < self._limit:
-            # one sample (the default configuration): its DRDY is at start + k / rate
-            j = k - self._k0
-            if j >= self._F.shape[0]:
-                self._prepare()
-                j = 0
-            rem = self._start_ns + int(k * self._ns_per) - time.monotonic_ns()
-            if rem > 0:
-                time.sleep(rem * 1e-9)
-            out_values[0] = self._Y[j]
-            out_t_ns[0] = k * self.dt_ns
-            out_flags[0] = self._F[j]
-            self.k = k + 1
-            return 1
         if self.start is None:
             self._start_ns = time.monotonic_ns()
             self.start = self._start_ns * 1e-9
         nmax = out_values.shape[0]
         if self.total is not None:
-            if self.k >= self.total:
-                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
-            nmax = min(nmax, self.total - self.k)
+            if k >= self.total:
+                raise SimulationFinished(f"simulated duration reached ({k} samples)")
+            nmax = min(nmax, self.total - k)
         if self.dead_at is not None:
-            if self.k >= self.dead_at:
+            if k >= self.dead_at:
                 time.sleep(self.drdy_timeout_s)
                 raise HardwareError(f"ADS1256: DRDY did not go low within "
                                     f"{self.drdy_timeout_s * 1e3:.0f} ms (line dead?)")
-            nmax = min(nmax, self.dead_at - self.k)
-        if self.clock == "real":
-            # like the driver, return when all nmax rows are in (one wake-up per read)
-            while True:
-                due = int((time.monotonic() - self.start) * self.rate) + 1
-                avail = due - self.k
-                if avail >= nmax:
-                    break
-                # sample k + nmax - 1 is due (its DRDY) at start + (k + nmax - 1) / rate
-                time.sleep(max(0.0, (self.k + nmax - 1) / self.rate
-                               - (time.monotonic() - self.start)))
-            nmax = min(nmax, avail)
-        j = self.k - self._k0
+            nmax = min(nmax, self.dead_at - k)
+        j = k - self._k0
         if j >= self._F.shape[0]:
             self._prepare()
             j = 0
         n = min(nmax, self._F.shape[0] - j)
-        out_values[:n] = self._Y[j:j + n]
-        out_flags[:n] = self._F[j:j + n]
-        out_t_ns[:n] = (self.k + np.arange(n)) * self.dt_ns
-        self.k += n
+        if self.clock == "real":  # sample k + n - 1 is due at start + (k + n - 1) / rate
+            rem = self._start_ns + (k + n - 1) * self.dt_ns - time.monotonic_ns()
+            if rem > 0:
+                time.sleep(rem * 1e-9)
+        if n == 1:
+            out_values[0] = self._Y[j]
+            out_flags[0] = self._F[j]
+            out_t_ns[0] = k * self.dt_ns
+        else:
+            out_values[:n] = self._Y[j:j + n]
+            out_flags[:n] = self._F[j:j + n]
+            out_t_ns[:n] = (k + np.arange(n)) * self.dt_ns
+        self.k = k + n
         return n
 
     def close(self) -> None:
@@ -228,24 +210,6 @@ class LimitedAcquisition:
             raise
         self.k += n
         return n
-
-    def one_row(self) -> tuple | None:
-        """The wrapped acquisition's :meth:`edge.hw.acquire.Acquisition.one_row` with its
-        ``read`` counted against the duration."""
-        get = getattr(self.acq, "one_row", None)
-        one = get() if get is not None else None
-        if one is None:
-            return None
-        read_one = one[0]
-
-        def read():
-            if self.total is not None and self.k >= self.total:
-                raise SimulationFinished(f"simulated duration reached ({self.k} samples)")
-            r = read_one()
-            self.k += 1
-            return r
-
-        return (read, *one[1:])
 
     def close(self) -> None:
         self.acq.close()

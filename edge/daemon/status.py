@@ -1,4 +1,4 @@
-"""Status, meta and health of the daemon, and the supervisor thread.
+"""Status, meta and health of the daemon, and its supervisor (run by the I/O thread).
 
 Mixed into :class:`edge.daemon.loop.Daemon` (one responsibility per module; the methods use
 the daemon's counters, which only the estimating thread writes).
@@ -80,7 +80,6 @@ class StatusMixin:
                             else self.latency_ring).summary(),
              "latency_from": "drdy" if self._t_off is not None else "ring",
              "latency_ring_us": self.latency_ring.summary(),
-             "estimate_in": "acquisition" if self.inline else "loop",
              "overruns": r.overruns, "lost_samples": r.lost, "ring_depth": r.available(),
              "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
              "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
@@ -113,7 +112,7 @@ class StatusMixin:
 
     def _row_rate(self) -> RowRate:
         """The delivered sample rate (:class:`edge.daemon.health.RowRate`), updated with the
-        newest sample in the ring (supervisor thread; the producer only appends)."""
+        newest sample in the ring (I/O thread; the producer only appends)."""
         rr = self.row_rate
         r = self.ring
         h = r.head
@@ -154,19 +153,28 @@ class StatusMixin:
             log.info("recovered: status running again")
             self._set_state("running")
 
-    def _supervise(self) -> None:
+    def _supervisor(self):
+        """The supervisor as a generator the I/O thread advances once per tick: scheduled
+        identifications, degraded/recovered status, systemd watchdog pings (only while
+        samples advance, and not with the MQTT network thread dead), health messages."""
         wd = ProgressWatchdog(self.notifier) if self.notifier is not None else None
         period_wd = (self.notifier.watchdog_s / 2) if (
             self.notifier is not None and self.notifier.watchdog_s) else None
         hi = self.cfg["mqtt"]["health_interval_s"]
+        step = min(hi, period_wd or hi, 0.5)
+        next_s = time.monotonic() + step
         next_h = time.monotonic() + hi
         every = self.cfg["inverse"]["identify_every_s"]
         next_id = time.monotonic() + every if every > 0 else None
-        while not self.stop_event.wait(min(hi, period_wd or hi, 0.5)):
+        while True:
+            yield
             now = time.monotonic()
+            if now < next_s:
+                continue
+            next_s = now + step
             if next_id is not None and now >= next_id and self.inverse is not None:
                 next_id = now + every
-                self._identify_due = True  # picked up by the estimating thread
+                self._identify_due = True  # picked up by the acquisition thread
             self._check_degraded()
             if wd is not None and period_wd:
                 # a paused loop still consumes samples, so progress = samples processed;

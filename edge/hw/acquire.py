@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.compiled import direct
-from edge.hw.decode import COUNTS, LAST_T, N_REF, PostState, _post_one, _post_packed
+from edge.hw.decode import COUNTS, LAST_T, N_REF, PostState, _post_packed
 from edge.hw.ads1256 import (
     ADS1256, CODE_MAX, CODE_MIN, PGA_CODES, DrdyTimeout, _nearest_rate, input_index, lsb_volts,
     mux_byte,
@@ -157,18 +156,10 @@ class Acquisition:
         self._n_ref = ps.view(N_REF)
         self._counts = ps.view(COUNTS)  # rows, saturated, gaps, suspect
         self.started = False
-        # one-row output arrays already checked (by identity): the daemon reads into the same
-        # slot views again and again; C-contiguous outputs go to the post-processing's
-        # compiled entry point (edge.compiled.direct: no per-call type dispatch)
-        self._checked: dict[int, tuple] = {}
-        one = (np.zeros((1, nch)), np.zeros(1, np.int64), np.zeros(1, np.uint8))
-        self._post_c = direct(_post_packed, (self._codes, 0, *one, *ps.args))
         # compile (or load from numba's cache) the post-processing now, not on the first
         # sample: zero rows change nothing
-        self._post_c(self._codes, 0, *one, *ps.args)
-        # the one-row continuous read (read_one + _post_one): set by start(), None when off
-        self._one: tuple | None = None
-        self._post1 = direct(_post_one, (0, 0, 0, 0, self._codes, *one, *ps.args))  # compiled
+        _post_packed(self._codes, 0, np.zeros((1, nch)), np.zeros(1, np.int64),
+                     np.zeros(1, np.uint8), *ps.args)
 
     @property
     def counts(self) -> dict:
@@ -198,30 +189,12 @@ class Acquisition:
         self._last_t[:] = 0
         self._n_ref[:] = 0
         self.started = True
-        self.bind()
-
-    def bind(self) -> None:
-        """Take the calls of the one-row continuous read (:meth:`read`); done by
-        :meth:`start`, again after replacing one of them (the benchmarks' instrumentation)."""
-        if self.started and self.mode == "continuous":
-            self.adc.bind_ports()
-            self._one = (self.adc.read_one, self._post1, self._codes, *self._ps.args)
-
-    def one_row(self) -> tuple | None:
-        """The one-row continuous read in two parts, for a caller that post-processes in its
-        own compiled call (the daemon, :func:`edge.daemon.fastpath._sample_wire`):
-        ``(read, post, codes, f8, i8)`` with ``read() -> (bytes, t_ns)``
-        (:meth:`~edge.hw.ads1256.ADS1256.read_one`), ``post`` the compiled
-        :func:`~edge.hw.decode._post_one` and its code buffer and state; None unless started
-        in continuous mode. Taken again after :meth:`bind`."""
-        return self._one
 
     def stop(self) -> None:
         """Leave RDATAC / stop cycling; CS released. ``start()`` again to resume."""
         if not self.started:
             return
         self.started = False
-        self._one = None
         if self.mode == "continuous":
             self.adc.stop_continuous()
         else:
@@ -270,33 +243,10 @@ class Acquisition:
         ------
         DrdyTimeout
             ``exc.n_read`` rows were filled (and post-processed) before the timeout.
-
-        Notes
-        -----
-        One row in continuous mode into C-contiguous arrays seen before (the daemon's
-        per-sample read into its ring slots) takes a shorter path with the same effect:
-        :meth:`~edge.hw.ads1256.ADS1256.read_one` (the same port calls as
-        ``read_continuous``) and one compiled call that decodes the three bytes and
-        post-processes the row (:func:`edge.hw.decode._post_one`).
         """
-        ok = self._checked.get(id(out_values))
-        if ok is None or ok[0] is not out_values or ok[1] is not out_t_ns \
-                or ok[2] is not out_flags:
-            ok = self._check(out_values, out_t_ns, out_flags)
-        elif ok[4] and self._one is not None:
-            # one row of continuous mode into checked contiguous arrays (the daemon's
-            # per-sample read): the driver's bytes and DRDY time straight into one compiled
-            # call that decodes and post-processes them
-            read_one, post1, codes, f8, i8 = self._one
-            try:
-                b, t = read_one()
-            except DrdyTimeout as exc:
-                exc.n_read = 0
-                raise
-            return post1(b[0], b[1], b[2], t, codes, out_values, out_t_ns, out_flags, f8, i8)
+        n = self._check_out(out_values, out_t_ns, out_flags)
         if not self.started:
             raise RuntimeError("Acquisition.read: call start() first")
-        n = ok[3]
         if self._codes.shape[0] < n:
             self._codes = np.zeros((n, self.nch), dtype=np.int64)
         codes = self._codes
@@ -312,25 +262,11 @@ class Acquisition:
         except DrdyTimeout as exc:
             n_done = exc.n_read if self.mode == "continuous" else self._rows_done
             err = exc
-        (self._post_c if ok[4] else _post_packed)(codes, n_done, out_values, out_t_ns,
-                                                  out_flags, *self._ps.args)
+        _post_packed(codes, n_done, out_values, out_t_ns, out_flags, *self._ps.args)
         if err is not None:
             err.n_read = n_done
             raise err
         return n_done
-
-    def _check(self, values, t_ns, flags) -> tuple:
-        """Check the output arrays: ``(values, t_ns, flags, n, C-contiguous)``; one-row
-        outputs are remembered by identity (up to 16,384: the daemon's ring slots)."""
-        n = self._check_out(values, t_ns, flags)
-        contiguous = (values.flags.c_contiguous and t_ns.flags.c_contiguous
-                      and flags.flags.c_contiguous)
-        ok = (values, t_ns, flags, n, contiguous)
-        if n == 1:  # the per-sample reads (one entry holds three one-row views alive)
-            if len(self._checked) >= 16384:
-                self._checked.clear()
-            self._checked[id(values)] = ok
-        return ok
 
     def _cycle(self, codes, out_t_ns, n) -> None:
         adc, nch, muxes, adcons = self.adc, self.nch, self._muxes, self._adcons

@@ -3,9 +3,7 @@
 RDATAC is issued after DRDY falls and keeps CS low; each conversion is then shifted out as
 three bytes after its DRDY falls (no command), until SDATAC. Per sample the driver reads the
 DRDY level, waits for the falling edge when it is high, reads the clock and clocks three
-bytes: :meth:`ContinuousReads.read_continuous` for a block of rows,
-:meth:`ContinuousReads.read_one` for the per-sample read (the same port calls, with the port
-methods bound once).
+bytes: :meth:`ContinuousReads.read_continuous`.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ class ContinuousReads:
         self._command([RDATAC], self.t11_long_ns)
         self.continuous = True
         self._rdatac_end = self._last_cmd_end
-        self.bind_ports()
         # wait for the *next* falling edge (DRDY is still low from the skipped conversion)
         g, pin = self.gpio, self.pins.drdy
         if g.wait_for_edge(pin, g.FALLING, timeout=max(1, math.ceil(
@@ -70,34 +67,6 @@ class ContinuousReads:
             out_codes[i] = raw - 0x1000000 if raw & 0x800000 else raw
             out_t_ns[i] = t
         return n
-
-    def bind_ports(self) -> None:
-        """Take the port methods :meth:`read_one` calls (done by :meth:`start_continuous`;
-        again after replacing a port's method, as the benchmarks' instrumentation does)."""
-        g = self.gpio
-        self._ports = (g.input, g.wait_for_edge, g.FALLING, self.pins.drdy,
-                       self.clock.monotonic_ns, self.spi.readbytes, self._slice_ms)
-
-    def read_one(self) -> tuple[list[int], int]:
-        """One RDATAC conversion: ``(b, t_ns)``, its three data bytes (MSB first) and DRDY
-        time [ns] (the signed code is :func:`code_from_bytes` of ``b``).
-
-        The per-sample read of :meth:`edge.hw.acquire.Acquisition.read`: the same port calls
-        in the same order as :meth:`read_continuous` for one row (DRDY level, first edge-wait
-        slice, clock, three bytes), with the port methods bound once (:meth:`bind_ports`).
-        Raises :class:`DrdyTimeout` like :meth:`wait_drdy`.
-        """
-        if not self.continuous:
-            raise ADS1256Error("read_one: call start_continuous() first")
-        ginput, wait_edge, falling, pin, now, readbytes, slice_ms = self._ports
-        if ginput(pin) == 0 or wait_edge(pin, falling, timeout=slice_ms) is not None:
-            t = now()
-        else:
-            t = self._drdy_after_slice()
-        if self._rdatac_end:  # t6 after RDATAC before the first data read
-            self._wait_since(self._rdatac_end, self.t6_ns)
-            self._rdatac_end = 0
-        return readbytes(3), t
 
     def stop_continuous(self) -> None:
         """SDATAC (after DRDY falls and before it rises again, per the datasheet); CS high."""

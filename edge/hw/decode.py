@@ -159,15 +159,3 @@ def _post_packed(codes, n, values, t_ns, flags, f8, i8):  # pragma: no cover - c
           f8[o[PERIOD]], f8[o[STEP]:o[STEP] + nch],
           i8[o[REF]:o[REF] + 2 * nch].reshape((nch, 2)), i8[o[N_REF]:o[N_REF] + nch],
           i8[o[N_BAD]:o[N_BAD] + nch], i8[o[COUNTS]:o[COUNTS] + 4])
-
-
-@njit(cache=True, nogil=True)
-def _post_one(b0, b1, b2, t, codes, values, t_ns, flags, f8, i8):  # pragma: no cover - compiled
-    """One row of continuous mode from its wire bytes: the signed 24-bit code of the three
-    data bytes ``b0 b1 b2`` (MSB first) to ``codes[0, 0]``, the DRDY time ``t`` [ns] to
-    ``t_ns[0]``, then :func:`_post_packed` on that row; returns 1 (rows)."""
-    raw = (b0 << 16) | (b1 << 8) | b2
-    codes[0, 0] = raw - 0x1000000 if raw & 0x800000 else raw
-    t_ns[0] = t
-    _post_packed(codes, 1, values, t_ns, flags, f8, i8)
-    return 1

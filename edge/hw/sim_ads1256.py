@@ -45,7 +45,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -57,9 +56,6 @@ from edge.hw.ads1256 import (
 from edge.hw.ports import Pins
 from edge.hw.sim_converter import (_RATE_OF_CODE, FSC_IDEAL, OFC_ALPHA,  # noqa: F401
                                    RESET_VALUES, ConverterModel)
-
-if TYPE_CHECKING:  # sim_ports imports this module
-    from edge.hw.sim_ports import SimClock
 
 __all__ = ["ProtocolViolation", "Faults", "SimulatedADS1256", "RESET_VALUES", "FSC_IDEAL",
            "OFC_ALPHA"]
@@ -128,7 +124,7 @@ class SimulatedADS1256(ConverterModel):
         Raise :class:`ProtocolViolation` on a violation (always counted in ``violations``).
     """
 
-    def __init__(self, source, clock: "SimClock", *, pins: Pins = Pins(),
+    def __init__(self, source, clock, *, pins: Pins = Pins(),
                  fclkin_hz: float = 7.68e6, vref: float = 2.5, seed: int = 0,
                  faults: Faults | None = None, noise_v: float = 0.0,
                  offset_error_v: float = 0.0, gain_error: float = 0.0, strict: bool = True):
