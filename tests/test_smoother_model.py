@@ -191,5 +191,5 @@ def test_build_report_describes_the_smoother(strip, tmp_path):
     _, res = strip
     html = (write_build_report(res, tmp_path / "rep") / "index.html").read_text()
     assert "Kalman fixed-lag smoother, lag 20 (20 ms)" in html
-    assert "F110: bandpass 5-160 Hz, rms 1, order 4" in html
+    assert "F110: bandpass 5-160 Hz, rms 1, roll-off orders 4/4" in html
     assert f"F110 {res.bundle.kf['std'][0]:.4g}" in html and "L-curve" not in html

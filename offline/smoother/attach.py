@@ -89,6 +89,6 @@ def with_load_levels(bundle: Bundle, grid=LEVELS, scale_noise: bool = False) -> 
     kf.update(level_arrays(bundle, fms, int(e["lag"]), float(e.get("model_error", 0.0)),
                            corr=corr, grid=grid, scale_noise=scale_noise))
     meta = dict(bundle.meta)
-    meta["estimator"] = {**e, "load_levels": [float(g) for g in grid],
+    meta["estimator"] = {**e, "load_levels": [float(g) for g in kf["level_grid"]],
                          "load_levels_scale_noise": bool(scale_noise)}
     return bundle.replace(kf=kf, meta=meta)

@@ -143,6 +143,23 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
     Cz = _rows(Phi, w2, Ct, PhiB, Cf, bundle.outputs, ns)
     Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
     R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
+    P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg)
+    blind = [f.name for f, fm, sd in zip(bundle.forces, force_models, std)
+             if fm.kind == "bandpass" and sd > 0.99 * fm.rms]
+    if blind:  # the smoothed force is its prior: the sensors say nothing about it
+        raise EstimatorError(f"forces are not identifiable from the sensors (not seen by any "
+                             f"channel: {', '.join(blind)}); add a sensor at or near each force")
+    return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
+                          Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
+                          proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
+                          n_rigid=int(np.sum(rigid)), anchor_hz=anchor)
+
+
+def steady_gains(A, H, Q, R, Cq, lag: int, linalg=None):
+    """Steady-state filter and fixed-lag smoother gains of ``x+ = A x + w (Q)``, ``y = H x + v
+    (R)``, for the quantities ``Cq x``: ``(P, K, Sinv, G, std, std_filtered, rho)`` (module
+    docstring of :mod:`offline.smoother` and docs/smoother.md for the equations)."""
+    linalg = linalg or need("scipy.linalg")
     # state scaling for the Riccati solve: stationary std of each state (open loop)
     P = _dare(A, H, Q, R, linalg)
     # S = H P H^T + R;  K = P H^T S^-1                      (filter gain)
@@ -156,7 +173,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
         raise EstimatorError(f"the Kalman predictor is not stable (spectral radius {rho:.6f}); "
                              "the forces are not observable from the sensors")
     nq = Cq.shape[0]
-    G = np.zeros((lag + 1, nq, len(bundle.channels)))
+    G = np.zeros((lag + 1, nq, H.shape[0]))
     # x_{k-L|k} = x_{k-L|k-L} + sum_{j=1..L} P (Abar^T)^j H^T S^-1 e_{k-L+j}
     Pj = P.copy()                # P (Abar^T)^j
     HtSi = H.T @ Sinv
@@ -170,15 +187,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
         Pj = Pj @ Abar.T
     std = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, Ps, Cq), 0.0, None))
     stdf = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, Pf, Cq), 0.0, None))
-    blind = [f.name for f, fm, sd in zip(bundle.forces, force_models, std)
-             if fm.kind == "bandpass" and sd > 0.99 * fm.rms]
-    if blind:  # the smoothed force is its prior: the sensors say nothing about it
-        raise EstimatorError(f"forces are not identifiable from the sensors (not seen by any "
-                             f"channel: {', '.join(blind)}); add a sensor at or near each force")
-    return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
-                          Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
-                          proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
-                          n_rigid=int(np.sum(rigid)), anchor_hz=anchor)
+    return P, K, Sinv, G, std, stdf, rho
 
 
 def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.01):

@@ -22,11 +22,10 @@ or ``noise_std``) stays where it is.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from offline.smoother.gains import design_smoother
+from edge.estimator.operator import EstimatorError
+from offline.smoother.gains import design_smoother, steady_gains
 
 #: default grid: 10^-2 .. 10^1.5 of the designed RMS in steps of 10^0.25 (x1.78)
 LEVELS = 10.0 ** np.arange(-2.0, 1.5001, 0.25)
@@ -37,29 +36,39 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
     """The ``kf_level_*`` arrays (without the prefix) of the smoother at each level of
     ``grid`` (factors of the force models' RMS; must contain 1); ``scale_noise``: the
     sensors' noise std scales with the level too (a noise declared relative to the
-    signal)."""
+    signal).
+
+    The step matrix ``A`` does not depend on the level and the process noise is exactly
+    ``g^2 Q`` (the forces' and the model-error noise both scale with the forces' power), so
+    one discretisation serves every level; each level is one Riccati solution. A level
+    whose Riccati equation has no stabilising solution (an extreme one on an ill-conditioned
+    model) is left out of the grid."""
     grid = np.asarray(grid, dtype=float)
     if not np.any(np.isclose(grid, 1.0)):
         raise ValueError("the level grid must contain the designed level 1")
-    K, G, Sinv, Wt, std, S = [], [], [], [], [], []
+    d1 = design_smoother(bundle, force_models, lag, model_error, corr=corr)
+    keep, K, G, Sinv, Wt, std, S = [], [], [], [], [], [], []
     for g in grid:
-        fms = [replace(fm, rms=fm.rms * g) for fm in force_models]
-        b = bundle
-        if scale_noise:  # weight = 1 / sigma^2, sigma times g
-            b = bundle.replace(channels=[replace(c, weight=c.weight / g ** 2)
-                                         for c in bundle.channels])
-        d = design_smoother(b, fms, lag, model_error, corr=corr)
-        K.append(d.K)
-        G.append(d.G)
-        Sinv.append(d.Sinv)
-        Lc = np.linalg.cholesky(0.5 * (d.Sinv + d.Sinv.T))
+        # Q(g) = g^2 Q(1); R(g) = g^2 R(1) for a relative noise, else R(1)
+        R = d1.R * (g ** 2 if scale_noise else 1.0)
+        try:
+            _, k, si, gg, sd, _, _ = steady_gains(d1.A, d1.H, g ** 2 * d1.Q, R, d1.Cq, lag)
+        except EstimatorError:
+            if np.isclose(g, 1.0):
+                raise
+            continue
+        keep.append(g)
+        K.append(k)
+        G.append(gg)
+        Sinv.append(si)
+        Lc = np.linalg.cholesky(0.5 * (si + si.T))
         Wt.append(np.ascontiguousarray(Lc.T))
-        std.append(d.std)
-        S.append(np.linalg.inv(d.Sinv))
+        std.append(sd)
+        S.append(np.linalg.inv(si))
     nch = S[0].shape[0]
     # r(a, b) = tr(S_a^-1 S_b) / nch
-    nis = np.array([[np.trace(Sinv[a] @ S[b]) / nch for b in range(grid.size)]
-                    for a in range(grid.size)])
-    return {"level_grid": grid, "level_K": np.array(K), "level_G": np.array(G),
+    nis = np.array([[np.trace(Sinv[a] @ S[b]) / nch for b in range(len(keep))]
+                    for a in range(len(keep))])
+    return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
             "level_std": np.array(std), "level_nis": nis}
