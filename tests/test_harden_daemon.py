@@ -13,7 +13,7 @@ import pytest
 from edge.daemon.app import build_daemon, run_daemon
 from edge.daemon.config import config_from_dict
 from edge.daemon.mqtt import CommandError, CommandRegistry, Publisher, decode_estimates
-from edge.daemon.recorder import Recorder, read_recording_full
+from edge.daemon.recorder import Recorder, read_file, read_recording_full
 from conftest import free_port
 from helpers import chain_bundle
 
@@ -189,8 +189,8 @@ class _QuotaFile:
     """A file on a 'disk' of ``quota`` bytes shared by the directory: writes past it are
     short, then fail with ENOSPC, like a full file system."""
 
-    def __init__(self, path, quota):
-        self.f = open(path, "wb", buffering=0)
+    def __init__(self, path, quota, mode="wb"):
+        self.f = open(path, mode, buffering=0)
         self.dir, self.quota = path.parent, quota
 
     def _free(self):
@@ -213,8 +213,8 @@ def _quota(monkeypatch, quota):
     import edge.daemon.recorder as R
 
     def fake_open(path, mode="r", buffering=-1, *a, **k):
-        if str(path).endswith(".vsr") and "w" in mode:
-            return _QuotaFile(path, quota)
+        if str(path).endswith(".vsr") and ("w" in mode or "x" in mode):
+            return _QuotaFile(path, quota, mode)
         return builtins.open(path, mode, buffering, *a, **k)
 
     monkeypatch.setattr(R, "open", fake_open, raising=False)
@@ -226,26 +226,36 @@ def _data(n, nch=3, seed=0):
     return seq, seq * 1_000_000, rng.standard_normal((n, nch)), np.zeros(n, np.uint8)
 
 
-def test_full_disk_reclaims_oldest_files_and_keeps_records_aligned(tmp_path, monkeypatch):
-    """ENOSPC: the oldest closed files are deleted and the write retried; files stay whole
-    records (a short write is cut back), the newest data is complete."""
+def test_full_disk_reclaims_earlier_runs_never_this_one(tmp_path, monkeypatch):
+    """ENOSPC: the closed files of an earlier run are deleted and the write retried; this
+    run's files are never deleted (issue 26 item 1: the writer deleted the file it was
+    writing, 67 % of a run lost silently); once nothing of an earlier run is left, new
+    chunks are dropped and counted. Files stay whole records (a short write is cut back)."""
+    seq, t, v, f = _data(20_000)
+    old = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, device="earlier")
+    old.append_raw(seq[:3000], t[:3000], v[:3000], f[:3000])
+    old.close()
     quota = [300_000]  # bytes: the disk fills at ~7,000 records of 41 bytes
     _quota(monkeypatch, quota)
-    seq, t, v, f = _data(20_000)
     r = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, rotate_mb=0.05,
-                 max_disk_mb=10.0, chunk=100)
+                 max_disk_mb=10.0, chunk=100, retry_s=0.0, device="this")
     for i in range(0, 20_000, 100):
         r.append_raw(seq[i:i + 100], t[i:i + 100], v[i:i + 100], f[i:i + 100])
         assert r.idle.wait(10)  # a disk that keeps up (the daemon's loop never waits)
     r.close()
-    assert r.stats["write_errors"] > 0 and r.stats["files_deleted"] > 0
-    assert r.stats["dropped_samples"] == 0  # space was reclaimed each time
-    rec = read_recording_full(tmp_path)
-    assert rec.truncated_bytes == 0
-    # the newest, contiguous tail survived, bit for bit (reference: the input arrays)
-    assert rec.seq[-1] == 19_999
-    np.testing.assert_array_equal(rec.seq, np.arange(rec.seq[0], 20_000))
-    np.testing.assert_array_equal(rec.values, v[rec.seq[0]:])
+    assert r.stats["write_errors"] > 0
+    assert r.stats["files_deleted"] == 1  # the earlier run's one file, nothing of this run
+    mine = [read_file(p) for p in sorted(tmp_path.glob("*.vsr"))]
+    assert all(m.header["device"] == "this" for m in mine)
+    got = np.concatenate([m.seq for m in mine])
+    # every row is either on the disk or counted as dropped (reference: the 20,000 appended)
+    assert got.size + r.stats["dropped_raw"] == 20_000 and r.stats["dropped_raw"] > 0
+    assert r.stats["raw_samples"] == got.size
+    # the oldest data of this run is kept whole: the head up to the first drop is contiguous
+    np.testing.assert_array_equal(got[:6000], np.arange(6000))
+    np.testing.assert_array_equal(np.concatenate([m.values for m in mine]), v[got])
+    assert all(m.truncated_bytes == 0 for m in mine)
+    assert "No space left" in r.problem and "this run's files are kept" in r.problem
 
 
 def test_unwritable_disk_drops_counts_and_recovers(tmp_path, monkeypatch):

@@ -183,7 +183,9 @@ SCHEMA: tuple[Section, ...] = (
         Key("fsync_interval_s", "float", 1.0, "Flush and fsync at least this often (bounds "
             "what a power cut can lose).", unit="s", min=0.01, max=600.0),
         Key("max_disk_mb", "float", 2048.0, "Cap on the recording directory; the oldest "
-            "files are deleted (counted in health).", unit="MB", min=0.01, max=1e7),
+            "files are deleted (counted in health). A full disk deletes only earlier runs' "
+            "files, never this run's: past that, new data is dropped and counted and the "
+            "status is `degraded`.", unit="MB", min=0.01, max=1e7),
         Key("close_timeout_s", "float", 10.0, "At shutdown, time the writer gets to write "
             "what is queued; whatever the disk does, the daemon stops after this (the rest "
             "is counted as dropped).", unit="s", min=0.1, max=600.0),
