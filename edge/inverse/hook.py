@@ -43,7 +43,8 @@ class InversePort:
     inject : callable (f, substeps) -> first sample seq, or None
         Simulated rig only: apply the known excitation itself.
     locked : callable () -> str or None
-        Why model updates are refused now (e.g. the bundle's signature did not verify).
+        Why model updates are refused now (e.g. the bundle's signature did not verify, or
+        the estimator cannot take a new model: the Kalman smoother).
     """
 
     bundle: Callable[[], Any]
@@ -70,8 +71,12 @@ class InversePort:
             def publish(topic: str, obj: dict) -> None:
                 pub.send(getattr(pub.topics, topic), json.dumps(obj).encode())
         inject = getattr(source, "inject_excitation", None)
+        signature = locked or _unlocked
+
+        def why_locked() -> str | None:  # the estimator's own refusal first (smoother)
+            return est.update_refused() or signature()
         return cls(bundle, swap, publish, nch, inject if callable(inject) else None,
-                   locked or _unlocked)
+                   why_locked)
 
 
 class InverseHook:
