@@ -57,7 +57,7 @@ SCHEMA: tuple[Section, ...] = (
     )),
     Section("bundle", "The model bundle built offline (`vsense-offline build`).", (
         Key("path", "str", "/var/lib/vsense/bundle.npz", "Bundle file (.npz); relative paths "
-            "are relative to the config file."),
+            "are relative to the config file.", pattern=r"^.+$"),
         Key("block", "int", 1, "Samples per estimator call (1 = per sample, lowest latency; "
             "larger blocks raise throughput).", unit="samples", min=1, max=4096),
         Key("public_key", "str", "", "Ed25519 public key (PEM file) of the bundle signer. "
@@ -85,7 +85,8 @@ SCHEMA: tuple[Section, ...] = (
         Key("buffer", "bool", False, "Enable the analog input buffer."),
         Key("vref", "float", 2.5, "Reference voltage.", unit="V", min=0.5, max=5.0),
         Key("mode", "str", "cycle", "`cycle`: mux cycled through the channels each sample; "
-            "`continuous`: one channel read with RDATAC.", choices=("cycle", "continuous")),
+            "`continuous`: one channel read with RDATAC. One channel is always read "
+            "continuously, several always cycled.", choices=("cycle", "continuous")),
         Key("drdy_timeout_ms", "float", 100.0, "DRDY not seen for this long = hardware "
             "error (exit code 4).", unit="ms", min=1.0, max=10_000.0),
     )),
@@ -95,12 +96,13 @@ SCHEMA: tuple[Section, ...] = (
         Key("pin", "str", REQUIRED, "Positive input.", choices=ADS1256_PINS),
         Key("pin_neg", "str", "AINCOM", "Negative input.", choices=ADS1256_PINS),
         Key("sensitivity", "float", 1.0, "Sensor sensitivity, volts per physical unit "
-            "(e.g. 0.1 V/(m/s^2)); must not be 0.", unit="V/unit"),
-        Key("offset", "float", 0.0, "Voltage at zero physical value.", unit="V"),
+            "(e.g. 0.1 V/(m/s^2)); must not be 0.", unit="V/unit", min=-1e12, max=1e12),
+        Key("offset", "float", 0.0, "Voltage at zero physical value.", unit="V", min=-100.0,
+            max=100.0),
         Key("unit", "str", "m/s^2", "Physical unit (documentation, published in `meta`)."),
         Key("saturation", "float", 4.9, "|volts| at or above this = saturated sample "
             "(flag bit2, treated like a missing value); full scale is 2 VREF/PGA.",
-            unit="V", min=0.0),
+            unit="V", min=0.0, max=100.0),
     ), array=True, min_items=1, max_items=8),
     Section("faults", "Handling of bad (non-finite or saturated) samples.", (
         Key("bad_sample_limit", "int", 50, "After this many consecutive bad samples of a "
@@ -125,7 +127,8 @@ SCHEMA: tuple[Section, ...] = (
     )),
     Section("mqtt", "MQTT publishing (paho-mqtt 2.x).", (
         Key("enabled", "bool", True, "Publish over MQTT."),
-        Key("host", "str", "localhost", "Broker host."),
+        Key("host", "str", "localhost", "Broker host (name or address).",
+            pattern=r"^[A-Za-z0-9_.:%-]{1,253}$"),
         Key("port", "int", 1883, "Broker port (8883 usual for TLS).", min=1, max=65535),
         Key("keepalive", "int", 30, "Keep-alive interval.", unit="s", min=5, max=3600),
         Key("base_topic", "str", "vsense", "Topic root: topics are `<base>/<device id>/...`.",
@@ -174,7 +177,8 @@ SCHEMA: tuple[Section, ...] = (
             "estimation or MQTT: data it cannot write in time is dropped, counted in health "
             "(`dropped_samples`) and the status says `degraded` with the reason.", (
         Key("enabled", "bool", True, "Record raw samples (and estimates)."),
-        Key("dir", "str", "/var/lib/vsense/recordings", "Directory of the recording files."),
+        Key("dir", "str", "/var/lib/vsense/recordings", "Directory of the recording files.",
+            pattern=r"^.+$"),
         Key("estimates", "bool", True, "Also record estimates (`est-*.vsr`)."),
         Key("rotate_s", "float", 3600.0, "Start a new file after this long.", unit="s",
             min=1.0, max=86400.0 * 7),
@@ -268,18 +272,18 @@ SCHEMA: tuple[Section, ...] = (
         Key("file", "str", "", "Measurement CSV for `source = \"file\"`."),
         Key("load", "str", "random", "Load profile for `structure`.",
             choices=("random", "sine", "impulse", "chirp")),
-        Key("amplitude", "float", 1.0, "Load amplitude.", unit="N", min=0.0),
+        Key("amplitude", "float", 1.0, "Load amplitude.", unit="N", min=0.0, max=1e12),
         Key("frequency", "float", 10.0, "Sine frequency / chirp end frequency.", unit="Hz",
-            min=0.0),
+            min=0.0, max=1e6),
         Key("noise", "float", 0.0, "Measurement noise, standard deviation relative to the "
             "signal's.", min=0.0, max=10.0),
-        Key("seed", "int", 0, "Random seed.", min=0),
+        Key("seed", "int", 0, "Random seed.", min=0, max=2**63 - 1),
         Key("faults", "list[str]", [], "Injected faults, e.g. `nan:ch=0:at=1.5:n=10`, "
             "`saturate:...`, `drdy_dead:at=2.0` (see the simulator)."),
         Key("clock", "str", "real", "`real`: samples paced by the wall clock; `virtual`: "
             "as fast as the loop runs (tests, benchmarks).", choices=("real", "virtual")),
         Key("duration_s", "float", 0.0, "Stop after this much simulated time (0 = run "
-            "until stopped).", unit="s", min=0.0),
+            "until stopped).", unit="s", min=0.0, max=1e9),
         Key("max_lead_us", "float", 2000.0, "`adc` level, real clock: how far the simulated "
             "converter's time may run ahead of the wall clock (short waits then cost no "
             "sleep; 0 = DRDY times are wall-clock times, needed to measure latency from "

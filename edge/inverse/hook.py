@@ -98,10 +98,12 @@ class InverseHook:
         self.base_id = getattr(port.bundle(), "bundle_id", "bundle")
 
     @classmethod
-    def attach(cls, daemon, port: InversePort, auto_update: bool = False) -> "InverseHook":
-        """Create the runtime of the port's bundle (sessions, check sets) and set
-        ``daemon.inverse``; raises :class:`InverseMapError`."""
-        hook = cls(InverseRuntime.from_bundle(port.bundle()), port, auto_update)
+    def attach(cls, daemon, port: InversePort, auto_update: bool = False,
+               runtime: InverseRuntime | None = None) -> "InverseHook":
+        """Set ``daemon.inverse`` to a hook on ``runtime``, by default the runtime of the
+        port's bundle (sessions, check sets; raises :class:`InverseMapError`)."""
+        rt = runtime if runtime is not None else InverseRuntime.from_bundle(port.bundle())
+        hook = cls(rt, port, auto_update)
         daemon.inverse = hook
         return hook
 
