@@ -352,7 +352,9 @@ def test_row_rate_measures_the_delivered_rate_against_the_bundle():
     assert rr.problem() is None                    # -0.40 % is within 0.5 %
     rr.update(2000, 2_014_100_000)                 # next window: 1000 in 1.0101 s (-1.0 %)
     p = rr.problem()
-    assert p is not None and "1 % below the bundle's 1000/s" in p and "rate_tolerance" in p
+    assert p is not None and "below the bundle's 1000/s" in p and "rate_tolerance (0.5 %)" in p
+    rr.update(3000, 3_029_100_000)                 # -1.5 %: the same problem, the same text
+    assert rr.deviation == pytest.approx(1 / 1.015 - 1, rel=1e-9) and rr.problem() == p
     assert RowRate(1000.0, 0.0, 1.0).problem() is None  # tolerance 0: no check
     rr.update(5, 2_100_000_000)                    # sequence restarted: new window
     assert rr._ref == (5, 2_100_000_000)
@@ -371,5 +373,49 @@ def test_samples_at_another_rate_than_the_bundle_make_the_device_degraded(tmp_pa
     # closed form: rows 1.02 dt apart -> rate / (1 / dt) - 1 = 1 / 1.02 - 1 = -0.0196
     assert h["rate_deviation"] == pytest.approx(1 / 1.02 - 1, abs=1e-4)
     assert h["rate_hz"] == pytest.approx(d.rate / 1.02, rel=1e-4)
-    assert "2 % below the bundle's" in d.degraded_reason
+    assert "below the bundle's 1000/s" in d.degraded_reason
     assert h["degraded"] == d.degraded_reason
+
+
+def test_retained_status_is_published_only_when_the_problem_changes():
+    """Issue 26 item 6: the degraded reason carried the live rate, so the retained status
+    was republished every health interval (589 retained messages in 10 minutes). Through
+    edge.daemon.status.StatusMixin._check_degraded with the real RowRate: a rate that keeps
+    drifting below the bundle's gives one `degraded` status, a rate back in tolerance one
+    `running`, a rate above the bundle's one new `degraded`."""
+    from edge.daemon.health import RowRate
+    from edge.daemon.status import StatusMixin
+
+    class _Pub:
+        topics = type("T", (), {"status": "status"})()
+
+        def __init__(self):
+            self.sent = []
+
+        def set_retained(self, topic, payload):
+            self.sent.append(payload)
+
+    class _Dev(StatusMixin):
+        def __init__(self):
+            self.pub, self.notifier, self.rec = _Pub(), None, None
+            self.state, self.degraded_reason = "running", None
+            self.rr = RowRate(1000.0, 0.005, window_s=1.0)
+
+        def _problems(self):
+            return self.rr.problem()
+
+        def status_payload(self, **extra):
+            return dict(state=self.state, **extra)
+
+    d = _Dev()
+    t, seq = 0, 0
+    d.rr.update(seq, t)
+    for rate in (990.0, 985.0, 980.0, 975.0, 1000.0, 1000.0, 1020.0, 1025.0):
+        seq += 1000
+        t += int(round(1e9 * 1000 / rate))
+        d.rr.update(seq, t)
+        d._check_degraded()
+    states = [(p["state"], "below" in p.get("reason", ""), "above" in p.get("reason", ""))
+              for p in d.pub.sent]
+    assert states == [("degraded", True, False), ("running", False, False),
+                      ("degraded", False, True)]
