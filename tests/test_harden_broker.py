@@ -339,6 +339,19 @@ def test_default_broker_setup_is_tls_only_on_loopback_and_closed(tmp_path, monke
         assert run_daemon(cfg, simulate=True, install_signals=False) == 0
         assert view.wait(lambda: any(json.loads(x)["state"] == "stopped"
                                      for t, x in view.msgs))
+        # issue 26 item 6: the wrong protocol for the port is named (it logged only
+        # "Unspecified error"): plain MQTT to the TLS port, TLS to the plain port
+        from edge.daemon.mqtt import CommandRegistry, Publisher
+
+        for tls, where, named in ((False, tls_port, "is port %d a TLS listener?" % tls_port),
+                                  (True, port, "is port %d a TLS listener?" % port)):
+            m = dict(cfg["mqtt"], tls=tls, port=where, reconnect_min_s=5.0)
+            pub = Publisher(m, "tdev", CommandRegistry(), ncol=1, password=pw)
+            pub.start()
+            try:
+                assert pub.failed_event.wait(20) and named in (pub.last_error or "")
+            finally:
+                pub.stop(timeout=0.1)
     finally:
         for c in clients:
             c.close()
