@@ -62,6 +62,19 @@ def test_swap_on_the_smoother_is_refused_with_the_reason(smoother_bundle):
     assert est.update_refused() and REASON in est.update_refused()
 
 
+def test_auto_update_with_a_smoother_bundle_is_a_config_error(smoother_bundle, tmp_path):
+    from edge.daemon.app import StartupError, preflight
+
+    cfg = config_from_dict({
+        "device": {"id": "au"}, "bundle": {"path": str(smoother_bundle)},
+        "channels": [{"name": "d110", "pin": "AIN0"}], "mqtt": {"enabled": False},
+        "recorder": {"enabled": False}, "inverse": {"auto_update": True},
+        "simulate": {"level": "signal", "clock": "virtual"}})
+    with pytest.raises(StartupError, match=r"\[inverse\] auto_update: .*" + REASON) as e:
+        preflight(cfg, simulate=True)
+    assert e.value.code == 2
+
+
 def test_update_model_on_a_smoother_bundle_replies_why_over_mqtt(
         smoother_bundle, tmp_path, mosquitto, subscriber, caplog):
     dev = "updsm"

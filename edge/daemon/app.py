@@ -141,6 +141,8 @@ def preflight(cfg: Config, simulate: bool = False) -> Checked:
                 ArithmeticError) as e:  # a crafted entry: refused like any bad bundle
             raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {type(e).__name__}: "
                                             f"{e}") from None
+    if cfg["inverse"]["auto_update"] and est.update_refused():  # e.g. the Kalman smoother
+        raise StartupError(EXIT_CONFIG, f"[inverse] auto_update: {est.update_refused()}")
     _mqtt_settings(cfg)
     if cfg["recorder"]["enabled"]:
         _recording_dir_usable(cfg.resolve(cfg["recorder"]["dir"]))

@@ -123,7 +123,8 @@ SCHEMA: tuple[Section, ...] = (
         Key("map", "str", "", "Map to use for scheduled identifications (empty: the bundle's "
             "default map)."),
         Key("auto_update", "bool", False, "Apply an in-range identification to the estimator "
-            "at once (otherwise: the `update_model` command)."),
+            "at once (otherwise: the `update_model` command). Not with a Kalman-smoother "
+            "bundle, whose gains are computed offline (refused at start-up)."),
     )),
     Section("mqtt", "MQTT publishing (paho-mqtt 2.x).", (
         Key("enabled", "bool", True, "Publish over MQTT."),
