@@ -124,8 +124,9 @@ class Checked:
 def preflight(cfg: Config, simulate: bool = False) -> Checked:
     """Everything ``run`` checks before touching the hardware, in one place: ``check-config
     --bundle`` runs exactly this and :func:`build_daemon` starts with it. Bundle, channels,
-    signature, row rate against the bundle's rate, inverse maps, MQTT password and TLS
-    files; raises StartupError (exit code 2 or 3) naming the cause."""
+    signature, row rate against the bundle's rate, inverse maps (and ``auto_update``), MQTT
+    password and TLS files, the recording directory, with ``simulate`` the simulation's
+    faults and file; raises StartupError (exit code 2, 3 or 5) naming the cause."""
     est, rate, _ = load_estimator(cfg)
     updates_locked = check_signature(cfg, est)
     if not simulate or cfg["simulate"]["level"] == "adc":
