@@ -343,10 +343,13 @@ def test_default_broker_setup_is_tls_only_on_loopback_and_closed(tmp_path, monke
         # "Unspecified error"): plain MQTT to the TLS port, TLS to the plain port
         from edge.daemon.mqtt import CommandRegistry, Publisher
 
-        for tls, where, named in ((False, tls_port, "is port %d a TLS listener?" % tls_port),
-                                  (True, port, "is port %d a TLS listener?" % port)):
+        for tls, where, named, secret in (
+                (False, tls_port, "is port %d a TLS listener?" % tls_port, pw),
+                (True, port, "is port %d a TLS listener?" % port, pw),
+                # a refusal (CONNACK) stays a refusal, not "closed before the broker answered"
+                (True, tls_port, "broker refused the connection: Not authorized", "wrong")):
             m = dict(cfg["mqtt"], tls=tls, port=where, reconnect_min_s=5.0)
-            pub = Publisher(m, "tdev", CommandRegistry(), ncol=1, password=pw)
+            pub = Publisher(m, "tdev", CommandRegistry(), ncol=1, password=secret)
             pub.start()
             try:
                 assert pub.failed_event.wait(20) and named in (pub.last_error or "")

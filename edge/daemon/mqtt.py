@@ -180,6 +180,7 @@ class Publisher:
         self.last_error: str | None = None  # why the last connection attempt failed
         self.connected_event = threading.Event()  # set by the first successful CONNACK
         self.failed_event = threading.Event()  # set by every failed connection attempt
+        self._answered = False  # the broker answered (CONNACK) the current connection
         self._thread = threading.Thread(target=self._run, name="vsense-mqtt", daemon=True)
         # paho's network loop (connects, reconnects with backoff, reads, keep-alive); named
         # like paho's own thread
@@ -301,6 +302,7 @@ class Publisher:
 
     # -- paho callbacks (network thread) ------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties):
+        self._answered = True
         if reason_code.is_failure:
             self.stats["connect_failures"] += 1
             self.last_error = f"broker refused the connection: {reason_code}"
@@ -327,9 +329,10 @@ class Publisher:
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         with self.cond:
-            was, self.connected = self.connected, False
+            self.connected = False
+        answered, self._answered = self._answered, False
         self.stats["disconnects"] += 1
-        if not was and not self._stop:  # closed before the broker's CONNACK: name the cause
+        if not answered and not self._stop:  # closed before the broker's CONNACK
             self._closed_before_connack(reason_code)
             return
         if not self._stop:

@@ -292,7 +292,7 @@ class Recorder:
         fo = self.files[kind]
         k = f.write(data)
         if k != len(data):  # unbuffered file: a short write means the disk is full
-            raise OSError(errno.ENOSPC, "No space left on device (short write)")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the same reason text
         self.files[kind] = (fo[0], fo[1], fo[2], fo[3] + k, fo[4])
         self._dirty = True
         self.stats["bytes"] += k
@@ -325,7 +325,7 @@ class Recorder:
                     n += 1
             try:
                 if f.write(hb) != len(hb):
-                    raise OSError(errno.ENOSPC, "No space left on device (short write)")
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the same reason text
             except OSError:
                 f.close()
                 self._unlink(path)
