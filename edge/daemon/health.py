@@ -180,7 +180,9 @@ def drdy_offset_ns(acq, virtual: bool) -> int | None:
       :class:`edge.daemon.sim_signal.LimitedAcquisition`): used as given;
     * the ADS1256 driver: its clock's ``origin_ns`` (0 for the real clock, whose
       ``monotonic_ns`` is ``time.monotonic_ns``; the simulator's real-time clock counts
-      from its creation).
+      from its creation), unless the simulated converter's time may lead the wall clock
+      (``max_lead_ns`` > 0): its DRDY times lie up to that lead in the future, which made
+      the latency "from DRDY" negative; latency is then measured from the ring.
     """
     if virtual:
         return None
@@ -190,7 +192,7 @@ def drdy_offset_ns(acq, virtual: bool) -> int | None:
     clock = getattr(getattr(acq, "adc", None), "clock", None)
     if clock is None:
         return None
-    if getattr(clock, "virtual", False):
+    if getattr(clock, "virtual", False) or getattr(clock, "max_lead_ns", 0) > 0:
         return None
     if hasattr(clock, "origin_ns"):
         return int(clock.origin_ns)

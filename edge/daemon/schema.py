@@ -288,7 +288,8 @@ SCHEMA: tuple[Section, ...] = (
         Key("max_lead_us", "float", 2000.0, "`adc` level, real clock: how far the simulated "
             "converter's time may run ahead of the wall clock (short waits then cost no "
             "sleep; 0 = DRDY times are wall-clock times, needed to measure latency from "
-            "DRDY).", unit="us", min=0.0, max=100_000.0),
+            "DRDY; above 0 health measures it from the ring, `latency_from = ring`).",
+            unit="us", min=0.0, max=100_000.0),
     )),
 )
 
