@@ -16,7 +16,8 @@ What runs:
   recorder directory is a plain temporary directory and the disk fill is skipped, said in
   the report), ``max_disk_mb`` = 3/4 of the tmpfs;
 * at ``--fill-at-s`` a filler file takes all free space of the tmpfs for ``--fill-hold-s``
-  (the recorder must reclaim its oldest files and go on), then it is deleted;
+  (the recorder never deletes this run's files: it drops and counts new data, status
+  ``degraded``, while the disk is full), then it is deleted;
 * a QoS 1 subscriber with a persistent session collects every estimate and health message.
   It reconnects after 0.02-0.2 s, before the daemon (``--daemon-reconnect-min-s``, 0.5 s):
   Mosquitto does not queue messages for a persistent session restored after a restart until

@@ -2,12 +2,19 @@
 # Idempotent installer of the vsense edge daemon on Raspberry Pi OS 64-bit (bookworm or trixie;
 # Debian arm64 too), Raspberry Pi 3, 4 or 5.
 #
-#   sudo deploy/install.sh [--dry-run] [--with-mosquitto] [--src DIR] [--no-start] [--board MODEL]
+#   sudo deploy/install.sh [--dry-run] [--src DIR] [--no-start] [--board MODEL]
+#       [--listen ADDR]... [--websockets] [--ca-cert FILE --ca-key FILE]
+#       [--tls-cert FILE --tls-key FILE --ca-file FILE] [--insecure] [--no-mosquitto]
 #
 # Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv, /etc/vsense/edge.toml (kept if
-# present), /var/lib/vsense, the systemd unit, and optionally (--with-mosquitto) a local Mosquitto
-# broker with per-device credentials, an ACL (only the operator role may send commands) and a
-# WebSockets listener on 9001 (deploy/mosquitto.sh).
+# present), /var/lib/vsense, the systemd unit and a local Mosquitto broker (deploy/mosquitto.sh)
+# that is closed by default: per-device credentials, an ACL (only the operator role may send
+# commands), TLS with a CA made here by openssl (or yours: --ca-cert/--ca-key, or your server
+# certificate: --tls-cert/--tls-key/--ca-file), listeners on 127.0.0.1 and only the addresses
+# named with --listen (e.g. --listen 192.168.1.20 for operators on the LAN), WebSockets for the
+# browser dashboard only with --websockets. --insecure: no TLS (credentials and ACL stay);
+# --no-mosquitto: no local broker (set [mqtt] for yours). The shipped edge.toml accepts no
+# commands (`[mqtt] commands = []`): list the ones you want.
 # SPI and GPIO come from the distribution's prebuilt packages (python3-spidev, python3-rpi.gpio;
 # python3-rpi-lgpio on a Pi 5), seen by a venv made with --system-site-packages; vsense and its
 # base dependencies are wheels, so nothing is compiled. Only when a package is missing does it
@@ -16,17 +23,21 @@
 # Then put a bundle in place (see docs/daemon.md "Deployment") and start the service.
 set -euo pipefail
 
-DRY=0; MOSQ=0; START=1; BOARD=""
+DRY=0; MOSQ=1; START=1; BOARD=""; MQ_ARGS=()
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 PREFIX=/opt/vsense
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
-    --with-mosquitto) MOSQ=1 ;;
+    --with-mosquitto) MOSQ=1 ;;  # the default; kept for old command lines
     --no-start) START=0 ;;
     --src) SRC="$2"; shift ;;
     --board) BOARD="$2"; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --no-mosquitto) MOSQ=0 ;;
+    --insecure|--websockets) MQ_ARGS+=("$1") ;;
+    --listen|--ca-cert|--ca-key|--tls-cert|--tls-key|--ca-file|--tls-name)
+      MQ_ARGS+=("$1" "$2"); shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -55,7 +66,7 @@ echo "# board: $MODEL; source $SRC"
 # Python and the Pi's SPI/GPIO modules (functions in deploy/pi_python.sh)
 . "$(dirname "$0")/pi_python.sh"
 pi_system_packages
-[ "$MOSQ" -eq 1 ] && run apt-get install -y mosquitto
+[ "$MOSQ" -eq 1 ] && run apt-get install -y mosquitto openssl
 
 # user and groups (spi/gpio exist on Raspberry Pi OS; created if missing)
 for g in spi gpio; do
@@ -94,19 +105,33 @@ mosquitto_setup() {
   dev="$(sed -n 's/^id *= *"\([^"]*\)".*/\1/p' "$toml" | head -n 1)"
   # shellcheck source=deploy/mosquitto.sh
   . "$SRC/deploy/mosquitto.sh"
-  local args=(--device "$dev" --owner root:mosquitto)
+  local args=(--device "$dev" --owner root:mosquitto "${MQ_ARGS[@]+"${MQ_ARGS[@]}"}")
   [ "$DRY" -eq 1 ] && args+=(--dry-run)
   vsense_mosquitto_args "${args[@]}"
   vsense_mosquitto_config
+  # the daemon's [mqtt]: its credentials, and TLS to the local broker with the CA
+  local edits=(-e "s|^username = \"\"|username = \"$dev\"|"
+               -e 's|^password_env = ""|password_env = "VSENSE_MQTT_PASSWORD"|')
+  local want="username = \"$dev\", password_env = \"VSENSE_MQTT_PASSWORD\""
+  if [ "$MQ_INSECURE" -eq 0 ]; then
+    edits+=(-e "s|^port = 1883|port = $MQ_TLS_PORT|" -e 's|^tls = false|tls = true|'
+            -e "s|^ca_file = \"\"|ca_file = \"$MQ_CA_FILE\"|")
+    want="$want, port = $MQ_TLS_PORT, tls = true, ca_file = \"$MQ_CA_FILE\""
+  fi
   if [ "$FRESH_TOML" -eq 1 ]; then  # a config we just installed: use the credentials
-    run sed -i -e "s/^username = \"\"/username = \"$dev\"/" \
-      -e 's/^password_env = ""/password_env = "VSENSE_MQTT_PASSWORD"/' /etc/vsense/edge.toml
+    run sed -i "${edits[@]}" /etc/vsense/edge.toml
+    echo "# /etc/vsense/edge.toml [mqtt]: $want (the password is in /etc/vsense/env)"
   else
-    echo "# existing /etc/vsense/edge.toml: set [mqtt] username = \"$dev\" and"
-    echo "#   password_env = \"VSENSE_MQTT_PASSWORD\" (the password is in /etc/vsense/env)"
+    echo "# existing /etc/vsense/edge.toml: set [mqtt] $want"
+    echo "#   (the password is in /etc/vsense/env)"
   fi
 }
-[ "$MOSQ" -eq 1 ] && mosquitto_setup
+if [ "$MOSQ" -eq 1 ]; then
+  mosquitto_setup
+else
+  echo "# --no-mosquitto: set [mqtt] host, port, tls, ca_file, username and password_env in"
+  echo "#   /etc/vsense/edge.toml for your broker (docs/deploy.md \"Access control\")"
+fi
 
 # SPI must be enabled (raspi-config nonint do_spi 0 = enable)
 if command -v raspi-config >/dev/null 2>&1; then

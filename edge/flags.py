@@ -11,6 +11,10 @@ bit    name                    meaning
 4 (16) FLAG_SUSPECT            implausible jump in a raw sample, e.g. a SPI bit error (edge.hw)
 5 (32) FLAG_MODEL_SUSPECT      the model check failed: the windowed normalised innovation
                                squared exceeds its threshold (smoother estimator only)
+6 (64) FLAG_OVERFLOW           the estimate is not finite although it is past warm-up:
+                               arithmetic overflow (an input or a bundle value far out of
+                               range, or a diverged state); a non-finite estimate always
+                               carries a flag (this one, or warm-up)
 =====  ======================  =============================================================
 """
 
@@ -20,6 +24,8 @@ FLAG_SATURATED = 4
 FLAG_GAP = 8
 FLAG_SUSPECT = 16
 FLAG_MODEL_SUSPECT = 32
+FLAG_OVERFLOW = 64
 
 FLAG_NAMES = {FLAG_HELD: "held", FLAG_WARMUP: "warmup", FLAG_SATURATED: "saturated",
-              FLAG_GAP: "gap", FLAG_SUSPECT: "suspect", FLAG_MODEL_SUSPECT: "model_suspect"}
+              FLAG_GAP: "gap", FLAG_SUSPECT: "suspect", FLAG_MODEL_SUSPECT: "model_suspect",
+              FLAG_OVERFLOW: "overflow"}

@@ -21,6 +21,7 @@ from edge.bundle import Bundle, BundleError
 from edge.csvio import CsvError, read_table, write_table
 from edge.daemon.recorder import read_recording
 from edge.estimator import FLAG_WARMUP, Estimator
+from edge.flags import FLAG_OVERFLOW
 
 
 class ReplayError(ValueError):
@@ -99,6 +100,12 @@ def replay(input_path, bundle_path, out_path=None) -> int:
         return 6
     fnames = [f.name for f in bundle.forces]
     onames = [o.name for o in bundle.outputs]
+    over = np.flatnonzero(flags & FLAG_OVERFLOW)
+    if over.size:  # flagged in the output too; said here so that nobody misses it
+        print(f"vsense-edge replay: warning: {over.size} of {flags.size} estimates are not "
+              f"finite (flag {FLAG_OVERFLOW}, overflow) from t = {t_est[over[0]]:.6g} s on: "
+              f"an input value of {input_path} or a value of {bundle_path} is far out of "
+              f"range", file=sys.stderr)
     if out_path is None:
         write_estimates(sys.stdout, t_est, F, Z, flags, fnames, onames, std)
     else:

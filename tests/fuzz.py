@@ -27,6 +27,19 @@ TOML_TOKENS = ["0", "-1", "1", "2", "1e-300", "1e300", "nan", "inf", "-inf", "10
                "[1, 2]", '["a", 1]', "{ a = 1 }", "1979-05-27", "0x7f", "'''a'''",
                "[" * 50 + "]" * 50]
 
+#: numeric extremes for every numeric field (config keys, bundle arrays): zero and signs,
+#: the float range's ends (1e308 overflows as soon as it is multiplied), subnormals, 64-bit
+#: integer edges and the non-finite values
+EXTREMES = [0, -0.0, -1, 1, 0.5, 1e-308, 5e-324, 1e300, 1e308, -1e308, 2**31, 2**53 + 1,
+            2**63 - 1, 2**63, -(2**63), 2**64, float("nan"), float("inf"), -float("inf")]
+
+#: empty and absurd strings for every string field: empty, blank, control characters, very
+#: long, paths that are not what the key wants, MQTT wildcards, shell and format syntax
+ABSURD = ["", " ", "\x00", "a\x00b", "\n", "a\tb", "\u00e9\u20ac\U0001f600", "x" * 5000,
+          "../../../../etc/passwd", "/dev/null", "/proc/self/mem", "/", ".", "#", "+", "a/#",
+          "*", "-1", "nan", "1e308", "\\", "'", '"', "{}", "[]", "~", "$HOME", "%s%n",
+          "localhost:1883", "::1", "[::1]", "a" * 254]
+
 
 class Draw(random.Random):
     """``random.Random`` plus the value families the mutators need."""
@@ -48,6 +61,23 @@ class Draw(random.Random):
         return self.choice([0, -1, 1, 2, 10**6, -(2**70), 2**70, 1e-300, 1e300,
                             float("nan"), float("inf"), -float("inf"), 0.5, -0.0,
                             self.uniform(-1e3, 1e3), self.randint(-10**9, 10**9)])
+
+    def extreme(self):
+        """A numeric extreme (:data:`EXTREMES`)."""
+        return self.choice(EXTREMES)
+
+    def near(self, lo, hi):
+        """A limit ``lo``/``hi`` itself or just past it (either may be None)."""
+        opts = []
+        if lo is not None:
+            opts += [lo, lo - max(abs(lo), 1.0) * 1e-9]
+        if hi is not None:
+            opts += [hi, hi + max(abs(hi), 1.0) * 1e-9]
+        return self.choice(opts or EXTREMES)
+
+    def absurd(self) -> str:
+        """An empty or absurd string (:data:`ABSURD`), or random text."""
+        return self.choice(ABSURD) if self.int(0, 4) else self.text(30)
 
     def json(self, depth: int = 0):
         """A JSON-compatible value (NaN/inf included, as Python's json emits them)."""
@@ -107,12 +137,13 @@ class Draw(random.Random):
         return bytes(b)
 
 
-def run_cases(name: str, case) -> dict:
-    """Run ``case(draw) -> outcome label`` for every case of class ``name``; a failure
-    (any exception escaping ``case``) is re-raised naming seed and case.
-    Returns the count of each outcome label (tests assert the mix is not degenerate)."""
+def run_cases(name: str, case, n: int | None = None) -> dict:
+    """Run ``case(draw) -> outcome label`` for every case of class ``name`` (``n`` cases,
+    default ``N_EXAMPLES``); a failure (any exception escaping ``case``) is re-raised naming
+    seed and case. Returns the count of each outcome label (tests assert the mix is not
+    degenerate)."""
     counts: dict = {}
-    cases = [int(ONLY_CASE)] if ONLY_CASE is not None else range(N_EXAMPLES)
+    cases = [int(ONLY_CASE)] if ONLY_CASE is not None else range(n or N_EXAMPLES)
     slowest = (0.0, -1)
     for i in cases:
         d = Draw(f"{SEED}:{name}:{i}")

@@ -151,7 +151,8 @@ def test_fuzz_recording_reader():
 
 
 _CELLS = ["0", "1.5", "-2e-3", "nan", "inf", "-inf", "", " ", "x", "1e999", "0x10", "1_000",
-          "\u00e9", '"1"', "1,2", "\x00"]
+          "\u00e9", '"1"', "1,2", "\x00", "1e308", "-1e308", "1.7976931348623157e308",
+          "5e-324"]
 
 
 def _csv_bytes(d) -> bytes:
@@ -195,12 +196,15 @@ def test_fuzz_replay_csv():
             return "refused"
         assert np.isfinite(t).all() and Y.shape == (t.size, len(names))
         try:
-            _, F, Z, _ = run_replay(_GOOD1, t, Y, names, source=str(p))
+            _, F, Z, fl = run_replay(_GOOD1, t, Y, names, source=str(p))
         except ReplayError as e:
             assert str(p) in str(e)
             return "replay refused"
         assert F.shape[0] == Z.shape[0] <= t.size
-        return "accepted"
+        # a non-finite estimate always carries a flag (a 1e308 cell overflowed unflagged)
+        bad = ~(np.isfinite(F).all(1) & np.isfinite(Z).all(1))
+        assert np.all(fl[bad] != 0)
+        return "accepted non-finite" if bad.any() else "accepted"
 
     counts = run_cases("csv", case)
     assert counts.get("refused", 0) > 0 and counts.get("accepted", 0) > 0

@@ -7,6 +7,7 @@ reports a refused login loudly."""
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -31,8 +32,8 @@ def acl_broker(tmp_path_factory):
     port, ws = free_port(), free_port()
     subprocess.run(["bash", str(ROOT / "deploy" / "mosquitto.sh"), "--device", "dev1",
                     "--conf-dir", str(d), "--env-file", str(d / "env"), "--secrets-dir",
-                    str(d / "sec"), "--port", str(port), "--ws-port", str(ws), "--bind",
-                    "127.0.0.1"], check=True, capture_output=True, timeout=60)
+                    str(d / "sec"), "--port", str(port), "--ws-port", str(ws), "--websockets",
+                    "--insecure"], check=True, capture_output=True, timeout=60)
     conf = d / "conf.d" / "vsense.conf"
     with open(conf, "a") as f:
         f.write("log_dest stdout\npersistence false\n")
@@ -49,7 +50,8 @@ def acl_broker(tmp_path_factory):
 
 
 class Client:
-    def __init__(self, broker, user, password, client_id, topics=(), ws=False):
+    def __init__(self, broker, user, password, client_id, topics=(), ws=False, port=None,
+                 ca=None):
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
 
@@ -59,6 +61,8 @@ class Client:
                         transport="websockets" if ws else "tcp")
         if user:
             c.username_pw_set(user, password)
+        if ca is not None:
+            c.tls_set(ca_certs=str(ca))
 
         def on_connect(cl, u, flags, rc, props):
             for t in topics:
@@ -85,7 +89,7 @@ class Client:
         self.subscribed = not topics
         c.on_connect, c.on_message, c.on_subscribe = on_connect, on_message, on_subscribe
         c.on_disconnect = on_disconnect
-        c.connect(broker.host, broker.ws_port if ws else broker.port, 10)
+        c.connect_async(broker.host, port or (broker.ws_port if ws else broker.port), 10)
         c.loop_start()
         self.c = c
 
@@ -247,9 +251,9 @@ def test_tls_listener_and_a_wrong_ca_is_named(tmp_path, caplog):
     subprocess.run(["bash", str(ROOT / "deploy" / "mosquitto.sh"), "--device", "tdev",
                     "--conf-dir", str(tmp_path), "--env-file", str(tmp_path / "env"),
                     "--secrets-dir", str(tmp_path / "sec"), "--port", str(port), "--ws-port",
-                    str(ws), "--bind", "127.0.0.1", "--tls-port", str(tls_port), "--tls-cert",
+                    str(ws), "--tls-port", str(tls_port), "--tls-cert",
                     str(tmp_path / "good-server.crt"), "--tls-key",
-                    str(tmp_path / "good-server.key")],
+                    str(tmp_path / "good-server.key"), "--ca-file", str(good_ca)],
                    check=True, capture_output=True, timeout=60)
     conf = tmp_path / "conf.d" / "vsense.conf"
     with open(conf, "a") as f:
@@ -275,4 +279,83 @@ def test_tls_listener_and_a_wrong_ca_is_named(tmp_path, caplog):
         assert (f"cannot connect to 127.0.0.1:{tls_port}: TLS certificate verification "
                 "failed") in caplog.text
     finally:
+        b.stop()
+
+
+def test_default_broker_setup_is_tls_only_on_loopback_and_closed(tmp_path, monkeypatch):
+    """Issue 26 item 4: deploy/mosquitto.sh as the installer runs it by default (no
+    --insecure): a CA made with openssl, a TLS listener, plain MQTT on loopback only, no
+    listener on any other address, no WebSockets; against a real Mosquitto started with
+    exactly those files an anonymous client is refused on the TLS port, the device's
+    credentials with the CA are accepted, and the daemon runs through it."""
+    from conftest import _mosquitto_binary
+    from edge.daemon.app import run_daemon
+    from edge.daemon.config import config_from_dict
+
+    port, tls_port = free_port(), free_port()
+    subprocess.run(["bash", str(ROOT / "deploy" / "mosquitto.sh"), "--device", "tdev",
+                    "--conf-dir", str(tmp_path), "--env-file", str(tmp_path / "env"),
+                    "--secrets-dir", str(tmp_path / "sec"), "--port", str(port),
+                    "--tls-port", str(tls_port)], check=True, capture_output=True, timeout=60)
+    conf = tmp_path / "conf.d" / "vsense.conf"
+    text = conf.read_text()
+    assert sorted(re.findall(r"^listener (\d+) (\S+)$", text, re.M)) == sorted(
+        [(str(port), "127.0.0.1"), (str(tls_port), "127.0.0.1")])
+    assert "allow_anonymous false" in text and "websockets" not in text
+    assert "pattern write vsense/%u/raw" in (tmp_path / "vsense.acl").read_text()
+    ca = tmp_path / "certs" / "vsense-ca.crt"
+    with open(conf, "a") as f:
+        f.write("log_dest stdout\npersistence false\n" +
+                ("user root\n" if os.geteuid() == 0 else ""))
+    b = Broker(_mosquitto_binary(), conf, port, tmp_path / "mosquitto.log")
+    b.start()
+    pw = (tmp_path / "env").read_text().split("=", 1)[1].strip()
+    b.pw = {"viewer": (tmp_path / "sec" / "mqtt-viewer.secret").read_text().strip()}
+    clients = []
+    try:
+        anon = Client(b, None, None, "anon-tls", port=tls_port, ca=ca)
+        clients.append(anon)
+        assert anon.wait(lambda: anon.rc is not None) and anon.rc.is_failure
+        dev = Client(b, "tdev", pw, "tdev", port=tls_port, ca=ca)
+        clients.append(dev)
+        assert dev.wait(lambda: dev.rc is not None) and not dev.rc.is_failure
+        dev.close()
+        clients.remove(dev)
+        view = Client(b, "viewer", b.pw["viewer"], "v-tls", ["vsense/tdev/status"],
+                      port=tls_port, ca=ca)
+        clients.append(view)
+        assert view.wait(lambda: view.subscribed)
+        p = tmp_path / "chain.npz"
+        chain_bundle(window=3, kinds=("displacement",)).save(p)
+        monkeypatch.setenv("PW_TLS", pw)
+        cfg = config_from_dict({
+            "device": {"id": "tdev"}, "bundle": {"path": str(p)},
+            "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0}],
+            "mqtt": {"host": "127.0.0.1", "port": tls_port, "tls": True, "ca_file": str(ca),
+                     "username": "tdev", "password_env": "PW_TLS", "require_broker": True,
+                     "connect_timeout_s": 10.0},
+            "recorder": {"enabled": False},
+            "simulate": {"clock": "virtual", "duration_s": 0.5, "level": "signal"}})
+        assert run_daemon(cfg, simulate=True, install_signals=False) == 0
+        assert view.wait(lambda: any(json.loads(x)["state"] == "stopped"
+                                     for t, x in view.msgs))
+        # issue 26 item 6: the wrong protocol for the port is named (it logged only
+        # "Unspecified error"): plain MQTT to the TLS port, TLS to the plain port
+        from edge.daemon.mqtt import CommandRegistry, Publisher
+
+        for tls, where, named, secret in (
+                (False, tls_port, "is port %d a TLS listener?" % tls_port, pw),
+                (True, port, "is port %d a TLS listener?" % port, pw),
+                # a refusal (CONNACK) stays a refusal, not "closed before the broker answered"
+                (True, tls_port, "broker refused the connection: Not authorized", "wrong")):
+            m = dict(cfg["mqtt"], tls=tls, port=where, reconnect_min_s=5.0)
+            pub = Publisher(m, "tdev", CommandRegistry(), ncol=1, password=secret)
+            pub.start()
+            try:
+                assert pub.failed_event.wait(20) and named in (pub.last_error or "")
+            finally:
+                pub.stop(timeout=0.1)
+    finally:
+        for c in clients:
+            c.close()
         b.stop()

@@ -13,7 +13,7 @@ import pytest
 from edge.daemon.app import build_daemon, run_daemon
 from edge.daemon.config import config_from_dict
 from edge.daemon.mqtt import CommandError, CommandRegistry, Publisher, decode_estimates
-from edge.daemon.recorder import Recorder, read_recording_full
+from edge.daemon.recorder import Recorder, read_file, read_recording_full
 from conftest import free_port
 from helpers import chain_bundle
 
@@ -189,8 +189,8 @@ class _QuotaFile:
     """A file on a 'disk' of ``quota`` bytes shared by the directory: writes past it are
     short, then fail with ENOSPC, like a full file system."""
 
-    def __init__(self, path, quota):
-        self.f = open(path, "wb", buffering=0)
+    def __init__(self, path, quota, mode="wb"):
+        self.f = open(path, mode, buffering=0)
         self.dir, self.quota = path.parent, quota
 
     def _free(self):
@@ -213,8 +213,8 @@ def _quota(monkeypatch, quota):
     import edge.daemon.recorder as R
 
     def fake_open(path, mode="r", buffering=-1, *a, **k):
-        if str(path).endswith(".vsr") and "w" in mode:
-            return _QuotaFile(path, quota)
+        if str(path).endswith(".vsr") and ("w" in mode or "x" in mode):
+            return _QuotaFile(path, quota, mode)
         return builtins.open(path, mode, buffering, *a, **k)
 
     monkeypatch.setattr(R, "open", fake_open, raising=False)
@@ -226,26 +226,36 @@ def _data(n, nch=3, seed=0):
     return seq, seq * 1_000_000, rng.standard_normal((n, nch)), np.zeros(n, np.uint8)
 
 
-def test_full_disk_reclaims_oldest_files_and_keeps_records_aligned(tmp_path, monkeypatch):
-    """ENOSPC: the oldest closed files are deleted and the write retried; files stay whole
-    records (a short write is cut back), the newest data is complete."""
+def test_full_disk_reclaims_earlier_runs_never_this_one(tmp_path, monkeypatch):
+    """ENOSPC: the closed files of an earlier run are deleted and the write retried; this
+    run's files are never deleted (issue 26 item 1: the writer deleted the file it was
+    writing, 67 % of a run lost silently); once nothing of an earlier run is left, new
+    chunks are dropped and counted. Files stay whole records (a short write is cut back)."""
+    seq, t, v, f = _data(20_000)
+    old = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, device="earlier")
+    old.append_raw(seq[:3000], t[:3000], v[:3000], f[:3000])
+    old.close()
     quota = [300_000]  # bytes: the disk fills at ~7,000 records of 41 bytes
     _quota(monkeypatch, quota)
-    seq, t, v, f = _data(20_000)
     r = Recorder(tmp_path, ["a", "b", "c"], ["m"] * 3, rate=1000.0, rotate_mb=0.05,
-                 max_disk_mb=10.0, chunk=100)
+                 max_disk_mb=10.0, chunk=100, retry_s=0.0, device="this")
     for i in range(0, 20_000, 100):
         r.append_raw(seq[i:i + 100], t[i:i + 100], v[i:i + 100], f[i:i + 100])
         assert r.idle.wait(10)  # a disk that keeps up (the daemon's loop never waits)
     r.close()
-    assert r.stats["write_errors"] > 0 and r.stats["files_deleted"] > 0
-    assert r.stats["dropped_samples"] == 0  # space was reclaimed each time
-    rec = read_recording_full(tmp_path)
-    assert rec.truncated_bytes == 0
-    # the newest, contiguous tail survived, bit for bit (reference: the input arrays)
-    assert rec.seq[-1] == 19_999
-    np.testing.assert_array_equal(rec.seq, np.arange(rec.seq[0], 20_000))
-    np.testing.assert_array_equal(rec.values, v[rec.seq[0]:])
+    assert r.stats["write_errors"] > 0
+    assert r.stats["files_deleted"] == 1  # the earlier run's one file, nothing of this run
+    mine = [read_file(p) for p in sorted(tmp_path.glob("*.vsr"))]
+    assert all(m.header["device"] == "this" for m in mine)
+    got = np.concatenate([m.seq for m in mine])
+    # every row is either on the disk or counted as dropped (reference: the 20,000 appended)
+    assert got.size + r.stats["dropped_raw"] == 20_000 and r.stats["dropped_raw"] > 0
+    assert r.stats["raw_samples"] == got.size
+    # the oldest data of this run is kept whole: the head up to the first drop is contiguous
+    np.testing.assert_array_equal(got[:6000], np.arange(6000))
+    np.testing.assert_array_equal(np.concatenate([m.values for m in mine]), v[got])
+    assert all(m.truncated_bytes == 0 for m in mine)
+    assert "No space left" in r.problem and "this run's files are kept" in r.problem
 
 
 def test_unwritable_disk_drops_counts_and_recovers(tmp_path, monkeypatch):
@@ -342,7 +352,9 @@ def test_row_rate_measures_the_delivered_rate_against_the_bundle():
     assert rr.problem() is None                    # -0.40 % is within 0.5 %
     rr.update(2000, 2_014_100_000)                 # next window: 1000 in 1.0101 s (-1.0 %)
     p = rr.problem()
-    assert p is not None and "1 % below the bundle's 1000/s" in p and "rate_tolerance" in p
+    assert p is not None and "below the bundle's 1000/s" in p and "rate_tolerance (0.5 %)" in p
+    rr.update(3000, 3_029_100_000)                 # -1.5 %: the same problem, the same text
+    assert rr.deviation == pytest.approx(1 / 1.015 - 1, rel=1e-9) and rr.problem() == p
     assert RowRate(1000.0, 0.0, 1.0).problem() is None  # tolerance 0: no check
     rr.update(5, 2_100_000_000)                    # sequence restarted: new window
     assert rr._ref == (5, 2_100_000_000)
@@ -361,5 +373,70 @@ def test_samples_at_another_rate_than_the_bundle_make_the_device_degraded(tmp_pa
     # closed form: rows 1.02 dt apart -> rate / (1 / dt) - 1 = 1 / 1.02 - 1 = -0.0196
     assert h["rate_deviation"] == pytest.approx(1 / 1.02 - 1, abs=1e-4)
     assert h["rate_hz"] == pytest.approx(d.rate / 1.02, rel=1e-4)
-    assert "2 % below the bundle's" in d.degraded_reason
+    assert "below the bundle's 1000/s" in d.degraded_reason
     assert h["degraded"] == d.degraded_reason
+
+
+def test_retained_status_is_published_only_when_the_problem_changes():
+    """Issue 26 item 6: the degraded reason carried the live rate, so the retained status
+    was republished every health interval (589 retained messages in 10 minutes). Through
+    edge.daemon.status.StatusMixin._check_degraded with the real RowRate: a rate that keeps
+    drifting below the bundle's gives one `degraded` status, a rate back in tolerance one
+    `running`, a rate above the bundle's one new `degraded`."""
+    from edge.daemon.health import RowRate
+    from edge.daemon.status import StatusMixin
+
+    class _Pub:
+        topics = type("T", (), {"status": "status"})()
+
+        def __init__(self):
+            self.sent = []
+
+        def set_retained(self, topic, payload):
+            self.sent.append(payload)
+
+    class _Dev(StatusMixin):
+        def __init__(self):
+            self.pub, self.notifier, self.rec = _Pub(), None, None
+            self.state, self.degraded_reason = "running", None
+            self.rr = RowRate(1000.0, 0.005, window_s=1.0)
+
+        def _problems(self):
+            return self.rr.problem()
+
+        def status_payload(self, **extra):
+            return dict(state=self.state, **extra)
+
+    d = _Dev()
+    t, seq = 0, 0
+    d.rr.update(seq, t)
+    for rate in (990.0, 985.0, 980.0, 975.0, 1000.0, 1000.0, 1020.0, 1025.0):
+        seq += 1000
+        t += int(round(1e9 * 1000 / rate))
+        d.rr.update(seq, t)
+        d._check_degraded()
+    states = [(p["state"], "below" in p.get("reason", ""), "above" in p.get("reason", ""))
+              for p in d.pub.sent]
+    assert states == [("degraded", True, False), ("running", False, False),
+                      ("degraded", False, True)]
+
+
+@pytest.mark.parametrize("lead_us, origin", [(2000.0, "ring"), (0.0, "drdy")])
+def test_latency_is_never_measured_from_drdy_times_that_lead_the_wall_clock(
+        tmp_path, bundle_path, lead_us, origin):
+    """Issue 26 item 6: with the simulator's default lead (2 ms) the DRDY times lie in the
+    future and health gave a negative p50 'from drdy'. Reference: an estimate is made after
+    its sample entered the ring, so every latency is > 0."""
+    cfg = _cfg(tmp_path, bundle_path, free_port(), "lead", mqtt={"enabled": False},
+               channels=[{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
+               simulate={"level": "adc", "duration_s": 0.4, "max_lead_us": lead_us})
+    b = chain_bundle(window=3, kinds=("displacement",))
+    b.save(tmp_path / "one.npz")
+    cfg["bundle"]["path"] = str(tmp_path / "one.npz")
+    d = build_daemon(cfg, simulate=True)
+    assert d.run() == 0
+    h = d.health()
+    assert h["latency_from"] == origin
+    lat = d.latency if origin == "drdy" else d.latency_ring  # what health reports
+    n = lat.n
+    assert n > 100 and (lat.buf[:n] > 0).all() and h["latency_us"]["p50"] > 0

@@ -224,7 +224,7 @@ def test_smoother_refuses_tikhonov_overrides_and_swap():
     b = _smoother_bundle()
     with pytest.raises(EstimatorError, match="alpha/window"):
         Estimator(b, alpha=1.0)
-    with pytest.raises(EstimatorError, match="rebuild"):
+    with pytest.raises(EstimatorError, match="computed offline from the model"):
         Estimator(b).swap(None)
 
 

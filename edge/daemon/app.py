@@ -10,6 +10,8 @@ import logging
 import os
 import signal
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -91,33 +93,63 @@ def check_signature(cfg: Config, est) -> str | None:
     return None
 
 
+def adc_mode(cfg: Config) -> str:
+    """The ADS1256 read mode ``run`` uses: one channel is read continuously (RDATAC), several
+    are cycled through (whatever ``[adc] mode`` says: the one definition for
+    :func:`hardware_row_rate` and the driver)."""
+    return "continuous" if len(cfg.channels) == 1 else "cycle"
+
+
 def hardware_row_rate(cfg: Config) -> tuple[float, str]:
     """Rows per second the ADS1256 delivers for ``[adc]`` and the channel count, and the
-    mode (as :class:`edge.hw.acquire.Acquisition` computes it), without opening hardware."""
-    a = cfg["adc"]
-    n = len(cfg.channels)
-    mode = "continuous" if n == 1 and a["mode"] == "continuous" else "cycle"
-    return row_rates(n, mode)[float(a["drate"])], mode
+    mode (:func:`adc_mode`), without opening hardware."""
+    mode = adc_mode(cfg)
+    return row_rates(len(cfg.channels), mode)[float(cfg["adc"]["drate"])], mode
 
 
-def preflight(cfg: Config, simulate: bool = False):
-    """Everything ``run`` checks before touching the hardware (``check-config --bundle``
-    runs exactly this): bundle, channels, signature, row rate against the bundle's rate,
-    inverse maps, MQTT password and TLS files. Returns the estimator; raises StartupError."""
+@dataclass
+class Checked:
+    """What :func:`preflight` validated and built: the estimator, its sample rate
+    [samples/s], why model updates are locked (None: they are not) and the inverse-map
+    runtime (None without ``meta["inverse"]``)."""
+
+    est: Any
+    rate: float
+    updates_locked: str | None
+    inverse: InverseRuntime | None
+
+
+def preflight(cfg: Config, simulate: bool = False) -> Checked:
+    """Everything ``run`` checks before touching the hardware, in one place: ``check-config
+    --bundle`` runs exactly this and :func:`build_daemon` starts with it. Bundle, channels,
+    signature, row rate against the bundle's rate, inverse maps (and ``auto_update``), MQTT
+    password and TLS files, the recording directory, with ``simulate`` the simulation's
+    faults and file; raises StartupError (exit code 2, 3 or 5) naming the cause."""
     est, rate, _ = load_estimator(cfg)
-    check_signature(cfg, est)
+    updates_locked = check_signature(cfg, est)
     if not simulate or cfg["simulate"]["level"] == "adc":
         row, mode = hardware_row_rate(cfg)
         if abs(row - rate) > 1e-6 * rate:
             raise StartupError(EXIT_CONFIG, rate_mismatch_message(
                 cfg["adc"]["drate"], len(cfg.channels), mode, rate))
+    runtime = None
     if "inverse" in est.bundle.meta:
         try:
-            InverseRuntime.from_bundle(est.bundle)
-        except (InverseMapError, ValueError, KeyError, TypeError) as e:
-            raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {e}") from None
+            runtime = InverseRuntime.from_bundle(est.bundle)
+        except (InverseMapError, ValueError, KeyError, TypeError, IndexError, AttributeError,
+                ArithmeticError) as e:  # a crafted entry: refused like any bad bundle
+            raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {type(e).__name__}: "
+                                            f"{e}") from None
+    if cfg["inverse"]["auto_update"] and est.update_refused():  # e.g. the Kalman smoother
+        raise StartupError(EXIT_CONFIG, f"[inverse] auto_update: {est.update_refused()}")
     _mqtt_settings(cfg)
-    return est
+    if cfg["recorder"]["enabled"]:
+        _recording_dir_usable(cfg.resolve(cfg["recorder"]["dir"]))
+    if simulate:  # the simulation's inputs (the structure source is built by the run)
+        if cfg["simulate"]["source"] == "file":
+            _simulation_source(cfg, est)
+        _simulation_faults(cfg)
+    return Checked(est, rate, updates_locked, runtime)
 
 
 def _mqtt_settings(cfg: Config) -> tuple[dict, str | None]:
@@ -150,7 +182,7 @@ def _driver_acquisition(cfg: Config, spi, gpio, clock, rate: float):
         raise StartupError(EXIT_CONFIG, f"[adc] pins: {e}") from None
     adc = ADS1256(spi, gpio, clock, pins, vref=a["vref"], speed_hz=a["spi_speed_hz"],
                   drdy_timeout_s=a["drdy_timeout_ms"] / 1e3)
-    mode = "continuous" if len(cfg.channels) == 1 and a["mode"] == "continuous" else "auto"
+    mode = adc_mode(cfg)
     acq = Acquisition(adc, _hw_channels(cfg), rate=a["drate"], mode=mode, buffer=a["buffer"],
                       nan_on_saturation=True)
     if abs(acq.nominal_rate - rate) > 1e-6 * rate:
@@ -159,6 +191,42 @@ def _driver_acquisition(cfg: Config, spi, gpio, clock, rate: float):
             a["drate"], len(cfg.channels), acq.mode, rate))
     acq.start()
     return acq
+
+
+def _recording_dir_usable(path) -> None:
+    """``[recorder] dir`` is a writable directory, or can be created (its nearest existing
+    parent is a writable directory); StartupError (exit code 5). Creates nothing."""
+    p = path
+    while not os.path.lexists(p) and p.parent != p:
+        p = p.parent
+    if not p.is_dir():
+        what = "not a directory" if p == path else f"{p} is not a directory"
+        raise StartupError(EXIT_RECORDER, f"[recorder] dir: {path}: {what}")
+    if not os.access(p, os.W_OK | os.X_OK):
+        what = "recording directory" if p == path else f"cannot create it: {p}"
+        raise StartupError(EXIT_RECORDER, f"[recorder] dir: {path}: {what} is not writable")
+
+
+def _simulation_source(cfg: Config, est):
+    """The simulated signal source of ``[simulate]`` (StartupError, exit code 2)."""
+    sim, ch = cfg["simulate"], cfg.channels
+    sens = np.array([c["sensitivity"] for c in ch])
+    off = np.array([c["offset"] for c in ch])
+    if sim["source"] == "file":
+        try:
+            return FileSource(cfg.resolve(sim["file"]), [c["name"] for c in ch], sens, off)
+        except ValueError as e:
+            raise StartupError(EXIT_CONFIG, f"[simulate] file: {e}") from None
+    return StructureSource(est.bundle, sens, off, sim["load"], sim["amplitude"],
+                           sim["frequency"], sim["noise"], sim["seed"])
+
+
+def _simulation_faults(cfg: Config):
+    """``[simulate] faults`` parsed: ``(faults, drdy_dead_at)`` (StartupError, exit 2)."""
+    try:
+        return parse_faults(cfg["simulate"]["faults"], len(cfg.channels))
+    except ValueError as e:
+        raise StartupError(EXIT_CONFIG, str(e)) from None
 
 
 def make_acquisition(cfg: Config, est, simulate: bool):
@@ -170,18 +238,8 @@ def make_acquisition(cfg: Config, est, simulate: bool):
     sat = np.array([c["saturation"] for c in ch])
     rate = 1.0 / est.bundle.dt
     if simulate:
-        if sim["source"] == "file":
-            try:
-                src = FileSource(cfg.resolve(sim["file"]), [c["name"] for c in ch], sens, off)
-            except ValueError as e:
-                raise StartupError(EXIT_CONFIG, f"[simulate] file: {e}") from None
-        else:
-            src = StructureSource(est.bundle, sens, off, sim["load"], sim["amplitude"],
-                                  sim["frequency"], sim["noise"], sim["seed"])
-        try:
-            faults, dead = parse_faults(sim["faults"], len(ch))
-        except ValueError as e:
-            raise StartupError(EXIT_CONFIG, str(e)) from None
+        src = _simulation_source(cfg, est)
+        faults, dead = _simulation_faults(cfg)
         virtual = sim["clock"] == "virtual"
         full_scale = 2 * cfg["adc"]["vref"] / cfg["adc"]["pga"]
         if sim["level"] == "signal":
@@ -223,9 +281,10 @@ def make_acquisition(cfg: Config, est, simulate: bool):
 
 
 def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=None) -> Daemon:
-    """Everything but starting: raises :class:`StartupError` with the exit code."""
-    est, rate, drate = load_estimator(cfg)
-    updates_locked = check_signature(cfg, est)
+    """Everything but starting: raises :class:`StartupError` with the exit code. Starts
+    with :func:`preflight`, so ``run`` refuses exactly what ``check-config --bundle`` does."""
+    checked = preflight(cfg, simulate)
+    est, rate, updates_locked = checked.est, checked.rate, checked.updates_locked
     rt = cfg["realtime"]
     if rt["release_startup_memory"] and not rt["mlockall"]:
         # the kernel is compiled/loaded (Estimator warms it up): LLVM's pages can go now,
@@ -263,13 +322,10 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
         pub = Publisher(m, cfg["device"]["id"], registry, len(cols), pw)
     d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
     d.updates_locked = updates_locked
-    if "inverse" in b.meta:  # ONNX sessions created and check sets verified at start-up
-        try:
-            InverseHook.attach(d, InversePort.of(est, pub, d.nch, getattr(acq, "source", None),
-                                                 lambda: d.updates_locked),
-                               auto_update=cfg["inverse"]["auto_update"])
-        except InverseMapError as e:
-            raise StartupError(EXIT_BUNDLE, f"[bundle] inverse maps: {e}") from None
+    if checked.inverse is not None:  # ONNX sessions and check sets verified by preflight
+        InverseHook.attach(d, InversePort.of(est, pub, d.nch, getattr(acq, "source", None),
+                                             lambda: d.updates_locked),
+                           auto_update=cfg["inverse"]["auto_update"], runtime=checked.inverse)
     return d
 
 

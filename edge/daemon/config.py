@@ -58,6 +58,11 @@ class Config:
 _SECTIONS = {s.name: s for s in SCHEMA}
 
 
+#: Longest accepted string value (paths, names, host); control characters are refused too.
+MAX_STR = 4096
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _type_ok(t: str, v: Any) -> bool:
     if t == "str":
         return isinstance(v, str)
@@ -83,6 +88,10 @@ def _check_key(key: Key, v: Any, where: str) -> Any:
             raise ConfigError(f"{where} {key.name}: must be finite, got {v!r}")
     items = v if isinstance(v, list) else [v]
     for x in items:
+        if isinstance(x, str) and (len(x) > MAX_STR or _CONTROL.search(x)):
+            raise ConfigError(f"{where} {key.name}: {x[:40]!r}{'...' if len(x) > 40 else ''} "
+                              f"is not a usable value (control characters, or longer than "
+                              f"{MAX_STR} characters)")
         if key.choices is not None and x not in key.choices:
             raise ConfigError(f"{where} {key.name}: must be one of "
                               f"{', '.join(map(str, key.choices))}; got {x!r}")
@@ -91,6 +100,8 @@ def _check_key(key: Key, v: Any, where: str) -> Any:
         if key.max is not None and isinstance(x, (int, float)) and x > key.max:
             raise ConfigError(f"{where} {key.name}: must be <= {key.max:g}, got {x!r}")
         if key.pattern is not None and isinstance(x, str) and not re.match(key.pattern, x):
+            if not x:
+                raise ConfigError(f"{where} {key.name}: must not be empty")
             raise ConfigError(f"{where} {key.name}: {x!r} does not match {key.pattern}")
     return list(v) if isinstance(v, list) else v
 

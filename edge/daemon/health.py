@@ -161,14 +161,15 @@ class RowRate:
 
     def problem(self) -> str | None:
         """Why the estimates cannot be trusted (the rate is off by more than the tolerance),
-        or None."""
+        or None. The text names the direction, not the live rate (that is in health:
+        ``rate_hz``), so that the retained status changes only when the problem does."""
         dev = self.deviation
         if dev is None or self.tolerance <= 0 or abs(dev) <= self.tolerance:
             return None
-        return (f"samples arrive at {self.rate:.6g}/s, {abs(dev) * 100:.2g} % "
-                f"{'below' if dev < 0 else 'above'} the bundle's {self.nominal:.6g}/s: the "
-                f"estimator's time step is wrong ([faults] rate_tolerance "
-                f"{self.tolerance * 100:g} %)")
+        return (f"samples arrive {'below' if dev < 0 else 'above'} the bundle's "
+                f"{self.nominal:.6g}/s by more than [faults] rate_tolerance "
+                f"({self.tolerance * 100:g} %): the estimator's time step is wrong (measured "
+                f"rate: health rate_hz)")
 
 
 def drdy_offset_ns(acq, virtual: bool) -> int | None:
@@ -179,8 +180,8 @@ def drdy_offset_ns(acq, virtual: bool) -> int | None:
       :class:`edge.daemon.sim_signal.LimitedAcquisition`): used as given;
     * the ADS1256 driver: its clock's ``origin_ns`` (0 for the real clock, whose
       ``monotonic_ns`` is ``time.monotonic_ns``); None for the simulator's clock when its
-      time may lead the wall clock (``max_lead_ns > 0``: latency is then taken from the
-      ring), else the time it counts from.
+      time may lead the wall clock (``max_lead_ns > 0``: its DRDY times lie up to that lead
+      in the future; latency is then taken from the ring), else the time it counts from.
     """
     if virtual:
         return None

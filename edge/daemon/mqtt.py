@@ -149,6 +149,7 @@ class Publisher:
         self.connected_event = threading.Event()  # set by the first successful CONNACK
         self.failed_event = threading.Event()  # set by every failed connection attempt
         self._net: threading.Thread | None = None  # paho's network thread (loop_start)
+        self._answered = False  # the broker answered (CONNACK) the current connection
 
     @property
     def std(self) -> np.ndarray | None:
@@ -224,6 +225,9 @@ class Publisher:
                 return orig()
             except Exception as e:  # re-raised: paho retries with backoff
                 self.last_error = _describe_connect_error(e)
+                if self.cfg["tls"] and isinstance(e, ConnectionResetError):  # in the handshake
+                    self.last_error += (f": is port {self.cfg['port']} a TLS listener? Else "
+                                        f"set [mqtt] tls = false")
                 raise
 
         c.reconnect = reconnect
@@ -240,6 +244,7 @@ class Publisher:
 
     # -- paho callbacks (network thread) ------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties):
+        self._answered = True
         if reason_code.is_failure:
             self.stats["connect_failures"] += 1
             self.last_error = f"broker refused the connection: {reason_code}"
@@ -265,10 +270,30 @@ class Publisher:
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         self.connected = False
+        answered, self._answered = self._answered, False
         self.stats["disconnects"] += 1
+        if not answered and not self._stop:  # closed before the broker's CONNACK
+            self._closed_before_connack(reason_code)
+            return
         if not self._stop:
             log.warning("MQTT: disconnected from %s (%s); %d estimates unsent, reconnecting "
                         "with backoff", self.where, reason_code, self.unsent_samples())
+
+    def _closed_before_connack(self, reason_code) -> None:
+        """The broker closed the connection before it answered the CONNECT: without TLS the
+        usual cause is a TLS listener (it reads the plain CONNECT as a broken handshake)."""
+        self.stats["connect_failures"] += 1
+        if self.cfg["tls"]:
+            self.last_error = f"connection closed before the broker answered ({reason_code})"
+        else:
+            self.last_error = (f"connection closed before the broker answered ({reason_code}): "
+                               f"is port {self.cfg['port']} a TLS listener? Then set [mqtt] "
+                               f"tls = true and ca_file")
+        n = self.stats["connect_failures"]
+        if n <= 3 or n % 10 == 0:
+            log.error("MQTT: cannot connect to %s: %s (attempt %d)", self.where,
+                      self.last_error, n)
+        self.failed_event.set()
 
     def _on_message(self, client, userdata, msg):
         # runs on paho's network thread: nothing may escape from here, or the thread ends

@@ -23,7 +23,9 @@ file was opened), ``record_size`` [bytes].
 A file cut short by a power loss ends in a partial record; readers ignore it. Rows reach the
 writer within ``min(chunk_age_s, fsync_interval_s / 2)`` and the disk (fsync) within
 ``fsync_interval_s`` after that. When the directory grows past ``max_disk_mb`` the oldest
-closed files are deleted (counted as ``files_deleted``).
+closed files are deleted (counted as ``files_deleted``). A full disk never deletes this
+run's files: only earlier runs' files are reclaimed; past that, new data is dropped and
+counted (``dropped_samples``, :attr:`Recorder.problem`, status ``degraded``).
 """
 
 from __future__ import annotations
@@ -59,12 +61,15 @@ class Recorder:
 
     * queue full (the disk cannot keep up): the chunk is **dropped and counted**
       (``dropped_samples``, ``dropped_chunks``), :attr:`problem` names the reason;
-    * write fails (disk full, removed, read-only): the writer first reclaims space by
-      deleting the oldest closed files (like the ``max_disk_mb`` cap) and retries once; if
-      that fails too the chunk is dropped and counted, the partial file is cut back to its
-      last whole record and closed, and writes are retried after ``retry_s``;
+    * write fails (disk full, removed, read-only): the partial file is cut back to its last
+      whole chunk and closed; the writer reclaims space by deleting the oldest closed files
+      of *earlier runs* (files this recorder did not write) and retries once. It never
+      deletes this run's data to make room: when nothing of an earlier run is left, the
+      chunk is dropped and counted, :attr:`problem` names the reason (the daemon's status
+      is ``degraded`` while it lasts) and writes are retried after ``retry_s``;
     * the directory is kept under ``max_disk_mb`` (open file included: files are rotated
-      at ``min(rotate_mb, max_disk_mb / 4)``);
+      at ``min(rotate_mb, max_disk_mb / 4)``): this budget, the one the user set, is the
+      only thing that deletes this run's oldest files (``files_deleted``);
     * :meth:`close` returns within its ``timeout`` whatever the disk does (what is not
       written by then is counted as dropped).
     """
@@ -107,6 +112,7 @@ class Recorder:
         self._ship_at = math.inf  # monotonic time the oldest open chunk is due
         # kind -> (file, path, opened_monotonic, data bytes, header bytes)
         self.files: dict[str, tuple] = {}
+        self._own: set[str] = set()  # names of the files this recorder wrote (this run)
         self.stats = {"raw_samples": 0, "estimate_samples": 0, "bytes": 0, "files": 0,
                       "files_deleted": 0, "fsyncs": 0, "write_errors": 0,
                       "dropped_samples": 0, "dropped_chunks": 0, "dropped_raw": 0,
@@ -173,9 +179,9 @@ class Recorder:
     def _post(self) -> None:
         item = tuple(self._outbox)
         self._outbox.clear()
+        self.idle.clear()  # before the put: the writer may take the item and set it at once
         try:
             self.q.put_nowait(item)
-            self.idle.clear()
         except queue.Full:  # the disk cannot keep up: drop, count, say so; never block
             for kind, _, n in item:
                 self._dropped(kind, n, "recorder queue full (disk too slow or stalled)")
@@ -272,6 +278,8 @@ class Recorder:
             except OSError as e:
                 self.stats["write_errors"] += 1
                 reason = f"write to {self.dir} failed: {e.strerror or e}"
+                if e.errno == errno.ENOSPC:
+                    reason += " (new data dropped; this run's files are kept)"
                 self._abandon_file(kind)
                 if attempt == 0 and self._reclaim(len(data)):
                     continue  # space freed: try once more
@@ -284,7 +292,7 @@ class Recorder:
         fo = self.files[kind]
         k = f.write(data)
         if k != len(data):  # unbuffered file: a short write means the disk is full
-            raise OSError(errno.ENOSPC, "short write (disk full)")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the same reason text
         self.files[kind] = (fo[0], fo[1], fo[2], fo[3] + k, fo[4])
         self._dirty = True
         self.stats["bytes"] += k
@@ -303,20 +311,27 @@ class Recorder:
             s = self.streams[kind]
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
             prefix = "raw" if kind == "raw" else "est"
-            path = self.dir / f"{prefix}-{stamp}-{self.stats['files']:06d}{SUFFIX}"
             header = dict(self.meta, format="vsense-recording", version=1, kind=kind,
                           columns=s.columns, units=s.units, t0_unix_ns=time.time_ns(),
                           record_size=s.dtype.itemsize)
             hb = _header_bytes(header)
-            f = open(path, "wb", buffering=0)
+            n = self.stats["files"]
+            while True:  # exclusive: a run restarted within the second never overwrites
+                path = self.dir / f"{prefix}-{stamp}-{n:06d}{SUFFIX}"
+                try:
+                    f = open(path, "xb", buffering=0)
+                    break
+                except FileExistsError:
+                    n += 1
             try:
                 if f.write(hb) != len(hb):
-                    raise OSError(errno.ENOSPC, "short write (disk full)")
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the same reason text
             except OSError:
                 f.close()
                 self._unlink(path)
                 raise
             self._dir_bytes += len(hb)
+            self._own.add(path.name)
             self.files[kind] = fo = (f, path, now, 0, len(hb))
             self.stats["files"] += 1
         return fo[0]
@@ -367,6 +382,7 @@ class Recorder:
             size = path.stat().st_size
             path.unlink()
             self._dir_bytes -= size
+            self._own.discard(path.name)
         except OSError:
             pass
 
@@ -384,10 +400,11 @@ class Recorder:
         return sorted(files, key=lambda f: f.name.split("-", 1)[-1])
 
     def _reclaim(self, need: int) -> bool:
-        """Disk full: delete the oldest closed files until ``2 * need`` bytes (at least one
-        file) are freed; True if anything was deleted."""
+        """Disk full: delete the oldest closed files of earlier runs (never one this
+        recorder wrote) until ``2 * need`` bytes (at least one file) are freed; True if
+        anything was deleted."""
         try:
-            files = self._closed_files()
+            files = [f for f in self._closed_files() if f.name not in self._own]
         except OSError as e:
             log.error("recorder: cannot list %s: %s", self.dir, e)
             return False
@@ -404,8 +421,8 @@ class Recorder:
             freed += size
             self._dir_bytes -= size
             self.stats["files_deleted"] += 1
-            log.warning("recorder: disk full: deleted the oldest file %s (%d bytes)", f.name,
-                        size)
+            log.warning("recorder: disk full: deleted %s of an earlier run (%d bytes)",
+                        f.name, size)
         return freed > 0
 
     def _enforce_cap(self) -> None:
@@ -423,6 +440,7 @@ class Recorder:
                 size = f.stat().st_size
                 f.unlink()
                 self._dir_bytes -= size
+                self._own.discard(f.name)
                 self.stats["files_deleted"] += 1
                 log.info("recorder: disk cap: deleted %s", f.name)
             except OSError as e:

@@ -57,7 +57,7 @@ SCHEMA: tuple[Section, ...] = (
     )),
     Section("bundle", "The model bundle built offline (`vsense-offline build`).", (
         Key("path", "str", "/var/lib/vsense/bundle.npz", "Bundle file (.npz); relative paths "
-            "are relative to the config file."),
+            "are relative to the config file.", pattern=r"^.+$"),
         Key("block", "int", 1, "Samples per estimator call (1 = per sample, lowest latency; "
             "larger blocks raise throughput).", unit="samples", min=1, max=4096),
         Key("public_key", "str", "", "Ed25519 public key (PEM file) of the bundle signer. "
@@ -85,7 +85,8 @@ SCHEMA: tuple[Section, ...] = (
         Key("buffer", "bool", False, "Enable the analog input buffer."),
         Key("vref", "float", 2.5, "Reference voltage.", unit="V", min=0.5, max=5.0),
         Key("mode", "str", "cycle", "`cycle`: mux cycled through the channels each sample; "
-            "`continuous`: one channel read with RDATAC.", choices=("cycle", "continuous")),
+            "`continuous`: one channel read with RDATAC. One channel is always read "
+            "continuously, several always cycled.", choices=("cycle", "continuous")),
         Key("drdy_timeout_ms", "float", 100.0, "DRDY not seen for this long = hardware "
             "error (exit code 4).", unit="ms", min=1.0, max=10_000.0),
     )),
@@ -95,12 +96,13 @@ SCHEMA: tuple[Section, ...] = (
         Key("pin", "str", REQUIRED, "Positive input.", choices=ADS1256_PINS),
         Key("pin_neg", "str", "AINCOM", "Negative input.", choices=ADS1256_PINS),
         Key("sensitivity", "float", 1.0, "Sensor sensitivity, volts per physical unit "
-            "(e.g. 0.1 V/(m/s^2)); must not be 0.", unit="V/unit"),
-        Key("offset", "float", 0.0, "Voltage at zero physical value.", unit="V"),
+            "(e.g. 0.1 V/(m/s^2)); must not be 0.", unit="V/unit", min=-1e12, max=1e12),
+        Key("offset", "float", 0.0, "Voltage at zero physical value.", unit="V", min=-100.0,
+            max=100.0),
         Key("unit", "str", "m/s^2", "Physical unit (documentation, published in `meta`)."),
         Key("saturation", "float", 4.9, "|volts| at or above this = saturated sample "
             "(flag bit2, treated like a missing value); full scale is 2 VREF/PGA.",
-            unit="V", min=0.0),
+            unit="V", min=0.0, max=100.0),
     ), array=True, min_items=1, max_items=8),
     Section("faults", "Handling of bad (non-finite or saturated) samples.", (
         Key("bad_sample_limit", "int", 50, "After this many consecutive bad samples of a "
@@ -108,10 +110,9 @@ SCHEMA: tuple[Section, ...] = (
             "the estimator state is reset.", unit="samples", min=1, max=10_000_000),
         Key("rate_tolerance", "float", 0.005, "Largest accepted relative difference between "
             "the rate the samples really arrive at (from their DRDY times, over each health "
-            "interval) and the bundle's 1/dt; beyond it the status is `degraded` with the "
-            "measured rate (the estimator's time step then differs from the samples': "
-            "multiplexer cycling slowed by the driver, conversions missed). 0 = no check; "
-            "health always reports "
+            "interval) and the bundle's 1/dt; beyond it the status is `degraded` (the "
+            "estimator's time step no longer matches: multiplexer cycling slowed by the "
+            "driver, conversions missed). 0 = no check; health always reports the measured "
             "`rate_hz`.", min=0.0, max=0.5),
     )),
     Section("inverse", "Inverse maps of the bundle (built from a model file with "
@@ -122,11 +123,13 @@ SCHEMA: tuple[Section, ...] = (
         Key("map", "str", "", "Map to use for scheduled identifications (empty: the bundle's "
             "default map)."),
         Key("auto_update", "bool", False, "Apply an in-range identification to the estimator "
-            "at once (otherwise: the `update_model` command)."),
+            "at once (otherwise: the `update_model` command). Not with a Kalman-smoother "
+            "bundle, whose gains are computed offline (refused at start-up)."),
     )),
     Section("mqtt", "MQTT publishing (paho-mqtt 2.x).", (
         Key("enabled", "bool", True, "Publish over MQTT."),
-        Key("host", "str", "localhost", "Broker host."),
+        Key("host", "str", "localhost", "Broker host (name or address).",
+            pattern=r"^[A-Za-z0-9_.:%-]{1,253}$"),
         Key("port", "int", 1883, "Broker port (8883 usual for TLS).", min=1, max=65535),
         Key("keepalive", "int", 30, "Keep-alive interval.", unit="s", min=5, max=3600),
         Key("base_topic", "str", "vsense", "Topic root: topics are `<base>/<device id>/...`.",
@@ -171,7 +174,8 @@ SCHEMA: tuple[Section, ...] = (
             "estimation or MQTT: data it cannot write in time is dropped, counted in health "
             "(`dropped_samples`) and the status says `degraded` with the reason.", (
         Key("enabled", "bool", True, "Record raw samples (and estimates)."),
-        Key("dir", "str", "/var/lib/vsense/recordings", "Directory of the recording files."),
+        Key("dir", "str", "/var/lib/vsense/recordings", "Directory of the recording files.",
+            pattern=r"^.+$"),
         Key("estimates", "bool", True, "Also record estimates (`est-*.vsr`)."),
         Key("rotate_s", "float", 3600.0, "Start a new file after this long.", unit="s",
             min=1.0, max=86400.0 * 7),
@@ -180,7 +184,9 @@ SCHEMA: tuple[Section, ...] = (
         Key("fsync_interval_s", "float", 1.0, "Flush and fsync at least this often (bounds "
             "what a power cut can lose).", unit="s", min=0.01, max=600.0),
         Key("max_disk_mb", "float", 2048.0, "Cap on the recording directory; the oldest "
-            "files are deleted (counted in health).", unit="MB", min=0.01, max=1e7),
+            "files are deleted (counted in health). A full disk deletes only earlier runs' "
+            "files, never this run's: past that, new data is dropped and counted and the "
+            "status is `degraded`.", unit="MB", min=0.01, max=1e7),
         Key("close_timeout_s", "float", 10.0, "At shutdown, time the writer gets to write "
             "what is queued; whatever the disk does, the daemon stops after this (the rest "
             "is counted as dropped).", unit="s", min=0.1, max=600.0),
@@ -219,18 +225,18 @@ SCHEMA: tuple[Section, ...] = (
         Key("file", "str", "", "Measurement CSV for `source = \"file\"`."),
         Key("load", "str", "random", "Load profile for `structure`.",
             choices=("random", "sine", "impulse", "chirp")),
-        Key("amplitude", "float", 1.0, "Load amplitude.", unit="N", min=0.0),
+        Key("amplitude", "float", 1.0, "Load amplitude.", unit="N", min=0.0, max=1e12),
         Key("frequency", "float", 10.0, "Sine frequency / chirp end frequency.", unit="Hz",
-            min=0.0),
+            min=0.0, max=1e6),
         Key("noise", "float", 0.0, "Measurement noise, standard deviation relative to the "
             "signal's.", min=0.0, max=10.0),
-        Key("seed", "int", 0, "Random seed.", min=0),
+        Key("seed", "int", 0, "Random seed.", min=0, max=2**63 - 1),
         Key("faults", "list[str]", [], "Injected faults, e.g. `nan:ch=0:at=1.5:n=10`, "
             "`saturate:...`, `drdy_dead:at=2.0` (see the simulator)."),
         Key("clock", "str", "real", "`real`: samples paced by the wall clock; `virtual`: "
             "as fast as the loop runs (tests, benchmarks).", choices=("real", "virtual")),
         Key("duration_s", "float", 0.0, "Stop after this much simulated time (0 = run "
-            "until stopped).", unit="s", min=0.0),
+            "until stopped).", unit="s", min=0.0, max=1e9),
     )),
 )
 

@@ -25,6 +25,11 @@ class BlockEstimator:
         """Model-check status for health, or None when the estimator has no check."""
         return None
 
+    def update_refused(self) -> str | None:
+        """Why this estimator cannot take a model update on the device (``update_model``),
+        or None when it can (:meth:`swap`)."""
+        return None
+
     @property
     def samples_seen(self) -> int:
         return int(self._counters[0])

@@ -6,6 +6,7 @@ Per input sample (see :mod:`edge.estimator.operator` for the derivation)::
     f       = Ky @ window - Kx @ x          (Tikhonov force of the oldest window step)
     x       = A x + Gamma f                 (A block diagonal + coupling to the last states)
     z       = E x                           (virtual outputs)
+    flag    |= FLAG_OVERFLOW if any f or z is not finite
 
 Nothing is allocated, logged or locked per sample; ``nogil=True`` lets the daemon run it beside
 its I/O threads. The NumPy twin is :class:`edge.estimator.reference.ReferenceEstimator`.
@@ -13,11 +14,14 @@ its I/O threads. The NumPy twin is :class:`edge.estimator.reference.ReferenceEst
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 from edge.estimator.hold import _hold_row
-from edge.flags import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP  # noqa: F401 (re-exported)
+from edge.flags import (FLAG_HELD, FLAG_OVERFLOW, FLAG_SATURATED,  # noqa: F401 (re-exported)
+                        FLAG_WARMUP)
 
 
 # reassociation and FMA contraction let LLVM vectorise the dot products; no "nnan"/"ninf"
@@ -106,6 +110,12 @@ def _process(Y, F, Z, flags, blk_ptr, dat_ptr, A_data, Acoup, Gamma, Kx, Ky, E,
                     zs[o] += E[o, k] * acc
         for k in range(ns):
             x[k] = xn[k]
+        bad = False  # a non-finite estimate always carries a flag
         for o in range(nout):
             Z[j, o] = zs[o]
+            bad |= not math.isfinite(zs[o])
+        for i in range(nf):
+            bad |= not math.isfinite(fs[i])
         flags[j] = wflag
+        if bad:
+            flags[j] |= FLAG_OVERFLOW

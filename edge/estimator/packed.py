@@ -9,6 +9,11 @@ sees the same numbers whichever way it is called. :func:`_process_packed` is
 its NumPy twin is the reference estimator (``tests/test_estimator.py``).
 
 Layout: ``i8[0:8]`` sizes (``P_*``), ``i8[8 + field]`` the element offset of each field.
+
+numba's on-disk cache of :func:`_process_packed` holds the kernel compiled into it and is
+keyed to this file only: after a change of :mod:`edge.estimator.kernel` in a working tree,
+clear ``edge/estimator/__pycache__/packed.*.nb*`` (an install rewrites every file, which
+invalidates it).
 """
 
 from __future__ import annotations

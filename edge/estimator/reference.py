@@ -17,7 +17,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.expm import foh_matrices
-from edge.estimator.kernel import FLAG_HELD, FLAG_WARMUP
+from edge.estimator.kernel import FLAG_HELD, FLAG_OVERFLOW, FLAG_WARMUP
 from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
 from edge.kinds import KIND_CODE
 
@@ -156,7 +156,8 @@ class ReferenceEstimator:
                                                      self.B @ f)
         state = (self.u, self.v, self.a)
         z = np.array([row @ state[k] for row, k in zip(self.out_rows, self.out_kind)])
-        return f, z, int(np.bitwise_or.reduce(self.wflags))
+        over = 0 if np.all(np.isfinite(f)) and np.all(np.isfinite(z)) else FLAG_OVERFLOW
+        return f, z, int(np.bitwise_or.reduce(self.wflags)) | over
 
     def run(self, Y):
         """Process a record; returns (F (nt, nf), Z (nt, nout), flags (nt,))."""

@@ -400,10 +400,18 @@ class SmootherEstimator(BlockEstimator):
         return (self._x, self._ering, self._zring, self._fring, self._last, self._nisring,
                 self._nis, self._counters, self._bstate, self._bring, self._bsum)
 
-    def swap(self, op) -> None:
-        raise EstimatorError("a model update needs new smoother gains (Riccati equation, "
-                             "offline): rebuild the bundle; update_model works with the "
-                             "tikhonov estimator")
+    def update_refused(self) -> str:
+        """The smoother's gains (Riccati solution, smoother gains, whitening, model-check
+        thresholds) follow from the model; they are computed offline (scipy), not here."""
+        return ("update_model is not available with the Kalman smoother estimator: its gains "
+                "and model-check thresholds are computed offline from the model (Riccati "
+                "equation) and the device cannot recompute them; build a bundle with the new "
+                "parameters offline (vsense-offline calibrate --bundle, or build) and deploy "
+                "it, or use a bundle with [estimator] method = \"tikhonov\"")
+
+    def swap(self, op, bundle=None) -> None:
+        """Refused (:meth:`update_refused`): new gains cannot be derived on the device."""
+        raise EstimatorError(self.update_refused())
 
     def model_check(self) -> dict:
         """``{"nis", "dof", "window_s", "p_value", "ratio", "threshold", "threshold_low",

@@ -27,10 +27,12 @@ Nothing is allocated, logged or locked per sample. The NumPy twin is
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-from edge.flags import FLAG_HELD, FLAG_MODEL_SUSPECT, FLAG_WARMUP
+from edge.flags import FLAG_HELD, FLAG_MODEL_SUSPECT, FLAG_OVERFLOW, FLAG_WARMUP
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -225,4 +227,9 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
                 for c in range(nch):
                     acc += G[i, q, c] * ering[s, c]
                 Q[j, q] += acc
+        bad = False  # a non-finite estimate always carries a flag
+        for q in range(nq):
+            bad |= not math.isfinite(Q[j, q])
         flags[j] = wflag | susp
+        if bad:
+            flags[j] |= FLAG_OVERFLOW

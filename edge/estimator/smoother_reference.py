@@ -8,7 +8,7 @@ from collections import deque
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.flags import FLAG_HELD, FLAG_MODEL_SUSPECT, FLAG_WARMUP
+from edge.flags import FLAG_HELD, FLAG_MODEL_SUSPECT, FLAG_OVERFLOW, FLAG_WARMUP
 
 
 class ReferenceSmoother:
@@ -76,7 +76,8 @@ class ReferenceSmoother:
             wflag |= fj
             if j:
                 z += self.G[j] @ ej
-        return z, wflag | susp
+        over = 0 if np.all(np.isfinite(z)) else FLAG_OVERFLOW
+        return z, wflag | susp | over
 
     def run(self, Y):
         """(F (nt, nf), Z (nt, nout), flags (nt,)) for a whole record."""

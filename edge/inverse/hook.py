@@ -43,7 +43,8 @@ class InversePort:
     inject : callable (f, substeps) -> first sample seq, or None
         Simulated rig only: apply the known excitation itself.
     locked : callable () -> str or None
-        Why model updates are refused now (e.g. the bundle's signature did not verify).
+        Why model updates are refused now (e.g. the bundle's signature did not verify, or
+        the estimator cannot take a new model: the Kalman smoother).
     """
 
     bundle: Callable[[], Any]
@@ -70,8 +71,12 @@ class InversePort:
             def publish(topic: str, obj: dict) -> None:
                 pub.send(getattr(pub.topics, topic), json.dumps(obj).encode())
         inject = getattr(source, "inject_excitation", None)
+        signature = locked or _unlocked
+
+        def why_locked() -> str | None:  # the estimator's own refusal first (smoother)
+            return est.update_refused() or signature()
         return cls(bundle, swap, publish, nch, inject if callable(inject) else None,
-                   locked or _unlocked)
+                   why_locked)
 
 
 class InverseHook:
@@ -93,10 +98,12 @@ class InverseHook:
         self.base_id = getattr(port.bundle(), "bundle_id", "bundle")
 
     @classmethod
-    def attach(cls, daemon, port: InversePort, auto_update: bool = False) -> "InverseHook":
-        """Create the runtime of the port's bundle (sessions, check sets) and set
-        ``daemon.inverse``; raises :class:`InverseMapError`."""
-        hook = cls(InverseRuntime.from_bundle(port.bundle()), port, auto_update)
+    def attach(cls, daemon, port: InversePort, auto_update: bool = False,
+               runtime: InverseRuntime | None = None) -> "InverseHook":
+        """Set ``daemon.inverse`` to a hook on ``runtime``, by default the runtime of the
+        port's bundle (sessions, check sets; raises :class:`InverseMapError`)."""
+        rt = runtime if runtime is not None else InverseRuntime.from_bundle(port.bundle())
+        hook = cls(rt, port, auto_update)
         daemon.inverse = hook
         return hook
 
