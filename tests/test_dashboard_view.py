@@ -75,6 +75,14 @@ def test_axis_history_zoom_export_method_and_nis(ws_broker, browser, page_relay,
         "suspect": False}}))
     wait_js(browser, "return document.getElementById('card-check').textContent",
             lambda x: "2950.5 / 3000 = 0.984" in x and "consistent" in x and "1.067" in x)
+    # the two-sided check's reason and the tracked load level
+    pub.publish(tp + "health", json.dumps({"model_check": {
+        "nis": 1500.0, "dof": 3000, "window_s": 3.0, "ratio": 0.5, "threshold": 3200.0,
+        "threshold_low": 2400.0, "suspect": True, "load_level": 0.0316,
+        "reasons": ["innovations too small (NIS/dof 0.5 below 0.8)"]}}))
+    wait_js(browser, "return document.getElementById('card-check').textContent",
+            lambda x: "below 0.800 or above 1.067" in x and "innovations too small" in x
+            and "0.0316 x the designed force RMS" in x)
 
     # y ticks: engineering notation with the unit; d60 (about 2 um) no longer "0 / 0 / -0"
     s = wait_page(browser, lambda s: len(s["y_ticks"]) == 2 and all(s["y_ticks"]), 10,

@@ -253,10 +253,14 @@
       kv(ck, "NIS / dof", judged ? `${num(mc.nis, 1)} / ${str(mc.dof)} = ${num(mc.ratio, 3)}`
         : "— (window not full yet)");
       kv(ck, "limit", fin(mc.threshold) && fin(mc.dof) && mc.dof > 0
-        ? `NIS / dof above ${num(mc.threshold / mc.dof, 3)} is suspect (1 on average for a right model)` : "—");
+        ? (fin(mc.threshold_low) && mc.threshold_low > 0
+          ? `NIS / dof below ${num(mc.threshold_low / mc.dof, 3)} or above ${num(mc.threshold / mc.dof, 3)} is suspect (1 on average for a right model)`
+          : `NIS / dof above ${num(mc.threshold / mc.dof, 3)} is suspect (1 on average for a right model)`) : "—");
       kv(ck, "window", `${num(mc.window_s, 1)} s`);
       kv(ck, "verdict", !judged ? "not judged yet" : mc.suspect ? "SUSPECT: model and data disagree" : "consistent",
         !judged ? "" : mc.suspect ? "bad" : "good");
+      for (const r of Array.isArray(mc.reasons) ? mc.reasons : []) kv(ck, "why", str(r), "bad");
+      if (fin(mc.load_level)) kv(ck, "load level", `${mc.load_level.toPrecision(3)} x the designed force RMS (followed from the innovations)`);
     } else {
       kv(ck, "", "not provided by this estimator");
     }
