@@ -40,9 +40,9 @@ def secured(tmp_path_factory):
     port, tls_port, ws = free_port(), free_port(), free_port()
     subprocess.run(["bash", str(ROOT / "deploy" / "mosquitto.sh"), "--device", "dev1",
                     "--conf-dir", str(d), "--env-file", str(d / "env"), "--secrets-dir",
-                    str(d / "sec"), "--port", str(port), "--ws-port", str(ws), "--bind",
-                    "127.0.0.1", "--tls-port", str(tls_port), "--tls-cert",
-                    str(d / "good-server.crt"), "--tls-key", str(d / "good-server.key")],
+                    str(d / "sec"), "--port", str(port), "--websockets", "--ws-port", str(ws),
+                    "--tls-port", str(tls_port), "--tls-cert", str(d / "good-server.crt"),
+                    "--tls-key", str(d / "good-server.key"), "--ca-file", str(ca)],
                    check=True, capture_output=True, timeout=60)
     conf = d / "conf.d" / "vsense.conf"
     with open(conf, "a") as f:

@@ -111,8 +111,8 @@ SCHEMA: tuple[Section, ...] = (
         Key("rate_tolerance", "float", 0.005, "Largest accepted relative difference between "
             "the rate the samples really arrive at (from their DRDY times, over each health "
             "interval) and the bundle's 1/dt; beyond it the status is `degraded` (the "
-            "estimator's time step no longer matches: multiplexer cycling slowed by the "
-            "driver, conversions missed). 0 = no check; health always reports the measured "
+            "estimator's time step then differs from the samples': multiplexer cycling "
+            "slowed by the driver, conversions missed). 0 = no check; health always reports the measured "
             "`rate_hz`.", min=0.0, max=0.5),
     )),
     Section("inverse", "Inverse maps of the bundle (built from a model file with "
