@@ -7,16 +7,14 @@ import re
 import numpy as np
 import pytest
 
-from edge.estimator import Estimator
 from offline.build import build
 from offline.cli import main as offline_main
 from offline.model import load_model_file
 from offline.model.spec import ModelFileError
 from offline.placement import exhaustive, place, placement_model
+from offline.placement.replay import replay as replay_nrmse
 from offline.placement.riccati import sda
 from offline.placement.write import write_placed
-from offline.simulate import simulate_sparse
-from offline.smoother import ForceModel, van_loan
 from tests.helpers import strip_toml
 
 # The paper's strip (170 x 13 x 1.2 mm aluminium) as 34 Euler-Bernoulli beams, clamped;
@@ -151,49 +149,12 @@ def test_prediction_equals_the_built_smoothers_stated_std(strip, tmp_path, layou
     np.testing.assert_allclose(pred, stated, rtol=0.02)
 
 
-def _force_path(fm, dt, nt, seed):
-    """A sample path of the force model (exact discretisation on dt; as
-    tests/test_smoother_model.py)."""
-    Af, Bf, Cf, qc = fm.realise()
-    Ad, Qd = van_loan(Af, qc * Bf @ Bf.T, dt)
-    lam, V = np.linalg.eigh(Qd)
-    Lq = V * np.sqrt(np.clip(lam, 0.0, None))
-    W = np.random.default_rng(seed).standard_normal((nt, Af.shape[0])) @ Lq.T
-    x = np.zeros(Af.shape[0])
-    f = np.zeros(nt)
-    for k in range(nt):
-        f[k] = Cf[0] @ x
-        x = Ad @ x + W[k]
-    return f
-
-
-def replay(path, tmp_path, names, T=30.0, ov=10, seed=3):
-    """Simulated NRMSE of each target: build PLACED.toml, truth from the FULL 68-DOF model by
-    sparse Newmark on 10x finer steps (not the estimator's reduced exact discretisation),
-    a sample path of the declared force model, 1 % noise; 2 s of start-up skipped."""
+def replay(path, tmp_path, names, T=28.0, seed=3):
+    """Simulated NRMSE of each target: PLACED.toml built, truth from the FULL 68-DOF model by
+    sparse Newmark on 10x finer steps (not the estimator's reduced exact discretisation), a
+    sample path of the declared force model, 1 % noise (offline/placement/replay.py)."""
     out = write_placed(path, tmp_path / ("r_" + "_".join(names) + ".toml"), names)
-    res = build(out, progress=False, limit=False, maps=False)
-    b, m, fd = res.bundle, res.model, res.full_dofs
-    fm = ForceModel(**{k: (tuple(v) if k == "band" else v)
-                       for k, v in b.meta["estimator"]["force_models"][0].items()})
-    nt = int(T * b.rate) * ov + 1
-    F = _force_path(fm, b.dt / ov, nt, seed)[:, None]
-    code = {"displacement": 0, "velocity": 1, "acceleration": 2}
-    probes = [(d, code[c.kind]) for d, c in zip(fd["channels"], b.channels)] + \
-        [(d, code[o.kind]) for d, o in zip(fd["outputs"], b.outputs)]
-    C = m.rayleigh[0] * m.M + m.rayleigh[1] * m.K
-    Y = simulate_sparse(m.M, C, m.K, np.array(fd["forces"]), F, b.dt / ov, ov, probes,
-                        progress=False)
-    nch = len(b.channels)
-    rng = np.random.default_rng(seed + 1)
-    Yn = Y[:, :nch] + 0.01 * np.std(Y[:, :nch], axis=0) * rng.standard_normal((len(Y), nch))
-    est = Estimator(b)
-    Fe, Ze, _ = est.run(Yn)
-    L = est.delay
-    n = len(Fe) - L
-    truth = np.column_stack([F[::ov][:n], Y[:n, nch:]])[2000:]
-    e = np.column_stack([Fe[L:], Ze[L:]])[2000:] - truth
-    return np.sqrt(np.mean(e ** 2, axis=0)) / np.std(truth, axis=0)
+    return replay_nrmse(out, duration=T, seed=seed)
 
 
 def test_predictions_are_true_for_the_chosen_layouts(strip, tmp_path):
