@@ -230,3 +230,65 @@ def test_place_cli_writes_the_model_file_and_figures(strip, tmp_path, capsys):
     # a build of the written file works and keeps the chosen order
     assert [c.name for c in build(out, progress=False, limit=False, maps=False)
             .bundle.channels] == names
+
+
+# ------------------------------------------------------------------ calibration (paper 001)
+def zones_text(band=(5.0, 450.0)):
+    """The calibration tests' strip (20 elements, every uz a CB master, all interior modes)
+    with five `damage` zones, a tip force and no sensors; 20 displacement candidates at the
+    nodes every 8.5 mm, 1 % noise; the declared load random 5-450 Hz, 0.05 N, 1 s."""
+    from calib_truth import damage_params, localisation_text
+
+    t = localisation_text(20, n_sensors=5, params=damage_params(5))
+    a, b = t.index("[[sensors]]"), t.index("[[forces]]")
+    t = t[:a] + t[b:]
+    t += ("\n[estimator]\nrate = 1000.0\n[calibration]\nduration = 1.0\n"
+          f"load = {{ type = \"random\", band = [{band[0]}, {band[1]}], rms = 0.05 }}\n"
+          "[placement]\n")
+    for i in range(1, 21):
+        x = 0.17 * i / 20
+        t += (f'[[placement.candidates]]\nname = "d{i}"\nselect = {{ at = [{x!r}, 0.0, 0.0] }}\n'
+              'dof = "uz"\nkind = "displacement"\nnoise = 0.01\n')
+    return t
+
+
+def test_calibration_placement_is_e_optimal_among_pairs(tmp_path, capsys):
+    # E-criterion (paper 001): lambda_min(F + Lambda_0) of the chosen pair against every
+    # pair of the 20 candidates (exhaustive, 190 pairs): within 5 %; above the evenly spaced
+    # pair (85, 170 mm); the printed posterior std per zone for 0..2 sensors
+    from itertools import combinations
+
+    from offline.placement.fisher import e_value, posterior_std
+
+    p = tmp_path / "zones.toml"
+    p.write_text(zones_text())
+    out = tmp_path / "placed.toml"
+    assert offline_main(["place", str(p), "-n", "2", "-o", str(out), "--for", "calibration",
+                         "--quiet"]) == 0
+    text = capsys.readouterr().out
+    rows = re.findall(r"^\s+(\d)\s+(\S+)\s+(\S+)\s+" + r"\s+".join([r"(\S+)"] * 5) + "$",
+                      text, re.M)
+    assert [r[0] for r in rows] == ["0", "1", "2"]
+    names = [s.name for s in load_model_file(out).sensors]
+    assert [r[1] for r in rows[1:]] == names
+    from offline.placement.fisher import fisher_blocks
+
+    Fb, L0, dth, _, params = fisher_blocks(load_model_file(p), progress=False)
+    assert params == [f"w{z}" for z in range(5)]
+    idx = [int(n[1:]) - 1 for n in names]
+    lam = e_value(Fb[idx].sum(axis=0), L0)
+    best = max(e_value(Fb[list(c)].sum(axis=0), L0) for c in combinations(range(20), 2))
+    assert lam >= best / 1.05
+    assert lam > e_value(Fb[[9, 19]].sum(axis=0), L0)
+    # the printed std of the last row is the Gauss-Newton posterior std of the layout
+    np.testing.assert_allclose([float(v) for v in rows[2][3:]],
+                               posterior_std(Fb[idx].sum(axis=0), L0, dth), rtol=1e-3)
+    # with no sensor the prior's std (damage prior W ~ N(0, 1/2) through the sigmoid)
+    assert len({r for r in rows[0][3:]}) == 1
+
+
+def test_calibration_placement_needs_parameters(strip, tmp_path, capsys):
+    path, _, _ = strip
+    assert offline_main(["place", str(path), "-n", "1", "-o", str(tmp_path / "o.toml"),
+                         "--for", "calibration", "--quiet"]) == 2
+    assert "[[parameters]]: --for calibration needs [[parameters]]" in capsys.readouterr().err
