@@ -1,6 +1,8 @@
 """Sensor placement against two baselines, predicted and simulated, and its run time.
 
     python benchmarks/placement.py [--n 8] [--duration 20] [--no-sim] [--skip-timing]
+                                   [--kind acceleration|displacement] [--structure plate|solid]
+                                   [--report DIR]
 
 * **plate**: a simply supported steel plate 1.0 x 0.6 m x 5 mm (MITC3, 20 x 12 cells, GMR+ 1
   master + 30 modes), two forces (0.25, 0.20) and (0.70, 0.40), three virtual displacement
@@ -16,6 +18,9 @@
   one (each layout built; truth from the full model by sparse Newmark on 10x finer steps,
   a sample path of the force models, 1 % noise; offline/placement/replay.py), and the ratio
   of the baselines' errors to place's.
+* **solid** (``--structure solid``): a clamped steel block 0.6 x 0.4 x 0.05 m (hex8, 12 x 8
+  x 1), a vertical and a lateral force, three outputs (uz, uy, uz), candidates uz on the top
+  face and uy on the long sides, 2 kHz, random 5-400 Hz; the same comparison.
 * **timing**: ``place`` of 2 of 20 candidates on the paper cantilever (5,610 DOFs, GMR+ 21
   masters + 50 modes = 71 DOFs) and of 8 of the plate's 200, wall time of the set-up (FE model,
   reduction, smoother model) and of the search, with the number of Riccati evaluations.
@@ -129,6 +134,79 @@ def cantilever_toml():
     return text
 
 
+SOLID = """name = "block-2f3o"
+type = "solid"
+[materials.steel]
+E = 210e9
+nu = 0.3
+rho = 7850.0
+[solid]
+mesh = "block.vtu"
+material = "steel"
+[[boundary]]
+select = { box = [[0.0, 0.0, 0.0], [0.0, 0.4, 0.05]] }
+[damping]
+ratios = [[100.0, 0.01], [1000.0, 0.01]]
+[reduction]
+method = "gmr+"
+modes = 30
+[[reduction.masters]]
+select = { at = [0.6, 0.2, 0.05] }
+dofs = ["uz"]
+[estimator]
+rate = 2000.0
+method = "smoother"
+lag = 40
+[calibration]
+load = { type = "random", band = [5.0, 400.0], rms = 1.0 }
+[[forces]]
+name = "F1"
+select = { at = [0.3, 0.1, 0.05] }
+dof = "uz"
+[[forces]]
+name = "F2"
+select = { at = [0.55, 0.3, 0.05] }
+dof = "uy"
+[[outputs]]
+name = "u1"
+select = { at = [0.6, 0.0, 0.05] }
+dof = "uz"
+[[outputs]]
+name = "u2"
+select = { at = [0.6, 0.4, 0.0] }
+dof = "uy"
+[[outputs]]
+name = "u3"
+select = { at = [0.15, 0.2, 0.05] }
+dof = "uz"
+[placement]
+"""
+
+
+def solid_toml(tmp, kind="acceleration"):
+    """A steel block 0.6 x 0.4 x 0.05 m (hex8, 12 x 8 x 1), clamped at x = 0; candidates:
+    uz on the top face and uy on the side faces, every node not a force or output node."""
+    import meshio
+
+    from offline.geometry.box import box_mesh
+
+    mesh = box_mesh((0.6, 0.4, 0.05), (12, 8, 1), "hex8")
+    meshio.write(str(tmp / "block.vtu"), meshio.Mesh(mesh.points, [("hexahedron",
+                                                                    mesh.cells[0][1])]))
+    taken = {(0.3, 0.1), (0.55, 0.3), (0.6, 0.0), (0.6, 0.4), (0.15, 0.2)}
+    text = SOLID
+    for x, y, z in mesh.points:
+        x, y, z = round(float(x), 4), round(float(y), 4), round(float(z), 4)
+        if x == 0.0 or (x, y) in taken:
+            continue
+        if z == 0.05:
+            text += candidate(f"z{round(x * 100)}_{round(y * 100)}", x, y, z, kind)
+        if y in (0.0, 0.4) and z == 0.0:
+            text += candidate(f"y{round(x * 100)}_{round(y * 100)}", x, y, z,
+                              kind).replace('dof = "uz"', 'dof = "uy"')
+    return text
+
+
 def efi(Phi, n):
     """Effective independence: drop the least independent candidate until n remain."""
     keep = list(range(Phi.shape[0]))
@@ -172,21 +250,25 @@ def baselines(pm, n, seconds=2.0, seed=0):
     return lay_efi, qr_pysensors(X, n)
 
 
-def compare(n, duration, sim, tmp, kind="acceleration"):
+def compare(n, duration, sim, tmp, kind="acceleration", structure="plate", report=None):
     from offline.model import load_model_file
     from offline.placement import place, placement_model
     from offline.placement.replay import replay
     from offline.placement.write import write_placed
 
-    path = tmp / "plate.toml"
-    path.write_text(plate_toml(kind=kind))
+    path = tmp / f"{structure}.toml"
+    path.write_text(plate_toml(kind=kind) if structure == "plate" else solid_toml(tmp, kind))
     spec = load_model_file(path)
     t0 = time.perf_counter()
     pm = placement_model(spec, progress=False)
     t1 = time.perf_counter()
     r = place(pm, n, progress=False)
     t2 = time.perf_counter()
-    print(f"plate: {pm.rm.model.n_dofs} FE DOFs, {pm.rm.n} reduced, {len(pm.candidates)} "
+    if report is not None:
+        from offline.placement.report import write_report
+
+        write_report(pm, r, {}, Path(report) / f"{structure}_{kind}_{n}")
+    print(f"{structure}: {pm.rm.model.n_dofs} FE DOFs, {pm.rm.n} reduced, {len(pm.candidates)} "
           f"candidates, state {pm.A.shape[0]}; place {n}: set-up {t1 - t0:.1f} s, search "
           f"{t2 - t1:.1f} s ({r.evaluations} Riccati evaluations)")
     lay_efi, lay_qr = baselines(pm, n)
@@ -194,28 +276,40 @@ def compare(n, duration, sim, tmp, kind="acceleration"):
     rows = {}
     for name, lay in layouts.items():
         pred = pm.nrmse(lay)
-        simv = np.full_like(pred, np.nan)
+        nan = np.full_like(pred, np.nan)
+        simv, simb, lim = nan, nan, nan
         if sim:
+            from offline.build import build
+            from offline.limit.model import model_limit
+
             names = [pm.candidates[i] for i in lay]
-            out = write_placed(path, tmp / f"plate_{name.split()[0]}.toml", names)
-            simv = replay(out, duration=duration, seed=7)
-        rows[name] = (pred, simv)
+            out = write_placed(path, tmp / f"{structure}_{name.split()[0]}.toml", names)
+            res = build(out, progress=False, limit=False, maps=False)
+            simv = replay(out, duration=duration, seed=7, result=res)
+            simb = replay(out, duration=duration, seed=7, result=res, load="band")
+            ml = model_limit(res.spec, res.model, delays=(pm.lag * pm.dt,), exact=False)
+            lim = np.concatenate([ml.lag_force_nrmse[0], ml.lag_output_nrmse[0]])
+        rows[name] = (pred, simv, simb, lim)
         print(f"  {name:15s} {' '.join(pm.candidates[i] for i in lay)}")
     head = " / ".join(pm.targets)
-    print(f"\n| method | predicted {head} | simulated {head} | baseline / place, outputs "
-          f"(predicted; simulated) |")
-    print("| --- | --- | --- | --- |")
+    print(f"\n| method | predicted {head} | simulated, force-model load | simulated, ideal-band "
+          f"load | limit {pm.lag * pm.dt * 1e3:g} ms (ideal band) | ideal band / limit | "
+          "baseline / place, outputs: predicted; simulated (force model) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     nf = len(pm.force_models)
-    for name, (pred, simv) in rows.items():
+
+    def fmt(v, f=".3g"):
+        return " / ".join(f"{x:{f}}" for x in v)
+
+    for name, (pred, simv, simb, lim) in rows.items():
         rp = pred[nf:] / rows["place"][0][nf:]
         rs = simv[nf:] / rows["place"][1][nf:]
-        print(f"| {name} | {' / '.join(f'{v:.3g}' for v in pred)} | "
-              f"{' / '.join(f'{v:.3g}' for v in simv)} | "
-              f"{' / '.join(f'{v:.2f}' for v in rp)}; {' / '.join(f'{v:.2f}' for v in rs)} |")
-    for name, (pred, simv) in rows.items():
-        if sim:
-            print(f"  {name}: simulated / predicted "
-                  + " ".join(f"{v:.2f}" for v in simv / pred))
+        print(f"| {name} | {fmt(pred)} | {fmt(simv)} | {fmt(simb)} | {fmt(lim)} | "
+              f"{fmt(simb / lim, '.2f')} | {fmt(rp, '.2f')}; {fmt(rs, '.2f')} |")
+    if sim:
+        for name, (pred, simv, simb, lim) in rows.items():
+            print(f"  {name}: simulated / predicted, force-model load {fmt(simv / pred, '.2f')}; "
+                  f"ideal-band load {fmt(simb / pred, '.2f')}")
     return rows
 
 
@@ -243,14 +337,16 @@ def main(argv=None):
     ap.add_argument("--no-sim", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--kind", default="acceleration", choices=("acceleration", "displacement"),
-                    help="kind of the plate's candidates")
+                    help="kind of the candidates")
+    ap.add_argument("--structure", default="plate", choices=("plate", "solid"))
+    ap.add_argument("--report", default=None, help="directory for the curve and layout PNGs")
     a = ap.parse_args(argv)
     print(f"load {os.getloadavg()[0]:.1f}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if not a.skip_timing:
             timing(tmp)
-        compare(a.n, a.duration, not a.no_sim, tmp, a.kind)
+        compare(a.n, a.duration, not a.no_sim, tmp, a.kind, a.structure, a.report)
 
 
 if __name__ == "__main__":
