@@ -292,3 +292,25 @@ def test_calibration_placement_needs_parameters(strip, tmp_path, capsys):
     assert offline_main(["place", str(path), "-n", "1", "-o", str(tmp_path / "o.toml"),
                          "--for", "calibration", "--quiet"]) == 2
     assert "[[parameters]]: --for calibration needs [[parameters]]" in capsys.readouterr().err
+
+
+def test_costs_and_budget_are_respected(strip):
+    # the best single candidate (by the criterion, all evaluated exactly) made expensive:
+    # with a budget of 2.5 and cost 3 it is never chosen; the chosen costs stay within budget
+    _, _, pm = strip
+    from offline.placement.search import Criterion
+
+    crit = Criterion(pm)
+    best = int(np.argmin([crit([j]) for j in range(len(pm.candidates))]))
+    cost0 = pm.cost.copy()
+    try:
+        pm.cost = np.ones(len(pm.candidates))
+        pm.cost[best] = 3.0
+        pm.cost[[j for j in range(len(pm.cost)) if j != best][::2]] = 0.5
+        for screen in (0, 6):
+            r = place(pm, 4, budget=2.5, screen=screen, progress=False)
+            assert best not in r.order
+            assert pm.cost[r.order].sum() <= 2.5 + 1e-12
+            assert r.cost == pytest.approx(pm.cost[r.order].sum(), rel=1e-12)
+    finally:
+        pm.cost = cost0

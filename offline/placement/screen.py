@@ -6,10 +6,11 @@ receptances ``t_c(w)`` (1, nf) and noise variances ``r_c``, write ``g_c = t_c S_
 For a layout J the information matrix per frequency and the error spectrum of a target z
 (``g_z`` its response to the whitened forces) are::
 
-    M_J(w) = I + sum_{c in J} g_c^H g_c / r_c                    (nf, nf)
+    M_J(w) = I + sum_{c in J} g_c^H g_c / (r_c dt)               (nf, nf)
     e_z(w) = g_z M_J^-1 g_z^H,   proxy NRMSE_z^2 = int e_z dw / int |g_z|^2 dw
 
-(the infinite-lag limit of the fixed-lag smoother). Adding one candidate is a rank-one
+(the infinite-lag limit of the fixed-lag smoother; sampled white noise of variance r_c has
+the two-sided PSD r_c dt). Adding one candidate is a rank-one
 update (Sherman-Morrison), so every candidate of a step is ranked at once. The search
 evaluates only the best few by the exact Riccati criterion
 (:meth:`offline.placement.criterion.PlacementModel.nrmse`).
@@ -45,6 +46,15 @@ class Screen:
         for g in list(self.gs) + [self.gc[i] for i in layout]:
             M = M + np.conj(g)[:, :, None] * g[:, None, :]
         return M
+
+    def value(self, layout, weights, linear: bool = False) -> float:
+        """Proxy criterion of ``layout`` itself."""
+        Mi = np.linalg.inv(self.info(list(layout)))
+        e = np.einsum("qwa,wab,qwb->qw", self.gz, Mi, np.conj(self.gz)).real
+        var0 = np.einsum("qwa,qwa,w->q", self.gz, np.conj(self.gz), self.dw).real
+        nr = np.sqrt(np.clip(e @ self.dw / var0, 1e-300, 1.0))
+        w = np.asarray(weights, float)
+        return float((nr @ w if linear else np.log(nr) @ w) / w.sum())
 
     def scores(self, layout, weights, linear: bool = False, drop=None) -> np.ndarray:
         """Proxy criterion of ``layout`` (minus ``drop``) plus each candidate, (ncand,)."""

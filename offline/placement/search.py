@@ -98,9 +98,8 @@ def place(pm, n: int, *, weights=None, budget=None, linear: bool = False, screen
             return None, np.inf
         if not exact and len(pool) > screen:
             ps = proxy.scores(base, crit.w, linear)[pool]
-            if np.isfinite(budget):
-                ps = (ps - proxy.scores(base, crit.w, linear, drop=-1).min()) / \
-                    np.maximum(cost[pool], 1e-12)
+            if np.isfinite(budget) and drop is None:  # decrease per unit cost, best first
+                ps = -(proxy.value(base, crit.w, linear) - ps) / np.maximum(cost[pool], 1e-12)
             pool = [pool[k] for k in np.argsort(ps, kind="stable")[:screen]]
         vals = np.array([crit(base + [j]) for j in pool])
         if np.isfinite(budget) and drop is None:  # decrease per unit cost
