@@ -18,13 +18,14 @@ def summary(pm, res, blind) -> str:
     lines = ["predicted normalised RMS error (smoother, lag "
              f"{pm.lag} samples = {pm.lag * pm.dt * 1e3:g} ms; sensors kept: "
              f"{', '.join(pm.sensors) or 'none'})", head]
-    cost = 0.0
     for k, row in enumerate(res.nrmse):
-        add = pm.candidates[res.order[k - 1]] if k else "-"
-        cost += pm.cost[res.order[k - 1]] if k else 0.0
-        lines.append(f"{k:>3}  {add:<14}{cost:>7.3g}  " + "".join(f"{v:>{w}.4g}" for v in row))
-    lines.append(f"{res.evaluations} Riccati evaluations, {res.exchanges} exchange(s) after the "
-                 f"greedy choice ({', '.join(pm.candidates[i] for i in res.greedy)})")
+        add = pm.candidates[res.added[k]] if k else "-"
+        cost = float(pm.cost[res.layouts[k]].sum()) if k else 0.0
+        ex = ", ".join(f"{pm.candidates[a]} -> {pm.candidates[b]}" for a, b in res.swaps[k])
+        lines.append(f"{k:>3}  {add:<14}{cost:>7.3g}  " + "".join(f"{v:>{w}.4g}" for v in row)
+                     + (f"   exchanged {ex}" if ex else ""))
+    lines.append(f"order written: {', '.join(pm.candidates[i] for i in res.order)} "
+                 f"({res.evaluations} Riccati evaluations, {res.exchanges} exchange(s))")
     for n, v in blind.items():
         lines.append(f"not identifiable: {n} (predicted NRMSE {v:.3f} even with every "
                      f"candidate: no layout of these candidates sees it)")
@@ -67,15 +68,15 @@ def plot_layout(pm, res, path) -> str:
     def at(dof):
         return xyz[int(np.flatnonzero(model.node_ids == model.dof_node[dof])[0])]
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot(xyz[:, a], xyz[:, b], ".", ms=2, color="0.8", label="nodes")
     cp = np.array([at(d) for d in pm.cand_dofs])
     ax.plot(cp[:, a], cp[:, b], "o", mfc="none", color="0.45", label="candidates")
     for k, i in enumerate(res.order):
         p = cp[i]
         ax.plot(p[a], p[b], "o", color="C0", ms=9, label="chosen" if k == 0 else None)
-        ax.annotate(f"{k + 1} {pm.candidates[i]}", (p[a], p[b]), textcoords="offset points",
-                    xytext=(4, 6), fontsize=8, color="C0")
+        ax.annotate(f"{k + 1}", (p[a], p[b]), textcoords="offset points", xytext=(4, 5),
+                    fontsize=9, color="C0", weight="bold")
     rm = pm.rm
     for k, d in enumerate(rm.chan_dofs):
         p = at(d)
@@ -94,8 +95,8 @@ def plot_layout(pm, res, path) -> str:
     ax.set_xlabel("xyz"[a] + " [m]")
     ax.set_ylabel("xyz"[b] + " [m]")
     ax.set_aspect("equal" if ext[b] > 0.05 * ext[a] else "auto")
-    ax.legend(fontsize=7, loc="best")
-    ax.set_title("chosen layout")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("chosen layout (numbers: order chosen)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,5 +1,9 @@
 """Greedy forward selection plus exchange passes over the candidates, with costs and a budget.
 
+Each step adds the candidate that lowers the score most, then exchanges chosen sensors for
+unchosen ones while that lowers it further (``passes`` passes at most), so the layout of
+every size 1..N is greedy-plus-exchange optimal, and the next step starts from it.
+
 The criterion of a layout is the weighted mean of the targets' predicted errors
 (:meth:`~offline.placement.criterion.PlacementModel.nrmse`): of ``log NRMSE`` (default: a
 geometric mean, so a force at 0.4 and an output at 0.004 count by their relative improvement
@@ -22,10 +26,15 @@ from offline._deps import progress as _progress
 class Placement:
     """Result of :func:`place`.
 
-    order : list of int       chosen candidates, in the order they are written
-    nrmse : (N + 1, nq)       predicted NRMSE with the fixed sensors and the first k (row k)
+    order : list of int       the chosen candidates, in the order they are written (a
+                              candidate swapped in by an exchange takes the place of the one
+                              it replaced)
+    nrmse : (N + 1, nq)       predicted NRMSE of the best layout found of each size k (row k;
+                              row 0: the sensors kept only)
     score : (N + 1,)          the criterion of the same layouts
-    greedy : list of int      the greedy choice before the exchange passes
+    layouts : list            candidate indices of each of these layouts
+    added, swaps : list       per size: the candidate the greedy step added; the exchanges
+                              (out, in) that followed it
     exchanges : int           accepted exchanges
     evaluations : int         exact (Riccati) evaluations
     """
@@ -33,7 +42,9 @@ class Placement:
     order: list
     nrmse: np.ndarray
     score: np.ndarray
-    greedy: list = field(default_factory=list)
+    layouts: list = field(default_factory=list)
+    added: list = field(default_factory=list)
+    swaps: list = field(default_factory=list)
     exchanges: int = 0
     evaluations: int = 0
     cost: float = 0.0
@@ -72,7 +83,7 @@ def place(pm, n: int, *, weights=None, budget=None, linear: bool = False, screen
     linear : criterion on the NRMSE instead of its log
     screen : exact evaluations per step (the best by the proxy); 0 or >= the candidates:
         every candidate exactly (no proxy)
-    passes : exchange passes after the greedy selection (0: none)
+    passes : exchange passes after each greedy step (0: none)
     proxy : :class:`offline.placement.screen.Screen` (built when needed)
     """
     ncand = len(pm.candidates)
@@ -109,41 +120,38 @@ def place(pm, n: int, *, weights=None, budget=None, linear: bool = False, screen
             k = int(np.argmin(vals))
         return pool[k], float(vals[k])
 
-    chosen = []
-    bar = _progress(total=n + passes, desc="placing", enable=progress)
+    chosen, layouts, added, swapped = [], [[]], [None], [[]]
+    bar = _progress(total=n, desc="placing", enable=progress)
     for _ in range(n):
         j, _v = best_of(chosen, [i for i in range(ncand) if i not in chosen])
-        bar.update()
         if j is None:
             break  # budget spent
         chosen.append(j)
-    greedy = list(chosen)
-    swaps = 0
-    for _ in range(passes):
-        changed = False
-        for pos in range(len(chosen)):
-            now = crit(chosen)
-            pool = [i for i in range(ncand) if i not in chosen]
-            j, v = best_of(chosen, pool, drop=chosen[pos])
-            if j is not None and v < now - 1e-9 * max(abs(now), 1.0):
-                chosen[pos] = j
-                swaps += 1
-                changed = True
+        # exchange passes: each chosen sensor swapped for the best unchosen one while the
+        # score improves (the new one takes its place in the order)
+        swaps = []
+        for _ in range(passes):
+            changed = False
+            for pos in range(len(chosen)):
+                now = crit(chosen)
+                pool = [i for i in range(ncand) if i not in chosen]
+                jj, v = best_of(chosen, pool, drop=chosen[pos])
+                if jj is not None and v < now - 1e-9 * max(abs(now), 1.0):
+                    swaps.append((chosen[pos], jj))
+                    chosen[pos] = jj
+                    changed = True
+            if not changed:
+                break
+        layouts.append(list(chosen))
+        added.append(j)
+        swapped.append(swaps)
         bar.update()
-        if not changed:
-            break
     bar.close()
-    # order within the final set: greedy again (each prefix the best addition to the last)
-    order = []
-    for _ in range(len(chosen)):
-        rest = [i for i in chosen if i not in order]
-        vals = [crit(order + [j]) for j in rest]
-        order.append(rest[int(np.argmin(vals))])
-    rows = [crit.nrmse(order[:k]) for k in range(len(order) + 1)]
-    return Placement(order=order, nrmse=np.array(rows),
-                     score=np.array([crit(order[:k]) for k in range(len(order) + 1)]),
-                     greedy=greedy, exchanges=swaps, evaluations=crit.evaluations,
-                     cost=float(cost[order].sum()))
+    return Placement(order=list(chosen), nrmse=np.array([crit.nrmse(lay) for lay in layouts]),
+                     score=np.array([crit(lay) for lay in layouts]), layouts=layouts,
+                     added=added, swaps=swapped,
+                     exchanges=sum(len(x) for x in swapped), evaluations=crit.evaluations,
+                     cost=float(cost[chosen].sum()))
 
 
 def exhaustive(pm, n: int, weights=None, linear: bool = False):
