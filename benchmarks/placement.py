@@ -306,11 +306,39 @@ def compare(n, duration, sim, tmp, kind="acceleration", structure="plate", repor
         rs = simv[nf:] / rows["place"][1][nf:]
         print(f"| {name} | {fmt(pred)} | {fmt(simv)} | {fmt(simb)} | {fmt(lim)} | "
               f"{fmt(simb / lim, '.2f')} | {fmt(rp, '.2f')}; {fmt(rs, '.2f')} |")
+    if sim and report is not None:
+        plot_predicted_simulated(rows, pm.targets, Path(report) / f"{structure}_{kind}_{n}"
+                                 / "predicted_simulated.png")
     if sim:
         for name, (pred, simv, simb, lim) in rows.items():
             print(f"  {name}: simulated / predicted, force-model load {fmt(simv / pred, '.2f')}; "
                   f"ideal-band load {fmt(simb / pred, '.2f')}")
     return rows
+
+
+def plot_predicted_simulated(rows, targets, path):
+    """Simulated against predicted NRMSE of every target, per method and load."""
+    from offline._deps import need
+
+    need("matplotlib").use("Agg")
+    plt = need("matplotlib.pyplot")
+    fig, ax = plt.subplots(figsize=(5, 4.4))
+    for (name, (pred, simv, simb, _)), mk in zip(rows.items(), "osD"):
+        ax.plot(pred, simv, mk, mfc="none", label=f"{name}, force-model load")
+        ax.plot(pred, simb, mk, alpha=0.5, label=f"{name}, ideal-band load")
+    lo = min(np.nanmin(r[0]) for r in rows.values()) / 1.5
+    hi = max(np.nanmax(r[0]) for r in rows.values()) * 1.5
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="0.9")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted NRMSE")
+    ax.set_ylabel("simulated NRMSE (full model)")
+    ax.set_title(f"{', '.join(targets)}; band: +/-15 %", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def timing(tmp):

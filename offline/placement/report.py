@@ -41,7 +41,7 @@ def plot_curve(pm, res, path) -> str:
     for j, name in enumerate(pm.targets):
         ax.plot(k, res.nrmse[:, j], "o-", label=name)
     ax.set_yscale("log")
-    ax.set_xlabel("sensors added (in the order chosen)")
+    ax.set_xlabel("sensors added (best layout found of each size)")
     ax.set_ylabel("predicted normalised RMS error")
     ax.set_xticks(k)
     ax.grid(alpha=0.3, which="both")
