@@ -96,6 +96,7 @@ def test_candidates_without_sensors_are_valid_and_build_says_why_not(strip):
     (('[placement]\n', '[placement]\nbudget = 0.5\n'),
      r"\[placement\]\.budget: 0.5 is below the cheapest"),
     (('[placement]\n', '[placement]\ncriterion = "max"\n'), r"\[placement\]\.criterion"),
+    (('[placement]\n', '[placement]\nnoise = "loud"\n'), r"\[placement\]\.noise: expected one"),
 ])
 def test_bad_placement_keys_are_named(tmp_path, edit, msg):
     text = HEAD + candidates()
@@ -315,3 +316,20 @@ def test_costs_and_budget_are_respected(strip):
             assert r.cost == pytest.approx(pm.cost[r.order].sum(), rel=1e-12)
     finally:
         pm.cost = cost0
+
+
+def test_absolute_noise_gives_every_candidate_of_a_kind_one_noise_floor(strip, tmp_path):
+    # [placement] noise = "absolute": sigma = noise x the largest stationary std of the
+    # candidates of the same kind and DOF (closed form from the relative model's variances)
+    path, _, pm = strip
+    p = tmp_path / "abs.toml"
+    p.write_text(path.read_text().replace("[placement]\n", '[placement]\nnoise = "absolute"\n'))
+    pa = placement_model(load_model_file(p), progress=False)
+    kinds = np.array([n[0] for n in pm.candidates])
+    for k in ("d", "a"):
+        m = kinds == k
+        # relative: r = (0.01 std)^2, so std = 100 sqrt(r)
+        np.testing.assert_allclose(pa.rc[m], np.max(pm.rc[m]), rtol=1e-12)
+    # a sensor where the structure hardly moves is worse under one noise floor
+    near = pm.candidates.index("dz10")
+    assert pa.nrmse([near])[1] > 2 * pm.nrmse([near])[1]

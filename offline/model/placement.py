@@ -16,6 +16,10 @@ from offline.model.table import ModelFileError, Table, check
 
 #: How the targets' predicted errors are combined (docs/placement.md "Criterion").
 CRITERIA = ("log", "linear")
+#: What a sensor's relative ``noise`` is relative to: its own signal's std (as the build's
+#: calibration runs) or the largest std of the candidates of its kind and DOF (one absolute
+#: noise floor for identical sensors).
+NOISE_MODELS = ("relative", "absolute")
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,8 @@ class PlacementSpec:
     weights: dict = field(default_factory=dict)
     budget: float | None = None
     criterion: str = "log"
-    placed: tuple = ()  # names of candidates that are already [[sensors]] entries
+    placed: tuple = ()
+    noise: str = "relative"  # names of candidates that are already [[sensors]] entries
 
 
 def parse_placement(raw: dict, f: str, sensors: list, forces: list,
@@ -50,6 +55,7 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
     weights = t.get("weights", "table", {})
     budget = t.get("budget", "num", None, lo=0.0, lo_open=True)
     criterion = t.get("criterion", "str", "log", choices=CRITERIA)
+    noise_model = t.get("noise", "str", "relative", choices=NOISE_MODELS)
     cands = t.get("candidates", "list", [])
     t.done()
     targets = {s.name for s in forces} | {o.name for o in outputs}
@@ -87,4 +93,4 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
         out.append(c)
     if budget is not None and out and min(c.cost for c in out) > budget:
         raise ModelFileError(f"{w}.budget: {budget:g} is below the cheapest candidate's cost")
-    return PlacementSpec(tuple(out), wt, budget, criterion, tuple(placed))
+    return PlacementSpec(tuple(out), wt, budget, criterion, tuple(placed), noise_model)

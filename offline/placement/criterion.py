@@ -181,10 +181,17 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     nfix, ncand = len(fixed), len(cand)
     H = design.H
     std = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", H, X, H), 0.0, None))
-    # noise std = noise level x the signal's stationary std (paper eq. 28, as the build)
-    lev = np.array([max(s.noise, NOISE_FLOOR) for s in spec.sensors]
-                   + [max(c.noise, NOISE_FLOOR) for c in candidates])
-    r = (lev * std[:nfix + ncand]) ** 2
+    # noise std = noise level x the signal's stationary std (paper eq. 28, as the build);
+    # [placement] noise = "absolute": x the largest std of its kind and DOF (one floor)
+    allsig = list(spec.sensors) + list(candidates)
+    lev = np.array([max(s.noise, NOISE_FLOOR) for s in allsig])
+    ref = std[:nfix + ncand].copy()
+    if spec.placement is not None and spec.placement.noise == "absolute":
+        groups = [(s.kind, s.dof) for s in allsig]
+        for g in set(groups):
+            idx = [i for i, x in enumerate(groups) if x == g]
+            ref[idx] = ref[idx].max()
+    r = (lev * ref) ** 2
     tstd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, X, Cq), 0.0, None))
     names = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
     if np.any(r <= 0):
