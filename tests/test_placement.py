@@ -333,3 +333,20 @@ def test_absolute_noise_gives_every_candidate_of_a_kind_one_noise_floor(strip, t
     # a sensor where the structure hardly moves is worse under one noise floor
     near = pm.candidates.index("dz10")
     assert pa.nrmse([near])[1] > 2 * pm.nrmse([near])[1]
+
+
+def test_written_file_keeps_the_text_or_is_rewritten_when_it_cannot(strip, tmp_path):
+    path, _, _ = strip
+    text = "# my comment\n" + path.read_text()
+    src = tmp_path / "c.toml"
+    src.write_text(text)
+    out = write_placed(src, tmp_path / "o.toml", ["az170", "dz20"])
+    assert out.read_text().startswith(text.rstrip("\n"))          # comments and layout kept
+    assert [s.name for s in load_model_file(out).sensors] == ["az170", "dz20"]
+    # sensors as an inline array: appending [[sensors]] would not parse, the file is
+    # written again from its parsed form (the sensor kept first, then the chosen)
+    inline = ('sensors = [{ name = "s0", select = { at = [0.17, 0.0, 0.0] }, dof = "uz" }]\n'
+              + text)
+    src.write_text(inline)
+    out = write_placed(src, tmp_path / "o2.toml", ["dz20"])
+    assert [s.name for s in load_model_file(out).sensors] == ["s0", "dz20"]
