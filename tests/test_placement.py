@@ -350,3 +350,46 @@ def test_written_file_keeps_the_text_or_is_rewritten_when_it_cannot(strip, tmp_p
     src.write_text(inline)
     out = write_placed(src, tmp_path / "o2.toml", ["dz20"])
     assert [s.name for s in load_model_file(out).sensors] == ["s0", "dz20"]
+
+
+def test_calibration_layout_localises_a_damaged_zone_an_even_layout_does_not(tmp_path,
+                                                                            capsys):
+    # Five zones, zone 1 ([34, 68] mm) at omega = 0.4; truth: the 40-element strip, exact
+    # modal integration (30 modes), tip force random 5-450 Hz, 1 s at 1 kHz, 1 % noise
+    # (tests/calib_truth.py); calibration: the 20-element model, VB (offline/calibration).
+    # The E-optimal pair that `place --for calibration` picks localises the damage (omega_1
+    # within 0.05 of 0.4 with P(omega_1 > 0.2) > 0.99, every intact zone P(omega > 0.2) <
+    # 0.05); the evenly spaced pair (85, 170 mm) does not. Measured: chosen 0.403 +- 0.001,
+    # intact |w| <= 0.021; even: w0 = 0.151 +- 0.026 (a false damage), w1 = 0.207 +- 0.056,
+    # P(omega_1 > 0.2) = 0.55.
+    from calib_truth import damage_params, damage_truth, localisation_text, truth_record
+
+    from offline.calibration.calibrate import calibrate
+    from offline.calibration.setup import from_model_file
+
+    p = tmp_path / "zones.toml"
+    p.write_text(zones_text())
+    assert offline_main(["place", str(p), "-n", "2", "-o", str(tmp_path / "placed.toml"),
+                         "--for", "calibration", "--quiet"]) == 0
+    capsys.readouterr()
+    chosen = [float(s.select.forms[0][1][0]) for s in
+              load_model_file(tmp_path / "placed.toml").sensors]
+
+    def with_sensors(text, xs):
+        a, b = text.index("[[sensors]]"), text.index("[[forces]]")
+        return text[:a] + "".join(
+            f'[[sensors]]\nname = "s{i}"\nselect = {{ at = [{x!r}, 0.0, 0.0] }}\ndof = "uz"\n'
+            f'kind = "displacement"\n' for i, x in enumerate(xs)) + text[b:]
+
+    def localised(xs):
+        truth = with_sensors(localisation_text(40, modes=40), xs) + damage_truth(5, 1, 0.4)
+        truth_record(tmp_path / "z.csv", truth, duration=1.0, seed=3, band=(5.0, 450.0),
+                     n_modes=30)
+        cal = tmp_path / "cal.toml"
+        cal.write_text(with_sensors(localisation_text(20, params=damage_params(5)), xs))
+        res = calibrate(from_model_file(cal), [tmp_path / "z.csv"])
+        return (abs(res.theta[1] - 0.4) < 0.05 and res.exceedance(1, 0.2) > 0.99
+                and max(res.exceedance(i, 0.2) for i in (0, 2, 3, 4)) < 0.05)
+
+    assert localised(chosen), chosen
+    assert not localised([0.085, 0.17])
