@@ -332,6 +332,9 @@ def plot_predicted_simulated(rows, targets, path):
     ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="0.9")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ticker = need("matplotlib.ticker")
+    for axis in (ax.xaxis, ax.yaxis):  # decades only: minor labels overlap
+        axis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel("predicted NRMSE")
     ax.set_ylabel("simulated NRMSE (full model)")
     ax.set_title(f"{', '.join(targets)}; band: +/-15 %", fontsize=9)
