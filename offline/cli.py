@@ -10,6 +10,8 @@
     vsense-offline calibrate MODEL.toml --data RUN.csv [--data ...] -o OUTDIR [--bundle OUT.npz]
                              [--check mcmc] [--kfold]          (docs/calibration.md)
     vsense-offline limit MODEL.toml [--noise LEVEL] [--delay MS ...] [--bundle BUNDLE.npz]
+    vsense-offline place MODEL.toml -n N -o PLACED.toml [--for estimation|calibration]
+                         [--report DIR]                 (docs/placement.md)
 
 Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was refused
 (unstable or not identifiable), 4 calibrate: the model family failed the inadequacy test,
@@ -136,6 +138,24 @@ def _parser() -> argparse.ArgumentParser:
                     help="also run this bundle's estimator on honest calibration runs "
                          "(full model, exact modal integration) and print its error")
     lm.add_argument("--quiet", action="store_true", help="no progress bars")
+    pl = command("place", "choose sensors from [[placement.candidates]]")
+    pl.add_argument("model", help="model file (TOML) with [[placement.candidates]]")
+    pl.add_argument("-n", type=int, required=True, help="number of sensors to add")
+    pl.add_argument("-o", "--out", required=True,
+                    help="model file to write: MODEL.toml with the chosen sensors appended")
+    pl.add_argument("--for", dest="target", choices=("estimation", "calibration"),
+                    default="estimation",
+                    help="estimation: predicted error of the forces and outputs (the build's "
+                         "Kalman smoother); calibration: posterior std of the [[parameters]] "
+                         "(E-criterion on the Fisher information)")
+    pl.add_argument("--report", default=None,
+                    help="directory of the figures (default: next to the written file)")
+    pl.add_argument("--screen", type=int, default=6,
+                    help="candidates per step evaluated exactly (best by the frequency-domain "
+                         "proxy); 0: all")
+    pl.add_argument("--passes", type=int, default=3, help="exchange passes after the greedy "
+                    "choice")
+    pl.add_argument("--quiet", action="store_true", help="no progress bars")
     sc = command("score", "compare an estimates CSV with a truth CSV", add_help=False)
     sc.add_argument("rest", nargs=argparse.REMAINDER)
     ca = sub.add_parser("calibrate", help="Bayesian calibration of [[parameters]] from records",
@@ -203,6 +223,11 @@ def main(argv=None) -> int:
             snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))
             print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
                   f"SNR {snr})")
+        elif args.command == "place":
+            from offline.placement.cli import run_place
+
+            run_place(args.model, args.n, args.out, target=args.target, report=args.report,
+                      screen=args.screen, passes=args.passes, progress=not args.quiet)
         elif args.command == "limit":
             from offline.limit.cli import run_limit
 

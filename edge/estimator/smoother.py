@@ -345,6 +345,9 @@ class SmootherEstimator(BlockEstimator):
         tr = self.tracker
         if tr is None:
             self._run(Y, Q, flags)
+        elif tr.since + nb < tr.every:  # the tracker is not due in this block
+            self._run(Y, Q, flags)
+            tr.since += nb
         else:  # pieces that end where the level tracker is due (a long block: several)
             a = 0
             while a < nb:

@@ -21,6 +21,7 @@ from offline.model.sections import (ALPHA_RULES, REDUCTION_METHODS, Boundary, Da
 from offline.model.selection import Selection, parse_selection  # noqa: F401
 from offline.model.signals import (LOAD_TYPES, SIGNAL_KINDS, Calibration, Force,  # noqa: F401
                                    LoadSpec, Output, Sensor, parse_calibration, parse_signals)
+from offline.model.placement import PlacementSpec, parse_placement
 from offline.model.table import ModelFileError, Table, check  # noqa: F401
 
 #: Model types and the section that describes their mesh.
@@ -29,7 +30,7 @@ MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
             "reduction", "estimator", "sensors", "forces", "outputs", "calibration",
-            *MODEL_TYPES, *PASSTHROUGH}
+            "placement", *MODEL_TYPES, *PASSTHROUGH}
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ModelSpec:
     forces: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     calibration: Calibration | None = None
+    placement: PlacementSpec | None = None  # [placement] (offline/placement, `place`)
 
     @property
     def base_dir(self) -> Path:
@@ -112,8 +114,10 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     estimator = parse_estimator(raw, f)
     sensors, forces, outputs = parse_signals(raw, f)
     calibration = parse_calibration(raw, f, forces, estimator)
+    placement = parse_placement(raw, f, sensors, forces, outputs)
     # [[parameters]], [experiment], [inverse], ...: accepted as they are, available in spec.raw
     return ModelSpec(path=path, raw=raw, name=name, type=mtype, materials=materials,
                      section=section, boundary=boundary, springs=springs,
                      masses=masses, damping=damping, reduction=reduction, estimator=estimator,
-                     sensors=sensors, forces=forces, outputs=outputs, calibration=calibration)
+                     sensors=sensors, forces=forces, outputs=outputs, calibration=calibration,
+                     placement=placement)

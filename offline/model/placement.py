@@ -1,0 +1,96 @@
+"""Model-file section of sensor placement: ``[placement]`` (``weights``, ``budget``,
+``criterion``) and its ``[[placement.candidates]]``, each with the keys of a ``[[sensors]]``
+entry plus an optional ``cost``.
+
+A candidate that repeats a ``[[sensors]]`` entry (same name, selection, DOF, kind and noise)
+is already placed (a file written by ``vsense-offline place``) and is not offered again; a
+candidate with a sensor's name that differs from it is an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from offline.model.signals import Sensor, _signal_common
+from offline.model.table import ModelFileError, Table, check
+
+#: How the targets' predicted errors are combined (docs/placement.md "Criterion").
+CRITERIA = ("log", "linear")
+#: What a sensor's relative ``noise`` is relative to: its own signal's std (as the build's
+#: calibration runs) or the largest std of the candidates of its kind and DOF (one absolute
+#: noise floor for identical sensors).
+NOISE_MODELS = ("relative", "absolute")
+
+
+@dataclass(frozen=True)
+class Candidate(Sensor):
+    """A sensor that ``place`` may add; ``cost`` counts against ``[placement] budget``."""
+
+    cost: float = 1.0
+
+    def as_sensor(self) -> Sensor:
+        return Sensor(self.name, self.select, self.dof, self.kind, self.unit, self.where,
+                      self.noise)
+
+
+@dataclass(frozen=True)
+class PlacementSpec:
+    """``[placement]``: candidates (not yet placed), per-target weights, budget, criterion."""
+
+    candidates: tuple = ()
+    weights: dict = field(default_factory=dict)
+    budget: float | None = None
+    criterion: str = "log"
+    placed: tuple = ()
+    noise: str = "relative"  # names of candidates that are already [[sensors]] entries
+
+
+def parse_placement(raw: dict, f: str, sensors: list, forces: list,
+                    outputs: list) -> PlacementSpec | None:
+    """Validate ``[placement]`` (errors name the key); None when the file has none."""
+    if "placement" not in raw:
+        return None
+    w = f"{f}: [placement]"
+    t = Table(raw["placement"], w)
+    weights = t.get("weights", "table", {})
+    budget = t.get("budget", "num", None, lo=0.0, lo_open=True)
+    criterion = t.get("criterion", "str", "log", choices=CRITERIA)
+    noise_model = t.get("noise", "str", "relative", choices=NOISE_MODELS)
+    cands = t.get("candidates", "list", [])
+    t.done()
+    targets = {s.name for s in forces} | {o.name for o in outputs}
+    wt = {}
+    for k, v in weights.items():
+        if k not in targets:
+            raise ModelFileError(f"{w}.weights.{k}: no [[forces]] or [[outputs]] entry named "
+                                 f"{k!r}")
+        wt[k] = check(v, f"{w}.weights.{k}", lo=0.0)
+    by_sensor = {s.name: s for s in sensors}
+    taken = targets
+    out, placed, seen = [], [], set()
+    for i, e in enumerate(cands):
+        cw = f"{f}: [[placement.candidates]][{i}]"
+        ct = Table(e, cw)
+        name, sel, dof, kind, unit = _signal_common(ct, cw, True)
+        noise = ct.get("noise", "num", 0.0, lo=0.0)
+        cost = ct.get("cost", "num", 1.0, lo=0.0)
+        ct.done()
+        if name in seen:
+            raise ModelFileError(f"{cw}.name: {name!r} is already a candidate")
+        seen.add(name)
+        if name in taken:
+            raise ModelFileError(f"{cw}.name: {name!r} is a force or output name (sensor, "
+                                 f"force and output names share the CSV header)")
+        c = Candidate(name, sel, dof, kind, unit, cw, noise, cost)
+        if name in by_sensor:
+            s = by_sensor[name]
+            if ((s.select.forms, s.select.tol, s.dof, s.kind, s.unit, s.noise)
+                    != (sel.forms, sel.tol, dof, kind, unit, noise)):
+                raise ModelFileError(f"{cw}.name: {name!r} is a [[sensors]] entry with another "
+                                     f"position, kind or noise")
+            placed.append(name)
+            continue
+        out.append(c)
+    if budget is not None and out and min(c.cost for c in out) > budget:
+        raise ModelFileError(f"{w}.budget: {budget:g} is below the cheapest candidate's cost")
+    return PlacementSpec(tuple(out), wt, budget, criterion, tuple(placed), noise_model)

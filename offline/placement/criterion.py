@@ -1,0 +1,216 @@
+"""The estimation criterion of a sensor layout: the predicted normalised RMS error of every
+force and output of the model file, from the steady-state covariance of the fixed-lag Kalman
+smoother the build designs (docs/placement.md).
+
+Set up once (:func:`placement_model`): FE model, reduction (masters: the sensors already
+placed, the forces, the declared masters), the smoother's state-space model with the model
+file's force models, noise and lag (:func:`offline.smoother.design_smoother`), one row of
+``H`` per candidate (the reduction basis at its DOF, as a virtual output) and its noise
+variance. Per layout (:meth:`PlacementModel.nrmse`): one Riccati solution and the fixed-lag
+sum, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge.estimator.operator import EstimatorError
+from offline._deps import need
+from offline.model import EstimatorSpec, build_fe_model
+from offline.placement.riccati import riccati
+from offline.reduction import recover
+from offline.smoother import design_smoother
+
+#: Noise floor of a candidate or sensor declared with ``noise = 0`` (relative std).
+NOISE_FLOOR = 1e-4
+
+
+@dataclass
+class _Channel:
+    """A channel row for :func:`design_smoother`: ``row`` over the reduced coordinates."""
+
+    name: str
+    row: np.ndarray
+    kind: str
+    weight: float
+
+
+@dataclass
+class PlacementModel:
+    """The smoother's model with every candidate as a channel row.
+
+    Attributes
+    ----------
+    A, Q : (ns, ns)        one step and its process noise (Van Loan, as the build)
+    Cq : (nq, ns)          forces then outputs
+    Hs : (ns_fixed, ns)    rows of the sensors already placed;  rs : their noise variances
+    Hc : (ncand, ns)       rows of the candidates;  rc : their noise variances
+    d : (ns,)              open-loop stationary std of each state (Riccati scaling)
+    target_std : (nq,)     stationary std of each force and output under the load model
+    lag : int              smoother lag [samples] (the estimator's delay)
+    targets, candidates, sensors : list of str
+    cost : (ncand,)        candidate costs
+    """
+
+    A: np.ndarray
+    Q: np.ndarray
+    Cq: np.ndarray
+    Hs: np.ndarray
+    rs: np.ndarray
+    Hc: np.ndarray
+    rc: np.ndarray
+    d: np.ndarray
+    target_std: np.ndarray
+    lag: int
+    targets: list
+    candidates: list
+    sensors: list
+    cost: np.ndarray
+    rm: object = None      # offline.reduced.ReducedModel (masters, T, FE model)
+    cand_dofs: list = None  # FE DOF of each candidate
+    force_models: list = None
+    dt: float = 1e-3
+    cand_rows: np.ndarray = None  # (ncand, n) candidates' rows over the reduced coordinates
+    cand_kinds: list = None
+    sens_rows: np.ndarray = None  # (nfix, n) the fixed sensors'
+    sens_kinds: list = None
+    out_rows: np.ndarray = None   # (nout, n) the outputs'
+    out_kinds: list = None
+
+    def nrmse(self, layout) -> np.ndarray:
+        """Predicted normalised RMS error (nq,) of each target with the fixed sensors plus the
+        candidates ``layout`` (indices), at the smoother's lag.
+
+        ``P`` from the Riccati equation; ``S = H P H^T + R``; smoothed covariance
+        ``P_{k-L|k} = P - sum_{j=0..L} P (Abar^T)^j H^T S^-1 H Abar^j P`` with
+        ``Abar = A (I - K H)`` (docs/smoother.md); error = sqrt(diag(Cq P_{k-L|k} Cq^T)) /
+        target std.
+        """
+        idx = np.asarray(list(layout), dtype=int)
+        H = np.vstack([self.Hs, self.Hc[idx]])
+        r = np.concatenate([self.rs, self.rc[idx]])
+        var0 = self.target_std ** 2
+        if H.shape[0] == 0:
+            return np.ones_like(var0)
+        P = riccati(self.A, H, self.Q, np.diag(r), self.d)
+        S = H @ P @ H.T + np.diag(r)
+        Sinv = np.linalg.inv(0.5 * (S + S.T))
+        K = P @ H.T @ Sinv
+        Abar = self.A - self.A @ K @ H
+        Z = P @ self.Cq.T                  # Abar^j P Cq^T
+        var = np.einsum("ij,ji->i", self.Cq, Z)
+        for _ in range(self.lag + 1):
+            HZ = H @ Z
+            var = var - np.einsum("ij,ij->j", HZ, Sinv @ HZ)
+            Z = Abar @ Z
+        return np.sqrt(np.clip(var / var0, 0.0, 1.0))
+
+
+def force_models(spec, rate: float) -> list:
+    """Each ``[[forces]]`` entry's smoother force model as the build declares it
+    (:func:`offline.load.declared.declared_force_models`: its ``model``, else its own
+    ``[calibration]`` load times its ``scale``, the default roll-off order)."""
+    from offline.load.declared import declared_force_models
+
+    out = declared_force_models(spec, rate)
+    for f, fm in zip(spec.forces, out):
+        if fm.kind != "bandpass":
+            raise ValueError(f"{f.where}.model.kind: place needs band-pass force models (a "
+                             f"random-walk force has no stationary std to normalise by)")
+    return out
+
+
+def placement_model(spec, *, candidates=None, progress: bool = True,
+                    n_modes: int | None = None) -> PlacementModel:
+    """Set up the criterion of ``spec`` (a validated model file) once.
+
+    ``candidates``: the :class:`offline.model.placement.Candidate` list (default the file's
+    ``[[placement.candidates]]``). Raises ``ValueError`` naming the key when the file has no
+    forces or no candidates.
+    """
+    from offline.build import design_bundle
+    from offline.reduced import reduce_model
+    from offline.model import resolve_dofs
+
+    if not spec.forces:
+        raise ValueError(f"{spec.where('[[forces]]')}: place needs at least one force")
+    if candidates is None:
+        candidates = list(spec.placement.candidates) if spec.placement else []
+    if not candidates:
+        raise ValueError(f"{spec.where('[[placement.candidates]]')}: no candidates to place "
+                         "(all of them are [[sensors]] already, or none given)")
+    est = spec.estimator if spec.estimator is not None else EstimatorSpec()
+    model = build_fe_model(spec, progress=progress)
+    rm = reduce_model(spec, model, n_modes=n_modes, n_report=0, progress=progress)
+    bundle = design_bundle(rm, est)
+    fms = force_models(spec, bundle.rate)
+    cdofs = [resolve_dofs(model, c.select, c.dof, c.where)[0] for c in candidates]
+    rows = recover(rm.reduction.T, cdofs)
+    # the sensors already placed (master rows), then the candidates, then one stiff
+    # displacement channel at each force DOF: it makes every force observable in this one
+    # design (whose A, Q and rows do not depend on the channels); it is not used after
+    scale = _force_displacement(bundle, fms)
+    fixed = [_Channel(s.name, np.eye(bundle.n)[c.dof], s.kind, 1.0)
+             for s, c in zip(spec.sensors, bundle.channels)]
+    cand = [_Channel(c.name, r, c.kind, 1.0) for c, r in zip(candidates, rows)]
+    anchor = [_Channel(f"_{f.name}", np.eye(bundle.n)[f.dof], "displacement",
+                       1.0 / (1e-3 * s) ** 2) for f, s in zip(bundle.forces, scale)]
+    lag = est.lag if est.lag is not None else int(round(0.02 * bundle.rate))
+    b = bundle.replace(channels=fixed + cand + anchor)
+    try:
+        design = design_smoother(b, fms, lag, est.model_error)
+    except EstimatorError as exc:
+        raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
+    linalg = need("scipy.linalg")
+    A, Q, Cq = design.A, design.Q, design.Cq
+    # stationary covariance X = A X A^T + Q (the load model's response: stable A)
+    X = linalg.solve_discrete_lyapunov(A, Q)
+    X = 0.5 * (X + X.T)
+    d = np.sqrt(np.clip(np.diag(X), 0.0, None))
+    d = np.maximum(d, 1e-12 * float(np.max(d)))
+    nfix, ncand = len(fixed), len(cand)
+    H = design.H
+    std = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", H, X, H), 0.0, None))
+    # noise std = noise level x the signal's stationary std (paper eq. 28, as the build);
+    # [placement] noise = "absolute": x the largest std of its kind and DOF (one floor)
+    allsig = list(spec.sensors) + list(candidates)
+    lev = np.array([max(s.noise, NOISE_FLOOR) for s in allsig])
+    ref = std[:nfix + ncand].copy()
+    if spec.placement is not None and spec.placement.noise == "absolute":
+        groups = [(s.kind, s.dof) for s in allsig]
+        for g in set(groups):
+            idx = [i for i, x in enumerate(groups) if x == g]
+            ref[idx] = ref[idx].max()
+    r = (lev * ref) ** 2
+    tstd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, X, Cq), 0.0, None))
+    names = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
+    if np.any(r <= 0):
+        bad = [n for n, v in zip([s.name for s in spec.sensors] + [c.name for c in candidates],
+                                 r) if v <= 0][0]
+        raise ValueError(f"{spec.where('[[placement.candidates]]')}: {bad} does not respond to "
+                         "the forces (zero stationary std): remove it")
+    return PlacementModel(A=A, Q=Q, Cq=Cq, Hs=H[:nfix], rs=r[:nfix], Hc=H[nfix:nfix + ncand],
+                          rc=r[nfix:], d=d, target_std=tstd, lag=int(lag), targets=names,
+                          candidates=[c.name for c in candidates],
+                          sensors=[s.name for s in spec.sensors],
+                          cost=np.array([c.cost for c in candidates], float), rm=rm,
+                          cand_dofs=cdofs, force_models=fms, dt=bundle.dt, cand_rows=rows,
+                          cand_kinds=[c.kind for c in candidates],
+                          sens_rows=rm.channel_rows(), sens_kinds=[s.kind for s in spec.sensors],
+                          out_rows=rm.output_rows(), out_kinds=[o.kind for o in spec.outputs])
+
+
+def _force_displacement(bundle, fms) -> np.ndarray:
+    """Displacement amplitude [m] at each force DOF under its own force at the band's centre:
+    ``|(K - w^2 M + j w C)^-1|_ff rms`` (scale of the auxiliary channels)."""
+    out = []
+    for f, fm in zip(bundle.forces, fms):
+        w = 2 * np.pi * float(np.sqrt(fm.band[0] * fm.band[1]))
+        Z = bundle.K - w ** 2 * bundle.M + 1j * w * bundle.C
+        e = np.zeros(bundle.n)
+        e[f.dof] = 1.0
+        out.append(abs(np.linalg.solve(Z, e)[f.dof]) * fm.rms + 1e-300)
+    return np.array(out)
+
