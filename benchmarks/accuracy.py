@@ -116,75 +116,15 @@ def matrices_model(d: Path) -> Path:
 def free_free_model(d: Path) -> Path:
     """Free-free receiver beam (1 m steel, 40 elements, bending in x-z), interface at x = 0:
     force and moment at two interface nodes; ten accelerometers; 400 Hz; white forces up to
-    Nyquist with N and N m scales."""
-    sens = [0.175, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.925, 1.0]
-    text = """
-name = "free-free-interface"
-type = "beam"
-[materials.steel]
-E = 210e9
-nu = 0.3
-rho = 7850.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.main]
-material = "steel"
-rectangle = { b = 0.04, h = 0.02 }
-[[beam.members]]
-name = "span"
-section = "main"
-line = { start = [0.0, 0.0, 0.0], end = [1.0, 0.0, 0.0], n = 40 }
-orientation = [0.0, 0.0, 1.0]
-[[boundary]]
-select = { box = [[-0.01, -0.01, -0.01], [1.01, 0.01, 0.01]] }
-dofs = ["ux", "uy", "rx", "rz"]
-[damping]
-ratios = [[20.0, 0.01], [180.0, 0.01]]
-[reduction]
-method = "gmr+"
-modes = 30
-[[reduction.masters]]
-select = { at = [0.5, 0.0, 0.0] }
-dofs = ["uz"]
-[estimator]
-rate = 400.0
-""" + "".join(f"""
-[[sensors]]
-name = "a{i}"
-select = {{ at = [{x:.3f}, 0.0, 0.0] }}
-dof = "uz"
-kind = "acceleration"
-noise = 0.1
-""" for i, x in enumerate(sens)) + """
-[[forces]]
-name = "F0"
-select = { at = [0.0, 0.0, 0.0] }
-dof = "uz"
-scale = 10.0
-[[forces]]
-name = "M0"
-select = { at = [0.0, 0.0, 0.0] }
-dof = "ry"
-scale = 0.2
-[[forces]]
-name = "F1"
-select = { at = [0.1, 0.0, 0.0] }
-dof = "uz"
-scale = 10.0
-[[forces]]
-name = "M1"
-select = { at = [0.1, 0.0, 0.0] }
-dof = "ry"
-scale = 0.2
-[[outputs]]
-name = "a_mid"
-select = { at = [0.475, 0.0, 0.0] }
-dof = "uz"
-kind = "acceleration"
-[calibration]
-load = { type = "random", band = [0.0, 200.0], rms = 1.0 }
-duration = 2.0
-"""
+    Nyquist with N and N m scales (the load zoo's receiver, :data:`offline.load.zoo.RECEIVER`,
+    with its mid-span acceleration as the one output)."""
+    from offline.load.zoo import RECEIVER
+
+    tip = '[[outputs]]\nname = "u_tip"\nselect = { at = [1.0, 0.0, 0.0] }\ndof = "uz"\n' \
+          'kind = "displacement"\n'
+    text = (RECEIVER.replace('name = "zoo-receiver"', 'name = "free-free-interface"')
+            .replace(tip, "").replace("band = [5.0, 160.0]", "band = [0.0, 200.0]"))
+    assert tip not in text and "band = [0.0, 200.0]" in text
     p = d / "free_free.toml"
     p.write_text(text)
     return p

@@ -24,7 +24,7 @@ transfer functions (not the estimator's reduced model) enter exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -146,7 +146,7 @@ def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, c
     return L, start_theta(L, models, noise, corr)
 
 
-def _peak_candidate(W, models, noise, corr, j, f_fine_bins):
+def _peak_candidate(W, models, noise, corr, j):
     """Where the records' expected force-j spectrum most exceeds the model's (E-step ratio):
     ``(f, zeta, gain)`` or None when nowhere by 2x."""
     over = W.over
@@ -239,7 +239,7 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
                     if (hp, lp) == (hp0, lp0):
                         continue
                     trial = list(models)
-                    trial[j] = _with_orders(models[j], hp, lp)
+                    trial[j] = replace(models[j], order=lp, hp_order=hp, lp_order=lp)
                     Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr,
                                        trial, noise, corr)
                     tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=30)
@@ -252,12 +252,12 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     bic = 0.5 * 3 * np.log(n_eff)
     for j in range(len(models)):
         for _ in range(max_peaks):
-            cand = _peak_candidate(W, models, noise, corr, j, None)
+            cand = _peak_candidate(W, models, noise, corr, j)
             if cand is None:
                 break
             say(f"peak of force {j + 1} near {cand[0]:.1f} Hz")
             trial = list(models)
-            trial[j] = _with_peaks(models[j], models[j].peaks + (cand,))
+            trial[j] = replace(models[j], peaks=models[j].peaks + (cand,))
             Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, trial,
                                noise, corr)
             # the new peak and the force's level (the rest follows in the joint fit)
@@ -293,15 +293,3 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     return LoadFit(model=fitted, prior=prior, identified=ident, posterior_sd=psd_, nll=nll,
                    info={**info, "S_hat": S_hat[kmin:kmax + 1], "freqs": freqs[kmin:kmax + 1],
                          "whittle": W, "data": records})
-
-
-def _with_orders(fm, hp, lp):
-    from dataclasses import replace
-
-    return replace(fm, order=lp, hp_order=hp, lp_order=lp)
-
-
-def _with_peaks(fm, peaks):
-    from dataclasses import replace
-
-    return replace(fm, peaks=tuple(peaks))

@@ -82,9 +82,6 @@ class LoadModel:
         L = V * np.sqrt(np.clip(lam, 0.0, None))[:, None, :]
         return np.fft.irfft(np.einsum("kij,kj->ki", L, W), nt, axis=0)
 
-    def noise_for(self, names) -> np.ndarray | None:
-        return None if self.noise_std is None else self.noise_std[: len(names)]
-
     def as_meta(self) -> dict:
         """JSON form (bundle ``meta["load_model"]``)."""
         return {"source": self.source, "forces": [fm.as_dict() for fm in self.forces],
