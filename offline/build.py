@@ -39,6 +39,7 @@ from offline.calibration_runs import calibration_runs
 from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
 from offline.load import declared_load_model, learn_load, read_records
+from offline.load.check import innovation_check
 from offline.load.plots import plot_spectra, plot_whiteness
 from offline.limit.transfer import modal_model
 from offline.model import EstimatorSpec, build_fe_model, load_model_file
@@ -112,6 +113,9 @@ class BuildResult:
         if self.load_fit is not None:
             lines.append("  " + self.load_fit.summary(
                 [f.name for f in b.forces], [c.name for c in b.channels]).replace("\n", "\n  "))
+            chk = self.load_fit.info.get("check")
+            if chk:
+                lines.append(f"  {chk['text']}")
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
 
@@ -339,6 +343,10 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         timings["load levels"] = time.perf_counter() - t5
     bundle.meta["load_model"] = (load_model if load_model is not None else
                                  declared_load_model(spec, bundle.rate)).as_meta()
+    if load_fit is not None and bundle.method == "smoother":  # does it explain the records?
+        load_fit.info["check"] = innovation_check(bundle, load_fit.info["data"])
+        bundle.meta["load_model"]["info"]["check"] = {
+            k: v for k, v in load_fit.info["check"].items()}
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
                       timings=timings,

@@ -56,9 +56,12 @@ def test_build_record_learns_a_resonant_load_near_the_limit(strip, capsys):
                          "--quiet", "--no-maps"]) == 0
     text = capsys.readouterr().out
     assert "load model learned from 1 record(s)" in text and "peaks 7" in text
+    # the learned model explains the record: white innovations of unit variance
+    assert "innovations on the record(s)" in text and "WARNING" not in text
     b = Bundle.load(out)
     fitted = b.meta["load_model"]
-    assert fitted["source"] == "record"
+    assert fitted["source"] == "record" and fitted["info"]["check"]["ok"]
+    assert 0.8 <= fitted["info"]["check"]["variance"] <= 1.25
     f0, _, g = fitted["forces"][0]["peaks"][0]
     assert f0 == pytest.approx(75.0, rel=0.02) and g == pytest.approx(6.0, rel=0.3)
     # a separate 8 s test record (other seed): error and coverage against the limit with

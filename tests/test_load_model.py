@@ -95,3 +95,29 @@ def test_a_force_no_sensor_sees_stays_at_its_declaration():
     post = np.sqrt(np.diag(np.linalg.inv(W0.fisher(L, th))))
     i0, i1 = L.index("ln_rms0"), L.index("ln_rms1")
     assert post[i0] < 0.1 * L.sd[i0] and post[i1] == pytest.approx(L.sd[i1], rel=1e-3)
+
+
+def test_innovation_check_passes_white_and_flags_wrong_innovations():
+    from offline.load.check import autocorrelation, innovation_check
+
+    rng = np.random.default_rng(4)
+    # autocorrelation against its definition (np.correlate), 1e-12
+    e = rng.standard_normal(500)
+    d = e - e.mean()
+    ref = np.correlate(d, d, "full")[500:510] / np.dot(d, d)
+    np.testing.assert_allclose(autocorrelation(e, 10), ref, atol=1e-12)
+
+    class Stub:  # a "bundle" whose filter passes the record through: eps = y
+        dt = 1e-3
+        kf = {"A": np.zeros((1, 1)), "H": np.zeros((1, 1)), "K": np.zeros((1, 1)),
+              "Wt": np.eye(1)}
+
+    white = rng.standard_normal((21_000, 1))
+    ok = innovation_check(Stub, [white])
+    assert ok["ok"] and abs(ok["variance"] - 1) < 0.03 and ok["peak"] < 0.05
+    assert not innovation_check(Stub, [2.0 * white])["ok"]          # variance 4
+    coloured = np.convolve(white[:, 0], np.ones(5) / np.sqrt(5), "same")[:, None]
+    bad = innovation_check(Stub, [coloured])                         # variance 1, not white
+    # a 5-sample moving average: lag-1 autocorrelation 0.8 (closed form (5 - 1) / 5)
+    assert not bad["ok"] and bad["peak"] == pytest.approx(0.8, abs=0.03)
+    assert "WARNING" in bad["text"]

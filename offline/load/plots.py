@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from offline._deps import need
+from offline.load.check import autocorrelation, innovations
 
 
 def _plt():
@@ -48,22 +49,6 @@ def plot_spectra(fit, force_names, path) -> str:
     return str(path)
 
 
-def innovations(bundle, Y: np.ndarray) -> np.ndarray:
-    """Whitened innovations ``Wt (y_k - H x_k|k-1)`` (nt, nch) of the bundle's smoother (its
-    designed level) on a record: white with unit variance for a right model."""
-    kf = bundle.kf
-    A, H, K, Wt = (np.asarray(kf[k], dtype=float) for k in ("A", "H", "K", "Wt"))
-    x = np.zeros(A.shape[0])
-    out = np.zeros(Y.shape)
-    AK = A @ K
-    for k in range(Y.shape[0]):
-        e = Y[k] - H @ x
-        out[k] = Wt @ e
-        # x_k+1|k = A x_k|k-1 + A K e_k
-        x = A @ x + AK @ e
-    return out
-
-
 def plot_whiteness(bundle, Y, path, lags: int = 50) -> str:
     """Autocorrelation of each channel's whitened innovation (after 1 s), with the 95 %
     band of white noise, ``+/- 1.96 / sqrt(n)``."""
@@ -72,9 +57,8 @@ def plot_whiteness(bundle, Y, path, lags: int = 50) -> str:
     n = eps.shape[0]
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
     for c, ch in enumerate(bundle.channels):
-        e = eps[:, c] - eps[:, c].mean()
-        r = np.correlate(e, e, "full")[n - 1:n + lags] / np.dot(e, e)
-        ax.plot(np.arange(1, lags + 1), r[1:], ".-", ms=3,
+        r = autocorrelation(eps[:, c], lags)
+        ax.plot(np.arange(1, lags + 1), r, ".-", ms=3,
                 label=f"{ch.name} (variance {np.var(eps[:, c]):.2f})")
     ax.axhspan(-1.96 / np.sqrt(n), 1.96 / np.sqrt(n), color="0.85", label="white, 95 %")
     ax.set_xlabel("lag [samples]")
@@ -98,6 +82,9 @@ def load_parts(res, d: Path, img) -> list[str]:
     parts = ["<h2>Load model learned from the records</h2>",
              "<pre>" + html.escape(fit.summary([f.name for f in b.forces],
                                               [c.name for c in b.channels])) + "</pre>"]
+    chk = fit.info.get("check")
+    if chk:
+        parts.append(f'<p class="{"note" if chk["ok"] else "bad"}">{html.escape(chk["text"])}</p>')
     if (d / "load_spectra.png").exists():
         parts.append(img(d / "load_spectra.png", "declared and learned force spectra"))
     if (d / "innovations.png").exists():
