@@ -345,8 +345,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                                  declared_load_model(spec, bundle.rate)).as_meta()
     if load_fit is not None and bundle.method == "smoother":  # does it explain the records?
         load_fit.info["check"] = innovation_check(bundle, load_fit.info["data"])
-        bundle.meta["load_model"]["info"]["check"] = {
-            k: v for k, v in load_fit.info["check"].items()}
+        bundle.meta["load_model"]["info"]["check"] = dict(load_fit.info["check"])
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
                       timings=timings,

@@ -141,21 +141,10 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     nch = len(spec.sensors)
     runs = []
     for seed in _progress(seeds, desc="calibration runs (full model)", enable=progress):
-        Ff = np.zeros((nt, len(spec.forces)))
         if load_model is not None:
             Ff = load_model.sample(tf, seed)
-        for i, f in enumerate(spec.forces if load_model is None else ()):
-            sc = float(getattr(f, "scale", 1.0))
-            if cal is None:
-                Ff[:, i] = sc * load_profile("random", tf, band=(1.0, 0.4 / dt), rms=1.0,
-                                             seed=seed + 1000 * i)
-                continue
-            ld = cal.load_for(f.name)
-            if ld is None:
-                continue
-            Ff[:, i] = sc * load_profile(ld.type, tf, freq=ld.freq,
-                                         amplitude=ld.amplitude or 1.0, band=ld.band,
-                                         rms=ld.rms, seed=seed + 1000 * i)
+        else:
+            Ff = _declared_forces(spec, cal, tf, dt, seed)
         out = run_modal(mm, Ff, dtf, oversample, kinds)
         Yc, Z = out[:, :nch], out[:, nch:]
         rng = np.random.default_rng(seed)
@@ -163,3 +152,22 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
         runs.append(CalRun(t=tf[::oversample], F=Ff[::oversample], Y=Y, Y_clean=Yc, Z=Z,
                            sigma=sigma, seed=int(seed), start=int(round(warmup / dt))))
     return runs
+
+
+def _declared_forces(spec, cal, tf, dt: float, seed: int) -> np.ndarray:
+    """The ``[calibration]`` load of each force (its own realisation, seed ``seed + 1000 i``)
+    times its ``scale`` on the grid ``tf``, ``(nt, nf)``."""
+    Ff = np.zeros((tf.size, len(spec.forces)))
+    for i, f in enumerate(spec.forces):
+        sc = float(getattr(f, "scale", 1.0))
+        if cal is None:
+            Ff[:, i] = sc * load_profile("random", tf, band=(1.0, 0.4 / dt), rms=1.0,
+                                         seed=seed + 1000 * i)
+            continue
+        ld = cal.load_for(f.name)
+        if ld is None:
+            continue
+        Ff[:, i] = sc * load_profile(ld.type, tf, freq=ld.freq,
+                                     amplitude=ld.amplitude or 1.0, band=ld.band,
+                                     rms=ld.rms, seed=seed + 1000 * i)
+    return Ff

@@ -165,23 +165,22 @@ def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
 
     lag = max(windows) - 1
     if load_model is not None and load_model.source == "record":
-        options = [("learned", load_model.forces, load_model.corr if load_model.correlated
-                    else None)]
+        source, fms = "learned", load_model.forces
+        corr = load_model.corr if load_model.correlated else None
     else:
-        options = [("declared", declared_force_models(spec, bundle.rate), None)]
-    for source, fms, corr in options:
-        for me in (0.0, 0.1):
-            try:
-                b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me, corr=corr),
-                                    fms, me, corr=corr)
-                r = score_estimator(Estimator(b), runs, reference)
-            except (EstimatorError, ValueError, np.linalg.LinAlgError):
-                continue
-            if r is None:
-                continue
-            r.update({"load_model": source, "model_error": me, "kind": "smoother"})
-            c.bundles[len(c.rows)] = b
-            c.rows.append(r)
+        source, fms, corr = "declared", declared_force_models(spec, bundle.rate), None
+    for me in (0.0, 0.1):
+        try:
+            b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me, corr=corr),
+                                fms, me, corr=corr)
+            r = score_estimator(Estimator(b), runs, reference)
+        except (EstimatorError, ValueError, np.linalg.LinAlgError):
+            continue
+        if r is None:
+            continue
+        r.update({"load_model": source, "model_error": me, "kind": "smoother"})
+        c.bundles[len(c.rows)] = b
+        c.rows.append(r)
     if c.rows:
         c.best = min(c.rows, key=lambda r: r["score"])
     return c

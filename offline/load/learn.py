@@ -149,17 +149,7 @@ def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, c
 def _peak_candidate(W, models, noise, corr, j):
     """Where the records' expected force-j spectrum most exceeds the model's (E-step ratio):
     ``(f, zeta, gain)`` or None when nowhere by 2x."""
-    over = W.over
-    m = (len(W.kernel) - 1) // 2
-    f_bins = W.f_fine[np.arange(W.nb) * over + m]
-    d = np.sqrt(np.column_stack([fm.psd(f_bins) for fm in models]))
-    S = d[:, :, None] * corr[None] * d[:, None, :]
-    Hb = W.H[np.arange(W.nb) * over + m]
-    E = W.expected(models, noise, corr)
-    Ei = np.linalg.inv(E)
-    G = S @ np.conj(np.transpose(Hb, (0, 2, 1))) @ Ei                 # S H^H E^-1
-    # E[f f^H | y] = S - G H S + G S_hat G^H  (per bin)
-    M = S - G @ Hb @ S + G @ W.S_hat @ np.conj(np.transpose(G, (0, 2, 1)))
+    f_bins, S, M = W.posterior_force_spectra(models, noise, corr)
     ratio = np.real(M[:, j, j]) / np.maximum(np.real(S[:, j, j]), 1e-300)
     ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
     k = int(np.argmax(ratio))

@@ -21,16 +21,9 @@ def plot_spectra(fit, force_names, path) -> str:
     """Per force: the declared and the fitted PSD [unit^2/Hz] over the fitted band, and the
     force spectrum the records imply under the fitted model (posterior mean per bin)."""
     plt = _plt()
-    W = fit.info["whittle"]
-    m = (len(W.kernel) - 1) // 2
-    f = W.f_fine[np.arange(W.nb) * W.over + m]
-    fitted = fit.model.psd(f)
+    f, fitted, post = fit.info["whittle"].posterior_force_spectra(
+        fit.model.forces, fit.model.noise_std, fit.model.corr)
     prior = fit.prior.psd(f)
-    # records' posterior second moment per bin: S - G H S + G S_hat G^H
-    Hb = W.H[np.arange(W.nb) * W.over + m]
-    E = W.expected(fit.model.forces, fit.model.noise_std, fit.model.corr)
-    G = fitted @ np.conj(np.transpose(Hb, (0, 2, 1))) @ np.linalg.inv(E)
-    post = fitted - G @ Hb @ fitted + G @ W.S_hat @ np.conj(np.transpose(G, (0, 2, 1)))
     nf = len(force_names)
     fig, axes = plt.subplots(nf, 1, figsize=(6.4, 2.6 * nf), squeeze=False)
     for j, (ax, n) in enumerate(zip(axes[:, 0], force_names)):

@@ -211,6 +211,23 @@ class Whittle:
         E += np.diag(noise_sd ** 2 * self.dt)[None]
         return 0.5 * (E + np.conj(np.transpose(E, (0, 2, 1))))
 
+    def posterior_force_spectra(self, models, noise_sd, corr):
+        """``(f (nb,), S (nb, nf, nf), M (nb, nf, nf))``: the bins' centre frequencies, the
+        model's force spectrum there and the forces' second moment the records imply under
+        the model (E-step), per bin::
+
+            G = S H^H E^-1,   M = E[f f^H | y] = S - G H S + G S_hat G^H
+        """
+        c = np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2
+        f = self.f_fine[c]
+        d = np.sqrt(np.column_stack([fm.psd(f) for fm in models]))
+        S = d[:, :, None] * corr[None] * d[:, None, :]
+        Hb = self.H[c]
+        G = S @ np.conj(np.transpose(Hb, (0, 2, 1))) @ np.linalg.inv(
+            self.expected(models, noise_sd, corr))
+        M = S - G @ Hb @ S + G @ self.S_hat @ np.conj(np.transpose(G, (0, 2, 1)))
+        return f, S, M
+
     def nll_of(self, E) -> float:
         """``K_eff sum_k [log det E_k + tr(E_k^-1 S_hat_k)]``."""
         try:

@@ -10,7 +10,7 @@ from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother import nis_threshold
 from offline.smoother.force_model import ForceModel
 from offline.smoother.gains import SmootherDesign, design_smoother
-from offline.smoother.levels import LEVELS, level_arrays
+from offline.smoother.levels import LEVELS, level_arrays, whitening
 from offline.smoother.model_check import band_filters, check_bands
 
 
@@ -26,14 +26,13 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
     too large; the device's level tracker takes up a load of another size, so what stays too
     small is a noise or load the model overstates beyond the tracked range). A displacement
     sensor's one-step innovation is mostly its noise, so a load 50x below its declaration
-    lowers the NIS by only ~25 %: hence the tighter lower tolerance. The gains of other load levels: :func:`with_load_levels`."""
+    lowers the NIS by only ~25 %: hence the tighter lower tolerance. The gains of other load
+    levels: :func:`with_load_levels`."""
     W = max(int(round(nis_window_s / bundle.dt)), 1)
     nch = len(bundle.channels)
     dof = W * nch
     bands = check_bands(bundle, force_models) if bands is None else list(bands)
     ba, gain, thr = band_filters(bands, bundle.rate, W, nch, nis_false_alarm)
-    # whitening: S^-1 = Lc Lc^T, eps = Lc^T e  ->  eps^T eps = e^T S^-1 e
-    Lc = np.linalg.cholesky(0.5 * (design.Sinv + design.Sinv.T))
     kf = {"A": design.A, "H": design.H, "K": design.K, "Cq": design.Cq, "G": design.G,
           "Sinv": design.Sinv, "std": design.std,
           "nis_window": np.array(W, dtype=np.int64),
@@ -42,7 +41,7 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
           # P(chi2 < x) = p: the upper quantile of 1 - p
           "nis_threshold_low": np.array(min(nis_threshold(dof, 1.0 - nis_false_alarm),
                                             dof / nis_tolerance_low)),
-          "Wt": np.ascontiguousarray(Lc.T), "band_ba": ba, "band_gain": gain,
+          "Wt": whitening(design.Sinv), "band_ba": ba, "band_gain": gain,
           "band_threshold": thr, "band_hz": np.array(bands, dtype=float).reshape(-1, 2)}
     meta = dict(bundle.meta)
     meta["estimator"] = {

@@ -31,6 +31,13 @@ from offline.smoother.gains import design_smoother, steady_gains
 LEVELS = 10.0 ** np.arange(-2.0, 1.5001, 0.25)
 
 
+def whitening(Sinv: np.ndarray) -> np.ndarray:
+    """``Wt`` with ``Wt^T Wt = S^-1`` (``S^-1 = Lc Lc^T``, ``eps = Lc^T e``, so ``eps^T eps =
+    e^T S^-1 e``): the whitening of the innovations the model check uses."""
+    Lc = np.linalg.cholesky(0.5 * (Sinv + Sinv.T))
+    return np.ascontiguousarray(Lc.T)
+
+
 def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
                  grid=LEVELS, scale_noise: bool = False) -> dict:
     """The ``kf_level_*`` arrays (without the prefix) of the smoother at each level of
@@ -61,8 +68,7 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         K.append(k)
         G.append(gg)
         Sinv.append(si)
-        Lc = np.linalg.cholesky(0.5 * (si + si.T))
-        Wt.append(np.ascontiguousarray(Lc.T))
+        Wt.append(whitening(si))
         std.append(sd)
         S.append(np.linalg.inv(si))
     nch = S[0].shape[0]
