@@ -32,6 +32,7 @@ from offline.calibration.forward import TimeModel
 from offline.calibration.noise import NoiseGroup, spectral_weight
 from offline.calibration.nonlinearity import nonlinearity_measure
 from offline.calibration.result import Result
+from offline.calibration.starts import CLOSE_F, SAME_MODE, screen, starting_points
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
 
@@ -61,6 +62,9 @@ class Settings:
     tol: float = 1e-3
     max_iter: int = 40
     step_tol: float = 0.01     # stop when the mean's next step is < 1 % of its posterior std
+    multistart: bool = True    # screen several starting points (offline.calibration.starts)
+    draws: int = 2             # prior draws among the starting points
+    screen_iter: int = 10      # VB iterations of each screening run
 
 
 def default_prior(p) -> Prior:
@@ -80,7 +84,7 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     b = raw.get("bayes", {}) or {}
     w = f"{where}: [bayes]"
     known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter",
-             "step_tol"}
+             "step_tol", "multistart", "draws", "screen_iter"}
     extra = sorted(set(b) - known)
     if extra:
         raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
@@ -117,12 +121,20 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     noise = b.get("noise", "channel")
     if noise not in ("channel", "one"):
         raise ValueError(f"{w}.noise must be 'channel' or 'one', got {noise!r}")
+    for key, lo in (("draws", 0), ("screen_iter", 1), ("max_iter", 1), ("substeps", 1)):
+        v = b.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
+            raise ValueError(f"{w}.{key} must be an integer >= {lo}, got {v!r}")
+    if not isinstance(b.get("multistart", True), bool):
+        raise ValueError(f"{w}.multistart must be true or false, got {b.get('multistart')!r}")
     return Settings(priors=priors, noise=noise, offsets=tuple(b.get("offsets", ())),
                     autocorrelation=bool(b.get("autocorrelation", True)),
                     prep=Prep.from_dict(b.get("data"), f"{w}.data"),
                     substeps=int(b.get("substeps", 16)), tol=float(b.get("tol", 1e-3)),
                     max_iter=int(b.get("max_iter", 40)),
-                    step_tol=float(b.get("step_tol", 0.01)))
+                    step_tol=float(b.get("step_tol", 0.01)),
+                    multistart=b.get("multistart", True), draws=int(b.get("draws", 2)),
+                    screen_iter=int(b.get("screen_iter", 10)))
 
 
 class Problem:
@@ -233,7 +245,8 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
               records=None, m_init=None):
     """VB calibration (module docstring); returns :class:`offline.calibration.result.Result`.
 
-    ``m_init``: first expansion point in ξ (default: the prior mean)."""
+    ``m_init``: first expansion point in ξ; without it (and with ``[bayes] multistart``, the
+    default) the best of a screen of starting points (:mod:`offline.calibration.starts`)."""
     t0 = time.perf_counter()
     if settings is None:
         settings = settings_from_raw(setup.spec.raw, setup.parameters, setup.where)
@@ -241,6 +254,18 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
         records = [read_record(p, setup.forces, setup.sensors, settings.prep) for p in record_paths]
     prob = Problem(setup, records, settings)
     say = (lambda it, F, m: print(f"  VB iteration {it}: F = {F:.3f}", flush=True)) if progress else None
+    modes = []
+    if m_init is None and settings.multistart:
+        kinds = [q.kind for q in setup.parameters] + ["offset"] * len(prob.off_ch)
+        starts = starting_points(prob.m0, 1.0 / np.sqrt(np.diag(prob.L0)), prob.names, kinds,
+                                 draws=settings.draws)
+        if progress:
+            print(f"  screening {len(starts)} starting points ...", flush=True)
+        modes = screen(prob, starts, max_iter=settings.screen_iter, tol=settings.tol)
+        m_init = modes[0].m
+        if progress:
+            print(f"  {len(modes)} distinct optimum/optima; best from {modes[0].start} "
+                  f"(F = {modes[0].F:.3f})", flush=True)
     rho = [0.0] * len(prob.group_names)
     weights = [1.0] * len(rho)
 
@@ -273,9 +298,30 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
             break
         weights = new
     res.n_evals = n_vb
+    competing = []
+    if len(modes) > 1:
+        # the runner-up refined with the same likelihood weights: the free energies compare
+        alt = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
+                                max_iter=settings.max_iter, m_init=modes[1].m,
+                                step_tol=settings.step_tol)
+        res.n_evals += alt.n_evals
+        alt_start, best_start = modes[1].start, modes[0].start
+        if alt.F > res.F:
+            res, alt = alt, res
+            best_start, alt_start = alt_start, best_start
+        std0 = 1.0 / np.sqrt(np.diag(prob.L0))
+        if np.max(np.abs(alt.m - res.m) / std0) >= SAME_MODE:   # else both runs met
+            competing = [{"start": best_start, "free_energy": float(res.F),
+                          "theta": prob.theta(res.m).tolist()},
+                         {"start": alt_start, "free_energy": float(alt.F),
+                          "theta": prob.theta(alt.m).tolist()}]
+            if progress:
+                print(f"  runner-up optimum (from {alt_start}): free energy {alt.F:.3f} against "
+                      f"{res.F:.3f}" + (" -- CLOSE: the records hardly prefer the answer"
+                                        if res.F - alt.F < CLOSE_F else ""), flush=True)
     k, J = prob.residuals(res.m)
     scale = [np.sqrt(g.weight * q.mean) for g, q in zip(groups, res.noise)]
     L, _ = nonlinearity_measure(lambda xi: prob.residuals(xi, jac=False)[0], res.m, res.std,
                                 k, J, scale=scale)
     return Result(problem=prob, vb=res, groups=groups, rho=rho, nonlinearity=L,
-                  seconds=time.perf_counter() - t0)
+                  seconds=time.perf_counter() - t0, modes=competing)

@@ -11,7 +11,8 @@ by more than chance allows at the test level (``--test-level``: the probability 
 a model that is right; docs/glossary.md).
 
 Exit codes: 0 ok, 2 bad input, 4 the model family failed the inadequacy test (the outputs
-are still written; the bundle's meta says so).
+are still written; the bundle's meta says so), 5 the calibration did not converge (only
+posterior.json and report.html are written, to show where it stopped).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 EXIT_INADEQUATE = 4
+EXIT_NOT_CONVERGED = 5
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,6 +86,16 @@ def run(args) -> int:
         say(f"  {n}: {m:.6g} +- {s:.3g} (nonlinearity {info['nonlinearity'][n]:.3g})")
     say(f"  free energy {info['free_energy']:.6g}, {info['model_evaluations']} model runs, "
         f"{info['seconds']:.2f} s")
+    if not info["converged"]:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
+        write_report(res, out, [("converged", "NO")])
+        print(f"vsense-offline calibrate: error: the calibration did not converge in "
+              f"{info['iterations']} iterations (free energy {info['free_energy']:.6g}); no "
+              f"calibrated model written. Raise [bayes] max_iter (now {settings.max_iter}), or "
+              f"check the records and priors; where it stopped: {out / 'posterior.json'}, "
+              f"{out / 'report.html'}", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
     extra = []
     if args.check == "mcmc":
         from offline.calibration.checks import mcmc_check

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,8 @@ class Result:
     rho : list of float    residual lag-1 correlation per group (before weighting)
     nonlinearity : (p,)    paper 003 eq. 18 per parameter (on ξ)
     seconds : float
+    modes : list of dict   the best and the runner-up optimum of the starting-point screen
+                           (start, free energy, θ), empty with one optimum
     """
 
     problem: object
@@ -31,6 +33,7 @@ class Result:
     rho: list
     nonlinearity: np.ndarray
     seconds: float
+    modes: list = field(default_factory=list)
 
     @property
     def names(self) -> list:
@@ -92,6 +95,10 @@ class Result:
             "free_energy": self.vb.F,
             "nonlinearity": dict(zip(self.names, map(float, self.nonlinearity))),
             "converged": bool(self.vb.converged),
+            "modes": self.modes,
+            "reduction": {"method": p.setup.reduction_method,
+                          "sensitivity": p.setup.sensitivity,
+                          "added_masters": p.setup.added_masters},
             "iterations": self.vb.iterations,
             "model_evaluations": p.n_evals,
             "seconds": self.seconds,

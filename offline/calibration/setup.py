@@ -10,7 +10,7 @@ is used as the inverse maps now do (``model_damping``). All ``[[sensors]]`` are 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,10 @@ class CalibrationSetup:
     out_rows : (nch, n), out_kind : (nch,), B : (n, nf)
     spec : ModelSpec          the model file as loaded
     reduction : Reduction
+    reduction_method : str    the method of ``reduction`` (Craig-Bampton when GMR+ missed one)
+    sensitivity : list of dict   per parameter: relative error of the reduced model's
+                                 eigenvalue changes (:mod:`offline.calibration.sensitivity`)
+    added_masters : list of dict   master DOFs added for it (node id, DOF name)
     """
 
     pm: ParametricModel
@@ -48,6 +52,9 @@ class CalibrationSetup:
     spec: object
     reduction: object
     where: str
+    sensitivity: list = field(default_factory=list)
+    added_masters: list = field(default_factory=list)
+    reduction_method: str = ""
 
     @property
     def names(self) -> tuple:
@@ -73,15 +80,15 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     model = build_fe_model(spec, progress=progress)
     masters, chan_dofs, force_dofs = _masters(spec, model)
     rs = spec.reduction
-    red = reduce(model, masters, n_modes=int(rs.modes if rs else DEFAULT_REDUCTION_MODES),
-                 method=rs.method if rs else DEFAULT_REDUCTION_METHOD, n_report=0, progress=progress)
+    build = full_builder(spec0, params, where, model.n_dofs)
+    red, masters, sens, added, how = _reduction(model, masters, rs, build, theta0, bounds, params,
+                                           where, progress)
     n = red.M.shape[0]
     rows = unit_rows(masters, chan_dofs, n)
     kinds = np.array([KIND_CODE[s.kind] for s in spec.sensors], np.int8)
     B = unit_rows(masters, force_dofs, n).T
     zeta0, rayleigh = model_damping(spec, zeta, where)
 
-    build = full_builder(spec0, params, where, model.n_dofs)
     pm = from_builder(build, theta0, bounds, [p.name for p in params], [p.kind for p in params],
                       T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
                       channels=[s.name for s in spec.sensors], zeta0=zeta0,
@@ -93,4 +100,56 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
                              + (" (no element centroid inside its region?)" if p.kind == "damage" else ""))
     return CalibrationSetup(pm=pm, parameters=params, sensors=[s.name for s in spec.sensors],
                             forces=[f.name for f in spec.forces], out_rows=rows, out_kind=kinds,
-                            B=B, spec=spec, reduction=red, where=where)
+                            B=B, spec=spec, reduction=red, where=where, sensitivity=sens,
+                            added_masters=added, reduction_method=how)
+
+
+def _reduction(model, masters, rs, build, theta0, bounds, params, where, progress):
+    """The nominal reduction, with the boundary DOFs of the parameters it does not see added
+    as masters (:mod:`offline.calibration.sensitivity`); a refusal naming the parameters it
+    still does not see. Returns (Reduction, masters, sensitivity dicts, added DOFs)."""
+    from edge import DOF_NAMES
+    from offline.calibration import sensitivity as sv
+
+    n_modes = int(rs.modes if rs else DEFAULT_REDUCTION_MODES)
+    method = rs.method if rs else DEFAULT_REDUCTION_METHOD
+    names, kinds = [p.name for p in params], [p.kind for p in params]
+
+    def run(m, how):
+        red = reduce(model, m, n_modes=n_modes, method=how, n_report=0, progress=progress)
+        return red, sv.check(build, theta0, bounds, names, kinds, red.T)
+
+    red, sens = run(masters, method)
+    bad = sv.failing(sens)
+    added = []
+    if bad:
+        extra = np.setdiff1d(np.concatenate([s.boundary for s in bad]), masters)
+        if extra.size and masters.size + extra.size < model.n_dofs:
+            added = [{"node": int(model.dof_node[d]), "dof": DOF_NAMES[int(model.dof_kind[d])]}
+                     for d in extra]
+            if progress:
+                print(f"reduction: the {method} basis does not see "
+                      + ", ".join(f"{s.name} (eigenvalue changes off by {100 * s.e:.0f} %)" for s in bad)
+                      + f"; added {extra.size} master DOF(s) at their boundaries", flush=True)
+            masters = np.concatenate([masters, extra])
+            red, sens = run(masters, method)
+            bad = sv.failing(sens)
+    if bad and method != "cb":
+        # GMR+'s residual-flexibility vectors are those of the nominal stiffness; the
+        # Craig-Bampton basis with the same masters spans every static constraint mode
+        red2, sens2 = run(masters, "cb")
+        if not sv.failing(sens2):
+            if progress:
+                print(f"reduction: the {method} basis still does not see "
+                      + ", ".join(s.name for s in bad)
+                      + "; the calibration uses Craig-Bampton with the same masters", flush=True)
+            red, sens, bad, method = red2, sens2, [], "cb"
+    if bad:
+        raise ValueError(
+            f"{where}: the reduced model does not see [[parameters]] "
+            + ", ".join(f"{s.name!r} (its effect on the first eigenvalues is off by "
+                        f"{100 * s.e:.0f} % at {s.probe:g})" for s in bad)
+            + "; add [[reduction.masters]] over the parameter's region, or more [reduction] "
+              "modes, or use method = \"cb\" with the region's nodes as masters")
+    return red, masters, [{"name": s.name, "probe": s.probe, "error": s.e, "effect": s.effect}
+                          for s in sens], added, method
