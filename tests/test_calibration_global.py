@@ -134,3 +134,53 @@ def test_bad_screen_settings_are_named(tmp_path):
     su = from_model_file(path)
     with pytest.raises(ValueError, match=r"\[bayes\]\.draws must be an integer >= 0"):
         settings_from_raw(su.spec.raw, su.parameters, su.where)
+
+
+E_PARAM = """
+[[parameters]]
+name = "E"
+kind = "modulus"
+material = "aluminium"
+bounds = [55e9, 85e9]
+"""
+
+
+def test_modulus_and_zone_damage_are_a_product_with_exact_derivatives(tmp_path):
+    import tomllib
+
+    from offline.calibration.bilinear import BilinearParts, matrices
+    from offline.calibration.forward import TimeModel
+    from offline.model import build_fe_model, spec_from_dict
+    path = tmp_path / "m.toml"
+    path.write_text(damage_model_text(20, E_PARAM + damage_params(5), modes=4))
+    su = from_model_file(path)
+    parts = su.pm.parts
+    # E_z = (1 - w_z) E: one product per zone, nothing between zones
+    assert isinstance(parts, BilinearParts)
+    assert sorted((q.i, q.j) for q in parts.pairs) == [(0, z) for z in range(1, 6)]
+    # independent reference: the FE model file with E and the zone written out, projected on
+    # the calibration's basis (relative 1e-9: round-off)
+    th = np.array([62e9, 0.0, 0.0, 0.35, 0.0, 0.1])
+    raw = tomllib.loads(damage_model_text(20, modes=4).replace("E = 69000000000.0", "E = 62e9")
+                        + damage_truth(5, zone=2, omega=0.35)
+                        + damage_truth(5, zone=4, omega=0.1).replace('"truth"', '"t4"'))
+    fe = build_fe_model(spec_from_dict(raw, path), progress=False)
+    T = su.reduction.T
+    M, K, dM, dK = matrices(parts, th)
+    K_ref = T.T @ (fe.K @ T)
+    np.testing.assert_allclose(K, K_ref, rtol=0, atol=1e-9 * np.abs(K_ref).max())
+    # dK/dθ against central differences of the same matrices (bilinear: exact to round-off)
+    for j, h in ((0, 1e8), (3, 1e-3)):
+        e = np.zeros(6)
+        e[j] = h
+        fd = (matrices(parts, th + e)[1] - matrices(parts, th - e)[1]) / (2 * h)
+        np.testing.assert_allclose(dK[j], fd, rtol=0, atol=1e-7 * np.abs(dK[j]).max())
+    # the time model's Jacobian uses them: central differences of its response (rtol 1e-4)
+    F = np.random.default_rng(0).normal(size=(200, 1))
+    tm = TimeModel(parts, su.B, su.out_rows, su.out_kind, 1e-3, 4, interpolation="linear")
+    _, dY = tm.run(th, F)
+    h = 1e-4 * th[0]
+    e = np.zeros(6)
+    e[0] = h
+    fd = (tm.run(th + e, F, jac=False)[0] - tm.run(th - e, F, jac=False)[0]) / (2 * h)
+    np.testing.assert_allclose(dY[0], fd, rtol=0, atol=1e-4 * np.abs(fd).max())

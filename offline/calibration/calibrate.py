@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,8 @@ from offline.calibration.forward import TimeModel
 from offline.calibration.noise import NoiseGroup, spectral_weight
 from offline.calibration.nonlinearity import nonlinearity_measure
 from offline.calibration.result import Result
-from offline.calibration.starts import CLOSE_F, SAME_MODE, screen, starting_points
+from offline.calibration.starts import (CLOSE_F, REFINE_GAP, SAME_MODE, polish, screen,
+                                        starting_points)
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
 
@@ -64,7 +65,8 @@ class Settings:
     step_tol: float = 0.01     # stop when the mean's next step is < 1 % of its posterior std
     multistart: bool = True    # screen several starting points (offline.calibration.starts)
     draws: int = 2             # prior draws among the starting points
-    screen_iter: int = 10      # VB iterations of each screening run
+    screen_iter: int = 20      # model runs of each screening search (two passes)
+    screen_s: float = 2.0      # seconds of each record the screen fits (from its start)
 
 
 def default_prior(p) -> Prior:
@@ -84,7 +86,7 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     b = raw.get("bayes", {}) or {}
     w = f"{where}: [bayes]"
     known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter",
-             "step_tol", "multistart", "draws", "screen_iter"}
+             "step_tol", "multistart", "draws", "screen_iter", "screen_s"}
     extra = sorted(set(b) - known)
     if extra:
         raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
@@ -125,6 +127,9 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
         v = b.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
             raise ValueError(f"{w}.{key} must be an integer >= {lo}, got {v!r}")
+    sc = b.get("screen_s", 2.0)
+    if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not sc > 0:
+        raise ValueError(f"{w}.screen_s must be a duration > 0 [s], got {sc!r}")
     if not isinstance(b.get("multistart", True), bool):
         raise ValueError(f"{w}.multistart must be true or false, got {b.get('multistart')!r}")
     return Settings(priors=priors, noise=noise, offsets=tuple(b.get("offsets", ())),
@@ -134,7 +139,8 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
                     max_iter=int(b.get("max_iter", 40)),
                     step_tol=float(b.get("step_tol", 0.01)),
                     multistart=b.get("multistart", True), draws=int(b.get("draws", 2)),
-                    screen_iter=int(b.get("screen_iter", 10)))
+                    screen_iter=int(b.get("screen_iter", 20)),
+                    screen_s=float(b.get("screen_s", 2.0)))
 
 
 class Problem:
@@ -261,11 +267,19 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
                                  draws=settings.draws)
         if progress:
             print(f"  screening {len(starts)} starting points ...", flush=True)
-        modes = screen(prob, starts, max_iter=settings.screen_iter, tol=settings.tol)
-        m_init = modes[0].m
+        # the screen fits the first screen_s seconds of each record: it looks for the basin,
+        # the calibration below fits everything
+        head = [replace(r, F=r.F[:n], Y=r.Y[:n], used=r.used[r.used < n]) for r in records
+                for n in [max(int(round(settings.screen_s / r.dt)), 16)]]
+        sprob = Problem(setup, head, settings)
+        modes = screen(sprob, starts, max_iter=settings.screen_iter)
+        prob.n_evals += sprob.n_evals
+        # the best basin's optimum on the whole records: the likelihood weights below are
+        # measured there (at a point off the optimum they measure the misfit and come out tiny)
+        m_init = polish(prob, modes[0].m, settings.screen_iter)
         if progress:
             print(f"  {len(modes)} distinct optimum/optima; best from {modes[0].start} "
-                  f"(F = {modes[0].F:.3f})", flush=True)
+                  f"(log posterior {modes[0].F:.3f})", flush=True)
     rho = [0.0] * len(prob.group_names)
     weights = [1.0] * len(rho)
 
@@ -299,7 +313,7 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
         weights = new
     res.n_evals = n_vb
     competing = []
-    if len(modes) > 1:
+    if len(modes) > 1 and modes[0].F - modes[1].F < REFINE_GAP:
         # the runner-up refined with the same likelihood weights: the free energies compare
         alt = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
                                 max_iter=settings.max_iter, m_init=modes[1].m,

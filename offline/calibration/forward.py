@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.inverse import Parts, mass_stiffness, modal
+from edge.inverse import Parts, modal
 from offline._deps import need
+from offline.calibration.bilinear import matrices
 from offline.calibration.kernel import _propagate
 
 
@@ -64,8 +65,8 @@ def propagate(Phi, U):
 def damped_matrices(parts: Parts, theta):
     """M̂, Ĉ, K̂ (n, n) and their derivatives dM, dC, dK (p, n, n) at θ (p,)."""
     th = np.asarray(theta, dtype=np.float64)
-    M, K = mass_stiffness(parts, th)
-    dM, dK = parts.dM, parts.dK
+    # linear parts, or products of parameters (offline.calibration.bilinear)
+    M, K, dM, dK = matrices(parts, th)
     p = th.size
     z = parts.kinds.index("damping_ratio") if "damping_ratio" in parts.kinds else None
     if parts.rayleigh is not None and z is None:

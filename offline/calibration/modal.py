@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.inverse import mass_stiffness, modal
+from edge.inverse import modal
 from offline._deps import need
+from offline.calibration.bilinear import matrices
 from offline.calibration.noise import NoiseGroup
 from offline.calibration.vb import variational_bayes
 
@@ -51,13 +52,13 @@ def frequency_model(parts, modes):
     idx = np.asarray(modes, int) - 1
 
     def fn(theta):
-        M, K = mass_stiffness(parts, np.asarray(theta, float))
+        M, K, dM, dK = matrices(parts, np.asarray(theta, float))
         w2, Phi = modal(M, K)
         w2, Phi = w2[idx], Phi[:, idx]
         w = np.sqrt(np.maximum(w2, 0.0))
         # dω²_r/dθ_j = φ_rᵀ (dK_j - ω_r² dM_j) φ_r
-        dw2 = (np.einsum("nr,pnm,mr->rp", Phi, parts.dK, Phi)
-               - w2[:, None] * np.einsum("nr,pnm,mr->rp", Phi, parts.dM, Phi))
+        dw2 = (np.einsum("nr,pnm,mr->rp", Phi, dK, Phi)
+               - w2[:, None] * np.einsum("nr,pnm,mr->rp", Phi, dM, Phi))
         f = w / (2 * np.pi)
         return f, dw2 / (2 * w[:, None]) / (2 * np.pi)
     return fn

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.inverse import mass_stiffness, modal
+from edge.inverse import modal
+from offline.calibration.bilinear import matrices
 from offline.inverse.fromfile import _edit
 
 
@@ -123,7 +124,7 @@ class Result:
             # matrices): written as [damping] ratios at those modes' frequencies, the file's
             # Rayleigh pair is the calibrated one (_edit leaves [damping] alone)
             parts = p.setup.pm.parts
-            w2, _ = modal(*mass_stiffness(parts, th))
+            w2, _ = modal(*matrices(parts, th)[:2])
             zeta = float(th[kinds.index("damping_ratio")])
             raw["damping"] = {"ratios": [[float(np.sqrt(w2[int(m) - 1]) / (2 * np.pi)), zeta]
                                          for m in parts.modes]}

@@ -10,12 +10,13 @@ is used as the inverse maps now do (``model_damping``). All ``[[sensors]]`` are 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
 from offline.build import _masters
+from offline.calibration.bilinear import with_products
 from offline.inverse import spec as ispec
 from offline.inverse.fromfile import _edit, _nominal, full_builder, model_damping
 from offline.inverse.parametric import ParametricModel, from_builder
@@ -89,10 +90,18 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     B = unit_rows(masters, force_dofs, n).T
     zeta0, rayleigh = model_damping(spec, zeta, where)
 
-    pm = from_builder(build, theta0, bounds, [p.name for p in params], [p.kind for p in params],
-                      T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
-                      channels=[s.name for s in spec.sensors], zeta0=zeta0,
-                      modes=zeta[0].modes if zeta else (1, 2), verify=True, rayleigh=rayleigh)
+    args = (build, theta0, bounds, [p.name for p in params], [p.kind for p in params])
+    kw = dict(T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
+              channels=[s.name for s in spec.sensors], zeta0=zeta0,
+              modes=zeta[0].modes if zeta else (1, 2), rayleigh=rayleigh)
+    try:
+        pm = from_builder(*args, verify=True, **kw)
+    except ValueError as exc:
+        if "not linear in the parameters" not in str(exc):
+            raise
+        # a product of parameters (a modulus and zone damage): exact bilinear terms
+        pm = from_builder(*args, verify=False, **kw)
+        pm = replace(pm, parts=with_products(pm.parts, build, bounds, red.T, where))
     for j, p in enumerate(params):
         if p.kind != "damping_ratio" and not (np.abs(pm.parts.dK[j]).max() > 0
                                               or np.abs(pm.parts.dM[j]).max() > 0):
