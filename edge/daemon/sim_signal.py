@@ -9,6 +9,7 @@ is what :class:`edge.hw.acquire.Acquisition` does to the voltages on the Pi.
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -17,6 +18,8 @@ from edge.daemon.exitcodes import HardwareError
 from edge.daemon.health import drdy_offset_ns
 from edge.daemon.simulate import SimulationFinished
 from edge.flags import FLAG_HELD, FLAG_SATURATED
+
+log = logging.getLogger("vsense.simulate")
 
 
 def calibrate(V, sensitivity, offset, saturation, Y, flags):
@@ -196,6 +199,11 @@ class LimitedAcquisition:
         """DRDY clock -> ``time.monotonic_ns`` offset of the wrapped driver's clock."""
         return drdy_offset_ns(self.acq, False)
 
+    @property
+    def missed_conversions(self) -> int:
+        """The wrapped driver's count (:attr:`edge.hw.acquire.Acquisition.missed_conversions`)."""
+        return self.acq.missed_conversions
+
     def read(self, values, t_ns, flags) -> int:
         if self.total is not None:
             left = self.total - self.k
@@ -213,3 +221,10 @@ class LimitedAcquisition:
 
     def close(self) -> None:
         self.acq.close()
+        chip = getattr(getattr(getattr(self.acq, "adc", None), "spi", None), "chip", None)
+        if chip is not None:  # the simulator's own count: the reference for the driver's
+            st = chip.stats
+            log.info("simulated ADS1256: %d conversions, %d overwritten before they were "
+                     "read (the first, skipped when RDATAC starts, included), %d DRDY pulses "
+                     "missing; the driver counted %d missed conversions", st["conversions"],
+                     st["overwritten"], st["drdy_missing"], self.missed_conversions)
