@@ -204,7 +204,19 @@ class LimitedAcquisition:
         """The wrapped driver's count (:attr:`edge.hw.acquire.Acquisition.missed_conversions`)."""
         return self.acq.missed_conversions
 
+    def _chip_lost(self) -> int | None:
+        """The simulated chip's own count of lost conversions (overwritten unread, DRDY
+        pulse missing), or None when the driver is not on the simulator."""
+        chip = getattr(getattr(getattr(self.acq, "adc", None), "spi", None), "chip", None)
+        return None if chip is None else chip.stats["overwritten"] + chip.stats["drdy_missing"]
+
     def read(self, values, t_ns, flags) -> int:
+        if self.k == 0 and not hasattr(self, "_lost0"):
+            # conversions the chip overwrote before streaming began (configuration, start-up
+            # work between the calibration and RDATAC) are no samples of the stream; the
+            # conversion RDATAC's start skips is counted during this first read
+            lost0 = self._chip_lost()
+            self._lost0 = None if lost0 is None else lost0 + 1
         if self.total is not None:
             left = self.total - self.k
             if left <= 0:
@@ -220,11 +232,12 @@ class LimitedAcquisition:
         return n
 
     def close(self) -> None:
+        # the simulator's own count, the reference for the driver's: taken before the close
+        # (stopping RDATAC completes, unread, every conversion since the last read)
+        lost = self._chip_lost()
+        lost0 = getattr(self, "_lost0", None)
         self.acq.close()
-        chip = getattr(getattr(getattr(self.acq, "adc", None), "spi", None), "chip", None)
-        if chip is not None:  # the simulator's own count: the reference for the driver's
-            st = chip.stats
-            log.info("simulated ADS1256: %d conversions, %d overwritten before they were "
-                     "read (the first, skipped when RDATAC starts, included), %d DRDY pulses "
-                     "missing; the driver counted %d missed conversions", st["conversions"],
-                     st["overwritten"], st["drdy_missing"], self.missed_conversions)
+        if lost is not None and lost0 is not None:
+            log.info("simulated ADS1256: %d conversions lost while streaming (overwritten "
+                     "before they were read, or their DRDY pulse missing); the driver counted "
+                     "%d missed conversions", lost - lost0, self.missed_conversions)
