@@ -115,3 +115,18 @@ def test_a_crafted_experiment_is_refused_at_start_not_in_identify(tmp_path, caps
     err = capsys.readouterr().err
     assert "inverse map 'mlp'" in err and "substeps" in err
     assert main(["run", "--config", cfg, "--simulate"]) == 3
+
+
+@pytest.mark.parametrize("excitation", [{"type": "pulse", "width": None},
+                                        {"type": "chirp", "f0": "low"}, "pulse"])
+def test_a_crafted_excitation_is_refused_at_start_not_in_identify(tmp_path, capsys,
+                                                                   excitation):
+    """Found by the bundle-meta fuzz class: a pulse without a numeric width passed the start,
+    then every ``identify`` on the simulated rig raised TypeError in the excitation."""
+    b = tmp_path / "crafted.npz"
+    _rewrite(toy_map_bundle(), b, lambda a, meta: meta["inverse"]["maps"]["mlp"]
+             ["experiment"].__setitem__("excitation", excitation))
+    cfg = _toml(tmp_path, b)
+    assert main(["check-config", cfg, "--bundle", "--simulate"]) == 3
+    assert "experiment.excitation" in capsys.readouterr().err
+    assert main(["run", "--config", cfg, "--simulate"]) == 3

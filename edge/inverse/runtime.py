@@ -75,6 +75,12 @@ class InverseMap:
             raise InverseMapError(f"inverse map {name!r}: experiment rate {self.rate!r}, n "
                                   f"{self.n}, nch {self.nch}, substeps {sub!r}: rate must be "
                                   "finite > 0, n and nch > 0, substeps an integer in 1..1000")
+        if "excitation" in self.experiment:  # the simulated rig's force (identify)
+            try:
+                excitation_signal(self.experiment["excitation"], 2, self.rate, int(sub))
+            except (AttributeError, KeyError, TypeError, ValueError) as e:
+                raise InverseMapError(f"inverse map {name!r}: experiment.excitation: {e}") \
+                    from None
         self.feat_lo = np.asarray(arrays[key + "feat_lo"], dtype=np.float64)
         self.feat_hi = np.asarray(arrays[key + "feat_hi"], dtype=np.float64)
         blob = np.asarray(arrays[key + "onnx"], dtype=np.uint8).tobytes()
