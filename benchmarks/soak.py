@@ -3,7 +3,9 @@ and a full disk.
 
     sudo .venv/bin/python benchmarks/soak.py [--duration-s 3600] [--restart-every-s 300]
         [--fill-at-s 1200 ...] [--fill-hold-s 60] [--tmpfs-mb 64] [--level signal|adc]
-        [--out soak.json]
+        [--fifo 50] [--out soak.json]
+
+(the hour of docs/deploy.md "Soak": ``--tmpfs-mb 400 --level adc --fifo 50``)
 
 What runs:
 
