@@ -2,8 +2,10 @@
 and a full disk.
 
     sudo .venv/bin/python benchmarks/soak.py [--duration-s 3600] [--restart-every-s 300]
-        [--fill-at-s 1200] [--fill-hold-s 60] [--tmpfs-mb 64] [--level signal|adc]
-        [--out soak.json]
+        [--fill-at-s 1200 ...] [--fill-hold-s 60] [--tmpfs-mb 64] [--level signal|adc]
+        [--fifo 50] [--out soak.json]
+
+(the hour of docs/deploy.md "Soak": ``--tmpfs-mb 400 --level adc --fifo 50``)
 
 What runs:
 
@@ -15,9 +17,12 @@ What runs:
   recorder on a **tmpfs of ``--tmpfs-mb``** mounted for the run (needs root; without root the
   recorder directory is a plain temporary directory and the disk fill is skipped, said in
   the report), ``max_disk_mb`` = 3/4 of the tmpfs;
-* at ``--fill-at-s`` a filler file takes all free space of the tmpfs for ``--fill-hold-s``
-  (the recorder never deletes this run's files: it drops and counts new data, status
-  ``degraded``, while the disk is full), then it is deleted;
+* at each ``--fill-at-s`` (one or more times) a filler file takes all free space of the
+  tmpfs for ``--fill-hold-s`` (the recorder never deletes this run's files: it drops and
+  counts new data, status ``degraded``, while the disk is full), then it is deleted;
+* ``--level adc``: the byte-level ADS1256 simulator behind the real driver (real clock):
+  conversions the acquisition thread reads too late are overwritten by the chip and counted
+  by the driver (``missed_conversions``); the simulator's own count is in the daemon's log;
 * a QoS 1 subscriber with a persistent session collects every estimate and health message.
   It reconnects after 0.02-0.2 s, before the daemon (``--daemon-reconnect-min-s``, 0.5 s):
   Mosquitto does not queue messages for a persistent session restored after a restart until
@@ -29,6 +34,15 @@ the recorder (daemon health counters), estimates missing over MQTT (sequence num
 received, between the first and the last one received), publisher drops, the time from each
 broker start to the next estimate received (reconnect), resident memory of the daemon
 (health ``rss_mb``) at warm-up and its drift afterwards, CPU, and the load average.
+
+Accounting (``accounting`` in the report): the daemon's run summary (its last log line)
+against the simulator's count of overwritten conversions (``--level adc``); the raw records
+on the tmpfs against the ADC's sample numbers (every ``seq`` not recorded must be a sample
+lost at the ring or dropped by the recorder, ``raw_uncounted``); the estimates received over
+MQTT against the daemon's count. Status (``status_vs_losses``): the intervals between two
+health messages in which a loss counter grew, against the ``degraded`` periods (device
+timestamps): losses while the status said ``running`` (``lost_while_running``), ``degraded``
+periods with no loss within the hold (``degraded_without_loss``).
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -108,6 +123,7 @@ class Collector:
         self.arrivals: list[tuple[float, int]] = []  # (monotonic, first seq) per message
         self.health: list[dict] = []
         self.states: list[tuple[float, str, str]] = []
+        self.state_ts: list[tuple[float, str]] = []  # (device time, state)
         self.dev = device
         c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="soak-collector",
                         clean_session=False)
@@ -131,6 +147,7 @@ class Collector:
             elif sub == "status":
                 j = json.loads(msg.payload)
                 self.states.append((now, j.get("state", ""), j.get("reason", "")))
+                self.state_ts.append((float(j.get("t", 0.0)), j.get("state", "")))
 
     def close(self):
         self.client.disconnect()
@@ -152,17 +169,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration-s", type=float, default=3600.0)
     ap.add_argument("--restart-every-s", type=float, default=300.0)
-    ap.add_argument("--fill-at-s", type=float, default=None, help="default: duration / 3")
+    ap.add_argument("--fill-at-s", type=float, nargs="+", default=None,
+                    help="when to fill the disk [s] (one or more; default: duration / 3 and "
+                         "2 duration / 3)")
     ap.add_argument("--fill-hold-s", type=float, default=60.0)
     ap.add_argument("--tmpfs-mb", type=int, default=64)
     ap.add_argument("--level", choices=("signal", "adc"), default="signal")
     ap.add_argument("--warmup-s", type=float, default=300.0)
+    ap.add_argument("--fifo", type=int, default=0,
+                    help="[realtime] sched_fifo_priority of the daemon's acquisition thread "
+                         "(0: none; the systemd unit allows it)")
     ap.add_argument("--daemon-reconnect-min-s", type=float, default=0.5,
                     help="[mqtt] reconnect_min_s of the daemon (the collector reconnects "
                          "after 0.02-0.2 s: see the module docstring)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    fill_at = a.duration_s / 3 if a.fill_at_s is None else a.fill_at_s
+    fill_at = sorted([a.duration_s / 3, 2 * a.duration_s / 3] if a.fill_at_s is None
+                     else a.fill_at_s)
 
     from helpers import chain_bundle
 
@@ -202,6 +225,8 @@ queue_messages = 100000
 dir = "{recdir}"
 rotate_mb = 4.0
 max_disk_mb = {cap_mb}
+[realtime]
+sched_fifo_priority = {a.fifo}
 [simulate]
 level = "{a.level}"
 clock = "real"
@@ -215,14 +240,15 @@ noise = 0.01
     daemon = subprocess.Popen([sys.executable, "-m", "edge.cli", "run", "--simulate", "-c",
                                str(work / "edge.toml")], stdout=log, stderr=subprocess.STDOUT,
                               env=env, cwd=str(ROOT))
-    print(f"# soak: {a.duration_s:g} s at 1 kHz ({a.level} level), broker restart every "
-          f"{a.restart_every_s:g} s, disk fill at {fill_at:g} s for {a.fill_hold_s:g} s "
+    print(f"# soak: {a.duration_s:g} s at 1 kHz ({a.level} level, SCHED_FIFO {a.fifo}), "
+          f"broker restart every "
+          f"{a.restart_every_s:g} s, disk fill at {fill_at} s for {a.fill_hold_s:g} s "
           f"({'tmpfs ' + str(a.tmpfs_mb) + ' MB' if tmpfs else 'NO tmpfs: fill skipped'}); "
           f"work dir {work}; load {os.getloadavg()[0]:.2f}", flush=True)
     t0 = time.monotonic()
     next_restart = t0 + a.restart_every_s
     filled = None
-    fill_done = False
+    fills = list(fill_at)
     loads = []
     try:
         while time.monotonic() - t0 < a.duration_s:
@@ -237,7 +263,8 @@ noise = 0.01
                 t_broker.append(broker.start())
                 next_restart = now + a.restart_every_s
                 print(f"[{now - t0:7.0f} s] broker restarted", flush=True)
-            if tmpfs and filled is None and not fill_done and now - t0 >= fill_at:
+            if tmpfs and filled is None and fills and now - t0 >= fills[0]:
+                fills.pop(0)
                 st = os.statvfs(recdir)
                 free = st.f_bavail * st.f_frsize
                 filled = (recdir / "zz-filler.bin", now)
@@ -250,7 +277,7 @@ noise = 0.01
                       flush=True)
             if filled is not None and now - filled[1] >= a.fill_hold_s:
                 filled[0].unlink()
-                filled, fill_done = None, True
+                filled = None
                 print(f"[{now - t0:7.0f} s] filler removed", flush=True)
             if int(now - t0) % 60 == 0:
                 with col.lock:
@@ -271,6 +298,9 @@ noise = 0.01
         col.close()
         broker.stop()
     res = _report(col, t_broker[1:], a, stop_s, daemon.returncode, tmpfs, loads, fill_at)
+    log.close()
+    res["accounting"] = _accounting(work / "daemon.log", recdir, res)
+    res["status_vs_losses"] = _status_vs_losses(col)
     if tmpfs:
         subprocess.run(["umount", str(recdir)])
     print(json.dumps(res, indent=1))
@@ -317,12 +347,104 @@ def _report(col, restarts, a, stop_s, code, tmpfs, loads, fill_at) -> dict:
         "rss_mb_end": rss[-1] if rss else None,
         "cpu_percent_median": float(np.median([h["cpu_percent"] for h in warm])) if warm else None,
         "latency_us_p99_last": last.get("latency_us", {}).get("p99"),
+        "missed_conversions": last.get("missed_conversions"),
+        "recorder_dropped_raw_final": last.get("recorder", {}).get("dropped_raw", 0),
         "disk_fill": ({"tmpfs_mb": a.tmpfs_mb, "at_s": fill_at, "hold_s": a.fill_hold_s}
                       if tmpfs else None),
         "degraded_states": [list(x) for x in deg],
         "load_avg_median": round(float(np.median(loads)), 2) if loads else None,
         "load_avg_max": round(float(max(loads)), 2) if loads else None,
     }
+
+
+_SUMMARY = re.compile(
+    r"run summary: (?P<samples>\d+) samples, (?P<estimates>\d+) estimates, "
+    r"(?P<missed>\d+) missed conversions, (?P<lost>\d+) lost, .*?"
+    r"(?:; MQTT (?P<published>\d+) messages published, (?P<drops>\d+) samples dropped, "
+    r"(?P<unsent>\d+) unsent)?(?:; recorder (?P<files>\d+) files, \d+ bytes, "
+    r"(?P<rec_dropped>\d+) samples dropped)?$")
+_SIM = re.compile(r"simulated ADS1256: (?P<lost>\d+) conversions lost while streaming.*?the "
+                  r"driver counted (?P<counted>\d+) missed")
+
+
+def _accounting(log_path: Path, recdir: Path, res: dict) -> dict:
+    """The run summary and the simulator's count from the daemon's log; the raw records
+    against the sample numbers (see the module docstring)."""
+    from edge.daemon.vsr import RecordingError, read_recording_full
+
+    text = log_path.read_text(errors="replace")
+    out: dict = {}
+    m = None
+    for line in text.splitlines():
+        mm = _SUMMARY.search(line)
+        if mm:
+            m = mm
+        ms = _SIM.search(line)
+        if ms:
+            out["simulator"] = {k: int(v) for k, v in ms.groupdict().items()}
+    if m is None:
+        out["summary"] = None
+        return out
+    summ = {k: (int(v) if v is not None else None) for k, v in m.groupdict().items()}
+    out["summary"] = summ
+    sim = out.get("simulator")
+    if sim:
+        out["missed_conversions_minus_simulator"] = summ["missed"] - sim["lost"]
+    try:
+        rec = read_recording_full(recdir, "raw")
+        seq = np.unique(rec.seq)
+        adc_samples = summ["samples"] + summ["lost"]  # seq counts ring losses too
+        not_recorded = adc_samples - seq.size
+        out["raw_recorded"] = int(seq.size)
+        out["raw_not_recorded"] = int(not_recorded)
+        out["raw_uncounted"] = int(not_recorded - summ["lost"] - res.get(
+            "recorder_dropped_raw_final", 0))
+    except RecordingError as e:
+        out["raw_error"] = str(e)
+    out["mqtt_estimates_received_minus_made"] = res["mqtt_estimates_received"] - \
+        summ["estimates"]
+    return out
+
+
+def _status_vs_losses(col, hold_s: float = 5.0) -> dict:
+    """Loss intervals (between health messages, device time) against degraded periods."""
+    with col.lock:
+        health = sorted(col.health, key=lambda h: h.get("t", 0))
+        states = sorted(col.state_ts, key=lambda x: x[0])
+
+    def lost(h):
+        return (h.get("missed_conversions", 0), h.get("lost_samples", 0),
+                h.get("publish", {}).get("drops_samples", 0),
+                h.get("recorder", {}).get("dropped_samples", 0))
+
+    losses = []
+    for h0, h1 in zip(health, health[1:]):
+        if lost(h1) != lost(h0):
+            losses.append((h0["t"], h1["t"], [b - a for a, b in zip(lost(h0), lost(h1))]))
+    periods, start = [], None
+    for t, st in states:
+        if st == "degraded" and start is None:
+            start = t
+        elif st != "degraded" and start is not None:
+            periods.append((start, t))
+            start = None
+    if start is not None:
+        periods.append((start, float("inf")))
+
+    def overlaps(a0, a1, b0, b1):
+        return a0 <= b1 and b0 <= a1
+
+    running = [lo for lo in losses if not any(overlaps(lo[0], lo[1], p0, p1)
+                                              for p0, p1 in periods)]
+    # a degraded period must start after a loss (one supervisor tick) and end within the
+    # hold after the last one (plus one health interval of uncertainty on when it happened)
+    no_loss = [p for p in periods if not any(overlaps(lo[0] - 1.0, lo[1] + hold_s + 1.0,
+                                                      p[0], p[1]) for lo in losses)]
+    return {"loss_intervals": len(losses), "degraded_periods": len(periods),
+            "lost_while_running": [[round(a, 3), round(b, 3), d] for a, b, d in running],
+            "degraded_without_loss": [[round(a, 3), round(b, 3)] for a, b in no_loss],
+            "degraded_s": round(sum(min(b, 1e18) - a for a, b in periods
+                                    if b != float("inf")), 1)}
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "edge: needs only the base install (no scipy/offline extra); "
                    "selected centrally by tests/conftest.py EDGE_MODULES")
+    config.addinivalue_line(
+        "markers", "reliability: the quick reliability check of the field-hardening items "
+                   "(tests/reliability_tests.txt; bash tests/run.sh --reliability)")
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -57,9 +60,22 @@ def _slow_tests() -> set[str]:
     return {x.split("#")[0].strip() for x in p.read_text().splitlines()} - {""}
 
 
+def reliability_tests() -> dict[str, int]:
+    """``file::test`` -> issue item number, from tests/reliability_tests.txt."""
+    out = {}
+    for line in Path(__file__).with_name("reliability_tests.txt").read_text().splitlines():
+        name, _, note = line.partition("#")
+        if name.strip():
+            out[name.strip()] = int(note.split("item")[1])
+    return out
+
+
 def pytest_collection_modifyitems(config, items):
     slow = _slow_tests()
+    reliable = reliability_tests()
     for item in items:
+        if item.nodeid.split("[")[0] in reliable:
+            item.add_marker(pytest.mark.reliability)
         mod = getattr(item, "module", None)
         if mod is not None and mod.__name__.rsplit(".", 1)[-1] in EDGE_MODULES:
             item.add_marker(pytest.mark.edge)

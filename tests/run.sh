@@ -4,6 +4,7 @@
 #   bash tests/run.sh [pytest args]       everything (CI)
 #   bash tests/run.sh --fast [args]       the edit-test loop: tests not marked slow (< 60 s)
 #   bash tests/run.sh --lint              ruff with the rules of pyproject.toml [tool.ruff]
+#   bash tests/run.sh --reliability [args] the quick reliability check (tests/reliability_tests.txt)
 #
 # Creates .venv-test (or $VSENSE_TEST_VENV) with the offline, mesh (gmsh), test, fast (PARDISO)
 # and lint extras: not the demo's .venv, which keeps the workstation extras only. Installs
@@ -17,6 +18,7 @@ MODE=all
 case "${1:-}" in
   --fast) MODE=fast; shift ;;
   --lint) MODE=lint; shift ;;
+  --reliability) MODE=reliability; shift ;;
 esac
 
 if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then
@@ -52,6 +54,9 @@ case "$MODE" in
   lint)
     echo "==> ruff check (rules: pyproject.toml [tool.ruff])"
     exec "$VENV/bin/ruff" check "$@" . ;;
+  reliability)
+    echo "==> running the quick reliability check (tests/reliability_tests.txt)"
+    exec "$VENV/bin/python" -m pytest -m reliability -p no:cacheprovider "$@" ;;
   fast)
     echo "==> running the fast tier (not slow)"
     exec "$VENV/bin/python" -m pytest -m "not slow" -p no:cacheprovider "$@" ;;

@@ -54,7 +54,7 @@ def _cfg(tmp_path, bundle_path, port, dev, **sections):
     d = {"device": {"id": dev}, "bundle": {"path": str(bundle_path)},
          "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"},
                       {"name": "y1", "pin": "AIN1", "sensitivity": 0.01}],
-         "mqtt": {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
+         "mqtt": {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1, "commands": ["*"],
                   "reconnect_max_s": 0.5, "health_interval_s": 0.5},
          "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2},
          "realtime": {"gc": "freeze"},

@@ -188,9 +188,11 @@ def test_page_follows_a_daemon_every_estimate_then_shows_it_offline(tmp_path, ws
     # 2) a second run of the same device, killed: the broker publishes the last will
     p = _daemon(tmp_path, bundle, ws_broker.port, "dash-sim", 0.0, "b")
     try:
-        wait_page(browser, lambda s: dev(s, "dash-sim").get("state") == "running"
+        # live: running, or degraded while the loaded machine makes the real-clock ADC
+        # simulator miss conversions (counted and named, edge.hw.ads1256_rdatac)
+        wait_page(browser, lambda s: dev(s, "dash-sim").get("state") in ("running", "degraded")
                   and dev(s, "dash-sim").get("samples", 0) > n_rec + 500, 60,
-                  "second run: running and 500 more samples")
+                  "second run: running (or degraded) and 500 more samples")
         p.kill()
         p.wait(10)
     finally:

@@ -1,6 +1,7 @@
 """Fuzz tier, start-up and numerics (issue 26 item 3): crafted inverse-map entries, numeric
-extremes in every numeric field (daemon config keys, bundle arrays) and empty or absurd
-strings in every string key; ``VSENSE_FUZZ_EXAMPLES`` cases each (tests/fuzz.py).
+extremes in every numeric field (daemon config keys, bundle arrays, the bundle's meta) and
+empty or absurd strings in every string key (config, the bundle's meta and string arrays);
+``VSENSE_FUZZ_EXAMPLES`` cases each (tests/fuzz.py).
 
 The audit that found these classes: 22 of ~3,000 crafted bundles made ``vsense-edge run`` exit
 with a traceback while ``check-config --bundle`` refused them; ``[mqtt] host = ""`` passed
@@ -186,6 +187,73 @@ def test_fuzz_crafted_inverse_maps(map_bundle):
         return _start(cfg)
 
     counts = run_cases("inverse_maps", case, N_START)
+    assert counts.get("refused 3", 0) > 0 and counts.get("started", 0) > 0
+
+
+# ------------------------------------------- every string and number of the bundle's meta
+def _leaves(obj, path=()):
+    """``(path, value)`` of every string and number in a JSON tree."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _leaves(v, (*path, i))
+    elif isinstance(obj, (str, int, float)) and not isinstance(obj, bool):
+        yield path, obj
+
+
+def _put(obj, path, value):
+    for k in path[:-1]:
+        obj = obj[k]
+    obj[path[-1]] = value
+
+
+def test_fuzz_strings_and_numbers_in_every_bundle_meta_field(map_bundle):
+    """Empty or absurd strings in every string of a bundle (meta: names, units, kinds, dofs,
+    the inverse maps' entries; string arrays: discretization, regularization, kinds) and
+    numeric extremes in every number of its meta (nodes, scales, sizes), hash recomputed:
+    ``check-config --bundle`` and ``run`` refuse it the same way or the daemon starts."""
+    chain = _DIR / "chain-meta.npz"
+    chain_bundle(window=2, kinds=("displacement", "acceleration")).save(chain)
+    bases = [(_arrays(Bundle.load(map_bundle)), [{"name": "y2", "pin": "AIN0"}]),
+             (_arrays(Bundle.load(chain)), [{"name": "y0", "pin": "AIN0"},
+                                            {"name": "y1", "pin": "AIN1"}])]
+    p = _DIR / "meta.npz"
+    cfgs = [config_from_dict(dict(_config(p, broker=False), channels=ch)) for _, ch in bases]
+
+    def case(d):
+        i = d.int(0, 1)
+        a = dict(bases[i][0])
+        meta = json.loads(str(a["meta"]))
+        leaves = list(_leaves(meta))
+        text_arrays = sorted(k for k in a if a[k].dtype.kind == "U")
+        for _ in range(d.int(1, 2)):
+            if text_arrays and d.int(0, 3) == 0:
+                key = d.choice(text_arrays)
+                arr = np.array(a[key], copy=True)
+                if arr.ndim == 0:
+                    arr = np.array(d.absurd())
+                elif arr.size:
+                    arr = arr.astype(object)
+                    arr.reshape(-1)[d.int(0, arr.size - 1)] = d.absurd()
+                    arr = arr.astype(str)
+                a[key] = arr
+                continue
+            path, old = d.choice(leaves)
+            if isinstance(old, str):
+                new = d.absurd() if d.int(0, 4) else d.choice([d.extreme(), None, [], {}])
+            else:
+                new = d.extreme() if d.int(0, 4) else d.choice([d.absurd(), None, []])
+            _put(meta, path, new)
+        try:
+            a["meta"] = np.array(json.dumps(meta))
+        except ValueError:  # a non-finite float: json.dumps writes NaN/Infinity (allowed)
+            return "unwritable"
+        _save(a, p)
+        return _start(cfgs[i])
+
+    counts = run_cases("bundle_meta", case, N_START)
     assert counts.get("refused 3", 0) > 0 and counts.get("started", 0) > 0
 
 

@@ -30,7 +30,7 @@ def _cfg(tmp_path, bundle_path, port, dev, **sections):
     d = {"device": {"id": dev}, "bundle": {"path": str(bundle_path)},
          "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"},
                       {"name": "y1", "pin": "AIN1", "sensitivity": 0.01}],
-         "mqtt": {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
+         "mqtt": {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1, "commands": ["*"],
                   "reconnect_max_s": 0.5, "health_interval_s": 0.2},
          "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2},
          "simulate": {"clock": "real", "duration_s": 0.0, "seed": 3, "level": "signal"}}
@@ -440,3 +440,36 @@ def test_latency_is_never_measured_from_drdy_times_that_lead_the_wall_clock(
     lat = d.latency_ring  # what health reports
     n = lat.n
     assert n > 100 and (lat.buf[:n] > 0).all() and h["latency_us"]["p50"] > 0
+
+
+def test_a_config_without_commands_accepts_none(tmp_path, bundle_path, caplog):
+    """Issue 26 item 4: `[mqtt] commands` defaulted to ["*"], so any configuration that did
+    not set it accepted `pause` and `update_model` from anyone on the broker. Now a config
+    without the key still loads and runs, as a read-only device (said at the start); a
+    listed command is accepted."""
+    raw = {"device": {"id": "ro"}, "bundle": {"path": str(bundle_path)},
+           "channels": [{"name": "y0", "pin": "AIN0"}, {"name": "y1", "pin": "AIN1"}],
+           "mqtt": {"host": "127.0.0.1", "port": free_port()},
+           "recorder": {"enabled": False},
+           "simulate": {"clock": "virtual", "duration_s": 0.1, "level": "signal"}}
+    cfg = config_from_dict(raw)
+    assert cfg["mqtt"]["commands"] == []
+    with caplog.at_level(logging.INFO, logger="vsense"):
+        d = build_daemon(cfg, simulate=True)
+    try:
+        assert any("none accepted, a read-only device" in r.getMessage()
+                   for r in caplog.records)
+        for cmd in ("pause", "status", "update_model", "identify"):
+            with pytest.raises(CommandError, match=r"not allowed on this device \(\[mqtt\] "
+                                                   r"commands\)"):
+                d.registry.parse(json.dumps({"cmd": cmd}).encode())
+    finally:
+        d.abort()
+    raw["mqtt"]["commands"] = ["status"]
+    d = build_daemon(config_from_dict(raw), simulate=True)
+    try:
+        assert d.registry.parse(b'{"cmd": "status"}')[0].name == "status"
+        with pytest.raises(CommandError, match="not allowed"):
+            d.registry.parse(b'{"cmd": "pause"}')
+    finally:
+        d.abort()

@@ -99,3 +99,34 @@ def test_replay_of_a_csv_with_a_1e308_cell_flags_every_nonfinite_row(tmp_path, c
     bad = ~np.isfinite(vals).all(1)
     assert bad.sum() > 100  # reference: 325 of 380 rows were +-inf on main, flags 0
     assert np.all(rows["flags"][bad].astype(int) & FLAG_OVERFLOW)
+
+
+@pytest.mark.parametrize("substeps", [float("inf"), 0, 2.5, "2", 10**6])
+def test_a_crafted_experiment_is_refused_at_start_not_in_identify(tmp_path, capsys, substeps):
+    """Found by the bundle-meta fuzz class: ``experiment.substeps = inf`` passed
+    ``check-config`` and ``run``, then every ``identify`` died in ``int(inf)`` (an
+    OverflowError past the command's error handling). Now both refuse the bundle, naming
+    the map and the field."""
+    b = tmp_path / "crafted.npz"
+    _rewrite(toy_map_bundle(), b, lambda a, meta: meta["inverse"]["maps"]["mlp"]
+             ["experiment"].__setitem__("substeps", substeps))
+    cfg = _toml(tmp_path, b)
+    assert main(["check-config", cfg, "--bundle", "--simulate"]) == 3
+    err = capsys.readouterr().err
+    assert "inverse map 'mlp'" in err and "substeps" in err
+    assert main(["run", "--config", cfg, "--simulate"]) == 3
+
+
+@pytest.mark.parametrize("excitation", [{"type": "pulse", "width": None},
+                                        {"type": "chirp", "f0": "low"}, "pulse"])
+def test_a_crafted_excitation_is_refused_at_start_not_in_identify(tmp_path, capsys,
+                                                                   excitation):
+    """Found by the bundle-meta fuzz class: a pulse without a numeric width passed the start,
+    then every ``identify`` on the simulated rig raised TypeError in the excitation."""
+    b = tmp_path / "crafted.npz"
+    _rewrite(toy_map_bundle(), b, lambda a, meta: meta["inverse"]["maps"]["mlp"]
+             ["experiment"].__setitem__("excitation", excitation))
+    cfg = _toml(tmp_path, b)
+    assert main(["check-config", cfg, "--bundle", "--simulate"]) == 3
+    assert "experiment.excitation" in capsys.readouterr().err
+    assert main(["run", "--config", cfg, "--simulate"]) == 3

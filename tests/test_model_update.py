@@ -198,7 +198,8 @@ def test_daemon_identify_and_update_model_over_mqtt(built, tmp_path, mosquitto, 
     cfg = config_from_dict({
         "device": {"id": "inv"}, "bundle": {"path": str(bundle)},
         "channels": [{"name": "d110", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
-        "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.5},
+        "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.5,
+                 "commands": ["identify", "update_model"]},
         "recorder": {"dir": str(tmp_path / "rec"), "fsync_interval_s": 0.2},
         "simulate": {"clock": "real", "duration_s": 4.0, "seed": 5, "level": "signal",
                      "amplitude": 0.05}})

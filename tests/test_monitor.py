@@ -22,7 +22,8 @@ META = {"bundle_id": "chain-abc123", "bundle_hash": "abc123def4567890",
         "format": "json", "batch": 50}
 HEALTH = {"samples": 5000, "estimates": 5000, "uptime_s": 5.0,
           "latency_us": {"p50": 55.0, "p99": 408.0, "p999": 2035.0, "max": 2664.0, "n": 5000},
-          "overruns": 3, "lost_samples": 7, "ring_depth": 2, "ring_capacity": 2000,
+          "missed_conversions": 5, "overruns": 3, "lost_samples": 7, "ring_depth": 2,
+          "ring_capacity": 2000,
           "bad_samples": 1, "estimator_resets": 0, "cpu_percent": 6.6, "rss_mb": 120.5,
           "cpu_temp_c": None,
           "publish": {"queue_depth": 4, "drops_messages": 0, "drops_samples": 0,
@@ -103,7 +104,7 @@ def test_render_shows_values_units_and_health():
     assert "chain-abc123" in text and "d110 [m]" in text
     assert "+0.12500 N" in text and "-2.5000e-04 m" in text
     assert "p50 55 / p99 408 / p99.9 2,035 / max 2,664 us" in text
-    assert "overruns 3, lost samples 7" in text and "queue 4" in text
+    assert "missed conversions 5, overruns 3, lost samples 7" in text and "queue 4" in text
     assert "seq 7" in text and "flags 1" in text
     empty = render(DeviceView(), "dev1", "h:1883", now=0.0, connected=False)
     assert "no meta" in empty and "none yet" in empty and "connection lost" in empty

@@ -81,7 +81,8 @@ def test_update_model_on_a_smoother_bundle_replies_why_over_mqtt(
     cfg = config_from_dict({
         "device": {"id": dev}, "bundle": {"path": str(smoother_bundle)},
         "channels": [{"name": "d110", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
-        "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.5},
+        "mqtt": {"host": "127.0.0.1", "port": mosquitto.port, "health_interval_s": 0.5,
+                 "commands": ["update_model"]},
         "recorder": {"enabled": False},
         "simulate": {"clock": "real", "duration_s": 0.0, "seed": 5, "level": "signal",
                      "amplitude": 0.05}})

@@ -315,6 +315,10 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
     registry = registry if registry is not None else CommandRegistry()
     allowed = cfg["mqtt"]["commands"]
     registry.allowed = None if "*" in allowed else set(allowed)
+    if cfg["mqtt"]["enabled"] and not allowed:
+        log.info("MQTT commands: none accepted, a read-only device ([mqtt] commands is empty, "
+                 "the default: list the commands to accept, e.g. [\"status\", \"pause\", "
+                 "\"resume\"])")
     if "identify" not in registry.commands:  # inverse maps: identify, update_model
         register_commands(registry)
     if cfg["mqtt"]["enabled"]:

@@ -115,6 +115,33 @@ class CpuMeter:
         return round(pct, 2)
 
 
+#: A loss keeps the device ``degraded`` this long after the last one [s] (the recorder's
+#: ``problem_hold_s`` too): the status changes when losses start and stop, not per loss.
+LOSS_HOLD_S = 5.0
+
+
+class LossWatch:
+    """Whether a monotonic loss counter grew within the last ``hold_s`` seconds.
+
+    Parameters
+    ----------
+    hold_s : float
+        [s] (:data:`LOSS_HOLD_S`).
+    """
+
+    def __init__(self, hold_s: float = LOSS_HOLD_S):
+        self.hold_s = float(hold_s)
+        self.seen = 0
+        self.t_last = -float("inf")  # monotonic time the counter was last seen to grow [s]
+
+    def update(self, count: int, now: float) -> bool:
+        """Newest ``count`` at monotonic time ``now`` [s]; True while the last increase is
+        at most ``hold_s`` old."""
+        if count > self.seen:
+            self.seen, self.t_last = count, now
+        return now - self.t_last <= self.hold_s
+
+
 class RowRate:
     """The rate at which the ADC really delivers samples, against the bundle's 1/dt.
 

@@ -161,9 +161,11 @@ SCHEMA: tuple[Section, ...] = (
         Key("username", "str", "", "User name; empty = anonymous."),
         Key("password_env", "str", "", "Name of the environment variable holding the "
             "password (never the password itself)."),
-        Key("commands", "list[str]", ["*"], "Commands accepted on `cmd` (allow-list); "
-            "`[\"*\"]` = every registered command, `[]` = none (read-only device). E.g. "
-            "`[\"status\", \"health\"]`."),
+        Key("commands", "list[str]", [], "Commands accepted on `cmd` (allow-list); `[]` "
+            "(the default) = none: a read-only device, every command is answered 'not "
+            "allowed on this device ([mqtt] commands)'; list the ones the device takes, e.g. "
+            "`[\"status\", \"health\", \"pause\", \"resume\"]`, or `[\"*\"]` for every "
+            "registered command."),
         Key("require_broker", "bool", False, "Fail fast: exit with code 7 when the broker "
             "has not accepted the connection within `connect_timeout_s` of the start (same "
             "as `vsense-edge run --require-broker`)."),

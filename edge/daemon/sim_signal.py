@@ -9,6 +9,7 @@ is what :class:`edge.hw.acquire.Acquisition` does to the voltages on the Pi.
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -17,6 +18,8 @@ from edge.daemon.exitcodes import HardwareError
 from edge.daemon.health import drdy_offset_ns
 from edge.daemon.simulate import SimulationFinished
 from edge.flags import FLAG_HELD, FLAG_SATURATED
+
+log = logging.getLogger("vsense.simulate")
 
 
 def calibrate(V, sensitivity, offset, saturation, Y, flags):
@@ -196,7 +199,24 @@ class LimitedAcquisition:
         """DRDY clock -> ``time.monotonic_ns`` offset of the wrapped driver's clock."""
         return drdy_offset_ns(self.acq, False)
 
+    @property
+    def missed_conversions(self) -> int:
+        """The wrapped driver's count (:attr:`edge.hw.acquire.Acquisition.missed_conversions`)."""
+        return self.acq.missed_conversions
+
+    def _chip_lost(self) -> int | None:
+        """The simulated chip's own count of lost conversions (overwritten unread, DRDY
+        pulse missing), or None when the driver is not on the simulator."""
+        chip = getattr(getattr(getattr(self.acq, "adc", None), "spi", None), "chip", None)
+        return None if chip is None else chip.stats["overwritten"] + chip.stats["drdy_missing"]
+
     def read(self, values, t_ns, flags) -> int:
+        if self.k == 0 and not hasattr(self, "_lost0"):
+            # conversions the chip overwrote before streaming began (configuration, start-up
+            # work between the calibration and RDATAC) are no samples of the stream; the
+            # conversion RDATAC's start skips is counted during this first read
+            lost0 = self._chip_lost()
+            self._lost0 = None if lost0 is None else lost0 + 1
         if self.total is not None:
             left = self.total - self.k
             if left <= 0:
@@ -212,4 +232,12 @@ class LimitedAcquisition:
         return n
 
     def close(self) -> None:
+        # the simulator's own count, the reference for the driver's: taken before the close
+        # (stopping RDATAC completes, unread, every conversion since the last read)
+        lost = self._chip_lost()
+        lost0 = getattr(self, "_lost0", None)
         self.acq.close()
+        if lost is not None and lost0 is not None:
+            log.info("simulated ADS1256: %d conversions lost while streaming (overwritten "
+                     "before they were read, or their DRDY pulse missing); the driver counted "
+                     "%d missed conversions", lost - lost0, self.missed_conversions)

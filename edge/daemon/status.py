@@ -3,8 +3,10 @@
 Mixed into :class:`edge.daemon.loop.Daemon` (one responsibility per module; the methods use
 the daemon's counters, which only the estimating thread writes).
 
-* status (retained): ``starting``, ``running``, ``degraded`` (with the reason: recorder
-  dropping data, MQTT thread dead), ``paused``, ``sensor_fault``, ``stopped``;
+* status (retained): ``starting``, ``running``, ``degraded`` (with the reason: conversions
+  missed at the ADC, samples lost at the ring, estimates dropped by the publisher, recorder
+  dropping data, MQTT thread dead, wrong sample rate), ``paused``, ``sensor_fault``,
+  ``stopped``;
 * meta (retained): bundle, channels, columns, rate, delay, publishing format;
 * health (every ``[mqtt] health_interval_s``): counters, latency percentiles, CPU, memory;
 * supervisor: health messages, systemd watchdog pings only while the loop advances,
@@ -19,14 +21,27 @@ import time
 
 import numpy as np
 
-from edge.daemon.health import RowRate, cpu_temperature_c, rss_mb
+from edge.daemon.health import LossWatch, RowRate, cpu_temperature_c, rss_mb
 from edge.daemon.notify import ProgressWatchdog
 
 log = logging.getLogger("vsense.loop")
 
 
+#: What is lost where, and the reason the status names while it happens (health counter)
+LOSSES = (
+    ("missed_conversions", "conversions missed at the ADC: the acquisition thread read them "
+     "too late and the converter overwrote them (count: health missed_conversions)"),
+    ("lost_samples", "samples lost at the ring: the estimator fell behind the ADC (count: "
+     "health lost_samples)"),
+    ("publish_drops", "estimates dropped: the MQTT queue is full (count: health publish "
+     "drops_samples)"),
+)
+
+
 class StatusMixin:
     """Status/meta/health payloads and the supervisor loop of :class:`Daemon`."""
+
+    _loss_watch: dict | None = None  # counter name: LossWatch (made on first use)
 
     def _ok_state(self) -> str:
         return "running" if self.degraded_reason is None else "degraded"
@@ -71,6 +86,16 @@ class StatusMixin:
         if self.pub is not None:
             self.pub.set_retained(self.pub.topics.meta, self.meta_payload())
 
+    def missed_conversions(self) -> int:
+        """Conversions the ADC overwrote unread (the driver's count; 0 for acquisitions
+        that cannot lose any, e.g. the signal-level simulation)."""
+        return int(getattr(self.acq, "missed_conversions", 0))
+
+    def _loss_counts(self) -> dict:
+        return {"missed_conversions": self.missed_conversions(),
+                "lost_samples": self.ring.lost,
+                "publish_drops": 0 if self.pub is None else self.pub.stats["drops_samples"]}
+
     def health(self) -> dict:
         r = self.ring
         d = {"t": round(time.time(), 3), "state": self.state,
@@ -80,6 +105,7 @@ class StatusMixin:
                             else self.latency_ring).summary(),
              "latency_from": "drdy" if self._t_off is not None else "ring",
              "latency_ring_us": self.latency_ring.summary(),
+             "missed_conversions": self.missed_conversions(),
              "overruns": r.overruns, "lost_samples": r.lost, "ring_depth": r.available(),
              "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
              "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
@@ -122,9 +148,17 @@ class StatusMixin:
         return rr
 
     def _problems(self) -> str | None:
-        """Why the device is degraded now (samples arriving at another rate than the
-        bundle's, recorder dropping data, MQTT thread dead)."""
+        """Why the device is degraded now (data lost within the last
+        :data:`edge.daemon.health.LOSS_HOLD_S`: :data:`LOSSES`, the recorder; samples
+        arriving at another rate than the bundle's, MQTT thread dead)."""
         reasons = []
+        if self._loss_watch is None:
+            self._loss_watch = {name: LossWatch() for name, _ in LOSSES}
+        now = time.monotonic()
+        counts = self._loss_counts()
+        for name, why in LOSSES:
+            if self._loss_watch[name].update(counts[name], now):
+                reasons.append(why)
         r = self._row_rate().problem()
         if r:
             reasons.append(r)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 
 def run_summary(h: dict) -> str:
-    """``run summary: N samples, ... lost, ... latency p99 ...; MQTT ...; recorder ...`` from a
-    health payload (``edge.daemon.loop.Daemon.health``; docs/daemon.md "MQTT topics")."""
+    """``run summary: N samples, ... missed conversions, ... lost, ... latency p99 ...; MQTT
+    ...; recorder ...`` from a health payload (``edge.daemon.loop.Daemon.health``;
+    docs/daemon.md "MQTT topics"). Every loss counter is named: conversions the ADC
+    overwrote unread, samples lost at the ring, estimates the publisher dropped, samples the
+    recorder dropped."""
     lat = h.get("latency_us") or {}
     p99 = f"{lat['p99']:.0f} us" if lat.get("p99") is not None else "-"
     out = (f"run summary: {h.get('samples', 0)} samples, {h.get('estimates', 0)} estimates, "
+           f"{h.get('missed_conversions', 0)} missed conversions, "
            f"{h.get('lost_samples', 0)} lost, {h.get('overruns', 0)} overruns, "
            f"{h.get('bad_samples', 0)} bad samples, {h.get('estimator_resets', 0)} estimator "
            f"resets, latency p99 {p99} (from {h.get('latency_from', '?')})")

@@ -168,6 +168,14 @@ class Acquisition:
         return {"rows": r, "saturated": s, "gaps": g, "suspect": b}
 
     @property
+    def missed_conversions(self) -> int:
+        """Conversions the chip completed and overwrote before they were read (continuous
+        mode; :mod:`edge.hw.ads1256_rdatac`): samples lost at the ADC. 0 in cycle mode, where
+        every row's conversion is started by the driver and a late read delays it (a gap
+        in time, flag bit 3, and a lower row rate) instead of losing it."""
+        return int(self.adc.stats.get("missed_conversions", 0))
+
+    @property
     def nominal_rate(self) -> float:
         """Rows per second: ``rate`` (continuous) or Table 14 throughput / n_channels
         (:func:`edge.hw.ads1256_spec.row_rates`)."""

@@ -86,7 +86,7 @@ class ADS1256(ContinuousReads):
         self.mux = 0x01
         self.continuous = False
         self._acal = False
-        self.stats = {"register_retries": 0, "drdy_missed_edge": 0}
+        self.stats = {"register_retries": 0, "drdy_missed_edge": 0, "missed_conversions": 0}
         self._cs_held = False
         self._last_cmd_end = 0
         self._last_cmd_gap = 0

@@ -66,6 +66,21 @@ class InverseMap:
         self.experiment = dict(meta["experiment"])
         self.rate = float(self.experiment["rate"])
         self.n, self.nch = int(meta["n"]), int(meta["nch"])
+        # what identify uses at run time, checked here (a crafted value passed the load and
+        # then failed in the command: int(inf) substeps)
+        sub = self.experiment.get("substeps", 1)
+        if not (np.isfinite(self.rate) and self.rate > 0 and self.n > 0 and self.nch > 0
+                and isinstance(sub, (int, float)) and not isinstance(sub, bool)
+                and np.isfinite(sub) and sub == int(sub) and 1 <= sub <= 1000):
+            raise InverseMapError(f"inverse map {name!r}: experiment rate {self.rate!r}, n "
+                                  f"{self.n}, nch {self.nch}, substeps {sub!r}: rate must be "
+                                  "finite > 0, n and nch > 0, substeps an integer in 1..1000")
+        if "excitation" in self.experiment:  # the simulated rig's force (identify)
+            try:
+                excitation_signal(self.experiment["excitation"], 2, self.rate, int(sub))
+            except (AttributeError, KeyError, TypeError, ValueError) as e:
+                raise InverseMapError(f"inverse map {name!r}: experiment.excitation: {e}") \
+                    from None
         self.feat_lo = np.asarray(arrays[key + "feat_lo"], dtype=np.float64)
         self.feat_hi = np.asarray(arrays[key + "feat_hi"], dtype=np.float64)
         blob = np.asarray(arrays[key + "onnx"], dtype=np.uint8).tobytes()

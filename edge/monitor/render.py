@@ -65,7 +65,8 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
                      f"estimates {h.get('estimates', 0):,}, uptime {h.get('uptime_s', 0):.1f} s")
         lines.append(f"latency   p50 {us('p50')} / p99 {us('p99')} / p99.9 {us('p999')} / "
                      f"max {us('max')} us  (n {lat.get('n', 0)})")
-        lines.append(f"loop      overruns {h.get('overruns', 0)}, lost samples "
+        lines.append(f"loop      missed conversions {h.get('missed_conversions', 0)}, "
+                     f"overruns {h.get('overruns', 0)}, lost samples "
                      f"{h.get('lost_samples', 0)}, ring {h.get('ring_depth', 0)}/"
                      f"{h.get('ring_capacity', '?')}, bad samples {h.get('bad_samples', 0)}, "
                      f"resets {h.get('estimator_resets', 0)}")
