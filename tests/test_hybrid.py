@@ -122,3 +122,60 @@ def test_onnx_export_is_the_network():
     s = np.random.default_rng(2).normal(scale=1e-3, size=(20, hm.n_inputs))
     got = np.vstack([sess.run(None, {"s": r[None]})[0] for r in s])
     np.testing.assert_allclose(got, tr.g(s), rtol=1e-12, atol=1e-15)
+
+
+def test_linear_part_kept():
+    """linear_kept: the correction and its slope vanish at rest (s = 0), whatever the
+    weights and the scaling (central differences, step 1e-6 of the input scale)."""
+    b = _chain_smoother()
+    hm = hybrid_model(b, None, modes=2)
+    tr = _trained(hm)
+    tr.mu = np.full(hm.n_inputs, 2e-4)
+    assert np.max(np.abs(tr.g(np.zeros(hm.n_inputs)))) <= 1e-15
+    h = 1e-9
+    for i in range(hm.n_inputs):
+        e = np.zeros(hm.n_inputs)
+        e[i] = h
+        slope = (tr.g(e) - tr.g(-e)) / (2 * h)
+        # the network's own slope there is O(gs / sig) = 300: 1e-6 of it is round-off
+        assert np.max(np.abs(slope)) <= 1e-6 * 300
+    tr.linear_kept = False
+    assert np.max(np.abs(tr.g(np.zeros(hm.n_inputs)))) > 1e-4
+
+
+@pytest.mark.slow
+def test_build_hybrid_cli_and_edge(tmp_path):
+    """The whole chain on the strip with a cubic spring: records from the full nonlinear
+    model (RK4, offline/hybrid/truth.py), `vsense-offline build --hybrid`, the bundle on the
+    edge estimator; at the high level the hybrid's tip displacement (unmeasured) is closer to
+    the truth than the linear smoother's (benchmarks/hybrid.py has the figures)."""
+    from edge.estimator import Estimator
+    from edge.estimator.hybrid import HybridEstimator
+    from offline.cli import main
+    from offline.hybrid import demo
+    from offline.model import load_model_file
+
+    path = tmp_path / "strip.toml"
+    path.write_text(demo.model_text(0.007).replace("inputs = [", "epochs = 40\ninputs = ["))
+    spec = load_model_file(path)
+    recs = []
+    for name, rms, seed in (("low", 0.0007, 1), ("high", 0.007, 2), ("val", 0.003, 3)):
+        t, F, Y, _ = demo.records(path, rms, seed, 3.0)
+        recs += ["--hybrid", str(demo.write_record(tmp_path / f"{name}.csv", t, F, Y, spec))]
+    assert main(["build", str(path), "-o", str(tmp_path / "h.npz"), "--quiet",
+                 *recs]) == 0
+    assert main(["build", str(path), "-o", str(tmp_path / "l.npz"), "--quiet"]) == 0
+    hy = Estimator(str(tmp_path / "h.npz"))
+    assert isinstance(hy, HybridEstimator)
+    meta = hy.bundle.meta["hybrid"]
+    assert meta["loss_best_val"] < 0.7 * meta["loss_linear_val"]
+    t, F, Y, Z = demo.records(path, 0.007, 150, 3.0)
+    errs = []
+    for est in (Estimator(str(tmp_path / "l.npz")), hy):
+        nt = Y.shape[0]
+        Fe, Ze = np.zeros((nt, 1)), np.zeros((nt, 2))
+        est.process(Y, Fe, Ze, np.zeros(nt, np.uint8))
+        d = est.delay
+        e, tz = Ze[d + 500:, 1], Z[500:nt - d, 1]
+        errs.append(np.sqrt(np.mean((e - tz) ** 2)) / np.std(tz))
+    assert errs[1] < 0.7 * errs[0], errs

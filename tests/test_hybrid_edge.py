@@ -57,8 +57,9 @@ def _reference(b, Y):
     lo, hi = kf["hy_lo"], kf["hy_hi"]
     Fs, Zs, fl, gs, outs = [], [], [], [], []
     for y in Y:
-        # s = S x_k|k-1; g = g_theta(s), 0 outside [lo, hi]
-        s = kf["hy_S"] @ ref.x
+        # s = S x_k|k = S (x_k|k-1 + K (y - H x_k|k-1)); g = g_theta(s), 0 outside [lo, hi]
+        yh = np.where(np.isfinite(y), y, ref.last)
+        s = kf["hy_S"] @ (ref.x + kf["K"] @ (yh - kf["H"] @ ref.x))
         out = bool(np.any(s < lo) or np.any(s > hi))
         g = np.zeros(1) if out else tiny_g(s[None])[0]
         q, f = ref.step(y - kf["hy_Dg"] @ g)

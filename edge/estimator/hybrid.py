@@ -2,11 +2,12 @@
 neural correction ``g_theta`` of the bundle (``kf_hy_*``, :mod:`offline.hybrid`), run by
 onnxruntime.
 
-The correction enters as a known input computed from the prediction ``x_k|k-1`` (the state
-the measurement model of sample k uses; the training's discretisation evaluates ``g`` at the
-same point)::
+The correction enters as a known input computed from the filtered state (the best estimate
+of ``x_k``, at which the training's discretisation evaluates ``g``), with the innovation of
+the linear part (the correction's own part of an acceleration channel is not known before
+``g``)::
 
-    g_k      = g_theta(S x_k|k-1)                   (0 outside the trained envelope)
+    g_k      = g_theta(S (x_k|k-1 + K (y_k - H x_k|k-1)))   (0 outside the trained envelope)
     e_k      = y_k - H x_k|k-1 - Dg g_k             (innovation of the hybrid model)
     x_k+1|k  = A (x_k|k-1 + K e_k) + Bg g_k
     z_k-L    = smoothed linear part + Cqg g_k-L
@@ -19,19 +20,19 @@ envelope (any network input beyond the range seen in training, widened by the ma
 correction is not applied -- the estimate is the linear model's -- and the estimates whose
 window contains such a sample carry :data:`edge.flags.FLAG_ENVELOPE`.
 
-Per sample: three compiled calls (:mod:`edge.estimator.hybrid_kernel`), one smoother kernel
-call and one ``run_with_iobinding`` of onnxruntime on input and output buffers bound once
-(no allocation outside onnxruntime).
+Per sample: one compiled call (:func:`edge.estimator.hybrid_kernel._hy_sample`: the smoother's
+kernel between the correction's parts, then the next network input) and one
+``run_with_iobinding`` of onnxruntime on input and output buffers bound once (no allocation
+outside onnxruntime).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from edge.estimator.hybrid_kernel import _hy_after, _hy_channels, _hy_input
+from edge.estimator.hybrid_kernel import _hy_input, _hy_sample
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother import SmootherEstimator
-from edge.estimator.smoother_kernel import _smooth
 
 
 def onnx_session(blob: bytes, what: str):
@@ -86,6 +87,12 @@ class HybridEstimator(SmootherEstimator):
         self._gring = np.zeros((Lp1, self.hy_Cqg.shape[0]))
         self._envring = np.zeros(Lp1, np.uint8)
         self._outside = np.zeros(2, np.int64)  # [since reset, in the current NIS window]
+        # s = S (x + K (y - H x)) = Sx x + Sy y, per operator (the load levels switch K)
+        self._hy_ops = {}
+        for o in [self.op, *self._levels]:
+            SK = self.hy_S @ o.K
+            self._hy_ops[id(o)] = (np.ascontiguousarray(self.hy_S - SK @ o.H),
+                                   np.ascontiguousarray(SK))
         self._hy_ready = True
         self._warm_up()
         self.reset()
@@ -101,22 +108,21 @@ class HybridEstimator(SmootherEstimator):
         op = self.op
         run = self.session.run_with_iobinding
         s, g, y1, b = self._s, self._g, self._y1, self._binding
+        Sx, Sy = self._hy_ops[id(op)]
+        out = _hy_input(Y[0], self._last, self._x, Sx, Sy, self.hy_lo, self.hy_hi, s)
         for j in range(Y.shape[0]):
-            out = _hy_input(self._x, self.hy_S, self.hy_lo, self.hy_hi, s)
-            if not out:
-                run(b)
-            _hy_channels(Y[j], g, out, self.hy_Dg, y1)
             if out:
                 self._outside[0] += 1
-            q1, f1 = Q[j:j + 1], flags[j:j + 1]
-            _smooth(y1, q1, f1, op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.AKT, op.H,
-                    op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x, self._xn, self._e,
-                    self._ering, self._zring, self._fring, self._last, self._nisring,
-                    self._nis, op.nis_threshold, op.nis_threshold_low, self._counters, op.Wt,
-                    op.band_ba, op.band_gain, op.band_threshold, self._bstate, self._bring,
-                    self._bsum, self._eps)
-            _hy_after(self._x, g, out, self.hy_Bg, self.hy_Cqg, self._gring, self._envring,
-                      self._counters, op.lag, q1, f1)
+            else:
+                run(b)  # g = g_theta(s), in place
+            out = _hy_sample(
+                j, Y, Q, flags, g, out, self.hy_Dg, y1, op.Am, op.Ad, op.Cl, op.Cr, op.Af,
+                op.f_span, op.AKT, op.H, op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x,
+                self._xn, self._e, self._ering, self._zring, self._fring, self._last,
+                self._nisring, self._nis, op.nis_threshold, op.nis_threshold_low,
+                self._counters, op.Wt, op.band_ba, op.band_gain, op.band_threshold,
+                self._bstate, self._bring, self._bsum, self._eps, self.hy_Bg, self.hy_Cqg,
+                self._gring, self._envring, op.lag, Sx, Sy, self.hy_lo, self.hy_hi, s)
 
     def _state(self):
         base = super()._state()

@@ -38,8 +38,17 @@ def model_of(bundle: Bundle, rm, spec) -> HybridModel:
     if hs.select is not None:
         dofs = resolve_dofs(rm.model, hs.select, hs.dofs, spec.where("[hybrid].select"))
         rows = recover(rm.reduction.T, dofs)
-    hm = hybrid_model(bundle, rows, hs.modes, hs.inputs)  # checked against kf_A
+    hm = hybrid_model(bundle, rows, hs.modes, hs.inputs, f_max=max_hz(bundle, hs))
     return hm
+
+
+def max_hz(bundle: Bundle, hs) -> float:
+    """``[hybrid] max_hz``, default the top of the smoother's force models' bands, at most a
+    quarter of the rate."""
+    if hs.max_hz is not None:
+        return float(hs.max_hz)
+    bands = [fm["band"][1] for fm in bundle.meta.get("estimator", {}).get("force_models", [])]
+    return min(max(bands), bundle.rate / 4) if bands else bundle.rate / 4
 
 
 def hybrid_arrays(bundle: Bundle, hm: HybridModel, tr: Trained, onnx: bytes) -> dict:
@@ -69,7 +78,7 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
     runs = read_runs(paths, bundle)
     say = (lambda s: print(f"hybrid: {s}", flush=True)) if progress else None
     tr = train(hm, runs, [c.weight for c in bundle.channels], hs, progress=say)
-    onnx = export_onnx(tr.params, tr.mu, tr.sig, tr.gs)
+    onnx = export_onnx(tr.params, tr.mu, tr.sig, tr.gs, tr.linear_kept)
     kf = dict(bundle.kf)
     kf.update(hybrid_arrays(bundle, hm, tr, onnx))
     meta = dict(bundle.meta)
@@ -77,8 +86,10 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
     meta["hybrid"] = {
         "acts_on": hm.where, "select": hs.select, "dofs": list(hs.dofs) if hs.select else None,
         "modes": None if hs.select else hm.n_g, "inputs": hm.n_inputs,
+        "max_hz": max_hz(bundle, hs) if hs.select else None,
         "input_kinds": list(hs.inputs), "outputs": hm.n_g,
         "hidden": hs.hidden, "layers": hs.layers, "activation": "tanh",
+        "linear_kept": hs.linear_kept, "optimizer": hs.optimizer,
         "records": [str(p) for p in paths], "epochs": tr.info["epochs"],
         "best_epoch": h["best_epoch"], "loss_linear_val": h["linear_val"],
         "loss_best_val": h["best_val"], "loss_linear_train": h["linear_train"],

@@ -74,7 +74,7 @@ def _modal(bundle: Bundle):
 
 
 def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
-                 inputs=("displacement", "velocity")) -> HybridModel:
+                 inputs=("displacement", "velocity"), f_max: float | None = None) -> HybridModel:
     """The discrete hybrid model of ``bundle``'s reduced model.
 
     Parameters
@@ -88,6 +88,13 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
         Lowest modes the correction acts on when ``rows`` is None.
     inputs : sequence of {"displacement", "velocity"}
         The network's inputs at those coordinates.
+    f_max : float, optional
+        A correction at physical DOFs loads only the modes up to ``f_max`` [Hz]. A mode far
+        above the load's band with ``omega dt`` near or above 1 follows a force held over a
+        step poorly (the hold is accurate to ``(omega dt)^2``), and a stiffening spring's
+        force held into it excites it where the structure answers quasi-statically: on the
+        benchmark, the hybrid smoother with the exact cubic law estimated the force 0.53 NRMSE
+        with every mode loaded, 0.037 with the modes up to 150 Hz (the load's band).
     """
     linalg = need("scipy.linalg")
     n, nf = bundle.n, len(bundle.forces)
@@ -99,6 +106,8 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     if rows is not None:
         R = np.atleast_2d(np.asarray(rows, dtype=float))
         Gm = Phi.T @ R.T                                  # generalised force of g at R
+        if f_max is not None:  # the correction's load on the modes up to f_max only
+            Gm[np.sqrt(w2) > 2 * np.pi * f_max] = 0.0
         Sq = R @ Phi                                      # physical displacement from eta
         where = "dofs"
     else:

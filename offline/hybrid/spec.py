@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from offline.model.table import ModelFileError, Table
 
 #: keys of ``[hybrid]``
-KEYS = ("select", "dofs", "modes", "inputs", "hidden", "layers", "epochs", "optimizer", "learning_rate", "horizon",
+KEYS = ("select", "dofs", "modes", "max_hz", "inputs", "linear_kept", "hidden", "layers", "epochs", "optimizer", "learning_rate", "horizon",
         "stride", "patience", "margin", "seed")
 
 
@@ -23,9 +23,16 @@ class HybridSpec:
                             model (modal coordinates)
     dofs : tuple of str     DOF names at the selected nodes (default ``("uz",)``)
     modes : int             modal coordinates used without ``select`` (default 3)
+    max_hz : float or None  a correction at ``select`` loads the modes up to this frequency
+                            [Hz] only (default: the top of the forces' band, at most a quarter
+                            of the rate; ``offline.hybrid.discrete.hybrid_model`` says why)
     inputs : tuple of str   the network's inputs at those coordinates: ``"displacement"``,
                             ``"velocity"`` (default both; a stiffness-like nonlinearity needs
                             displacements only, friction velocities)
+    linear_kept : bool      the correction minus its value and slope at rest (default true):
+                            the linear model stays exact for small motions and the network
+                            learns only the amplitude-dependent part (false for a correction
+                            that is not smooth at rest, e.g. dry friction)
     hidden : int            neurons per hidden layer (tanh; default 16)
     layers : int            hidden layers (default 2)
     epochs : int            largest number of iterations (epochs; default 400)
@@ -43,7 +50,9 @@ class HybridSpec:
     select: dict | None = None
     dofs: tuple = ("uz",)
     modes: int = 3
+    max_hz: float | None = None
     inputs: tuple = ("displacement", "velocity")
+    linear_kept: bool = True
     hidden: int = 16
     layers: int = 2
     epochs: int = 400
@@ -75,6 +84,8 @@ def parse_hybrid(spec) -> HybridSpec:
     return HybridSpec(
         select=sel, dofs=dofs, inputs=tuple(inputs),
         modes=t.get("modes", "int", default=3, lo=1),
+        max_hz=t.get("max_hz", default=None, lo=0.0, lo_open=True),
+        linear_kept=t.get("linear_kept", "bool", default=True),
         hidden=t.get("hidden", "int", default=16, lo=1, hi=256),
         layers=t.get("layers", "int", default=2, lo=1, hi=4),
         epochs=t.get("epochs", "int", default=400, lo=1),

@@ -41,10 +41,11 @@ class Trained:
     hi: np.ndarray        # (ni,) upper bound
     history: dict = field(default_factory=dict)   # train, val losses per epoch, best epoch
     info: dict = field(default_factory=dict)
+    linear_kept: bool = True  # the correction and its slope vanish at rest
 
     def g(self, s):
         """The correction (NumPy) at network inputs ``s`` (..., ni)."""
-        return apply(self.params, s, self.mu, self.sig, self.gs)
+        return apply(self.params, s, self.mu, self.sig, self.gs, linear_kept=self.linear_kept)
 
 
 def filter_gain(hm: HybridModel, weights, U_list, rel: float = 0.1) -> np.ndarray:
@@ -96,14 +97,16 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
     muj, sigj, gsj, ysj = (jnp.asarray(v) for v in (mu, sig, gs, ystd))
 
     def g(P, s):
-        return apply(P, s, muj, sigj, gsj, xp=jnp)
+        return apply(P, s, muj, sigj, gsj, xp=jnp, linear_kept=hs.linear_kept)
 
     def run_filter(P, U, Y):
-        # x_k|k = x + K e,  e = y - H x - Du u - Dg g(S x);  x+ = A x_k|k + B0 u + B1 u+ + Bg g
+        # as the edge: g at the filtered state by the linear part's innovation e0,
+        # x_k|k = x + K e,  e = e0 - Dg g;  x+ = A x_k|k + B0 u + B1 u+ + Bg g
         def step(x, inp):
             u, u1, y = inp
-            gk = g(P, S @ x)
-            e = y - H @ x - Du @ u - Dg @ gk
+            e0 = y - H @ x - Du @ u
+            gk = g(P, S @ (x + Kj @ e0))
+            e = e0 - Dg @ gk
             xf = x + Kj @ e
             return A @ xf + B0 @ u + B1 @ u1 + Bg @ gk, xf
         U1 = jnp.concatenate([U[1:], U[-1:]])
@@ -185,6 +188,7 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
     lo, hi = Sx.min(axis=0), Sx.max(axis=0)
     pad = hs.margin * (hi - lo)
     return Trained(params=params, mu=mu, sig=sig, gs=gs, lo=lo - pad, hi=hi + pad,
+                   linear_kept=hs.linear_kept,
                    history={"train": hist_tr, "val": hist_va, "best_epoch": best_ep,
                             "linear_val": linear_va, "best_val": float(best),
                             "linear_train": float(loss_tr(_zero(P0)))},
@@ -216,7 +220,7 @@ def open_loop(hm: HybridModel, tr: Trained, U, x0=None) -> np.ndarray:
     P = [(jnp.asarray(W), jnp.asarray(b)) for W, b in tr.params]
 
     def g(s):
-        return apply(P, s, tr.mu, tr.sig, tr.gs, xp=jnp)
+        return apply(P, s, tr.mu, tr.sig, tr.gs, xp=jnp, linear_kept=tr.linear_kept)
     x0 = jnp.zeros(hm.A.shape[0]) if x0 is None else jnp.asarray(x0)
     return np.asarray(_open_loop(jax, mats, g, x0, jnp.asarray(U)))
 
