@@ -166,11 +166,18 @@ def _plot(p, names, dt, path):
     t = p["t"]
     sl = slice(int(1.0 / dt), int(1.6 / dt))
     fig, axes = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True)
-    for ax, c, unit, sc in ((axes[0], 0, "mN", 1e3), (axes[1], len(names) - 1, "mm", 1e3)):
-        ax.plot(t[sl], sc * p["T"][sl, c], "k-", lw=1.6, label="truth (full nonlinear model)")
-        ax.plot(t[sl], sc * p["linear"][sl, c], "C0-", lw=1.0, label="linear smoother")
-        ax.plot(t[sl], sc * p["hybrid"][sl, c], "C3--", lw=1.0, label="hybrid twin")
-        ax.set_ylabel(f"{names[c]} [{unit}]")
+    ax = axes[0]
+    ax.plot(t[sl], 1e3 * p["T"][sl, 0], "k-", lw=1.6, label="truth (full nonlinear model)")
+    ax.plot(t[sl], 1e3 * p["linear"][sl, 0], "C0-", lw=1.0, label="linear smoother")
+    ax.plot(t[sl], 1e3 * p["hybrid"][sl, 0], "C3--", lw=1.0, label="hybrid twin")
+    ax.set_ylabel(f"{names[0]} [mN]")
+    ax = axes[1]
+    for lab, c in (("linear", "C0"), ("hybrid", "C3")):
+        ax.plot(t[sl], 1e3 * (p[lab][sl, 0] - p["T"][sl, 0]), c, lw=1.0,
+                label=f"{lab}: estimate - truth")
+    ax.set_ylabel(f"{names[0]} error [mN]")
+    ax.legend(fontsize=8, loc="upper right")
+    for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc="upper right")
     axes[0].set_title("strip with a cubic spring at the tip, high level, force unknown")

@@ -147,8 +147,8 @@ def test_linear_part_kept():
 def test_build_hybrid_cli_and_edge(tmp_path):
     """The whole chain on the strip with a cubic spring: records from the full nonlinear
     model (RK4, offline/hybrid/truth.py), `vsense-offline build --hybrid`, the bundle on the
-    edge estimator; at the high level the hybrid's tip displacement (unmeasured) is closer to
-    the truth than the linear smoother's (benchmarks/hybrid.py has the figures)."""
+    edge estimator; at the high level the hybrid's force is closer to the truth than the
+    linear smoother's (benchmarks/hybrid.py has the figures)."""
     from edge.estimator import Estimator
     from edge.estimator.hybrid import HybridEstimator
     from offline.cli import main
@@ -176,6 +176,7 @@ def test_build_hybrid_cli_and_edge(tmp_path):
         Fe, Ze = np.zeros((nt, 1)), np.zeros((nt, 2))
         est.process(Y, Fe, Ze, np.zeros(nt, np.uint8))
         d = est.delay
-        e, tz = Ze[d + 500:, 1], Z[500:nt - d, 1]
-        errs.append(np.sqrt(np.mean((e - tz) ** 2)) / np.std(tz))
-    assert errs[1] < 0.7 * errs[0], errs
+        e, tf = Fe[d + 500:, 0], F[500:nt - d, 0]
+        errs.append(np.sqrt(np.mean((e - tf) ** 2)) / np.std(tf))
+    # the force (benchmarks/hybrid.py: 0.35 linear, 0.05 hybrid with 4 s records)
+    assert errs[1] < 0.5 * errs[0], errs
