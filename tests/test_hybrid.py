@@ -180,3 +180,47 @@ def test_build_hybrid_cli_and_edge(tmp_path):
         errs.append(np.sqrt(np.mean((e - tf) ** 2)) / np.std(tf))
     # the force (benchmarks/hybrid.py: 0.35 linear, 0.05 hybrid with 4 s records)
     assert errs[1] < 0.5 * errs[0], errs
+
+
+def test_without_hybrid_table_the_correction_is_modal(tmp_path):
+    """No [hybrid] table: the correction acts on the lowest modes of the reduced model (a
+    chain whose end spring stiffens: records from the NumPy model with that spring, simulated
+    with 4x finer steps), and the trained bundle runs on the edge."""
+    from edge.estimator import Estimator
+    from edge.estimator.hybrid import HybridEstimator
+    from edge.csvio import write_table
+    from offline.hybrid import attach_hybrid
+    from offline.hybrid.spec import HybridSpec
+
+    b = _chain_smoother(kinds=("displacement",))
+    n = b.n
+    spec = spec_from_dict({"name": "chain", "type": "matrices", "matrices": {}}, "chain.toml")
+    assert parse_hybrid(spec) == HybridSpec()
+    # truth: the chain with a cubic spring at its end, the modal model with 4x finer steps
+    # (not the estimator's discretisation), the spring at the end's displacement
+    fine = b.replace(dt=b.dt / 4, kf={})
+    hm_f = hybrid_model(fine, np.eye(n)[[n - 1]], inputs=("displacement",))
+    _, Phi = modal_basis(b.M, b.K)
+    hm_f.S = np.zeros((1, 2 * n))
+    hm_f.S[0, 0:2 * n:2] = Phi[n - 1]
+
+    def spring(s):  # -k3 u^3 [N], k3 = 1e9 N/m^3
+        return np.array([-1e9 * s[0] ** 3])
+    rng = np.random.default_rng(5)
+    paths = []
+    for i, rms in enumerate((0.2, 2.0, 1.0)):
+        U = rms * rng.standard_normal((4 * 1500, 1))
+        _, Y, _ = simulate(hm_f, U, spring)
+        Y = Y[::4] + 0.01 * Y.std() * rng.standard_normal((1500, 1))
+        p = tmp_path / f"r{i}.csv"
+        write_table(p, np.arange(1500) * b.dt, np.column_stack([U[::4], Y]), ["F", "y0"])
+        paths.append(p)
+    out, hm, tr = attach_hybrid(b, None, spec, paths, progress=False)
+    assert hm.where == "modes" and hm.n_g == 3 and hm.n_inputs == 6
+    assert out.meta["hybrid"]["acts_on"] == "modes"
+    assert tr.history["best_val"] < tr.history["linear_val"]
+    est = Estimator(out)
+    assert isinstance(est, HybridEstimator)
+    Fe, Ze = np.zeros((1500, 1)), np.zeros((1500, 2))
+    est.process(np.ascontiguousarray(Y), Fe, Ze, np.zeros(1500, np.uint8))
+    assert np.all(np.isfinite(Fe[est.delay:]))
