@@ -224,3 +224,15 @@ def test_without_hybrid_table_the_correction_is_modal(tmp_path):
     Fe, Ze = np.zeros((1500, 1)), np.zeros((1500, 2))
     est.process(np.ascontiguousarray(Y), Fe, Ze, np.zeros(1500, np.uint8))
     assert np.all(np.isfinite(Fe[est.delay:]))
+
+
+def test_records_shorter_than_the_horizon_are_refused():
+    from offline.hybrid.spec import HybridSpec
+    from offline.hybrid.train import train
+
+    b = _chain_smoother(kinds=("displacement",))
+    hm = hybrid_model(b, None, modes=1)
+    rng = np.random.default_rng(0)
+    runs = [(rng.standard_normal((120, 1)), rng.standard_normal((120, 1))) for _ in range(2)]
+    with pytest.raises(ValueError, match=r"horizon = 100 samples.*shortest has 30"):
+        train(hm, runs, [1.0], HybridSpec())

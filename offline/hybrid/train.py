@@ -94,6 +94,10 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
     ystd = np.concatenate([Y for _, Y in records]).std(axis=0) + 1e-30
     train_set, val_set = _split(records)
     h, stride = int(hs.horizon), int(hs.stride)
+    short = min(U.shape[0] for U, _ in train_set + val_set)
+    if short <= h + 1:
+        raise ValueError(f"[hybrid] horizon = {h} samples needs records (and their held-out "
+                         f"parts) longer than {h + 1} samples; the shortest has {short}")
     muj, sigj, gsj, ysj = (jnp.asarray(v) for v in (mu, sig, gs, ystd))
 
     def g(P, s):
