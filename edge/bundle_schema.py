@@ -9,7 +9,9 @@ Versions: 1 Tikhonov only; 2 adds the smoother (``kf_*``, ``meta["estimator"]``)
 into their own fields, so an older edge refuses a bundle whose mathematics it would get wrong;
 4 adds the smoother's load-level tracking (``kf_level_*``: gains for a grid of load levels,
 switched on the device from the innovations) and the lower model-check threshold
-(``kf_nis_threshold_low``), both optional.
+(``kf_nis_threshold_low``), both optional; 5 adds the hybrid twin (``kf_hy_*``: a neural
+correction of the smoother's model as ONNX, where it enters the state, the channels and the
+outputs, and its trained envelope), optional.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from edge import DOF_NAMES, __version__
 from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
 
@@ -110,6 +112,13 @@ level_Sinv        | f | (nl, nch, nch)    | 4 | inverse innovation covariance at
 level_Wt          | f | (nl, nch, nch)    | 4 | innovation whitening at each level
 level_std         | f | (nl, nq)          | 4 | standard deviation of each force and output at each level
 level_nis         | f | (nl, nl)          | 4 | tr(S_a^-1 S_b) / nch: mean NIS at level a when the load is at level b
+hy_onnx           | u | (nbytes,)         | 5 | hybrid: the correction network g (ONNX, float64, input `s` (1, ni), output `g` (1, ng))
+hy_S              | f | (ni, ns)          | 5 | hybrid: network input s = S x (state x_k|k-1)
+hy_Bg             | f | (ns, ng)          | 5 | hybrid: x_k+1 += Bg g (zero-order hold)
+hy_Dg             | f | (nch, ng)         | 5 | hybrid: channels y_k -= Dg g (acceleration channels)
+hy_Cqg            | f | (nq, ng)          | 5 | hybrid: forces and outputs += Cqg g
+hy_lo             | f | (ni,)             | 5 | hybrid: trained envelope of s, lower bound
+hy_hi             | f | (ni,)             | 5 | hybrid: trained envelope of s, upper bound
 """)
 #: ``{name: ndim}`` of the smoother arrays (without the ``kf_`` prefix)
 KF_FIELDS = {f.name: f.ndim for f in KF_ARRAYS + KF_OPTIONAL}
@@ -132,13 +141,17 @@ def field_table() -> str:
         rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                     f"smoother only: {f.doc} |")
     lv = [f for f in KF_OPTIONAL if f.name.startswith("level_")]
+    hy = [f for f in KF_OPTIONAL if f.name.startswith("hy_")]
     for f in KF_OPTIONAL:
-        if f not in lv:
+        if f not in lv and f not in hy:
             rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                         f"smoother, optional: {f.doc} |")
     rows.append(f"| `kf_level_*` | float64 | (nl, ...) | {lv[0].since} | smoother, optional: "
                 f"gains of a grid of nl load levels ({', '.join(f.name[6:] for f in lv)}; "
                 f"`edge/bundle_schema.py` `KF_OPTIONAL`) |")
+    rows.append(f"| `kf_hy_*` | float64, uint8 | ... | {hy[0].since} | smoother, optional: the "
+                f"hybrid twin's correction network (ONNX bytes) and where it acts "
+                f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`) |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
     return "\n".join(rows) + "\n"
 
@@ -348,14 +361,16 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
     if np.any(a["kf_band_gain"] <= 0) or np.any(a["kf_band_threshold"] <= 0):
         fail("kf_band_gain", "band gains and thresholds must be > 0")
     _validate_kf_levels(a, version, ns, nch, nq, lag, fail)
+    _validate_kf_hybrid(a, version, ns, nch, nq, fail)
 
 
 def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: int,
                         fail) -> None:
     """The optional ``kf_*`` arrays of schema 4 (all or none of the ``level_*``)."""
     opt = [f for f in KF_OPTIONAL if f"kf_{f.name}" in a]
-    if opt and version < 4:
-        fail(f"kf_{opt[0].name}", "needs schema 4")
+    for f in opt:
+        if version < f.since:
+            fail(f"kf_{f.name}", f"needs schema {f.since}")
     for f in opt:
         arr = np.asarray(a[f"kf_{f.name}"])
         if arr.ndim != f.ndim or arr.dtype.kind not in f.dtype:
@@ -384,3 +399,24 @@ def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: 
             fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
     if np.any(a["kf_level_std"] < 0) or np.any(a["kf_level_nis"] <= 0):
         fail("kf_level_std", "standard deviations must be >= 0 and NIS ratios > 0")
+
+
+def _validate_kf_hybrid(a: dict, version: int, ns: int, nch: int, nq: int, fail) -> None:
+    """The optional ``kf_hy_*`` arrays of schema 5 (all or none)."""
+    names = [f.name for f in KF_OPTIONAL if f.name.startswith("hy_")]
+    have = [n for n in names if f"kf_{n}" in a]
+    if not have:
+        return
+    if len(have) != len(names):
+        fail(f"kf_{sorted(set(names) - set(have))[0]}", "missing (the hy_* arrays come "
+             "together)")
+    if a["kf_hy_onnx"].dtype != np.uint8 or a["kf_hy_onnx"].size == 0:
+        fail("kf_hy_onnx", "must be the non-empty uint8 bytes of an ONNX model")
+    ni, ng = a["kf_hy_S"].shape[0], a["kf_hy_Bg"].shape[-1]
+    shapes = {"hy_S": (ni, ns), "hy_Bg": (ns, ng), "hy_Dg": (nch, ng), "hy_Cqg": (nq, ng),
+              "hy_lo": (ni,), "hy_hi": (ni,)}
+    for name, shape in shapes.items():
+        if a[f"kf_{name}"].shape != shape:
+            fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
+    if ni < 1 or ng < 1 or np.any(a["kf_hy_lo"] > a["kf_hy_hi"]):
+        fail("kf_hy_lo", "the envelope needs lo <= hi and at least one input and output")

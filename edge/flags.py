@@ -15,6 +15,9 @@ bit    name                    meaning
                                arithmetic overflow (an input or a bundle value far out of
                                range, or a diverged state); a non-finite estimate always
                                carries a flag (this one, or warm-up)
+7 (128) FLAG_ENVELOPE          hybrid twin: the state left the correction network's trained
+                               envelope for a sample used by this estimate; the correction
+                               was not applied there (the linear model's estimate)
 =====  ======================  =============================================================
 """
 
@@ -25,7 +28,8 @@ FLAG_GAP = 8
 FLAG_SUSPECT = 16
 FLAG_MODEL_SUSPECT = 32
 FLAG_OVERFLOW = 64
+FLAG_ENVELOPE = 128
 
 FLAG_NAMES = {FLAG_HELD: "held", FLAG_WARMUP: "warmup", FLAG_SATURATED: "saturated",
               FLAG_GAP: "gap", FLAG_SUSPECT: "suspect", FLAG_MODEL_SUSPECT: "model_suspect",
-              FLAG_OVERFLOW: "overflow"}
+              FLAG_OVERFLOW: "overflow", FLAG_ENVELOPE: "envelope"}

@@ -17,6 +17,8 @@ _EXTRA = {
     "emcee": "offline",
     "dynesty": "offline",
     "pypardiso": "fast",
+    "jax": "hybrid",
+    "jax2onnx": "hybrid",
 }
 
 

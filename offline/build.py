@@ -36,6 +36,7 @@ from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
 from edge.estimator import EstimatorError, derive_operator
 from offline._deps import need
 from offline.calibration_runs import calibration_runs
+from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
 from offline.load import declared_load_model, learn_load, read_records
@@ -107,6 +108,12 @@ class BuildResult:
                 lines.append(f"  inverse map {name} ({mm['kind']}, {len(mm['names'])} parameters, "
                              f"features {mm['features']['kind']}): mean absolute error on test "
                              f"data {errs}")  # end
+        hy = b.meta.get("hybrid")
+        if hy:
+            lines.append(f"  hybrid twin: {hy['inputs']} -> {hy['hidden']}x{hy['layers']} -> "
+                         f"{hy['outputs']} ({hy['acts_on']}), validation loss "
+                         f"{hy['loss_best_val']:.4g} (linear {hy['loss_linear_val']:.4g}), "
+                         f"epoch {hy['best_epoch']} of {hy['epochs']}")
         lm = b.meta.get("load_model") or {}
         for w in lm.get("info", {}).get("warnings", []):
             lines.append(f"  WARNING: {w}")
@@ -208,7 +215,7 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
 
 def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True,
           report_dir=None, n_modes=None, maps=True, maps_cache=None,
-          limit=True, records=None) -> BuildResult:
+          limit=True, records=None, hybrid=None) -> BuildResult:
     """Build the bundle of a model file (see module docstring). Returns a BuildResult.
 
     ``alpha``: a value or rule overriding ``[estimator] alpha``; ``alpha_rule`` overrides both
@@ -222,6 +229,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     (:mod:`offline.load`) and drives the calibration runs, the estimator choice, its gains
     and its stated std, and the limit. ``model_path`` may also be a validated
     :class:`~offline.model.ModelSpec` (e.g. an edited copy, :func:`offline.model.spec_from_dict`).
+    ``hybrid``: paths of force-and-response records: the neural correction of ``[hybrid]`` is
+    trained on them (:mod:`offline.hybrid`, docs/hybrid.md).
     """
     timings = {}
     t0 = time.perf_counter()
@@ -341,6 +350,10 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                                               for s in spec.sensors)
         bundle = with_load_levels(bundle, scale_noise=relative)
         timings["load levels"] = time.perf_counter() - t5
+    if hybrid:  # the hybrid twin: a neural correction trained on force-and-response records
+        t6 = time.perf_counter()
+        bundle = attach_hybrid(bundle, rm, spec, hybrid, progress)[0]
+        timings["hybrid"] = time.perf_counter() - t6
     bundle.meta["load_model"] = (load_model if load_model is not None else
                                  declared_load_model(spec, bundle.rate)).as_meta()
     if load_fit is not None and bundle.method == "smoother":  # does it explain the records?

@@ -81,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
                         "[[sensors]] entry, the forces unknown; repeat for several): each "
                         "force's spectrum and level and each sensor's noise are learned from "
                         "it, the model file's declaration the prior (docs/load.md)")
+    b.add_argument("--hybrid", action="append", default=None, metavar="RUN.csv",
+                   help="a force-and-response record (time, [[forces]] and [[sensors]] "
+                        "columns; repeat for several, three or more: the last one is the "
+                        "validation record): a neural correction of the linear model is "
+                        "trained on it, the hybrid twin (smoother only; docs/hybrid.md)")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     # inverse maps (docs/inverse.md "Build")
     b.add_argument("--no-maps", action="store_true",
@@ -189,7 +194,7 @@ def main(argv=None) -> int:
             res = build(args.model, alpha=args.alpha, window=args.window,
                         progress=not args.quiet, report_dir=args.report,
                         maps=not args.no_maps, maps_cache=args.maps_cache,
-                        records=args.record)
+                        records=args.record, hybrid=args.hybrid)
             res.bundle.save(args.out)
             print(res.summary())
             print(res.reduction.report.format(f_band=res.bundle.rate / 2))

@@ -98,3 +98,103 @@ def toy_map_bundle():
                   extras={**arrays, **parts_arrays},
                   meta={"inverse": {"maps": {"mlp": meta}, "parts": parts_meta,
                                     "default": "mlp"}})
+
+
+#: The tiny correction network of the edge-tier hybrid tests, g = c * tanh(W1^T s + b1)^T W2
+#: (2 inputs, 3 tanh units, 1 output); tests/data/hybrid_tiny.onnx holds it as ONNX, written by
+#: :func:`tiny_hybrid_onnx` (tests/test_hybrid.py checks the file is what it writes).
+TINY_W1 = np.array([[0.8, -0.5, 0.3], [0.2, 0.4, -0.7]])
+TINY_B1 = np.array([0.1, -0.2, 0.05])
+TINY_W2 = np.array([[1.5], [-0.8], [0.6]])
+
+
+def tiny_g(s, c=1.0):
+    """NumPy value of the tiny network at inputs ``s`` (..., 2) -> (..., 1)."""
+    return c * np.tanh(np.asarray(s) @ TINY_W1 + TINY_B1) @ TINY_W2
+
+
+def tiny_hybrid_onnx() -> bytes:
+    """The tiny network as ONNX bytes (onnx.helper; needs the offline extra)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(a, n) for a, n in
+             ((TINY_W1, "W1"), (TINY_B1, "b1"), (TINY_W2, "W2"))]
+    nodes = [helper.make_node("MatMul", ["s", "W1"], ["h0"]),
+             helper.make_node("Add", ["h0", "b1"], ["h1"]),
+             helper.make_node("Tanh", ["h1"], ["h2"]),
+             helper.make_node("MatMul", ["h2", "W2"], ["g"])]
+    graph = helper.make_graph(nodes, "tiny_hybrid",
+                              [helper.make_tensor_value_info("s", TensorProto.DOUBLE, [1, 2])],
+                              [helper.make_tensor_value_info("g", TensorProto.DOUBLE, [1, 1])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="vsense-tests")
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def numpy_smoother_bundle(n=3, lag=5, dt=1e-3):
+    """A small smoother bundle designed with NumPy alone (edge tier: no scipy): the chain of
+    :func:`chain_bundle` (``n`` masses, a displacement channel at the free end, force there),
+    its modal state plus one first-order force state (``xi' = -a xi + w``), the discrete
+    model by :func:`edge.estimator.expm.expm`, the Riccati equation by fixed-point iteration.
+    No model-check bands."""
+    from edge.estimator.expm import expm
+    from edge.estimator.operator import modal_basis
+
+    b = chain_bundle(n=n, kinds=("displacement",), dt=dt)
+    w2, Phi = modal_basis(b.M, b.K)
+    Ct = Phi.T @ b.C @ Phi
+    Ct = np.diag(np.diag(Ct))
+    ns = 2 * n + 1
+    Ac = np.zeros((ns, ns))
+    for i in range(n):
+        Ac[2 * i, 2 * i + 1] = 1.0
+        Ac[2 * i + 1, 2 * i] = -w2[i]
+        Ac[2 * i + 1, 2 * i + 1] = -Ct[i, i]
+    Ac[1:2 * n:2, 2 * n] = Phi[n - 1]          # force at the free end
+    Ac[2 * n, 2 * n] = -20.0
+    A = expm(Ac * dt)
+    mask = np.zeros((ns, ns), bool)
+    for i in range(n):
+        mask[2 * i:2 * i + 2, 2 * i:2 * i + 2] = True
+    mask[:, 2 * n:] = True
+    A = np.where(mask, A, 0.0)
+    Q = np.zeros((ns, ns))
+    Q[2 * n, 2 * n] = 40.0 * dt
+    H = np.zeros((1, ns))
+    H[0, 0:2 * n:2] = Phi[n - 1]
+    Cq = np.zeros((1 + len(b.outputs), ns))
+    Cq[0, 2 * n] = 1.0
+    Cq[1, 0:2 * n:2] = Phi[n // 2]
+    Cq[2, 0:2 * n:2] = -Phi[n // 2] * w2
+    Cq[2, 1:2 * n:2] = -Phi[n // 2] * np.diag(Ct)
+    Cq[2, 2 * n] = Phi[n // 2] @ Phi[n - 1]
+    R = np.array([[1e-12]])
+    P = np.eye(ns) * 1e-6
+    for _ in range(20000):  # P = A P A^T - A P H^T S^-1 H P A^T + Q
+        S = H @ P @ H.T + R
+        Pn = A @ P @ A.T - A @ P @ H.T @ np.linalg.solve(S, H @ P @ A.T) + Q
+        if np.max(np.abs(Pn - P)) <= 1e-14 * np.max(np.abs(P)):
+            P = Pn
+            break
+        P = 0.5 * (Pn + Pn.T)
+    S = H @ P @ H.T + R
+    Sinv = np.linalg.inv(S)
+    K = P @ H.T @ Sinv
+    Abar = A - A @ K @ H
+    G = np.zeros((lag + 1, Cq.shape[0], 1))
+    Pj, Ps = P.copy(), P.copy()
+    for j in range(lag + 1):
+        Gx = Pj @ H.T @ Sinv
+        G[j] = Cq @ Gx
+        Ps -= Gx @ H @ Pj.T
+        Pj = Pj @ Abar.T
+    std = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, Ps, Cq), 0.0, None))
+    W = 200
+    kf = {"A": A, "H": H, "K": K, "Cq": Cq, "G": G, "Sinv": Sinv, "std": std,
+          "nis_window": np.array(W, dtype=np.int64), "nis_threshold": np.array(3.0 * W),
+          "Wt": np.sqrt(Sinv), "band_ba": np.zeros((0, 5)), "band_gain": np.zeros(0),
+          "band_threshold": np.zeros(0), "band_hz": np.zeros((0, 2))}
+    meta = {"name": "chain-smoother", "estimator": {"method": "smoother", "lag": lag}}
+    return b.replace(kf=kf, window=lag + 1, meta=meta)

@@ -6,8 +6,8 @@
 #   bash tests/run.sh --lint              ruff with the rules of pyproject.toml [tool.ruff]
 #   bash tests/run.sh --reliability [args] the quick reliability check (tests/reliability_tests.txt)
 #
-# Creates .venv-test (or $VSENSE_TEST_VENV) with the offline, mesh (gmsh), test, fast (PARDISO)
-# and lint extras: not the demo's .venv, which keeps the workstation extras only. Installs
+# Creates .venv-test (or $VSENSE_TEST_VENV) with the offline, mesh (gmsh), test, fast (PARDISO),
+# lint and hybrid (JAX) extras: not the demo's .venv, which keeps the workstation extras only. Installs
 # Mosquitto, Chromium and chromium-driver from Debian's packages when they are missing (the
 # MQTT tests start their own broker on a free loopback port; the dashboard and report tests
 # drive the headless Chromium). Extra arguments go to pytest.
@@ -44,9 +44,9 @@ fi
 MARK="$VENV/.vsense-test-installed"
 SUM="$(cksum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$MARK" ] || [ "$(cat "$MARK")" != "$SUM" ]; then
-  echo "==> installing vsense[offline,mesh,test,fast,lint] into $VENV"
+  echo "==> installing vsense[offline,mesh,test,fast,lint,hybrid] into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$VENV/bin/python" -m pip install -q -e ".[offline,mesh,test,fast,lint]"
+  "$VENV/bin/python" -m pip install -q -e ".[offline,mesh,test,fast,lint,hybrid]"
   echo "$SUM" > "$MARK"
 fi
 

@@ -10,6 +10,7 @@ from edge.estimator import packed as pk_
 from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP
 from edge.estimator.packed import Packed, _process_packed, _reset_packed
 from edge.estimator.operator import StepOperator, derive_operator
+from edge.estimator.hybrid import HybridEstimator
 from edge.estimator.smoother import SmootherEstimator
 
 __all__ = ["Estimator", "FLAG_HELD", "FLAG_WARMUP", "FLAG_SATURATED"]
@@ -45,6 +46,8 @@ class Estimator(BlockEstimator):
         loaded = None
         if cls is Estimator:
             loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
+            if loaded.method == "smoother" and "hy_onnx" in loaded.kf:
+                return HybridEstimator(loaded, *args, **kwargs)  # hybrid twin (schema 5)
             if loaded.method == "smoother":
                 return SmootherEstimator(loaded, *args, **kwargs)
         obj = super().__new__(cls)

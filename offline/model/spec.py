@@ -27,7 +27,7 @@ from offline.model.table import ModelFileError, Table, check  # noqa: F401
 #: Model types and the section that describes their mesh.
 MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 #: Top-level sections owned by other parts, accepted without validation (kept in ``spec.raw``).
-PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage")
+PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage", "hybrid")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
             "reduction", "estimator", "sensors", "forces", "outputs", "calibration",
             "placement", *MODEL_TYPES, *PASSTHROUGH}

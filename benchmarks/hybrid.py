@@ -1,0 +1,192 @@
+"""The hybrid twin against the linear Kalman smoother on a structure that is not linear: the
+paper's aluminium strip with a hardening (cubic) spring at the tip (offline/hybrid/demo.py).
+
+    python benchmarks/hybrid.py [--duration 4] [--seeds 3] [--plot docs/img/hybrid.png]
+
+Truth: the FULL FE model with the cubic spring, Runge-Kutta 4 on a 10x finer grid
+(offline/hybrid/truth.py) -- not the estimators' reduced model or discretisation; 1 % noise.
+Training: force-and-response records at two levels (low, high) and a validation record
+between them, seeds 1-3. Scoring: independent seeds (101, ...), force unknown, at both levels:
+normalised RMS error (RMS(estimate - truth) / std(truth), full band) and FDE (band 0-200 Hz)
+of the force and the unmeasured displacements, for the linear smoother and the hybrid; the
+linear smoother on the linear twin (the same structure without the spring, the same force) as
+the reference the issue names; 1-sigma coverage of the stated std; the per-sample cost of both
+estimators in one run (blocks of 10 samples, as the daemon's ring delivers them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+LOW, HIGH, VAL = 0.0007, 0.007, 0.003     # force RMS [N] of the levels (5-150 Hz)
+
+
+def nrms(e, t):
+    return float(np.sqrt(np.mean((e - t) ** 2)) / np.std(t))
+
+
+def run(est, Y, block=10):
+    """Estimates aligned with the input samples: (Q (nt, nq), std (nq,), flags, seconds)."""
+    nt = Y.shape[0]
+    F, Z = np.zeros((nt, est.n_forces)), np.zeros((nt, est.n_outputs))
+    fl = np.zeros(nt, np.uint8)
+    t0 = time.perf_counter()
+    for i in range(0, nt, block):
+        j = min(nt, i + block)
+        est.process(Y[i:j], F[i:j], Z[i:j], fl[i:j])
+    sec = time.perf_counter() - t0
+    d = est.delay
+    Q = np.full((nt, F.shape[1] + Z.shape[1]), np.nan)
+    Q[:nt - d] = np.hstack([F, Z])[d:]
+    fa = np.zeros(nt, np.uint8)
+    fa[:nt - d] = fl[d:]
+    return Q, est.std.copy(), fa, sec
+
+
+def score(Q, std, T, dt, skip):
+    """Per column: NRMSE, FDE (0-200 Hz), 1-sigma coverage over the scored samples."""
+    from offline.metrics import fde
+
+    ok = np.all(np.isfinite(Q), axis=1)
+    ok[:skip] = False
+    out = []
+    for c in range(T.shape[1]):
+        e, t = Q[ok, c], T[ok, c]
+        out.append({"nrmse": nrms(e, t), "fde": float(fde(e, t, dt, band=(0, 200)).value),
+                    "cover": float(np.mean(np.abs(e - t) <= std[c]))})
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=4.0, help="record length [s]")
+    ap.add_argument("--seeds", type=int, default=3, help="scoring records per level")
+    ap.add_argument("--plot", default=None, help="PNG of a stretch of the high-level record")
+    ap.add_argument("--json", default=None, help="write the figures as JSON")
+    args = ap.parse_args(argv)
+
+    from edge.bundle import Bundle
+    from edge.estimator import Estimator
+    from edge.flags import FLAG_ENVELOPE
+    from offline.build import build
+    from offline.hybrid import demo
+    from offline.model import load_model_file
+
+    tmp = Path(tempfile.mkdtemp(prefix="vsense-hybrid-"))
+    path = tmp / "strip.toml"
+    path.write_text(demo.model_text(HIGH))
+    spec = load_model_file(path)
+    t0 = time.perf_counter()
+    recs = []
+    for name, rms, seed in (("low", LOW, 1), ("high", HIGH, 2), ("val", VAL, 3)):
+        t, F, Y, _ = demo.records(path, rms, seed, args.duration)
+        recs.append(str(demo.write_record(tmp / f"{name}.csv", t, F, Y, spec)))
+    print(f"training records: {time.perf_counter() - t0:.1f} s (truth: full model, RK4)")
+    t0 = time.perf_counter()
+    lin = build(path, progress=False, limit=False).bundle
+    res = build(path, progress=False, limit=False, hybrid=recs)
+    hyb = res.bundle
+    hyb.save(tmp / "hybrid.npz")
+    hyb = Bundle.load(tmp / "hybrid.npz")
+    print(f"builds: {time.perf_counter() - t0:.1f} s; " + res.summary().splitlines()[-2].strip())
+    names = [f.name for f in lin.forces] + [o.name for o in lin.outputs]
+    dt = lin.dt
+    skip = int(round(0.5 / dt))
+    table = {}
+    cost = {"linear": [], "hybrid": []}
+    plot = None
+    for level, rms in (("low", LOW), ("high", HIGH)):
+        for k in range(args.seeds):
+            seed = 101 + k + (0 if level == "low" else 50)
+            t, F, Y, Z = demo.records(path, rms, seed, args.duration)
+            T = np.hstack([F, Z])
+            _, _, Yl, Zl = demo.records(path, rms, seed, args.duration, k3=0.0)
+            rows = {}
+            for lab, b, Yin, Tt in (("linear", lin, Y, T), ("hybrid", hyb, Y, T),
+                                    ("linear, linear twin", lin, Yl, np.hstack([F, Zl]))):
+                est = Estimator(b)
+                Q, std, fl, sec = run(est, Yin)
+                if lab != "linear, linear twin":
+                    cost[lab].append(sec / Yin.shape[0])
+                rows[lab] = score(Q, std, Tt, dt, skip)
+                if lab == "hybrid":
+                    rows[lab][0]["envelope"] = float(np.mean(fl[skip:] & FLAG_ENVELOPE > 0))
+                if level == "high" and k == 0 and lab != "linear, linear twin":
+                    plot = plot or {"t": t, "T": T}
+                    plot[lab] = Q
+            table.setdefault(level, []).append(rows)
+    # mean over the seeds
+    out = {"levels": {"low": LOW, "high": HIGH}, "names": names}
+    for level, runs in table.items():
+        print(f"\n{level} level ({(LOW if level == 'low' else HIGH) * 1e3:g} mN RMS), "
+              f"{len(runs)} scoring records, NRMSE full band / FDE 0-200 Hz / 1-sigma coverage")
+        out[level] = {}
+        for lab in runs[0]:
+            m = {n: {key: float(np.mean([r[lab][i][key] for r in runs]))
+                     for key in ("nrmse", "fde", "cover")} for i, n in enumerate(names)}
+            out[level][lab] = m
+            print(f"  {lab:22s} " + "  ".join(
+                f"{n} {v['nrmse']:.4f} / {v['fde']:.4f} / {100 * v['cover']:.0f} %"
+                for n, v in m.items()))
+        for n in names:
+            r = out[level]["linear"][n]["nrmse"] / out[level]["hybrid"][n]["nrmse"]
+            tw = out[level]["hybrid"][n]["nrmse"] / out[level]["linear, linear twin"][n]["nrmse"]
+            print(f"  {n}: linear / hybrid NRMSE {r:.2f}x; hybrid / linear-on-linear-twin "
+                  f"{tw:.2f}x")
+        env = np.mean([r["hybrid"][0]["envelope"] for r in runs])
+        print(f"  estimates flagged outside the envelope: {100 * env:.2f} %")
+        out[level]["envelope_fraction"] = float(env)
+    cl, ch = 1e6 * np.median(cost["linear"]), 1e6 * np.median(cost["hybrid"])
+    print(f"\nper-sample cost (blocks of 10, median of {len(cost['linear'])} records): linear "
+          f"smoother {cl:.1f} us, hybrid {ch:.1f} us ({ch / cl:.1f}x)")
+    out["cost_us"] = {"linear": cl, "hybrid": ch}
+    out["hybrid_meta"] = {k: v for k, v in hyb.meta["hybrid"].items() if k != "envelope"}
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    if args.plot and plot:
+        _plot(plot, names, dt, args.plot)
+    return 0
+
+
+def _plot(p, names, dt, path):
+    from offline._deps import need
+
+    need("matplotlib").use("Agg")
+    plt = need("matplotlib.pyplot")
+    t = p["t"]
+    sl = slice(int(1.0 / dt), int(1.6 / dt))
+    fig, axes = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True)
+    ax = axes[0]
+    ax.plot(t[sl], 1e3 * p["T"][sl, 0], "k-", lw=1.6, label="truth (full nonlinear model)")
+    ax.plot(t[sl], 1e3 * p["linear"][sl, 0], "C0-", lw=1.0, label="linear smoother")
+    ax.plot(t[sl], 1e3 * p["hybrid"][sl, 0], "C3--", lw=1.0, label="hybrid twin")
+    ax.set_ylabel(f"{names[0]} [mN]")
+    ax = axes[1]
+    for lab, c in (("linear", "C0"), ("hybrid", "C3")):
+        ax.plot(t[sl], 1e3 * (p[lab][sl, 0] - p["T"][sl, 0]), c, lw=1.0,
+                label=f"{lab}: estimate - truth")
+    ax.set_ylabel(f"{names[0]} error [mN]")
+    ax.legend(fontsize=8, loc="upper right")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="upper right")
+    axes[0].set_title("strip with a cubic spring at the tip, high level, force unknown")
+    axes[1].set_xlabel("time [s]")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""The hybrid twin on the edge: the Kalman fixed-lag smoother of the linear model plus the
+neural correction ``g_theta`` of the bundle (``kf_hy_*``, :mod:`offline.hybrid`), run by
+onnxruntime.
+
+The correction enters as a known input computed from the filtered state (the best estimate
+of ``x_k``, at which the training's discretisation evaluates ``g``), with the innovation of
+the linear part (the correction's own part of an acceleration channel is not known before
+``g``)::
+
+    g_k      = g_theta(S (x_k|k-1 + K (y_k - H x_k|k-1)))   (0 outside the trained envelope)
+    e_k      = y_k - H x_k|k-1 - Dg g_k             (innovation of the hybrid model)
+    x_k+1|k  = A (x_k|k-1 + K e_k) + Bg g_k
+    z_k-L    = smoothed linear part + Cqg g_k-L
+
+A known input does not change the Kalman recursion's covariance, so the gains, the stated
+std and the model check (NIS, band pairs: now of the hybrid model's innovations) are the
+linear smoother's. The std neglects the network's Jacobian (an extended filter would need a
+Riccati step per sample); docs/hybrid.md has the measured coverage. Outside the trained
+envelope (any network input beyond the range seen in training, widened by the margin) the
+correction is not applied -- the estimate is the linear model's -- and the estimates whose
+window contains such a sample carry :data:`edge.flags.FLAG_ENVELOPE`.
+
+Per sample: one compiled call (:func:`edge.estimator.hybrid_kernel._hy_sample`: the smoother's
+kernel between the correction's parts, then the next network input) and one
+``run_with_iobinding`` of onnxruntime on input and output buffers bound once (no allocation
+outside onnxruntime).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge.estimator.hybrid_kernel import _hy_input, _hy_sample
+from edge.estimator.operator import EstimatorError
+from edge.estimator.smoother import SmootherEstimator
+
+
+def onnx_session(blob: bytes, what: str):
+    """An onnxruntime session of ``blob`` on one CPU thread (as the inverse maps')."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise EstimatorError(f"{what}: not a loadable ONNX model ({exc})") from None
+
+
+class HybridEstimator(SmootherEstimator):
+    """:class:`SmootherEstimator` with the bundle's correction network (module docstring).
+    ``Estimator(bundle)`` returns one for a smoother bundle with ``kf_hy_*``; extra state:
+    :attr:`outside` (samples outside the envelope since the start or the last reset)."""
+
+    def __init__(self, bundle, *args, **kwargs):
+        self._hy_ready = False
+        super().__init__(bundle, *args, **kwargs)
+        kf = self.bundle.kf
+        if "hy_onnx" not in kf:
+            raise EstimatorError(f"{self.bundle.path or 'bundle'}: no hybrid network (kf_hy_*)")
+        perm = self.op.perm
+        self.hy_S = np.ascontiguousarray(np.asarray(kf["hy_S"], dtype=float)[:, perm])
+        self.hy_Bg = np.ascontiguousarray(np.asarray(kf["hy_Bg"], dtype=float)[perm])
+        self.hy_Dg = np.ascontiguousarray(kf["hy_Dg"], dtype=float)
+        self.hy_Cqg = np.ascontiguousarray(kf["hy_Cqg"], dtype=float)
+        self.hy_lo = np.ascontiguousarray(kf["hy_lo"], dtype=float)
+        self.hy_hi = np.ascontiguousarray(kf["hy_hi"], dtype=float)
+        ni, ng = self.hy_S.shape[0], self.hy_Bg.shape[1]
+        self.session = onnx_session(np.asarray(kf["hy_onnx"], np.uint8).tobytes(),
+                                    f"{self.bundle.path or 'bundle'}: kf_hy_onnx")
+        ins, outs = self.session.get_inputs(), self.session.get_outputs()
+        if [i.name for i in ins] != ["s"] or [o.name for o in outs] != ["g"] \
+                or ins[0].type != "tensor(double)" or outs[0].type != "tensor(double)":
+            raise EstimatorError(f"{self.bundle.path or 'bundle'}: kf_hy_onnx must map a "
+                                 "float64 input 's' to a float64 output 'g'")
+        import onnxruntime as ort
+
+        self._s = np.zeros((1, ni))
+        self._g = np.zeros((1, ng))
+        # buffers bound once: onnxruntime reads _s and writes _g in place
+        self._binding = self.session.io_binding()
+        self._binding.bind_ortvalue_input("s", ort.OrtValue.ortvalue_from_numpy(self._s))
+        self._binding.bind_ortvalue_output("g", ort.OrtValue.ortvalue_from_numpy(self._g))
+        Lp1 = self.op.lag + 1
+        self._y1 = np.zeros((1, self.n_channels))
+        self._gring = np.zeros((Lp1, self.hy_Cqg.shape[0]))
+        self._envring = np.zeros(Lp1, np.uint8)
+        self._outside = np.zeros(2, np.int64)  # [since reset, in the current NIS window]
+        # s = S (x + K (y - H x)) = Sx x + Sy y, per operator (the load levels switch K)
+        self._hy_ops = {}
+        for o in [self.op, *self._levels]:
+            SK = self.hy_S @ o.K
+            self._hy_ops[id(o)] = (np.ascontiguousarray(self.hy_S - SK @ o.H),
+                                   np.ascontiguousarray(SK))
+        self._hy_ready = True
+        self._warm_up()
+        self.reset()
+
+    @property
+    def outside(self) -> int:
+        """Samples outside the trained envelope since the start or the last reset."""
+        return int(self._outside[0])
+
+    def _run(self, Y, Q, flags):
+        if not self._hy_ready:  # the linear smoother's warm-up in __init__
+            return super()._run(Y, Q, flags)
+        op = self.op
+        run = self.session.run_with_iobinding
+        s, g, y1, b = self._s, self._g, self._y1, self._binding
+        Sx, Sy = self._hy_ops[id(op)]
+        out = _hy_input(Y[0], self._last, self._x, Sx, Sy, self.hy_lo, self.hy_hi, s)
+        for j in range(Y.shape[0]):
+            if out:
+                self._outside[0] += 1
+            else:
+                run(b)  # g = g_theta(s), in place
+            out = _hy_sample(
+                j, Y, Q, flags, g, out, self.hy_Dg, y1, op.Am, op.Ad, op.Cl, op.Cr, op.Af,
+                op.f_span, op.AKT, op.H, op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x,
+                self._xn, self._e, self._ering, self._zring, self._fring, self._last,
+                self._nisring, self._nis, op.nis_threshold, op.nis_threshold_low,
+                self._counters, op.Wt, op.band_ba, op.band_gain, op.band_threshold,
+                self._bstate, self._bring, self._bsum, self._eps, self.hy_Bg, self.hy_Cqg,
+                self._gring, self._envring, op.lag, Sx, Sy, self.hy_lo, self.hy_hi, s)
+
+    def _state(self):
+        base = super()._state()
+        if not getattr(self, "_hy_ready", False):
+            return base
+        return (*base, self._gring, self._envring, self._outside)
+
+    def model_check(self) -> dict:
+        """:meth:`SmootherEstimator.model_check` plus ``"hybrid"``: samples outside the
+        trained envelope (since the start or the last reset) and whether the correction is
+        applied now (``False``: the last sample was outside, the linear estimate)."""
+        out = super().model_check()
+        n = int(self._counters[0])
+        recent = bool(self._envring.any())
+        out["hybrid"] = {"outside": self.outside, "samples": n,
+                         "fraction_outside": round(self.outside / n, 6) if n else 0.0,
+                         "applied": not recent}
+        if recent:
+            out["reasons"] = [*out["reasons"], "the state is outside the hybrid network's "
+                              "trained envelope: the correction is off (linear estimate)"]
+        return out

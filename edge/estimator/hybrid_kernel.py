@@ -1,0 +1,116 @@
+"""Compiled pieces (numba) of the hybrid twin's per-sample step around the smoother kernel
+(:mod:`edge.estimator.hybrid`); NumPy twin: ``tests/test_hybrid_edge.py``. Nothing is
+allocated per sample.
+
+Per sample k, with the prediction ``x = x_k|k-1`` (permuted state)::
+
+    s      = S (x + K (y - H x))                   (network input at the filtered state)
+    out    = any(s < lo or s > hi)                 (outside the trained envelope)
+    g      = g_theta(s), or 0 when out              (ONNX, between the two calls here)
+    y'     = y - Dg g                              (the correction's part of the channels)
+    ... smoother step on y' (edge.estimator.smoother_kernel._smooth) ...
+    x     += Bg g                                  (x_k+1|k: the correction held over the step)
+    z_k-L += Cqg g_k-L                             (outputs' direct part, from a ring)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from edge.estimator.smoother_kernel import _smooth
+from edge.flags import FLAG_ENVELOPE
+
+
+@njit(cache=True, nogil=True)
+def _hy_input(y, last, x, Sx, Sy, lo, hi, s):  # pragma: no cover - compiled
+    """``s[0] = Sx x + Sy y`` = ``S (x + K (y - H x))``, the network input at the filtered
+    state (a non-finite channel at its last finite value); returns True when ``s`` is outside
+    ``[lo, hi]`` (or not finite).
+
+    y : (nch,) sample; last : (nch,) last finite values; x : (ns,) permuted prediction;
+    Sx : (ni, ns), Sy : (ni, nch); lo, hi : (ni,); s : (1, ni) out."""
+    out = False
+    for i in range(Sx.shape[0]):
+        acc = 0.0
+        for j in range(Sx.shape[1]):
+            acc += Sx[i, j] * x[j]
+        for c in range(y.shape[0]):
+            acc += Sy[i, c] * (y[c] if np.isfinite(y[c]) else last[c])
+        s[0, i] = acc
+        if not (lo[i] <= acc <= hi[i]):
+            out = True
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _hy_channels(y, g, out, Dg, y1):  # pragma: no cover - compiled
+    """``y1[0] = y - Dg g`` (``g`` zeroed first when ``out``). y : (nch,), g : (1, ng),
+    Dg : (nch, ng), y1 : (1, nch) out."""
+    ng = g.shape[1]
+    if out:
+        for i in range(ng):
+            g[0, i] = 0.0
+    for c in range(y.shape[0]):
+        acc = y[c]
+        for i in range(ng):
+            acc -= Dg[c, i] * g[0, i]
+        y1[0, c] = acc
+
+
+@njit(cache=True, nogil=True)
+def _hy_after(x, g, out, Bg, Cqg, gring, ering, counters, lag, q1, f1):  # pragma: no cover
+    """After the smoother step of sample k (``counters[0] = k + 1``): ``x += Bg g``, the ring
+    slot of k gets ``Cqg g`` and the envelope bit, and the estimate of sample k - L in ``q1``
+    (1, nq) gets ``Cqg g_k-L`` and ``FLAG_ENVELOPE`` when any sample of its window was out.
+
+    gring : (L+1, nq) ring of ``Cqg g``; ering : uint8 (L+1,) ring of envelope bits."""
+    ng = g.shape[1]
+    for s in range(x.shape[0]):
+        acc = 0.0
+        for i in range(ng):
+            acc += Bg[s, i] * g[0, i]
+        x[s] += acc
+    count = counters[0]
+    Lp1 = lag + 1
+    slot = (count - 1) % Lp1
+    nq = Cqg.shape[0]
+    for q in range(nq):
+        acc = 0.0
+        for i in range(ng):
+            acc += Cqg[q, i] * g[0, i]
+        gring[slot, q] = acc
+    ering[slot] = FLAG_ENVELOPE if out else 0
+    if count < Lp1:
+        return
+    old = count % Lp1
+    flag = np.uint8(0)
+    for i in range(Lp1):
+        flag |= ering[i]
+    for q in range(nq):
+        q1[0, q] += gring[old, q]
+    f1[0] |= flag
+
+
+@njit(cache=True, nogil=True)
+def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq,
+               q_span, G, Sinv, x, xn, e, ering, zring, fring, last, nisring, nis_state,
+               threshold, threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate,
+               bring, bsum, eps, Bg, Cqg, gring, envring, lag, Sx, Sy, lo, hi,
+               s):  # pragma: no cover - compiled
+    """Sample ``j`` after the network call (``g`` holds ``g_theta(s)``): the channels less
+    the correction (:func:`_hy_channels`), the smoother step
+    (:func:`edge.estimator.smoother_kernel._smooth`) on row ``j`` of ``Q``/``flags``,
+    :func:`_hy_after`, then the next sample's network input (:func:`_hy_input`) when there
+    is one. One compiled call per sample; returns whether the next input is outside the
+    envelope."""
+    _hy_channels(Y[j], g, out, Dg, y1)
+    q1 = Q[j:j + 1]
+    f1 = flags[j:j + 1]
+    _smooth(y1, q1, f1, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv, x,
+            xn, e, ering, zring, fring, last, nisring, nis_state, threshold, threshold_low,
+            counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum, eps)
+    _hy_after(x, g, out, Bg, Cqg, gring, envring, counters, lag, q1, f1)
+    if j + 1 < Y.shape[0]:
+        return _hy_input(Y[j + 1], last, x, Sx, Sy, lo, hi, s)
+    return False

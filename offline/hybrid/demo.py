@@ -1,0 +1,127 @@
+"""The hybrid twin's test structure (tests, ``benchmarks/hybrid.py``, docs/hybrid.md): the
+paper's aluminium strip (170 x 13 x 1.2 mm) clamped, with a hardening (cubic) spring at the
+tip, and its force-and-response records from the full nonlinear model
+(:func:`offline.hybrid.truth.simulate_cubic`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edge.bundle import KINDS
+from edge.csvio import write_table
+from offline.hybrid.truth import simulate_cubic
+from offline.metrics import add_noise
+from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.simulate import load_profile
+
+#: cubic spring at the tip [N/m^3]: k3 u^2 equals the tip's linear stiffness (79 N/m) at
+#: u = 1 mm
+K3 = 7.9e7
+BAND = (5.0, 150.0)
+
+STRIP = """name = "strip-cubic"
+type = "beam"
+[materials.aluminium]
+E = 69e9
+nu = 0.3
+rho = 2700.0
+[beam]
+theory = "euler-bernoulli"
+[beam.sections.strip]
+material = "aluminium"
+rectangle = { b = 0.013, h = 0.0012 }
+[[beam.members]]
+name = "strip"
+section = "strip"
+line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = 34 }
+orientation = [0.0, 0.0, 1.0]
+[[boundary]]
+select = { at = [0.0, 0.0, 0.0] }
+[[boundary]]
+select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
+dofs = ["ux", "uy", "rx", "rz"]
+[damping]
+ratios = [[34.0, 0.01], [600.0, 0.01]]
+[reduction]
+method = "gmr+"
+modes = 6
+[[reduction.masters]]
+select = { at = [0.17, 0.0, 0.0] }
+dofs = ["uz"]
+[[sensors]]
+name = "d110"
+select = { at = [0.11, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+noise = 0.01
+[[sensors]]
+name = "a170"
+select = { at = [0.17, 0.0, 0.0] }
+dof = "uz"
+kind = "acceleration"
+noise = 0.01
+[[forces]]
+name = "F110"
+select = { at = [0.11, 0.0, 0.0] }
+dof = "uz"
+model = { kind = "bandpass", order = 4 }
+[[outputs]]
+name = "d60"
+select = { at = [0.06, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+[[outputs]]
+name = "d170"
+select = { at = [0.17, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+[estimator]
+rate = 1000.0
+method = "smoother"
+lag = 20
+[calibration]
+load = { type = "random", band = [5.0, 150.0], rms = RMS }
+duration = 2.0
+[hybrid]
+select = { at = [0.17, 0.0, 0.0] }
+dofs = ["uz"]
+inputs = ["displacement"]
+"""
+
+
+def model_text(rms: float, hybrid: bool = True) -> str:
+    """The model file; ``rms`` [N] the declared force level, ``hybrid``: with ``[hybrid]``."""
+    text = STRIP.replace("RMS", repr(float(rms)))
+    return text if hybrid else text.split("[hybrid]")[0]
+
+
+def records(path, rms: float, seed: int, duration: float, k3: float = K3,
+            noise: float = 0.01, oversample: int = 10):
+    """A record of the strip with the cubic spring under a random force (``rms`` [N] over
+    :data:`BAND`): ``(t, F (nt, 1), Y (nt, nch) noisy, Z (nt, nout) clean truth)`` at the
+    model's rate, truth from :func:`simulate_cubic`; ``noise``: std relative to each signal."""
+    spec = load_model_file(path)
+    model = build_fe_model(spec, progress=False)
+    rate = spec.estimator.rate
+    dtf = 1.0 / (rate * oversample)
+    nt = int(round(duration * rate)) + 1
+    tf = dtf * np.arange((nt - 1) * oversample + 1)
+    F = load_profile("random", tf, band=BAND, rms=rms, seed=seed)[:, None]
+    dof = lambda s: resolve_dofs(model, s.select, s.dof, "x")[0]  # noqa: E731
+    probes = [(dof(s), KINDS.index(s.kind)) for s in spec.sensors + spec.outputs]
+    tip = resolve_dofs(model, {"at": [0.17, 0.0, 0.0]}, "uz", "tip")[0]
+    out = simulate_cubic(model, [dof(f) for f in spec.forces], tip, k3, F, dtf, oversample,
+                         probes)
+    nch = len(spec.sensors)
+    rng = np.random.default_rng(10_000 + seed)
+    Y = add_noise(out[:, :nch], noise, rng)
+    return tf[::oversample], F[::oversample], Y, out[:, nch:]
+
+
+def write_record(csv, t, F, Y, spec) -> Path:
+    """A force-and-response CSV (``time``, forces, sensors) of a record."""
+    names = [f.name for f in spec.forces] + [s.name for s in spec.sensors]
+    write_table(csv, t, np.column_stack([F, Y]), names)
+    return Path(csv)

@@ -1,0 +1,163 @@
+"""The hybrid twin on the edge (base install only: the tiny ONNX network is a committed file,
+the smoother designed with NumPy): the compiled per-sample path against a NumPy twin, the
+envelope fallback and its flag, the bundle contract (schema 5, malformed hy_* fields)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge.bundle import Bundle, BundleError
+from edge.estimator import Estimator, EstimatorError
+from edge.estimator.hybrid import HybridEstimator
+from edge.estimator.smoother import SmootherEstimator
+from edge.estimator.smoother_reference import ReferenceSmoother
+from edge.flags import FLAG_ENVELOPE, FLAG_WARMUP
+from tests.helpers import numpy_smoother_bundle, tiny_g
+
+ONNX = (Path(__file__).parent / "data" / "hybrid_tiny.onnx").read_bytes()
+
+
+def _hybrid(b, gain=1.0, lo=-1e3, hi=1e3):
+    """``b`` with the tiny network acting as a force at the chain's free end (DOF n-1), its
+    input the displacement and velocity there scaled to O(1)."""
+    kf = dict(b.kf)
+    ns, n = kf["A"].shape[0], b.n
+    S = np.zeros((2, ns))
+    S[0, 0:2 * n:2] = 1e5 * kf["H"][0, 0:2 * n:2]     # displacement [10 um]
+    S[1, 1:2 * n:2] = 1e3 * kf["H"][0, 0:2 * n:2]     # velocity [mm/s]
+    # a force at the free end: velocity rows of the modes get phi_end * dt (zero-order hold)
+    Bg = np.zeros((ns, 1))
+    Bg[1:2 * n:2, 0] = gain * b.dt * kf["H"][0, 0:2 * n:2]
+    Dg = np.zeros((1, 1))
+    Cqg = np.zeros((kf["Cq"].shape[0], 1))
+    Cqg[2, 0] = gain * 0.3                              # the acceleration output sees g
+    kf.update({"hy_onnx": np.frombuffer(ONNX, np.uint8).copy(), "hy_S": S, "hy_Bg": Bg,
+               "hy_Dg": Dg, "hy_Cqg": Cqg, "hy_lo": np.full(2, lo), "hy_hi": np.full(2, hi)})
+    return b.replace(kf=kf)
+
+
+def _reload(b, tmp_path, name="b.npz"):
+    b.save(tmp_path / name)
+    return Bundle.load(tmp_path / name)
+
+
+def _record(nt=1500, seed=3):
+    rng = np.random.default_rng(seed)
+    t = np.arange(nt) * 1e-3
+    y = 2e-5 * np.sin(2 * np.pi * 12 * t) + 1e-6 * rng.standard_normal(nt)
+    return y[:, None]
+
+
+def _reference(b, Y):
+    """NumPy twin: the reference smoother on y - Dg g, x += Bg g, outputs + Cqg g_k-L."""
+    kf = b.kf
+    ref = ReferenceSmoother(b)
+    L = ref.L
+    lo, hi = kf["hy_lo"], kf["hy_hi"]
+    Fs, Zs, fl, gs, outs = [], [], [], [], []
+    for y in Y:
+        # s = S x_k|k = S (x_k|k-1 + K (y - H x_k|k-1)); g = g_theta(s), 0 outside [lo, hi]
+        yh = np.where(np.isfinite(y), y, ref.last)
+        s = kf["hy_S"] @ (ref.x + kf["K"] @ (yh - kf["H"] @ ref.x))
+        out = bool(np.any(s < lo) or np.any(s > hi))
+        g = np.zeros(1) if out else tiny_g(s[None])[0]
+        q, f = ref.step(y - kf["hy_Dg"] @ g)
+        ref.x = ref.x + kf["hy_Bg"] @ g                # x_k+1|k += Bg g_k
+        gs.append(kf["hy_Cqg"] @ g)
+        outs.append(out)
+        if f & FLAG_WARMUP:
+            Fs.append(q[:1]), Zs.append(q[1:]), fl.append(f)
+            continue
+        q = q + gs[-1 - L]                              # z_k-L += Cqg g_k-L
+        if any(outs[-1 - L:]):
+            f |= FLAG_ENVELOPE
+        Fs.append(q[:1]), Zs.append(q[1:]), fl.append(f)
+    return np.array(Fs), np.array(Zs), np.array(fl, np.uint8), sum(outs)
+
+
+def _run(est, Y, block=7):
+    nt = Y.shape[0]
+    F, Z = np.zeros((nt, est.n_forces)), np.zeros((nt, est.n_outputs))
+    fl = np.zeros(nt, np.uint8)
+    for i in range(0, nt, block):  # blocks of several samples, as the daemon's ring
+        j = min(nt, i + block)
+        est.process(Y[i:j], F[i:j], Z[i:j], fl[i:j])
+    return F, Z, fl
+
+
+def test_kernel_matches_numpy_twin(tmp_path):
+    b = _reload(_hybrid(numpy_smoother_bundle(), gain=0.05), tmp_path)
+    est = Estimator(b)
+    assert isinstance(est, HybridEstimator)
+    Y = _record()
+    F, Z, fl = _run(est, Y)
+    Fr, Zr, flr, nout = _reference(b, Y)
+    ok = ~np.isnan(F[:, 0])
+    assert ok.sum() == Y.shape[0] - 5 and nout == 0
+    # same arithmetic in another order (numba fastmath, dense NumPy): 1e-9 relative
+    for a, r in ((F, Fr), (Z, Zr)):
+        scale = np.max(np.abs(r[ok]), axis=0)
+        np.testing.assert_allclose(a[ok] / scale, r[ok] / scale, atol=1e-9)
+    np.testing.assert_array_equal(fl, flr)
+    # the correction changes the estimate (the test can fail if g were never applied)
+    lin = _run(SmootherEstimator(numpy_smoother_bundle()), Y)
+    assert np.max(np.abs(lin[0][ok] - F[ok])) > 1e-3 * np.max(np.abs(F[ok]))
+
+
+def test_no_correction_is_the_linear_smoother(tmp_path):
+    """Bg = Dg = Cqg = 0: the hybrid path gives the linear smoother's numbers exactly."""
+    b = _hybrid(numpy_smoother_bundle(), gain=0.0)
+    Y = _record()
+    got = _run(Estimator(_reload(b, tmp_path)), Y)
+    lin = _run(SmootherEstimator(numpy_smoother_bundle()), Y)
+    for a, r in zip(got, lin):
+        np.testing.assert_array_equal(a, r)
+
+
+def test_outside_envelope_falls_back_to_linear(tmp_path):
+    """An envelope that every state leaves: g is never applied (the linear estimate exactly),
+    every estimate after warm-up is flagged, the health says so."""
+    b = _reload(_hybrid(numpy_smoother_bundle(), gain=0.05, lo=1e6, hi=2e6), tmp_path)
+    est = Estimator(b)
+    Y = _record()
+    F, Z, fl = _run(est, Y)
+    lin = _run(SmootherEstimator(numpy_smoother_bundle()), Y)
+    ok = ~np.isnan(F[:, 0])
+    np.testing.assert_array_equal(F, lin[0])
+    np.testing.assert_array_equal(Z, lin[1])
+    assert np.all(fl[ok] & FLAG_ENVELOPE) and not np.any(fl[~ok] & FLAG_ENVELOPE)
+    assert est.outside == Y.shape[0]
+    mc = est.model_check()
+    assert mc["hybrid"]["applied"] is False and any("envelope" in r for r in mc["reasons"])
+    est.reset()
+    assert est.outside == 0
+
+
+def test_bundle_contract(tmp_path):
+    b = _hybrid(numpy_smoother_bundle(), gain=0.05)
+    b2 = _reload(b, tmp_path)
+    assert int(np.load(tmp_path / "b.npz")["schema_version"]) == 5
+    assert b2.kf["hy_onnx"].tobytes() == ONNX
+    a = dict(np.load(tmp_path / "b.npz"))
+    from edge.bundle import content_hash
+
+    def broken(**ch):
+        c = dict(a)
+        c.update(ch)
+        for k in [k for k, v in ch.items() if v is None]:
+            del c[k]
+        c["content_hash"] = np.array(content_hash(c))
+        return c
+
+    with pytest.raises(BundleError, match="kf_hy_Dg"):
+        Bundle.from_arrays(broken(kf_hy_Dg=None))
+    with pytest.raises(BundleError, match="kf_hy_S"):
+        Bundle.from_arrays(broken(kf_hy_S=np.zeros((2, 3))))
+    with pytest.raises(BundleError, match="needs schema 5"):
+        Bundle.from_arrays(broken(schema_version=np.array(4, dtype=np.int64)))
+    with pytest.raises(BundleError, match="kf_hy_onnx"):
+        Bundle.from_arrays(broken(kf_hy_onnx=np.zeros(3)))
+    bad = Bundle.from_arrays(broken(kf_hy_onnx=np.frombuffer(b"not onnx", np.uint8).copy()))
+    with pytest.raises(EstimatorError, match="kf_hy_onnx"):
+        Estimator(bad)
