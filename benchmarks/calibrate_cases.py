@@ -5,6 +5,7 @@ over ten seeds.
     .venv/bin/python benchmarks/calibrate_cases.py --cases           # only the four cases
     .venv/bin/python benchmarks/calibrate_cases.py --inadequacy      # only the k-fold test
     .venv/bin/python benchmarks/calibrate_cases.py --seeds 3         # fewer seeds
+    .venv/bin/python benchmarks/calibrate_cases.py --cases --frequency-start   # and from f1, f2
 
 Truth: the strip of tests/calib_truth.py with 34 elements (a DIFFERENT, finer full model),
 exact modal integration (no Newmark), random force 5-250 Hz, 1 % sensor noise, 4 s at 1 kHz.
@@ -113,38 +114,12 @@ def score(d: Path, raws: dict, truth: str, seed: int, limit: bool) -> dict:
     return out
 
 
-def run_case(d: Path, name: str, seed: int, limit: bool) -> None:
-    from offline.calibration.calibrate import calibrate
-    from offline.calibration.setup import from_model_file
-
-    targs, textra, params, true_args, true_extra = CASES[name]
-    d.mkdir(parents=True, exist_ok=True)
-    truth = model_text(nel=34, params="", **targs) + OUTPUT_D60 + textra
-    truth_record(d / "cal.csv", truth, duration=4.0, seed=seed, band=(5.0, 250.0))
-    (d / "m.toml").write_text(model_text(params=params) + OUTPUT_D60 + EST)
-    print(f"== {name}", flush=True)
-    t0 = time.perf_counter()
-    try:
-        su = from_model_file(d / "m.toml")
-    except ValueError as exc:
-        print(f"   SKIPPED: the calibration refuses this family: {exc}", flush=True)
-        return
-    t_setup = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    try:
-        res = calibrate(su, [d / "cal.csv"])
-    except ValueError as exc:
-        print(f"   SKIPPED: the calibration refuses this case: {exc}", flush=True)
-        return
-    t_cal = time.perf_counter() - t0
+def report_fit(label: str, res, seconds: float, truth_vals: dict) -> None:
+    """Parameters against the truth and, for damage zones, the identification criterion."""
     th, sd = res.theta, res.theta_std
-    # zeta: the truth's Rayleigh ratio at 30 and 200 Hz (at its own modes it differs)
-    truth_vals = {"E": targs.get("E", 69e9), "zeta": targs.get("ratios", (0.01,))[0],
-                  "k_root": targs.get("k_root", 10.0)}
-    for z in range(5):
-        truth_vals[f"w{z}"] = 0.4 if (textra and z == ZONE_TRUE) else 0.0
-    print(f"   calibration {t_cal:.1f} s (setup {t_setup:.1f} s), {res.problem.n_evals} model "
-          f"runs, converged {bool(res.vb.converged)}, F = {res.vb.F:.2f}")
+    print(f"   {label}: {seconds:.1f} s, {res.problem.n_evals} model runs, converged "
+          f"{bool(res.vb.converged)}, F = {res.vb.F:.2f}, likelihood weights "
+          f"{[round(g.weight, 4) for g in res.groups]}")
     print("   | parameter | posterior mean +- std | truth |")
     print("   | --- | --- | --- |")
     for n, m, s in zip(res.names, th, sd):
@@ -161,26 +136,76 @@ def run_case(d: Path, name: str, seed: int, limit: bool) -> None:
               f"zones |mean|/std {np.round(intact, 2).tolist()}: "
               f"{'IDENTIFIED' if ok else 'NOT identified'} (the highest damage in the true "
               f"zone and more than 2 sigma from zero, every intact zone within 2 sigma)")
+
+
+def run_case(d: Path, name: str, seed: int, limit: bool, freq_start: bool,
+             modes: int | None = None) -> None:
+    from offline.calibration.calibrate import calibrate, settings_from_raw
+    from offline.calibration.checks import frequency_start
+    from offline.calibration.data import read_record
+    from offline.calibration.setup import from_model_file
+
+    targs, textra, params, true_args, true_extra = CASES[name]
+    d.mkdir(parents=True, exist_ok=True)
+    truth = model_text(nel=34, params="", **targs) + OUTPUT_D60 + textra
+    truth_record(d / "cal.csv", truth, duration=4.0, seed=seed, band=(5.0, 250.0))
+    text = model_text(params=params) + OUTPUT_D60 + EST
+    if modes is not None:   # the calibration model's CB modes (4 in calib_truth.model_text)
+        text = text.replace("modes = 4", f"modes = {modes}")
+    (d / "m.toml").write_text(text)
+    print(f"== {name}" + (f" (calibration model: CB with {modes} modes)" if modes else ""),
+          flush=True)
+    t0 = time.perf_counter()
+    try:
+        su = from_model_file(d / "m.toml")
+    except ValueError as exc:
+        print(f"   SKIPPED: the calibration refuses this family: {exc}", flush=True)
+        return
+    print(f"   setup {time.perf_counter() - t0:.1f} s")
+    # zeta: the truth's Rayleigh ratio at 30 and 200 Hz (at its own modes it differs)
+    truth_vals = {"E": targs.get("E", 69e9), "zeta": targs.get("ratios", (0.01,))[0],
+                  "k_root": targs.get("k_root", 10.0)}
+    for z in range(5):
+        truth_vals[f"w{z}"] = 0.4 if (textra and z == ZONE_TRUE) else 0.0
+    fits = {}
+    t0 = time.perf_counter()
+    try:
+        fits["calibrated"] = calibrate(su, [d / "cal.csv"])
+    except ValueError as exc:
+        print(f"   SKIPPED: the calibration refuses this case: {exc}", flush=True)
+        return
+    report_fit("calibrated (calibrate(): from the prior mean)", fits["calibrated"],
+               time.perf_counter() - t0, truth_vals)
+    if freq_start:
+        st = settings_from_raw(su.spec.raw, su.parameters, su.where)
+        rec = read_record(d / "cal.csv", su.forces, su.sensors, st.prep)
+        t0 = time.perf_counter()
+        xf = frequency_start(su, st, [rec])
+        if xf is not None:
+            fits["from f-start"] = calibrate(su, None, st, records=[rec], m_init=xf)
+            report_fit("from the frequency start (checks.frequency_start, modes 1-2)",
+                       fits["from f-start"], time.perf_counter() - t0, truth_vals)
     raws = {"true": tomllib.loads(model_text(params="", **true_args) + true_extra + OUTPUT_D60
-                                  + EST),
-            "calibrated": res.calibrated_raw()}
+                                  + EST)}
+    raws.update({k: f.calibrated_raw() for k, f in fits.items()})
     r = score(d, raws, truth, seed, limit)
     keys = ("force_nrmse", "force_fde", "d60_nrmse", "d60_fde")
     print("   | model | force NRMSE | force FDE 0-200 Hz | d60 NRMSE | d60 FDE 0-200 Hz |")
     print("   | --- | --- | --- | --- | --- |")
-    for m in ("true", "calibrated"):
+    for m in raws:
         print(f"   | {m} | " + " | ".join(f"{r[m][k]:.4f}" for k in keys) + " |")
-    ratio = [r["calibrated"][k] / r["true"][k] for k in keys]
-    print("   | **calibrated / true** | " + " | ".join(f"**{x:.3f}**" for x in ratio) + " |")
+    for m in fits:
+        ratio = [r[m][k] / r["true"][k] for k in keys]
+        print(f"   | **{m} / true** | " + " | ".join(f"**{x:.3f}**" for x in ratio) + " |")
+        miss = [k for k, x in zip(keys, ratio) if x > 1.1]
+        print(f"   {m}: target <= 1.1x {'met' if not miss else 'MISSED for ' + ', '.join(miss)}")
     if "limit" in r:
         lim = r["limit"]
         print(f"   accuracy limit (truth's full model, MMSE at the estimator's delay): force NRMSE "
               f"{lim['force_nrmse']:.4f}, d60 {lim['d60_nrmse']:.4f}; calibrated / limit "
               f"{r['calibrated']['force_nrmse'] / lim['force_nrmse']:.2f} / "
               f"{r['calibrated']['d60_nrmse'] / lim['d60_nrmse']:.2f}")
-    miss = [k for k, x in zip(keys, ratio) if x > 1.1]
-    print(f"   target <= 1.1x: {'met' if not miss else 'MISSED for ' + ', '.join(miss)}",
-          flush=True)
+    sys.stdout.flush()
 
 
 # ------------------------------------------------------------------ inadequacy over seeds
@@ -242,13 +267,21 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--seed", type=int, default=5, help="seed of the cases' records")
     ap.add_argument("--no-limit", action="store_true", help="skip the accuracy limit")
+    ap.add_argument("--only", type=int, default=None, metavar="I",
+                    help="only case I (0-3) of the four")
+    ap.add_argument("--modes", type=int, default=None,
+                    help="CB modes of the calibration model (default: 4)")
+    ap.add_argument("--frequency-start", action="store_true",
+                    help="also calibrate each case from the identified natural frequencies")
     a = ap.parse_args(argv)
     both = not (a.cases or a.inadequacy)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         if a.cases or both:
             for i, name in enumerate(CASES):
-                run_case(d / f"case{i}", name, a.seed, not a.no_limit)
+                if a.only is None or a.only == i:
+                    run_case(d / f"case{i}", name, a.seed, not a.no_limit, a.frequency_start,
+                             a.modes)
         if a.inadequacy or both:
             inadequacy(d, a.seeds)
     return 0

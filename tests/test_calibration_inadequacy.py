@@ -186,3 +186,17 @@ def test_cli_refuses_before_calibrating(records, tmp_path, capsys):
                  "--data", str(records / "r1.csv"), "-o", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "same data (same SHA-256)" in err and not out.exists()
+
+
+@pytest.mark.slow
+def test_one_long_record_cut_into_blocks_flags_e_alone(tmp_path):
+    """One 6 s record (τ₁ = 0.54 s: two blocks of 3 s >= 5 τ₁), truth k_root 4: E alone is
+    flagged (measured p = 5e-164; E + zeta + k_root: p = 1.0, docs/calibration.md)."""
+    truth = own_modes_damping(model_text(nel=34, k_root=4.0, params=""))
+    p = tmp_path / "long.csv"
+    truth_record(p, truth, duration=6.0, seed=7, band=(5.0, 250.0))
+    su, st, recs, out = _kfold(model_text(params=E_ONLY), [p], tmp_path)
+    plan = out["plan"]
+    assert plan["blocks"] and len(out["folds"]) == 4
+    assert 5 * plan["decay_time"] <= 3.0 < 10 * plan["decay_time"]
+    assert not out["passed"] and out["p_family"] < 1e-6, out

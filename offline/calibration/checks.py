@@ -24,7 +24,7 @@ Bonferroni's min(1, k α_min) and ``alpha`` is the probability of rejecting a ri
 The test is only as good as the fits: a fit stuck in a local optimum (a mode off by more than its
 half-power bandwidth) reads as a broad tempered posterior and hides the contradiction. Every
 fit of the test is therefore also started from the natural frequencies identified in its
-groups (:func:`_frequency_start`) and the better of the two (weight-free profile misfit) kept.
+groups (:func:`frequency_start`) and the better of the two (weight-free profile misfit) kept.
 """
 
 from __future__ import annotations
@@ -112,12 +112,13 @@ def _misfit(res) -> float:
                  + 0.5 * d @ p.L0 @ d)
 
 
-def _frequency_start(setup, settings, groups, bands, f_split, nextra: int):
+def frequency_start(setup, settings, groups, bands=None, f_split=None, nextra: int = 0):
     """ξ matched to the natural frequencies identified in the groups' responses (mode 1 from
     the bands below ``f_split``, mode 2 from those above; without bands modes 1 and 2 over the
     whole range): a start near the global optimum for stiffness parameters, whose time-domain
     misfit has a local optimum wherever a mode is off by more than its half-power bandwidth.
-    None when no peak is found."""
+    ``bands``: "below"/"above" per group (None without bands); ``nextra``: zeros appended (the
+    sensor offsets' ξ). None when no peak is found."""
     from offline.calibration.modal import frequency_model, identify_frequencies
     from offline.calibration.noise import NoiseGroup
     from offline.calibration.vb import variational_bayes
@@ -160,7 +161,7 @@ def _fit(setup, settings, groups, bands, f_split, m_init=None):
     good as the fits, and a fit stuck in a local optimum reads as a broad posterior)."""
     best = calibrate(setup, None, settings, records=groups, m_init=m_init)
     nextra = best.vb.m.size - best.problem.nmodel
-    xf = _frequency_start(setup, settings, groups, bands, f_split, nextra)
+    xf = frequency_start(setup, settings, groups, bands, f_split, nextra)
     if xf is not None and np.max(np.abs(xf - best.vb.m) / best.vb.std) > 1.0:
         other = calibrate(setup, None, settings, records=groups, m_init=xf)
         if _misfit(other) < _misfit(best):

@@ -67,7 +67,10 @@ def _raw(path):
 
 
 def _shares_rows(a, b, rows: int = FINGERPRINT_ROWS) -> bool:
-    """True when the first rows of ``b`` occur verbatim (all columns) as rows of ``a``."""
+    """True when the first rows of ``b`` occur verbatim (all columns) as rows of ``a``
+    (tables of different widths are not compared)."""
+    if a.shape[1] != b.shape[1]:
+        return False
     k = min(rows, b.shape[0])
     for i in np.flatnonzero(np.all(a == b[0], axis=1)):
         n = min(k, a.shape[0] - i)
