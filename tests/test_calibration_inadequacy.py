@@ -200,3 +200,22 @@ def test_one_long_record_cut_into_blocks_flags_e_alone(tmp_path):
     assert plan["blocks"] and len(out["folds"]) == 4
     assert 5 * plan["decay_time"] <= 3.0 < 10 * plan["decay_time"]
     assert not out["passed"] and out["p_family"] < 1e-6, out
+
+
+def test_cli_runs_the_test_by_default_and_exits_4(tmp_path, capsys):
+    """Two independent records: the test runs without --kfold; E alone against a compliant
+    clamp fails it (exit 4, outputs written, the folds and the plan in posterior.json)."""
+    import json
+    truth = own_modes_damping(model_text(nel=34, k_root=7.4, params=""))
+    paths = [tmp_path / f"c{i}.csv" for i in range(2)]
+    for i, p in enumerate(paths):
+        truth_record(p, truth, duration=2.0, seed=40 + i, band=(5.0, 250.0))
+    (tmp_path / "m.toml").write_text(model_text(params=E_ONLY))
+    out = tmp_path / "out"
+    code = main(["calibrate", str(tmp_path / "m.toml"), "--data", str(paths[0]), "--data",
+                 str(paths[1]), "-o", str(out), "--quiet"])
+    assert code == 4, capsys.readouterr().err
+    assert "failed the inadequacy test" in capsys.readouterr().err
+    inad = json.loads((out / "posterior.json").read_text())["inadequacy"]
+    assert not inad["passed"] and len(inad["folds"]) == 4 and inad["tolerance"] == 0.005
+    assert inad["plan"]["bands"] == ["below", "above", "below", "above"]
