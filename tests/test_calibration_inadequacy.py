@@ -186,6 +186,10 @@ def test_cli_refuses_before_calibrating(records, tmp_path, capsys):
                  "--data", str(records / "r1.csv"), "-o", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "same data (same SHA-256)" in err and not out.exists()
+    code = main(["calibrate", str(tmp_path / "m.toml"), "--data", str(records / "r1.csv"),
+                 "--data", str(records / "r2.csv"), "-o", str(out), "--model-tolerance", "-1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--model-tolerance must be >= 0" in err and not out.exists()
 
 
 @pytest.mark.slow

@@ -11,8 +11,9 @@ decay times of the first mode long, cut into blocks) are each split into a band 
 above the model's first two modes; the parameters calibrated on each group alone are compared
 with those calibrated on the others, and the model family is rejected when they differ by more
 than chance and the model's fidelity (``--model-tolerance``) allow at the test level
-(``--test-level``: the probability of rejecting a model that is right; docs/glossary.md). Records that are not independent (same data, shared samples,
-overlapping time stamps) or too few are refused before calibrating.
+(``--test-level``: the probability of rejecting a model that is right; docs/glossary.md).
+Records that are not independent (same data, shared samples, overlapping time stamps) or too
+few are refused before calibrating.
 
 Exit codes: 0 ok, 2 bad input, 4 the model family failed the inadequacy test (the outputs
 are still written; the bundle's meta says so).
@@ -143,6 +144,9 @@ def _plan_kfold(args, setup, settings, records, say) -> dict | None:
 
     if args.kfold is False:
         return None
+    if args.model_tolerance is not None and not args.model_tolerance >= 0:
+        raise ValueError(f"--model-tolerance must be >= 0 (a relative fidelity), got "
+                         f"{args.model_tolerance}")
     # records that are not independent are refused whether or not --kfold was given: the
     # test would compare a record with itself and the posterior would count data twice
     check_independent(records, args.data)
