@@ -216,7 +216,8 @@ INADEQUACY = {
     "40 % damage in zone 1 of 5": ({}, damage_table(), [
         ("E + zeta", E_WIDE + Z_P, False),
         ("zeta + damage of zone 1", Z_P + '[[parameters]]\nname = "w1"\nkind = "damage"\n'
-         + zone_region(ZONE_TRUE) + "bounds = [-0.1, 0.99]\n", True)]),
+         + zone_region(ZONE_TRUE) + "bounds = [-0.1, 0.99]\n", True),
+        ("five damage zones", damage_params(5), True)]),
 }
 
 
