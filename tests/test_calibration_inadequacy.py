@@ -67,10 +67,13 @@ def _kfold(text, paths, tmp_path):
 def test_the_truths_family_is_not_flagged(seed, tmp_path_factory, tmp_path):
     d = _records(tmp_path_factory.mktemp(f"good{seed}"), seed)
     *_, out = _kfold(_disp(model_text()), [d / f"r{i}.csv" for i in range(3)], tmp_path)
-    # test level 5 % for the family (Bonferroni over the 6 folds): a right family is flagged
-    # in at most 5 % of seeds by construction; docs/calibration.md has the rate over ten seeds
+    # test level 5 % for the family (Bonferroni over the conclusive folds): a right family is
+    # flagged in at most 5 % of seeds by construction; docs/calibration.md has the rate over
+    # ten seeds
     assert out["passed"] and out["p_family"] >= 0.05, out
-    assert out["p_family"] == pytest.approx(min(1.0, 6 * out["p_min"]), rel=1e-12)
+    used = [f["p_value"] for f in out["folds"] if f["conclusive"]]
+    assert out["conclusive"] and out["p_family"] == pytest.approx(min(1.0, len(used) * min(used)),
+                                                                  rel=1e-12)
     assert len(out["folds"]) == 6 and all(f["dof"] == 3 for f in out["folds"])
 
 
@@ -223,3 +226,25 @@ def test_cli_runs_the_test_by_default_and_exits_4(tmp_path, capsys):
     inad = json.loads((out / "posterior.json").read_text())["inadequacy"]
     assert not inad["passed"] and len(inad["folds"]) == 4 and inad["tolerance"] == 0.005
     assert inad["plan"]["bands"] == ["below", "above", "below", "above"]
+
+
+@pytest.mark.slow
+def test_folds_with_non_gaussian_posteriors_are_inconclusive(tmp_path):
+    """Five damage zones seen by two sensors, truth one zone at 40 %: one band leaves two zones
+    on a curved ridge (nonlinearity measure ~1, docs/calibration.md); such folds are left out
+    of the decision and the result says the test could not judge (measured on seeds 2-5:
+    every fold inconclusive, smallest fold p 8e-7 to 0.08 that would have flagged it)."""
+    from calib_truth import damage_params
+    truth = own_modes_damping(model_text(nel=34, params="") + (
+        '[[damage]]\nname = "truth"\nregion = { box = [[0.0301, -0.01, -0.01], '
+        '[0.0699, 0.01, 0.01]] }\nomega = 0.4\n'))
+    paths = [tmp_path / f"z{i}.csv" for i in range(2)]
+    for i, p in enumerate(paths):
+        truth_record(p, truth, duration=4.0, seed=400 + i, band=(5.0, 250.0))
+    *_, out = _kfold(model_text(params=damage_params(5)), paths, tmp_path)
+    folds = out["folds"]
+    assert all(f["conclusive"] == (f["nonlinearity"] <= 0.5) for f in folds)
+    assert sum(not f["conclusive"] for f in folds) >= 1, folds
+    used = [f["p_value"] for f in folds if f["conclusive"]]
+    assert out["p_family"] == pytest.approx(min(1.0, len(used) * min(used)) if used else 1.0)
+    assert out["conclusive"] == bool(used)

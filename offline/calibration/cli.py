@@ -112,6 +112,12 @@ def run(args) -> int:
         info["inadequacy"] = kfold_inadequacy(setup, records, settings, alpha=args.test_level,
                                               progress=not args.quiet, paths=args.data, **kw)
         failed = not info["inadequacy"]["passed"]
+        nin = sum(not f["conclusive"] for f in info["inadequacy"]["folds"])
+        if nin:
+            say(f"WARNING: {nin} of {len(info['inadequacy']['folds'])} folds inconclusive (a "
+                f"fit's nonlinearity measure above 0.5: its posterior is not Gaussian)"
+                + ("" if info["inadequacy"]["conclusive"] else
+                   "; the test could not judge this family"))
         extra.append(("inadequacy test: p-value (Bonferroni over the folds)",
                       f"{info['inadequacy']['p_family']:.3g}"
                       + (" (FAILED)" if failed else " (passed)")))
