@@ -90,6 +90,11 @@ def main(argv=None) -> int:
             print("   parameters (found +- std / truth): " + ", ".join(
                 f"{n} {v:.5g} +- {s:.2g} / {t:.5g}"
                 for n, v, s, t in zip(res.names, res.theta, res.theta_std, tv)))
+            z = (res.theta - np.array(tv)) / res.theta_std
+            print("   (found - truth) / std: " + ", ".join(f"{n} {v:+.2f}"
+                                                    for n, v in zip(res.names, z)))
+            if "damage" in res.kinds:
+                print(f"   highest damage: {res.names[int(np.argmax(res.theta))]}")
             print(f"   calibration {r['seconds']:.1f} s, best start: {res.info['best_start']}, "
                   f"converged {res.converged}, competing modes {len(res.modes)}")
             print("   | model | force FDE | force NRMSE | d60 FDE | d60 NRMSE |")
