@@ -357,7 +357,9 @@ def calibrate_operational(setup, priors, records, *, n_draws: int = 3, seed: int
         + [{"start": lb, "stage": "fine", "theta": lk.theta(x).tolist(), "nll": vv}
            for vv, lb, x, _, _, lk in fine_ends],
         modes=modes,
-        info={"best_start": label, "seconds": time.perf_counter() - t0,
+        info={"prior": {"median": [float(t.to_theta(m)) for t, m in zip(lik.tr, m0)],
+                        "xi_mean": m0.tolist(), "xi_std": lik.s0.tolist()},
+              "best_start": label, "seconds": time.perf_counter() - t0,
               "model_evaluations": coarse.n_evals + lm.n_evals + sum(e[5].n_evals for e in fine_ends),
               "band_hz": list(lik.band), "welch_segments": lik.segments,
               "segment_s": lik.seg_len})
