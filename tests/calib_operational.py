@@ -11,6 +11,7 @@ RMS(error) / std(truth), full band, the first 0.5 s after the delay skipped.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,10 @@ EST = f"[estimator]\nrate = 1000.0\nalpha = {ALPHA_FDE!r}\nwindow = 20\n"
 
 
 def _e(text: str, E: float) -> str:
-    return text.replace("E = 69e9", f"E = {E!r}", 1)
+    """The material's modulus set to E (the text's first ``E = ...`` line)."""
+    out, n = re.subn(r"(?m)^E = .*$", f"E = {E!r}", text, count=1)
+    assert n == 1, "no modulus line in the model text"
+    return out
 
 
 def _zone(omega=0.4):

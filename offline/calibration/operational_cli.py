@@ -12,6 +12,7 @@ and the MCMC check compare force-and-response calibrations: refused here with th
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +88,9 @@ def _likelihood(args, setup, settings, recs, say) -> tuple[dict, np.ndarray]:
             say(f"  competing optimum from {m['start']}: nll +{m['delta_nll']:.2f}, "
                 f"{np.round(m['theta'], 6).tolist()}")
     if not res.converged:
-        say("WARNING: the optimiser did not converge (posterior.json: converged false)")
+        print("vsense-offline calibrate: WARNING: the optimiser of the operational likelihood "
+              "did not converge (posterior.json: converged false); a longer record or a "
+              "narrower prior helps", file=sys.stderr)
     return res.to_dict(), res.theta
 
 
