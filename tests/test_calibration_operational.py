@@ -130,3 +130,27 @@ def test_transfer_of_the_reduced_model_is_the_direct_solve(tmp_path):
         # Rayleigh damping is exactly modal: equal to round-off (conditioning of the solve
         # near resonance ~1e4 x 1e-16)
         np.testing.assert_allclose(H[i], ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())
+
+
+def test_output_only_calibrates_the_damping_ratio(tmp_path):
+    """The modal route with a damping_ratio parameter: ζ follows the identified damping of
+    the resolved mode(s) (it stayed at its prior before)."""
+    from edge.csvio import write_table
+    from offline.cli import main
+    _, Y, _, _ = truth_run(_truth(), duration=32.0, seed=4, band=(5.0, 300.0))
+    write_table(tmp_path / "op.csv", np.arange(Y.shape[0]) / 1000.0, Y, ["d110", "a170"])
+    params = E_ONLY + ('[[parameters]]\nname = "zeta"\nkind = "damping_ratio"\n'
+                       'bounds = [0.003, 0.05]\nnominal = 0.02\n')
+    (tmp_path / "model.toml").write_text(model_text(params=params))
+    assert main(["calibrate", str(tmp_path / "model.toml"), "--data", str(tmp_path / "op.csv"),
+                 "-o", str(tmp_path / "out"), "--output-only", "2", "--quiet"]) == 0
+    post = json.loads((tmp_path / "out" / "posterior.json").read_text())
+    z1, z2 = post["damping_identified"]
+    # 1024-sample segments (0.98 Hz bins): mode 1's 0.6 Hz band is not resolved, mode 2's
+    # 3.6 Hz band is; the truth's Rayleigh damping (1 % at 30 and 200 Hz) is 0.953 % at its
+    # f2 = 187 Hz (test_damping_is_identified's formula). Measured 1.21 % (+27 %): a band of
+    # 3.7 bins is widened by the Hann kernel more than the quadrature correction removes
+    # (2048-sample segments: +12 %, test_damping_is_identified)
+    assert z1 is None and abs(z2 / 0.00953 - 1) < 0.3, post["damping_identified"]
+    # ζ moved from its prior median 2 % to the identified damping (measured 1.23 %)
+    assert abs(post["mean"][1] / 0.00953 - 1) < 0.3, post["mean"]
