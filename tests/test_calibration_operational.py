@@ -154,3 +154,57 @@ def test_output_only_calibrates_the_damping_ratio(tmp_path):
     assert z1 is None and abs(z2 / 0.00953 - 1) < 0.3, post["damping_identified"]
     # ζ moved from its prior median 2 % to the identified damping (measured 1.23 %)
     assert abs(post["mean"][1] / 0.00953 - 1) < 0.3, post["mean"]
+
+
+def _durbin_nll(r, y):
+    """-log p(y) of a stationary Gaussian series with autocovariance r (n,) by the
+    prediction-error decomposition: Durbin's recursion gives the one-step prediction error
+    variances v_k (log det R = Σ log v_k), Levinson's solve the quadratic form."""
+    from scipy.linalg import solve_toeplitz
+    v, phi, logdet = r[0], np.zeros(0), np.log(r[0])
+    for k in range(1, r.size):
+        kap = (r[k] - phi @ r[1:k][::-1]) / v
+        phi = np.concatenate([phi - kap * phi[::-1], [kap]])
+        v *= 1 - kap ** 2
+        logdet += np.log(v)
+    return 0.5 * (logdet + y @ solve_toeplitz(r, y))
+
+
+def test_whittle_likelihood_agrees_with_the_prediction_error_decomposition(tmp_path):
+    """The operational likelihood (Whittle, on Welch matrices) against the exact time-domain
+    likelihood of the same record (prediction-error decomposition: the innovations of the
+    optimal one-step predictor, independent code): same maximiser in E and same curvature
+    within the stated tolerances. One displacement channel, force 5-300 Hz of known spectrum,
+    1 % noise, 8.2 s synthesised from the model's own spectrum (FFT synthesis on 2^19 points)."""
+    from offline.calibration.calibrate import settings_from_raw
+    from offline.calibration.operational import Likelihood, reduced_modal
+    from offline.calibration.setup import from_model_file
+    from offline.load.model import LoadModel
+    from offline.smoother.force_model import ForceModel
+    t = model_text(params=E_ONLY)
+    t = t[:t.index('[[sensors]]\nname = "a170"')] + t[t.index("[[forces]]"):]
+    (tmp_path / "m.toml").write_text(t)
+    su = from_model_file(tmp_path / "m.toml")
+    st = settings_from_raw(su.spec.raw, su.parameters, su.where)
+    dt, n, E0 = 1e-3, 8192, 66e9
+    fm = ForceModel("bandpass", (5.0, 300.0), 0.05, order=4)
+    f = np.fft.rfftfreq(2 ** 19, dt)
+
+    def S_of(E, s):
+        H = reduced_modal(su.pm.parts, np.array([E]), su.B, su.out_rows).transfer(f, su.out_kind)
+        return np.abs(H[:, 0, 0]) ** 2 * fm.psd(f) + s ** 2 * dt
+
+    s = 0.01 * np.sqrt(np.fft.irfft(S_of(E0, 0.0))[0] / dt)
+    w = np.random.default_rng(3).standard_normal(f.size * 2 - 2)
+    y = np.fft.irfft(np.fft.rfft(w) * np.sqrt(S_of(E0, s) / dt))[:n]
+    lik = Likelihood(su, st.priors, [y[:, None]], dt, None, np.array([np.log(E0)]),
+                     load_start=LoadModel(forces=[fm], noise_std=np.array([s])))
+    grid = 1 + np.linspace(-0.004, 0.004, 9)
+    exact = [_durbin_nll((np.fft.irfft(S_of(E0 * g, s)) / dt)[:n], y) for g in grid]
+    whittle = [lik.whittle(np.array([np.log(E0 * g)])).nll(lik.L, lik.lam0) for g in grid]
+    (a_e, b_e, _), (a_w, b_w, _) = (np.polyfit(grid - 1, c, 2) for c in (exact, whittle))
+    sd_e, sd_w = 1 / np.sqrt(2 * a_e), 1 / np.sqrt(2 * a_w)
+    # measured: maximisers +0.135 % (exact) and +0.224 % (Whittle), 0.42 sigma apart; posterior
+    # std 0.214 % and 0.199 % (Whittle's K_eff = segments / 1.5: 7 % narrower)
+    assert abs(-b_w / (2 * a_w) + b_e / (2 * a_e)) < 0.75 * sd_e
+    assert 0.75 < sd_w / sd_e < 1.33
