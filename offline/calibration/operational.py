@@ -295,6 +295,9 @@ def calibrate_operational(setup, priors, records, *, n_draws: int = 3, seed: int
     if len({round(r.dt, 12) for r in records}) != 1:
         raise ValueError("records have different sample intervals "
                          f"{sorted({r.dt for r in records})}")
+    if not setup.forces:
+        raise ValueError(f"{setup.where}: no [[forces]]: the operational likelihood needs "
+                         f"where the unknown forces act (their spectra are fitted)")
     dt = records[0].dt
     Ys = [r.Y[r.used[0]:] for r in records]
     kinds = [p.kind for p in setup.parameters]
