@@ -15,6 +15,11 @@ than chance and the model's fidelity (``--model-tolerance``) allow at the test l
 Records that are not independent (same data, shared samples, overlapping time stamps) or too
 few are refused before calibrating.
 
+Operational records (``time,<sensors>``, the force unknown): ``--operational`` calibrates by
+the likelihood of the records with the force as a stochastic input, ``--output-only N`` by N
+natural frequencies identified from them; ``--bundle`` works with both, the inadequacy test
+(``--kfold``) and ``--check mcmc`` need force-and-response records and are refused.
+
 Exit codes: 0 ok, 2 bad input, 4 the model family failed the inadequacy test (the outputs
 are still written; the bundle's meta says so), 5 the calibration did not converge (only
 posterior.json and report.html are written, to show where it stopped).
@@ -70,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--f-range", type=float, nargs=2, default=None, metavar=("F0", "F1"),
                    help="frequency range [Hz] searched by --output-only (default: 1 Hz to "
                         "half the sample rate)")
+    p.add_argument("--operational", action="store_true",
+                   help="operational records (no force columns): calibrate by the likelihood "
+                        "of the records with the force as a stochastic input (the load model "
+                        "fitted jointly; docs/calibration.md)")
+    p.add_argument("--starts", type=int, default=3, metavar="N",
+                   help="--operational: prior draws among the optimiser's starts (besides the "
+                        "prior mean and one start per damage zone)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
 
@@ -85,8 +97,9 @@ def run(args) -> int:
     out = Path(args.out)
     setup = from_model_file(args.model, progress=not args.quiet)
     settings = settings_from_raw(setup.spec.raw, setup.parameters, setup.where)
-    if args.output_only is not None:
-        return _output_only(args, setup, settings, say)
+    if args.output_only is not None or args.operational:
+        from offline.calibration.operational_cli import output_only
+        return output_only(args, setup, settings, say)
     records = [read_record(p, setup.forces, setup.sensors, settings.prep) for p in args.data]
     kfold = _plan_kfold(args, setup, settings, records, say)
     say(f"calibrating {list(setup.names)} from {len(records)} record(s) "
@@ -179,47 +192,6 @@ def _plan_kfold(args, setup, settings, records, say) -> dict | None:
            else f"{len(records)} independent records") + \
         f" x 2 bands split at {plan['f_split']:.1f} Hz"
     return {"k": len(groups), "how": how}
-
-
-def _output_only(args, setup, settings, say) -> int:
-    """Frequencies identified from every record (averaged), then VB on them."""
-    import copy
-
-    import numpy as np
-
-    from offline.calibration.calibrate import hash_file
-    from offline.calibration.data import read_record
-    from offline.calibration.modal import calibrate_frequencies, frequency_model, identify_frequencies
-    from offline.calibration.tomlout import dumps
-    from offline.inverse.fromfile import _edit
-
-    if args.output_only < 1:
-        raise ValueError("--output-only needs at least one mode")
-    recs = [read_record(p, [], setup.sensors, settings.prep) for p in args.data]
-    fs = np.array([identify_frequencies(r.Y, r.dt, args.output_only, tuple(args.f_range or (1.0, None))) for r in recs])
-    f_hat = fs.mean(axis=0)
-    say(f"identified natural frequencies [Hz]: {np.round(f_hat, 3).tolist()}")
-    res, tr = calibrate_frequencies(setup, f_hat, settings)
-    th = np.array([t.to_theta(x) for t, x in zip(tr, res.m)])
-    sd = np.array([abs(float(t.dtheta_dxi(x))) for t, x in zip(tr, res.m)]) * res.std
-    f_mod = frequency_model(setup.pm.parts, range(1, f_hat.size + 1))(th)[0]
-    info = {"names": list(setup.names), "kinds": [p.kind for p in setup.parameters],
-            "mean": th.tolist(), "std": sd.tolist(), "correlation": res.corr.tolist(),
-            "free_energy": res.F, "converged": bool(res.converged), "output_only": True,
-            "frequencies_identified": f_hat.tolist(), "frequencies_per_record": fs.tolist(),
-            "frequencies_model": f_mod.tolist(),
-            "data": [{"file": r.name, "sha256": r.sha256} for r in recs],
-            "model_sha256": hash_file(args.model)}
-    for n, m, s in zip(info["names"], th, sd):
-        say(f"  {n}: {m:.6g} +- {s:.3g}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
-    raw = _edit(copy.deepcopy(setup.spec.raw), setup.parameters, th, setup.where)
-    (out / "calibrated.toml").write_text(dumps(raw, f"calibrated (output-only, frequencies "
-                                                    f"{np.round(f_hat, 2).tolist()} Hz) by vsense"))
-    say(f"wrote {out / 'posterior.json'}, {out / 'calibrated.toml'}")
-    return 0
 
 
 def _bundle(args, raw, head, info, failed, say):

@@ -111,27 +111,33 @@ class Result:
     def calibrated_raw(self) -> dict:
         """The model file's parsed TOML with the posterior medians applied."""
         p = self.problem
-        raw = copy.deepcopy(p.setup.spec.raw)
-        params = p.setup.parameters
-        th = self.theta[:p.nmodel]
-        raw = _edit(raw, params, th, p.setup.where)
-        for item, v in zip(raw.get("parameters", []), th):
-            if "nominal" in item:
-                item["nominal"] = float(v)
-        kinds = [q.kind for q in params]
-        if "damping_ratio" in kinds:
-            # ζ is the ratio at modes (i, j) of the parametric model at θ (forward.damped_
-            # matrices): written as [damping] ratios at those modes' frequencies, the file's
-            # Rayleigh pair is the calibrated one (_edit leaves [damping] alone)
-            parts = p.setup.pm.parts
-            w2, _ = modal(*matrices(parts, th)[:2])
-            zeta = float(th[kinds.index("damping_ratio")])
-            raw["damping"] = {"ratios": [[float(np.sqrt(w2[int(m) - 1]) / (2 * np.pi)), zeta]
-                                         for m in parts.modes]}
-        return raw
+        return calibrated_raw(p.setup, self.theta[:p.nmodel])
 
     def fit(self):
         """[(record name, time (nt,), measured (nt, nch), model (nt, nch))] at the posterior."""
         sims = self.problem.simulate(self.vb.m, jac=False)
         return [(r.name, np.arange(r.Y.shape[0]) * r.dt, r.Y, Y)
                 for r, (Y, _) in zip(self.problem.records, sims)]
+
+
+def calibrated_raw(setup, theta) -> dict:
+    """``setup``'s parsed model file with the parameter values ``theta`` (p,) applied (damage
+    zones as ``[[damage]]``, a damping ratio as ``[damping] ratios`` at its modes)."""
+    raw = copy.deepcopy(setup.spec.raw)
+    params = setup.parameters
+    th = np.asarray(theta, dtype=float)
+    raw = _edit(raw, params, th, setup.where)
+    for item, v in zip(raw.get("parameters", []), th):
+        if "nominal" in item:
+            item["nominal"] = float(v)
+    kinds = [q.kind for q in params]
+    if "damping_ratio" in kinds:
+        # ζ is the ratio at modes (i, j) of the parametric model at θ (forward.damped_
+        # matrices): written as [damping] ratios at those modes' frequencies, the file's
+        # Rayleigh pair is the calibrated one (_edit leaves [damping] alone)
+        parts = setup.pm.parts
+        w2, _ = modal(*matrices(parts, th)[:2])
+        zeta = float(th[kinds.index("damping_ratio")])
+        raw["damping"] = {"ratios": [[float(np.sqrt(w2[int(m) - 1]) / (2 * np.pi)), zeta]
+                                     for m in parts.modes]}
+    return raw
