@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from calib_truth import (ALPHA_FDE, OUTPUT_D60, PARAMS_3, damage_params, model_text,  # noqa: E402
-                         own_modes_damping, truth_record, truth_run)
+                         own_modes_damping, score_model, truth_record, truth_run)
 
 E_P, Z_P, K_P = (PARAMS_3[PARAMS_3.index(a):PARAMS_3.index(b) if b else None] for a, b in [
     ('[[parameters]]\nname = "E"', '[[parameters]]\nname = "zeta"'),
@@ -85,31 +85,20 @@ CASES = {
 
 def score(d: Path, raws: dict, truth: str, seed: int, limit: bool) -> dict:
     """Operational estimates of force and d60 by each model's bundle (module docstring)."""
-    from edge.estimator import Estimator
-    from offline.build import build
-    from offline.metrics import fde
     from offline.model import spec_from_dict
 
     F, Y, Z, _ = truth_run(truth, duration=8.0, seed=seed + 2, band=(5.0, 80.0))
     out = {}
     for key, raw in raws.items():
-        b = build(spec_from_dict(raw, d / f"{key}.toml"), maps=False, limit=False,
-                  progress=False).bundle
-        e = Estimator(b)
-        Fe, Ze, _ = e.run(Y)
-        k, s = e.delay, 500
-        Fe, Ze, Ft, Zt = Fe[k + s:, 0], Ze[k + s:, 0], F[s:len(F) - k, 0], Z[s:len(Z) - k, 0]
-        out[key] = {"force_nrmse": float(np.sqrt(np.mean((Fe - Ft) ** 2)) / Ft.std()),
-                    "force_fde": float(fde(Fe, Ft, 1e-3, band=(0.0, 200.0)).value),
-                    "d60_nrmse": float(np.sqrt(np.mean((Ze - Zt) ** 2)) / Zt.std()),
-                    "d60_fde": float(fde(Ze, Zt, 1e-3, band=(0.0, 200.0)).value)}
+        out[key] = score_model(raw, d / f"{key}.toml", F, Y, Z)
+    delay = next(iter(out.values()))["delay"]
     if limit:
         from offline.limit.model import model_limit
         from offline.limit.transfer import ForceSpectrum
         lim = model_limit(spec_from_dict(tomllib.loads(truth + EST), d / "truth.toml"),
                           noise=0.01, loads=[ForceSpectrum("random", (5.0, 80.0), 0.05)],
-                          delays=(0.0, e.delay * 1e-3))
-        fl, zl = lim.at_delay(e.delay * 1e-3)
+                          delays=(0.0, delay * 1e-3))
+        fl, zl = lim.at_delay(delay * 1e-3)
         out["limit"] = {"force_nrmse": float(fl[0]), "d60_nrmse": float(zl[0])}
     return out
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from calib_truth import (ALPHA_FDE, OUTPUT_D60, PARAMS_3, damage_model_text, damage_params,
-                         damage_truth, model_text, truth_run)
+                         damage_truth, model_text, score_model, truth_run)
 
 _P_E = PARAMS_3[:PARAMS_3.index('[[parameters]]\nname = "zeta"')]
 _P_Z = PARAMS_3[PARAMS_3.index('[[parameters]]\nname = "zeta"'):
@@ -82,10 +82,6 @@ def score(d, raws: dict, truth: str, seed: int) -> dict:
     """{model: {force_fde, force_nrmse, d60_fde, d60_nrmse}} of each parsed model file in
     ``raws`` (module docstring)."""
     import tomllib
-    from edge.estimator import Estimator
-    from offline.build import build
-    from offline.metrics import fde
-    from offline.model import spec_from_dict
 
     d = Path(d)
     out_text = output_d60(truth)
@@ -95,14 +91,5 @@ def score(d, raws: dict, truth: str, seed: int) -> dict:
         raw = tomllib.loads(raw) if isinstance(raw, str) else dict(raw)
         raw.setdefault("outputs", tomllib.loads(out_text)["outputs"])
         raw["estimator"] = tomllib.loads(EST)["estimator"]
-        b = build(spec_from_dict(raw, d / f"{key}.toml"), maps=False, limit=False,
-                  progress=False).bundle
-        e = Estimator(b)
-        Fe, Ze, _ = e.run(Y)
-        k, s = e.delay, 500
-        Fe, Ze, Ft, Zt = Fe[k + s:, 0], Ze[k + s:, 0], F[s:len(F) - k, 0], Z[s:len(Z) - k, 0]
-        out[key] = {"force_fde": float(fde(Fe, Ft, 1e-3, band=(0.0, 200.0)).value),
-                    "force_nrmse": float(np.sqrt(np.mean((Fe - Ft) ** 2)) / Ft.std()),
-                    "d60_fde": float(fde(Ze, Zt, 1e-3, band=(0.0, 200.0)).value),
-                    "d60_nrmse": float(np.sqrt(np.mean((Ze - Zt) ** 2)) / Zt.std())}
+        out[key] = score_model(raw, d / f"{key}.toml", F, Y, Z)
     return out

@@ -236,11 +236,8 @@ def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5, limit: bool
     estimator's delay, {"force_nrmse", "d60_nrmse"}.
     """
     import tomllib
-    from edge.estimator import Estimator
-    from offline.build import build
     from offline.calibration.calibrate import calibrate
     from offline.calibration.setup import from_model_file
-    from offline.metrics import fde
     from offline.model import spec_from_dict
 
     targs, extra, params, true_args = SCENARIOS[name]
@@ -258,25 +255,17 @@ def fde_scenario(name: str, d, nominal: bool = False, seed: int = 5, limit: bool
     out = {"theta": dict(zip(res.names, res.theta.tolist())),
            "std": dict(zip(res.names, res.theta_std.tolist()))}
     for key, raw in raws.items():
-        b = build(spec_from_dict(raw, d / f"{key}.toml"), maps=False, limit=False,
-                  progress=False).bundle
-        e = Estimator(b)
-        Fe, Ze, _ = e.run(Y)
-        k, s = e.delay, 500
-        Fe, Ze, Ft, Zt = Fe[k + s:, 0], Ze[k + s:, 0], F[s:len(F) - k, 0], Z[s:len(Z) - k, 0]
-        out[key] = {"force_fde": float(fde(Fe, Ft, 1e-3, band=(0.0, 200.0)).value),
-                    "force_nrmse": float(np.sqrt(np.mean((Fe - Ft) ** 2)) / Ft.std()),
-                    "d60_fde": float(fde(Ze, Zt, 1e-3, band=(0.0, 200.0)).value),
-                    "d60_nrmse": float(np.sqrt(np.mean((Ze - Zt) ** 2)) / Zt.std())}
+        out[key] = score_model(raw, d / f"{key}.toml", F, Y, Z)
+    delay = out["calibrated"]["delay"]
     if limit:
         from offline.limit.model import model_limit
         from offline.limit.transfer import ForceSpectrum
         lim = model_limit(spec_from_dict(tomllib.loads(truth + est), d / "truth.toml"), noise=0.01,
                           loads=[ForceSpectrum("random", (5.0, 80.0), 0.05)],
-                          delays=(0.0, e.delay * 1e-3))
-        fl, zl = lim.at_delay(e.delay * 1e-3)
+                          delays=(0.0, delay * 1e-3))
+        fl, zl = lim.at_delay(delay * 1e-3)
         out["limit"] = {"force_nrmse": float(fl[0]), "d60_nrmse": float(zl[0]),
-                        "delay_samples": int(e.delay)}
+                        "delay_samples": int(delay)}
     return out
 
 
@@ -298,3 +287,26 @@ def own_modes_damping(text: str, zeta: float = 0.01, where=Path("truth.toml")) -
     if n != 1:
         raise ValueError("own_modes_damping: no [damping] ratios line in the model text")
     return out
+
+
+def score_model(raw, path, F, Y, Z, skip: int = 500) -> dict:
+    """Force (column 0) and unmeasured d60 (output 0) estimated by the bundle that
+    ``offline.build`` makes of the parsed model file ``raw`` (written as ``path``) from the
+    sensors ``Y``, against the truth ``F``, ``Z``: {force_fde, force_nrmse, d60_fde,
+    d60_nrmse, delay} (FDE 0-200 Hz, NRMSE full band, after ``skip`` samples, the estimator's
+    ``delay`` [samples] removed)."""
+    from edge.estimator import Estimator
+    from offline.build import build
+    from offline.metrics import fde
+    from offline.model import spec_from_dict
+
+    b = build(spec_from_dict(raw, Path(path)), maps=False, limit=False, progress=False).bundle
+    e = Estimator(b)
+    Fe, Ze, _ = e.run(Y)
+    k = e.delay
+    Fe, Ze = Fe[k + skip:, 0], Ze[k + skip:, 0]
+    Ft, Zt = F[skip:len(F) - k, 0], Z[skip:len(Z) - k, 0]
+    return {"force_fde": float(fde(Fe, Ft, 1e-3, band=(0.0, 200.0)).value),
+            "force_nrmse": float(np.sqrt(np.mean((Fe - Ft) ** 2)) / Ft.std()),
+            "d60_fde": float(fde(Ze, Zt, 1e-3, band=(0.0, 200.0)).value),
+            "d60_nrmse": float(np.sqrt(np.mean((Ze - Zt) ** 2)) / Zt.std()), "delay": int(k)}
