@@ -380,13 +380,8 @@ def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: 
     if "kf_nis_threshold_low" in a and not (
             0.0 <= float(a["kf_nis_threshold_low"]) < float(a["kf_nis_threshold"])):
         fail("kf_nis_threshold_low", "must be >= 0 and below kf_nis_threshold")
-    levels = [f.name for f in KF_OPTIONAL if f.name.startswith("level_")]
-    have = [n for n in levels if f"kf_{n}" in a]
-    if not have:
+    if not _group_present(a, "level_", fail):
         return
-    if len(have) != len(levels):
-        fail(f"kf_{sorted(set(levels) - set(have))[0]}", "missing (the level_* arrays come "
-             "together)")
     grid = np.asarray(a["kf_level_grid"], dtype=float)
     nl = grid.size
     if nl < 1 or np.any(grid <= 0) or np.any(np.diff(grid) <= 0):
@@ -401,15 +396,21 @@ def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: 
         fail("kf_level_std", "standard deviations must be >= 0 and NIS ratios > 0")
 
 
+def _group_present(a: dict, prefix: str, fail) -> bool:
+    """Whether the optional ``kf_<prefix>*`` arrays are in ``a``: all of them or none (a
+    partial group fails naming the first missing array)."""
+    names = [f.name for f in KF_OPTIONAL if f.name.startswith(prefix)]
+    have = [n for n in names if f"kf_{n}" in a]
+    if have and len(have) != len(names):
+        fail(f"kf_{sorted(set(names) - set(have))[0]}", f"missing (the {prefix}* arrays come "
+             "together)")
+    return bool(have)
+
+
 def _validate_kf_hybrid(a: dict, version: int, ns: int, nch: int, nq: int, fail) -> None:
     """The optional ``kf_hy_*`` arrays of schema 5 (all or none)."""
-    names = [f.name for f in KF_OPTIONAL if f.name.startswith("hy_")]
-    have = [n for n in names if f"kf_{n}" in a]
-    if not have:
+    if not _group_present(a, "hy_", fail):
         return
-    if len(have) != len(names):
-        fail(f"kf_{sorted(set(names) - set(have))[0]}", "missing (the hy_* arrays come "
-             "together)")
     if a["kf_hy_onnx"].dtype != np.uint8 or a["kf_hy_onnx"].size == 0:
         fail("kf_hy_onnx", "must be the non-empty uint8 bytes of an ONNX model")
     ni, ng = a["kf_hy_S"].shape[0], a["kf_hy_Bg"].shape[-1]
