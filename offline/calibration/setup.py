@@ -81,7 +81,13 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     model = build_fe_model(spec, progress=progress)
     masters, chan_dofs, force_dofs = _masters(spec, model)
     rs = spec.reduction
-    build = full_builder(spec0, params, where, model.n_dofs)
+    full = full_builder(spec0, params, where, model.n_dofs)
+
+    def build(theta):
+        # the nominal full model is ``model`` itself (the file edited at theta0): the reduction
+        # check, the parametric model and its products all start from it
+        return (model.M, model.K) if np.array_equal(theta, theta0) else full(theta)
+
     red, masters, sens, added, how = _reduction(model, masters, rs, build, theta0, bounds, params,
                                            where, progress)
     n = red.M.shape[0]
