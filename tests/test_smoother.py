@@ -8,7 +8,8 @@ import pytest
 
 from edge.bundle import Bundle, BundleError, content_hash
 from edge.estimator import Estimator, EstimatorError
-from edge.estimator.smoother import SmootherEstimator, chi2_sf, nis_threshold
+from edge.estimator.chi2 import chi2_sf, nis_threshold
+from edge.estimator.smoother import SmootherEstimator
 from edge.estimator.smoother_reference import ReferenceSmoother
 from edge.flags import FLAG_HELD, FLAG_MODEL_SUSPECT, FLAG_WARMUP
 from offline.smoother import ForceModel, attach_smoother, design_smoother, van_loan
@@ -123,7 +124,7 @@ def test_kernel_matches_numpy_twin(kinds, order, n):
     # order 16 on 30 modes: the kernel's coupling is factored to its numerical rank
     b = _reload(_smoother_bundle(kinds=kinds, lag=7, order=order, n=n))
     if order == 16:
-        from edge.estimator.smoother import derive_smoother
+        from edge.estimator.smoother_operator import derive_smoother
 
         op = derive_smoother(b)
         assert op.Cl.shape[0] < op.Cl.shape[1]  # the low-rank path is the one tested

@@ -20,11 +20,9 @@ byte-level ADS1256 simulator (``edge.hw.sim_ads1256``) consumes the same sources
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
 import numpy as np
 
+from edge.csvio import read_table
 from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
 from edge.kinds import KIND_CODE
 
@@ -184,25 +182,11 @@ class FileSource:
     only if ``loop`` is true."""
 
     def __init__(self, path, names, sensitivity, offset, loop=False):
-        p = Path(path)
-        try:
-            with open(p, newline="") as f:
-                rows = list(csv.reader(f))
-        except OSError as e:
-            raise ValueError(f"{p}: cannot read measurement CSV: {e.strerror or e}") from None
-        if not rows or rows[0][0].strip() != "time":
-            raise ValueError(f"{p}: first header column must be 'time'")
-        head = [h.strip() for h in rows[0]]
+        self.t, data, head = read_table(path)  # edge.csvio.CsvError (a ValueError) names it
         missing = [n for n in names if n not in head]
         if missing:
-            raise ValueError(f"{p}: column {missing[0]!r} missing (header: {head})")
-        try:
-            data = np.array([[float(x) for x in r] for r in rows[1:] if r], float)
-        except ValueError as e:
-            raise ValueError(f"{p}: non-numeric value: {e}") from None
-        cols = [head.index(n) for n in names]
-        self.y = data[:, cols]
-        self.t = data[:, 0]
+            raise ValueError(f"{path}: column {missing[0]!r} missing (header: {head})")
+        self.y = data[:, [head.index(n) for n in names]]
         self.sens = np.asarray(sensitivity, float)
         self.off = np.asarray(offset, float)
         self.loop = loop

@@ -7,7 +7,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
-from edge.estimator.smoother import nis_threshold
+from edge.estimator.chi2 import nis_threshold
 from offline.smoother.force_model import ForceModel
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.levels import LEVELS, level_arrays, whitening

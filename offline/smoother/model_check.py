@@ -6,7 +6,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import modal_basis
-from edge.estimator.smoother import _norm_sf
+from edge.estimator.chi2 import _norm_sf
 from offline._deps import need
 
 
