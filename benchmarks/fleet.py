@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edge.daemon.config import config_from_dict
+from edge.daemon.loop import IO_TICK_S
 from edge.daemon.mqtt import CommandRegistry, Publisher
 
 RATE = 1000.0
@@ -84,6 +85,7 @@ class Fleet:
         self.rate = rate
         self.rec = record() if rec is None else rec
         self.ids = [f"{prefix}{i:03d}" for i in range(first, first + n)]
+        self.first = first
         cfg = mqtt_cfg(host, port, fmt, batch, qos, base)
         ncol = self.rec.shape[1]
         self.pubs = [Publisher(cfg, d, CommandRegistry(), ncol) for d in self.ids]
@@ -108,10 +110,12 @@ class Fleet:
                                       f"not connected within {timeout} s")
             time.sleep(0.05)
 
-    def run(self, duration_s: float, tick_s: float = 0.01) -> dict:
-        """Publish ``duration_s`` seconds of samples, handing rows to each publisher every
-        ``tick_s`` (the daemon's I/O tick is at most 50 ms); device i starts
-        ``i/n`` of a batch late so the fleet's batches do not all close at the same instant."""
+    def run(self, duration_s: float, tick_s: float = IO_TICK_S) -> dict:
+        """Publish ``duration_s`` seconds of samples: as the daemon's I/O thread does once
+        per tick, every ``tick_s`` each device hands the rows that came due to its publisher
+        and polls it. Device i's samples fall due ``i/n`` of a batch later than device 0's
+        and its ticks come at a phase of its own (seeded, uniform over a tick), so the fleet's
+        ticks and batches do not all come at the same instant (independent devices)."""
         n, rate = len(self.pubs), self.rate
         total = int(round(duration_s * rate))
         nrec = self.rec.shape[0]
@@ -124,20 +128,23 @@ class Fleet:
         unix0 = time.time_ns()
         # t_ns[k] = the wall-clock instant sample k of device i is due
         tns = [unix0 + ((seq / rate + offs[i]) * 1e9).astype(np.int64) for i in range(n)]
-        while not self.stop_event.is_set():
+        # [s after t0]; the seed differs between device processes (first device)
+        next_tick = np.random.default_rng(1000 + self.first).uniform(0.0, tick_s, n)
+        left = n
+        while left and not self.stop_event.is_set():
             el = time.monotonic() - t0
-            done = True
-            for i, p in enumerate(self.pubs):
+            for i in np.nonzero(next_tick <= el)[0]:
+                p = self.pubs[i]
                 due = min(total, int((el - offs[i]) * rate) + 1) if el >= offs[i] else 0
                 k = int(self.sent[i])
                 if due > k:
                     p.add_estimates(seq[k:due], tns[i][k:due], V[k:due], flags[k:due])
                     self.sent[i] = due
                 p.poll()
-                done &= due >= total
-            if done:
-                break
-            time.sleep(tick_s)
+                next_tick[i] = np.inf if due >= total else next_tick[i] + tick_s
+                left -= due >= total
+            if left:
+                time.sleep(max(0.0, float(next_tick.min()) - (time.monotonic() - t0)))
         return {"expected_per_device": total, "sent": int(self.sent.sum())}
 
     def stop(self, final_state: str | None = "stopped") -> dict:
@@ -158,6 +165,7 @@ class Fleet:
 def subscribe(host, port, n_dev, total, prefix, idle_s=5.0, out=sys.stdout) -> dict:
     """Count every sample of ``n_dev`` devices (``total`` each) until all arrived or
     ``idle_s`` without a message; returns the statistics (also printed as JSON)."""
+    import orjson
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
@@ -181,7 +189,7 @@ def subscribe(host, port, n_dev, total, prefix, idle_s=5.0, out=sys.stdout) -> d
                 _, _, ncol, n, _, seq0 = BIN_HEADER.unpack_from(pl)
                 t = np.frombuffer(pl, "<i8", n, BIN_HEADER.size)
             else:
-                d = json.loads(pl)
+                d = orjson.loads(pl)
                 seq0, n, t = d["seq"], d["n"], np.asarray(d["t_ns"], np.int64)
         except (KeyError, ValueError, IndexError):
             st["bad"] += 1
@@ -279,7 +287,7 @@ def _result(proc, what: str, err: Path, timeout: float | None = None) -> dict:
                        + (f"; its stderr ends with:\n{tail}" if tail.strip() else ""))
 
 
-def run_one(n_dev, fmt, batch, duration, procs) -> dict:
+def run_one(n_dev, fmt, batch, duration, procs, tick=IO_TICK_S) -> dict:
     with tempfile.TemporaryDirectory() as td:
         broker, port = start_broker(Path(td))
         try:
@@ -299,7 +307,8 @@ def run_one(n_dev, fmt, batch, duration, procs) -> dict:
             errs = [Path(td) / f"dev{i}.err" for i in range(len(per))]
             devs = [subprocess.Popen(py + ["--role", "dev", "--port", str(port), "--n", str(k),
                                            "--first", str(f), "--fmt", fmt, "--batch",
-                                           str(batch), "--duration", str(duration)],
+                                           str(batch), "--duration", str(duration),
+                                           "--tick", str(tick)],
                                      stdout=subprocess.PIPE, stderr=open(e, "wb"), text=True)
                     for k, f, e in zip(per, firsts, errs)]
             procs_started += devs
@@ -337,6 +346,9 @@ def main(argv=None) -> int:
                     help="seconds of publishing per run (default %(default)s)")
     ap.add_argument("--procs", type=int, default=2,
                     help="processes the devices are spread over (default %(default)s)")
+    ap.add_argument("--tick", type=float, default=IO_TICK_S, metavar="S",
+                    help="I/O tick of the emulated daemons (default: the daemon's, "
+                         "%(default)s s)")
     ap.add_argument("--quick", action="store_true", help="10 devices, json, 5 s")
     # internal: the helper processes this script starts (not for the command line)
     ap.add_argument("--role", choices=("main", "sub", "dev"), default="main",
@@ -353,7 +365,7 @@ def main(argv=None) -> int:
         fl = Fleet(a.n, "127.0.0.1", a.port, a.fmt, int(a.batch), first=a.first)
         fl.start()
         c0 = time.process_time()
-        fl.run(a.duration)
+        fl.run(a.duration, a.tick)
         st = fl.stop()
         st["cpu_s"] = time.process_time() - c0
         print(json.dumps(st), flush=True)
@@ -361,7 +373,8 @@ def main(argv=None) -> int:
     if a.quick:
         a.devices, a.formats, a.duration = "10", "json", 5.0
     print(f"fleet benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()}, "
-          f"{a.duration:g} s per run, {a.procs} device processes", flush=True)
+          f"{a.duration:g} s per run, {a.procs} device processes, I/O tick {a.tick:g} s",
+          flush=True)
     hdr = (f"{'N':>4} {'fmt':>6} {'batch':>5} {'delivered/expected':>20} {'dup':>4} "
            f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'newest p99':>10} {'broker':>7} "
            f"{'devices':>8} {'counter':>8} {'drops':>6} {'load':>9}")
@@ -370,7 +383,7 @@ def main(argv=None) -> int:
         for fmt in a.formats.split(","):
             for b in [int(x) for x in a.batch.split(",")]:
                 try:
-                    r = run_one(n, fmt, b, a.duration, min(a.procs, n))
+                    r = run_one(n, fmt, b, a.duration, min(a.procs, n), a.tick)
                 except RuntimeError as e:
                     print(f"fleet benchmark: {n} devices, {fmt}, batch {b}: {e}",
                           file=sys.stderr, flush=True)
