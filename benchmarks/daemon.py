@@ -17,9 +17,9 @@ percentage points. The source is a precomputed record (not the structure model, 
 next chunk would be computed on the acquisition thread once a second). Also printed: samples lost (ring overruns), estimates not delivered
 (dropped or unsent), DRDY -> estimate latency p50/p99/p99.9.
 
-Beside them, ``driver``: the adc level's driver and byte-level simulator alone (a thread
-that only reads one sample at a time from them), so that the daemon's own cost at the adc
-level shows as the difference. ``gaps``: conversions the driver saw missed (DRDY times more
+Beside them, ``source`` and ``driver``: the signal level's simulated source and the adc
+level's driver and byte-level simulator alone (a thread that only reads one sample at a time
+from them), so that the daemon's own cost at each level shows as the difference. ``gaps``: conversions the driver saw missed (DRDY times more
 than 1.5 periods apart: the acquisition thread woke too late, e.g. on a loaded machine
 without ``--fifo``).
 
@@ -192,13 +192,17 @@ def run_floor(seconds: float) -> dict:
             "p99_late_us": float(np.percentile(late, 99)) / 1e3}
 
 
-def run_driver(tmp: Path, seconds: float) -> dict:
-    """The adc level's driver and byte-level simulator alone: a thread that only reads one
-    sample at a time from them (what the adc-level daemon does before its own work)."""
-    cfg = config_from_dict(_cfg(tmp, 1883, "adc", seconds))
+def run_driver(tmp: Path, seconds: float, level: str = "adc") -> dict:
+    """The acquisition alone: a thread that only reads one sample at a time from it (what
+    the daemon does before its own work). ``adc``: the driver and the byte-level simulator;
+    ``signal``: the signal-level source (values injected after the driver)."""
+    cfg = config_from_dict(_cfg(tmp, 1883, level, seconds))
     acq, _ = app.make_acquisition(cfg, app.load_estimator(cfg)[0], True)
-    inp = acq.acq.adc.spi.chip.source
-    inp.src = ArrayVolts(inp.src.volts(2000))
+    if level == "signal":
+        acq.src = ArrayVolts(acq.src.volts(2000))
+    else:
+        inp = acq.acq.adc.spi.chip.source
+        inp.src = ArrayVolts(inp.src.volts(2000))
     v, t, f = np.zeros((1, 1)), np.zeros(1, np.int64), np.zeros(1, np.uint8)
     acq.read(v, t, f)  # started, first conversion in
     out = {}
@@ -226,15 +230,17 @@ def section_cpu(seconds: float, repeat: int) -> None:
           f"recorder on), {seconds:g} s per run, {repeat} interleaved repeats")
     tmp = Path(tempfile.mkdtemp(prefix="vsense-bench-"))
     broker, port = _broker(tmp)
-    res: dict[str, list] = {"floor": [], "signal": [], "driver": [], "adc": []}
+    res: dict[str, list] = {"floor": [], "source": [], "signal": [], "driver": [], "adc": []}
     try:
         run_daemon(tmp, port, "signal", 1.0)  # warm: numba's cache, imports
         for r in range(repeat):
             for what in res:
-                x = run_floor(seconds) if what == "floor" else run_driver(tmp, seconds) \
-                    if what == "driver" else run_daemon(tmp, port, what, seconds)
+                x = run_floor(seconds) if what == "floor" else \
+                    run_driver(tmp, seconds, "signal") if what == "source" else \
+                    run_driver(tmp, seconds) if what == "driver" else \
+                    run_daemon(tmp, port, what, seconds)
                 res[what].append(x)
-                extra = "" if what in ("floor", "driver") else (
+                extra = "" if what in ("floor", "source", "driver") else (
                     f"  samples {x['samples']}  lost {x['lost']}  gaps {x['gaps']}  "
                     f"undelivered "
                     f"{x['undelivered']}  latency from {x['from']} p50/p99/p99.9 {x['p50']:.0f}/"
@@ -250,16 +256,17 @@ def section_cpu(seconds: float, repeat: int) -> None:
     print("| --- | --- | --- |")
     print(f"| sleep-only thread (floor) | {statistics.median(floor):.2f} "
           f"({min(floor):.2f}-{max(floor):.2f}) | 0 |")
-    for what in ("driver", "signal", "adc"):
+    names = {"source": "signal-level source alone (signal level's reads)",
+             "driver": "driver + ADC simulator alone (adc level's reads)"}
+    for what in ("source", "signal", "driver", "adc"):
         c = [x["cpu"] for x in res[what]]
         above = statistics.median([a - f for a, f in zip(c, floor)])
-        name = "driver + ADC simulator alone (adc level's reads)" if what == "driver" else \
-            f"daemon, {what} level"
-        print(f"| {name} | {statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})"
-              f" | {above:+.2f} |")
-    c = [a["cpu"] - b["cpu"] for a, b in zip(res["adc"], res["driver"])]
-    print(f"| daemon, adc level, above its driver + simulator alone | | "
-          f"{statistics.median(c):+.2f} |")
+        print(f"| {names.get(what, f'daemon, {what} level')} | {statistics.median(c):.2f} "
+              f"({min(c):.2f}-{max(c):.2f}) | {above:+.2f} |")
+    for level, alone in (("signal", "source"), ("adc", "driver")):
+        c = [a["cpu"] - b["cpu"] for a, b in zip(res[level], res[alone])]
+        print(f"| daemon, {level} level, above its {names[alone].split(' (')[0]} | | "
+              f"{statistics.median(c):+.2f} |")
 
 
 def section_rate(seconds: float) -> None:
