@@ -24,8 +24,9 @@ class HybridSpec:
     dofs : tuple of str     DOF names at the selected nodes (default ``("uz",)``)
     modes : int             modal coordinates used without ``select`` (default 3)
     max_hz : float or None  a correction at ``select`` loads the modes up to this frequency
-                            [Hz] only (default: the top of the forces' band, at most a quarter
-                            of the rate; ``offline.hybrid.discrete.hybrid_model`` says why)
+                            [Hz] only, the others answer it quasi-statically (default a
+                            quarter of the rate; ``offline.hybrid.discrete.hybrid_model`` says
+                            why)
     inputs : tuple of str   the network's inputs at those coordinates: ``"displacement"``,
                             ``"velocity"`` (default both; a stiffness-like nonlinearity needs
                             displacements only, friction velocities)
