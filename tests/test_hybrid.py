@@ -34,12 +34,14 @@ def _spec(hybrid):
 
 def test_hybrid_table():
     hs = parse_hybrid(_spec({"select": {"at": [0.17, 0, 0]}, "dofs": "uz", "hidden": 8,
-                             "inputs": ["displacement"]}))
+                             "inputs": ["displacement"], "restarts": 3}))
     assert hs.dofs == ("uz",) and hs.hidden == 8 and hs.inputs == ("displacement",)
+    assert hs.restarts == 3 and hs.max_hz is None
     assert parse_hybrid(spec_from_dict({"name": "x", "type": "matrices", "matrices": {}},
                                        "x.toml")).select is None
     for bad, where in (({"hiden": 8}, "hiden"), ({"dofs": ["uz"]}, "dofs"),
-                       ({"inputs": ["force"]}, "inputs"), ({"layers": 0}, "layers")):
+                       ({"inputs": ["force"]}, "inputs"), ({"layers": 0}, "layers"),
+                       ({"restarts": 0}, "restarts")):
         with pytest.raises(ModelFileError, match=rf"x\.toml: \[hybrid\]\.{where}"):
             parse_hybrid(_spec(bad))
 
@@ -181,7 +183,8 @@ def test_build_hybrid_cli_and_edge(tmp_path):
     from offline.model import load_model_file
 
     path = tmp_path / "strip.toml"
-    path.write_text(demo.model_text(0.007).replace("inputs = [", "epochs = 40\ninputs = ["))
+    path.write_text(demo.model_text(0.007).replace("restarts = 3", "restarts = 1")
+                    .replace("inputs = [", "epochs = 40\ninputs = ["))
     spec = load_model_file(path)
     recs = []
     for name, rms, seed in (("low", 0.0007, 1), ("high", 0.007, 2), ("val", 0.003, 3)):

@@ -96,6 +96,7 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
         "loss_best_val": h["best_val"], "loss_linear_train": h["linear_train"],
         "train_seconds": round(tr.info["seconds"], 2), "horizon": hs.horizon,
         "stride": hs.stride, "learning_rate": hs.learning_rate,
+        "restarts": hs.restarts, "seed": h["seed"],
         "envelope": [tr.lo.tolist(), tr.hi.tolist()],
-        "jacobian": "not used: the correction is a known input from the predicted state"}
+        "jacobian": "not used: the correction is a known input from the filtered state"}
     return bundle.replace(kf=kf, meta=meta), hm, tr

@@ -150,45 +150,59 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
     loss_va = jax.jit(lambda P: total(P, val_set, base_va))
     grad = jax.jit(jax.value_and_grad(lambda P: total(P, train_set, base_tr)))
     linear_va = float(loss_va(_zero(P0)))
-    rec = {"best": np.inf, "P": P0, "ep": 0, "train": [], "val": []}
 
-    def seen(P, val):  # one epoch (Adam step or L-BFGS iteration): validation, best so far
-        va = float(loss_va(P))
-        ep = len(rec["train"])
-        rec["train"].append(float(val))
-        rec["val"].append(va)
-        if va < rec["best"]:
-            rec.update(best=va, P=P, ep=ep)
-        if progress and ep % 25 == 0:
-            progress(f"epoch {ep}: training loss {float(val):.4g}, validation {va:.4g} "
-                     f"(linear {linear_va:.4g})")
-        return ep - rec["ep"] >= hs.patience
+    def fit(P0):  # one start: the weights of its best validation loss
+        rec = {"best": np.inf, "P": P0, "ep": 0, "train": [], "val": []}
 
-    if hs.optimizer == "adam":
-        init, update, get = opt.adam(hs.learning_rate)
-        state = init(P0)
-        for ep in range(int(hs.epochs)):
-            P = get(state)
-            val, gr = grad(P)
-            state = update(ep, gr, state)
-            if seen(P, val):
-                break
-    else:  # L-BFGS (scipy) on the flattened weights, the same loss and gradient
-        ravel = need("jax.flatten_util").ravel_pytree
-        v0, unravel = ravel(P0)
+        def seen(P, val):  # one epoch (Adam step or L-BFGS iteration): validation, best so far
+            va = float(loss_va(P))
+            ep = len(rec["train"])
+            rec["train"].append(float(val))
+            rec["val"].append(va)
+            if va < rec["best"]:
+                rec.update(best=va, P=P, ep=ep)
+            if progress and ep % 25 == 0:
+                progress(f"epoch {ep}: training loss {float(val):.4g}, validation {va:.4g} "
+                         f"(linear {linear_va:.4g})")
+            return ep - rec["ep"] >= hs.patience
 
-        def fun(v):
-            val, gr = grad(unravel(jnp.asarray(v)))
-            return float(val), np.asarray(ravel(gr)[0], dtype=float)
+        if hs.optimizer == "adam":
+            init, update, get = opt.adam(hs.learning_rate)
+            state = init(P0)
+            for ep in range(int(hs.epochs)):
+                P = get(state)
+                val, gr = grad(P)
+                state = update(ep, gr, state)
+                if seen(P, val):
+                    break
+        else:  # L-BFGS (scipy) on the flattened weights, the same loss and gradient
+            ravel = need("jax.flatten_util").ravel_pytree
+            v0, unravel = ravel(P0)
 
-        def cb(intermediate_result):
-            if seen(unravel(jnp.asarray(intermediate_result.x)), intermediate_result.fun):
-                raise StopIteration
-        res = need("scipy.optimize").minimize(
-            fun, np.asarray(v0), jac=True, method="L-BFGS-B", callback=cb,
-            options={"maxiter": int(hs.epochs), "ftol": 1e-12, "gtol": 1e-12})
-        if progress:
-            progress(f"L-BFGS: {res.message}")
+            def fun(v):
+                val, gr = grad(unravel(jnp.asarray(v)))
+                return float(val), np.asarray(ravel(gr)[0], dtype=float)
+
+            def cb(intermediate_result):
+                if seen(unravel(jnp.asarray(intermediate_result.x)), intermediate_result.fun):
+                    raise StopIteration
+            res = need("scipy.optimize").minimize(
+                fun, np.asarray(v0), jac=True, method="L-BFGS-B", callback=cb,
+                options={"maxiter": int(hs.epochs), "ftol": 1e-12, "gtol": 1e-12})
+            if progress:
+                progress(f"L-BFGS: {res.message}")
+        return rec
+
+    # restarts from other initial weights (seed, seed + 1, ...): the lowest validation loss
+    rec = None
+    for r in range(int(hs.restarts)):
+        out = fit([(jnp.asarray(W), jnp.asarray(b)) for W, b in
+                   init_params(hm.n_inputs, hm.n_g, hs.hidden, hs.layers, hs.seed + r)])
+        if progress and hs.restarts > 1:
+            progress(f"start {r + 1} of {hs.restarts} (seed {hs.seed + r}): best validation "
+                     f"{out['best']:.4g} at epoch {out['ep']}")
+        if rec is None or out["best"] < rec["best"]:
+            rec = {**out, "seed": hs.seed + r}
     best, best_P, best_ep, hist_tr, hist_va = (rec["best"], rec["P"], rec["ep"], rec["train"],
                                               rec["val"])
     params = [(np.asarray(W), np.asarray(b)) for W, b in best_P]
@@ -201,7 +215,8 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
                    linear_kept=hs.linear_kept,
                    history={"train": hist_tr, "val": hist_va, "best_epoch": best_ep,
                             "linear_val": linear_va, "best_val": float(best),
-                            "linear_train": float(loss_tr(_zero(P0)))},
+                            "linear_train": float(loss_tr(_zero(P0))),
+                            "seed": rec["seed"]},
                    info={"seconds": time.perf_counter() - t0, "epochs": len(hist_tr),
                          "filter_gain": K})
 
