@@ -177,8 +177,9 @@ def test_bundle_contract(tmp_path):
 
 def test_schema5_hybrid_bundle_keeps_its_direct_terms(tmp_path):
     """A hybrid bundle written by schema 5 (no kf_hy_direct) loads and runs with the direct
-    terms it was written with, g_k alone: the NumPy twin with w = (1, 0); the same bundle
-    with w = (1/2, 1/2) gives other estimates (the field matters)."""
+    terms it was written with, g_k alone: the NumPy twin with w = (1, 0), also after saving
+    it again (schema 6); the same bundle with w = (1/2, 1/2) gives other estimates (the
+    field matters)."""
     b = _hybrid(numpy_smoother_bundle(), gain=0.05)
     b.save(tmp_path / "b.npz")
     a = dict(np.load(tmp_path / "b.npz"))
@@ -187,9 +188,13 @@ def test_schema5_hybrid_bundle_keeps_its_direct_terms(tmp_path):
     from edge.bundle import content_hash
     a["content_hash"] = np.array(content_hash(a))
     old = Bundle.from_arrays(a, "v5.npz")
-    assert "hy_direct" not in old.kf
+    np.testing.assert_array_equal(old.kf["hy_direct"], [1.0, 0.0])
+    # written again it is a schema-6 bundle with the same mathematics
+    resaved = _reload(old, tmp_path, "v6.npz")
+    assert int(np.load(tmp_path / "v6.npz")["schema_version"]) == 6
     Y = _record()
     F, Z, fl = _run(Estimator(old), Y)
+    np.testing.assert_array_equal(_run(Estimator(resaved), Y)[1], Z)
     Fr, Zr, flr, _ = _reference(_hybrid(numpy_smoother_bundle(), gain=0.05, direct=(1, 0)), Y)
     ok = ~np.isnan(F[:, 0])
     scale = np.max(np.abs(Zr[ok]), axis=0)

@@ -15,8 +15,8 @@ the linear part (the correction's own part of an acceleration channel is not kno
 
 ``g_k`` is held over the step after sample k (from its mid-step state), so the correction at
 the instant of sample k is the mean of the holds after and before it, ``w = (1/2, 1/2)``
-(``kf_hy_direct``; a schema-5 bundle has no such field and is run with ``(1, 0)``, as it was
-written).
+(``kf_hy_direct``; a schema-5 bundle has no such field and is read with ``(1, 0)``, as it
+was written: :meth:`edge.bundle.Bundle.from_arrays`).
 
 A known input does not change the Kalman recursion's covariance, so the gains, the stated
 std and the model check (NIS, band pairs: now of the hybrid model's innovations) are the
@@ -72,8 +72,7 @@ class HybridEstimator(SmootherEstimator):
         self.hy_Cqg = np.ascontiguousarray(kf["hy_Cqg"], dtype=float)
         self.hy_lo = np.ascontiguousarray(kf["hy_lo"], dtype=float)
         self.hy_hi = np.ascontiguousarray(kf["hy_hi"], dtype=float)
-        # schema 5: the direct terms saw g_k alone
-        self.hy_w = np.ascontiguousarray(kf.get("hy_direct", (1.0, 0.0)), dtype=float)
+        self.hy_w = np.ascontiguousarray(kf["hy_direct"], dtype=float)
         ni, ng = self.hy_S.shape[0], self.hy_Bg.shape[1]
         self.session = onnx_session(np.asarray(kf["hy_onnx"], np.uint8).tobytes(),
                                     f"{self.bundle.path or 'bundle'}: kf_hy_onnx")
