@@ -155,7 +155,8 @@ def field_table() -> str:
                 f"`edge/bundle_schema.py` `KF_OPTIONAL`) |")
     rows.append(f"| `kf_hy_*` | float64, uint8 | ... | {hy[0].since} | smoother, optional: the "
                 f"hybrid twin's correction network (ONNX bytes) and where it acts "
-                f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`) |")
+                f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`; "
+                f"{', '.join(f.name[3:] + ' since ' + str(f.since) for f in hy if f.since > hy[0].since)}) |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
     return "\n".join(rows) + "\n"
 
