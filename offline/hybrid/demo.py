@@ -7,7 +7,7 @@ The force model is an order-8 band-pass: the records' load is Gaussian noise thr
 (FFT) 5-150 Hz filter (:func:`offline.simulate.load_profile`), whose sharp edges an order-4
 model overstates; with order 4 the smoother's stated force std was about 1.6 times its error
 (1-sigma coverage 88-92 % at both levels, on the linear structure as well; seeds 301-312,
-not the benchmark's), with order 8 70 %."""
+not the benchmark's), with order 8 61-71 %."""
 
 from __future__ import annotations
 
