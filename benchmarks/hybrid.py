@@ -10,8 +10,10 @@ between them, seeds 1-3. Scoring: independent seeds (101, ...), force unknown, a
 normalised RMS error (RMS(estimate - truth) / std(truth), full band) and FDE (band 0-200 Hz)
 of the force and the unmeasured displacements, for the linear smoother and the hybrid; the
 linear smoother on the linear twin (the same structure without the spring, the same force) as
-the reference the issue names; 1-sigma coverage of the stated std; the per-sample cost of both
-estimators in one run (blocks of 10 samples, as the daemon's ring delivers them).
+the reference the issue names; the hybrid estimator with the exact cubic law in place of the
+network (ONNX of ``-k3 s^3``, the upper bound of the network: what the estimator's structure
+allows); 1-sigma coverage of the stated std; the per-sample cost of both estimators in one run
+(blocks of 10 samples, as the daemon's ring delivers them).
 """
 
 from __future__ import annotations
@@ -67,6 +69,22 @@ def score(Q, std, T, dt, skip):
     return out
 
 
+def exact_law(bundle, k3: float):
+    """``bundle`` with the exact spring law ``g = -k3 s^3`` as its network (ONNX by jax2onnx,
+    as the trained one) and no envelope: the hybrid estimator's upper bound."""
+    from offline._deps import need
+
+    jax, jnp, j2o = need("jax"), need("jax.numpy"), need("jax2onnx")
+    jax.config.update("jax_enable_x64", True)
+    model = j2o.to_onnx(lambda s: -k3 * s ** 3,
+                        [jax.ShapeDtypeStruct((1, 1), jnp.float64)], model_name="exact_law",
+                        enable_double_precision=True, input_names=["s"], output_names=["g"])
+    kf = dict(bundle.kf)
+    kf.update(hy_onnx=np.frombuffer(model.SerializeToString(), np.uint8).copy(),
+              hy_lo=np.full(1, -1.0), hy_hi=np.full(1, 1.0))   # +-1 m: no envelope
+    return bundle.replace(kf=kf)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=4.0, help="record length [s]")
@@ -93,13 +111,22 @@ def main(argv=None) -> int:
         recs.append(str(demo.write_record(tmp / f"{name}.csv", t, F, Y, spec)))
     print(f"training records: {time.perf_counter() - t0:.1f} s (truth: full model, RK4)")
     t0 = time.perf_counter()
-    lin = build(path, progress=False, limit=False).bundle
+    lin = build(path, progress=False, limit=True).bundle   # with the MMSE accuracy limit
     res = build(path, progress=False, limit=False, hybrid=recs)
     hyb = res.bundle
     hyb.save(tmp / "hybrid.npz")
     hyb = Bundle.load(tmp / "hybrid.npz")
     print(f"builds: {time.perf_counter() - t0:.1f} s; " + res.summary().splitlines()[-2].strip())
+    exact = exact_law(hyb, demo.K3)
     names = [f.name for f in lin.forces] + [o.name for o in lin.outputs]
+    # the accuracy limit of the LINEAR model (offline/limit: MMSE, declared load and noise) at
+    # the smoother's delay (lag samples): the reference of any linear-model estimate
+    lim = lin.meta["limit"]
+    delay_ms = 1e3 * lin.dt * (lin.window - 1)            # the smoother's lag
+    di = int(np.flatnonzero(np.array(lim["delays_ms"]) <= delay_ms + 1e-9)[-1])
+    limit = np.concatenate([lim["lag_force_nrmse"][di], lim["lag_output_nrmse"][di]])
+    print("accuracy limit of the linear model at a delay of "
+          f"{lim['delays_ms'][di]:g} ms: " + ", ".join(f"{n} {v:.4f}" for n, v in zip(names, limit)))
     dt = lin.dt
     skip = int(round(0.5 / dt))
     table = {}
@@ -113,20 +140,21 @@ def main(argv=None) -> int:
             _, _, Yl, Zl = demo.records(path, rms, seed, args.duration, k3=0.0)
             rows = {}
             for lab, b, Yin, Tt in (("linear", lin, Y, T), ("hybrid", hyb, Y, T),
+                                    ("hybrid, exact law", exact, Y, T),
                                     ("linear, linear twin", lin, Yl, np.hstack([F, Zl]))):
                 est = Estimator(b)
                 Q, std, fl, sec = run(est, Yin)
-                if lab != "linear, linear twin":
+                if lab in cost:
                     cost[lab].append(sec / Yin.shape[0])
                 rows[lab] = score(Q, std, Tt, dt, skip)
                 if lab == "hybrid":
                     rows[lab][0]["envelope"] = float(np.mean(fl[skip:] & FLAG_ENVELOPE > 0))
-                if level == "high" and k == 0 and lab != "linear, linear twin":
+                if level == "high" and k == 0 and lab in cost:
                     plot = plot or {"t": t, "T": T}
                     plot[lab] = Q
             table.setdefault(level, []).append(rows)
     # mean over the seeds
-    out = {"levels": {"low": LOW, "high": HIGH}, "names": names}
+    out = {"levels": {"low": LOW, "high": HIGH}, "names": names, "limit": limit.tolist()}
     for level, runs in table.items():
         print(f"\n{level} level ({(LOW if level == 'low' else HIGH) * 1e3:g} mN RMS), "
               f"{len(runs)} scoring records, NRMSE full band / FDE 0-200 Hz / 1-sigma coverage")
@@ -136,13 +164,14 @@ def main(argv=None) -> int:
                      for key in ("nrmse", "fde", "cover")} for i, n in enumerate(names)}
             out[level][lab] = m
             print(f"  {lab:22s} " + "  ".join(
-                f"{n} {v['nrmse']:.4f} / {v['fde']:.4f} / {100 * v['cover']:.0f} %"
-                for n, v in m.items()))
+                f"{n} {v['nrmse']:.4f} ({v['nrmse'] / lm:.2f}x limit) / {v['fde']:.4f} / "
+                f"{100 * v['cover']:.0f} %" for (n, v), lm in zip(m.items(), limit)))
         for n in names:
             r = out[level]["linear"][n]["nrmse"] / out[level]["hybrid"][n]["nrmse"]
             tw = out[level]["hybrid"][n]["nrmse"] / out[level]["linear, linear twin"][n]["nrmse"]
+            ex = out[level]["hybrid"][n]["nrmse"] / out[level]["hybrid, exact law"][n]["nrmse"]
             print(f"  {n}: linear / hybrid NRMSE {r:.2f}x; hybrid / linear-on-linear-twin "
-                  f"{tw:.2f}x")
+                  f"{tw:.2f}x; hybrid / exact law {ex:.2f}x")
         env = np.mean([r["hybrid"][0]["envelope"] for r in runs])
         print(f"  estimates flagged outside the envelope: {100 * env:.2f} %")
         out[level]["envelope_fraction"] = float(env)
@@ -165,23 +194,23 @@ def _plot(p, names, dt, path):
     plt = need("matplotlib.pyplot")
     t = p["t"]
     sl = slice(int(1.0 / dt), int(1.6 / dt))
-    fig, axes = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True)
+    fig, axes = plt.subplots(3, 1, figsize=(8, 7.2), sharex=True)
     ax = axes[0]
     ax.plot(t[sl], 1e3 * p["T"][sl, 0], "k-", lw=1.6, label="truth (full nonlinear model)")
     ax.plot(t[sl], 1e3 * p["linear"][sl, 0], "C0-", lw=1.0, label="linear smoother")
     ax.plot(t[sl], 1e3 * p["hybrid"][sl, 0], "C3--", lw=1.0, label="hybrid twin")
     ax.set_ylabel(f"{names[0]} [mN]")
-    ax = axes[1]
-    for lab, c in (("linear", "C0"), ("hybrid", "C3")):
-        ax.plot(t[sl], 1e3 * (p[lab][sl, 0] - p["T"][sl, 0]), c, lw=1.0,
-                label=f"{lab}: estimate - truth")
-    ax.set_ylabel(f"{names[0]} error [mN]")
-    ax.legend(fontsize=8, loc="upper right")
+    for ax, c, scale, unit in ((axes[1], 0, 1e3, "mN"), (axes[2], 1, 1e6, "um")):
+        for lab, col in (("linear", "C0"), ("hybrid", "C3")):
+            ax.plot(t[sl], scale * (p[lab][sl, c] - p["T"][sl, c]), col, lw=1.0,
+                    label=f"{lab}: estimate - truth")
+        ax.set_ylabel(f"{names[c]} error [{unit}]")
+        ax.legend(fontsize=8, loc="upper right")
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc="upper right")
     axes[0].set_title("strip with a cubic spring at the tip, high level, force unknown")
-    axes[1].set_xlabel("time [s]")
+    axes[2].set_xlabel("time [s]")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

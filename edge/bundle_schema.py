@@ -11,7 +11,10 @@ into their own fields, so an older edge refuses a bundle whose mathematics it wo
 switched on the device from the innovations) and the lower model-check threshold
 (``kf_nis_threshold_low``), both optional; 5 adds the hybrid twin (``kf_hy_*``: a neural
 correction of the smoother's model as ONNX, where it enters the state, the channels and the
-outputs, and its trained envelope), optional.
+outputs, and its trained envelope), optional; 6 adds ``kf_hy_direct``, the weights of the
+correction's values held over the steps after and before a sample in its direct terms (the
+channels' ``Dg`` and the outputs' ``Cqg``): a schema-5 hybrid bundle is read with ``(1, 0)``,
+the mathematics it was written with.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from edge import DOF_NAMES, __version__
 from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+SCHEMA_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
 
@@ -119,6 +122,7 @@ hy_Dg             | f | (nch, ng)         | 5 | hybrid: channels y_k -= Dg g (ac
 hy_Cqg            | f | (nq, ng)          | 5 | hybrid: forces and outputs += Cqg g
 hy_lo             | f | (ni,)             | 5 | hybrid: trained envelope of s, lower bound
 hy_hi             | f | (ni,)             | 5 | hybrid: trained envelope of s, upper bound
+hy_direct         | f | (2,)              | 6 | hybrid: direct terms see w0 g_k + w1 g_k-1 (schema 5: (1, 0))
 """)
 #: ``{name: ndim}`` of the smoother arrays (without the ``kf_`` prefix)
 KF_FIELDS = {f.name: f.ndim for f in KF_ARRAYS + KF_OPTIONAL}
@@ -151,7 +155,8 @@ def field_table() -> str:
                 f"`edge/bundle_schema.py` `KF_OPTIONAL`) |")
     rows.append(f"| `kf_hy_*` | float64, uint8 | ... | {hy[0].since} | smoother, optional: the "
                 f"hybrid twin's correction network (ONNX bytes) and where it acts "
-                f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`) |")
+                f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`; "
+                f"{', '.join(f.name[3:] + ' since ' + str(f.since) for f in hy if f.since > hy[0].since)}) |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
     return "\n".join(rows) + "\n"
 
@@ -396,10 +401,12 @@ def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: 
         fail("kf_level_std", "standard deviations must be >= 0 and NIS ratios > 0")
 
 
-def _group_present(a: dict, prefix: str, fail) -> bool:
-    """Whether the optional ``kf_<prefix>*`` arrays are in ``a``: all of them or none (a
-    partial group fails naming the first missing array)."""
-    names = [f.name for f in KF_OPTIONAL if f.name.startswith(prefix)]
+def _group_present(a: dict, prefix: str, fail, version: int | None = None) -> bool:
+    """Whether the optional ``kf_<prefix>*`` arrays are in ``a``: all of them (of schema
+    ``version``, default every one) or none (a partial group fails naming the first missing
+    array)."""
+    names = [f.name for f in KF_OPTIONAL if f.name.startswith(prefix)
+             and (version is None or f.since <= version)]
     have = [n for n in names if f"kf_{n}" in a]
     if have and len(have) != len(names):
         fail(f"kf_{sorted(set(names) - set(have))[0]}", f"missing (the {prefix}* arrays come "
@@ -408,14 +415,16 @@ def _group_present(a: dict, prefix: str, fail) -> bool:
 
 
 def _validate_kf_hybrid(a: dict, version: int, ns: int, nch: int, nq: int, fail) -> None:
-    """The optional ``kf_hy_*`` arrays of schema 5 (all or none)."""
-    if not _group_present(a, "hy_", fail):
+    """The optional ``kf_hy_*`` arrays of schema 5 (all or none; ``hy_direct`` from 6)."""
+    if not _group_present(a, "hy_", fail, version):
         return
     if a["kf_hy_onnx"].dtype != np.uint8 or a["kf_hy_onnx"].size == 0:
         fail("kf_hy_onnx", "must be the non-empty uint8 bytes of an ONNX model")
     ni, ng = a["kf_hy_S"].shape[0], a["kf_hy_Bg"].shape[-1]
     shapes = {"hy_S": (ni, ns), "hy_Bg": (ns, ng), "hy_Dg": (nch, ng), "hy_Cqg": (nq, ng),
               "hy_lo": (ni,), "hy_hi": (ni,)}
+    if version >= 6:
+        shapes["hy_direct"] = (2,)
     for name, shape in shapes.items():
         if a[f"kf_{name}"].shape != shape:
             fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")

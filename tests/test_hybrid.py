@@ -34,12 +34,14 @@ def _spec(hybrid):
 
 def test_hybrid_table():
     hs = parse_hybrid(_spec({"select": {"at": [0.17, 0, 0]}, "dofs": "uz", "hidden": 8,
-                             "inputs": ["displacement"]}))
+                             "inputs": ["displacement"], "restarts": 3}))
     assert hs.dofs == ("uz",) and hs.hidden == 8 and hs.inputs == ("displacement",)
+    assert hs.restarts == 3 and hs.max_hz is None
     assert parse_hybrid(spec_from_dict({"name": "x", "type": "matrices", "matrices": {}},
                                        "x.toml")).select is None
     for bad, where in (({"hiden": 8}, "hiden"), ({"dofs": ["uz"]}, "dofs"),
-                       ({"inputs": ["force"]}, "inputs"), ({"layers": 0}, "layers")):
+                       ({"inputs": ["force"]}, "inputs"), ({"layers": 0}, "layers"),
+                       ({"restarts": 0}, "restarts")):
         with pytest.raises(ModelFileError, match=rf"x\.toml: \[hybrid\]\.{where}"):
             parse_hybrid(_spec(bad))
 
@@ -80,6 +82,31 @@ def test_discrete_model_against_independent_code():
     # (Phi Phi^T = M^-1): Dg = (M^-1)_{n-1, n-1}
     assert hm.Dg[1, 0] == pytest.approx(np.linalg.inv(b.M)[n - 1, n - 1], rel=1e-10)
     assert hm.Dg[0, 0] == 0.0
+
+
+def test_modes_not_loaded_answer_quasi_statically():
+    """With ``f_max`` below some modes, a displacement channel at the correction's DOF sees a
+    unit g through the loaded modes' states plus the rest as a direct term; together they are
+    the static flexibility there: sum over all modes phi^2 / omega^2 = (K^-1)_dd (closed
+    form). Accelerations get no direct term from the modes not loaded."""
+    b = _chain_smoother()
+    n = b.n
+    rows = np.eye(n)[[n - 1]]
+    w2, Phi = modal_basis(b.M, b.K)
+    f_max = 0.5 * (np.sqrt(w2[1]) + np.sqrt(w2[2])) / (2 * np.pi)   # two modes loaded
+    hm = hybrid_model(b, rows, f_max=f_max)
+    assert np.count_nonzero(np.abs(hm.Gm[:, 0]) > 0) == 2
+    kept = Phi[n - 1, :2] ** 2 / w2[:2]
+    # displacement under a static unit g = loaded modes' static part + the direct term
+    assert hm.Dg[0, 0] + kept.sum() == pytest.approx(np.linalg.inv(b.K)[n - 1, n - 1],
+                                                     rel=1e-9)
+    acc = hybrid_model(b, rows).Dg[1, 0] - (Phi[n - 1, 2:] ** 2).sum()
+    assert hm.Dg[1, 0] == pytest.approx(acc, rel=1e-9)
+    # the output u_mid (row n // 2): the same closed form, (K^-1)_{mid, n-1}
+    mid = n // 2
+    st = (Phi[mid, :2] * Phi[n - 1, :2] / w2[:2]).sum()
+    assert hm.Dzg[0, 0] + st == pytest.approx(np.linalg.inv(b.K)[mid, n - 1], rel=1e-9)
+    assert hybrid_model(b, rows).Dzg[0, 0] == 0.0      # every mode loaded: no direct term
 
 
 def _trained(hm, seed=1, scale=1.0):
@@ -156,7 +183,8 @@ def test_build_hybrid_cli_and_edge(tmp_path):
     from offline.model import load_model_file
 
     path = tmp_path / "strip.toml"
-    path.write_text(demo.model_text(0.007).replace("inputs = [", "epochs = 40\ninputs = ["))
+    path.write_text(demo.model_text(0.007).replace("restarts = 3", "restarts = 1")
+                    .replace("inputs = [", "epochs = 40\ninputs = ["))
     spec = load_model_file(path)
     recs = []
     for name, rms, seed in (("low", 0.0007, 1), ("high", 0.007, 2), ("val", 0.003, 3)):

@@ -1,6 +1,7 @@
 """The hybrid twin on the edge (base install only: the tiny ONNX network is a committed file,
 the smoother designed with NumPy): the compiled per-sample path against a NumPy twin, the
-envelope fallback and its flag, the bundle contract (schema 5, malformed hy_* fields)."""
+envelope fallback and its flag, the bundle contract (schema 6, malformed hy_* fields, a
+schema-5 hybrid bundle read with its own direct terms)."""
 
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from tests.helpers import numpy_smoother_bundle, tiny_g
 ONNX = (Path(__file__).parent / "data" / "hybrid_tiny.onnx").read_bytes()
 
 
-def _hybrid(b, gain=1.0, lo=-1e3, hi=1e3):
+def _hybrid(b, gain=1.0, lo=-1e3, hi=1e3, direct=(0.5, 0.5)):
     """``b`` with the tiny network acting as a force at the chain's free end (DOF n-1), its
     input the displacement and velocity there scaled to O(1)."""
     kf = dict(b.kf)
@@ -33,7 +34,8 @@ def _hybrid(b, gain=1.0, lo=-1e3, hi=1e3):
     Cqg = np.zeros((kf["Cq"].shape[0], 1))
     Cqg[2, 0] = gain * 0.3                              # the acceleration output sees g
     kf.update({"hy_onnx": np.frombuffer(ONNX, np.uint8).copy(), "hy_S": S, "hy_Bg": Bg,
-               "hy_Dg": Dg, "hy_Cqg": Cqg, "hy_lo": np.full(2, lo), "hy_hi": np.full(2, hi)})
+               "hy_Dg": Dg, "hy_Cqg": Cqg, "hy_lo": np.full(2, lo), "hy_hi": np.full(2, hi),
+               "hy_direct": np.array(direct, dtype=float)})
     return b.replace(kf=kf)
 
 
@@ -50,21 +52,26 @@ def _record(nt=1500, seed=3):
 
 
 def _reference(b, Y):
-    """NumPy twin: the reference smoother on y - Dg g, x += Bg g, outputs + Cqg g_k-L."""
+    """NumPy twin: the reference smoother on y - Dg gd, x += Bg g, outputs + Cqg gd_k-L,
+    gd_k = w0 g_k + w1 g_k-1 (w = kf_hy_direct, (1, 0) without it)."""
     kf = b.kf
     ref = ReferenceSmoother(b)
     L = ref.L
     lo, hi = kf["hy_lo"], kf["hy_hi"]
+    w = kf.get("hy_direct", (1.0, 0.0))
     Fs, Zs, fl, gs, outs = [], [], [], [], []
+    g_prev = np.zeros(1)
     for y in Y:
         # s = S x_k|k = S (x_k|k-1 + K (y - H x_k|k-1)); g = g_theta(s), 0 outside [lo, hi]
         yh = np.where(np.isfinite(y), y, ref.last)
         s = kf["hy_S"] @ (ref.x + kf["K"] @ (yh - kf["H"] @ ref.x))
         out = bool(np.any(s < lo) or np.any(s > hi))
         g = np.zeros(1) if out else tiny_g(s[None])[0]
-        q, f = ref.step(y - kf["hy_Dg"] @ g)
+        gd = w[0] * g + w[1] * g_prev                   # the correction at sample k
+        g_prev = g
+        q, f = ref.step(y - kf["hy_Dg"] @ gd)
         ref.x = ref.x + kf["hy_Bg"] @ g                # x_k+1|k += Bg g_k
-        gs.append(kf["hy_Cqg"] @ g)
+        gs.append(kf["hy_Cqg"] @ gd)
         outs.append(out)
         if f & FLAG_WARMUP:
             Fs.append(q[:1]), Zs.append(q[1:]), fl.append(f)
@@ -137,7 +144,7 @@ def test_outside_envelope_falls_back_to_linear(tmp_path):
 def test_bundle_contract(tmp_path):
     b = _hybrid(numpy_smoother_bundle(), gain=0.05)
     b2 = _reload(b, tmp_path)
-    assert int(np.load(tmp_path / "b.npz")["schema_version"]) == 5
+    assert int(np.load(tmp_path / "b.npz")["schema_version"]) == 6
     assert b2.kf["hy_onnx"].tobytes() == ONNX
     a = dict(np.load(tmp_path / "b.npz"))
     from edge.bundle import content_hash
@@ -155,9 +162,43 @@ def test_bundle_contract(tmp_path):
     with pytest.raises(BundleError, match="kf_hy_S"):
         Bundle.from_arrays(broken(kf_hy_S=np.zeros((2, 3))))
     with pytest.raises(BundleError, match="needs schema 5"):
-        Bundle.from_arrays(broken(schema_version=np.array(4, dtype=np.int64)))
+        Bundle.from_arrays(broken(schema_version=np.array(4, dtype=np.int64),
+                                  kf_hy_direct=None))
+    with pytest.raises(BundleError, match="kf_hy_direct"):   # schema 6: part of the group
+        Bundle.from_arrays(broken(kf_hy_direct=None))
+    with pytest.raises(BundleError, match="kf_hy_direct"):
+        Bundle.from_arrays(broken(kf_hy_direct=np.zeros(3)))
     with pytest.raises(BundleError, match="kf_hy_onnx"):
         Bundle.from_arrays(broken(kf_hy_onnx=np.zeros(3)))
     bad = Bundle.from_arrays(broken(kf_hy_onnx=np.frombuffer(b"not onnx", np.uint8).copy()))
     with pytest.raises(EstimatorError, match="kf_hy_onnx"):
         Estimator(bad)
+
+
+def test_schema5_hybrid_bundle_keeps_its_direct_terms(tmp_path):
+    """A hybrid bundle written by schema 5 (no kf_hy_direct) loads and runs with the direct
+    terms it was written with, g_k alone: the NumPy twin with w = (1, 0), also after saving
+    it again (schema 6); the same bundle with w = (1/2, 1/2) gives other estimates (the
+    field matters)."""
+    b = _hybrid(numpy_smoother_bundle(), gain=0.05)
+    b.save(tmp_path / "b.npz")
+    a = dict(np.load(tmp_path / "b.npz"))
+    del a["kf_hy_direct"]
+    a["schema_version"] = np.array(5, dtype=np.int64)
+    from edge.bundle import content_hash
+    a["content_hash"] = np.array(content_hash(a))
+    old = Bundle.from_arrays(a, "v5.npz")
+    np.testing.assert_array_equal(old.kf["hy_direct"], [1.0, 0.0])
+    # written again it is a schema-6 bundle with the same mathematics
+    resaved = _reload(old, tmp_path, "v6.npz")
+    assert int(np.load(tmp_path / "v6.npz")["schema_version"]) == 6
+    Y = _record()
+    F, Z, fl = _run(Estimator(old), Y)
+    np.testing.assert_array_equal(_run(Estimator(resaved), Y)[1], Z)
+    Fr, Zr, flr, _ = _reference(_hybrid(numpy_smoother_bundle(), gain=0.05, direct=(1, 0)), Y)
+    ok = ~np.isnan(F[:, 0])
+    scale = np.max(np.abs(Zr[ok]), axis=0)
+    # same arithmetic in another order: 1e-9 relative (as test_kernel_matches_numpy_twin)
+    np.testing.assert_allclose(Z[ok] / scale, Zr[ok] / scale, atol=1e-9)
+    F2, Z2, _ = _run(Estimator(b), Y)
+    assert np.max(np.abs(Z2[ok] - Z[ok]) / scale) > 1e-6

@@ -8,9 +8,15 @@ the linear part (the correction's own part of an acceleration channel is not kno
 ``g``)::
 
     g_k      = g_theta(S (x_k|k-1 + K (y_k - H x_k|k-1)))   (0 outside the trained envelope)
-    e_k      = y_k - H x_k|k-1 - Dg g_k             (innovation of the hybrid model)
+    gd_k     = w0 g_k + w1 g_k-1                    (the correction at the sample instant)
+    e_k      = y_k - H x_k|k-1 - Dg gd_k            (innovation of the hybrid model)
     x_k+1|k  = A (x_k|k-1 + K e_k) + Bg g_k
-    z_k-L    = smoothed linear part + Cqg g_k-L
+    z_k-L    = smoothed linear part + Cqg gd_k-L
+
+``g_k`` is held over the step after sample k (from its mid-step state), so the correction at
+the instant of sample k is the mean of the holds after and before it, ``w = (1/2, 1/2)``
+(``kf_hy_direct``; a schema-5 bundle has no such field and is read with ``(1, 0)``, as it
+was written: :meth:`edge.bundle.Bundle.from_arrays`).
 
 A known input does not change the Kalman recursion's covariance, so the gains, the stated
 std and the model check (NIS, band pairs: now of the hybrid model's innovations) are the
@@ -66,6 +72,7 @@ class HybridEstimator(SmootherEstimator):
         self.hy_Cqg = np.ascontiguousarray(kf["hy_Cqg"], dtype=float)
         self.hy_lo = np.ascontiguousarray(kf["hy_lo"], dtype=float)
         self.hy_hi = np.ascontiguousarray(kf["hy_hi"], dtype=float)
+        self.hy_w = np.ascontiguousarray(kf["hy_direct"], dtype=float)
         ni, ng = self.hy_S.shape[0], self.hy_Bg.shape[1]
         self.session = onnx_session(np.asarray(kf["hy_onnx"], np.uint8).tobytes(),
                                     f"{self.bundle.path or 'bundle'}: kf_hy_onnx")
@@ -85,6 +92,7 @@ class HybridEstimator(SmootherEstimator):
         Lp1 = self.op.lag + 1
         self._y1 = np.zeros((1, self.n_channels))
         self._gring = np.zeros((Lp1, self.hy_Cqg.shape[0]))
+        self._gp = np.zeros((2, ng))  # [g_k-1, gd_k]
         self._envring = np.zeros(Lp1, np.uint8)
         self._outside = np.zeros(2, np.int64)  # [since reset, in the current NIS window]
         # s = S (x + K (y - H x)) = Sx x + Sy y, per operator (the load levels switch K)
@@ -122,13 +130,14 @@ class HybridEstimator(SmootherEstimator):
                 self._nisring, self._nis, op.nis_threshold, op.nis_threshold_low,
                 self._counters, op.Wt, op.band_ba, op.band_gain, op.band_threshold,
                 self._bstate, self._bring, self._bsum, self._eps, self.hy_Bg, self.hy_Cqg,
-                self._gring, self._envring, op.lag, Sx, Sy, self.hy_lo, self.hy_hi, s)
+                self._gring, self._envring, op.lag, Sx, Sy, self.hy_lo, self.hy_hi, s,
+                self._gp, self.hy_w)
 
     def _state(self):
         base = super()._state()
         if not getattr(self, "_hy_ready", False):
             return base
-        return (*base, self._gring, self._envring, self._outside)
+        return (*base, self._gring, self._envring, self._outside, self._gp)
 
     def model_check(self) -> dict:
         """:meth:`SmootherEstimator.model_check` plus ``"hybrid"``: samples outside the

@@ -7,10 +7,11 @@ Per sample k, with the prediction ``x = x_k|k-1`` (permuted state)::
     s      = S (x + K (y - H x))                   (network input at the filtered state)
     out    = any(s < lo or s > hi)                 (outside the trained envelope)
     g      = g_theta(s), or 0 when out              (ONNX, between the two calls here)
-    y'     = y - Dg g                              (the correction's part of the channels)
+    gd     = w0 g + w1 g_k-1                       (the correction at the sample instant)
+    y'     = y - Dg gd                             (the correction's part of the channels)
     ... smoother step on y' (edge.estimator.smoother_kernel._smooth) ...
     x     += Bg g                                  (x_k+1|k: the correction held over the step)
-    z_k-L += Cqg g_k-L                             (outputs' direct part, from a ring)
+    z_k-L += Cqg gd_k-L                            (outputs' direct part, from a ring)
 """
 
 from __future__ import annotations
@@ -44,27 +45,33 @@ def _hy_input(y, last, x, Sx, Sy, lo, hi, s):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _hy_channels(y, g, out, Dg, y1):  # pragma: no cover - compiled
-    """``y1[0] = y - Dg g`` (``g`` zeroed first when ``out``). y : (nch,), g : (1, ng),
-    Dg : (nch, ng), y1 : (1, nch) out."""
+def _hy_channels(y, g, out, Dg, y1, gp, w):  # pragma: no cover - compiled
+    """``gp[1] = w[0] g + w[1] gp[0]`` (the correction at the sample: the holds after and
+    before it) and ``y1[0] = y - Dg gp[1]`` (``g`` zeroed first when ``out``). y : (nch,),
+    g : (1, ng), Dg : (nch, ng), y1 : (1, nch) out, gp : (2, ng) [g_k-1, gd_k], w : (2,)."""
     ng = g.shape[1]
     if out:
         for i in range(ng):
             g[0, i] = 0.0
+    for i in range(ng):
+        # gd_k = w0 g_k + w1 g_k-1
+        gp[1, i] = w[0] * g[0, i] + w[1] * gp[0, i]
     for c in range(y.shape[0]):
         acc = y[c]
         for i in range(ng):
-            acc -= Dg[c, i] * g[0, i]
+            acc -= Dg[c, i] * gp[1, i]
         y1[0, c] = acc
 
 
 @njit(cache=True, nogil=True)
-def _hy_after(x, g, out, Bg, Cqg, gring, ering, counters, lag, q1, f1):  # pragma: no cover
+def _hy_after(x, g, out, Bg, Cqg, gring, ering, counters, lag, q1, f1, gp):  # pragma: no cover
     """After the smoother step of sample k (``counters[0] = k + 1``): ``x += Bg g``, the ring
-    slot of k gets ``Cqg g`` and the envelope bit, and the estimate of sample k - L in ``q1``
-    (1, nq) gets ``Cqg g_k-L`` and ``FLAG_ENVELOPE`` when any sample of its window was out.
+    slot of k gets ``Cqg gd_k`` and the envelope bit, and the estimate of sample k - L in
+    ``q1`` (1, nq) gets ``Cqg gd_k-L`` and ``FLAG_ENVELOPE`` when any sample of its window
+    was out; ``gp[0] = g`` for the next sample.
 
-    gring : (L+1, nq) ring of ``Cqg g``; ering : uint8 (L+1,) ring of envelope bits."""
+    gring : (L+1, nq) ring of ``Cqg gd``; ering : uint8 (L+1,) ring of envelope bits;
+    gp : (2, ng) [g_k-1, gd_k]."""
     ng = g.shape[1]
     for s in range(x.shape[0]):
         acc = 0.0
@@ -78,8 +85,10 @@ def _hy_after(x, g, out, Bg, Cqg, gring, ering, counters, lag, q1, f1):  # pragm
     for q in range(nq):
         acc = 0.0
         for i in range(ng):
-            acc += Cqg[q, i] * g[0, i]
+            acc += Cqg[q, i] * gp[1, i]
         gring[slot, q] = acc
+    for i in range(ng):
+        gp[0, i] = g[0, i]
     ering[slot] = FLAG_ENVELOPE if out else 0
     if count < Lp1:
         return
@@ -97,20 +106,20 @@ def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, AKT, 
                q_span, G, Sinv, x, xn, e, ering, zring, fring, last, nisring, nis_state,
                threshold, threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate,
                bring, bsum, eps, Bg, Cqg, gring, envring, lag, Sx, Sy, lo, hi,
-               s):  # pragma: no cover - compiled
+               s, gp, w):  # pragma: no cover - compiled
     """Sample ``j`` after the network call (``g`` holds ``g_theta(s)``): the channels less
     the correction (:func:`_hy_channels`), the smoother step
     (:func:`edge.estimator.smoother_kernel._smooth`) on row ``j`` of ``Q``/``flags``,
     :func:`_hy_after`, then the next sample's network input (:func:`_hy_input`) when there
     is one. One compiled call per sample; returns whether the next input is outside the
     envelope."""
-    _hy_channels(Y[j], g, out, Dg, y1)
+    _hy_channels(Y[j], g, out, Dg, y1, gp, w)
     q1 = Q[j:j + 1]
     f1 = flags[j:j + 1]
     _smooth(y1, q1, f1, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv, x,
             xn, e, ering, zring, fring, last, nisring, nis_state, threshold, threshold_low,
             counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum, eps)
-    _hy_after(x, g, out, Bg, Cqg, gring, envring, counters, lag, q1, f1)
+    _hy_after(x, g, out, Bg, Cqg, gring, envring, counters, lag, q1, f1, gp)
     if j + 1 < Y.shape[0]:
         return _hy_input(Y[j + 1], last, x, Sx, Sy, lo, hi, s)
     return False

@@ -8,7 +8,7 @@ import numpy as np
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
 from offline.calibration.data import read_record
-from offline.hybrid.discrete import HybridModel, hybrid_model
+from offline.hybrid.discrete import DIRECT, HybridModel, hybrid_model
 from offline.hybrid.network import export_onnx
 from offline.hybrid.spec import parse_hybrid
 from offline.hybrid.train import Trained, train
@@ -43,12 +43,12 @@ def model_of(bundle: Bundle, rm, spec) -> HybridModel:
 
 
 def max_hz(bundle: Bundle, hs) -> float:
-    """``[hybrid] max_hz``, default the top of the smoother's force models' bands, at most a
-    quarter of the rate."""
+    """``[hybrid] max_hz``, default a quarter of the rate (``omega dt <= pi / 2``: the modes
+    a correction held over a step still drives faithfully; a nonlinearity's harmonics lie
+    above the forces' band, so the band is not the limit)."""
     if hs.max_hz is not None:
         return float(hs.max_hz)
-    bands = [fm["band"][1] for fm in bundle.meta.get("estimator", {}).get("force_models", [])]
-    return min(max(bands), bundle.rate / 4) if bands else bundle.rate / 4
+    return bundle.rate / 4
 
 
 def hybrid_arrays(bundle: Bundle, hm: HybridModel, tr: Trained, onnx: bytes) -> dict:
@@ -62,7 +62,8 @@ def hybrid_arrays(bundle: Bundle, hm: HybridModel, tr: Trained, onnx: bytes) -> 
     Bg[:m] = hm.Bg
     Cqg = np.vstack([np.zeros((nf, hm.n_g)), hm.Dzg])
     return {"hy_onnx": np.frombuffer(onnx, dtype=np.uint8).copy(), "hy_S": S, "hy_Bg": Bg,
-            "hy_Dg": hm.Dg.copy(), "hy_Cqg": Cqg, "hy_lo": tr.lo.copy(), "hy_hi": tr.hi.copy()}
+            "hy_Dg": hm.Dg.copy(), "hy_Cqg": Cqg, "hy_lo": tr.lo.copy(), "hy_hi": tr.hi.copy(),
+            "hy_direct": np.array(DIRECT, dtype=float)}
 
 
 def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
@@ -95,6 +96,7 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
         "loss_best_val": h["best_val"], "loss_linear_train": h["linear_train"],
         "train_seconds": round(tr.info["seconds"], 2), "horizon": hs.horizon,
         "stride": hs.stride, "learning_rate": hs.learning_rate,
+        "restarts": hs.restarts, "seed": h["seed"],
         "envelope": [tr.lo.tolist(), tr.hi.tolist()],
-        "jacobian": "not used: the correction is a known input from the predicted state"}
+        "jacobian": "not used: the correction is a known input from the filtered state"}
     return bundle.replace(kf=kf, meta=meta), hm, tr

@@ -9,7 +9,7 @@ from offline.model.table import ModelFileError, Table
 
 #: keys of ``[hybrid]``
 KEYS = ("select", "dofs", "modes", "max_hz", "inputs", "linear_kept", "hidden", "layers", "epochs", "optimizer", "learning_rate", "horizon",
-        "stride", "patience", "margin", "seed")
+        "stride", "patience", "margin", "seed", "restarts")
 
 
 @dataclass(frozen=True)
@@ -24,8 +24,9 @@ class HybridSpec:
     dofs : tuple of str     DOF names at the selected nodes (default ``("uz",)``)
     modes : int             modal coordinates used without ``select`` (default 3)
     max_hz : float or None  a correction at ``select`` loads the modes up to this frequency
-                            [Hz] only (default: the top of the forces' band, at most a quarter
-                            of the rate; ``offline.hybrid.discrete.hybrid_model`` says why)
+                            [Hz] only, the others answer it quasi-statically (default a
+                            quarter of the rate; ``offline.hybrid.discrete.hybrid_model`` says
+                            why)
     inputs : tuple of str   the network's inputs at those coordinates: ``"displacement"``,
                             ``"velocity"`` (default both; a stiffness-like nonlinearity needs
                             displacements only, friction velocities)
@@ -45,6 +46,8 @@ class HybridSpec:
     margin : float          the trained envelope: input range of the training records widened
                             by this fraction of its width on each side
     seed : int              initial weights
+    restarts : int          trainings from the initial weights of ``seed``, ``seed + 1``, ...;
+                            the one of the lowest validation loss is kept (default 1)
     """
 
     select: dict | None = None
@@ -63,6 +66,7 @@ class HybridSpec:
     patience: int = 40
     margin: float = 0.05
     seed: int = 0
+    restarts: int = 1
 
 
 def parse_hybrid(spec) -> HybridSpec:
@@ -95,4 +99,5 @@ def parse_hybrid(spec) -> HybridSpec:
         stride=t.get("stride", "int", default=25, lo=1),
         patience=t.get("patience", "int", default=40, lo=1),
         margin=t.get("margin", default=0.05, lo=0.0),
-        seed=t.get("seed", "int", default=0))
+        seed=t.get("seed", "int", default=0),
+        restarts=t.get("restarts", "int", default=1, lo=1, hi=20))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline._deps import need
-from offline.hybrid.discrete import HybridModel
+from offline.hybrid.discrete import DIRECT, HybridModel
 from offline.hybrid.network import apply, init_params
 from offline.smoother.gains import steady_gains
 
@@ -105,27 +105,33 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
 
     def run_filter(P, U, Y):
         # as the edge: g at the filtered state by the linear part's innovation e0,
-        # x_k|k = x + K e,  e = e0 - Dg g;  x+ = A x_k|k + B0 u + B1 u+ + Bg g
-        def step(x, inp):
+        # x_k|k = x + K e,  e = e0 - Dg gd,  gd = w0 g_k + w1 g_k-1;
+        # x+ = A x_k|k + B0 u + B1 u+ + Bg g_k
+        def step(carry, inp):
+            x, gp = carry
             u, u1, y = inp
             e0 = y - H @ x - Du @ u
             gk = g(P, S @ (x + Kj @ e0))
-            e = e0 - Dg @ gk
+            e = e0 - Dg @ (DIRECT[0] * gk + DIRECT[1] * gp)
             xf = x + Kj @ e
-            return A @ xf + B0 @ u + B1 @ u1 + Bg @ gk, xf
+            return (A @ xf + B0 @ u + B1 @ u1 + Bg @ gk, gk), (xf, gk)
         U1 = jnp.concatenate([U[1:], U[-1:]])
-        _, XF = jax.lax.scan(step, jnp.zeros(A.shape[0]), (U, U1, Y))
-        return XF
+        c0 = (jnp.zeros(A.shape[0]), jnp.zeros(Bg.shape[1]))
+        _, (XF, G) = jax.lax.scan(step, c0, (U, U1, Y))
+        return XF, G
 
-    def horizon_loss(P, x0, U, Y):
-        Yp = _open_loop(jax, (A, B0, B1, Bg, H, Du, Dg, S), lambda s: g(P, s), x0, U)
+    def horizon_loss(P, x0, g0, U, Y):
+        Yp = _open_loop(jax, (A, B0, B1, Bg, H, Du, Dg, S), lambda s: g(P, s), x0, U, g0)
         return jnp.mean(((Yp - Y[:-1]) / ysj) ** 2)
 
     def record_loss(P, U, Y):
-        XF = jax.lax.stop_gradient(run_filter(P, U, Y))
+        XF, G = jax.lax.stop_gradient(run_filter(P, U, Y))
         starts = np.arange(0, U.shape[0] - h - 1, stride)
         idx = starts[:, None] + np.arange(h + 1)[None, :]
-        losses = jax.vmap(horizon_loss, in_axes=(None, 0, 0, 0))(P, XF[starts], U[idx], Y[idx])
+        # the hold before each start (g_-1 = 0 at rest)
+        Gp = jnp.concatenate([jnp.zeros((1, G.shape[1])), G[:-1]])[starts]
+        losses = jax.vmap(horizon_loss, in_axes=(None, 0, 0, 0, 0))(P, XF[starts], Gp, U[idx],
+                                                                    Y[idx])
         return jnp.mean(losses)
 
     P0 = [(jnp.asarray(W), jnp.asarray(b)) for W, b in
@@ -144,50 +150,64 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
     loss_va = jax.jit(lambda P: total(P, val_set, base_va))
     grad = jax.jit(jax.value_and_grad(lambda P: total(P, train_set, base_tr)))
     linear_va = float(loss_va(_zero(P0)))
-    rec = {"best": np.inf, "P": P0, "ep": 0, "train": [], "val": []}
 
-    def seen(P, val):  # one epoch (Adam step or L-BFGS iteration): validation, best so far
-        va = float(loss_va(P))
-        ep = len(rec["train"])
-        rec["train"].append(float(val))
-        rec["val"].append(va)
-        if va < rec["best"]:
-            rec.update(best=va, P=P, ep=ep)
-        if progress and ep % 25 == 0:
-            progress(f"epoch {ep}: training loss {float(val):.4g}, validation {va:.4g} "
-                     f"(linear {linear_va:.4g})")
-        return ep - rec["ep"] >= hs.patience
+    def fit(P0):  # one start: the weights of its best validation loss
+        rec = {"best": np.inf, "P": P0, "ep": 0, "train": [], "val": []}
 
-    if hs.optimizer == "adam":
-        init, update, get = opt.adam(hs.learning_rate)
-        state = init(P0)
-        for ep in range(int(hs.epochs)):
-            P = get(state)
-            val, gr = grad(P)
-            state = update(ep, gr, state)
-            if seen(P, val):
-                break
-    else:  # L-BFGS (scipy) on the flattened weights, the same loss and gradient
-        ravel = need("jax.flatten_util").ravel_pytree
-        v0, unravel = ravel(P0)
+        def seen(P, val):  # one epoch (Adam step or L-BFGS iteration): validation, best so far
+            va = float(loss_va(P))
+            ep = len(rec["train"])
+            rec["train"].append(float(val))
+            rec["val"].append(va)
+            if va < rec["best"]:
+                rec.update(best=va, P=P, ep=ep)
+            if progress and ep % 25 == 0:
+                progress(f"epoch {ep}: training loss {float(val):.4g}, validation {va:.4g} "
+                         f"(linear {linear_va:.4g})")
+            return ep - rec["ep"] >= hs.patience
 
-        def fun(v):
-            val, gr = grad(unravel(jnp.asarray(v)))
-            return float(val), np.asarray(ravel(gr)[0], dtype=float)
+        if hs.optimizer == "adam":
+            init, update, get = opt.adam(hs.learning_rate)
+            state = init(P0)
+            for ep in range(int(hs.epochs)):
+                P = get(state)
+                val, gr = grad(P)
+                state = update(ep, gr, state)
+                if seen(P, val):
+                    break
+        else:  # L-BFGS (scipy) on the flattened weights, the same loss and gradient
+            ravel = need("jax.flatten_util").ravel_pytree
+            v0, unravel = ravel(P0)
 
-        def cb(intermediate_result):
-            if seen(unravel(jnp.asarray(intermediate_result.x)), intermediate_result.fun):
-                raise StopIteration
-        res = need("scipy.optimize").minimize(
-            fun, np.asarray(v0), jac=True, method="L-BFGS-B", callback=cb,
-            options={"maxiter": int(hs.epochs), "ftol": 1e-12, "gtol": 1e-12})
-        if progress:
-            progress(f"L-BFGS: {res.message}")
+            def fun(v):
+                val, gr = grad(unravel(jnp.asarray(v)))
+                return float(val), np.asarray(ravel(gr)[0], dtype=float)
+
+            def cb(intermediate_result):
+                if seen(unravel(jnp.asarray(intermediate_result.x)), intermediate_result.fun):
+                    raise StopIteration
+            res = need("scipy.optimize").minimize(
+                fun, np.asarray(v0), jac=True, method="L-BFGS-B", callback=cb,
+                options={"maxiter": int(hs.epochs), "ftol": 1e-12, "gtol": 1e-12})
+            if progress:
+                progress(f"L-BFGS: {res.message}")
+        return rec
+
+    # restarts from other initial weights (seed, seed + 1, ...): the lowest validation loss
+    rec = None
+    for r in range(int(hs.restarts)):
+        out = fit([(jnp.asarray(W), jnp.asarray(b)) for W, b in
+                   init_params(hm.n_inputs, hm.n_g, hs.hidden, hs.layers, hs.seed + r)])
+        if progress and hs.restarts > 1:
+            progress(f"start {r + 1} of {hs.restarts} (seed {hs.seed + r}): best validation "
+                     f"{out['best']:.4g} at epoch {out['ep']}")
+        if rec is None or out["best"] < rec["best"]:
+            rec = {**out, "seed": hs.seed + r}
     best, best_P, best_ep, hist_tr, hist_va = (rec["best"], rec["P"], rec["ep"], rec["train"],
                                               rec["val"])
     params = [(np.asarray(W), np.asarray(b)) for W, b in best_P]
     # the trained envelope: the network inputs on the training records' hybrid-filtered states
-    Sx = np.concatenate([np.asarray(run_filter(best_P, jnp.asarray(U), jnp.asarray(Y)))
+    Sx = np.concatenate([np.asarray(run_filter(best_P, jnp.asarray(U), jnp.asarray(Y))[0])
                          @ hm.S.T for U, Y in train_set])
     lo, hi = Sx.min(axis=0), Sx.max(axis=0)
     pad = hs.margin * (hi - lo)
@@ -195,22 +215,28 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
                    linear_kept=hs.linear_kept,
                    history={"train": hist_tr, "val": hist_va, "best_epoch": best_ep,
                             "linear_val": linear_va, "best_val": float(best),
-                            "linear_train": float(loss_tr(_zero(P0)))},
+                            "linear_train": float(loss_tr(_zero(P0))),
+                            "seed": rec["seed"]},
                    info={"seconds": time.perf_counter() - t0, "epochs": len(hist_tr),
                          "filter_gain": K})
 
 
-def _open_loop(jax, mats, g, x0, U):
-    """Channels predicted by the hybrid model from ``x0`` for the samples 0..nt-2 of ``U``
-    (``lax.scan``; ``mats`` = A, B0, B1, Bg, H, Du, Dg, S as JAX arrays)."""
+def _open_loop(jax, mats, g, x0, U, g0=None):
+    """Channels predicted by the hybrid model from ``x0`` (and the hold before it, ``g0``,
+    default 0) for the samples 0..nt-2 of ``U`` (``lax.scan``; ``mats`` = A, B0, B1, Bg, H,
+    Du, Dg, S as JAX arrays)."""
     A, B0, B1, Bg, H, Du, Dg, S = mats
+    g0 = jax.numpy.zeros(Bg.shape[1]) if g0 is None else g0
 
-    def step(x, inp):
+    def step(carry, inp):
+        x, gp = carry
         u, u1 = inp
         gk = g(S @ x)
-        # y_k = H x_k + Du u_k + Dg g_k;  x_k+1 = A x_k + B0 u_k + B1 u_k+1 + Bg g_k
-        return A @ x + B0 @ u + B1 @ u1 + Bg @ gk, H @ x + Du @ u + Dg @ gk
-    _, Yp = jax.lax.scan(step, x0, (U[:-1], U[1:]))
+        # y_k = H x_k + Du u_k + Dg (w0 g_k + w1 g_k-1);  x_k+1 = A x_k + B0 u_k + B1 u_k+1
+        # + Bg g_k
+        y = H @ x + Du @ u + Dg @ (DIRECT[0] * gk + DIRECT[1] * gp)
+        return (A @ x + B0 @ u + B1 @ u1 + Bg @ gk, gk), y
+    _, Yp = jax.lax.scan(step, (x0, g0), (U[:-1], U[1:]))
     return Yp
 
 
