@@ -33,7 +33,8 @@ from edge.csvio import read_table
 from offline._deps import need
 from offline.load.model import LoadModel
 from offline.load.welch import cross_spectra, segment_length, window_kernel
-from offline.load.whittle import LN10, Whittle, make_layout, start_theta, unpack
+from offline.load.whittle import LN10, Whittle, components, make_layout, start_theta, unpack
+from offline.smoother.component import Component
 
 ORDERS_HP = (1, 2, 4, 8)
 ORDERS_LP = (1, 2, 4, 8, 16)
@@ -68,6 +69,10 @@ class LoadFit:
                 f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
                 + ("" if ok else "  [not identified by the records: kept near the "
                    "declaration]"))
+        for c in self.model.components:
+            lines.append(f"  source component {c.f0:.1f} Hz, damping {100 * c.zeta:.1f} %, "
+                         "direction " + ", ".join(f"{n} {x:+.3g}" for n, x in
+                                                  zip(force_names, c.v)))
         if self.model.correlated:
             C = self.model.corr
             pairs = [f"{force_names[a]}-{force_names[b]} {C[a, b]:+.2f}"
@@ -139,17 +144,48 @@ def _noise_params(L):
     return [i for i, n in enumerate(L.names) if n.startswith("ln_noise")]
 
 
-def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, corr):
-    """A layout with the orders/peaks of ``models`` and theta at them."""
+def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, corr,
+              comps=()):
+    """A layout with the orders/peaks of ``models`` and the components ``comps``, and theta
+    at them."""
     L = make_layout(prior_models, noise_prior, rate, f_min, fit_corr,
-                    orders=[m.orders for m in models], peaks=[m.peaks for m in models])
-    return L, start_theta(L, models, noise, corr)
+                    orders=[m.orders for m in models], peaks=[m.peaks for m in models],
+                    comps=comps)
+    return L, start_theta(L, models, noise, corr, comps)
 
 
-def _peak_candidate(W, models, noise, corr, j):
+def _component_candidate(W, models, noise, corr, comps, vscale):
+    """A source component where the records' expected force spectrum most exceeds the
+    model's along one direction (E-step): the largest eigenvalue of ``M - S`` in units of
+    ``vscale``, its eigenvector the direction; None when nowhere above the model's own."""
+    f_bins, S, M = W.posterior_force_spectra(models, noise, corr, comps)
+    sc = np.asarray(vscale)
+    X = np.real(M - S) / np.outer(sc, sc)[None]
+    lam, V = np.linalg.eigh(0.5 * (X + np.transpose(X, (0, 2, 1))))
+    ref = np.linalg.eigvalsh(np.real(S) / np.outer(sc, sc)[None])[:, -1]
+    ratio = lam[:, -1] / np.maximum(ref, 1e-300)
+    ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
+    k = int(np.argmax(ratio))
+    if ratio[k] < 1.0:
+        return None
+    half = ratio > 0.5 * ratio[k]
+    a = b = k
+    while a > 0 and half[a - 1]:
+        a -= 1
+    while b < ratio.size - 1 and half[b + 1]:
+        b += 1
+    f0 = float(f_bins[k])
+    zeta = float(np.clip(max(float(f_bins[b] - f_bins[a]), float(f_bins[1] - f_bins[0]))
+                         / (2 * f0), 0.005, 0.2))
+    # peak |h|^2 v v^T = v v^T / (2 zeta)^2 = lam e e^T
+    v = V[k, :, -1] * np.sqrt(max(lam[k, -1], 0.0)) * 2 * zeta * sc
+    return Component(f0, zeta, tuple(float(x) for x in v))
+
+
+def _peak_candidate(W, models, noise, corr, j, comps=()):
     """Where the records' expected force-j spectrum most exceeds the model's (E-step ratio):
     ``(f, zeta, gain)`` or None when nowhere by 2x."""
-    f_bins, S, M = W.posterior_force_spectra(models, noise, corr)
+    f_bins, S, M = W.posterior_force_spectra(models, noise, corr, comps)
     ratio = np.real(M[:, j, j]) / np.maximum(np.real(S[:, j, j]), 1e-300)
     ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
     k = int(np.argmax(ratio))
@@ -167,7 +203,8 @@ def _peak_candidate(W, models, noise, corr, j):
 
 
 def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
-               max_peaks: int = 3, fit_orders: bool = True, progress=None) -> LoadFit:
+               max_peaks: int = 3, fit_orders: bool = True, progress=None,
+               max_components: int = 4) -> LoadFit:
     """Fit the load model of records (module docstring).
 
     Parameters
@@ -237,19 +274,43 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
                         best = (v, tt, Lt)
                 nll, theta, L = best
                 models, noise, corr = unpack(L, theta)
-    # 4. resonant peaks of the load
     n_eff = W.nb * W.K_eff
+    # 4. source components: resonances that drive several forces together
+    comps = []
+    nf = len(models)
+    if nf > 1:
+        bic_c = 0.5 * (2 + nf) * np.log(n_eff)
+        for _ in range(max_components):
+            cand = _component_candidate(W, models, noise, corr, comps, L.vscale)
+            if cand is None:
+                break
+            say(f"source component near {cand.f0:.1f} Hz")
+            trial = comps + [cand]
+            Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models,
+                               noise, corr, trial)
+            m = len(trial) - 1
+            free = [Lt.index(f"ln_cf{m}"), Lt.index(f"ln_cz{m}")] + \
+                [Lt.index(f"cv{m}_{j}") for j in range(nf)]
+            tt, v = _optimise(W, Lt, tt, free, maxiter=60)
+            tt, v = _optimise(W, Lt, tt, maxiter=60)
+            if v < nll - bic_c:
+                nll, theta, L = v, tt, Lt
+                models, noise, corr = unpack(L, theta)
+                comps = components(L, theta)
+            else:
+                break
+    # 5. resonant peaks of one force
     bic = 0.5 * 3 * np.log(n_eff)
     for j in range(len(models)):
         for _ in range(max_peaks):
-            cand = _peak_candidate(W, models, noise, corr, j)
+            cand = _peak_candidate(W, models, noise, corr, j, comps)
             if cand is None:
                 break
             say(f"peak of force {j + 1} near {cand[0]:.1f} Hz")
             trial = list(models)
             trial[j] = replace(models[j], peaks=models[j].peaks + (cand,))
             Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, trial,
-                               noise, corr)
+                               noise, corr, comps)
             # the new peak and the force's level (the rest follows in the joint fit)
             i = Lt.npeaks[j] - 1
             free = [Lt.index(f"ln_rms{j}")] + [Lt.index(f"{k}{j}_{i}")
@@ -260,10 +321,11 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
                 models, noise, corr = unpack(L, theta)
             else:
                 break
-    # 5. everything jointly (with the correlation of several forces)
+    # 6. everything jointly (with the correlation of several forces)
     say("joint fit")
     theta, nll = _optimise(W, L, theta)
     models, noise, corr = unpack(L, theta)
+    comps = components(L, theta)
     cov = np.linalg.inv(W.fisher(L, theta))
     post = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     sd = np.asarray(L.sd)
@@ -279,7 +341,8 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     info = {"records": len(records), "seconds": n_total * dt, "segments": int(n_seg),
             "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, float(kmax * df)],
             "nll": nll}
-    fitted = LoadModel(forces=models, corr=corr, noise_std=noise, source="record", info=info)
+    fitted = LoadModel(forces=models, corr=corr, noise_std=noise, source="record", info=info,
+                       components=comps)
     return LoadFit(model=fitted, prior=prior, identified=ident, posterior_sd=psd_, nll=nll,
                    info={**info, "S_hat": S_hat[kmin:kmax + 1], "freqs": freqs[kmin:kmax + 1],
                          "whittle": W, "data": records})
