@@ -154,32 +154,40 @@ def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, c
     return L, start_theta(L, models, noise, corr, comps)
 
 
-def _component_candidate(W, models, noise, corr, comps, vscale):
-    """A source component where the records' expected force spectrum most exceeds the
-    model's along one direction (E-step): the largest eigenvalue of ``M - S`` in units of
-    ``vscale``, its eigenvector the direction; None when nowhere above the model's own."""
-    f_bins, S, M = W.posterior_force_spectra(models, noise, corr, comps)
-    sc = np.asarray(vscale)
-    X = np.real(M - S) / np.outer(sc, sc)[None]
-    lam, V = np.linalg.eigh(0.5 * (X + np.transpose(X, (0, 2, 1))))
-    ref = np.linalg.eigvalsh(np.real(S) / np.outer(sc, sc)[None])[:, -1]
-    ratio = lam[:, -1] / np.maximum(ref, 1e-300)
-    ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
-    k = int(np.argmax(ratio))
-    if ratio[k] < 1.0:
-        return None
-    half = ratio > 0.5 * ratio[k]
-    a = b = k
-    while a > 0 and half[a - 1]:
-        a -= 1
-    while b < ratio.size - 1 and half[b + 1]:
-        b += 1
-    f0 = float(f_bins[k])
-    zeta = float(np.clip(max(float(f_bins[b] - f_bins[a]), float(f_bins[1] - f_bins[0]))
-                         / (2 * f0), 0.005, 0.2))
-    # peak |h|^2 v v^T = v v^T / (2 zeta)^2 = lam e e^T
-    v = V[k, :, -1] * np.sqrt(max(lam[k, -1], 0.0)) * 2 * zeta * sc
-    return Component(f0, zeta, tuple(float(x) for x in v))
+def _component_candidates(W, models, noise, corr, n_max: int, min_ratio=4.0):
+    """Source components where the records exceed the model by most: local maxima of
+    ``tr(E_k^-1 S_hat_k) / nch`` at least ``min_ratio`` times its median over the bins, the
+    ``n_max`` highest. Direction: the real least-squares solution of ``H v = u`` for the
+    records' principal vector ``u`` at the peak (the forces that produce it), damping from
+    the half-power width."""
+    E = W.expected(models, noise, corr)
+    nch = E.shape[1]
+    r = np.real(np.einsum("kii->k", np.linalg.solve(E, W.S_hat))) / nch
+    r = np.convolve(r, np.ones(3) / 3, mode="same")
+    ratio = r / max(float(np.median(r)), 1e-300)
+    c = np.arange(W.nb) * W.over + (len(W.kernel) - 1) // 2
+    f_bins = W.f_fine[c]
+    peaks = [k for k in range(1, ratio.size - 1)
+             if ratio[k] >= min_ratio and ratio[k] >= ratio[k - 1] and ratio[k] > ratio[k + 1]]
+    out = []
+    for k in sorted(peaks, key=lambda i: -ratio[i])[:n_max]:
+        half = ratio > 0.5 * ratio[k]
+        a = b = k
+        while a > 0 and half[a - 1]:
+            a -= 1
+        while b < ratio.size - 1 and half[b + 1]:
+            b += 1
+        f0 = float(f_bins[k])
+        zeta = float(np.clip(max(float(f_bins[b] - f_bins[a]), float(f_bins[1] - f_bins[0]))
+                             / (2 * f0), 0.005, 0.2))
+        lam, U = np.linalg.eigh(W.S_hat[k])
+        u = U[:, -1] * np.sqrt(max(lam[-1], 0.0))
+        w = np.linalg.lstsq(W.H[c[k]], u, rcond=None)[0]
+        w = w * np.exp(-1j * np.angle(w[np.argmax(np.abs(w))]))      # the phase of u is free
+        # at the peak |h|^2 v v^T = v v^T / (2 zeta)^2
+        v = np.real(w) * 2 * zeta
+        out.append(Component(f0, zeta, tuple(float(x) for x in v)))
+    return sorted(out, key=lambda q: q.f0)
 
 
 def _peak_candidate(W, models, noise, corr, j, comps=()):
@@ -249,12 +257,37 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
         v = W.nll(L, th)
         best = min(best, (v, g))
     theta[rms_idx] += best[1]
-    # 2. levels, corners, tilts and noise (independent forces first)
+    n_eff = W.nb * W.K_eff
+    nll = W.nll(L, theta)
+    models, noise, corr = unpack(L, theta)
+    # 2. source components: resonances that drive several forces together, fitted before
+    # the forces' own shapes (which would otherwise take up their power, correlated); the
+    # forces' own filters then stay independent (the components carry the coherence)
+    comps = []
+    nf = len(models)
+    if nf > 1:
+        cands = _component_candidates(W, models, noise, corr, max_components)
+        if cands:
+            say("source components near " + ", ".join(f"{c.f0:.1f}" for c in cands) + " Hz")
+            Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, False, models,
+                               noise, np.eye(nf), cands)
+            cpar = [i for i, n in enumerate(Lt.names) if n.startswith(("ln_cf", "ln_cz", "cv"))]
+            tt, _ = _optimise(W, Lt, tt, cpar, maxiter=80)
+            levels = [i for i, n in enumerate(Lt.names)
+                      if n.startswith(("ln_rms", "ln_noise", "ln_cf", "ln_cz", "cv"))]
+            tt, v = _optimise(W, Lt, tt, levels, maxiter=80)
+            # kept when the likelihood rises by more than the components' cost (BIC)
+            if v < nll - 0.5 * (2 + nf) * len(cands) * np.log(n_eff):
+                nll, theta, L = v, tt, Lt
+                models, noise, corr = unpack(L, theta)
+                comps = components(L, theta)
+                fit_corr = False
+    # 3. levels, corners, tilts and noise (independent forces first)
     say("levels, bands and noise")
     free = [i for i, n in enumerate(L.names) if not n.startswith("chol")]
     theta, nll = _optimise(W, L, theta, free)
     models, noise, corr = unpack(L, theta)
-    # 3. roll-off orders, one force at a time: the low-pass order, then the high-pass one
+    # 4. roll-off orders, one force at a time: the low-pass order, then the high-pass one
     if fit_orders:
         say("roll-off orders")
         for j in range(len(models)):
@@ -268,37 +301,13 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
                     trial = list(models)
                     trial[j] = replace(models[j], order=lp, hp_order=hp, lp_order=lp)
                     Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr,
-                                       trial, noise, corr)
+                                       trial, noise, corr, comps)
                     tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=30)
                     if v < best[0]:
                         best = (v, tt, Lt)
                 nll, theta, L = best
                 models, noise, corr = unpack(L, theta)
     n_eff = W.nb * W.K_eff
-    # 4. source components: resonances that drive several forces together
-    comps = []
-    nf = len(models)
-    if nf > 1:
-        bic_c = 0.5 * (2 + nf) * np.log(n_eff)
-        for _ in range(max_components):
-            cand = _component_candidate(W, models, noise, corr, comps, L.vscale)
-            if cand is None:
-                break
-            say(f"source component near {cand.f0:.1f} Hz")
-            trial = comps + [cand]
-            Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models,
-                               noise, corr, trial)
-            m = len(trial) - 1
-            free = [Lt.index(f"ln_cf{m}"), Lt.index(f"ln_cz{m}")] + \
-                [Lt.index(f"cv{m}_{j}") for j in range(nf)]
-            tt, v = _optimise(W, Lt, tt, free, maxiter=60)
-            tt, v = _optimise(W, Lt, tt, maxiter=60)
-            if v < nll - bic_c:
-                nll, theta, L = v, tt, Lt
-                models, noise, corr = unpack(L, theta)
-                comps = components(L, theta)
-            else:
-                break
     # 5. resonant peaks of one force
     bic = 0.5 * 3 * np.log(n_eff)
     for j in range(len(models)):
