@@ -5,6 +5,7 @@ smoother's state-space form."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from offline.load.model import LoadModel
 from offline.load.whittle import Whittle, components, make_layout, start_theta
@@ -29,8 +30,9 @@ def test_component_variance_is_its_closed_form():
     assert back.components == [c]
 
 
-def _problem(seed=0):
-    """A small Whittle problem: 3 channels, 2 forces, random smooth transfer functions."""
+def _problem(seed=0, images=False):
+    """A small Whittle problem: 3 channels, 2 forces, random smooth transfer functions (and
+    two alias images of them)."""
     rng = np.random.default_rng(seed)
     over, kern = 2, np.array([0.25, 0.5, 0.25])
     nb = 40
@@ -40,11 +42,13 @@ def _problem(seed=0):
     for k in range(nb):
         X = rng.normal(size=(3, 8)) + 1j * rng.normal(size=(3, 8))
         S_hat[k] = X @ X.conj().T / 8 * 1e-3
-    return Whittle(f, H, S_hat, kern, over, 8.0, 1e-3)
+    img = [(1000.0 - f, 0.3 * np.conj(H)), (1000.0 + f, 0.1 * H)] if images else ()
+    return Whittle(f, H, S_hat, kern, over, 8.0, 1e-3, img)
 
 
-def test_whittle_gradient_of_components_matches_differences():
-    W = _problem()
+@pytest.mark.parametrize("images", [False, True])
+def test_whittle_gradient_of_components_matches_differences(images):
+    W = _problem(images=images)
     prior = [ForceModel(band=(5.0, 60.0), rms=0.5), ForceModel(band=(5.0, 60.0), rms=0.2)]
     comps = [Component(30.0, 0.05, (0.01, -0.004))]
     L = make_layout(prior, np.array([0.1, 0.1, 0.1]), 1000.0, 5.0, True, comps=comps)
@@ -77,3 +81,35 @@ def test_smoother_states_carry_the_component():
     np.testing.assert_allclose(var, c.variance(), rtol=1e-10)
     lm = LoadModel(forces=fms, components=[c])
     np.testing.assert_allclose(lm.rms() ** 2, np.array([1.0, 0.09]) + var, rtol=1e-10)
+
+
+def test_candidates_are_the_source_resonances_in_the_force_domain():
+    """Records whose spectral matrix is exactly a two-component load's expectation: the
+    candidates sit at the components' frequencies (within one bin) along their directions
+    (the structure's transfer functions divided out by the pseudo-inverse)."""
+    from offline.load.learn import _component_candidates, force_domain_spectra
+
+    rng = np.random.default_rng(3)
+    over, kern = 4, np.array([0.1, 0.2, 0.4, 0.2, 0.1])
+    nb, df = 120, 0.5
+    f = 2.0 + np.arange(nb * over + len(kern) - 1) * df / over
+    # a structure with its own resonance at 40 Hz (it must not become a candidate)
+    H = (rng.normal(size=(4, 2)) + 1j * rng.normal(size=(4, 2)))[None] * (
+        1.0 / (1.0 - (f / 40.0) ** 2 + 0.02j * f / 40.0))[:, None, None]
+    W = Whittle(f, H, np.zeros((nb, 4, 4), complex), kern, over, 10.0, 1e-3)
+    floor = [ForceModel(band=(2.0, 60.0), rms=0.2, order=2)] * 2
+    true = [Component(22.0, 0.03, (0.05, -0.04)), Component(47.0, 0.02, (0.03, 0.06))]
+    noise = np.full(4, 0.05)
+    W.S_hat = W.expected(floor, noise, np.eye(2), true)
+    scale = [float(np.sqrt(fm.psd([10.0])[0])) for fm in floor]
+    _, S, N = force_domain_spectra(W, noise, scale)
+    assert S.shape == (nb, 2, 2) and np.all(np.real(np.einsum("kii->ki", N)) > 0)
+    cands = _component_candidates(W, noise, scale, 4)
+    assert [round(c.f0) for c in cands] == [22, 47], cands
+    for c, t in zip(cands, true):
+        assert abs(c.f0 - t.f0) <= df                     # one Welch bin
+        cos = abs(np.dot(c.v, t.v)) / np.linalg.norm(c.v) / np.linalg.norm(t.v)
+        assert cos > 0.99, (c, t)                        # the direction (sign is free)
+        # the size: within 30 % (the window smooths the peak; the damping is read from
+        # the half-power width of a 0.5 Hz grid)
+        assert 0.7 < np.linalg.norm(c.v) / np.linalg.norm(t.v) < 1.3, (c, t)

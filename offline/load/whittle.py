@@ -111,8 +111,13 @@ def make_layout(prior_models, noise_sd, rate: float, f_min: float, fit_corr: boo
     for m, c in enumerate(comps):
         L.add(f"ln_cf{m}", np.log(c.f0), 10.0, np.log(f_min), np.log(f_top))
         L.add(f"ln_cz{m}", np.log(c.zeta), 1.5, np.log(0.002), np.log(0.3))
+        # the direction's prior: zero mean, std twice the starting direction's largest entry
+        # (in units of each force's declared PSD^1/2; at least 1): a combination of forces
+        # that barely moves the sensors (a force and a moment at one node) stays small
+        # instead of wandering along the likelihood's flat valley
+        sd = max(1.0, 2.0 * max(abs(x) / s for x, s in zip(c.v, L.vscale)))
         for j in range(nf):
-            L.add(f"cv{m}_{j}", 0.0, 100.0)
+            L.add(f"cv{m}_{j}", 0.0, sd)
     return L
 
 
@@ -221,17 +226,33 @@ class Whittle:
     S_hat : (nb, nch, nch) Welch estimates at the bins;  kernel : window kernel weights
     over : fine points per bin;  K_eff : effective number of independent averages
     dt : sample interval [s]
+    images : ``[(f_m (nfine,), H_m (nfine, nch, nf))]`` the alias images: point samples of
+        a response that reaches above the Nyquist frequency ``fs / 2`` see at ``f`` also
+        its spectrum at ``f - m fs`` (``S(-f) = conj S(f)``: image ``fs - f`` with
+        ``conj H``, image ``fs + f`` with ``H``), so that::
+
+            E(f) = sum_m H_m(f) S_ff(f_m) H_m(f)^H + N
+
+        (the forces' model spectra are real, hence the same at ``-f``)
     """
 
-    def __init__(self, f_fine, H_fine, S_hat, kernel, over, K_eff, dt):
+    def __init__(self, f_fine, H_fine, S_hat, kernel, over, K_eff, dt, images=()):
         self.f_fine = np.asarray(f_fine)
         self.H = np.asarray(H_fine)
+        self.nfine = self.f_fine.size
+        self.nimg = 1 + len(images)
+        self.f_all = np.concatenate([self.f_fine] + [np.asarray(f) for f, _ in images])
+        self.H_all = np.concatenate([self.H] + [np.asarray(h) for _, h in images])
         self.S_hat = np.asarray(S_hat)
         self.kernel = np.asarray(kernel)
         self.over = int(over)
         self.K_eff = float(K_eff)
         self.dt = float(dt)
         self.nb = self.S_hat.shape[0]
+
+    def bin_freqs(self) -> np.ndarray:
+        """The bins' centre frequencies (nb,) [Hz]."""
+        return self.f_fine[np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2]
 
     def force_psd(self, models, corr, comps, f) -> np.ndarray:
         """S_ff (nfreq, nf, nf) at ``f``: the forces' own filters and the components."""
@@ -242,10 +263,14 @@ class Whittle:
             S = S + c.h2(f)[:, None, None] * np.outer(v, v)[None]
         return S
 
+    def _fold(self, X):
+        """The alias images of ``X`` (nimg * nfine, ...) summed onto the fine grid."""
+        return X.reshape((self.nimg, self.nfine) + X.shape[1:]).sum(axis=0)
+
     def expected(self, models, noise_sd, corr, comps=()) -> np.ndarray:
         """``E_k`` (nb, nch, nch): the model's S_yy smoothed by the window kernel."""
-        Sff = self.force_psd(models, corr, comps, self.f_fine)
-        Syy = self.H @ Sff @ np.conj(np.transpose(self.H, (0, 2, 1)))
+        Sff = self.force_psd(models, corr, comps, self.f_all)
+        Syy = self._fold(self.H_all @ Sff @ np.conj(np.transpose(self.H_all, (0, 2, 1))))
         E = np.zeros((self.nb,) + Syy.shape[1:], complex)
         idx = np.arange(self.nb) * self.over
         for j, kj in enumerate(self.kernel):
@@ -297,11 +322,12 @@ class Whittle:
         free = np.arange(L.size) if free is None else np.asarray(free)
         models, noise, corr = unpack(L, th)
         comps = components(L, th)
-        psd = np.column_stack([fm.psd(self.f_fine) for fm in models])      # (nfine, nf)
+        f_all, H_all = self.f_all, self.H_all
+        psd = np.column_stack([fm.psd(f_all) for fm in models])            # (nall, nf)
         d = np.sqrt(np.maximum(psd, 1e-300))
-        Sff = self.force_psd(models, corr, comps, self.f_fine)
-        HH = np.conj(np.transpose(self.H, (0, 2, 1)))
-        Syy = self.H @ Sff @ HH
+        Sff = self.force_psd(models, corr, comps, f_all)
+        HH = np.conj(np.transpose(H_all, (0, 2, 1)))
+        Syy = self._fold(H_all @ Sff @ HH)
         E = np.zeros((self.nb,) + Syy.shape[1:], complex)
         idx = np.arange(self.nb) * self.over
         for j, kj in enumerate(self.kernel):
@@ -316,7 +342,7 @@ class Whittle:
         Gf = np.zeros(Syy.shape, complex)
         for j, kj in enumerate(self.kernel):
             Gf[idx + j] += kj * Gam
-        Lam = HH @ Gf @ self.H                                              # (nfine, nf, nf)
+        Lam = HH @ np.tile(Gf, (self.nimg, 1, 1)) @ H_all                    # (nall, nf, nf)
         K = self.K_eff
         # g_j(i) = 2 Re sum_b Lam_i[j, b] rho_jb d_i[b]   (dNLL / d d_j at fine point i)
         gd = 2.0 * np.real(np.einsum("ijb,jb,ib->ij", Lam, corr, d))
@@ -327,27 +353,27 @@ class Whittle:
                 tp, tm = th.copy(), th.copy()
                 tp[p] += h
                 tm[p] -= h
-                dpsd = (force_model(L, tp, j).psd(self.f_fine)
-                        - force_model(L, tm, j).psd(self.f_fine)) / (2 * h)
+                dpsd = (force_model(L, tp, j).psd(f_all)
+                        - force_model(L, tm, j).psd(f_all)) / (2 * h)
                 grad[n] = K * float(np.sum(gd[:, j] * dpsd / (2 * d[:, j])))
             elif kind == "noise":
                 grad[n] = K * float(np.sum(np.real(Gam[:, j, j]))) * 2 * noise[j] ** 2 * self.dt
             elif kind == "comp":
                 # dS = d|h|^2 v v^T:  dNLL = K sum_i d|h_i|^2 Re(v^T Lam_i v)
                 c, v = comps[j], np.asarray(comps[j].v)
-                dh = np.zeros(self.f_fine.size)
+                dh = np.zeros(f_all.size)
                 for sgn in (1.0, -1.0):
                     x = th[p] + sgn * h
                     cc = (Component(float(np.exp(x)), c.zeta, c.v) if L.names[p].startswith("ln_cf")
                           else Component(c.f0, float(np.exp(x)), c.v))
-                    dh += sgn * cc.h2(self.f_fine) / (2 * h)
+                    dh += sgn * cc.h2(f_all) / (2 * h)
                 grad[n] = K * float(np.sum(dh * np.real(np.einsum("a,iab,b->i", v, Lam, v))))
             elif kind == "compv":
                 # dS = |h|^2 (e_j v^T + v e_j^T) vscale_j:  dNLL = 2 K sum_i |h_i|^2 Re(Lam_i v)_j
                 m, jj = j
                 v = np.asarray(comps[m].v)
                 grad[n] = 2 * K * L.vscale[jj] * float(np.sum(
-                    comps[m].h2(self.f_fine) * np.real(Lam[:, jj, :] @ v)))
+                    comps[m].h2(f_all) * np.real(Lam[:, jj, :] @ v)))
             else:
                 tp, tm = th.copy(), th.copy()
                 tp[p] += h
