@@ -113,3 +113,28 @@ def test_candidates_are_the_source_resonances_in_the_force_domain():
         # the size: within 30 % (the window smooths the peak; the damping is read from
         # the half-power width of a 0.5 Hz grid)
         assert 0.7 < np.linalg.norm(c.v) / np.linalg.norm(t.v) < 1.3, (c, t)
+
+
+def test_direction_uncertainty_components_add_the_posterior_covariance():
+    """E[v v^T] = v_hat v_hat^T + Sigma_v: the uncertainty components' outer products sum to
+    Sigma_v (all ranks kept), and only the largest ones above the floor are kept otherwise."""
+    from offline.load.learn import _direction_uncertainty
+
+    prior = [ForceModel(band=(5.0, 60.0), rms=0.5), ForceModel(band=(5.0, 60.0), rms=0.02)]
+    c = Component(30.0, 0.05, (0.01, -0.0004))
+    L = make_layout(prior, np.array([0.1, 0.1]), 1000.0, 5.0, False, comps=[c])
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(L.size, L.size))
+    cov = A @ A.T * 1e-2
+    idx = [L.index("cv0_0"), L.index("cv0_1")]
+    D = np.asarray(L.vscale)
+    sigma = D[:, None] * cov[np.ix_(idx, idx)] * D[None, :]
+    extra = _direction_uncertainty(L, cov, [c], rank=2, floor=0.0)
+    assert all(e.f0 == c.f0 and e.zeta == c.zeta for e in extra)
+    # closed form: the eigen-decomposition sums back to the covariance (round-off 1e-12)
+    np.testing.assert_allclose(sum(np.outer(e.v, e.v) for e in extra), sigma,
+                               rtol=0, atol=1e-12 * np.abs(sigma).max())
+    lam = np.linalg.eigvalsh(sigma)
+    one = _direction_uncertainty(L, cov, [c], rank=1, floor=0.0)
+    np.testing.assert_allclose(np.dot(one[0].v, one[0].v), lam.max(), rtol=1e-12)
+    assert _direction_uncertainty(L, cov, [c], floor=1e9) == []

@@ -69,10 +69,20 @@ class LoadFit:
                 f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
                 + ("" if ok else "  [not identified by the records: kept near the "
                    "declaration]"))
-        for c in self.model.components:
+        n_unc = int(self.model.info.get("uncertainty_components", 0))
+        n_pt = len(self.model.components) - n_unc
+        for m, c in enumerate(self.model.components[:n_pt]):
+            def entry(j, n, x):
+                key = f"component {m} {j}"
+                sd = self.posterior_sd.get(key)
+                return (f"{n} {x:+.3g}" + ("" if sd is None else f" (+/- {sd:.2g})")
+                        + ("" if self.identified.get(key, True) else " [not identified]"))
             lines.append(f"  source component {c.f0:.1f} Hz, damping {100 * c.zeta:.1f} %, "
-                         "direction " + ", ".join(f"{n} {x:+.3g}" for n, x in
-                                                  zip(force_names, c.v)))
+                         "direction " + ", ".join(entry(j, n, x) for j, (n, x) in
+                                                  enumerate(zip(force_names, c.v))))
+        if n_unc:
+            lines.append(f"  (+ {n_unc} component(s) holding the uncertainty of those "
+                         "directions: the estimator uses the spectrum expected over it)")
         if self.model.correlated:
             C = self.model.corr
             pairs = [f"{force_names[a]}-{force_names[b]} {C[a, b]:+.2f}"
@@ -266,6 +276,28 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None):
     return W, (float(kmin * df), float(kmax * df)), N, n_seg
 
 
+def _direction_uncertainty(L, cov, comps, rank: int = 2, floor: float = 0.01) -> list:
+    """Components that carry the uncertainty of each component's direction: the estimator
+    uses the load spectrum expected over the posterior (Laplace), not the most likely one::
+
+        E[v v^T] = v_hat v_hat^T + Sigma_v,   Sigma_v = sum_i lam_i u_i u_i^T
+
+    each of the ``rank`` largest ``lam_i`` above ``floor |v_hat|^2`` a component of the same
+    resonance along ``sqrt(lam_i) u_i``. A direction the records do not fix (a force and a
+    moment at one node) then adds incoherent power where the sensors are blind, instead of
+    a coherence that the estimator would trust."""
+    out = []
+    D = np.asarray(L.vscale)
+    for m, c in enumerate(comps):
+        idx = [L.index(f"cv{m}_{j}") for j in range(L.nf)]
+        lam, U = np.linalg.eigh(D[:, None] * cov[np.ix_(idx, idx)] * D[None, :])
+        for i in np.argsort(lam)[::-1][:rank]:
+            if lam[i] > floor * float(np.dot(c.v, c.v)):
+                out.append(Component(c.f0, c.zeta, tuple(float(x) for x in
+                                                         np.sqrt(lam[i]) * U[:, i])))
+    return out
+
+
 def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
                max_peaks: int = 3, fit_orders: bool = True, progress=None,
                max_components: int = 4) -> LoadFit:
@@ -403,11 +435,18 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
         i = L.index(f"ln_noise{c}")
         ident[f"noise {c}"] = bool(post[i] < 0.5 * sd[i])
         psd_[f"noise {c}"] = float(post[i])
+    for m in range(L.ncomp):  # a direction entry the records do not tell stays near zero
+        for j in range(len(models)):
+            i = L.index(f"cv{m}_{j}")
+            ident[f"component {m} {j}"] = bool(post[i] < 0.5 * sd[i])
+            psd_[f"component {m} {j}"] = float(post[i] * L.vscale[j])
     info = {"records": len(records), "seconds": n_total * dt, "segments": int(n_seg),
             "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, f_max],
             "nll": nll}
+    extra = _direction_uncertainty(L, cov, comps)
+    info["uncertainty_components"] = len(extra)
     fitted = LoadModel(forces=models, corr=corr, noise_std=noise, source="record", info=info,
-                       components=comps)
+                       components=comps + extra)
     return LoadFit(model=fitted, prior=prior, identified=ident, posterior_sd=psd_, nll=nll,
                    info={**info, "S_hat": W.S_hat, "freqs": W.bin_freqs(),
                          "whittle": W, "data": records})
