@@ -55,7 +55,9 @@ class LoadFit:
         lines = [f"load model learned from {self.info.get('records', '?')} record(s), "
                  f"{self.info.get('seconds', 0):.1f} s (Whittle likelihood, "
                  f"{self.info.get('segments', '?')} Welch segments of "
-                 f"{self.info.get('segment_s', 0):g} s; declared -> fitted):"]
+                 f"{self.info.get('segment_s', 0):g} s"
+                 + ("; with the fold-back from above Nyquist" if self.info.get("alias_images")
+                    else "") + "; declared -> fitted):"]
         for j, (n, fm, pm) in enumerate(zip(force_names, self.model.forces,
                                             self.prior.forces)):
             key = f"force {j}"
@@ -135,13 +137,20 @@ def _optimise(W, L, theta, free=None, maxiter=200):
     def f(x):
         th = theta.copy()
         th[free] = x
-        v, g = W.nll_grad(L, th, free)
-        return (v, g) if np.isfinite(v) else (1e300, np.zeros_like(x))
+        try:
+            v, g = W.nll_grad(L, th, free)
+        except (OverflowError, FloatingPointError, np.linalg.LinAlgError):
+            return 1e300, np.zeros_like(x)     # a trial step far outside: the search backs off
+        return (v, g) if np.isfinite(v) and np.all(np.isfinite(g)) else (1e300,
+                                                                        np.zeros_like(x))
 
     r = opt.minimize(f, theta[free], jac=True, method="L-BFGS-B", bounds=bnds,
                      options={"maxiter": maxiter})
     theta[free] = r.x
-    return theta, float(W.nll(L, theta))
+    try:
+        return theta, float(W.nll(L, theta))
+    except (OverflowError, FloatingPointError, np.linalg.LinAlgError):
+        return theta, np.inf
 
 
 def _force_params(L, j):
@@ -250,10 +259,18 @@ def _peak_candidate(W, models, noise, corr, j, comps=()):
     return f0, float(np.clip(width / (2 * f0), 0.003, 0.25)), float(np.sqrt(ratio[k]))
 
 
-def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None):
+def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=None,
+                       alias_share: float = 0.05):
     """The Whittle likelihood of ``records`` (:class:`offline.load.whittle.Whittle`) with the
     full model's transfer functions, its band ``(f_min, f_max)`` [Hz], the Welch segment
-    length [samples] and the number of segments."""
+    length [samples] and the number of segments.
+
+    The records are point samples: a response above the Nyquist frequency folds back into
+    the band. The first alias images (``fs - f``, ``fs + f``) enter the likelihood when,
+    under the declared load model ``prior``, they carry more than ``alias_share`` of some
+    channel's power in the band (accelerometers on a stiff structure; a displacement sensor
+    far from its resonances barely sees them, and a fold-back the declaration does not
+    predict is better left to the in-band shape)."""
     nch = len(sensor_kinds)
     N = segment_length(min(Y.shape[0] for Y in records), dt, seg_s)
     freqs, S_hat, n_seg = cross_spectra(records, dt, N)
@@ -266,13 +283,24 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None):
     kinds = [KINDS.index(k) for k in sensor_kinds]
     probes = kinds + [0] * (mm.Phi_out.shape[0] - nch)
     H = mm.transfer(f_fine, probes)[:, :nch]
-    # the records are point samples: the response above the Nyquist frequency folds back
-    # (first images fs - f and fs + f; accelerometers on a stiff structure need them)
     fs = 1.0 / dt
     images = [(fs - f_fine, np.conj(mm.transfer(fs - f_fine, probes)[:, :nch])),
               (fs + f_fine, mm.transfer(fs + f_fine, probes)[:, :nch])]
     # Hann bins are correlated with their neighbours: about one independent bin in 1.5
-    W = Whittle(f_fine, H, S_hat[kmin:kmax + 1], kern, over, n_seg / 1.5, dt, images)
+    K_eff = n_seg / 1.5
+    S_hat = S_hat[kmin:kmax + 1]
+    if prior is not None:
+        corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
+        main = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt)
+        full = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
+        zero = np.zeros(nch)
+        p_main = np.real(np.einsum("kii->i", main.expected(prior.forces, zero, corr,
+                                                           prior.components)))
+        p_all = np.real(np.einsum("kii->i", full.expected(prior.forces, zero, corr,
+                                                          prior.components)))
+        if np.max((p_all - p_main) / np.maximum(p_main, 1e-300)) <= alias_share:
+            images = []
+    W = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
     return W, (float(kmin * df), float(kmax * df)), N, n_seg
 
 
@@ -315,7 +343,8 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     nch = len(sensor_kinds)
     rate = 1.0 / dt
     n_total = sum(Y.shape[0] for Y in records)
-    W, (f_min, f_max), N, n_seg = whittle_of_records(mm, records, dt, sensor_kinds, seg_s)
+    W, (f_min, f_max), N, n_seg = whittle_of_records(mm, records, dt, sensor_kinds, seg_s,
+                                                      prior)
     prior_models = prior.forces
     noise_prior = np.asarray(prior.noise_std, dtype=float)
     fit_corr = len(prior_models) > 1
@@ -442,6 +471,7 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
             psd_[f"component {m} {j}"] = float(post[i] * L.vscale[j])
     info = {"records": len(records), "seconds": n_total * dt, "segments": int(n_seg),
             "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, f_max],
+            "alias_images": bool(W.nimg > 1),
             "nll": nll}
     extra = _direction_uncertainty(L, cov, comps)
     info["uncertainty_components"] = len(extra)
