@@ -167,12 +167,14 @@ def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
     if load_model is not None and load_model.source == "record":
         source, fms = "learned", load_model.forces
         corr = load_model.corr if load_model.correlated else None
+        comps = load_model.components
     else:
-        source, fms, corr = "declared", declared_force_models(spec, bundle.rate), None
+        source, fms, corr, comps = "declared", declared_force_models(spec, bundle.rate), None, []
     for me in (0.0, 0.1):
         try:
-            b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me, corr=corr),
-                                fms, me, corr=corr)
+            b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me, corr=corr,
+                                                        components=comps),
+                                fms, me, corr=corr, components=comps)
             r = score_estimator(Estimator(b), runs, reference)
         except (EstimatorError, ValueError, np.linalg.LinAlgError):
             continue

@@ -152,3 +152,26 @@ def test_absolute_sensor_noise_is_used(strip, tmp_path):
     res = build(p, progress=False, maps=False, limit=False)
     assert res.calibration["runs"][0].sigma[0] == pytest.approx(2e-6, rel=1e-12)
     assert res.bundle.channels[0].weight == pytest.approx(1 / 4e-12, rel=1e-9)
+
+
+def test_a_trial_step_that_overflows_does_not_end_the_fit(strip):
+    """A pink (1/f) load, 10 s record (seed 11): the optimiser's line search once tried a
+    level whose shaping filter overflowed (OverflowError out of ForceModel.realise) and the
+    build stopped. The search now backs off; the fit finds the tilt and the noise (truth:
+    tilt 1, noise 1 % of the signal std; tolerance: the Laplace std of a 10 s record)."""
+    from offline.limit.model import noise_std
+    from offline.limit.transfer import modal_model
+    from offline.load import declared_load_model, learn_load
+    from offline.model import resolve_dofs
+
+    d, path, spec, model = strip
+    Yr, _, _ = record(spec, model, ZOO["pink"], 10.0, 11)
+    dt = 1.0 / spec.estimator.rate
+    cd = [resolve_dofs(model, s.select, s.dof, s.name)[0] for s in spec.sensors]
+    fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
+    mm = modal_model(model, fd, cd)
+    prior = declared_load_model(spec, spec.estimator.rate, noise_std=noise_std(spec, mm, dt))
+    fit = learn_load(mm, [Yr], dt, prior, [s.kind for s in spec.sensors])
+    assert 0.5 < fit.model.forces[0].tilt < 1.6
+    true_noise = 0.01 * np.std(Yr[:, 0]) / np.sqrt(1.0001)
+    assert abs(fit.model.noise_std[0] / true_noise - 1.0) < 0.1

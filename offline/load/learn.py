@@ -33,7 +33,8 @@ from edge.csvio import read_table
 from offline._deps import need
 from offline.load.model import LoadModel
 from offline.load.welch import cross_spectra, segment_length, window_kernel
-from offline.load.whittle import LN10, Whittle, make_layout, start_theta, unpack
+from offline.load.whittle import LN10, Whittle, components, make_layout, start_theta, unpack
+from offline.smoother.component import Component
 
 ORDERS_HP = (1, 2, 4, 8)
 ORDERS_LP = (1, 2, 4, 8, 16)
@@ -54,7 +55,9 @@ class LoadFit:
         lines = [f"load model learned from {self.info.get('records', '?')} record(s), "
                  f"{self.info.get('seconds', 0):.1f} s (Whittle likelihood, "
                  f"{self.info.get('segments', '?')} Welch segments of "
-                 f"{self.info.get('segment_s', 0):g} s; declared -> fitted):"]
+                 f"{self.info.get('segment_s', 0):g} s"
+                 + ("; with the fold-back from above Nyquist" if self.info.get("alias_images")
+                    else "") + "; declared -> fitted):"]
         for j, (n, fm, pm) in enumerate(zip(force_names, self.model.forces,
                                             self.prior.forces)):
             key = f"force {j}"
@@ -68,6 +71,20 @@ class LoadFit:
                 f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
                 + ("" if ok else "  [not identified by the records: kept near the "
                    "declaration]"))
+        n_unc = int(self.model.info.get("uncertainty_components", 0))
+        n_pt = len(self.model.components) - n_unc
+        for m, c in enumerate(self.model.components[:n_pt]):
+            def entry(j, n, x):
+                key = f"component {m} {j}"
+                sd = self.posterior_sd.get(key)
+                return (f"{n} {x:+.3g}" + ("" if sd is None else f" (+/- {sd:.2g})")
+                        + ("" if self.identified.get(key, True) else " [not identified]"))
+            lines.append(f"  source component {c.f0:.1f} Hz, damping {100 * c.zeta:.1f} %, "
+                         "direction " + ", ".join(entry(j, n, x) for j, (n, x) in
+                                                  enumerate(zip(force_names, c.v))))
+        if n_unc:
+            lines.append(f"  (+ {n_unc} component(s) holding the uncertainty of those "
+                         "directions: the estimator uses the spectrum expected over it)")
         if self.model.correlated:
             C = self.model.corr
             pairs = [f"{force_names[a]}-{force_names[b]} {C[a, b]:+.2f}"
@@ -120,13 +137,20 @@ def _optimise(W, L, theta, free=None, maxiter=200):
     def f(x):
         th = theta.copy()
         th[free] = x
-        v, g = W.nll_grad(L, th, free)
-        return (v, g) if np.isfinite(v) else (1e300, np.zeros_like(x))
+        try:
+            v, g = W.nll_grad(L, th, free)
+        except (OverflowError, FloatingPointError, np.linalg.LinAlgError):
+            return 1e300, np.zeros_like(x)     # a trial step far outside: the search backs off
+        return (v, g) if np.isfinite(v) and np.all(np.isfinite(g)) else (1e300,
+                                                                        np.zeros_like(x))
 
     r = opt.minimize(f, theta[free], jac=True, method="L-BFGS-B", bounds=bnds,
                      options={"maxiter": maxiter})
     theta[free] = r.x
-    return theta, float(W.nll(L, theta))
+    try:
+        return theta, float(W.nll(L, theta))
+    except (OverflowError, FloatingPointError, np.linalg.LinAlgError):
+        return theta, np.inf
 
 
 def _force_params(L, j):
@@ -139,17 +163,86 @@ def _noise_params(L):
     return [i for i, n in enumerate(L.names) if n.startswith("ln_noise")]
 
 
-def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, corr):
-    """A layout with the orders/peaks of ``models`` and theta at them."""
+def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, corr,
+              comps=()):
+    """A layout with the orders/peaks of ``models`` and the components ``comps``, and theta
+    at them."""
     L = make_layout(prior_models, noise_prior, rate, f_min, fit_corr,
-                    orders=[m.orders for m in models], peaks=[m.peaks for m in models])
-    return L, start_theta(L, models, noise, corr)
+                    orders=[m.orders for m in models], peaks=[m.peaks for m in models],
+                    comps=comps)
+    return L, start_theta(L, models, noise, corr, comps)
 
 
-def _peak_candidate(W, models, noise, corr, j):
+def force_domain_spectra(W, noise, scale, rcond: float = 0.1):
+    """The forces' cross-spectra the records imply with no load model, and the part of
+    them that is the sensors' noise, per bin ``(f (nb,), S (nb, nf, nf), N (nb, nf, nf))``:
+    the noise-whitened pseudo-inverse of the structure's transfer functions applied to the
+    records' excess over the noise (the structure's own resonances divided out)::
+
+        H_w = N^-1/2 H D,   S_w = N^-1/2 (S_hat - N) N^-1/2,   P = H_w^+
+        S_ff = D P S_w P^H D,   N_ff = D P P^H D
+
+    ``D = diag(scale)`` (each force's declared PSD^1/2) and ``P`` keeps the singular values
+    above ``rcond`` (a force direction whose declared size moves the sensors far less than
+    their noise is left out: it would only amplify the noise)."""
+    c = np.arange(W.nb) * W.over + (len(W.kernel) - 1) // 2
+    nrm = 1.0 / np.sqrt(np.asarray(noise) ** 2 * W.dt)                # (nch,)
+    Hw = nrm[None, :, None] * W.H[c] * np.asarray(scale)[None, None, :]
+    Sw = nrm[None, :, None] * W.S_hat * nrm[None, None, :] - np.eye(nrm.size)[None]
+    U, s, Vh = np.linalg.svd(Hw, full_matrices=False)
+    inv = np.where(s > rcond, 1.0 / np.maximum(s, 1e-300), 0.0)
+    P = np.conj(np.transpose(Vh, (0, 2, 1))) @ (inv[:, :, None]
+                                                * np.conj(np.transpose(U, (0, 2, 1))))
+    PH = np.conj(np.transpose(P, (0, 2, 1)))
+    DD = np.outer(scale, scale)[None]
+    return W.f_fine[c], DD * (P @ Sw @ PH), DD * (P @ PH)
+
+
+def _component_candidates(W, noise, scale, n_max: int, min_ratio=8.0):
+    """Source components where the forces' spectra implied by the records
+    (:func:`force_domain_spectra`) peak: local maxima of ``max_j S_jj(f) / median_f
+    S_jj`` over the forces the records identify (median ``S_jj`` above the noise's part)
+    at least ``min_ratio``, each outside the half-power band of a higher one, the ``n_max``
+    highest. Direction: the principal eigenvector at the peak, its phase aligned, scaled
+    by the window-smoothed resonance there; damping from the half-power width."""
+    f_bins, S, N = force_domain_spectra(W, noise, scale)
+    d = np.real(np.einsum("kii->ki", S))
+    d = np.apply_along_axis(lambda x: np.convolve(x, np.ones(3) / 3, mode="same"), 0, d)
+    med = np.median(d, axis=0)
+    seen = med > np.median(np.real(np.einsum("kii->ki", N)), axis=0)
+    if not np.any(seen):
+        return []
+    ratio = np.max(d[:, seen] / np.maximum(med[seen], 1e-300), axis=1)
+    peaks = [k for k in range(1, ratio.size - 1)
+             if ratio[k] >= min_ratio and ratio[k] >= ratio[k - 1] and ratio[k] > ratio[k + 1]]
+    out, taken = [], np.zeros(ratio.size, bool)
+    for k in sorted(peaks, key=lambda i: -ratio[i]):
+        if taken[k] or len(out) == n_max:
+            continue
+        half = ratio > 0.5 * ratio[k]
+        a = b = k
+        while a > 0 and half[a - 1]:
+            a -= 1
+        while b < ratio.size - 1 and half[b + 1]:
+            b += 1
+        taken[a:b + 1] = True
+        f0 = float(f_bins[k])
+        zeta = float(np.clip(max(float(f_bins[b] - f_bins[a]), float(f_bins[1] - f_bins[0]))
+                             / (2 * f0), 0.005, 0.2))
+        lam, V = np.linalg.eigh(S[k])
+        u = V[:, -1] * np.sqrt(max(lam[-1], 0.0))
+        u = u * np.exp(-1j * np.angle(u[np.argmax(np.abs(u) / np.asarray(scale))]))
+        # the model at bin k: |h|^2 (smoothed by the window kernel) v v^T
+        i0 = k * W.over
+        h2 = float(np.dot(W.kernel, Component(f0, zeta, ()).h2(W.f_fine[i0:i0 + len(W.kernel)])))
+        out.append(Component(f0, zeta, tuple(float(x) for x in np.real(u) / np.sqrt(h2))))
+    return sorted(out, key=lambda q: q.f0)
+
+
+def _peak_candidate(W, models, noise, corr, j, comps=()):
     """Where the records' expected force-j spectrum most exceeds the model's (E-step ratio):
     ``(f, zeta, gain)`` or None when nowhere by 2x."""
-    f_bins, S, M = W.posterior_force_spectra(models, noise, corr)
+    f_bins, S, M = W.posterior_force_spectra(models, noise, corr, comps)
     ratio = np.real(M[:, j, j]) / np.maximum(np.real(S[:, j, j]), 1e-300)
     ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
     k = int(np.argmax(ratio))
@@ -166,8 +259,76 @@ def _peak_candidate(W, models, noise, corr, j):
     return f0, float(np.clip(width / (2 * f0), 0.003, 0.25)), float(np.sqrt(ratio[k]))
 
 
+def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=None,
+                       alias_share: float = 0.05):
+    """The Whittle likelihood of ``records`` (:class:`offline.load.whittle.Whittle`) with the
+    full model's transfer functions, its band ``(f_min, f_max)`` [Hz], the Welch segment
+    length [samples] and the number of segments.
+
+    The records are point samples: a response above the Nyquist frequency folds back into
+    the band. The first alias images (``fs - f``, ``fs + f``) enter the likelihood when,
+    under the declared load model ``prior``, they carry more than ``alias_share`` of some
+    channel's power in the band (accelerometers on a stiff structure; a displacement sensor
+    far from its resonances barely sees them, and a fold-back the declaration does not
+    predict is better left to the in-band shape)."""
+    nch = len(sensor_kinds)
+    N = segment_length(min(Y.shape[0] for Y in records), dt, seg_s)
+    freqs, S_hat, n_seg = cross_spectra(records, dt, N)
+    over, hw = 4, 3
+    kern = window_kernel(N, over, hw)
+    df = freqs[1]
+    kmin = hw + 1
+    kmax = int(np.floor(0.4 / dt / df))
+    f_fine = (kmin - hw) * df + np.arange((kmax - kmin) * over + 2 * hw * over + 1) * df / over
+    kinds = [KINDS.index(k) for k in sensor_kinds]
+    probes = kinds + [0] * (mm.Phi_out.shape[0] - nch)
+    H = mm.transfer(f_fine, probes)[:, :nch]
+    fs = 1.0 / dt
+    images = [(fs - f_fine, np.conj(mm.transfer(fs - f_fine, probes)[:, :nch])),
+              (fs + f_fine, mm.transfer(fs + f_fine, probes)[:, :nch])]
+    # Hann bins are correlated with their neighbours: about one independent bin in 1.5
+    K_eff = n_seg / 1.5
+    S_hat = S_hat[kmin:kmax + 1]
+    if prior is not None:
+        corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
+        main = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt)
+        full = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
+        zero = np.zeros(nch)
+        p_main = np.real(np.einsum("kii->i", main.expected(prior.forces, zero, corr,
+                                                           prior.components)))
+        p_all = np.real(np.einsum("kii->i", full.expected(prior.forces, zero, corr,
+                                                          prior.components)))
+        if np.max((p_all - p_main) / np.maximum(p_main, 1e-300)) <= alias_share:
+            images = []
+    W = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
+    return W, (float(kmin * df), float(kmax * df)), N, n_seg
+
+
+def _direction_uncertainty(L, cov, comps, rank: int = 2, floor: float = 0.01) -> list:
+    """Components that carry the uncertainty of each component's direction: the estimator
+    uses the load spectrum expected over the posterior (Laplace), not the most likely one::
+
+        E[v v^T] = v_hat v_hat^T + Sigma_v,   Sigma_v = sum_i lam_i u_i u_i^T
+
+    each of the ``rank`` largest ``lam_i`` above ``floor |v_hat|^2`` a component of the same
+    resonance along ``sqrt(lam_i) u_i``. A direction the records do not fix (a force and a
+    moment at one node) then adds incoherent power where the sensors are blind, instead of
+    a coherence that the estimator would trust."""
+    out = []
+    D = np.asarray(L.vscale)
+    for m, c in enumerate(comps):
+        idx = [L.index(f"cv{m}_{j}") for j in range(L.nf)]
+        lam, U = np.linalg.eigh(D[:, None] * cov[np.ix_(idx, idx)] * D[None, :])
+        for i in np.argsort(lam)[::-1][:rank]:
+            if lam[i] > floor * float(np.dot(c.v, c.v)):
+                out.append(Component(c.f0, c.zeta, tuple(float(x) for x in
+                                                         np.sqrt(lam[i]) * U[:, i])))
+    return out
+
+
 def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
-               max_peaks: int = 3, fit_orders: bool = True, progress=None) -> LoadFit:
+               max_peaks: int = 3, fit_orders: bool = True, progress=None,
+               max_components: int = 4) -> LoadFit:
     """Fit the load model of records (module docstring).
 
     Parameters
@@ -182,19 +343,8 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     nch = len(sensor_kinds)
     rate = 1.0 / dt
     n_total = sum(Y.shape[0] for Y in records)
-    N = segment_length(min(Y.shape[0] for Y in records), dt, seg_s)
-    freqs, S_hat, n_seg = cross_spectra(records, dt, N)
-    over, hw = 4, 3
-    kern = window_kernel(N, over, hw)
-    df = freqs[1]
-    kmin = hw + 1
-    kmax = int(np.floor(0.4 * rate / df))
-    f_fine = (kmin - hw) * df + np.arange((kmax - kmin) * over + 2 * hw * over + 1) * df / over
-    kinds = [KINDS.index(k) for k in sensor_kinds]
-    H = mm.transfer(f_fine, kinds + [0] * (mm.Phi_out.shape[0] - nch))[:, :nch]
-    # Hann bins are correlated with their neighbours: about one independent bin in 1.5
-    W = Whittle(f_fine, H, S_hat[kmin:kmax + 1], kern, over, n_seg / 1.5, dt)
-    f_min = float(kmin * df)
+    W, (f_min, f_max), N, n_seg = whittle_of_records(mm, records, dt, sensor_kinds, seg_s,
+                                                      prior)
     prior_models = prior.forces
     noise_prior = np.asarray(prior.noise_std, dtype=float)
     fit_corr = len(prior_models) > 1
@@ -212,58 +362,96 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
         v = W.nll(L, th)
         best = min(best, (v, g))
     theta[rms_idx] += best[1]
-    # 2. levels, corners, tilts and noise (independent forces first)
-    say("levels, bands and noise")
-    free = [i for i, n in enumerate(L.names) if not n.startswith("chol")]
-    theta, nll = _optimise(W, L, theta, free)
-    models, noise, corr = unpack(L, theta)
-    # 3. roll-off orders, one force at a time: the low-pass order, then the high-pass one
-    if fit_orders:
-        say("roll-off orders")
-        for j in range(len(models)):
-            for side in ("lp", "hp"):
-                best = (nll, theta, L)
-                hp0, lp0 = models[j].orders
-                for o in (ORDERS_LP if side == "lp" else ORDERS_HP):
-                    hp, lp = (hp0, o) if side == "lp" else (o, lp0)
-                    if (hp, lp) == (hp0, lp0):
-                        continue
-                    trial = list(models)
-                    trial[j] = replace(models[j], order=lp, hp_order=hp, lp_order=lp)
-                    Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr,
-                                       trial, noise, corr)
-                    tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=30)
-                    if v < best[0]:
-                        best = (v, tt, Lt)
-                nll, theta, L = best
-                models, noise, corr = unpack(L, theta)
-    # 4. resonant peaks of the load
     n_eff = W.nb * W.K_eff
-    bic = 0.5 * 3 * np.log(n_eff)
-    for j in range(len(models)):
-        for _ in range(max_peaks):
-            cand = _peak_candidate(W, models, noise, corr, j)
-            if cand is None:
-                break
-            say(f"peak of force {j + 1} near {cand[0]:.1f} Hz")
-            trial = list(models)
-            trial[j] = replace(models[j], peaks=models[j].peaks + (cand,))
-            Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, trial,
-                               noise, corr)
-            # the new peak and the force's level (the rest follows in the joint fit)
-            i = Lt.npeaks[j] - 1
-            free = [Lt.index(f"ln_rms{j}")] + [Lt.index(f"{k}{j}_{i}")
-                                                for k in ("ln_pf", "ln_pz", "ln_pg")]
-            tt, v = _optimise(W, Lt, tt, free, maxiter=40)
-            if v < nll - bic:
+    nll = W.nll(L, theta)
+    models, noise, corr = unpack(L, theta)
+    # 2. source components: resonances that drive several forces together, found in the
+    # forces' spectra the records imply (the structure's resonances divided out) and fitted
+    # before the forces' own shapes (which would otherwise take up their power); the forces'
+    # own filters then stay independent (the components carry the coherence)
+    comps = []
+    nf = len(models)
+    if nf > 1 and max_components:
+        cands = _component_candidates(W, noise0, L.vscale, max_components)
+        if cands:
+            say("source components near " + ", ".join(f"{c.f0:.1f}" for c in cands) + " Hz")
+            Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, False, prior_models,
+                               noise0, np.eye(nf), cands)
+            # the forces' own level under the components: a scan of their common offset
+            own = [Lt.index(f"ln_rms{j}") for j in range(nf)]
+            best = (np.inf, 0.0)
+            for g in np.arange(-6.0, 2.01, 0.25) * LN10:
+                th = tt.copy()
+                th[own] += g
+                best = min(best, (W.nll(Lt, th), g))
+            tt[own] += best[1]
+            levels = [i for i, n in enumerate(Lt.names)
+                      if n.startswith(("ln_rms", "ln_noise", "ln_cf", "ln_cz", "cv"))]
+            tt, v = _optimise(W, Lt, tt, levels, maxiter=100)
+            say(f"source components: -log L {v:.6g} against {nll:.6g} without")
+            # kept when the likelihood rises by more than the components' cost (BIC)
+            if v < nll - 0.5 * (2 + nf) * len(cands) * np.log(n_eff):
                 nll, theta, L = v, tt, Lt
                 models, noise, corr = unpack(L, theta)
-            else:
-                break
-    # 5. everything jointly (with the correlation of several forces)
+                comps = components(L, theta)
+                fit_corr = False
+    # 3.-5. the forces' own shapes; with source components the forces' own filters are
+    # the broadband floor under them: their declared orders are kept and the joint fit
+    # sets their levels, corners and tilts (the components carry the peaks)
+    if not comps:
+        # 3. levels, corners, tilts and noise (independent forces first)
+        say("levels, bands and noise")
+        free = [i for i, n in enumerate(L.names) if not n.startswith("chol")]
+        theta, nll = _optimise(W, L, theta, free)
+        models, noise, corr = unpack(L, theta)
+        # 4. roll-off orders, one force at a time: the low-pass order, then the high-pass one
+        if fit_orders:
+            say("roll-off orders")
+            for j in range(len(models)):
+                for side in ("lp", "hp"):
+                    best = (nll, theta, L)
+                    hp0, lp0 = models[j].orders
+                    for o in (ORDERS_LP if side == "lp" else ORDERS_HP):
+                        hp, lp = (hp0, o) if side == "lp" else (o, lp0)
+                        if (hp, lp) == (hp0, lp0):
+                            continue
+                        trial = list(models)
+                        trial[j] = replace(models[j], order=lp, hp_order=hp, lp_order=lp)
+                        Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr,
+                                           trial, noise, corr, comps)
+                        tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=30)
+                        if v < best[0]:
+                            best = (v, tt, Lt)
+                    nll, theta, L = best
+                    models, noise, corr = unpack(L, theta)
+        n_eff = W.nb * W.K_eff
+        # 5. resonant peaks of one force
+        bic = 0.5 * 3 * np.log(n_eff)
+        for j in range(len(models)):
+            for _ in range(max_peaks):
+                cand = _peak_candidate(W, models, noise, corr, j, comps)
+                if cand is None:
+                    break
+                say(f"peak of force {j + 1} near {cand[0]:.1f} Hz")
+                trial = list(models)
+                trial[j] = replace(models[j], peaks=models[j].peaks + (cand,))
+                Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, trial,
+                                   noise, corr, comps)
+                # the new peak and the force's level (the rest follows in the joint fit)
+                i = Lt.npeaks[j] - 1
+                free = [Lt.index(f"ln_rms{j}")] + [Lt.index(f"{k}{j}_{i}")
+                                                    for k in ("ln_pf", "ln_pz", "ln_pg")]
+                tt, v = _optimise(W, Lt, tt, free, maxiter=40)
+                if v < nll - bic:
+                    nll, theta, L = v, tt, Lt
+                    models, noise, corr = unpack(L, theta)
+                else:
+                    break
+    # 6. everything jointly (with the correlation of several forces)
     say("joint fit")
     theta, nll = _optimise(W, L, theta)
     models, noise, corr = unpack(L, theta)
+    comps = components(L, theta)
     cov = np.linalg.inv(W.fisher(L, theta))
     post = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     sd = np.asarray(L.sd)
@@ -276,10 +464,19 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
         i = L.index(f"ln_noise{c}")
         ident[f"noise {c}"] = bool(post[i] < 0.5 * sd[i])
         psd_[f"noise {c}"] = float(post[i])
+    for m in range(L.ncomp):  # a direction entry the records do not tell stays near zero
+        for j in range(len(models)):
+            i = L.index(f"cv{m}_{j}")
+            ident[f"component {m} {j}"] = bool(post[i] < 0.5 * sd[i])
+            psd_[f"component {m} {j}"] = float(post[i] * L.vscale[j])
     info = {"records": len(records), "seconds": n_total * dt, "segments": int(n_seg),
-            "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, float(kmax * df)],
+            "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, f_max],
+            "alias_images": bool(W.nimg > 1),
             "nll": nll}
-    fitted = LoadModel(forces=models, corr=corr, noise_std=noise, source="record", info=info)
+    extra = _direction_uncertainty(L, cov, comps)
+    info["uncertainty_components"] = len(extra)
+    fitted = LoadModel(forces=models, corr=corr, noise_std=noise, source="record", info=info,
+                       components=comps + extra)
     return LoadFit(model=fitted, prior=prior, identified=ident, posterior_sd=psd_, nll=nll,
-                   info={**info, "S_hat": S_hat[kmin:kmax + 1], "freqs": freqs[kmin:kmax + 1],
+                   info={**info, "S_hat": W.S_hat, "freqs": W.bin_freqs(),
                          "whittle": W, "data": records})

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from offline.smoother.component import Component
 from offline.smoother.force_model import ForceModel
 
 
@@ -32,6 +33,8 @@ class LoadModel:
         relative ``noise`` of the model file, resolved by the build)
     source : "declared" or "record"
     info : fit diagnostics (identified parameters, likelihood, notes)
+    components : list of Component, modes of a source that drive all forces together
+        (their spectra add to the forces' own, ``S_ff += |h|^2 v v^T``)
     """
 
     forces: list
@@ -39,6 +42,7 @@ class LoadModel:
     noise_std: np.ndarray | None = None
     source: str = "declared"
     info: dict = field(default_factory=dict)
+    components: list = field(default_factory=list)
 
     def __post_init__(self):
         nf = len(self.forces)
@@ -47,6 +51,17 @@ class LoadModel:
             raise ValueError(f"load model: corr must be ({nf}, {nf}), got {self.corr.shape}")
         if self.noise_std is not None:
             self.noise_std = np.asarray(self.noise_std, dtype=float)
+        for c in self.components:
+            if len(c.v) != nf:
+                raise ValueError(f"load model: a component's direction has {len(c.v)} "
+                                 f"entries for {nf} forces")
+
+    def rms(self) -> np.ndarray:
+        """(nf,) each force's RMS: its own shaping filter's and the components'."""
+        var = np.array([fm.rms ** 2 for fm in self.forces])
+        for c in self.components:
+            var = var + c.variance()
+        return np.sqrt(var)
 
     @property
     def correlated(self) -> bool:
@@ -55,7 +70,11 @@ class LoadModel:
     def psd(self, freqs) -> np.ndarray:
         """Two-sided PSD matrix ``(nfreq, nf, nf)`` [unit^2/Hz] at ``freqs`` [Hz]."""
         d = np.sqrt(np.column_stack([fm.psd(freqs) for fm in self.forces]))  # (nfreq, nf)
-        return d[:, :, None] * self.corr[None] * d[:, None, :]
+        S = d[:, :, None] * self.corr[None] * d[:, None, :]
+        for c in self.components:
+            v = np.asarray(c.v, dtype=float)
+            S = S + c.h2(freqs)[:, None, None] * np.outer(v, v)[None]
+        return S
 
     def power_per_bin(self, n: int, dt: float) -> np.ndarray:
         """Two-sided power per one-sided bin of an n-point grid ``(n // 2 + 1, nf, nf)``
@@ -87,11 +106,13 @@ class LoadModel:
         return {"source": self.source, "forces": [fm.as_dict() for fm in self.forces],
                 "corr": self.corr.tolist(),
                 "noise_std": None if self.noise_std is None else self.noise_std.tolist(),
-                "info": self.info}
+                "components": [c.as_dict() for c in self.components], "info": self.info}
 
     @classmethod
     def from_meta(cls, d: dict) -> "LoadModel":
         return cls(forces=[ForceModel.from_dict(f) for f in d["forces"]],
                    corr=np.array(d["corr"], dtype=float),
                    noise_std=None if d.get("noise_std") is None else np.array(d["noise_std"]),
-                   source=d.get("source", "declared"), info=dict(d.get("info", {})))
+                   source=d.get("source", "declared"), info=dict(d.get("info", {})),
+                   components=[Component(float(c["f0"]), float(c["zeta"]), tuple(c["v"]))
+                               for c in d.get("components", [])])

@@ -22,7 +22,7 @@ def plot_spectra(fit, force_names, path) -> str:
     force spectrum the records imply under the fitted model (posterior mean per bin)."""
     plt = _plt()
     f, fitted, post = fit.info["whittle"].posterior_force_spectra(
-        fit.model.forces, fit.model.noise_std, fit.model.corr)
+        fit.model.forces, fit.model.noise_std, fit.model.corr, fit.model.components)
     prior = fit.prior.psd(f)
     nf = len(force_names)
     fig, axes = plt.subplots(nf, 1, figsize=(6.4, 2.6 * nf), squeeze=False)

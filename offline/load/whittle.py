@@ -18,7 +18,10 @@ prior std is not identified by the records.
 
 Parameters (unconstrained): per force ``ln rms``, ``ln f_lo``, ``ln(f_hi / f_lo)``, ``tilt``
 and per peak ``ln f``, ``ln zeta``, ``ln(gain - 1)``; per channel ``ln s``; per pair of
-forces an entry of the unnormalised Cholesky factor of the correlation.
+forces an entry of the unnormalised Cholesky factor of the correlation; per source component
+(:class:`offline.smoother.component.Component`) ``ln f0``, ``ln zeta`` and its direction
+``v_j / vscale_j`` (``vscale_j`` the square root of force j's declared PSD at its band's
+centre).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from offline.smoother.component import Component
 from offline.smoother.force_model import ForceModel
 
 LN10 = np.log(10.0)
@@ -47,6 +51,8 @@ class Layout:
     nf: int = 0
     nch: int = 0
     fit_corr: bool = False
+    ncomp: int = 0                                  # source components
+    vscale: list = field(default_factory=list)      # per force: unit of a direction entry
 
     def add(self, name, mean, sd, lo=-np.inf, hi=np.inf):
         self.names.append(name)
@@ -73,7 +79,7 @@ class Layout:
 
 def make_layout(prior_models, noise_sd, rate: float, f_min: float, fit_corr: bool,
                 orders=None, peaks=None, level_sd=LN10, band_sd=np.log(3.0),
-                noise_prior_sd=LN10) -> Layout:
+                noise_prior_sd=LN10, comps=()) -> Layout:
     """Layout with the declaration ``prior_models`` (ForceModel each) and ``noise_sd``
     (nch,) as prior means; ``orders`` ``[(hp, lp)]`` and ``peaks`` ``[[(f, zeta, gain)]]``
     per force (their values are the starting point, their prior is weak)."""
@@ -99,11 +105,25 @@ def make_layout(prior_models, noise_sd, rate: float, f_min: float, fit_corr: boo
         for a in range(nf):
             for b in range(a):
                 L.add(f"chol{a}_{b}", 0.0, 1.0, -20.0, 20.0)
+    L.vscale = [float(np.sqrt(fm.psd([np.sqrt(fm.band[0] * fm.band[1])])[0]))
+                for fm in prior_models]
+    L.ncomp = len(comps)
+    for m, c in enumerate(comps):
+        L.add(f"ln_cf{m}", np.log(c.f0), 10.0, np.log(f_min), np.log(f_top))
+        L.add(f"ln_cz{m}", np.log(c.zeta), 1.5, np.log(0.002), np.log(0.3))
+        # the direction's prior: zero mean, std twice the starting direction's largest entry
+        # (in units of each force's declared PSD^1/2; at least 1): a combination of forces
+        # that barely moves the sensors (a force and a moment at one node) stays small
+        # instead of wandering along the likelihood's flat valley
+        sd = max(1.0, 2.0 * max(abs(x) / s for x, s in zip(c.v, L.vscale)))
+        for j in range(nf):
+            L.add(f"cv{m}_{j}", 0.0, sd)
     return L
 
 
-def start_theta(L: Layout, models, noise_sd, corr=None) -> np.ndarray:
-    """``theta`` of given force models (their orders must match ``L``), noise and corr."""
+def start_theta(L: Layout, models, noise_sd, corr=None, comps=()) -> np.ndarray:
+    """``theta`` of given force models (their orders must match ``L``), noise, corr and
+    source components."""
     th = np.array(L.mean, dtype=float)
     for j, fm in enumerate(models):
         th[L.index(f"ln_rms{j}")] = np.log(fm.rms)
@@ -122,6 +142,11 @@ def start_theta(L: Layout, models, noise_sd, corr=None) -> np.ndarray:
         for a in range(L.nf):
             for b in range(a):
                 th[L.index(f"chol{a}_{b}")] = C[a, b]
+    for m, c in enumerate(comps[:L.ncomp]):
+        th[L.index(f"ln_cf{m}")] = np.log(c.f0)
+        th[L.index(f"ln_cz{m}")] = np.log(c.zeta)
+        for j in range(L.nf):
+            th[L.index(f"cv{m}_{j}")] = c.v[j] / L.vscale[j]
     return np.clip(th, np.asarray(L.lo) + 1e-9, np.asarray(L.hi) - 1e-9)
 
 
@@ -154,6 +179,15 @@ def correlation(L: Layout, theta) -> np.ndarray:
     return d[:, None] * G * d[None, :]
 
 
+def components(L: Layout, theta) -> list:
+    """The source components of ``theta``."""
+    return [Component(float(np.exp(theta[L.index(f"ln_cf{m}")])),
+                      float(np.exp(theta[L.index(f"ln_cz{m}")])),
+                      tuple(float(theta[L.index(f"cv{m}_{j}")]) * L.vscale[j]
+                            for j in range(L.nf)))
+            for m in range(L.ncomp)]
+
+
 def unpack(L: Layout, theta):
     """``(force_models, noise_sd (nch,), corr (nf, nf))`` of ``theta``."""
     th = np.asarray(theta, dtype=float)
@@ -168,6 +202,11 @@ def _owner(name: str):
         return "noise", int(name[8:])
     if name.startswith("chol"):
         return "corr", None
+    if name.startswith(("ln_cf", "ln_cz")):
+        return "comp", int(name[5:])
+    if name.startswith("cv"):
+        m, j = name[2:].split("_")
+        return "compv", (int(m), int(j))
     if name.startswith(("ln_pf", "ln_pz", "ln_pg")):
         return "force", int(name[5:].split("_")[0])
     for k in ("ln_rms", "ln_flo", "ln_span", "tilt"):
@@ -187,11 +226,23 @@ class Whittle:
     S_hat : (nb, nch, nch) Welch estimates at the bins;  kernel : window kernel weights
     over : fine points per bin;  K_eff : effective number of independent averages
     dt : sample interval [s]
+    images : ``[(f_m (nfine,), H_m (nfine, nch, nf))]`` the alias images: point samples of
+        a response that reaches above the Nyquist frequency ``fs / 2`` see at ``f`` also
+        its spectrum at ``f - m fs`` (``S(-f) = conj S(f)``: image ``fs - f`` with
+        ``conj H``, image ``fs + f`` with ``H``), so that::
+
+            E(f) = sum_m H_m(f) S_ff(f_m) H_m(f)^H + N
+
+        (the forces' model spectra are real, hence the same at ``-f``)
     """
 
-    def __init__(self, f_fine, H_fine, S_hat, kernel, over, K_eff, dt):
+    def __init__(self, f_fine, H_fine, S_hat, kernel, over, K_eff, dt, images=()):
         self.f_fine = np.asarray(f_fine)
         self.H = np.asarray(H_fine)
+        self.nfine = self.f_fine.size
+        self.nimg = 1 + len(images)
+        self.f_all = np.concatenate([self.f_fine] + [np.asarray(f) for f, _ in images])
+        self.H_all = np.concatenate([self.H] + [np.asarray(h) for _, h in images])
         self.S_hat = np.asarray(S_hat)
         self.kernel = np.asarray(kernel)
         self.over = int(over)
@@ -199,11 +250,27 @@ class Whittle:
         self.dt = float(dt)
         self.nb = self.S_hat.shape[0]
 
-    def expected(self, models, noise_sd, corr) -> np.ndarray:
+    def bin_freqs(self) -> np.ndarray:
+        """The bins' centre frequencies (nb,) [Hz]."""
+        return self.f_fine[np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2]
+
+    def force_psd(self, models, corr, comps, f) -> np.ndarray:
+        """S_ff (nfreq, nf, nf) at ``f``: the forces' own filters and the components."""
+        d = np.sqrt(np.column_stack([fm.psd(f) for fm in models]))  # (nfreq, nf)
+        S = d[:, :, None] * corr[None] * d[:, None, :]
+        for c in comps:
+            v = np.asarray(c.v)
+            S = S + c.h2(f)[:, None, None] * np.outer(v, v)[None]
+        return S
+
+    def _fold(self, X):
+        """The alias images of ``X`` (nimg * nfine, ...) summed onto the fine grid."""
+        return X.reshape((self.nimg, self.nfine) + X.shape[1:]).sum(axis=0)
+
+    def expected(self, models, noise_sd, corr, comps=()) -> np.ndarray:
         """``E_k`` (nb, nch, nch): the model's S_yy smoothed by the window kernel."""
-        d = np.sqrt(np.column_stack([fm.psd(self.f_fine) for fm in models]))  # (nfine, nf)
-        Sff = d[:, :, None] * corr[None] * d[:, None, :]
-        Syy = self.H @ Sff @ np.conj(np.transpose(self.H, (0, 2, 1)))
+        Sff = self.force_psd(models, corr, comps, self.f_all)
+        Syy = self._fold(self.H_all @ Sff @ np.conj(np.transpose(self.H_all, (0, 2, 1))))
         E = np.zeros((self.nb,) + Syy.shape[1:], complex)
         idx = np.arange(self.nb) * self.over
         for j, kj in enumerate(self.kernel):
@@ -211,7 +278,7 @@ class Whittle:
         E += np.diag(noise_sd ** 2 * self.dt)[None]
         return 0.5 * (E + np.conj(np.transpose(E, (0, 2, 1))))
 
-    def posterior_force_spectra(self, models, noise_sd, corr):
+    def posterior_force_spectra(self, models, noise_sd, corr, comps=()):
         """``(f (nb,), S (nb, nf, nf), M (nb, nf, nf))``: the bins' centre frequencies, the
         model's force spectrum there and the forces' second moment the records imply under
         the model (E-step), per bin::
@@ -220,11 +287,10 @@ class Whittle:
         """
         c = np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2
         f = self.f_fine[c]
-        d = np.sqrt(np.column_stack([fm.psd(f) for fm in models]))
-        S = d[:, :, None] * corr[None] * d[:, None, :]
+        S = self.force_psd(models, corr, comps, f)
         Hb = self.H[c]
         G = S @ np.conj(np.transpose(Hb, (0, 2, 1))) @ np.linalg.inv(
-            self.expected(models, noise_sd, corr))
+            self.expected(models, noise_sd, corr, comps))
         M = S - G @ Hb @ S + G @ self.S_hat @ np.conj(np.transpose(G, (0, 2, 1)))
         return f, S, M
 
@@ -241,7 +307,8 @@ class Whittle:
 
     def nll(self, L: Layout, theta) -> float:
         models, noise, corr = unpack(L, theta)
-        return self.nll_of(self.expected(models, noise, corr)) + L.prior_penalty(theta)
+        return (self.nll_of(self.expected(models, noise, corr, components(L, theta)))
+                + L.prior_penalty(theta))
 
     def nll_grad(self, L: Layout, theta, free=None, h: float = 1e-6):
         """The penalised NLL and its gradient over the ``free`` indices (default all).
@@ -254,11 +321,13 @@ class Whittle:
         th = np.asarray(theta, dtype=float)
         free = np.arange(L.size) if free is None else np.asarray(free)
         models, noise, corr = unpack(L, th)
-        psd = np.column_stack([fm.psd(self.f_fine) for fm in models])      # (nfine, nf)
+        comps = components(L, th)
+        f_all, H_all = self.f_all, self.H_all
+        psd = np.column_stack([fm.psd(f_all) for fm in models])            # (nall, nf)
         d = np.sqrt(np.maximum(psd, 1e-300))
-        Sff = d[:, :, None] * corr[None] * d[:, None, :]
-        HH = np.conj(np.transpose(self.H, (0, 2, 1)))
-        Syy = self.H @ Sff @ HH
+        Sff = self.force_psd(models, corr, comps, f_all)
+        HH = np.conj(np.transpose(H_all, (0, 2, 1)))
+        Syy = self._fold(H_all @ Sff @ HH)
         E = np.zeros((self.nb,) + Syy.shape[1:], complex)
         idx = np.arange(self.nb) * self.over
         for j, kj in enumerate(self.kernel):
@@ -273,7 +342,7 @@ class Whittle:
         Gf = np.zeros(Syy.shape, complex)
         for j, kj in enumerate(self.kernel):
             Gf[idx + j] += kj * Gam
-        Lam = HH @ Gf @ self.H                                              # (nfine, nf, nf)
+        Lam = HH @ np.tile(Gf, (self.nimg, 1, 1)) @ H_all                    # (nall, nf, nf)
         K = self.K_eff
         # g_j(i) = 2 Re sum_b Lam_i[j, b] rho_jb d_i[b]   (dNLL / d d_j at fine point i)
         gd = 2.0 * np.real(np.einsum("ijb,jb,ib->ij", Lam, corr, d))
@@ -284,11 +353,27 @@ class Whittle:
                 tp, tm = th.copy(), th.copy()
                 tp[p] += h
                 tm[p] -= h
-                dpsd = (force_model(L, tp, j).psd(self.f_fine)
-                        - force_model(L, tm, j).psd(self.f_fine)) / (2 * h)
+                dpsd = (force_model(L, tp, j).psd(f_all)
+                        - force_model(L, tm, j).psd(f_all)) / (2 * h)
                 grad[n] = K * float(np.sum(gd[:, j] * dpsd / (2 * d[:, j])))
             elif kind == "noise":
                 grad[n] = K * float(np.sum(np.real(Gam[:, j, j]))) * 2 * noise[j] ** 2 * self.dt
+            elif kind == "comp":
+                # dS = d|h|^2 v v^T:  dNLL = K sum_i d|h_i|^2 Re(v^T Lam_i v)
+                c, v = comps[j], np.asarray(comps[j].v)
+                dh = np.zeros(f_all.size)
+                for sgn in (1.0, -1.0):
+                    x = th[p] + sgn * h
+                    cc = (Component(float(np.exp(x)), c.zeta, c.v) if L.names[p].startswith("ln_cf")
+                          else Component(c.f0, float(np.exp(x)), c.v))
+                    dh += sgn * cc.h2(f_all) / (2 * h)
+                grad[n] = K * float(np.sum(dh * np.real(np.einsum("a,iab,b->i", v, Lam, v))))
+            elif kind == "compv":
+                # dS = |h|^2 (e_j v^T + v e_j^T) vscale_j:  dNLL = 2 K sum_i |h_i|^2 Re(Lam_i v)_j
+                m, jj = j
+                v = np.asarray(comps[m].v)
+                grad[n] = 2 * K * L.vscale[jj] * float(np.sum(
+                    comps[m].h2(f_all) * np.real(Lam[:, jj, :] @ v)))
             else:
                 tp, tm = th.copy(), th.copy()
                 tp[p] += h
@@ -302,15 +387,15 @@ class Whittle:
     def fisher(self, L: Layout, theta, h: float = 1e-5) -> np.ndarray:
         """Fisher information of ``theta`` (Wishart: ``K sum_k tr(E^-1 dE_a E^-1 dE_b)``)
         by central differences of ``E``, plus the prior precision."""
-        E0 = self.expected(*unpack(L, theta))
+        E0 = self.expected(*unpack(L, theta), components(L, theta))
         Ei = np.linalg.inv(E0)
         dE = []
         for a in range(L.size):
             tp, tm = np.array(theta, float), np.array(theta, float)
             tp[a] += h
             tm[a] -= h
-            dE.append(Ei @ (self.expected(*unpack(L, tp)) - self.expected(*unpack(L, tm)))
-                      / (2 * h))
+            dE.append(Ei @ (self.expected(*unpack(L, tp), components(L, tp))
+                            - self.expected(*unpack(L, tm), components(L, tm))) / (2 * h))
         F = np.zeros((L.size, L.size))
         for a in range(L.size):
             for b in range(a + 1):

@@ -16,6 +16,7 @@ from offline.limit.transfer import modal_model
 from offline.load.model import LoadModel
 from offline.model import resolve_dofs
 from offline.simulate import simulate_sparse
+from offline.smoother.component import Component
 from offline.smoother.force_model import ForceModel
 
 
@@ -217,38 +218,18 @@ duration = 2.0
 """
 
 
-class SourceLoad(LoadModel):
-    """Interface loads of a vibrating source: each source mode ``m`` (frequency ``f_m``,
-    damping ``zeta_m``) drives the loads along its direction ``v_m`` (the mode's interface
-    forces and moments), on top of an independent broadband floor per load (``forces``)::
+def source_load() -> LoadModel:
+    """The receiver's loads: three modes of a source at 35, 90 and 150 Hz (3 % damping) that
+    drive the two forces (~10 N) and the two moments (~0.3 N m, a 3-5 cm lever) along their
+    interface directions, on a 10 % broadband floor per load::
 
-        S_ff(f) = sum_m |h_m(f)|^2 v_m v_m^T + diag(floor_j(f)),
-        h_m(f) = f_m^2 / (f_m^2 - f^2 + 2 i zeta_m f_m f)
+        S_ff(f) = sum_m |h_m(f)|^2 v_m v_m^T + diag(floor_j(f))
 
-    Strongly correlated loads whose coherence and sign change from one source resonance to
-    the next: outside the family the fit uses (one correlation for all frequencies)."""
-
-    def __init__(self, floors, modes):
-        super().__init__(forces=floors)
-        self.modes = [(float(f), float(z), np.asarray(v, dtype=float)) for f, z, v in modes]
-
-    def psd(self, freqs) -> np.ndarray:
-        f = np.asarray(freqs, dtype=float)
-        S = np.zeros((f.size, len(self.forces), len(self.forces)))
-        for j, fm in enumerate(self.forces):
-            S[:, j, j] = fm.psd(f)
-        for fm_, z, v in self.modes:
-            h2 = np.abs(fm_ ** 2 / (fm_ ** 2 - f ** 2 + 2j * z * fm_ * f)) ** 2
-            S += h2[:, None, None] * np.outer(v, v)[None]
-        return S
-
-
-def source_load() -> SourceLoad:
-    """The receiver's loads: three source modes at 35, 90 and 150 Hz (3 % damping) with
-    forces of ~10 N and moments of ~0.3 N m (a 3-5 cm lever), a 10 % broadband floor."""
+    strongly correlated loads whose coherence and sign change from one source resonance to
+    the next (one correlation for all frequencies cannot hold them)."""
     floors = [_band(2, rms=r, band=(5.0, 160.0)) for r in (1.0, 0.03, 1.0, 0.03)]
-    # PSD level [unit^2/Hz] of each mode's direction (peak ~ level / (2 zeta)^2)
-    modes = [(35.0, 0.03, 0.25 * np.array([1.0, 0.05, 0.8, -0.04])),
-             (90.0, 0.03, 0.18 * np.array([1.0, -0.03, -0.9, 0.06])),
-             (150.0, 0.03, 0.12 * np.array([0.6, 0.04, 0.5, 0.035]))]
-    return SourceLoad(floors, modes)
+    # each mode's direction v [unit/sqrt(Hz)]: PSD v v^T far below it, / (2 zeta)^2 at it
+    modes = [Component(35.0, 0.03, tuple(0.25 * np.array([1.0, 0.05, 0.8, -0.04]))),
+             Component(90.0, 0.03, tuple(0.18 * np.array([1.0, -0.03, -0.9, 0.06]))),
+             Component(150.0, 0.03, tuple(0.12 * np.array([0.6, 0.04, 0.5, 0.035])))]
+    return LoadModel(forces=floors, components=modes)

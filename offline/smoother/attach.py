@@ -8,6 +8,7 @@ import numpy as np
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
 from edge.estimator.chi2 import nis_threshold
+from offline.smoother.component import Component
 from offline.smoother.force_model import ForceModel
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.levels import LEVELS, level_arrays, whitening
@@ -17,7 +18,7 @@ from offline.smoother.model_check import band_filters, check_bands
 def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_error: float,
                     nis_window_s: float = 8.0, nis_false_alarm: float = 0.01,
                     bands=None, nis_tolerance: float = 2.0, corr=None,
-                    nis_tolerance_low: float = 1.25) -> Bundle:
+                    nis_tolerance_low: float = 1.25, components=()) -> Bundle:
     """A copy of ``bundle`` that runs the smoother (``kf_*`` arrays, ``meta["estimator"]``).
 
     ``bands``: model-check bands [Hz] (default :func:`check_bands`). The broadband NIS flags
@@ -49,6 +50,7 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
         "proportional": design.proportional, "model_error": float(model_error),
         "force_models": [fm.as_dict() for fm in force_models],
         "force_corr": None if corr is None else np.asarray(corr, dtype=float).tolist(),
+        "force_components": [c.as_dict() for c in components],
         "spectral_radius": design.spectral_radius,
         "rigid_modes": design.n_rigid, "rigid_anchor_hz": design.anchor_hz,
         "check_window_s": W * bundle.dt, "check_false_alarm": float(nis_false_alarm),
@@ -69,11 +71,13 @@ def smoother_from_spec(bundle: Bundle, spec, est_spec, load_model=None) -> Bundl
     lag = est_spec.lag if est_spec.lag is not None else int(round(0.02 * bundle.rate))
     corr = lm.corr if lm.correlated else None
     try:
-        design = design_smoother(bundle, lm.forces, lag, est_spec.model_error, corr=corr)
+        design = design_smoother(bundle, lm.forces, lag, est_spec.model_error, corr=corr,
+                                 components=lm.components)
     except EstimatorError as exc:
         raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
     return attach_smoother(bundle, design, lm.forces, est_spec.model_error,
-                           est_spec.check_window_s, est_spec.check_false_alarm, corr=corr)
+                           est_spec.check_window_s, est_spec.check_false_alarm, corr=corr,
+                           components=lm.components)
 
 
 def with_load_levels(bundle: Bundle, grid=LEVELS, scale_noise: bool = False) -> Bundle:
@@ -84,9 +88,11 @@ def with_load_levels(bundle: Bundle, grid=LEVELS, scale_noise: bool = False) -> 
     e = bundle.meta["estimator"]
     fms = [ForceModel.from_dict(d) for d in e["force_models"]]
     corr = None if e.get("force_corr") is None else np.array(e["force_corr"], dtype=float)
+    comps = [Component(float(c["f0"]), float(c["zeta"]), tuple(c["v"]))
+             for c in e.get("force_components", [])]
     kf = dict(bundle.kf)
     kf.update(level_arrays(bundle, fms, int(e["lag"]), float(e.get("model_error", 0.0)),
-                           corr=corr, grid=grid, scale_noise=scale_noise))
+                           corr=corr, grid=grid, scale_noise=scale_noise, components=comps))
     meta = dict(bundle.meta)
     meta["estimator"] = {**e, "load_levels": [float(g) for g in kf["level_grid"]],
                          "load_levels_scale_noise": bool(scale_noise)}

@@ -59,7 +59,7 @@ def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
 
 
 def design_smoother(bundle: Bundle, force_models, lag: int,
-                    model_error: float = 0.0, corr=None) -> SmootherDesign:
+                    model_error: float = 0.0, corr=None, components=()) -> SmootherDesign:
     """Steady-state joint input-state fixed-lag smoother of ``bundle``'s reduced model.
 
     Parameters
@@ -71,6 +71,8 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
                            the forces' band level (process noise for model error; 0 = none)
     corr : (nf, nf), optional   correlation of the forces' driving white noises
                            (:class:`offline.load.LoadModel`; default independent forces)
+    components : list of offline.load.model.Component   source modes driving all forces
+                           along a direction (a resonator each, its own white noise)
     """
     linalg = need("scipy.linalg")
     if lag < 0:
@@ -114,6 +116,18 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
         Cf[j, o:o + m] = c[0]
         qc[j] = q
         o += m
+    # source components: a resonator each, f += v q, driven by its own unit white noise
+    comp = [c.realise() + (np.asarray(c.v, dtype=float),) for c in components]
+    ncs = 2 * len(comp)
+    Af = np.pad(Af, ((0, ncs), (0, ncs)))
+    Cf = np.pad(Cf, ((0, 0), (0, ncs)))
+    Bc = np.zeros((nfs + ncs, len(comp)))
+    for m, (a, b, c, v) in enumerate(comp):
+        Af[nfs + 2 * m:nfs + 2 * m + 2, nfs + 2 * m:nfs + 2 * m + 2] = a
+        Bc[nfs + 2 * m:nfs + 2 * m + 2, m] = b[:, 0]
+        Cf[:, nfs + 2 * m:nfs + 2 * m + 2] = np.outer(v, c[0])
+    Bf = np.pad(Bf, ((0, ncs), (0, 0)))
+    nfs += ncs
     ns = 2 * n + nfs
     # continuous system in the kernel's layout [q_1, qd_1, ..., xi]
     Ac = np.zeros((ns, ns))
@@ -127,7 +141,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
     # E[w w^T] = diag(sqrt qc) rho diag(sqrt qc)   (correlated driving noises)
     rho = np.eye(nf) if corr is None else np.asarray(corr, dtype=float)
     Qw = np.sqrt(qc)[:, None] * rho * np.sqrt(qc)[None, :]
-    Qc[2 * n:, 2 * n:] = Bf @ Qw @ Bf.T
+    Qc[2 * n:, 2 * n:] = Bf @ Qw @ Bf.T + Bc @ Bc.T
     if model_error > 0:
         # q' noise: eps^2 x (modal load level of the forces)        (model error)
         S0 = np.array([fm.level() for fm in force_models])
@@ -144,8 +158,10 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
     Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
     R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
     P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg)
-    blind = [f.name for f, fm, sd in zip(bundle.forces, force_models, std)
-             if fm.kind == "bandpass" and sd > 0.99 * fm.rms]
+    prior_sd = np.sqrt(np.array([fm.rms ** 2 for fm in force_models])
+                       + sum((c.variance() for c in components), np.zeros(nf)))
+    blind = [f.name for f, fm, sd, s0 in zip(bundle.forces, force_models, std, prior_sd)
+             if fm.kind == "bandpass" and sd > 0.99 * s0]
     if blind:  # the smoothed force is its prior: the sensors say nothing about it
         raise EstimatorError(f"forces are not identifiable from the sensors (not seen by any "
                              f"channel: {', '.join(blind)}); add a sensor at or near each force")

@@ -39,7 +39,7 @@ def whitening(Sinv: np.ndarray) -> np.ndarray:
 
 
 def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
-                 grid=LEVELS, scale_noise: bool = False) -> dict:
+                 grid=LEVELS, scale_noise: bool = False, components=()) -> dict:
     """The ``kf_level_*`` arrays (without the prefix) of the smoother at each level of
     ``grid`` (factors of the force models' RMS; must contain 1); ``scale_noise``: the
     sensors' noise std scales with the level too (a noise declared relative to the
@@ -53,7 +53,8 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
     grid = np.asarray(grid, dtype=float)
     if not np.any(np.isclose(grid, 1.0)):
         raise ValueError("the level grid must contain the designed level 1")
-    d1 = design_smoother(bundle, force_models, lag, model_error, corr=corr)
+    d1 = design_smoother(bundle, force_models, lag, model_error, corr=corr,
+                         components=components)
     keep, K, G, Sinv, Wt, std, S = [], [], [], [], [], [], []
     for g in grid:
         # Q(g) = g^2 Q(1); R(g) = g^2 R(1) for a relative noise, else R(1)
