@@ -138,3 +138,23 @@ def test_direction_uncertainty_components_add_the_posterior_covariance():
     one = _direction_uncertainty(L, cov, [c], rank=1, floor=0.0)
     np.testing.assert_allclose(np.dot(one[0].v, one[0].v), lam.max(), rtol=1e-12)
     assert _direction_uncertainty(L, cov, [c], floor=1e9) == []
+
+
+def test_summary_names_each_direction_entry_the_records_do_not_fix():
+    from offline.load.learn import LoadFit
+
+    fms = [ForceModel(band=(5.0, 100.0), rms=1.0), ForceModel(band=(5.0, 100.0), rms=0.1)]
+    c = Component(35.0, 0.03, (0.25, 0.0004))
+    extra = Component(35.0, 0.03, (0.01, 0.012))
+    lm = LoadModel(forces=fms, components=[c, extra], noise_std=np.array([0.1]),
+                   info={"uncertainty_components": 1})
+    fit = LoadFit(model=lm, prior=lm, identified={"force 0": True, "force 1": False,
+                                                  "noise 0": True, "component 0 0": True,
+                                                  "component 0 1": False},
+                  posterior_sd={"force 0": 0.1, "force 1": 1.0, "noise 0": 0.01,
+                                "component 0 0": 0.05, "component 0 1": 0.011}, nll=0.0)
+    text = fit.summary(["F", "M"], ["a0"])
+    line = next(x for x in text.splitlines() if "source component 35.0 Hz" in x)
+    assert "F +0.25 (+/- 0.05)" in line and "M +0.0004 (+/- 0.011) [not identified]" in line
+    assert text.count("source component") == 1          # the uncertainty one is not a source
+    assert "1 component(s) holding the uncertainty" in text
