@@ -125,8 +125,9 @@ def test_direction_uncertainty_components_add_the_posterior_covariance():
     L = make_layout(prior, np.array([0.1, 0.1]), 1000.0, 5.0, False, comps=[c])
     rng = np.random.default_rng(5)
     A = rng.normal(size=(L.size, L.size))
-    cov = A @ A.T * 1e-2
+    cov = A @ A.T                          # every entry's std above half its prior's
     idx = [L.index("cv0_0"), L.index("cv0_1")]
+    assert np.all(np.sqrt(np.diag(cov)[idx]) >= 0.5 * np.asarray(L.sd)[idx])
     D = np.asarray(L.vscale)
     sigma = D[:, None] * cov[np.ix_(idx, idx)] * D[None, :]
     extra = _direction_uncertainty(L, cov, [c], rank=2, floor=0.0)
@@ -134,10 +135,19 @@ def test_direction_uncertainty_components_add_the_posterior_covariance():
     # closed form: the eigen-decomposition sums back to the covariance (round-off 1e-12)
     np.testing.assert_allclose(sum(np.outer(e.v, e.v) for e in extra), sigma,
                                rtol=0, atol=1e-12 * np.abs(sigma).max())
-    lam = np.linalg.eigvalsh(sigma)
+    # the largest one: the covariance's largest eigenvalue in units of the declared sizes
+    lam = np.linalg.eigvalsh(cov[np.ix_(idx, idx)])
     one = _direction_uncertainty(L, cov, [c], rank=1, floor=0.0)
-    np.testing.assert_allclose(np.dot(one[0].v, one[0].v), lam.max(), rtol=1e-12)
+    np.testing.assert_allclose(np.sum((np.asarray(one[0].v) / D) ** 2), lam.max(), rtol=1e-12)
     assert _direction_uncertainty(L, cov, [c], floor=1e9) == []
+    # an entry the records fix (std a tenth of its prior's) carries no uncertainty power
+    cov2 = cov.copy()
+    i0 = idx[0]
+    cov2[i0, :] *= 1e-1 * L.sd[i0] / np.sqrt(cov[i0, i0])
+    cov2[:, i0] *= 1e-1 * L.sd[i0] / np.sqrt(cov[i0, i0])
+    only = _direction_uncertainty(L, cov2, [c], rank=2, floor=0.0)
+    np.testing.assert_allclose(sum(np.outer(e.v, e.v) for e in only),
+                               np.diag([0.0, sigma[1, 1]]), rtol=1e-12, atol=1e-30)
 
 
 def test_summary_names_each_direction_entry_the_records_do_not_fix():

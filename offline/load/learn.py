@@ -284,8 +284,10 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     probes = kinds + [0] * (mm.Phi_out.shape[0] - nch)
     H = mm.transfer(f_fine, probes)[:, :nch]
     fs = 1.0 / dt
-    images = [(fs - f_fine, np.conj(mm.transfer(fs - f_fine, probes)[:, :nch])),
-              (fs + f_fine, mm.transfer(fs + f_fine, probes)[:, :nch])]
+    images = []
+    for m in (1, 2):
+        images += [(m * fs - f_fine, np.conj(mm.transfer(m * fs - f_fine, probes)[:, :nch])),
+                   (m * fs + f_fine, mm.transfer(m * fs + f_fine, probes)[:, :nch])]
     # Hann bins are correlated with their neighbours: about one independent bin in 1.5
     K_eff = n_seg / 1.5
     S_hat = S_hat[kmin:kmax + 1]
@@ -310,19 +312,24 @@ def _direction_uncertainty(L, cov, comps, rank: int = 2, floor: float = 0.01) ->
 
         E[v v^T] = v_hat v_hat^T + Sigma_v,   Sigma_v = sum_i lam_i u_i u_i^T
 
-    each of the ``rank`` largest ``lam_i`` above ``floor |v_hat|^2`` a component of the same
-    resonance along ``sqrt(lam_i) u_i``. A direction the records do not fix (a force and a
+    over the entries the records do not fix (posterior std above half the prior's), each of
+    the ``rank`` largest ``lam_i`` above ``floor |v_hat|^2`` (both in units of each force's
+    declared size) a component of the same resonance along ``sqrt(lam_i) u_i``. A direction the records do not fix (a force and a
     moment at one node) then adds incoherent power where the sensors are blind, instead of
     a coherence that the estimator would trust."""
     out = []
     D = np.asarray(L.vscale)
     for m, c in enumerate(comps):
         idx = [L.index(f"cv{m}_{j}") for j in range(L.nf)]
-        lam, U = np.linalg.eigh(D[:, None] * cov[np.ix_(idx, idx)] * D[None, :])
+        # only the entries the records do not fix (posterior std above half the prior's):
+        # an identified entry's estimate is trusted as it is
+        free = np.sqrt(np.clip(np.diag(cov)[idx], 0.0, None)) >= 0.5 * np.asarray(L.sd)[idx]
+        # in units of each force's declared size (a moment's entry counts like a force's)
+        lam, U = np.linalg.eigh(cov[np.ix_(idx, idx)] * np.outer(free, free))
         for i in np.argsort(lam)[::-1][:rank]:
-            if lam[i] > floor * float(np.dot(c.v, c.v)):
+            if lam[i] > floor * float(np.sum((np.asarray(c.v) / D) ** 2)):
                 out.append(Component(c.f0, c.zeta, tuple(float(x) for x in
-                                                         np.sqrt(lam[i]) * U[:, i])))
+                                                         D * np.sqrt(lam[i]) * U[:, i])))
     return out
 
 
