@@ -266,7 +266,7 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     length [samples] and the number of segments.
 
     The records are point samples: a response above the Nyquist frequency folds back into
-    the band. The first alias images (``fs - f``, ``fs + f``) enter the likelihood when,
+    the band. The alias images up to ``2 fs`` (``m fs - f``, ``m fs + f``) enter the likelihood when,
     under the declared load model ``prior``, they carry more than ``alias_share`` of some
     channel's power in the band (accelerometers on a stiff structure; a displacement sensor
     far from its resonances barely sees them, and a fold-back the declaration does not
