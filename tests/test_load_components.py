@@ -115,9 +115,11 @@ def test_candidates_are_the_source_resonances_in_the_force_domain():
         assert 0.7 < np.linalg.norm(c.v) / np.linalg.norm(t.v) < 1.3, (c, t)
 
 
-def test_direction_uncertainty_components_add_the_posterior_covariance():
-    """E[v v^T] = v_hat v_hat^T + Sigma_v: the uncertainty components' outer products sum to
-    Sigma_v (all ranks kept), and only the largest ones above the floor are kept otherwise."""
+def test_direction_uncertainty_components_add_the_posterior_second_moment():
+    """E[v v^T] over the Laplace posterior: the entries the records fix keep their fit; the
+    others go to their prior mean (zero) and the uncertainty components' outer products sum
+    to their second moment v_hat v_hat^T + Sigma_v (all ranks kept), in units of each
+    force's declared size the largest one first."""
     from offline.load.learn import _direction_uncertainty
 
     prior = [ForceModel(band=(5.0, 60.0), rms=0.5), ForceModel(band=(5.0, 60.0), rms=0.02)]
@@ -129,25 +131,28 @@ def test_direction_uncertainty_components_add_the_posterior_covariance():
     idx = [L.index("cv0_0"), L.index("cv0_1")]
     assert np.all(np.sqrt(np.diag(cov)[idx]) >= 0.5 * np.asarray(L.sd)[idx])
     D = np.asarray(L.vscale)
-    sigma = D[:, None] * cov[np.ix_(idx, idx)] * D[None, :]
-    extra = _direction_uncertainty(L, cov, [c], rank=2, floor=0.0)
+    v = np.asarray(c.v)
+    second = D[:, None] * cov[np.ix_(idx, idx)] * D[None, :] + np.outer(v, v)
+    kept, extra = _direction_uncertainty(L, cov, [c], rank=2, floor=0.0)
+    assert kept == [Component(30.0, 0.05, (0.0, 0.0))]
     assert all(e.f0 == c.f0 and e.zeta == c.zeta for e in extra)
-    # closed form: the eigen-decomposition sums back to the covariance (round-off 1e-12)
-    np.testing.assert_allclose(sum(np.outer(e.v, e.v) for e in extra), sigma,
-                               rtol=0, atol=1e-12 * np.abs(sigma).max())
-    # the largest one: the covariance's largest eigenvalue in units of the declared sizes
-    lam = np.linalg.eigvalsh(cov[np.ix_(idx, idx)])
-    one = _direction_uncertainty(L, cov, [c], rank=1, floor=0.0)
+    # closed form: the eigen-decomposition sums back to the second moment (round-off)
+    np.testing.assert_allclose(sum(np.outer(e.v, e.v) for e in extra), second,
+                               rtol=0, atol=1e-12 * np.abs(second).max())
+    lam = np.linalg.eigvalsh(second / np.outer(D, D))
+    _, one = _direction_uncertainty(L, cov, [c], rank=1, floor=0.0)
     np.testing.assert_allclose(np.sum((np.asarray(one[0].v) / D) ** 2), lam.max(), rtol=1e-12)
-    assert _direction_uncertainty(L, cov, [c], floor=1e9) == []
-    # an entry the records fix (std a tenth of its prior's) carries no uncertainty power
+    assert _direction_uncertainty(L, cov, [c], floor=1e9)[1] == []
+    # an entry the records fix (std a tenth of its prior's) keeps its fit and no extra power
     cov2 = cov.copy()
     i0 = idx[0]
-    cov2[i0, :] *= 1e-1 * L.sd[i0] / np.sqrt(cov[i0, i0])
-    cov2[:, i0] *= 1e-1 * L.sd[i0] / np.sqrt(cov[i0, i0])
-    only = _direction_uncertainty(L, cov2, [c], rank=2, floor=0.0)
+    f = 1e-1 * L.sd[i0] / np.sqrt(cov[i0, i0])
+    cov2[i0, :] *= f
+    cov2[:, i0] *= f
+    kept, only = _direction_uncertainty(L, cov2, [c], rank=2, floor=0.0)
+    assert kept[0].v == (c.v[0], 0.0)
     np.testing.assert_allclose(sum(np.outer(e.v, e.v) for e in only),
-                               np.diag([0.0, sigma[1, 1]]), rtol=1e-12, atol=1e-30)
+                               np.diag([0.0, second[1, 1]]), rtol=1e-12, atol=1e-30)
 
 
 def test_summary_names_each_direction_entry_the_records_do_not_fix():

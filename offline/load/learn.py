@@ -306,31 +306,36 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     return W, (float(kmin * df), float(kmax * df)), N, n_seg
 
 
-def _direction_uncertainty(L, cov, comps, rank: int = 2, floor: float = 0.01) -> list:
-    """Components that carry the uncertainty of each component's direction: the estimator
-    uses the load spectrum expected over the posterior (Laplace), not the most likely one::
+def _direction_uncertainty(L, cov, comps, rank: int = 2, floor: float = 0.01):
+    """Each component's direction as the estimator uses it: the entries the records fix
+    (posterior std below half the prior's) at their fit, the others at their prior mean
+    (zero: what the records cannot tell stays at the declaration), and components of the
+    same resonance that carry the second moment of the unfixed entries, so that the
+    estimator uses the load spectrum expected over the posterior (Laplace)::
 
-        E[v v^T] = v_hat v_hat^T + Sigma_v,   Sigma_v = sum_i lam_i u_i u_i^T
+        E[v v^T] = v_fix v_fix^T + sum_i lam_i u_i u_i^T,
+        sum_i lam_i u_i u_i^T = (v_hat v_hat^T + Sigma_v) on the unfixed entries
 
-    over the entries the records do not fix (posterior std above half the prior's), each of
-    the ``rank`` largest ``lam_i`` above ``floor |v_hat|^2`` (both in units of each force's
-    declared size) a component of the same resonance along ``sqrt(lam_i) u_i``. A direction the records do not fix (a force and a
-    moment at one node) then adds incoherent power where the sensors are blind, instead of
-    a coherence that the estimator would trust."""
-    out = []
+    each of the ``rank`` largest ``lam_i`` above ``floor |v_hat|^2`` (both in units of each
+    force's declared size) along ``sqrt(lam_i) u_i``. A direction the records do not fix (a
+    force and a moment at one node) then adds incoherent power where the sensors are blind
+    instead of a coherence that the estimator would trust.
+
+    Returns ``(components, uncertainty components)``."""
+    kept, out = [], []
     D = np.asarray(L.vscale)
     for m, c in enumerate(comps):
         idx = [L.index(f"cv{m}_{j}") for j in range(L.nf)]
-        # only the entries the records do not fix (posterior std above half the prior's):
-        # an identified entry's estimate is trusted as it is
         free = np.sqrt(np.clip(np.diag(cov)[idx], 0.0, None)) >= 0.5 * np.asarray(L.sd)[idx]
-        # in units of each force's declared size (a moment's entry counts like a force's)
-        lam, U = np.linalg.eigh(cov[np.ix_(idx, idx)] * np.outer(free, free))
+        v = np.asarray(c.v) / D                 # in units of each force's declared size
+        M = (cov[np.ix_(idx, idx)] + np.outer(v, v)) * np.outer(free, free)
+        kept.append(Component(c.f0, c.zeta, tuple(float(x) for x in D * np.where(free, 0.0, v))))
+        lam, U = np.linalg.eigh(M)
         for i in np.argsort(lam)[::-1][:rank]:
-            if lam[i] > floor * float(np.sum((np.asarray(c.v) / D) ** 2)):
+            if lam[i] > floor * float(np.sum(v ** 2)):
                 out.append(Component(c.f0, c.zeta, tuple(float(x) for x in
                                                          D * np.sqrt(lam[i]) * U[:, i])))
-    return out
+    return kept, out
 
 
 def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
@@ -480,7 +485,7 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
             "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, f_max],
             "alias_images": bool(W.nimg > 1),
             "nll": nll}
-    extra = _direction_uncertainty(L, cov, comps)
+    comps, extra = _direction_uncertainty(L, cov, comps)
     info["uncertainty_components"] = len(extra)
     fitted = LoadModel(forces=models, corr=corr, noise_std=noise, source="record", info=info,
                        components=comps + extra)
