@@ -83,13 +83,14 @@ def run_case(name, lm, path, spec, model, quick, orders=(), with_record=True, no
         variants.append(("record", path, [str(d / "run.csv")]))
     for label, p, recs in variants:
         t0 = time.perf_counter()
-        b = build(p, progress=False, maps=False, records=recs).bundle
+        built = build(p, progress=False, maps=False, records=recs)
+        b = built.bundle
         lim_all = model_limit(spec, model, loads=lm, noise=noise,
                               delays=(0.0, (b.window - 1) * b.dt),
                               exact=False)
         lim = lim_all.at_delay((b.window - 1) * b.dt + 1e-9)
         res[label] = {"score": score(b, Y, F, Z, lim), "build_s": time.perf_counter() - t0,
-                      "method": b.method}
+                      "method": b.method, "learn_s": built.timings.get("load model")}
     return res
 
 
@@ -100,7 +101,9 @@ def fmt(name, res) -> str:
             cov = "-" if s["coverage"] is None else f"{100 * s['coverage']:.0f} %"
             lines.append(f"{name:<11} {label:<9} {n:<6} {s['nrmse']:>8.4f} {s['fde']:>8.4f} "
                          f"{s['limit']:>8.4f} {s['ratio']:>7.2f} {cov:>9}  {r['method']}, "
-                         f"build {r['build_s']:.0f} s")
+                         f"build {r['build_s']:.0f} s"
+                         + ("" if r.get("learn_s") is None else
+                            f" (load model {r['learn_s']:.0f} s)"))
     return "\n".join(lines)
 
 
