@@ -87,7 +87,7 @@ def test_candidates_are_the_source_resonances_in_the_force_domain():
     """Records whose spectral matrix is exactly a two-component load's expectation: the
     candidates sit at the components' frequencies (within one bin) along their directions
     (the structure's transfer functions divided out by the pseudo-inverse)."""
-    from offline.load.learn import _component_candidates, force_domain_spectra
+    from offline.load.sources import candidates as _component_candidates, force_domain_spectra
 
     rng = np.random.default_rng(3)
     over, kern = 4, np.array([0.1, 0.2, 0.4, 0.2, 0.1])
@@ -120,7 +120,7 @@ def test_direction_uncertainty_components_add_the_posterior_second_moment():
     others go to their prior mean (zero) and the uncertainty components' outer products sum
     to their second moment v_hat v_hat^T + Sigma_v (all ranks kept), in units of each
     force's declared size the largest one first."""
-    from offline.load.learn import _direction_uncertainty
+    from offline.load.sources import direction_uncertainty as _direction_uncertainty
 
     prior = [ForceModel(band=(5.0, 60.0), rms=0.5), ForceModel(band=(5.0, 60.0), rms=0.02)]
     c = Component(30.0, 0.05, (0.01, -0.0004))
