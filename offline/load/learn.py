@@ -8,13 +8,22 @@ their expectation; the load model that maximises the Whittle likelihood
 
 1. the sensor noise from the quietest part of each channel's spectrum, the overall level
    by a scan over 12 decades (a load 50x off its declaration is found, not approached);
-2. each force's level, band corners and tilt (the shape between them) jointly with the
+2. with several forces, source components (:mod:`offline.load.sources`): resonances that
+   drive every force along one direction, where the forces' spectra the records imply
+   peak; kept when they raise the likelihood by more than their BIC cost, and then the
+   forces' own filters are a broadband floor of the declared shape (stages 3-5 skipped);
+3. each force's level, band corners and tilt (the shape between them) jointly with the
    channels' noise;
-3. each force's Butterworth orders (roll-off steepness, 1-8) one force at a time;
-4. resonant peaks (a source resonance in the load): where the forces' spectrum expected
+4. each force's Butterworth orders (roll-off steepness, 1-8) one force at a time;
+5. resonant peaks (a source resonance in the load): where the forces' spectrum expected
    from the records exceeds the model's by 2x or more, a peak section, kept when it raises
    the likelihood by more than its BIC cost;
-5. the correlation of the forces (several forces), then everything jointly.
+6. the correlation of the forces (several forces), then everything jointly; a component's
+   direction entries the records do not fix go to their prior mean, their posterior
+   second moment to components of the same resonance.
+
+The records are point samples: where the declaration predicts a fold-back from above the
+Nyquist frequency, the expectation includes the alias images up to ``2 fs``.
 
 Why Whittle: the records' second-order statistics are all a Gaussian load model can use;
 in the frequency domain the likelihood of a 20 s record of 10 channels costs a few thousand
