@@ -21,7 +21,7 @@ def force_domain_spectra(W, noise, scale, rcond: float = 0.1):
     ``D = diag(scale)`` (each force's declared PSD^1/2) and ``P`` keeps the singular values
     above ``rcond`` (a force direction whose declared size moves the sensors far less than
     their noise is left out: it would only amplify the noise)."""
-    c = np.arange(W.nb) * W.over + (len(W.kernel) - 1) // 2
+    c = W.centres
     nrm = 1.0 / np.sqrt(np.asarray(noise) ** 2 * W.dt)                # (nch,)
     Hw = nrm[None, :, None] * W.H[c] * np.asarray(scale)[None, None, :]
     Sw = nrm[None, :, None] * W.S_hat * nrm[None, None, :] - np.eye(nrm.size)[None]

@@ -249,10 +249,12 @@ class Whittle:
         self.K_eff = float(K_eff)
         self.dt = float(dt)
         self.nb = self.S_hat.shape[0]
+        #: each bin's centre on the fine grid (nb,)
+        self.centres = np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2
 
     def bin_freqs(self) -> np.ndarray:
         """The bins' centre frequencies (nb,) [Hz]."""
-        return self.f_fine[np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2]
+        return self.f_fine[self.centres]
 
     def force_psd(self, models, corr, comps, f) -> np.ndarray:
         """S_ff (nfreq, nf, nf) at ``f``: the forces' own filters and the components."""
@@ -271,6 +273,11 @@ class Whittle:
         """``E_k`` (nb, nch, nch): the model's S_yy smoothed by the window kernel."""
         Sff = self.force_psd(models, corr, comps, self.f_all)
         Syy = self._fold(self.H_all @ Sff @ np.conj(np.transpose(self.H_all, (0, 2, 1))))
+        return self._binned(Syy, noise_sd)
+
+    def _binned(self, Syy, noise_sd) -> np.ndarray:
+        """``E_k`` of the fine-grid ``S_yy`` (nfine, nch, nch): smoothed by the window kernel
+        at the bins, plus the noise ``diag(s^2) dt``; Hermitian."""
         E = np.zeros((self.nb,) + Syy.shape[1:], complex)
         idx = np.arange(self.nb) * self.over
         for j, kj in enumerate(self.kernel):
@@ -285,7 +292,7 @@ class Whittle:
 
             G = S H^H E^-1,   M = E[f f^H | y] = S - G H S + G S_hat G^H
         """
-        c = np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2
+        c = self.centres
         f = self.f_fine[c]
         S = self.force_psd(models, corr, comps, f)
         Hb = self.H[c]
@@ -328,18 +335,14 @@ class Whittle:
         Sff = self.force_psd(models, corr, comps, f_all)
         HH = np.conj(np.transpose(H_all, (0, 2, 1)))
         Syy = self._fold(H_all @ Sff @ HH)
-        E = np.zeros((self.nb,) + Syy.shape[1:], complex)
-        idx = np.arange(self.nb) * self.over
-        for j, kj in enumerate(self.kernel):
-            E += kj * Syy[idx + j]
-        E += np.diag(noise ** 2 * self.dt)[None]
-        E = 0.5 * (E + np.conj(np.transpose(E, (0, 2, 1))))
+        E = self._binned(Syy, noise)
         val = self.nll_of(E)
         if not np.isfinite(val):
             return np.inf, np.zeros(free.size)
         Ei = np.linalg.inv(E)
         Gam = Ei - Ei @ self.S_hat @ Ei                                     # (nb, nch, nch)
         Gf = np.zeros(Syy.shape, complex)
+        idx = np.arange(self.nb) * self.over
         for j, kj in enumerate(self.kernel):
             Gf[idx + j] += kj * Gam
         Lam = HH @ np.tile(Gf, (self.nimg, 1, 1)) @ H_all                    # (nall, nf, nf)
