@@ -48,13 +48,16 @@ select = { at = [0.16, 0.0, 0.0] }
 dof = "uz"
 """
 
-PARAMS_3 = """
+#: the modulus alone (the calibration tests' one-parameter family)
+E_ONLY = """
 [[parameters]]
 name = "E"
 kind = "modulus"
 material = "aluminium"
 bounds = [55e9, 85e9]
-[[parameters]]
+"""
+
+PARAMS_3 = E_ONLY + """[[parameters]]
 name = "zeta"
 kind = "damping_ratio"
 bounds = [0.003, 0.05]

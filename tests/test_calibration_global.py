@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from calib_truth import damage_model_text, damage_params, damage_truth, model_text, truth_record
+from calib_truth import (E_ONLY, damage_model_text, damage_params, damage_truth, model_text,
+                         truth_record)
 from offline.calibration import sensitivity as sv
 from offline.calibration.calibrate import calibrate, settings_from_raw
 from offline.calibration.setup import from_model_file
@@ -136,15 +137,6 @@ def test_bad_screen_settings_are_named(tmp_path):
         settings_from_raw(su.spec.raw, su.parameters, su.where)
 
 
-E_PARAM = """
-[[parameters]]
-name = "E"
-kind = "modulus"
-material = "aluminium"
-bounds = [55e9, 85e9]
-"""
-
-
 def test_modulus_and_zone_damage_are_a_product_with_exact_derivatives(tmp_path):
     import tomllib
 
@@ -152,7 +144,7 @@ def test_modulus_and_zone_damage_are_a_product_with_exact_derivatives(tmp_path):
     from offline.calibration.forward import TimeModel
     from offline.model import build_fe_model, spec_from_dict
     path = tmp_path / "m.toml"
-    path.write_text(damage_model_text(20, E_PARAM + damage_params(5), modes=4))
+    path.write_text(damage_model_text(20, E_ONLY + damage_params(5), modes=4))
     su = from_model_file(path)
     parts = su.pm.parts
     # E_z = (1 - w_z) E: one product per zone, nothing between zones

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from calib_truth import model_text, truth_record
+from calib_truth import E_ONLY, model_text, truth_record
 from offline.calibration.calibrate import settings_from_raw
 from offline.calibration.modal import calibrate_frequencies, frequency_model, identify_frequencies
 from offline.calibration.setup import from_model_file
-
-E_ONLY = """
-[[parameters]]
-name = "E"
-kind = "modulus"
-material = "aluminium"
-bounds = [55e9, 85e9]
-"""
-
 
 def test_identified_frequencies_calibrate_E(tmp_path):
     from offline.model import build_fe_model, spec_from_dict

@@ -11,17 +11,8 @@ import numpy as np
 import pytest
 
 from calib_operational import CASES, operational_record, score
-from calib_truth import model_text, truth_record, truth_run
+from calib_truth import E_ONLY, model_text, truth_record, truth_run
 from offline.calibration.modal import identify_modes
-
-E_ONLY = """
-[[parameters]]
-name = "E"
-kind = "modulus"
-material = "aluminium"
-bounds = [55e9, 85e9]
-"""
-
 
 def _truth():
     return model_text(nel=34, E=66e9, k_root=10.0, params="")
