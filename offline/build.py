@@ -41,6 +41,7 @@ from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
 from offline.load import declared_load_model, learn_load, read_records
 from offline.load.check import innovation_check
+from offline.load.observability import blind_loads_warning
 from offline.load.plots import plot_spectra, plot_whiteness
 from offline.limit.transfer import modal_model
 from offline.model import EstimatorSpec, build_fe_model, load_model_file
@@ -354,8 +355,15 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         t6 = time.perf_counter()
         bundle = attach_hybrid(bundle, rm, spec, hybrid, progress)[0]
         timings["hybrid"] = time.perf_counter() - t6
-    bundle.meta["load_model"] = (load_model if load_model is not None else
-                                 declared_load_model(spec, bundle.rate)).as_meta()
+    used = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
+    bundle.meta["load_model"] = used.as_meta()
+    blind = blind_loads_warning(  # load combinations no record can tell apart
+        mm, used, [c.kind for c in bundle.channels],
+        used.noise_std if used.noise_std is not None else noise_std(spec, mm, bundle.dt),
+        bundle.dt, [f.name for f in bundle.forces])
+    if blind:
+        info = bundle.meta["load_model"]["info"]
+        bundle.meta["load_model"]["info"] = {**info, "warnings": info.get("warnings", []) + [blind]}
     if load_fit is not None and bundle.method == "smoother":  # does it explain the records?
         load_fit.info["check"] = innovation_check(bundle, load_fit.info["data"])
         bundle.meta["load_model"]["info"]["check"] = dict(load_fit.info["check"])

@@ -78,8 +78,8 @@ class LoadFit:
                 f"  {n}: rms {pm.rms:.3g} -> {fm.rms:.3g} (+/- {100 * self.posterior_sd[key]:.0f}"
                 f" %), band {pm.band[0]:.3g}-{pm.band[1]:.3g} -> {fm.band[0]:.3g}-"
                 f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
-                + ("" if ok else "  [not identified by the records: kept near the "
-                   "declaration]"))
+                + ("" if ok else "  [not identified by the records: the declared size, "
+                   "scaled with the other loads to the records' overall level]"))
         n_unc = int(self.model.info.get("uncertainty_components", 0))
         n_pt = len(self.model.components) - n_unc
         for m, c in enumerate(self.model.components[:n_pt]):

@@ -1,0 +1,94 @@
+"""Which combinations of the loads the sensors can see at all.
+
+Per frequency the sensors see the loads through the noise-whitened transfer matrix, each
+load in units of its declared size::
+
+    H_w(f) = N^-1/2 H(f) D,   N = diag(noise_std^2),   D = diag(PSD_j^1/2 at the band centre)
+
+Its rank is the number of independent load combinations the records carry; a direction
+``u`` of its null space (``H_w u = 0``) moves no sensor, so no record of any length tells
+the loads apart along it, and an estimator splits them there as its load model (the
+declaration) says. Two loads on one side of a cut through the structure, seen only from the
+other side, are the common case: the sensors see the shear and the moment the cut
+transmits, two numbers, whatever the number of loads behind it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: singular values below this fraction of the largest count as zero (the structure's own
+#: rank deficiency is at round-off level, ~1e-10; a weakly seen load is far above it)
+RTOL = 1e-6
+
+
+def blind_directions(H, noise_std, scale, rtol: float = RTOL):
+    """Rank and null-space projector of the whitened transfer matrices.
+
+    Parameters
+    ----------
+    H : (nfreq, nch, nf) complex transfer matrices [channel unit / load unit]
+    noise_std : (nch,) each channel's noise std [channel unit]
+    scale : (nf,) each load's size [load unit] (declared PSD^1/2 at its band centre)
+
+    Returns
+    -------
+    rank : (nfreq,) int, the number of independent load combinations seen at each frequency
+    P : (nfreq, nf, nf) complex, the projector onto the blind directions (in units of ``scale``)
+    """
+    H = np.asarray(H)
+    Hw = H / np.asarray(noise_std, float)[None, :, None] * np.asarray(scale, float)[None, None, :]
+    nf = H.shape[2]
+    # full_matrices: a load count above the channel count leaves nf - nch blind directions
+    _, s, Vh = np.linalg.svd(Hw, full_matrices=True)
+    s_all = np.zeros((H.shape[0], nf))
+    s_all[:, :s.shape[1]] = s
+    seen = s_all > rtol * np.maximum(s_all[:, :1], 1e-300)
+    rank = seen.sum(axis=1)
+    V = np.conj(np.transpose(Vh, (0, 2, 1)))          # columns: right singular vectors
+    Vb = V * (~seen)[:, None, :]
+    return rank, Vb @ np.conj(np.transpose(Vb, (0, 2, 1)))
+
+
+def blind_loads_warning(mm, load_model, sensor_kinds, noise_std, dt: float, names,
+                        n: int = 48, share: float = 0.05) -> str | None:
+    """A warning naming the loads the sensors cannot tell apart, or None.
+
+    Evaluated on ``n`` log-spaced frequencies across the loads' declared bands (up to 0.45
+    of the sample rate); reported when fewer combinations than loads are seen at more than
+    half of them. A load is named when at least ``share`` of its size lies in the blind
+    directions (the mean of the projector's diagonal).
+
+    Parameters
+    ----------
+    mm : ModalModel whose first probes are the sensors
+    load_model : LoadModel (its forces' bands and sizes)
+    sensor_kinds : (nch,) "displacement", "velocity" or "acceleration"
+    noise_std : (nch,) absolute noise std of each sensor
+    dt : sample interval [s];  names : (nf,) load names
+    """
+    forces = load_model.forces
+    nf, nch = len(forces), len(sensor_kinds)
+    if nf < 2:
+        return None
+    lo = max(min(fm.band[0] for fm in forces), 1e-3)
+    hi = min(max(fm.band[1] for fm in forces), 0.45 / dt)
+    if not hi > lo:
+        return None
+    f = np.geomspace(lo, hi, n)
+    kinds = [("displacement", "velocity", "acceleration").index(k) for k in sensor_kinds]
+    H = mm.transfer(f, kinds + [0] * (mm.Phi_out.shape[0] - nch))[:, :nch]
+    scale = [float(np.sqrt(fm.psd([np.sqrt(fm.band[0] * fm.band[1])])[0])) for fm in forces]
+    rank, P = blind_directions(H, noise_std, scale)
+    short = rank < nf
+    if np.count_nonzero(short) <= n // 2:
+        return None
+    weight = np.real(np.einsum("kjj->j", P[short])) / np.count_nonzero(short)
+    who = [nm for nm, w in zip(names, weight) if w >= share]
+    r = int(np.median(rank[short]))
+    f_lo, f_hi = float(f[short].min()), float(f[short].max())
+    return (f"the sensors see {r} independent combination(s) of the {nf} loads at "
+            f"{f_lo:.3g}-{f_hi:.3g} Hz: {', '.join(who)} cannot be told apart beyond that by "
+            f"any record, and the estimate splits them as the load model says (e.g. loads on "
+            f"one side of the structure seen only from the other: a sensor between them, or "
+            f"their declared sizes and correlation, decide the split)")
