@@ -16,6 +16,11 @@ imported-matrices Euler-Bernoulli strip of the same geometry (Matrix Market, 680
 at an interface, ten accelerometers at 400 Hz, white forces up to the Nyquist frequency.
 
     python benchmarks/accuracy.py [--quick] [--json OUT.json]
+
+Realistic loads against a declared band (roll-offs of order 1-4, pink, a source resonance,
+a load 50x below its declaration, a source's correlated forces and moments at a receiver),
+with and without ``build --record``: ``python benchmarks/accuracy.py --zoo [ZOO OPTIONS]``
+runs ``benchmarks/load_zoo.py`` with the options that follow ``--zoo``.
 """
 
 from __future__ import annotations
@@ -236,7 +241,13 @@ HEAD = ("| model | sensor | load | noise | estimator (* chosen) | target | nrmse
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--zoo" in argv:  # the load zoo (module docstring)
+        import load_zoo
+        return load_zoo.main(argv[argv.index("--zoo") + 1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zoo", action="store_true",
+                    help="run benchmarks/load_zoo.py with the options after --zoo")
     ap.add_argument("--quick", action="store_true",
                     help="paper cantilever (displacement, random 5-80/5-160 Hz, 1 %%) and the "
                          "free-free case only")

@@ -62,12 +62,14 @@ def score(bundle, Y, F, Z, lim, band=(0.0, 200.0)):
     return out
 
 
-def run_case(name, lm, path, spec, model, quick, orders=(), with_record=True, noise=0.01):
+def run_case(name, lm, path, spec, model, quick, orders=(), with_record=True, noise=0.01,
+             record_seed=11):
     """Bundles: the defaults ("declared"), one per Butterworth order given in the model file
-    ("order k"), and with a record; each scored on the same test record."""
+    ("order k"), and with a record (drawn with ``record_seed``); each scored on the same test
+    record."""
     d = Path(tempfile.mkdtemp(prefix="zoo-"))
     rec_s = 10.0 if quick else 20.0
-    Yr, _, _ = record(spec, model, lm, rec_s, 11, noise=noise)
+    Yr, _, _ = record(spec, model, lm, rec_s, record_seed, noise=noise)
     write_table(d / "run.csv", np.arange(Yr.shape[0]) / spec.estimator.rate, Yr,
                 [s.name for s in spec.sensors])
     Y, F, Z = record(spec, model, lm, 6.0 if quick else 8.0, 23, noise=noise)
@@ -117,6 +119,8 @@ def main(argv=None) -> int:
     ap.add_argument("--orders", default="", help="also bundles whose [[forces]] model gives "
                     "these Butterworth orders, comma-separated (the prior's roll-off)")
     ap.add_argument("--no-record", action="store_true", help="skip the bundle with --record")
+    ap.add_argument("--record-seed", type=int, default=11,
+                    help="seed of the record the load is learned from (the test record's is 23)")
     a = ap.parse_args(argv)
     d = Path(tempfile.mkdtemp(prefix="zoo-model-"))
     path = d / "strip.toml"
@@ -132,10 +136,11 @@ def main(argv=None) -> int:
             rp.write_text(RECEIVER)
             rs = load_model_file(rp)
             out[name] = run_case(name, source_load(), rp, rs, build_fe_model(rs, progress=False),
-                                 a.quick, (), not a.no_record, noise=0.1)
+                                 a.quick, (), not a.no_record, noise=0.1,
+                                 record_seed=a.record_seed)
         else:
             out[name] = run_case(name, CASES[name], path, spec, model, a.quick, orders,
-                                 not a.no_record)
+                                 not a.no_record, record_seed=a.record_seed)
         print(fmt(name, out[name]), flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2))
