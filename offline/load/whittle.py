@@ -256,9 +256,12 @@ class Whittle:
         """The bins' centre frequencies (nb,) [Hz]."""
         return self.f_fine[self.centres]
 
-    def force_psd(self, models, corr, comps, f) -> np.ndarray:
-        """S_ff (nfreq, nf, nf) at ``f``: the forces' own filters and the components."""
-        d = np.sqrt(np.column_stack([fm.psd(f) for fm in models]))  # (nfreq, nf)
+    def force_psd(self, models, corr, comps, f, psd=None) -> np.ndarray:
+        """S_ff (nfreq, nf, nf) at ``f``: the forces' own filters (their PSDs ``psd``
+        (nfreq, nf) when already at hand) and the components."""
+        if psd is None:
+            psd = np.column_stack([fm.psd(f) for fm in models])
+        d = np.sqrt(psd)                                                # (nfreq, nf)
         S = d[:, :, None] * corr[None] * d[:, None, :]
         for c in comps:
             v = np.asarray(c.v)
@@ -332,7 +335,7 @@ class Whittle:
         f_all, H_all = self.f_all, self.H_all
         psd = np.column_stack([fm.psd(f_all) for fm in models])            # (nall, nf)
         d = np.sqrt(np.maximum(psd, 1e-300))
-        Sff = self.force_psd(models, corr, comps, f_all)
+        Sff = self.force_psd(models, corr, comps, f_all, psd)
         HH = np.conj(np.transpose(H_all, (0, 2, 1)))
         Syy = self._fold(H_all @ Sff @ HH)
         E = self._binned(Syy, noise)
@@ -352,7 +355,10 @@ class Whittle:
         grad = np.zeros(free.size)
         for n, p in enumerate(free):
             kind, j = _owner(L.names[p])
-            if kind == "force":
+            if kind == "force" and L.names[p].startswith("ln_rms"):
+                # psd = rms^2 (...):  d psd / d ln rms = 2 psd
+                grad[n] = K * float(np.sum(gd[:, j] * d[:, j]))
+            elif kind == "force":
                 tp, tm = th.copy(), th.copy()
                 tp[p] += h
                 tm[p] -= h

@@ -120,31 +120,34 @@ class ForceModel:
             sec[:3] /= abs(np.polyval(sec[:3], s_c) / np.polyval(sec[3:], s_c))
         return sos
 
-    def shape(self, freqs) -> np.ndarray:
-        """``|H(j 2 pi f)|^2`` of the sections at ``freqs`` [Hz] (qc = 1)."""
+    def shape(self, freqs, sos=None) -> np.ndarray:
+        """``|H(j 2 pi f)|^2`` of the sections ``sos`` (default :meth:`sections`) at
+        ``freqs`` [Hz] (qc = 1)."""
         s = 2j * np.pi * np.asarray(freqs, dtype=float)
         if self.kind == "randomwalk":
             with np.errstate(divide="ignore"):
                 return 1.0 / np.abs(s) ** 2
         h = np.ones(s.shape, complex)
-        for sec in self.sections():
+        for sec in (self.sections() if sos is None else sos):
             h *= np.polyval(sec[:3], s) / np.polyval(sec[3:], s)
         return np.abs(h) ** 2
 
     def psd(self, freqs) -> np.ndarray:
         """Two-sided power spectral density [unit^2/Hz] at ``freqs`` [Hz]: ``qc |H|^2``
         (its integral over -inf..inf is ``rms^2``)."""
-        return self.realise()[3] * self.shape(freqs)
+        sos = None if self.kind == "randomwalk" else self.sections()  # designed once
+        return self.realise(sos)[3] * self.shape(freqs, sos)
 
-    def realise(self):
-        """Continuous ``(Af, Bf, Cf, qc)``: ``xi' = Af xi + Bf w``, ``f = Cf xi``."""
+    def realise(self, sos=None):
+        """Continuous ``(Af, Bf, Cf, qc)``: ``xi' = Af xi + Bf w``, ``f = Cf xi``
+        (``sos``: :meth:`sections` when already at hand)."""
         if self.kind == "randomwalk":
             wc = 2 * np.pi * np.sqrt(self.band[0] * self.band[1])
             # S_f(w) = qc / w^2 equals the band level S0 at the band's geometric centre
             return np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1)), self.level() * wc ** 2
         signal = need("scipy.signal")
         linalg = need("scipy.linalg")
-        Af, Bf, Cf, Df = _cascade(self.sections(), signal)
+        Af, Bf, Cf, Df = _cascade(self.sections() if sos is None else sos, signal)
         if np.any(np.abs(Df) > 0):
             raise EstimatorError("force shaping filter must be strictly proper")
         # one companion form of the whole filter is badly scaled (cond 1e18 at order 4):
