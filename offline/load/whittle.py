@@ -355,10 +355,7 @@ class Whittle:
         grad = np.zeros(free.size)
         for n, p in enumerate(free):
             kind, j = _owner(L.names[p])
-            if kind == "force" and L.names[p].startswith("ln_rms"):
-                # psd = rms^2 (...):  d psd / d ln rms = 2 psd
-                grad[n] = K * float(np.sum(gd[:, j] * d[:, j]))
-            elif kind == "force":
+            if kind == "force":
                 tp, tm = th.copy(), th.copy()
                 tp[p] += h
                 tm[p] -= h
