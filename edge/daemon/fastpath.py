@@ -26,7 +26,7 @@ from numba import njit, types
 from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PENDING, H_CAP,
                                H_DELAY, H_LATW, H_NCH, H_NF, H_NOUT, HCOUNT, HEAD, HF, HSEQ, HT, LAT_D,
                                LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RESETS, RSTATE, SEQ,
-                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TS,
+                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TAIL, TS,
                                VALUES, Z)
 from edge.estimator.estimator import Estimator
 from edge.estimator.packed import _process_packed, _reset_packed
@@ -144,7 +144,8 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     -------
     int
         -2: a non-finite channel (the general path counts faults): nothing was changed.
-        Else the sample is published and the result is its slot.
+        Else the sample is published and the result is the next sample's slot, or -1 when
+        the ring is full.
     """
     cap = i8[H_CAP]
     nch = i8[H_NCH]
@@ -198,4 +199,6 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     i8[co + ESTIMATES] += m
     head += 1
     i8[rs + HEAD] = head  # published: the slot was complete before head moved
-    return i
+    if head - i8[rs + TAIL] < cap:
+        return head % cap
+    return -1

@@ -84,7 +84,12 @@ class SignalAcquisition:
         # their flags, the sample number of its first row
         self._Y = np.zeros((0, 0))
         self._F = np.zeros(0, np.uint8)
+        self._flags: list[int] = []  # _F as Python ints (a cheaper store per sample)
         self._k0 = 0
+        # rows _k0 .. _k0 + _fast - 1 can be delivered one at a time with no check (in the
+        # chunk, before the duration's end and a dead DRDY line): read()'s short path
+        self._fast = 0
+        self._real = clock == "real"
 
     @property
     def source(self):
@@ -109,6 +114,8 @@ class SignalAcquisition:
         else:  # volts -> physical units, saturated -> NaN + bit2 (as the ADS1256 driver)
             self._Y = np.empty_like(V)
             calibrate(V, self.sens, self.off, self.sat, self._Y, self._F)
+        self._flags = self._F.tolist()
+        self._fast = min([m, *(e - k0 for e in (self.total, self.dead_at) if e is not None)])
 
     @property
     def host_offset_ns(self) -> int | None:
@@ -122,6 +129,23 @@ class SignalAcquisition:
         """Up to ``n`` rows (the length of the outputs) into the outputs; returns how many
         (fewer only at the end of a prepared chunk or of the simulation). With the real clock
         it returns, like the driver, when the last of them is due (its DRDY time)."""
+        k = self.k
+        j = k - self._k0
+        if j < self._fast and out_values.shape[0] == 1:  # one sample (block 1, the default)
+            if self._real:  # sample k is due at start + k / rate
+                rem = self._start_ns + k * self.dt_ns - time.monotonic_ns()
+                if rem > 0:
+                    time.sleep(rem * 1e-9)
+            out_values[...] = self._Y[j:j + 1]
+            out_flags[0] = self._flags[j]
+            out_t_ns[0] = k * self.dt_ns
+            self.k = k + 1
+            return 1
+        return self._read(out_values, out_t_ns, out_flags)
+
+    def _read(self, out_values, out_t_ns, out_flags) -> int:
+        """:meth:`read` in general: the first read, blocks, the chunk's end, the duration's
+        end, a dead DRDY line."""
         k = self.k
         if self.start is None:
             self._start_ns = time.monotonic_ns()
@@ -146,14 +170,9 @@ class SignalAcquisition:
             rem = self._start_ns + (k + n - 1) * self.dt_ns - time.monotonic_ns()
             if rem > 0:
                 time.sleep(rem * 1e-9)
-        if n == 1:
-            out_values[0] = self._Y[j]
-            out_flags[0] = self._F[j]
-            out_t_ns[0] = k * self.dt_ns
-        else:
-            out_values[:n] = self._Y[j:j + n]
-            out_flags[:n] = self._F[j:j + n]
-            out_t_ns[:n] = (k + np.arange(n)) * self.dt_ns
+        out_values[:n] = self._Y[j:j + n]
+        out_flags[:n] = self._F[j:j + n]
+        out_t_ns[:n] = (k + np.arange(n)) * self.dt_ns
         self.k = k + n
         return n
 
