@@ -96,13 +96,14 @@ def _fast_rig(cap=8, w=16):
 
 
 def test_compiled_clock_reads_time_monotonic_ns():
+    from edge.daemon.arena import TS
     from edge.daemon.fastpath import CLOCK_OK, _now_ns
 
     if not CLOCK_OK:
         return
     _, ar, _ = _fast_rig()
     a = time.monotonic_ns()
-    t = _now_ns(ar.i8)
+    t = _now_ns(ar.view(TS))
     b = time.monotonic_ns()
     assert a <= t <= b  # the same clock (CLOCK_MONOTONIC): ordered, no tolerance
 
