@@ -110,7 +110,7 @@ def test_compiled_clock_reads_time_monotonic_ns():
 
 def test_sample_equals_stage_estimate_align_latency_publish():
     """One compiled call per sample == the Python path it replaces: Ring.stage, a reset on
-    a gap, the estimator, the alignment twin, two LatencyStats.add_one, counters,
+    a gap, the estimator, the alignment twin, two LatencyStats.add, counters,
     Ring.publish."""
     from edge.daemon import arena as A
     from edge.daemon.fastpath import CLOCK_OK, _sample
@@ -171,8 +171,8 @@ def test_sample_equals_stage_estimate_align_latency_publish():
         lr = ar.view(A.LAT_R)[k % 16]
         ld = ar.view(A.LAT_D)[k % 16]
         assert lr >= 0 and ld - lr == ring.stamp_ns[i] - (t + toff)
-        lat_r.add_one(int(lr))
-        lat_d.add_one(int(ld))
+        lat_r.add(np.array([lr]))
+        lat_d.add(np.array([ld]))
         ls = LatencyStats(16, ar.view(A.LAT_R), ar.view(A.LAT_RS))
         assert (ls.n, ls.max_ns) == (lat_r.n, lat_r.max_ns)
         assert np.array_equal(ls.buf, lat_r.buf)

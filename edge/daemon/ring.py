@@ -120,12 +120,8 @@ class Ring:
             return False
         i = st.item(HEAD) % self.capacity
         adc = st.item(ADC)
-        if n == 1:  # the per-sample path: no temporary arrays
-            self.seq[i] = adc
-            self.stamp_ns[i] = time.monotonic_ns()
-        else:
-            self.seq[i:i + n] = np.arange(adc, adc + n)
-            self.stamp_ns[i:i + n] = time.monotonic_ns()
+        self.seq[i:i + n] = np.arange(adc, adc + n)
+        self.stamp_ns[i:i + n] = time.monotonic_ns()
         if st[GAP_PENDING]:
             self.flags[i] |= FLAG_GAP
             st[GAP_PENDING] = 0
