@@ -6,7 +6,7 @@
       │ acq.read(slot views)                       acquisition thread (SCHED_FIFO optional)
       ▼
     ring slot ── one compiled call per clean sample (edge.daemon.fastpath._sample):
-      │          stage, estimate, align, latency, publish (head += 1)
+      │          stage, estimate, align, latency, publish (head += 1), the next slot
       │          otherwise the general path (edge.daemon.samplepath): faults, gaps,
       │          pause, commands, identification windows, blocks, the smoother
       ▼
