@@ -1,13 +1,16 @@
 """The daemon of this tree against the daemon of another source tree, interleaved.
 
     python benchmarks/daemon_ab.py --other /tmp/main-tree [--repeat 3] [--seconds 10]
+                                   [--levels signal,adc]
 
 Each run is a fresh interpreter importing ``edge`` from one tree (``PYTHONPATH``), with the
 default configuration (MQTT QoS 1 to one private Mosquitto, recorder on), 1,000 samples/s,
 signal and adc level, a precomputed source; the trees alternate run by run so both see the
 same machine load. Printed per run: CPU of the process in percent of one core (from 1 s
 after the first sample), conversions missed (adc), samples lost, estimates undelivered,
-resident memory at the end, latency p99 as health reports it. Get another tree with e.g.
+resident memory at the end, latency p99 as health reports it; at the end, per level, the
+median and range of each tree and of the paired differences (this - other, run by run). Get
+another tree with e.g.
 ``git archive main | tar -x -C /tmp/main-tree``.
 """
 import argparse, json, os, subprocess, sys, tempfile, statistics
@@ -47,13 +50,14 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--other", required=True)
 ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--seconds", type=float, default=10.0)
+ap.add_argument("--levels", default="signal,adc")
 a = ap.parse_args()
 tmp = Path(tempfile.mkdtemp()); broker, port = B._broker(tmp)
 trees = {"other": a.other, "this": str(ROOT)}
 res = {}
 try:
     for r in range(a.repeat):
-        for level in ("signal", "adc"):
+        for level in a.levels.split(","):
             for name, tree in trees.items():
                 cfg = B._cfg(tmp, port, level, a.seconds + 1.0); cfg.pop("realtime", None)
                 env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=tree)
@@ -71,3 +75,7 @@ finally:
 for k, v in res.items():
     c = [x["cpu"] for x in v]
     print(k, f"median {statistics.median(c):.2f} range {min(c):.2f}-{max(c):.2f}")
+for level in a.levels.split(","):
+    d = [x["cpu"] - y["cpu"] for x, y in zip(res[(level, "this")], res[(level, "other")])]
+    print(f"{level}: this - other, paired: median {statistics.median(d):+.2f} pp, range "
+          f"{min(d):+.2f}..{max(d):+.2f}, this lower in {sum(x < 0 for x in d)} of {len(d)}")

@@ -485,9 +485,10 @@ class _ArrayVolts:
 
 
 def test_signal_read_one_sample_equals_block_calibrate():
-    """One-sample reads of SignalAcquisition against block reads
-    (edge.daemon.sim_signal.calibrate): bit-identical values, identical flags, NaN/inf/saturated
-    inputs and injected faults included."""
+    """One-sample reads of SignalAcquisition (after the first: the compiled short path,
+    edge.daemon.sim_signal._deliver) against block reads, its NumPy twin (slice stores of
+    edge.daemon.sim_signal.calibrate's output): bit-identical values, identical flags and
+    times, NaN/inf/saturated inputs and injected faults included."""
     from edge.daemon.sim_signal import SignalAcquisition
 
     rng = np.random.default_rng(5)

@@ -143,25 +143,6 @@ def test_errors_name_the_file(tmp_path):
             Recorder(ro, ["a"], ["m"])
 
 
-def test_compiled_pack_matches_structured_assignment():
-    """The chunk kernel against its plain twin: numpy's structured-array field assignment
-    (the record layout of edge.daemon.vsr), bit for bit, NaN, -0.0 and negative ints too."""
-    from edge.daemon.recstream import _pack
-
-    rng = np.random.default_rng(8)
-    seq = rng.integers(-2**62, 2**62, 40)
-    t = rng.integers(-2**62, 2**62, 40)
-    v = rng.standard_normal((40, 3))
-    v[3, 1], v[4, 0], v[5, 2] = np.nan, -0.0, -np.inf
-    f = rng.integers(0, 256, 40).astype(np.uint8)
-    twin = np.zeros(50, record_dtype(3))
-    b = twin[7:7 + 25]
-    b["seq"], b["t_ns"], b["v"], b["flags"] = seq[10:35], t[10:35], v[10:35], f[10:35]
-    got = np.zeros(50, record_dtype(3))
-    assert _pack(got.view(np.uint8), got.dtype.itemsize, 7, seq, t, v, f, 10, 25) == 32
-    assert got.tobytes() == twin.tobytes()
-
-
 def test_one_poll_ships_every_stream_as_one_item(tmp_path):
     """The writer wakes once per poll that ships, not once per chunk or stream: raw and
     estimate chunks of one poll share one queue item."""

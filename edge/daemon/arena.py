@@ -2,14 +2,14 @@
 
 A compiled call pays for every array argument it is given (numba's type check and unboxing,
 several times dearer after a 1 ms sleep has cooled the caches: 3-7 us for 6 arrays, 9-12 us
-for 27 on the development VM). The ring, the alignment history, the estimate rows by slot, the two latency
-windows and the counters are therefore fields of three arrays, and
+for 27 on the development VM). The ring, the alignment history, the estimate rows by slot, the
+two latency windows and the counters are therefore fields of three arrays, and
 :func:`edge.daemon.fastpath._sample` receives three arguments for all of them. Python sees
-every field as an ordinary NumPy view (:attr:`Arena.view`), made once.
+every field as an ordinary NumPy view (:attr:`Arena.view`), made once; compiled code takes
+the same view with :func:`edge.daemon.fastpath._field`.
 
 Layout: ``i8[0:_OFF]`` holds the sizes (``H_*``), ``i8[_OFF + field]`` the element offset of
-each field in its array. The field numbers are module constants, so the compiled code reads
-a field as ``i8[i8[_OFF + SEQ] + k]``.
+each field in its array (:func:`edge.packing.pack`).
 """
 
 from __future__ import annotations

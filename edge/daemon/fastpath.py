@@ -26,7 +26,7 @@ from numba import njit, types
 from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PENDING, H_CAP,
                                H_DELAY, H_LATW, H_NCH, H_NF, H_NOUT, HCOUNT, HEAD, HF, HSEQ, HT, LAT_D,
                                LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RESETS, RSTATE, SEQ,
-                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TS,
+                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TAIL, TS,
                                VALUES, Z)
 from edge.estimator.estimator import Estimator
 from edge.estimator.packed import _process_packed, _reset_packed
@@ -104,24 +104,29 @@ _clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32
 
 
 @njit(cache=True)
-def _now_ns(i8):  # pragma: no cover - compiled
-    """``time.monotonic_ns()`` from compiled code (the arena's TS field as ``timespec``)."""
-    o = i8[_OFF + TS]
-    _clock_gettime(_CLOCK_MONOTONIC, i8[o:o + 2].ctypes.data)
-    return i8[o] * 1_000_000_000 + i8[o + 1]
+def _field(a, i8, field, n):  # pragma: no cover - compiled
+    """The first ``n`` elements of arena field ``field`` (:mod:`edge.daemon.arena`) in its
+    array ``a`` (``f8``, ``i8`` or ``u8``), as a flat view."""
+    o = i8[_OFF + field]
+    return a[o:o + n]
 
 
 @njit(cache=True)
-def _lat_add(i8, buf, state, lat):  # pragma: no cover - compiled
-    """:meth:`edge.daemon.health.LatencyStats.add_one` on the arena's fields ``buf, state``."""
-    b = i8[_OFF + buf]
-    s = i8[_OFF + state]
-    w = i8[H_LATW]
-    n = i8[s + LAT_N]
-    i8[b + n % w] = lat
-    if lat > i8[s + LAT_MAX]:
-        i8[s + LAT_MAX] = lat
-    i8[s + LAT_N] = n + 1
+def _now_ns(ts):  # pragma: no cover - compiled
+    """``time.monotonic_ns()`` from compiled code; ``ts``: int64 (2,), the ``timespec``."""
+    _clock_gettime(_CLOCK_MONOTONIC, ts.ctypes.data)
+    return ts[0] * 1_000_000_000 + ts[1]
+
+
+@njit(cache=True)
+def _lat_add(buf, state, lat):  # pragma: no cover - compiled
+    """:meth:`edge.daemon.health.LatencyStats.add` of one latency ``lat`` [ns]: window
+    ``buf`` (w,), ``state`` ``(n, max)`` (:data:`LAT_N`, :data:`LAT_MAX`)."""
+    n = state[LAT_N]
+    buf[n % buf.shape[0]] = lat
+    if lat > state[LAT_MAX]:
+        state[LAT_MAX] = lat
+    state[LAT_N] = n + 1
 
 
 @njit(cache=True)  # the GIL stays held: the loop thread never sees a half-written slot
@@ -130,8 +135,8 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     the ring's next slot (``head % capacity``), in place.
 
     Stage (``seq`` = ADC sample number, ``stamp_ns`` = ring entry), estimate
-    (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the two latency stores
-    (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
+    (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the two latency
+    stores (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
     now), the counters, then publish (``head += 1``). ``f8, i8, u8``: the daemon's
     :class:`edge.daemon.arena.Arena`; ``ef8, ei8, eu8``: the Tikhonov estimator's operator
     and state (:class:`edge.estimator.packed.Packed`). Six array arguments: numba's
@@ -144,58 +149,50 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     -------
     int
         -2: a non-finite channel (the general path counts faults): nothing was changed.
-        Else the sample is published and the result is its slot.
+        Else the sample is published and the result is the next sample's slot, or -1 when
+        the ring is full.
     """
-    cap = i8[H_CAP]
-    nch = i8[H_NCH]
-    nf = i8[H_NF]
-    nout = i8[H_NOUT]
-    rs = i8[_OFF + RSTATE]
-    head = i8[rs + HEAD]
-    i = head % cap
-    fo = i8[_OFF + FLAGS]
-    vo = i8[_OFF + VALUES] + i * nch
+    cap, nch, nf, nout = i8[H_CAP], i8[H_NCH], i8[H_NF], i8[H_NOUT]
+    h, w, ncol = i8[H_DELAY] + 1, i8[H_LATW], nf + nout
+    ring = _field(i8, i8, RSTATE, 6)  # head, tail, ADC count, gap pending, ...
+    i = ring[HEAD] % cap
+    y = _field(f8, i8, VALUES, cap * nch)[i * nch:(i + 1) * nch].reshape((1, nch))
     for c in range(nch):
-        if not np.isfinite(f8[vo + c]):
+        if not np.isfinite(y[0, c]):
             return -2
-    t0 = _now_ns(i8)
-    co = i8[_OFF + COUNT]
-    if i8[rs + GAP_PENDING] != 0:  # samples were lost before this one (Ring.stage)
-        u8[fo + i] |= _GAP
-        i8[rs + GAP_PENDING] = 0
-    if u8[fo + i] & _GAP:  # the stream is discontinuous: estimator reset before the sample
+    ts = _field(i8, i8, TS, 2)
+    t0 = _now_ns(ts)
+    count = _field(i8, i8, COUNT, 5)
+    flags, seq = _field(u8, i8, FLAGS, cap), _field(i8, i8, SEQ, cap)
+    t_ns = _field(i8, i8, T_NS, cap)
+    if ring[GAP_PENDING] != 0:  # samples were lost before this one (Ring.stage)
+        flags[i] |= _GAP
+        ring[GAP_PENDING] = 0
+    if flags[i] & _GAP:  # the stream is discontinuous: estimator reset before the sample
         _reset_packed(ef8, ei8, eu8)
-        i8[co + RESETS] += 1
-    adc = i8[rs + ADC]
-    so = i8[_OFF + SEQ]
-    to = i8[_OFF + T_NS]
-    i8[so + i] = adc
-    i8[rs + ADC] = adc + 1
-    i8[i8[_OFF + STAMP] + i] = t0
-    Fo = i8[_OFF + F]
-    Zo = i8[_OFF + Z]
-    eo = i8[_OFF + EF]
-    Fv = f8[Fo:Fo + nf].reshape((1, nf))
-    Zv = f8[Zo:Zo + nout].reshape((1, nout))
-    ef = u8[eo:eo + 1]
-    _process_packed(f8[vo:vo + nch].reshape((1, nch)), Fv, Zv, ef, ef8, ei8, eu8)
-    h = i8[H_DELAY] + 1
-    ho, hto, hfo = i8[_OFF + HSEQ], i8[_OFF + HT], i8[_OFF + HF]
-    hc = i8[_OFF + HCOUNT]
-    svo = i8[_OFF + SV]
-    sso, sto, sfo, soo = i8[_OFF + SSEQ], i8[_OFF + ST], i8[_OFF + SF], i8[_OFF + SOK]
-    ncol = nf + nout
-    m = _align(Fv, Zv, ef, i8[so + i:so + i + 1], i8[to + i:to + i + 1], u8[fo + i:fo + i + 1],
-               i, i8[ho:ho + h], i8[hto:hto + h], u8[hfo:hfo + h], i8[hc:hc + 1],
-               f8[svo:svo + cap * ncol].reshape((cap, ncol)), i8[sso:sso + cap],
-               i8[sto:sto + cap], u8[sfo:sfo + cap], u8[soo:soo + cap], h - 1)
+        count[RESETS] += 1
+    seq[i] = ring[ADC]
+    ring[ADC] += 1
+    _field(i8, i8, STAMP, cap)[i] = t0
+    Fv = _field(f8, i8, F, nf).reshape((1, nf))
+    Zv = _field(f8, i8, Z, nout).reshape((1, nout))
+    ef = _field(u8, i8, EF, 1)
+    _process_packed(y, Fv, Zv, ef, ef8, ei8, eu8)
+    m = _align(Fv, Zv, ef, seq[i:i + 1], t_ns[i:i + 1], flags[i:i + 1], i,
+               _field(i8, i8, HSEQ, h), _field(i8, i8, HT, h), _field(u8, i8, HF, h),
+               _field(i8, i8, HCOUNT, 1), _field(f8, i8, SV, cap * ncol).reshape((cap, ncol)),
+               _field(i8, i8, SSEQ, cap), _field(i8, i8, ST, cap), _field(u8, i8, SF, cap),
+               _field(u8, i8, SOK, cap), h - 1)
     # estimated and aligned: the latency of this sample ends now
-    t1 = _now_ns(i8)
-    _lat_add(i8, LAT_R, LAT_RS, t1 - t0)
-    if i8[co + T_OFF_KNOWN] != 0:
-        _lat_add(i8, LAT_D, LAT_DS, t1 - (i8[to + i] + i8[co + T_OFF]))
-    i8[co + PROCESSED] += 1
-    i8[co + ESTIMATES] += m
-    head += 1
-    i8[rs + HEAD] = head  # published: the slot was complete before head moved
-    return i
+    t1 = _now_ns(ts)
+    _lat_add(_field(i8, i8, LAT_R, w), _field(i8, i8, LAT_RS, 2), t1 - t0)
+    if count[T_OFF_KNOWN] != 0:
+        _lat_add(_field(i8, i8, LAT_D, w), _field(i8, i8, LAT_DS, 2),
+                 t1 - (t_ns[i] + count[T_OFF]))
+    count[PROCESSED] += 1
+    count[ESTIMATES] += m
+    head = ring[HEAD] + 1
+    ring[HEAD] = head  # published: the slot was complete before head moved
+    if head - ring[TAIL] < cap:
+        return head % cap
+    return -1

@@ -50,16 +50,6 @@ class LatencyStats:
             self._st[1] = m
         self._st[0] = n + k
 
-    def add_one(self, lat_ns: int) -> None:
-        """Record one latency [ns] (the general per-sample path; the compiled one is
-        :func:`edge.daemon.fastpath._lat_add`)."""
-        st = self._st
-        n = st.item(0)
-        self.buf[n % self.buf.shape[0]] = lat_ns
-        if lat_ns > st.item(1):
-            st[1] = lat_ns
-        st[0] = n + 1
-
     def summary(self) -> dict:
         """``{"p50","p99","p999","max"}`` in microseconds (window percentiles, max ever).
 

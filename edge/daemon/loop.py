@@ -6,7 +6,7 @@
       │ acq.read(slot views)                       acquisition thread (SCHED_FIFO optional)
       ▼
     ring slot ── one compiled call per clean sample (edge.daemon.fastpath._sample):
-      │          stage, estimate, align, latency, publish (head += 1)
+      │          stage, estimate, align, latency, publish (head += 1), the next slot
       │          otherwise the general path (edge.daemon.samplepath): faults, gaps,
       │          pause, commands, identification windows, blocks, the smoother
       ▼
@@ -166,6 +166,7 @@ class Daemon(SamplePath, StatusMixin):
         self.degraded_reason: str | None = None
         self.paused = False
         self.stop_event = threading.Event()
+        self.stopping = False  # stop() was called: a plain flag the acquisition loop reads
         self.bad_samples = 0
         self.hw_error: BaseException | None = None
         self.finished = False
@@ -195,16 +196,18 @@ class Daemon(SamplePath, StatusMixin):
         realtime.set_fifo(self.cfg["realtime"]["sched_fifo_priority"])
         ring = self.ring
         virtual, block = self.virtual, self.block
-        stopped, read = self.stop_event.is_set, self.acq.read
+        read, slots = self.acq.read, ring.slots
         pub = self.pub
+        span = None  # the views the next read fills
         try:
-            while not stopped():
-                if virtual:
-                    while ring.capacity - ring.available() < block and not stopped():
-                        time.sleep(0.0005)
-                v, t, f = ring.write_span(block)
+            while not self.stopping:
+                if span is None:
+                    if virtual:
+                        while ring.capacity - ring.available() < block and not self.stopping:
+                            time.sleep(0.0005)
+                    span = ring.write_span(block)
                 try:
-                    n = read(v, t, f)
+                    n = read(*span)
                 except BaseException as e:
                     k = int(getattr(e, "n_read", 0) or 0)  # rows before the error
                     if ring.stage(k):
@@ -212,11 +215,15 @@ class Daemon(SamplePath, StatusMixin):
                         ring.publish(k)
                     raise
                 # a clean sample in the plain running state: one compiled call (stage,
-                # estimate, align, latency, publish); -2: it needs the general path
+                # estimate, align, latency, publish) that also names the next free slot;
+                # -2: it needs the general path
                 if n == 1 and self._fast_ok and not ring.scratch and not self._identify_due \
-                        and not (pub is not None and pub.cmd_flag) \
-                        and _sample(*self._sample_args) != -2:
-                    continue
+                        and not (pub is not None and pub.cmd_flag):
+                    i = _sample(*self._sample_args)
+                    if i != -2:
+                        span = slots[i] if i >= 0 else None
+                        continue
+                span = None
                 if ring.stage(n):
                     if not self._t_off_known:
                         self._first_sample()
@@ -266,12 +273,13 @@ class Daemon(SamplePath, StatusMixin):
             log.exception("loop failed")
             code = EXIT_INTERNAL
         finally:
-            self.stop_event.set()
+            self.stop()
             code = self._shutdown(code)
         return code
 
     def stop(self, *_args) -> None:
         """Request a clean stop (safe from a signal handler)."""
+        self.stopping = True
         self.stop_event.set()
 
     def _io_loop(self) -> None:
@@ -338,7 +346,7 @@ class Daemon(SamplePath, StatusMixin):
     # ---------------------------------------------------------------------- shutdown
     def abort(self) -> None:
         """Release what :func:`edge.daemon.app.build_daemon` opened, without running."""
-        self.stop_event.set()
+        self.stop()
         try:
             self.acq.close()
         except Exception as e:  # noqa: BLE001

@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from edge.daemon.recstream import _pack, _Stream
+from edge.daemon.recstream import _Stream
 from edge.daemon.vsr import (BAD_FLAGS, MAGIC, MAX_HEADER_BYTES, SUFFIX,  # noqa: F401
                              Recording, RecordingError, _header_bytes, read_file,
                              read_recording, read_recording_full, record_dtype,
@@ -51,7 +51,7 @@ log = logging.getLogger("vsense.recorder")
 class Recorder:
     """Background writer of raw samples and estimates; degrades, never stalls the loop.
 
-    The loop thread calls :meth:`append_raw` / :meth:`append_estimates` (one compiled copy
+    The loop thread calls :meth:`append_raw` / :meth:`append_estimates` (a copy of the rows
     into a preallocated chunk, no I/O) and :meth:`poll`; full chunks, and all chunks once
     the oldest row is ``min(chunk_age_s, fsync_interval_s / 2)`` old, go together, as one
     item, through a bounded queue (``queue_s`` seconds of data) to the writer thread, which
@@ -153,7 +153,7 @@ class Recorder:
                 s.first_t = time.monotonic()
                 self._ship_at = min(self._ship_at, s.first_t + self.chunk_age_s)
             k = min(n - i, cap - s.fill)
-            s.fill = _pack(s.u8, s.rs, s.fill, seq, t_ns, values, flags, i, k)
+            s.put(seq, t_ns, values, flags, i, k)
             i += k
             if s.fill == cap:
                 self._ship(s)

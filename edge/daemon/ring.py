@@ -60,9 +60,9 @@ class Ring:
                          np.zeros(capacity, np.uint8))
         self.scratch = False  # the last write_span gave the scratch buffers (ring full)
         self.closed = False
-        # one-sample views of every slot, made once: the per-sample write creates no array
-        # view (3 views per slot, about 0.3 kB)
-        self._slot = [(self.values[i:i + 1], self.t_ns[i:i + 1], self.flags[i:i + 1])
+        # one-sample views ``(values, t_ns, flags)`` of every slot, made once: the
+        # per-sample write creates no array view (3 views per slot, about 0.3 kB)
+        self.slots = [(self.values[i:i + 1], self.t_ns[i:i + 1], self.flags[i:i + 1])
                       for i in range(capacity)]
 
     # head = samples written (only the producer changes it), tail = samples consumed (only
@@ -92,7 +92,7 @@ class Ring:
         self.scratch = False
         i = head % self.capacity
         if nmax == 1:
-            return self._slot[i]
+            return self.slots[i]
         n = min(nmax, free, self.capacity - i)
         return self.values[i:i + n], self.t_ns[i:i + n], self.flags[i:i + n]
 
@@ -120,12 +120,8 @@ class Ring:
             return False
         i = st.item(HEAD) % self.capacity
         adc = st.item(ADC)
-        if n == 1:  # the per-sample path: no temporary arrays
-            self.seq[i] = adc
-            self.stamp_ns[i] = time.monotonic_ns()
-        else:
-            self.seq[i:i + n] = np.arange(adc, adc + n)
-            self.stamp_ns[i:i + n] = time.monotonic_ns()
+        self.seq[i:i + n] = np.arange(adc, adc + n)
+        self.stamp_ns[i:i + n] = time.monotonic_ns()
         if st[GAP_PENDING]:
             self.flags[i] |= FLAG_GAP
             st[GAP_PENDING] = 0

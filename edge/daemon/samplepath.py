@@ -122,11 +122,7 @@ class SamplePath:
             if events:
                 self._fault_events(events, seq)
                 cuts += [k for k, _, what in events if what == "recovered"]
-            if n == 1:
-                if fl[0] & FLAG_GAP:
-                    cuts.append(0)
-            else:
-                cuts += np.nonzero(fl & FLAG_GAP)[0].tolist()
+            cuts += np.nonzero(fl & FLAG_GAP)[0].tolist()
             if cuts:
                 a = 0
                 for c in sorted(set(cuts)):
@@ -140,15 +136,9 @@ class SamplePath:
         else:
             self.faults.update(bad)
         now = time.monotonic_ns()
-        off = self._t_off
-        if n == 1:
-            self.latency_ring.add_one(now - int(ring.stamp_ns[i]))
-            if off is not None:
-                self.latency.add_one(now - (int(t_ns[0]) + off))
-        else:
-            self.latency_ring.add(now - ring.stamp_ns[i:i + n])
-            if off is not None:
-                self.latency.add(now - (t_ns + off))
+        self.latency_ring.add(now - ring.stamp_ns[i:i + n])
+        if self._t_off is not None:
+            self.latency.add(now - (t_ns + self._t_off))
         self.processed += n
 
     def _estimate(self, Yk, seq, t_ns, fl, slot: int) -> None:
