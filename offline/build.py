@@ -41,6 +41,7 @@ from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
 from offline.load import declared_load_model, learn_load, read_records
 from offline.load.check import innovation_check
+from offline.load.model import LoadModel
 from offline.load.plots import plot_spectra, plot_whiteness
 from offline.limit.transfer import modal_model
 from offline.model import EstimatorSpec, build_fe_model, load_model_file
@@ -82,8 +83,9 @@ class BuildResult:
             e = b.meta["estimator"]
             lines[-1] = (f"  Kalman fixed-lag smoother, lag {e['lag']} "
                          f"({e['lag'] * b.dt * 1e3:g} ms), force models "
-                         + ", ".join(f"{m['kind']} {m['band'][0]:g}-{m['band'][1]:g} Hz "
-                                     f"rms {m['rms']:g}" for m in e["force_models"])
+                         + ", ".join(f"{m['kind']} {m['band'][0]:.3g}-{m['band'][1]:.3g} Hz "
+                                     f"rms {m['rms']:.3g}" for m in e["force_models"])
+                         + _components_line(e)
                          + "; std " + ", ".join(f"{n} {v:.3g}" for n, v in zip(
                              [x.name for x in (*b.forces, *b.outputs)], e["std"])))
         sel = b.meta.get("selection")
@@ -125,6 +127,16 @@ class BuildResult:
                 lines.append(f"  {chk['text']}")
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
+
+
+def _components_line(e: dict) -> str:
+    """With source components (``meta["estimator"]["force_components"]``) the force models'
+    ``rms`` is each force's floor only: the forces' total RMS, for the summary."""
+    comps = e.get("force_components") or []
+    if not comps:
+        return ""
+    return (f" (floors) + {len(comps)} source component(s): total rms "
+            + ", ".join(f"{r:.3g}" for r in LoadModel.from_estimator(e).rms()))
 
 
 def _radius(meta: dict) -> float:

@@ -67,6 +67,9 @@ class LoadFit:
                  f"{self.info.get('segment_s', 0):g} s"
                  + ("; with the fold-back from above Nyquist" if self.info.get("alias_images")
                     else "") + "; declared -> fitted):"]
+        # with source components a force's RMS is its floor's and theirs together: the
+        # stated level is the total (LoadModel.rms), the floor's own fit next to it
+        total = self.model.rms()
         for j, (n, fm, pm) in enumerate(zip(force_names, self.model.forces,
                                             self.prior.forces)):
             key = f"force {j}"
@@ -74,12 +77,15 @@ class LoadFit:
             hp, lp = fm.orders
             pk = "; peaks " + ", ".join(f"{p[0]:.1f} Hz x{p[2]:.2g}" for p in fm.peaks) \
                 if fm.peaks else ""
+            sd = f"+/- {100 * self.posterior_sd[key]:.0f} %"
+            level = (f"rms {pm.rms:.3g} -> {total[j]:.3g} (floor {fm.rms:.3g} {sd}, plus the "
+                     "components below)" if self.model.components else
+                     f"rms {pm.rms:.3g} -> {fm.rms:.3g} ({sd})")
             lines.append(
-                f"  {n}: rms {pm.rms:.3g} -> {fm.rms:.3g} (+/- {100 * self.posterior_sd[key]:.0f}"
-                f" %), band {pm.band[0]:.3g}-{pm.band[1]:.3g} -> {fm.band[0]:.3g}-"
+                f"  {n}: {level}, band {pm.band[0]:.3g}-{pm.band[1]:.3g} -> {fm.band[0]:.3g}-"
                 f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
-                + ("" if ok else "  [not identified by the records: kept near the "
-                   "declaration]"))
+                + ("" if ok else "  [" + ("floor " if self.model.components else "")
+                   + "not identified by the records: kept near the declaration]"))
         n_unc = int(self.model.info.get("uncertainty_components", 0))
         n_pt = len(self.model.components) - n_unc
         for m, c in enumerate(self.model.components[:n_pt]):
