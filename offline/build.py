@@ -96,6 +96,9 @@ class BuildResult:
                              for n, v, s in zip(names, best["nrmse"], best["spread"]))
             lines.append(f"  chosen on {sel['n_runs']} full-model calibration runs: "
                          f"{sel['chosen']} L={best['window']}, normalised RMS error {errs}")
+            worse = worse_than_zero(names, best["nrmse"])
+            if worse:
+                lines.append(f"  WARNING: {worse}")
         lim = b.meta.get("limit")
         if lim:
             nc = lim["force_nrmse"] + lim["output_nrmse"]
@@ -127,6 +130,21 @@ class BuildResult:
                 lines.append(f"  {chk['text']}")
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
+
+
+def worse_than_zero(names, nrmse) -> str | None:
+    """The targets whose estimate is worse than an estimate of zero on the calibration runs
+    (normalised RMS error above 1), in words, or None. An estimator whose model describes the
+    structure never is (the MMSE estimate's error is at most the signal's own std): the
+    reduced model misses that target (its modes, or a master near it) or the sensors do not
+    see it (e.g. a displacement from accelerometers only)."""
+    bad = [f"{n} {v:.3g}" for n, v in zip(names, nrmse) if v > 1.0]
+    if not bad:
+        return None
+    return (f"on the calibration runs the estimate of {', '.join(bad)} (normalised RMS error) "
+            "is worse than an estimate of zero: the reduced model does not describe it (more "
+            "[reduction] modes or a master near it; see the eigenvalue error within the band "
+            "below) or the sensors do not see it")
 
 
 def _components_line(e: dict) -> str:
