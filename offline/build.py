@@ -213,6 +213,16 @@ def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True)
     say = (lambda s: print(f"load model: {s}", flush=True)) if progress else None
     fit = learn_load(mm, Ys, bundle.dt, prior, [c.kind for c in bundle.channels],
                      progress=say)
+    # the fit's family is the band-pass model: a declared kind outside it is replaced, and
+    # the summary says so (it was replaced without a word)
+    other = [f"{f.name} ({pm.kind})" for f, pm, fm in zip(spec.forces, prior.forces,
+                                                          fit.model.forces)
+             if pm.kind != fm.kind]
+    if other:
+        fit.model.info.setdefault("warnings", []).append(
+            f"[[forces]] model kind of {', '.join(other)} replaced by the learned "
+            "band-pass model (the fit's family): a static or slowly "
+            "drifting part of the load is not modelled; build without --record to keep it")
     return fit, fit.model
 
 
