@@ -396,8 +396,15 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         timings["hybrid"] = time.perf_counter() - t6
     bundle.meta["load_model"] = (load_model if load_model is not None else
                                  declared_load_model(spec, bundle.rate)).as_meta()
-    if load_fit is not None and bundle.method == "smoother":  # does it explain the records?
-        load_fit.info["check"] = innovation_check(bundle, load_fit.info["data"])
+    if load_fit is not None:  # does it explain the records? (whatever estimator was chosen:
+        # the check is the learned model's, through a smoother designed with it)
+        try:
+            chk = bundle if bundle.method == "smoother" else smoother_from_spec(
+                bundle, spec, est_spec, load_model=load_model)
+            load_fit.info["check"] = innovation_check(chk, load_fit.info["data"])
+        except EstimatorError as exc:
+            load_fit.info["check"] = {"ok": False, "text": "WARNING: the learned load model "
+                                      f"could not be checked on the records: {exc}"}
         bundle.meta["load_model"]["info"]["check"] = dict(load_fit.info["check"])
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},

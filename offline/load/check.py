@@ -68,6 +68,6 @@ def innovation_check(bundle, records, skip_s: float = 1.0, max_s: float = 20.0,
         text = ("WARNING: the learned load model does not explain the records: " + text
                 + "; the stated standard deviations are not to be trusted (loads outside "
                 "the fit's family, e.g. correlated forces whose coherence changes with "
-                "frequency, or a structure the model does not describe)")
+                "frequency, a structure the model does not describe, or a channel in another unit)")
     return {"variance": var, "coloured": coloured, "peak": peak, "ok": bool(ok),
             "text": text}
