@@ -40,15 +40,16 @@ from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
 from offline.load import declared_load_model, learn_load, read_records
-from offline.load.check import innovation_check
-from offline.load.model import LoadModel
+from offline.load.check import check_learned
+from offline.load.declared import replaced_kinds
+from offline.load.model import total_rms_note
 from offline.load.plots import plot_spectra, plot_whiteness
 from offline.limit.transfer import modal_model
 from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import select
+from offline.selection import select, worse_than_zero
 from offline.smoother import smoother_from_spec, with_load_levels
 
 
@@ -85,7 +86,7 @@ class BuildResult:
                          f"({e['lag'] * b.dt * 1e3:g} ms), force models "
                          + ", ".join(f"{m['kind']} {m['band'][0]:.3g}-{m['band'][1]:.3g} Hz "
                                      f"rms {m['rms']:.3g}" for m in e["force_models"])
-                         + _components_line(e)
+                         + total_rms_note(e)
                          + "; std " + ", ".join(f"{n} {v:.3g}" for n, v in zip(
                              [x.name for x in (*b.forces, *b.outputs)], e["std"])))
         sel = b.meta.get("selection")
@@ -130,31 +131,6 @@ class BuildResult:
                 lines.append(f"  {chk['text']}")
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
-
-
-def worse_than_zero(names, nrmse) -> str | None:
-    """The targets whose estimate is worse than an estimate of zero on the calibration runs
-    (normalised RMS error above 1), in words, or None. An estimator whose model describes the
-    structure never is (the MMSE estimate's error is at most the signal's own std): the
-    reduced model misses that target (its modes, or a master near it) or the sensors do not
-    see it (e.g. a displacement from accelerometers only)."""
-    bad = [f"{n} {v:.3g}" for n, v in zip(names, nrmse) if v > 1.0]
-    if not bad:
-        return None
-    return (f"on the calibration runs the estimate of {', '.join(bad)} (normalised RMS error) "
-            "is worse than an estimate of zero: the reduced model does not describe it (more "
-            "[reduction] modes or a master near it; see the eigenvalue error within the band "
-            "below) or the sensors do not see it")
-
-
-def _components_line(e: dict) -> str:
-    """With source components (``meta["estimator"]["force_components"]``) the force models'
-    ``rms`` is each force's floor only: the forces' total RMS, for the summary."""
-    comps = e.get("force_components") or []
-    if not comps:
-        return ""
-    return (f" (floors) + {len(comps)} source component(s): total rms "
-            + ", ".join(f"{r:.3g}" for r in LoadModel.from_estimator(e).rms()))
 
 
 def _radius(meta: dict) -> float:
@@ -213,16 +189,9 @@ def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True)
     say = (lambda s: print(f"load model: {s}", flush=True)) if progress else None
     fit = learn_load(mm, Ys, bundle.dt, prior, [c.kind for c in bundle.channels],
                      progress=say)
-    # the fit's family is the band-pass model: a declared kind outside it is replaced, and
-    # the summary says so (it was replaced without a word)
-    other = [f"{f.name} ({pm.kind})" for f, pm, fm in zip(spec.forces, prior.forces,
-                                                          fit.model.forces)
-             if pm.kind != fm.kind]
-    if other:
-        fit.model.info.setdefault("warnings", []).append(
-            f"[[forces]] model kind of {', '.join(other)} replaced by the learned "
-            "band-pass model (the fit's family): a static or slowly "
-            "drifting part of the load is not modelled; build without --record to keep it")
+    warn = replaced_kinds(spec, prior.forces, fit.model.forces)
+    if warn:  # the fit's family is the band-pass model
+        fit.model.info.setdefault("warnings", []).append(warn)
     return fit, fit.model
 
 
@@ -396,15 +365,9 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         timings["hybrid"] = time.perf_counter() - t6
     bundle.meta["load_model"] = (load_model if load_model is not None else
                                  declared_load_model(spec, bundle.rate)).as_meta()
-    if load_fit is not None:  # does it explain the records? (whatever estimator was chosen:
-        # the check is the learned model's, through a smoother designed with it)
-        try:
-            chk = bundle if bundle.method == "smoother" else smoother_from_spec(
-                bundle, spec, est_spec, load_model=load_model)
-            load_fit.info["check"] = innovation_check(chk, load_fit.info["data"])
-        except EstimatorError as exc:
-            load_fit.info["check"] = {"ok": False, "text": "WARNING: the learned load model "
-                                      f"could not be checked on the records: {exc}"}
+    if load_fit is not None:  # does it explain the records? (whatever estimator was chosen)
+        load_fit.info["check"] = check_learned(bundle, spec, est_spec, load_model,
+                                               load_fit.info["data"])
         bundle.meta["load_model"]["info"]["check"] = dict(load_fit.info["check"])
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},

@@ -285,3 +285,18 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
             "score": "geometric mean of nrmse / non-causal limit" if reference is not None
             else "mean nrmse",
             "candidates": {n: {"best": c.best, "rows": c.rows} for n, c in cands.items()}}
+
+
+def worse_than_zero(names, nrmse) -> str | None:
+    """The targets whose estimate is worse than an estimate of zero on the calibration runs
+    (normalised RMS error above 1), in words, or None. An estimator whose model describes the
+    structure never is (the MMSE estimate's error is at most the signal's own std): the
+    reduced model misses that target (its modes, or a master near it) or the sensors do not
+    see it (e.g. a displacement from accelerometers only)."""
+    bad = [f"{n} {v:.3g}" for n, v in zip(names, nrmse) if v > 1.0]
+    if not bad:
+        return None
+    return (f"on the calibration runs the estimate of {', '.join(bad)} (normalised RMS error) "
+            "is worse than an estimate of zero: the reduced model does not describe it (more "
+            "[reduction] modes or a master near it; see the eigenvalue error within the band "
+            "below) or the sensors do not see it")

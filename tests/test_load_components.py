@@ -179,7 +179,7 @@ def test_summary_states_each_force_total_rms_when_components_carry_it():
     """With source components the floor's RMS is not the force's: the summary, the build's
     smoother line and the report state the total (LoadModel.rms, whose closed form is checked
     above). A user's 12 N force was printed as 'rms 20 -> 0.202 [not identified]'."""
-    from offline.build import _components_line
+    from offline.load.model import total_rms_note
     from offline.load.learn import LoadFit
 
     fms = [ForceModel(band=(5.0, 170.0), rms=0.2), ForceModel(band=(5.0, 110.0), rms=4.1)]
@@ -197,6 +197,6 @@ def test_summary_states_each_force_total_rms_when_components_carry_it():
     assert "[floor not identified" in f0
     e = {"force_models": [fm.as_dict() for fm in fms],
          "force_components": [c.as_dict() for c in comps]}
-    assert _components_line(e).endswith(f"total rms {total[0]:.3g}, {total[1]:.3g}")
+    assert total_rms_note(e).endswith(f"total rms {total[0]:.3g}, {total[1]:.3g}")
     np.testing.assert_allclose(LoadModel.from_estimator(e).rms(), total, rtol=1e-12)
-    assert _components_line({"force_models": e["force_models"]}) == ""
+    assert total_rms_note({"force_models": e["force_models"]}) == ""
