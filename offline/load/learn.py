@@ -167,8 +167,9 @@ def _optimise(W, L, theta, free=None, maxiter=200):
     def f(x):
         th = theta.copy()
         th[free] = x
-        try:
-            v, g = W.nll_grad(L, th, free)
+        try:  # a trial step may overflow: it is backed off, not printed as a RuntimeWarning
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                v, g = W.nll_grad(L, th, free)
         except (OverflowError, FloatingPointError, np.linalg.LinAlgError):
             return 1e300, np.zeros_like(x)     # a trial step far outside: the search backs off
         return (v, g) if np.isfinite(v) and np.all(np.isfinite(g)) else (1e300,
