@@ -43,12 +43,12 @@ from offline.load.zoo import (RECEIVER, STRIP, ZOO as CASES, record,  # noqa: E4
 def score(bundle, Y, F, Z, lim, band=(0.0, 200.0)):
     """Per target: nrmse, fde, ratio to the limit, 1-sigma coverage (after 1 s)."""
     est = Estimator(bundle)
-    Fe, Ze, _ = est.run(Y)
+    Fe, Ze, _, S = est.run_std(Y)  # S: each row's stated std (it follows the load level)
     d = est.delay
     s0 = int(round(1.0 / bundle.dt))
     T = np.hstack([F, Z])[s0:Y.shape[0] - d]
     E = np.hstack([Fe, Ze])[s0 + d:]
-    std = getattr(est, "std", None)
+    std = None if S is None else S[s0 + d:]
     lim_all = np.concatenate(lim)
     out = {}
     names = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
@@ -57,7 +57,7 @@ def score(bundle, Y, F, Z, lim, band=(0.0, 200.0)):
         nr = float(np.sqrt(np.mean(e ** 2)) / np.std(T[:, i]))
         out[n] = {"nrmse": nr, "limit": float(lim_all[i]), "ratio": nr / float(lim_all[i]),
                   "fde": float(fde(E[:, i], T[:, i], bundle.dt, band=band).value),
-                  "coverage": (float(np.mean(np.abs(e) <= std[i])) if std is not None
+                  "coverage": (float(np.mean(np.abs(e) <= std[:, i])) if std is not None
                                else None)}
     return out
 

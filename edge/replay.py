@@ -46,7 +46,8 @@ def load_input(path):
 
 def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = False):
     """Run the estimator; returns (t_est (m,), F (m, nf), Z (m, nout), flags (m,)) and, with
-    ``with_std``, the standard deviation of each column ``(nf + nout,)`` or None."""
+    ``with_std``, the standard deviation of each row's columns ``(m, nf + nout)`` (the one the
+    estimator stated for it: it follows the load's level) or None."""
     missing = [c.name for c in bundle.channels if c.name not in names]
     if missing:
         raise ReplayError(f"{source}: channel column(s) {missing} of bundle "
@@ -61,21 +62,21 @@ def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = Fal
             raise ReplayError(f"{source}: sample interval {np.median(dts):.6g} s does not match "
                               f"the bundle's {bundle.dt:.6g} s")
     est = Estimator(bundle)
-    F, Z, flags = est.run(Y)
+    F, Z, flags, S = est.run_std(Y)  # S: the std each row was stated with (level tracking)
     d = est.delay
     keep = (flags & FLAG_WARMUP) == 0
     # row j describes sample j - d: stamp it with that sample's time
     t_est = np.full(len(t), np.nan)
     t_est[d:] = t[: len(t) - d]
     if with_std:
-        std = getattr(est, "std", None)
-        return t_est[keep], F[keep], Z[keep], flags[keep], std
+        return t_est[keep], F[keep], Z[keep], flags[keep], None if S is None else S[keep]
     return t_est[keep], F[keep], Z[keep], flags[keep]
 
 
 def write_estimates(out, t, F, Z, flags, force_names, output_names, std=None) -> None:
     """``time,<forces>,<outputs>[,<forces>_std,<outputs>_std],flags`` to a path or an open
-    text file (``std``: None or the standard deviation of each column, ``(nf + nout,)``)."""
+    text file (``std``: None, or the standard deviation of each column, ``(nf + nout,)``, or
+    of each row's columns, ``(m, nf + nout)``)."""
     data = np.hstack([F, Z])
     names = [*force_names, *output_names]
     if std is not None:

@@ -34,21 +34,22 @@ import numpy as np
 from edge import __version__
 from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
 from edge.estimator import EstimatorError, derive_operator
-from offline._deps import need
 from offline.calibration_runs import calibration_runs
 from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
 from offline.load import declared_load_model, learn_load, read_records
-from offline.load.check import innovation_check
-from offline.load.observability import blind_loads_warning
+from offline.load.check import check_learned
+from offline.load.declared import replaced_kinds
+from offline.load.model import total_rms_note
+from offline.load.observability import bundle_blind_warning
 from offline.load.plots import plot_spectra, plot_whiteness
 from offline.limit.transfer import modal_model
 from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import select
+from offline.selection import plot_selection, select, worse_than_zero
 from offline.smoother import smoother_from_spec, with_load_levels
 
 
@@ -83,8 +84,9 @@ class BuildResult:
             e = b.meta["estimator"]
             lines[-1] = (f"  Kalman fixed-lag smoother, lag {e['lag']} "
                          f"({e['lag'] * b.dt * 1e3:g} ms), force models "
-                         + ", ".join(f"{m['kind']} {m['band'][0]:g}-{m['band'][1]:g} Hz "
-                                     f"rms {m['rms']:g}" for m in e["force_models"])
+                         + ", ".join(f"{m['kind']} {m['band'][0]:.3g}-{m['band'][1]:.3g} Hz "
+                                     f"rms {m['rms']:.3g}" for m in e["force_models"])
+                         + total_rms_note(e)
                          + "; std " + ", ".join(f"{n} {v:.3g}" for n, v in zip(
                              [x.name for x in (*b.forces, *b.outputs)], e["std"])))
         sel = b.meta.get("selection")
@@ -95,6 +97,9 @@ class BuildResult:
                              for n, v, s in zip(names, best["nrmse"], best["spread"]))
             lines.append(f"  chosen on {sel['n_runs']} full-model calibration runs: "
                          f"{sel['chosen']} L={best['window']}, normalised RMS error {errs}")
+            worse = worse_than_zero(names, best["nrmse"])
+            if worse:
+                lines.append(f"  WARNING: {worse}")
         lim = b.meta.get("limit")
         if lim:
             nc = lim["force_nrmse"] + lim["output_nrmse"]
@@ -184,6 +189,9 @@ def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True)
     say = (lambda s: print(f"load model: {s}", flush=True)) if progress else None
     fit = learn_load(mm, Ys, bundle.dt, prior, [c.kind for c in bundle.channels],
                      progress=say)
+    warn = replaced_kinds(spec, prior.forces, fit.model.forces)
+    if warn:  # the fit's family is the band-pass model
+        fit.model.info.setdefault("warnings", []).append(warn)
     return fit, fit.model
 
 
@@ -357,15 +365,13 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         timings["hybrid"] = time.perf_counter() - t6
     used = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
     bundle.meta["load_model"] = used.as_meta()
-    blind = blind_loads_warning(  # load combinations no record can tell apart
-        mm, used, [c.kind for c in bundle.channels],
-        used.noise_std if used.noise_std is not None else noise_std(spec, mm, bundle.dt),
-        bundle.dt, [f.name for f in bundle.forces])
+    blind = bundle_blind_warning(mm, used, bundle, spec)  # loads no record tells apart
     if blind:
         info = bundle.meta["load_model"]["info"]
         bundle.meta["load_model"]["info"] = {**info, "warnings": info.get("warnings", []) + [blind]}
-    if load_fit is not None and bundle.method == "smoother":  # does it explain the records?
-        load_fit.info["check"] = innovation_check(bundle, load_fit.info["data"])
+    if load_fit is not None:  # does it explain the records? (whatever estimator was chosen)
+        load_fit.info["check"] = check_learned(bundle, spec, est_spec, load_model,
+                                               load_fit.info["data"])
         bundle.meta["load_model"]["info"]["check"] = dict(load_fit.info["check"])
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
@@ -399,31 +405,6 @@ def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=Tru
     out.meta["inverse"]["timings"] = {k: float(v) for k, v in res["timings"].items()}
     return out
 # --- inverse maps: end -----------------------------------------------------------------
-
-
-def plot_selection(sel: dict, path, dt: float) -> str:
-    """Expected normalised RMS error on the calibration runs per window, per estimator."""
-    need("matplotlib").use("Agg")
-    plt = need("matplotlib.pyplot")
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for (name, c), mk in zip(sel["candidates"].items(), "osD^v<>"):
-        rows = sorted(c["rows"], key=lambda r: r["delay"])
-        ax.plot([r["delay"] * dt * 1e3 for r in rows], [r["score"] for r in rows], "-",
-                marker=mk, mfc="none", label=name)  # open markers: coinciding lines show
-    b = sel["best"]
-    ax.plot([b["delay"] * dt * 1e3], [b["score"]], "*", ms=14, color="C3",
-            label=f"chosen: {sel['chosen']}, L={b['window']}")
-    ax.axvline(sel["max_delay_s"] * 1e3, color="0.5", ls=":", label="max_delay")
-    ax.set_xlabel("delay [ms]")
-    ax.set_ylabel("mean normalised RMS error")
-    ax.set_yscale("log")  # the per-step estimator can be 10x the others
-    ax.set_title("estimator choice on the calibration runs (full model)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
 
 
 def write_build_report(res: BuildResult, report_dir) -> Path:

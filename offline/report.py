@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from offline.load.model import LoadModel
 from offline.load.plots import load_parts
 from offline.reduction.report import largest_error
 from offline.report_plots import (_plt, bandpass, plot_health, plot_identification,  # noqa: F401
@@ -119,7 +120,10 @@ def build_parts(res, d: Path) -> list[str]:
                 f"{fm['rms']:.3g}, roll-off orders {fm.get('hp_order', fm['order'])}/"
                 f"{fm.get('lp_order', fm['order'])}"
                 + "".join(f", peak {p[0]:.1f} Hz x{p[2]:.2g}" for p in fm.get("peaks", []))
-                for f, fm in zip(b.forces, e["force_models"]))),
+                + (f" (its floor; with the {len(e['force_components'])} source components: "
+                   f"rms {tot:.3g})" if e.get("force_components") else "")
+                for f, fm, tot in zip(b.forces, e["force_models"],
+                                      LoadModel.from_estimator(e).rms()))),
             ("standard deviation of each estimate", ", ".join(
                 f"{n} {v:.4g}" for n, v in zip(names, e["std"]))),
             ("Kalman predictor spectral radius", f"{e['spectral_radius']:.6f} (< 1: stable)"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge.estimator import Estimator, EstimatorError, derive_operator
-from offline._deps import progress as _progress
+from offline._deps import need, progress as _progress
 from offline.regularization import alpha_grid, choose_alpha
 from offline.smoother import attach_smoother, design_smoother
 
@@ -285,3 +285,43 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
             "score": "geometric mean of nrmse / non-causal limit" if reference is not None
             else "mean nrmse",
             "candidates": {n: {"best": c.best, "rows": c.rows} for n, c in cands.items()}}
+
+
+def worse_than_zero(names, nrmse) -> str | None:
+    """The targets whose estimate is worse than an estimate of zero on the calibration runs
+    (normalised RMS error above 1), in words, or None. An estimator whose model describes the
+    structure never is (the MMSE estimate's error is at most the signal's own std): the
+    reduced model misses that target (its modes, or a master near it) or the sensors do not
+    see it (e.g. a displacement from accelerometers only)."""
+    bad = [f"{n} {v:.3g}" for n, v in zip(names, nrmse) if v > 1.0]
+    if not bad:
+        return None
+    return (f"on the calibration runs the estimate of {', '.join(bad)} (normalised RMS error) "
+            "is worse than an estimate of zero: the reduced model does not describe it (more "
+            "[reduction] modes or a master near it; see the eigenvalue error within the band "
+            "below) or the sensors do not see it")
+
+
+def plot_selection(sel: dict, path, dt: float) -> str:
+    """Expected normalised RMS error on the calibration runs per window, per estimator."""
+    need("matplotlib").use("Agg")
+    plt = need("matplotlib.pyplot")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for (name, c), mk in zip(sel["candidates"].items(), "osD^v<>"):
+        rows = sorted(c["rows"], key=lambda r: r["delay"])
+        ax.plot([r["delay"] * dt * 1e3 for r in rows], [r["score"] for r in rows], "-",
+                marker=mk, mfc="none", label=name)  # open markers: coinciding lines show
+    b = sel["best"]
+    ax.plot([b["delay"] * dt * 1e3], [b["score"]], "*", ms=14, color="C3",
+            label=f"chosen: {sel['chosen']}, L={b['window']}")
+    ax.axvline(sel["max_delay_s"] * 1e3, color="0.5", ls=":", label="max_delay")
+    ax.set_xlabel("delay [ms]")
+    ax.set_ylabel("mean normalised RMS error")
+    ax.set_yscale("log")  # the per-step estimator can be 10x the others
+    ax.set_title("estimator choice on the calibration runs (full model)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)

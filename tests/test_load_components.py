@@ -173,3 +173,30 @@ def test_summary_names_each_direction_entry_the_records_do_not_fix():
     assert "F +0.25 (+/- 0.05)" in line and "M +0.0004 (+/- 0.011) [not identified]" in line
     assert text.count("source component") == 1          # the uncertainty one is not a source
     assert "1 component(s) holding the uncertainty" in text
+
+
+def test_summary_states_each_force_total_rms_when_components_carry_it():
+    """With source components the floor's RMS is not the force's: the summary, the build's
+    smoother line and the report state the total (LoadModel.rms, whose closed form is checked
+    above). A user's 12 N force was printed as 'rms 20 -> 0.202 [not identified]'."""
+    from offline.load.model import total_rms_note
+    from offline.load.learn import LoadFit
+
+    fms = [ForceModel(band=(5.0, 170.0), rms=0.2), ForceModel(band=(5.0, 110.0), rms=4.1)]
+    comps = [Component(56.0, 0.3, (0.48, -0.11)), Component(108.0, 0.27, (-0.35, 0.094))]
+    lm = LoadModel(forces=fms, components=comps, noise_std=np.array([0.1]))
+    total = lm.rms()
+    assert total[0] > 10 * fms[0].rms                 # the case: the components carry F0
+    fit = LoadFit(model=lm, prior=LoadModel(forces=[ForceModel(rms=20.0)] * 2,
+                                            noise_std=np.array([0.2])),
+                  identified={"force 0": False, "force 1": True, "noise 0": True},
+                  posterior_sd={"force 0": 2.25, "force 1": 0.05, "noise 0": 0.01}, nll=0.0)
+    text = fit.summary(["F0", "F1"], ["a0"])
+    f0 = next(x for x in text.splitlines() if x.strip().startswith("F0:"))
+    assert f"rms 20 -> {total[0]:.3g} (floor 0.2 +/- 225 %" in f0
+    assert "[floor not identified" in f0
+    e = {"force_models": [fm.as_dict() for fm in fms],
+         "force_components": [c.as_dict() for c in comps]}
+    assert total_rms_note(e).endswith(f"total rms {total[0]:.3g}, {total[1]:.3g}")
+    np.testing.assert_allclose(LoadModel.from_estimator(e).rms(), total, rtol=1e-12)
+    assert total_rms_note({"force_models": e["force_models"]}) == ""

@@ -30,6 +30,29 @@ class BlockEstimator:
         or None when it can (:meth:`swap`)."""
         return None
 
+    def run_std(self, Y):
+        """:meth:`run` with the standard deviation each row was stated with: ``(F, Z, flags,
+        S)``, ``S`` (nb, nf + nout) or None when the estimator states none. A smoother that
+        follows the load's level switches its gains and :attr:`std` once a tracker period
+        (``tracker.every`` samples); the record is processed in pieces that end where it is
+        due, so each row carries the std of the gains that produced it (not the last one)."""
+        Y = np.ascontiguousarray(Y, dtype=np.float64)
+        if self.std is None:
+            return (*self.run(Y), None)
+        nb = Y.shape[0]
+        F = np.empty((nb, self.n_forces))
+        Z = np.empty((nb, self.n_outputs))
+        flags = np.empty(nb, dtype=np.uint8)
+        S = np.empty((nb, np.size(self.std)))
+        tr = getattr(self, "tracker", None)
+        a = 0
+        while a < nb:
+            b = nb if tr is None else min(nb, a + tr.every - tr.since)
+            S[a:b] = self.std
+            self.process(Y[a:b], F[a:b], Z[a:b], flags[a:b])
+            a = b
+        return F, Z, flags, S
+
     @property
     def samples_seen(self) -> int:
         return int(self._counters[0])

@@ -68,6 +68,22 @@ def innovation_check(bundle, records, skip_s: float = 1.0, max_s: float = 20.0,
         text = ("WARNING: the learned load model does not explain the records: " + text
                 + "; the stated standard deviations are not to be trusted (loads outside "
                 "the fit's family, e.g. correlated forces whose coherence changes with "
-                "frequency, or a structure the model does not describe)")
+                "frequency, a structure the model does not describe, or a channel in another unit)")
     return {"variance": var, "coloured": coloured, "peak": peak, "ok": bool(ok),
             "text": text}
+
+
+def check_learned(bundle, spec, est_spec, load_model, records) -> dict:
+    """:func:`innovation_check` of a learned load model on its records, whatever estimator the
+    build chose: through the bundle's smoother, else a smoother designed with the model (a
+    Tikhonov bundle has no innovations of its own)."""
+    from edge.estimator import EstimatorError
+    from offline.smoother import smoother_from_spec
+
+    try:
+        chk = bundle if bundle.method == "smoother" else smoother_from_spec(
+            bundle, spec, est_spec, load_model=load_model)
+        return innovation_check(chk, records)
+    except EstimatorError as exc:
+        return {"ok": False, "text": "WARNING: the learned load model could not be checked "
+                                     f"on the records: {exc}"}

@@ -88,3 +88,15 @@ def declared_load_model(spec, rate: float, order: int | None = None,
         info["warnings"] = [warn]
     return LoadModel(forces=declared_force_models(spec, rate, order), noise_std=noise_std,
                      source="declared", info=info)
+
+
+def replaced_kinds(spec, prior_models, fitted_models) -> str | None:
+    """A warning naming the forces whose declared ``model`` kind the fit replaced (the fit's
+    family is the band-pass model: a random walk's static part is lost), or None."""
+    other = [f"{f.name} ({pm.kind})" for f, pm, fm in zip(spec.forces, prior_models,
+                                                          fitted_models) if pm.kind != fm.kind]
+    if not other:
+        return None
+    return (f"[[forces]] model kind of {', '.join(other)} replaced by the learned band-pass "
+            "model (the fit's family): a static or slowly drifting part of the load is not "
+            "modelled; build without --record to keep it")

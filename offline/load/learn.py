@@ -67,6 +67,9 @@ class LoadFit:
                  f"{self.info.get('segment_s', 0):g} s"
                  + ("; with the fold-back from above Nyquist" if self.info.get("alias_images")
                     else "") + "; declared -> fitted):"]
+        # with source components a force's RMS is its floor's and theirs together: the
+        # stated level is the total (LoadModel.rms), the floor's own fit next to it
+        total = self.model.rms()
         for j, (n, fm, pm) in enumerate(zip(force_names, self.model.forces,
                                             self.prior.forces)):
             key = f"force {j}"
@@ -74,12 +77,16 @@ class LoadFit:
             hp, lp = fm.orders
             pk = "; peaks " + ", ".join(f"{p[0]:.1f} Hz x{p[2]:.2g}" for p in fm.peaks) \
                 if fm.peaks else ""
+            sd = f"+/- {100 * self.posterior_sd[key]:.0f} %"
+            level = (f"rms {pm.rms:.3g} -> {total[j]:.3g} (floor {fm.rms:.3g} {sd}, plus the "
+                     "components below)" if self.model.components else
+                     f"rms {pm.rms:.3g} -> {fm.rms:.3g} ({sd})")
             lines.append(
-                f"  {n}: rms {pm.rms:.3g} -> {fm.rms:.3g} (+/- {100 * self.posterior_sd[key]:.0f}"
-                f" %), band {pm.band[0]:.3g}-{pm.band[1]:.3g} -> {fm.band[0]:.3g}-"
+                f"  {n}: {level}, band {pm.band[0]:.3g}-{pm.band[1]:.3g} -> {fm.band[0]:.3g}-"
                 f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
-                + ("" if ok else "  [not identified by the records: the declared size, "
-                   "scaled with the other loads to the records' overall level]"))
+                + ("" if ok else "  [" + ("floor " if self.model.components else "")
+                   + "not identified by the records: the declared size, scaled with the other "
+                   "loads to the records' overall level]"))
         n_unc = int(self.model.info.get("uncertainty_components", 0))
         n_pt = len(self.model.components) - n_unc
         for m, c in enumerate(self.model.components[:n_pt]):
@@ -108,9 +115,15 @@ class LoadFit:
         return "\n".join(lines)
 
 
+#: shortest record the load fit takes [s]: seven Welch segments of at least half a second
+#: and the second of filter start-up the innovation check leaves out
+MIN_RECORD_S = 4.0
+
+
 def read_records(paths, channel_names, dt: float) -> list[np.ndarray]:
     """The sensor columns of each record ``(n_i, nch)``, in ``channel_names`` order; errors
-    name the file and the column. The sample interval must be the model's."""
+    name the file and the column. The sample interval must be the model's, a record at least
+    :data:`MIN_RECORD_S` long, and no column constant (a dead sensor)."""
     out = []
     for p in paths:
         t, data, names = read_table(p)
@@ -131,6 +144,15 @@ def read_records(paths, channel_names, dt: float) -> list[np.ndarray]:
             raise ValueError(f"{p}: sample interval {np.median(step):.6g} s, but the model's "
                              f"[estimator] rate gives {dt:.6g} s (resample the record or set "
                              f"the rate)")
+        if t.size * dt < MIN_RECORD_S:
+            raise ValueError(f"{p}: {t.size * dt:.4g} s is too short for the load fit (at "
+                             f"least {MIN_RECORD_S:g} s; 20 s or more of steady operation "
+                             f"is a good record)")
+        dead = [c for c, col in zip(channel_names, Y.T) if np.ptp(col) == 0.0]
+        if dead:
+            raise ValueError(f"{p}: column {', '.join(repr(c) for c in dead)} is constant (a "
+                             f"dead or disconnected sensor): repair it, or leave that "
+                             f"[[sensors]] entry out of the model file")
         out.append(Y)
     return out
 
@@ -146,8 +168,9 @@ def _optimise(W, L, theta, free=None, maxiter=200):
     def f(x):
         th = theta.copy()
         th[free] = x
-        try:
-            v, g = W.nll_grad(L, th, free)
+        try:  # a trial step may overflow: it is backed off, not printed as a RuntimeWarning
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                v, g = W.nll_grad(L, th, free)
         except (OverflowError, FloatingPointError, np.linalg.LinAlgError):
             return 1e300, np.zeros_like(x)     # a trial step far outside: the search backs off
         return (v, g) if np.isfinite(v) and np.all(np.isfinite(g)) else (1e300,
@@ -203,17 +226,20 @@ def _peak_candidate(W, models, noise, corr, j, comps=()):
 
 
 def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=None,
-                       alias_share: float = 0.05):
+                       alias_share: float = 0.2, alias_bins: float = 0.1):
     """The Whittle likelihood of ``records`` (:class:`offline.load.whittle.Whittle`) with the
     full model's transfer functions, its band ``(f_min, f_max)`` [Hz], the Welch segment
     length [samples] and the number of segments.
 
     The records are point samples: a response above the Nyquist frequency folds back into
     the band. The alias images up to ``2 fs`` (``m fs - f``, ``m fs + f``) enter the likelihood when,
-    under the declared load model ``prior``, they carry more than ``alias_share`` of some
-    channel's power in the band (accelerometers on a stiff structure; a displacement sensor
-    far from its resonances barely sees them, and a fold-back the declaration does not
-    predict is better left to the in-band shape)."""
+    under the declared load model ``prior`` and its noise, they exceed ``alias_share`` of some
+    channel's in-band spectrum plus noise in more than ``alias_bins`` of the bins
+    (accelerometers on a stiff structure; a displacement sensor far from its resonances
+    barely sees them, and a fold-back the declaration does not predict is better left to
+    the in-band shape). Bin by bin, not in total power: a fold-back of 1-2 % of a plate's
+    acceleration power lands where its in-band spectrum is low, and read as sensor noise
+    there it made the noise 2.5x too high."""
     nch = len(sensor_kinds)
     N = segment_length(min(Y.shape[0] for Y in records), dt, seg_s)
     freqs, S_hat, n_seg = cross_spectra(records, dt, N)
@@ -238,12 +264,14 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
         corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
         main = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt)
         full = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
-        zero = np.zeros(nch)
-        p_main = np.real(np.einsum("kii->i", main.expected(prior.forces, zero, corr,
+        ns = np.zeros(nch) if prior.noise_std is None else np.asarray(prior.noise_std, float)
+        p_main = np.real(np.einsum("kii->ki", main.expected(prior.forces, ns, corr,
+                                                            prior.components)))
+        p_all = np.real(np.einsum("kii->ki", full.expected(prior.forces, ns, corr,
                                                            prior.components)))
-        p_all = np.real(np.einsum("kii->i", full.expected(prior.forces, zero, corr,
-                                                          prior.components)))
-        if np.max((p_all - p_main) / np.maximum(p_main, 1e-300)) <= alias_share:
+        # per bin and channel: the images' share of the in-band spectrum plus noise
+        visible = (p_all - p_main) > alias_share * np.maximum(p_main, 1e-300)
+        if not np.any(np.mean(visible, axis=0) > alias_bins):
             images = []
     W = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
     return W, (float(kmin * df), float(kmax * df)), N, n_seg

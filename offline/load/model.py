@@ -116,3 +116,23 @@ class LoadModel:
                    source=d.get("source", "declared"), info=dict(d.get("info", {})),
                    components=[Component(float(c["f0"]), float(c["zeta"]), tuple(c["v"]))
                                for c in d.get("components", [])])
+
+    @classmethod
+    def from_estimator(cls, e: dict) -> "LoadModel":
+        """The load model a smoother bundle's ``meta["estimator"]`` carries (its force models,
+        correlation and source components; no noise)."""
+        corr = e.get("force_corr")
+        return cls(forces=[ForceModel.from_dict(m) for m in e["force_models"]],
+                   corr=None if corr is None else np.array(corr, dtype=float),
+                   components=[Component(float(c["f0"]), float(c["zeta"]), tuple(c["v"]))
+                               for c in e.get("force_components") or []])
+
+
+def total_rms_note(e: dict) -> str:
+    """With source components (``meta["estimator"]["force_components"]``) the force models'
+    ``rms`` is each force's floor only: the forces' total RMS, for the summary."""
+    comps = e.get("force_components") or []
+    if not comps:
+        return ""
+    return (f" (floors) + {len(comps)} source component(s): total rms "
+            + ", ".join(f"{r:.3g}" for r in LoadModel.from_estimator(e).rms()))

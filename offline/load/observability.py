@@ -92,3 +92,14 @@ def blind_loads_warning(mm, load_model, sensor_kinds, noise_std, dt: float, name
             f"any record, and the estimate splits them as the load model says (e.g. loads on "
             f"one side of the structure seen only from the other: a sensor between them, or "
             f"their declared sizes and correlation, decide the split)")
+
+
+def bundle_blind_warning(mm, load_model, bundle, spec) -> str | None:
+    """:func:`blind_loads_warning` for a bundle built from ``spec``: its channels, forces
+    and sample interval; the load model's noise, else the model file's."""
+    from offline.limit.model import noise_std
+
+    noise = (load_model.noise_std if load_model.noise_std is not None
+             else noise_std(spec, mm, bundle.dt))
+    return blind_loads_warning(mm, load_model, [c.kind for c in bundle.channels], noise,
+                               bundle.dt, [f.name for f in bundle.forces])
