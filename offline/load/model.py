@@ -114,8 +114,7 @@ class LoadModel:
                    corr=np.array(d["corr"], dtype=float),
                    noise_std=None if d.get("noise_std") is None else np.array(d["noise_std"]),
                    source=d.get("source", "declared"), info=dict(d.get("info", {})),
-                   components=[Component(float(c["f0"]), float(c["zeta"]), tuple(c["v"]))
-                               for c in d.get("components", [])])
+                   components=[Component.from_dict(c) for c in d.get("components", [])])
 
     @classmethod
     def from_estimator(cls, e: dict) -> "LoadModel":
@@ -124,8 +123,7 @@ class LoadModel:
         corr = e.get("force_corr")
         return cls(forces=[ForceModel.from_dict(m) for m in e["force_models"]],
                    corr=None if corr is None else np.array(corr, dtype=float),
-                   components=[Component(float(c["f0"]), float(c["zeta"]), tuple(c["v"]))
-                               for c in e.get("force_components") or []])
+                   components=[Component.from_dict(c) for c in e.get("force_components") or []])
 
 
 def total_rms_note(e: dict) -> str:

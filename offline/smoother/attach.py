@@ -88,8 +88,7 @@ def with_load_levels(bundle: Bundle, grid=LEVELS, scale_noise: bool = False) -> 
     e = bundle.meta["estimator"]
     fms = [ForceModel.from_dict(d) for d in e["force_models"]]
     corr = None if e.get("force_corr") is None else np.array(e["force_corr"], dtype=float)
-    comps = [Component(float(c["f0"]), float(c["zeta"]), tuple(c["v"]))
-             for c in e.get("force_components", [])]
+    comps = [Component.from_dict(c) for c in e.get("force_components", [])]
     kf = dict(bundle.kf)
     kf.update(level_arrays(bundle, fms, int(e["lag"]), float(e.get("model_error", 0.0)),
                            corr=corr, grid=grid, scale_noise=scale_noise, components=comps))

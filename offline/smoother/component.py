@@ -38,3 +38,8 @@ class Component:
 
     def as_dict(self) -> dict:
         return {"f0": float(self.f0), "zeta": float(self.zeta), "v": [float(x) for x in self.v]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Component":
+        """The component of :meth:`as_dict`'s form."""
+        return cls(float(d["f0"]), float(d["zeta"]), tuple(d["v"]))
