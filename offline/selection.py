@@ -7,9 +7,9 @@ its MMSE limit (geometric mean of the ratios; mean over the runs of
 ``max_delay``; since every candidate is scored on the same runs, the one chosen is never worse
 there than another one, but for the Kalman smoother, chosen within :data:`SMOOTHER_MARGIN` of
 the best (it states its std, follows the load's level and checks its model both ways, and
-the runs are drawn from a declaration that is only a guess). (Counting plain errors instead lets a force that cannot be estimated
-anyway, error ~1, outweigh an output estimated 100x better: measured on a 9-DOF strip, that
-choice gave up the output, 0.14 instead of 0.08.)
+the runs are drawn from a declaration that is only a guess). (Counting plain errors instead
+lets a force that cannot be estimated anyway, error ~1, outweigh an output estimated 100x
+better: measured on a 9-DOF strip, that choice gave up the output, 0.14 instead of 0.08.)
 """
 
 from __future__ import annotations
