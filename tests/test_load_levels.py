@@ -1,6 +1,8 @@
 """The device follows the load's level (kf_level_*, edge/estimator/smoother.py LevelTracker)
 and the two-sided model check (innovations too small as well as too large)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -123,4 +125,46 @@ def test_too_small_innovations_are_flagged_with_their_reason(absolute):
     # tracked, the level is found and nothing is flagged at the end
     est = Estimator(b)
     _, _, flags = est.run(Y)
-    assert est.model_check()["load_level"] == pytest.approx(0.02, rel=0.5)
+    # 0.02 lies between the grid levels 0.0178 and 0.0316, and the rows of the exact table
+    # (offline/smoother/levels.py expected_nis) barely separate them (the noise dominates
+    # the innovations there): either neighbour is the right answer at the grid's resolution
+    level = est.model_check()["load_level"]
+    assert any(level == pytest.approx(g, rel=1e-9) for g in (10 ** -1.75, 10 ** -1.5)), level
+
+
+def _cli(argv, main):
+    assert main([str(a) for a in argv]) == 0, argv
+
+
+@pytest.mark.slow
+def test_a_record_bundle_of_the_readme_beam_stays_at_its_level(tmp_path):
+    # Issue #40, item 1: examples/my_beam.toml as shipped, built with --record of a 20 s
+    # `simulate` record and replayed on an 8 s test record, had a force error 6.9x that of
+    # the bundle built without the record; its level tracker switched every second (the
+    # approximate expected-NIS table; a test record whose noise is 0.66x the learned one,
+    # `simulate --noise` being relative to each record's signal). Through the public CLI.
+    from edge.cli import main as edge_main
+    from offline.cli import main as offline_main
+
+    model = Path(__file__).parents[1] / "examples" / "my_beam.toml"
+    rec, test = tmp_path / "rec", tmp_path / "test"
+    _cli(["simulate", model, "--duration", 20, "--seed", 1, "--warmup", 1, "-o", rec,
+          "--quiet"], offline_main)
+    _cli(["simulate", model, "--duration", 8, "--seed", 2, "--warmup", 1, "-o", test,
+          "--quiet"], offline_main)
+    errs, stds = {}, {}
+    for name, extra in (("plain", []), ("rec", ["--record", f"{rec}_measurement.csv"])):
+        b = tmp_path / f"{name}.npz"
+        _cli(["build", model, "-o", b, *extra], offline_main)
+        out = tmp_path / f"{name}.csv"
+        _cli(["replay", "--bundle", b, f"{test}_measurement.csv", "-o", out], edge_main)
+        e = np.genfromtxt(out, delimiter=",", names=True)
+        t = np.genfromtxt(f"{test}_truth.csv", delimiter=",", names=True)
+        n = e.size
+        errs[name] = np.sqrt(np.mean((e["F07"] - t["F07"][:n]) ** 2)) / np.std(t["F07"][:n])
+        stds[name] = e["F07_std"]
+    # measured: 0.647 with the record, 0.687 without (0.62 / 0.64 in the issue's run);
+    # the record bundle at most 5 % worse than the declared-only one (never 6.9x)
+    assert errs["rec"] <= 1.05 * errs["plain"], errs
+    # stationary data: the stated std never switches (the tracker holds the level)
+    assert np.ptp(stds["rec"]) == 0.0, np.unique(stds["rec"])

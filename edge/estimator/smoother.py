@@ -78,7 +78,8 @@ class SmootherEstimator(BlockEstimator):
             grid = np.asarray(bundle.kf["level_grid"], dtype=float)
             start = int(np.argmin(np.abs(np.log(grid))))
             every = max(1, min(int(round(1.0 / bundle.dt)), op.nis_window))
-            self.tracker = LevelTracker(grid, bundle.kf["level_nis"], start, every)
+            self.tracker = LevelTracker(grid, bundle.kf["level_nis"], start, every,
+                                        n_channels=op.n_channels)
             self.op = op = self._levels[start]
             self.std[:] = op.std
         self._warm_up()

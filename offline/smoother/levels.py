@@ -6,13 +6,21 @@ scipy), so the bundle carries them for a geometric grid of levels ``g`` (each fo
 times ``g``; the designed level is ``g = 1``) and the device switches between them.
 
 What the device measures is the mean NIS ``e^T S_a^-1 e / nch`` of its innovations under the
-gains of level ``a``. When the load is at level ``b`` the innovations' covariance is about
-``S_b`` (the innovations of a near-optimal filter), so the expected ratio is::
+gains of level ``a``. When the load is at level ``b``, the filter of level ``a`` is not the
+optimal one, and its innovations' covariance is not ``S_b``: the one-step prediction error
+``x~ = x - x^`` of the filter with gain ``K_a`` obeys::
 
-    r(a, b) = tr(S_a^-1 S_b) / nch            (1 when a = b)
+    x~_{k+1} = Abar_a x~_k + w_k - A K_a v_k,   Abar_a = A (I - K_a H)
+    P_ab = Abar_a P_ab Abar_a^T + Q_b + (A K_a) R_b (A K_a)^T      (discrete Lyapunov)
+    Sigma_ab = H P_ab H^T + R_b                                    (innovation covariance)
+    r(a, b) = tr(S_a^-1 Sigma_ab) / nch                            (1 when a = b)
 
 stored as ``kf_level_nis``; the device picks the level ``b`` whose ``r(a, b)`` is nearest to
-the measured ratio (:mod:`edge.estimator.smoother`, ``track_level``).
+the measured ratio (:mod:`edge.estimator.smoother`, ``track_level``). The approximation
+``Sigma_ab ~ S_b`` used before underestimated ``r(a, b)`` for ``b`` far from ``a`` (a low-gain
+filter under a large load has far larger innovations than the optimal one), so a tracker at a
+low level overshot to a high one and back every second (issue #40: a ``--record`` bundle of
+``examples/my_beam.toml`` switched between 0.09x and 2.7x on stationary data).
 
 A sensor noise declared *relative* to the signal (``[[sensors]] noise``, paper eq. 28) is tied
 to the load's size: then a level scales the noise as well (``scale_noise``), the whole
@@ -25,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge.estimator.operator import EstimatorError
+from offline._deps import need
 from offline.smoother.gains import design_smoother, steady_gains
 
 #: default grid: 10^-2 .. 10^1.5 of the designed RMS in steps of 10^0.25 (x1.78)
@@ -55,7 +64,7 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         raise ValueError("the level grid must contain the designed level 1")
     d1 = design_smoother(bundle, force_models, lag, model_error, corr=corr,
                          components=components)
-    keep, K, G, Sinv, Wt, std, S = [], [], [], [], [], [], []
+    keep, K, G, Sinv, Wt, std = [], [], [], [], [], []
     for g in grid:
         # Q(g) = g^2 Q(1); R(g) = g^2 R(1) for a relative noise, else R(1)
         R = d1.R * (g ** 2 if scale_noise else 1.0)
@@ -71,11 +80,33 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         Sinv.append(si)
         Wt.append(whitening(si))
         std.append(sd)
-        S.append(np.linalg.inv(si))
-    nch = S[0].shape[0]
-    # r(a, b) = tr(S_a^-1 S_b) / nch
-    nis = np.array([[np.trace(Sinv[a] @ S[b]) / nch for b in range(len(keep))]
-                    for a in range(len(keep))])
+    nis = expected_nis(d1.A, d1.H, d1.Q, d1.R, K, Sinv, np.array(keep), scale_noise)
     return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
             "level_std": np.array(std), "level_nis": nis}
+
+
+def expected_nis(A, H, Q, R, K, Sinv, grid, scale_noise: bool = False) -> np.ndarray:
+    """``r(a, b)``: the mean NIS per channel expected under the gains of level ``a`` (``K[a]``,
+    ``Sinv[a]``) when the load is at level ``b`` (process noise ``g_b^2 Q``; sensor noise
+    ``g_b^2 R`` with ``scale_noise``, else ``R``), exactly (module docstring).
+
+    ``P_ab`` is linear in ``(Q_b, R_b)``, so two Lyapunov solutions per level ``a`` serve
+    every ``b``: ``P_ab = g_b^2 X_a + c_b Y_a`` with ``X_a`` the response to ``Q`` and ``Y_a``
+    to ``(A K_a) R (A K_a)^T`` (``c_b = g_b^2`` or 1)."""
+    linalg = need("scipy.linalg")
+    grid = np.asarray(grid, dtype=float)
+    nch = H.shape[0]
+    c = grid ** 2 if scale_noise else np.ones_like(grid)
+    out = np.zeros((grid.size, grid.size))
+    for a in range(grid.size):
+        AK = A @ K[a]
+        # Abar_a = A (I - K_a H)
+        Abar = A - AK @ H
+        X = linalg.solve_discrete_lyapunov(Abar, Q)
+        Y = linalg.solve_discrete_lyapunov(Abar, AK @ R @ AK.T)
+        # tr(S_a^-1 Sigma_ab) = g_b^2 tr(S_a^-1 H X H^T) + c_b tr(S_a^-1 (H Y H^T + R))
+        tq = np.trace(Sinv[a] @ (H @ X @ H.T))
+        tr = np.trace(Sinv[a] @ (H @ Y @ H.T + R))
+        out[a] = (grid ** 2 * tq + c * tr) / nch
+    return out
