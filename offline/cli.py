@@ -238,7 +238,7 @@ def main(argv=None) -> int:
 
             print(run_limit(args.model, noise=args.noise, delays_ms=args.delay,
                             n_modes=args.modes, bundle=args.bundle, progress=not args.quiet))
-    except (ModelFileError, FileNotFoundError, ValueError) as exc:
+    except (ModelFileError, OSError, ValueError) as exc:
         if isinstance(exc, EstimatorError):
             print(f"vsense-offline {args.command}: estimator refused: {exc}", file=sys.stderr)
             return 3

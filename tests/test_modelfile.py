@@ -74,6 +74,8 @@ def test_base_spec_parses_with_defaults():
     ({"type": "shell"}, r"strip\.toml: type: expected one of"),
     ({"beam": {}}, r"\[beam\]: section does not match type = 'plate'"),
     ({"outputs__0__name": "d110"}, r"\[\[outputs\]\]\[0\]\.name: 'd110' already used"),
+    ({"outputs__0__name": "flags"}, r"\[\[outputs\]\]\[0\]\.name: 'flags' is reserved"),
+    ({"sensors__0__name": "d_std"}, r"\[\[sensors\]\]\[0\]\.name: 'd_std' is reserved"),
     ({"damping": {"ratios": [[10.0, 0.01], [10.0, 0.02]]}}, r"\[damping\]\.ratios: the two frequencies"),
     ({"reduction__method": "krylov"}, r"\[reduction\]\.method: expected one of"),
     ({"calibration__load__force": "G"}, r"\[calibration\]\.load\.force: no \[\[forces\]\] entry named 'G'"),

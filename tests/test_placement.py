@@ -395,3 +395,44 @@ def test_calibration_layout_localises_a_damaged_zone_an_even_layout_does_not(tmp
 
     assert localised(chosen), chosen
     assert not localised([0.085, 0.17])
+
+
+def test_costs_and_noise_std_of_the_model_file_reach_the_criterion(tmp_path):
+    # issue #40 item 7: Candidate(..., noise, cost) put every cost into noise_std, so the
+    # model file's costs were all ignored (1.0) and each candidate's noise was its cost
+    text = HEAD + candidates(kinds=("displacement",), n=3).replace(
+        'name = "dz20"', 'name = "dz20"\ncost = 2.5').replace(
+        'name = "dz30"', 'name = "dz30"\nnoise_std = 3e-6')
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    pm = placement_model(load_model_file(path), progress=False)
+    np.testing.assert_array_equal(pm.cost, [1.0, 2.5, 1.0])
+    # the noise variance of dz30 is its noise_std squared (exactly), the others relative
+    assert pm.rc[2] == pytest.approx(9e-12, rel=1e-12)
+    assert pm.rc[0] != pytest.approx(9e-12, rel=0.5)
+
+
+def test_a_candidate_on_a_dof_that_does_not_move_is_named(tmp_path):
+    # issue #40 item 7: a candidate at the clamp had a relative noise variance of 2.5e-36
+    # and was predicted to cut the force error from 0.65 to 0.25
+    # (here: the lateral DOF uy of the tip, free once the planar restraint is removed, which
+    # the vertical force does not excite: a beam's bending planes are uncoupled)
+    planar = '[[boundary]]\nselect = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }\n' \
+        'dofs = ["ux", "uy", "rx", "rz"]\n'
+    assert planar in HEAD
+    path = tmp_path / "m.toml"
+    path.write_text(HEAD.replace(planar, "") + candidates(kinds=("displacement",), n=2) + (
+        '[[placement.candidates]]\nname = "dy170"\nselect = { at = [0.17, 0.0, 0.0] }\n'
+        'dof = "uy"\nkind = "displacement"\nnoise = 0.01\n'))
+    with pytest.raises(ValueError, match="dy170 does not respond to the forces"):
+        placement_model(load_model_file(path), progress=False)
+
+
+def test_place_to_a_directory_is_an_error_naming_it(strip, tmp_path, capsys):
+    # issue #40 item 10: `place -o DIR` raised IsADirectoryError with a traceback (exit 1)
+    path, _, _ = strip
+    d = tmp_path / "outdir"
+    d.mkdir()
+    assert offline_main(["place", str(path), "-n", "1", "-o", str(d), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "vsense-offline place: error:" in err and str(d) in err

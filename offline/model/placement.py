@@ -30,7 +30,7 @@ class Candidate(Sensor):
 
     def as_sensor(self) -> Sensor:
         return Sensor(self.name, self.select, self.dof, self.kind, self.unit, self.where,
-                      self.noise)
+                      noise=self.noise, noise_std=self.noise_std)
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
         ct = Table(e, cw)
         name, sel, dof, kind, unit = _signal_common(ct, cw, True)
         noise = ct.get("noise", "num", 0.0, lo=0.0)
+        noise_std = ct.get("noise_std", "num", None, lo=0.0)
         cost = ct.get("cost", "num", 1.0, lo=0.0)
         ct.done()
         if name in seen:
@@ -81,7 +82,8 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
         if name in taken:
             raise ModelFileError(f"{cw}.name: {name!r} is a force or output name (sensor, "
                                  f"force and output names share the CSV header)")
-        c = Candidate(name, sel, dof, kind, unit, cw, noise, cost)
+        c = Candidate(name, sel, dof, kind, unit, cw, noise=noise, noise_std=noise_std,
+                      cost=cost)
         if name in by_sensor:
             s = by_sensor[name]
             if ((s.select.forms, s.select.tol, s.dof, s.kind, s.unit, s.noise)

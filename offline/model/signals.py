@@ -102,6 +102,10 @@ def _signal_common(t, where, with_kind):
     return name, select, dof, kind, unit
 
 
+#: column names of the measurement, truth and estimates CSVs that a signal may not take
+RESERVED_NAMES = ("time", "flags")
+
+
 def parse_signals(raw, f) -> tuple[list, list, list]:
     """``[[sensors]]``, ``[[forces]]``, ``[[outputs]]``; names unique across all three."""
     sensors, forces, outputs = [], [], []
@@ -113,6 +117,9 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
             if name in signal_names:
                 raise ModelFileError(f"{w}.name: {name!r} already used by {signal_names[name]} "
                                      f"(sensor, force and output names share the CSV header)")
+            if name in RESERVED_NAMES or name.endswith("_std"):
+                raise ModelFileError(f"{w}.name: {name!r} is reserved: the CSV files have the "
+                                     f"columns {', '.join(RESERVED_NAMES)} and <name>_std")
             signal_names[name] = w
             if key == "sensors":
                 noise = t.get("noise", "num", 0.0, lo=0.0)

@@ -184,13 +184,12 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
             idx = [i for i, x in enumerate(groups) if x == g]
             ref[idx] = ref[idx].max()
     r = (lev * ref) ** 2
+    # a noise given in the channel's unit (noise_std) is the sensor's own
+    given = np.array([np.nan if s.noise_std is None else s.noise_std for s in allsig])
+    r = np.where(np.isfinite(given), given ** 2, r)
     tstd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, X, Cq), 0.0, None))
     names = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
-    if np.any(r <= 0):
-        bad = [n for n, v in zip([s.name for s in spec.sensors] + [c.name for c in candidates],
-                                 r) if v <= 0][0]
-        raise ValueError(f"{spec.where('[[placement.candidates]]')}: {bad} does not respond to "
-                         "the forces (zero stationary std): remove it")
+    _check_responds(spec, allsig, std[:nfix + ncand], r)
     return PlacementModel(A=A, Q=Q, Cq=Cq, Hs=H[:nfix], rs=r[:nfix], Hc=H[nfix:nfix + ncand],
                           rc=r[nfix:], d=d, target_std=tstd, lag=int(lag), targets=names,
                           candidates=[c.name for c in candidates],
@@ -200,6 +199,20 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
                           cand_kinds=[c.kind for c in candidates],
                           sens_rows=rm.channel_rows(), sens_kinds=[s.kind for s in spec.sensors],
                           out_rows=rm.output_rows(), out_kinds=[o.kind for o in spec.outputs])
+
+
+def _check_responds(spec, allsig, std, r) -> None:
+    """A sensor or candidate on a DOF the forces barely move (a clamped DOF: its stationary
+    std is round-off, 1e-18 of its kind's largest) would be a perfect measurement of nothing
+    under a relative noise (variance ~1e-36): a ValueError naming it."""
+    kinds = [s.kind for s in allsig]
+    for i, s in enumerate(allsig):
+        top = max(std[j] for j in range(len(allsig)) if kinds[j] == s.kind)
+        if r[i] <= 0 or std[i] <= 1e-6 * top:
+            raise ValueError(f"{spec.where('[[placement.candidates]]')}: {s.name} does not "
+                             f"respond to the forces (stationary std {std[i]:.3g}, "
+                             f"{std[i] / top if top > 0 else 0:.2g} of the largest "
+                             f"{s.kind} candidate's): remove it")
 
 
 def _force_displacement(bundle, fms) -> np.ndarray:
