@@ -29,10 +29,12 @@ from edge import DOF_NAMES, __version__
 from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+SCHEMA_VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
+#: Most start-up rows accepted (``kf_startup_var``): 30 s at 10 kHz.
+MAX_STARTUP_ROWS = 300_000
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,10 @@ level_G           | f | (nl, L, nq, nch)  | 4 | fixed-lag gains at each level
 level_Sinv        | f | (nl, nch, nch)    | 4 | inverse innovation covariance at each level
 level_Wt          | f | (nl, nch, nch)    | 4 | innovation whitening at each level
 level_std         | f | (nl, nq)          | 4 | standard deviation of each force and output at each level
-level_nis         | f | (nl, nl)          | 4 | tr(S_a^-1 S_b) / nch: mean NIS at level a when the load is at level b
+level_nis         | f | (nl, nl)          | 4 | mean NIS per channel at level a when the load is at level b (schema 4-6: tr(S_a^-1 S_b) / nch; 7: exact)
+startup_var       | f | (N, nq)           | 7 | start-up: each row's error variance above the steady std^2 (from the first sample and a reset, until within 1 %)
+track_innov       | f | (nl, 4)           | 7 | load levels that set the load-to-noise ratio (noise a property of the sensor): the innovations at level a per unit load power and per unit noise, mean NIS (tq, tr) and lag-1 product (cq, cr) per channel; the device tracks the noise scale too
+track_var         | f | (nl, 2, nq)       | 7 | with track_innov: error variance of each force and output under the gains of level a, per unit load power and per unit noise
 hy_onnx           | u | (nbytes,)         | 5 | hybrid: the correction network g (ONNX, float64, input `s` (1, ni), output `g` (1, ng))
 hy_S              | f | (ni, ns)          | 5 | hybrid: network input s = S x (state x_k|k-1)
 hy_Bg             | f | (ns, ng)          | 5 | hybrid: x_k+1 += Bg g (zero-order hold)
@@ -144,15 +149,16 @@ def field_table() -> str:
     for f in KF_ARRAYS:
         rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                     f"smoother only: {f.doc} |")
-    lv = [f for f in KF_OPTIONAL if f.name.startswith("level_")]
+    lv = [f for f in KF_OPTIONAL if f.name.startswith(("level_", "track_"))]
     hy = [f for f in KF_OPTIONAL if f.name.startswith("hy_")]
     for f in KF_OPTIONAL:
         if f not in lv and f not in hy:
             rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                         f"smoother, optional: {f.doc} |")
-    rows.append(f"| `kf_level_*` | float64 | (nl, ...) | {lv[0].since} | smoother, optional: "
-                f"gains of a grid of nl load levels ({', '.join(f.name[6:] for f in lv)}; "
-                f"`edge/bundle_schema.py` `KF_OPTIONAL`) |")
+    rows.append(f"| `kf_level_*`, `kf_track_*` | float64 | (nl, ...) | {lv[0].since} | smoother, "
+                f"optional: gains of a grid of nl load levels ({', '.join(f.name for f in lv)}; "
+                f"`edge/bundle_schema.py` `KF_OPTIONAL`; "
+                f"{', '.join(f.name + ' since ' + str(f.since) for f in lv if f.since > lv[0].since)}) |")
     rows.append(f"| `kf_hy_*` | float64, uint8 | ... | {hy[0].since} | smoother, optional: the "
                 f"hybrid twin's correction network (ONNX bytes) and where it acts "
                 f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`; "
@@ -366,6 +372,13 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
     if np.any(a["kf_band_gain"] <= 0) or np.any(a["kf_band_threshold"] <= 0):
         fail("kf_band_gain", "band gains and thresholds must be > 0")
     _validate_kf_levels(a, version, ns, nch, nq, lag, fail)
+    if "kf_startup_var" in a:
+        sv = np.asarray(a["kf_startup_var"])
+        if sv.ndim != 2 or sv.shape[1] != nq or not 1 <= sv.shape[0] <= MAX_STARTUP_ROWS:
+            fail("kf_startup_var", f"shape {sv.shape}, expected (N, {nq}) with 1 <= N <= "
+                 f"{MAX_STARTUP_ROWS}")
+        if np.any(sv < 0):
+            fail("kf_startup_var", "variances must be >= 0")
     _validate_kf_hybrid(a, version, ns, nch, nq, fail)
 
 
@@ -385,7 +398,10 @@ def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: 
     if "kf_nis_threshold_low" in a and not (
             0.0 <= float(a["kf_nis_threshold_low"]) < float(a["kf_nis_threshold"])):
         fail("kf_nis_threshold_low", "must be >= 0 and below kf_nis_threshold")
+    tracked = _group_present(a, "track_", fail)
     if not _group_present(a, "level_", fail):
+        if tracked:
+            fail("kf_track_innov", "needs the kf_level_* arrays")
         return
     grid = np.asarray(a["kf_level_grid"], dtype=float)
     nl = grid.size
@@ -394,9 +410,14 @@ def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: 
     shapes = {"level_K": (nl, ns, nch), "level_G": (nl, lag + 1, nq, nch),
               "level_Sinv": (nl, nch, nch), "level_Wt": (nl, nch, nch), "level_std": (nl, nq),
               "level_nis": (nl, nl)}
+    if tracked:
+        shapes["track_innov"] = (nl, 4)
+        shapes["track_var"] = (nl, 2, nq)
     for name, shape in shapes.items():
         if a[f"kf_{name}"].shape != shape:
             fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
+    if tracked and np.any(a["kf_track_var"] < 0):
+        fail("kf_track_var", "variances must be >= 0")
     if np.any(a["kf_level_std"] < 0) or np.any(a["kf_level_nis"] <= 0):
         fail("kf_level_std", "standard deviations must be >= 0 and NIS ratios > 0")
 

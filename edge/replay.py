@@ -4,7 +4,8 @@ Input: a measurement CSV (``time,<channel names>`` in SI units, as written by
 ``vsense-offline simulate``) or a recorder file/directory of the daemon. Channels are matched
 to the bundle by name (extra columns are ignored, a missing one is an error). Output: a CSV
 ``time,<force names>,<output names>,flags`` where ``time`` is the time of the sample each
-estimate describes (the fixed-lag delay is already removed); warm-up rows are omitted. When
+estimate describes (the fixed-lag delay is already removed); the rows before the first
+estimate are omitted (start-up rows keep their warm-up flag). When
 the estimator states its uncertainty (the smoother), ``<name>_std`` columns (standard
 deviation of each force and output, same units) come before ``flags``.
 """
@@ -64,7 +65,10 @@ def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = Fal
     est = Estimator(bundle)
     F, Z, flags, S = est.run_std(Y)  # S: the std each row was stated with (level tracking)
     d = est.delay
-    keep = (flags & FLAG_WARMUP) == 0
+    # rows before the estimator's first output (NaN, warm-up) are omitted; the rows of its
+    # start-up (values, the std still converging) are kept with their warm-up flag
+    nan_row = ~(np.isfinite(F).all(axis=1) & np.isfinite(Z).all(axis=1))
+    keep = ~(((flags & FLAG_WARMUP) != 0) & nan_row)
     # row j describes sample j - d: stamp it with that sample's time
     t_est = np.full(len(t), np.nan)
     t_est[d:] = t[: len(t) - d]

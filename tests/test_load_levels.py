@@ -82,8 +82,8 @@ def test_the_stated_std_follows_a_load_that_steps_20x_down_and_up(absolute):
 def test_replay_states_each_row_with_the_std_of_the_level_it_ran_at(absolute):
     # A user replays a record whose load steps 20x down (`vsense-edge replay`): the `_std`
     # columns must follow the device's level, not repeat the last one on every row.
-    # Reference (independent of run_std's piecing): blocks of exactly the tracker's period,
-    # the std read before each block; equal to the bit (same operators, same order).
+    # Reference (independent of run_std's piecing): one sample at a time, the std read
+    # before each; equal to the bit (same operators, same order).
     from edge.replay import run_replay
 
     spec, model, b = absolute
@@ -92,12 +92,11 @@ def test_replay_states_each_row_with_the_std_of_the_level_it_ran_at(absolute):
     Y, _, _ = record(spec, model, ZOO["ideal"], 12.0, 43, noise=None, levels=g,
                      engine="modal")
     ref = Estimator(b)
-    every = ref.tracker.every
     S_ref = []
-    for k in range(0, Y.shape[0], every):
-        S_ref.append(np.repeat(ref.std[None], min(every, Y.shape[0] - k), axis=0))
-        ref.run(Y[k:k + every])
-    S_ref = np.vstack(S_ref)
+    for k in range(Y.shape[0]):  # the std read before each sample (it changes per row in
+        S_ref.append(ref.std.copy())  # the start-up, per tracker period after)
+        ref.run(Y[k:k + 1])
+    S_ref = np.array(S_ref)
     t = np.arange(Y.shape[0]) / rate
     t_est, _, _, _, S = run_replay(b, t, Y, [c.name for c in b.channels], with_std=True)
     d = Estimator(b).delay
@@ -125,11 +124,8 @@ def test_too_small_innovations_are_flagged_with_their_reason(absolute):
     # tracked, the level is found and nothing is flagged at the end
     est = Estimator(b)
     _, _, flags = est.run(Y)
-    # 0.02 lies between the grid levels 0.0178 and 0.0316, and the rows of the exact table
-    # (offline/smoother/levels.py expected_nis) barely separate them (the noise dominates
-    # the innovations there): either neighbour is the right answer at the grid's resolution
-    level = est.model_check()["load_level"]
-    assert any(level == pytest.approx(g, rel=1e-9) for g in (10 ** -1.75, 10 ** -1.5)), level
+    # the two statistics (kf_track_*) give the load's RMS itself, not a grid level
+    assert est.model_check()["load_level"] == pytest.approx(0.02, rel=0.5)
 
 
 def _cli(argv, main):
@@ -166,5 +162,14 @@ def test_a_record_bundle_of_the_readme_beam_stays_at_its_level(tmp_path):
     # measured: 0.647 with the record, 0.687 without (0.62 / 0.64 in the issue's run);
     # the record bundle at most 5 % worse than the declared-only one (never 6.9x)
     assert errs["rec"] <= 1.05 * errs["plain"], errs
-    # stationary data: the stated std never switches (the tracker holds the level)
-    assert np.ptp(stds["rec"]) == 0.0, np.unique(stds["rec"])
+    # stationary data: after the first decisions (2 s) the stated std stays within 10 % of
+    # its median (it jumped 0.028 <-> 3.74 every second before), and covers the error
+    # 1-sigma 60-76 % (issue #23's band; measured 68 %)
+    t0 = 2 * 1000
+    s = stds["rec"][t0:]
+    assert np.max(np.abs(s / np.median(s) - 1.0)) <= 0.10, (s.min(), s.max())
+    e = np.genfromtxt(tmp_path / "rec.csv", delimiter=",", names=True)
+    t = np.genfromtxt(f"{test}_truth.csv", delimiter=",", names=True)
+    n = e.size
+    cov = np.mean(np.abs(e["F07"][t0:] - t["F07"][t0:n]) <= s)
+    assert 0.60 <= cov <= 0.76, cov

@@ -139,14 +139,24 @@ def test_kernel_matches_numpy_twin(kinds, order, n):
     est = Estimator(b)
     assert isinstance(est, SmootherEstimator) and est.delay == 7
     F, Z, fl = est.run(Y)
-    Fr, Zr, flr = ReferenceSmoother(b).run(Y)
+    ref = ReferenceSmoother(b)
+    Fr, Zr, flr = ref.run(Y)
+    # the lag-1 products of the last window (the level tracker's second statistic): the
+    # kernel's ring against the twin's, same arithmetic in another order (1e-9 relative)
+    W = ref.W
+    ring = np.roll(est._lag1ring, -(nt % W))
+    np.testing.assert_allclose(ring, np.array(ref.lag1), rtol=1e-9,
+                               atol=1e-9 * np.max(np.abs(ref.lag1)))
     # same arithmetic in another order: agreement to 1e-9 of the largest value
     for a, r in ((F, Fr), (Z, Zr)):
         ok = np.isfinite(r)
         assert np.array_equal(ok, np.isfinite(a))
         assert np.max(np.abs(a[ok] - r[ok])) <= 1e-9 * np.max(np.abs(r[ok]))
     np.testing.assert_array_equal(fl, flr)
-    assert np.all(fl[:7] & FLAG_WARMUP) and not np.any(fl[7:] & FLAG_WARMUP)
+    # warm-up: the 7 NaN rows, then the start-up rows whose std has not converged (values)
+    nw = est.n_warm
+    assert np.all(fl[:7 + nw] & FLAG_WARMUP) and not np.any(fl[7 + nw:] & FLAG_WARMUP)
+    assert np.all(np.isfinite(F[7:]))
     held = set(np.flatnonzero(fl & FLAG_HELD))
     # row j describes sample j - 7 from inputs j - 7 .. j: rows 700..707 used sample 700
     assert held == set(range(700, 708)) | set(range(1500, 1508))
@@ -196,9 +206,9 @@ def test_bundle_round_trip_and_schema_versions():
     a["content_hash"] = np.array(content_hash(a))
     assert Bundle.from_arrays(a).method == "tikhonov"
     # unknown version refused with a message naming the field and the readable ones
-    a["schema_version"] = np.array(7, dtype=np.int64)
+    a["schema_version"] = np.array(8, dtype=np.int64)
     a["content_hash"] = np.array(content_hash(a))
-    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2, 3, 4, 5, 6"):
+    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2, 3, 4, 5, 6, 7"):
         Bundle.from_arrays(a)
 
 

@@ -44,14 +44,18 @@ class BlockEstimator:
         Z = np.empty((nb, self.n_outputs))
         flags = np.empty(nb, dtype=np.uint8)
         S = np.empty((nb, np.size(self.std)))
-        tr = getattr(self, "tracker", None)
         a = 0
         while a < nb:
-            b = nb if tr is None else min(nb, a + tr.every - tr.since)
+            b = a + self.next_piece(nb - a)
             S[a:b] = self.std
             self.process(Y[a:b], F[a:b], Z[a:b], flags[a:b])
             a = b
         return F, Z, flags, S
+
+    def next_piece(self, n_left: int) -> int:
+        """How many of the next ``n_left`` rows share one :attr:`std` (all of them unless a
+        subclass changes its std within a block)."""
+        return n_left
 
     @property
     def samples_seen(self) -> int:

@@ -129,7 +129,8 @@ class HybridEstimator(SmootherEstimator):
                 self._xn, self._e, self._ering, self._zring, self._fring, self._last,
                 self._nisring, self._nis, op.nis_threshold, op.nis_threshold_low,
                 self._counters, op.Wt, op.band_ba, op.band_gain, op.band_threshold,
-                self._bstate, self._bring, self._bsum, self._eps, self.hy_Bg, self.hy_Cqg,
+                self._bstate, self._bring, self._bsum, self._eps, self._lag1ring,
+                self._eps_prev, self.hy_Bg, self.hy_Cqg,
                 self._gring, self._envring, op.lag, Sx, Sy, self.hy_lo, self.hy_hi, s,
                 self._gp, self.hy_w)
 

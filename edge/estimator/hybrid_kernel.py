@@ -105,8 +105,8 @@ def _hy_after(x, g, out, Bg, Cqg, gring, ering, counters, lag, q1, f1, gp):  # p
 def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq,
                q_span, G, Sinv, x, xn, e, ering, zring, fring, last, nisring, nis_state,
                threshold, threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate,
-               bring, bsum, eps, Bg, Cqg, gring, envring, lag, Sx, Sy, lo, hi,
-               s, gp, w):  # pragma: no cover - compiled
+               bring, bsum, eps, lag1ring, eps_prev, Bg, Cqg, gring, envring, lag, Sx, Sy,
+               lo, hi, s, gp, w):  # pragma: no cover - compiled
     """Sample ``j`` after the network call (``g`` holds ``g_theta(s)``): the channels less
     the correction (:func:`_hy_channels`), the smoother step
     (:func:`edge.estimator.smoother_kernel._smooth`) on row ``j`` of ``Q``/``flags``,
@@ -118,7 +118,8 @@ def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, AKT, 
     f1 = flags[j:j + 1]
     _smooth(y1, q1, f1, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv, x,
             xn, e, ering, zring, fring, last, nisring, nis_state, threshold, threshold_low,
-            counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum, eps)
+            counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum, eps, lag1ring,
+            eps_prev)
     _hy_after(x, g, out, Bg, Cqg, gring, envring, counters, lag, q1, f1, gp)
     if j + 1 < Y.shape[0]:
         return _hy_input(Y[j + 1], last, x, Sx, Sy, lo, hi, s)

@@ -42,7 +42,7 @@ class LevelTracker:
     No allocation: scratch arrays are reused."""
 
     def __init__(self, grid, nis_table, start: int, every: int, n_channels: int = 1,
-                 hysteresis: float | None = None):
+                 hysteresis: float | None = None, innov=None):
         self.grid = np.asarray(grid, dtype=float)
         self.log_table = np.log(np.asarray(nis_table, dtype=float))
         self.level = int(start)
@@ -52,6 +52,14 @@ class LevelTracker:
         self.hysteresis = float(hysteresis)
         self.since = 0
         self.switches = 0
+        # two statistics (kf_innov_level): the load-to-noise ratio and the noise scale
+        self.innov = None if innov is None else np.asarray(innov, dtype=float)
+        self.rho_spread = 1.0 / math.sqrt(max(1, self.every * int(n_channels)))
+        self.noise_scale = 1.0   # nu: the sensors' noise variance over the designed one
+        self.load_power = 1.0    # g^2: the load's power over the designed one
+        self.avg_weight = 0.2    # per window: the statistics' average over ~5 windows
+        self._avg = np.full(2, np.nan)   # averaged (r, c) since the last switch
+        self.last_lag1 = float("nan")
         self.unexplained = 0  # decisions whose r no level explains (rule 4, held)
         self.last_ratio = float("nan")
         self._d = np.zeros(self.grid.size)
@@ -64,11 +72,29 @@ class LevelTracker:
         else:
             self._steep_lo = self._steep_hi = np.zeros(1, bool)
 
-    def decide(self, ratio: float) -> int:
-        """The level for a measured mean NIS ratio (and remember it)."""
+    def load_level(self) -> float:
+        """The load's RMS over the designed one: the grid level, or with two statistics
+        ``sqrt(g^2)`` (the level's gains then set the load-to-noise ratio)."""
+        if self.innov is None:
+            return float(self.grid[self.level])
+        return math.sqrt(self.load_power)
+
+    def restart(self, level: int) -> None:
+        """Back to ``level`` with the designed noise (an estimator reset)."""
+        self.level = int(level)
+        self.since = 0
+        self.noise_scale = self.load_power = 1.0
+        self._avg[:] = np.nan
+
+    def decide(self, ratio: float, lag1: float = float("nan")) -> int:
+        """The level for a measured mean NIS ratio and mean lag-1 product per channel (and
+        remember them); with ``innov`` (two statistics) also :attr:`noise_scale`."""
         self.last_ratio = ratio
+        self.last_lag1 = lag1
         if not ratio > 0 or not math.isfinite(ratio):
             return self.level
+        if self.innov is not None and math.isfinite(lag1):
+            return self._decide_two(ratio, lag1)
         a, h = self.level, self.hysteresis
         row = self.log_table[a]
         lr = math.log(ratio)
@@ -104,3 +130,59 @@ class LevelTracker:
                 if 0 <= b < n and d[b] <= h:
                     return b
         return -1
+
+    def _decide_two(self, r: float, c: float) -> int:
+        """Two statistics: the load-to-noise ratio from the innovations' lag-1 correlation,
+        the noise scale from their mean NIS (:mod:`offline.smoother.levels`). Under the gains
+        of level ``a`` with a load ``g^2 Q`` and a noise ``nu R``::
+
+            r = g^2 tq + nu tr,   c = g^2 cq + nu cr,   rho = c / r
+            rho(s2) = (s2 cq + cr) / (s2 tq + tr),   s2 = g^2 / nu     (0 at the right level)
+
+        so ``rho`` gives the ratio ``s2`` alone and ``r`` then the noise scale ``nu``. The
+        gains of grid level ``b`` are optimal for ``g_b^2 = s2`` at any ``nu``. The level is
+        kept while ``|rho|`` of the last window is within 4 sampling spreads (``1 /
+        sqrt(every nch)`` for white innovations); a move goes to the ratio nearest the
+        current one that the window's ``rho`` allows (2 spreads towards 0): where the noise
+        dominates, ``rho`` hardly changes with ``s2`` and the nearer, higher level states the
+        wider std. While the level is kept, ``(g^2, nu)`` come from the statistics averaged
+        over the windows since the last switch (exponentially, ``avg_weight`` per window)."""
+        a = self.level
+        rho = c / r
+        sd = self.rho_spread
+        if abs(rho) > 4.0 * sd:
+            s2 = self._ratio(a, rho - math.copysign(2.0 * sd, rho))
+            b = int(np.argmin(np.abs(np.log(self.grid) - 0.5 * math.log(s2))))
+            self._estimate(a, r, s2)
+            self._avg[:] = np.nan
+            if b != a:
+                self.level = b
+                self.switches += 1
+            return self.level
+        w = self.avg_weight
+        if math.isnan(self._avg[0]):
+            self._avg[0], self._avg[1] = r, c
+        else:
+            self._avg[0] += w * (r - self._avg[0])
+            self._avg[1] += w * (c - self._avg[1])
+        self._estimate(a, self._avg[0], self._ratio(a, self._avg[1] / self._avg[0]))
+        return a
+
+    def _ratio(self, a: int, rho: float) -> float:
+        """``s2`` of a correlation ``rho`` under the gains of level ``a``, within the grid."""
+        tq, tr, cq, cr = self.innov[a]
+        den = rho * tq - cq
+        # s2 = (cr - rho tr) / (rho tq - cq)
+        s2 = (cr - rho * tr) / den if den != 0.0 else float("inf")
+        if not s2 > 0.0:      # beyond the ratio's range: the end it points to
+            s2 = self.grid[0] ** 2 if rho < 0 else self.grid[-1] ** 2
+        return min(max(s2, self.grid[0] ** 2), self.grid[-1] ** 2)
+
+    def _estimate(self, a: int, r: float, s2: float) -> None:
+        """``noise_scale`` and ``load_power`` from a mean NIS ``r`` under the gains of ``a``
+        and a ratio ``s2``: ``nu = r / (s2 tq + tr)``, ``g^2 = s2 nu``."""
+        tq, tr = self.innov[a, 0], self.innov[a, 1]
+        nu = r / (s2 * tq + tr)
+        if math.isfinite(nu) and nu > 0:
+            self.noise_scale = min(max(nu, 1e-6), 1e6)
+            self.load_power = s2 * self.noise_scale

@@ -14,6 +14,8 @@ estimate carries :data:`edge.flags.FLAG_MODEL_SUSPECT`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from edge.bundle import Bundle
@@ -23,6 +25,7 @@ from edge.estimator.load_level import LevelTracker
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother_kernel import _smooth
 from edge.estimator.smoother_operator import derive_smoother, level_operators
+from edge.flags import FLAG_WARMUP
 
 
 class SmootherEstimator(BlockEstimator):
@@ -70,19 +73,30 @@ class SmootherEstimator(BlockEstimator):
         self._bring = np.zeros((op.nis_window, nb))
         self._bsum = np.zeros(nb)
         self._eps = np.zeros(nch)
+        self._lag1ring = np.zeros(op.nis_window)
+        self._eps_prev = np.zeros(nch)
         self._Q = np.zeros((1, nq))
         self.std = op.std.copy()  # (nf + nout,) standard deviation of each column [SI]
+        self._base_std = op.std.copy()  # the steady std of the running gains
+        sv = bundle.kf.get("startup_var")
+        self._startup = None if sv is None else np.ascontiguousarray(sv, dtype=float)
+        self.n_warm = 0 if sv is None else _converged_row(self._startup, op.std)
         self._levels = level_operators(bundle, op) if track_level else []
         self.tracker = None
+        self._track_var = None
         if self._levels:
             grid = np.asarray(bundle.kf["level_grid"], dtype=float)
             start = int(np.argmin(np.abs(np.log(grid))))
             every = max(1, min(int(round(1.0 / bundle.dt)), op.nis_window))
             self.tracker = LevelTracker(grid, bundle.kf["level_nis"], start, every,
-                                        n_channels=op.n_channels)
+                                        n_channels=op.n_channels,
+                                        innov=bundle.kf.get("track_innov"))
+            tv = bundle.kf.get("track_var")
+            self._track_var = None if tv is None else np.asarray(tv, dtype=float)
             self.op = op = self._levels[start]
-            self.std[:] = op.std
+            self._base_std[:] = op.std
         self._warm_up()
+        self._stated_std()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -116,6 +130,7 @@ class SmootherEstimator(BlockEstimator):
         if self._Q.shape[0] < nb:  # grows once to the largest block, then reused
             self._Q = np.zeros((nb, self._Q.shape[1]))
         Q = self._Q[:nb]
+        c0 = int(self._counters[0])
         tr = self.tracker
         if tr is None:
             self._run(Y, Q, flags)
@@ -135,23 +150,53 @@ class SmootherEstimator(BlockEstimator):
                 a = b
         F[:] = Q[:, :nf]
         Z[:] = Q[:, nf:]
+        # rows of samples m = c0 + i - lag before the start-up std has converged: warm-up
+        L = self.op.lag
+        lo, hi = max(0, L - c0), min(nb, self.n_warm + L - c0)
+        if lo < hi:
+            flags[lo:hi] |= FLAG_WARMUP
+        self._stated_std()
+
+    def _stated_std(self) -> None:
+        """:attr:`std` for the next output row (sample ``m = count - lag``): the steady std
+        of the running gains, widened in the start-up by ``kf_startup_var[m]`` (the error of
+        a state started at 0 on a moving structure: :mod:`offline.smoother.error`)."""
+        sv = self._startup
+        m = int(self._counters[0]) - self.op.lag
+        if sv is None or m >= sv.shape[0]:
+            self.std[:] = self._base_std
+            return
+        # std_m^2 = std^2 + excess_m
+        np.multiply(self._base_std, self._base_std, out=self.std)
+        self.std += sv[max(m, 0)]
+        np.sqrt(self.std, out=self.std)
+
+    def next_piece(self, n_left: int) -> int:
+        """Rows to process before :attr:`std` changes: 1 in the start-up (each row its own
+        std), else up to the level tracker's next decision."""
+        m = int(self._counters[0]) - self.op.lag
+        if self._startup is not None and m < self._startup.shape[0]:
+            return 1
+        tr = self.tracker
+        return n_left if tr is None else min(n_left, tr.every - tr.since)
 
     def _track(self) -> None:
         """Mean NIS per channel of the last ``every`` samples -> the load level; switching
         swaps the operator (same state layout, the state carries over) and :attr:`std`."""
         tr = self.tracker
         op = self.op
-        W = op.nis_window
-        n = min(tr.every, W)
-        end = int(self._counters[0]) % W
-        ring = self._nisring
-        # the last n entries of the ring (slots end-n .. end-1, circular)
-        tot = float(ring[max(end - n, 0):end].sum()) + (float(ring[W - (n - end):].sum())
-                                                        if n > end else 0.0)
-        level = tr.decide(tot / (n * op.n_channels))
+        n = min(tr.every, op.nis_window)
+        end = int(self._counters[0]) % op.nis_window
+        per = n * op.n_channels
+        level = tr.decide(_last_sum(self._nisring, end, n) / per,
+                          _last_sum(self._lag1ring, end, n) / per)
         if self._levels[level] is not op:
             self.op = self._levels[level]
-            self.std[:] = self.op.std
+        if self._track_var is None:
+            self._base_std[:] = self.op.std
+        else:  # std^2 = g^2 v_q + nu v_r under the gains of the level (kf_track_var)
+            v = self._track_var[level]
+            np.sqrt(tr.load_power * v[0] + tr.noise_scale * v[1], out=self._base_std)
 
     def _run(self, Y, Q, flags):
         op = self.op
@@ -159,23 +204,26 @@ class SmootherEstimator(BlockEstimator):
                 op.q_span, op.G, op.Sinv, self._x, self._xn, self._e, self._ering,
                 self._zring, self._fring, self._last, self._nisring, self._nis,
                 op.nis_threshold, op.nis_threshold_low, self._counters, op.Wt, op.band_ba, op.band_gain,
-                op.band_threshold, self._bstate, self._bring, self._bsum, self._eps)
+                op.band_threshold, self._bstate, self._bring, self._bsum, self._eps,
+                self._lag1ring, self._eps_prev)
 
     def reset(self) -> None:
-        """Structure at rest, rings and the model-check window cleared, the load level back
-        at the designed one."""
+        """State at 0, rings and the model-check window cleared, the load level back at the
+        designed one; the stated std restarts from the structure's stationary prior
+        (``kf_startup_var``) and narrows as the data arrive."""
         for a in self._state():
             a[...] = 0
         tr = self.tracker
         if tr is not None:
-            tr.level = int(np.argmin(np.abs(np.log(tr.grid))))
-            tr.since = 0
+            tr.restart(int(np.argmin(np.abs(np.log(tr.grid)))))
             self.op = self._levels[tr.level]
-            self.std[:] = self.op.std
+            self._base_std[:] = self.op.std
+        self._stated_std()
 
     def _state(self):
         return (self._x, self._ering, self._zring, self._fring, self._last, self._nisring,
-                self._nis, self._counters, self._bstate, self._bring, self._bsum)
+                self._nis, self._counters, self._bstate, self._bring, self._bsum,
+                self._lag1ring, self._eps_prev)
 
     def update_refused(self) -> str:
         """The smoother's gains (Riccati solution, smoother gains, whitening, model-check
@@ -196,7 +244,8 @@ class SmootherEstimator(BlockEstimator):
         windowed sum, ``ratio = nis / dof``, 1 on average for a right model; ``bands``: one
         entry per resonance, ``{"f_hz": [lo, f, hi], "power": [below, above] (1 on average),
         "ratio": below / above, "threshold": [min, max] of the ratio}``; ``reasons``: why it
-        is suspect, in words; ``load_level``: the tracked load level, a factor of the
+        is suspect, in words; ``noise_level``: the tracked sensor noise's std over the designed
+        one (1 without ``kf_track_*``); ``load_level``: the tracked load level, a factor of the
         designed force RMS, or None without tracking); ``None`` values until the window
         has filled once."""
         op = self.op
@@ -240,8 +289,9 @@ class SmootherEstimator(BlockEstimator):
                 "threshold": round(op.nis_threshold, 3),
                 "threshold_low": round(op.nis_threshold_low, 3), "bands": bands,
                 "suspect": suspect, "reasons": reasons,
-                "load_level": None if self.tracker is None else
-                float(self.tracker.grid[self.tracker.level])}
+                "load_level": None if self.tracker is None else self.tracker.load_level(),
+                "noise_level": None if self.tracker is None else
+                math.sqrt(self.tracker.noise_scale)}
 
     def _warm_up(self) -> None:
         """Compile (or load from the numba cache) on throw-away copies of the state."""
@@ -250,3 +300,21 @@ class SmootherEstimator(BlockEstimator):
                   np.empty(1, np.uint8))
         for a, s in zip(self._state(), saved):
             a[...] = s
+
+
+def _last_sum(ring: np.ndarray, end: int, n: int) -> float:
+    """Sum of the last ``n`` entries of a circular ``ring`` whose next slot is ``end``."""
+    W = ring.shape[0]
+    tot = float(ring[max(end - n, 0):end].sum())
+    if n > end:
+        tot += float(ring[W - (n - end):].sum())
+    return tot
+
+
+def _converged_row(excess: np.ndarray, std: np.ndarray, within: float = 0.10) -> int:
+    """The first start-up row whose std is within ``within`` of the steady ``std`` for every
+    column (``sqrt(std^2 + excess) <= (1 + within) std``); the rows before it are flagged
+    warm-up. ``len(excess)`` if none is."""
+    ok = np.all(excess <= ((1.0 + within) ** 2 - 1.0) * np.asarray(std) ** 2, axis=1)
+    hit = np.flatnonzero(ok)
+    return int(hit[0]) if hit.size else int(excess.shape[0])

@@ -11,6 +11,9 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
     nis     = sum over the last W samples of e^T S^-1 e   (model check, broadband, suspect
                                                 when above or below its thresholds)
     eps     = Wt e                             (whitened innovation, eps^T eps = e^T S^-1 e)
+    c_k     = eps_k^T eps_k-1 = e_k^T S^-1 e_k-1   (lag-1 product, per sample over the
+                                                window: the load level tracker's second
+                                                statistic; 0 when either sample is held)
     p_b     = sum_c biquad_b(eps_c)^2 / g_b    (band power just below / above each
                                                 resonance, mean nch for a right model),
                                                 summed over W samples; suspect when the
@@ -41,7 +44,7 @@ _FASTMATH = {"reassoc", "contract"}
 def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv,
             x, xn, e, ering, zring, fring, last, nisring, nis_state, threshold,
             threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum,
-            eps):  # pragma: no cover - compiled
+            eps, lag1ring, eps_prev):  # pragma: no cover - compiled
     """Run the smoother over a block of samples (state permuted: ``[q, qd, xi]``).
 
     Parameters
@@ -79,6 +82,8 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
     bstate : (nb, nch, 2)      biquad states (transposed direct form II)
     bring : (W, nb), bsum : (nb,)   band powers over the window and their running sums
     eps : (nch,)               scratch
+    lag1ring : (W,)            lag-1 product c_k per sample (slots as nisring)
+    eps_prev : (nch,)          whitened innovation of the previous sample (0 if held)
     """
     nb_band = band_ba.shape[0]
     nb, nch = Y.shape
@@ -130,6 +135,15 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
             for b in range(nch):
                 acc += Wt[a, b] * e[b]
             eps[a] = acc
+        # c_k = eps_k^T eps_k-1                                     (lag-1 product)
+        lag1 = 0.0
+        for a in range(nch):
+            if flag == 0:
+                lag1 += eps[a] * eps_prev[a]
+                eps_prev[a] = eps[a]
+            else:
+                eps_prev[a] = 0.0
+        lag1ring[ws] = lag1
         for bi in range(nb_band):
             pw = 0.0
             b0 = band_ba[bi, 0]

@@ -8,6 +8,7 @@ from collections import deque
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.smoother import _converged_row
 from edge.flags import FLAG_HELD, FLAG_MODEL_SUSPECT, FLAG_OVERFLOW, FLAG_WARMUP
 
 
@@ -34,6 +35,12 @@ class ReferenceSmoother:
         self.u_hist = np.zeros((nb, nch, 2))  # u_{k-1}, u_{k-2} per band and channel
         self.y_hist = np.zeros((nb, nch, 2))  # y_{k-1}, y_{k-2}
         self.bpow = deque(maxlen=self.W)
+        self.lag1 = deque(maxlen=self.W)          # e_k^T S^-1 e_k-1 per sample
+        # start-up: rows of samples m < n_warm carry the warm-up flag (std not converged)
+        sv = kf.get("startup_var")
+        self.n_warm = 0 if sv is None else _converged_row(np.asarray(sv), kf["std"])
+        self.k = 0                                # samples seen
+        self.e_prev = None                        # previous innovation (None: held)
 
     def step(self, y):
         """One sample: returns (q (nq,) smoothed forces then outputs of sample k - L, flag)."""
@@ -48,6 +55,10 @@ class ReferenceSmoother:
         self.hist.append((self.Cq @ xf, e, flag))
         # NIS_k = e^T S^-1 e (a held sample counts its expectation, nch)
         self.nis.append(float(e @ self.Sinv @ e) if flag == 0 else float(len(e)))
+        # c_k = e_k^T S^-1 e_k-1 (0 when either sample is held)
+        ok_prev = flag == 0 and self.e_prev is not None
+        self.lag1.append(float(e @ self.Sinv @ self.e_prev) if ok_prev else 0.0)
+        self.e_prev = e if flag == 0 else None
         # band powers: y_k = b0 u_k + b1 u_k-1 + b2 u_k-2 - a1 y_k-1 - a2 y_k-2 of eps = Wt e
         u = self.Wt @ e if flag == 0 else np.zeros(len(e))
         b0, b1, b2, a1, a2 = (self.ba[:, i:i + 1] for i in range(5))
@@ -67,8 +78,12 @@ class ReferenceSmoother:
             bad = bad or bool(np.any(lo > self.bthr[0::2] * hi) or
                               np.any(hi > self.bthr[1::2] * lo))
         susp = FLAG_MODEL_SUSPECT if (full and bad) else 0
+        self.k += 1
         if len(self.hist) < self.L + 1:
             return np.full(self.Cq.shape[0], np.nan), FLAG_WARMUP | flag | susp
+        # the row describes sample m = k - 1 - L
+        if self.k - 1 - self.L < self.n_warm:
+            susp |= FLAG_WARMUP
         # z_k-L|k = Cq x_k-L|k-L + sum_{j=1..L} G_j e_k-L+j
         z = self.hist[0][0].copy()
         wflag = 0

@@ -9,9 +9,13 @@ from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
 from edge.estimator.chi2 import nis_threshold
 from offline.smoother.component import Component
+from offline.smoother.error import startup_variance
 from offline.smoother.force_model import ForceModel
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.levels import LEVELS, level_arrays, whitening
+
+#: longest start-up the bundle describes [s]: beyond, the remaining excess is kept
+STARTUP_MAX_S = 30.0
 from offline.smoother.model_check import band_filters, check_bands
 
 
@@ -43,7 +47,11 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
           "nis_threshold_low": np.array(min(nis_threshold(dof, 1.0 - nis_false_alarm),
                                             dof / nis_tolerance_low)),
           "Wt": whitening(design.Sinv), "band_ba": ba, "band_gain": gain,
-          "band_threshold": thr, "band_hz": np.array(bands, dtype=float).reshape(-1, 2)}
+          "band_threshold": thr, "band_hz": np.array(bands, dtype=float).reshape(-1, 2),
+          # the error's excess over std^2 from the first sample (offline/smoother/error.py)
+          "startup_var": startup_variance(design.A, design.H, design.Q, design.K, design.G,
+                                          design.Cq, design.P, design.std,
+                                          max_samples=int(round(STARTUP_MAX_S * bundle.rate)))}
     meta = dict(bundle.meta)
     meta["estimator"] = {
         "method": "smoother", "lag": design.lag, "n_force_states": design.n_force_states,

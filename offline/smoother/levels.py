@@ -34,6 +34,7 @@ import numpy as np
 
 from edge.estimator.operator import EstimatorError
 from offline._deps import need
+from offline.smoother.error import smoothed_variance
 from offline.smoother.gains import design_smoother, steady_gains
 
 #: default grid: 10^-2 .. 10^1.5 of the designed RMS in steps of 10^0.25 (x1.78)
@@ -80,33 +81,54 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         Sinv.append(si)
         Wt.append(whitening(si))
         std.append(sd)
-    nis = expected_nis(d1.A, d1.H, d1.Q, d1.R, K, Sinv, np.array(keep), scale_noise)
+    stats = innovation_stats(d1.A, d1.H, d1.Q, d1.R, K, Sinv)
+    nis = expected_nis(stats, keep, scale_noise)
     return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
-            "level_std": np.array(std), "level_nis": nis}
+            "level_std": np.array(std), "level_nis": nis,
+            **({} if scale_noise else {
+                "track_innov": stats,
+                "track_var": smoothed_variance(d1.A, d1.H, d1.Q, d1.R, K, G, d1.Cq)})}
 
 
-def expected_nis(A, H, Q, R, K, Sinv, grid, scale_noise: bool = False) -> np.ndarray:
-    """``r(a, b)``: the mean NIS per channel expected under the gains of level ``a`` (``K[a]``,
-    ``Sinv[a]``) when the load is at level ``b`` (process noise ``g_b^2 Q``; sensor noise
-    ``g_b^2 R`` with ``scale_noise``, else ``R``), exactly (module docstring).
+def innovation_stats(A, H, Q, R, K, Sinv) -> np.ndarray:
+    """``(nl, 4)``: for the filter of each level ``a`` (gain ``K[a]``, ``Sinv[a]``), the mean
+    NIS per channel and the mean lag-1 product ``e_{k+1}^T S_a^-1 e_k`` per channel of its
+    innovations, each split into its part per unit load power (``Q``) and per unit sensor
+    noise (``R``): ``[tq, tr, cq, cr]`` (module docstring). Under a load ``g^2 Q`` and a noise
+    ``nu R``::
 
-    ``P_ab`` is linear in ``(Q_b, R_b)``, so two Lyapunov solutions per level ``a`` serve
-    every ``b``: ``P_ab = g_b^2 X_a + c_b Y_a`` with ``X_a`` the response to ``Q`` and ``Y_a``
-    to ``(A K_a) R (A K_a)^T`` (``c_b = g_b^2`` or 1)."""
+        r = g^2 tq + nu tr                   (mean NIS per channel)
+        c = g^2 cq + nu cr                   (mean lag-1 product per channel)
+
+    ``P_ab`` is linear in ``(Q_b, R_b)``, so two Lyapunov solutions per level serve every
+    ``(g, nu)``: ``X_a`` (the response to ``Q``) and ``Y_a`` (to ``(A K_a) R (A K_a)^T``)."""
     linalg = need("scipy.linalg")
-    grid = np.asarray(grid, dtype=float)
     nch = H.shape[0]
-    c = grid ** 2 if scale_noise else np.ones_like(grid)
-    out = np.zeros((grid.size, grid.size))
-    for a in range(grid.size):
+    out = np.zeros((len(K), 4))
+    for a in range(len(K)):
         AK = A @ K[a]
         # Abar_a = A (I - K_a H)
         Abar = A - AK @ H
         X = linalg.solve_discrete_lyapunov(Abar, Q)
         Y = linalg.solve_discrete_lyapunov(Abar, AK @ R @ AK.T)
-        # tr(S_a^-1 Sigma_ab) = g_b^2 tr(S_a^-1 H X H^T) + c_b tr(S_a^-1 (H Y H^T + R))
-        tq = np.trace(Sinv[a] @ (H @ X @ H.T))
-        tr = np.trace(Sinv[a] @ (H @ Y @ H.T + R))
-        out[a] = (grid ** 2 * tq + c * tr) / nch
+        Si = Sinv[a]
+        # E[e e^T] = H P H^T + R
+        tq = np.trace(Si @ H @ X @ H.T)
+        tr = np.trace(Si @ (H @ Y @ H.T + R))
+        # E[e_{k+1} e_k^T] = H Abar P H^T - H A K R
+        cq = np.trace(Si @ H @ Abar @ X @ H.T)
+        cr = np.trace(Si @ (H @ Abar @ Y @ H.T - H @ AK @ R))
+        out[a] = np.array([tq, tr, cq, cr]) / nch
     return out
+
+
+def expected_nis(stats: np.ndarray, grid, scale_noise: bool = False) -> np.ndarray:
+    """``r(a, b)`` from :func:`innovation_stats`: the mean NIS per channel expected under the
+    gains of level ``a`` when the load is at level ``b`` (process noise ``g_b^2 Q``; sensor
+    noise ``g_b^2 R`` with ``scale_noise``, else ``R``)::
+
+        r(a, b) = g_b^2 tq_a + c_b tr_a,   c_b = g_b^2 (scale_noise) or 1"""
+    grid = np.asarray(grid, dtype=float)
+    c = grid ** 2 if scale_noise else np.ones_like(grid)
+    return np.outer(stats[:, 0], grid ** 2) + np.outer(stats[:, 1], c)
