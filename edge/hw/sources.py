@@ -1,7 +1,11 @@
 """Signal sources for the simulated ADS1256: volts on the nine inputs as a function of time.
 
 A source is any object with ``volts(t_s) -> ndarray (9,)``: the voltages [V] on AIN0..AIN7
-and AINCOM (index 8) at time ``t_s`` [s] of the simulation clock. Three kinds:
+and AINCOM (index 8) at time ``t_s`` [s] of the simulation clock. The chip converts like the
+real one, the taps of :func:`edge.hw.ads1256_filter.conversion_taps` over the modulator
+instants of the window: a source may offer ``window_mean(t_end_s, taps) -> (9,)`` (exact and
+fast: :class:`ArraySource`) or a vectorised ``volts_at(times_s) -> (n, 9)``
+(:class:`FunctionSource`); :func:`window_mean` picks the best one a source has. Three kinds:
 
 * :class:`FunctionSource`: a callable per input, ``f(t_s) -> volts`` (unset inputs at 0 V).
 * :class:`ArraySource`: uniformly sampled volts ``(n, n_inputs)`` from ``t0`` at ``rate``,
@@ -20,8 +24,9 @@ import numpy as np
 
 from edge.csvio import read_table
 from edge.hw.ads1256 import input_index
+from edge.hw.ads1256_filter import F_MOD, grid_weights
 
-__all__ = ["Source", "FunctionSource", "ArraySource", "csv_source", "N_INPUTS"]
+__all__ = ["Source", "FunctionSource", "ArraySource", "csv_source", "window_mean", "N_INPUTS"]
 
 #: AIN0..AIN7 plus AINCOM.
 N_INPUTS = 9
@@ -54,6 +59,19 @@ class FunctionSource:
         out = self._out
         for i, f in self._f:
             out[i] = f(t_s)
+        return out
+
+    def volts_at(self, times_s) -> np.ndarray:
+        """Voltages at many instants, shape ``(n, 9)``: each callable gets the whole array
+        (numpy functions) or, if it refuses one (``math.sin``), one instant at a time."""
+        t = np.asarray(times_s, dtype=float)
+        out = np.zeros((t.size, N_INPUTS))
+        for i, f in self._f:
+            try:
+                v = np.asarray(f(t), dtype=float)
+                out[:, i] = np.broadcast_to(v, t.shape) if v.ndim <= 1 else v.ravel()
+            except (TypeError, ValueError):
+                out[:, i] = [f(float(x)) for x in t]
         return out
 
 
@@ -119,6 +137,31 @@ class ArraySource:
         out += f * self._v[i + 1]
         return out
 
+    def _rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows ``idx`` (may lie outside 0..n-1) under the ``beyond`` rule, ``(len, 9)``."""
+        n = self.n
+        if self.beyond == "loop":
+            return self._v[idx % n]
+        rows = self._v[np.clip(idx, 0, n - 1)]
+        if self.beyond == "zero":
+            rows = np.where(((idx < 0) | (idx > n - 1))[:, None], 0.0, rows)
+        return rows
+
+    def volts_at(self, times_s) -> np.ndarray:
+        """:meth:`volts` at many instants, shape ``(n, 9)`` (vectorised)."""
+        x = (np.asarray(times_s, dtype=float) - self.t0) * self.rate
+        if self.beyond == "hold":
+            x = np.clip(x, 0.0, self.n - 1)
+        i = np.floor(x).astype(np.intp)
+        f = (x - i)[:, None]
+        return (1.0 - f) * self._rows(i) + f * self._rows(i + 1)
+
+    def window_mean(self, t_end_s: float, taps) -> np.ndarray:
+        """``sum_i taps_i volts(t_end_s - i / F_MOD)``, exact for the linear interpolation
+        (the taps become weights on the rows: :func:`edge.hw.ads1256_filter.grid_weights`)."""
+        first, w = grid_weights(taps, (t_end_s - self.t0) * self.rate, self.rate / F_MOD)
+        return w @ self._rows(first + np.arange(w.size))
+
 
 def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> ArraySource:
     """Replay a measurement CSV (``time,<channels>``, SI units) as input voltages.
@@ -156,3 +199,17 @@ def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> Arra
         inputs.append(inp)
     rate = 1.0 / float(np.mean(dt))
     return ArraySource(t[0], rate, np.stack(cols, axis=1), inputs=inputs, beyond=beyond)
+
+
+def window_mean(source, t_end_s: float, taps) -> np.ndarray:
+    """One conversion of ``source``: ``sum_i taps_i volts(t_end_s - i / F_MOD)``, shape (9,).
+
+    Uses the source's own ``window_mean`` if it has one, else its vectorised ``volts_at``,
+    else ``volts`` at every modulator instant (exact but slow: thousands of calls)."""
+    if hasattr(source, "window_mean"):
+        return np.asarray(source.window_mean(t_end_s, taps), dtype=float)
+    taps = np.asarray(taps, dtype=float)
+    times = t_end_s - np.arange(taps.size) / F_MOD
+    if hasattr(source, "volts_at"):
+        return taps @ np.asarray(source.volts_at(times), dtype=float)
+    return taps @ np.array([np.array(source.volts(float(t)), dtype=float) for t in times])
