@@ -344,15 +344,11 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         Full-model integrator: exact modal superposition of ``n_modes`` modes with static
         correction (:func:`simulate_modal`, default: fast, no period error), or sparse
         Newmark on every DOF (:func:`simulate_sparse`).
-    chain : {"ideal", "ads1256"}
-        What the measurements are (:mod:`offline.chain`): point samples at the row times, or
-        the ADS1256's conversions, each channel over its window ending at its own instant;
-        the load stays on the ``oversample`` grid, the integrator runs on a grid refined to
-        at least :data:`offline.chain.MIN_STEPS_PER_ROW` steps per row. The truth (forces,
-        outputs and ``Y_clean``) stays point values at the row times.
-    drate, mode : ADS1256 data rate [SPS] and ``"continuous"``/``"cycle"`` of the ads1256
-        chain (default: one channel continuous, several cycle; the rate that gives the
-        model's row rate, :func:`offline.chain.plan_chain`).
+    chain, drate, mode : the measurement chain (:mod:`offline.chain`): ``"ideal"`` point
+        samples at the row times, or ``"ads1256"`` conversions at ``drate`` SPS in
+        ``"continuous"``/``"cycle"`` mode (defaults: :func:`offline.chain.plan_chain`), each
+        channel over its window at its own instant, integrated on a grid refined to at least
+        32 steps per row. The truth (``F``, ``Z``, ``Y_clean``) stays point values.
     """
     from offline.chain import plan_chain
 
@@ -391,15 +387,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         out, info = _run(reduced, F_fine, dt / oversample, oversample, **run)
         Ym = out[:, :nc]
     else:
-        sub = oversample * ch.refine
-        from offline.chain import conversions, refine_grid
-
-        Fr = refine_grid(F_fine, ch.refine, ch.pad_steps(dt / sub))
-        out, info = _run(reduced, Fr, dt / sub, 1, **run)
-        Ym = conversions(out[:, :nc], dt / sub, sub, ns, ch.drate, ch.offsets)
-        out = out[:(ns - 1) * sub + 1:sub]
-        info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
-                     "offsets_s": ch.offsets.tolist(), "dt_fine": dt / sub})
+        out, Ym, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run)
     F, t = F_fine[::oversample], tf[::oversample]
     info["dt"] = dt
     Yc, Ym, Z, F, t = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:], t[nw:] - t[nw]
@@ -409,6 +397,23 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
                      output_names=names_o, info=info,
                      Y_conv=None if ch.kind == "ideal" else Ym)
+
+
+def _run_chain(ch, reduced: bool, F_fine, dt: float, oversample: int, ns: int, nc: int,
+               run: dict):
+    """The ads1256 chain: :func:`_run` on the grid refined by ``ch.refine`` (plus the steps
+    the last row's windows need), the first ``nc`` columns converted
+    (:func:`offline.chain.conversions`). ``(point rows (ns, ...), conversions (ns, nc),
+    info)``."""
+    from offline.chain import conversions, refine_grid
+
+    sub = oversample * ch.refine
+    Fr = refine_grid(F_fine, ch.refine, ch.pad_steps(dt / sub))
+    out, info = _run(reduced, Fr, dt / sub, 1, **run)
+    Ym = conversions(out[:, :nc], dt / sub, sub, ns, ch.drate, ch.offsets)
+    info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
+                 "offsets_s": ch.offsets.tolist()})
+    return out[:(ns - 1) * sub + 1:sub], Ym, info
 
 
 def _run(reduced: bool, F_fine, dt_f: float, decim: int, *, spec, kinds, engine, n_modes,
