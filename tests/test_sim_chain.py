@@ -193,3 +193,33 @@ def test_window_mean_falls_back_to_volts_for_plain_sources():
     import math
     f = FunctionSource({"AIN0": lambda t: 3.0 * math.fsum([t])})
     assert window_mean(f, 0.5, h)[0] == pytest.approx(3.0 * (0.5 - tau), abs=1e-12)
+
+
+def test_function_source_window_mean_is_the_taps_over_volts_at():
+    src = FunctionSource({"AIN0": lambda t: np.sin(2 * np.pi * 61.0 * t), "AIN4": lambda t: 0.25,
+                          "AINCOM": lambda t: 1e-3 * t})
+    for drate in (30000.0, 1000.0):
+        h = conversion_taps(drate)
+        ref = h @ src.volts_at(0.3 - modulator_lags_s(drate))
+        np.testing.assert_allclose(src.window_mean(0.3, h), ref, atol=1e-12)
+
+
+def test_daemon_staircase_source_window_mean_is_the_taps_over_its_volts():
+    # the daemon's --simulate adapter holds each sample of the bundle rate: its fast window
+    # mean equals the taps over its own volts(t) at every modulator instant
+    from edge.daemon.simulate import InputSource
+
+    class Chunks:
+        def __init__(self):
+            self.rng = np.random.default_rng(2)
+
+        def volts(self, n):
+            return self.rng.standard_normal((n, 2))
+
+    fast, slow = InputSource(Chunks(), 1000.0, [0, 3]), InputSource(Chunks(), 1000.0, [0, 3])
+    fast.t0 = slow.t0 = 1.0
+    h = conversion_taps(1000.0)
+    # away from the staircase's steps (a tap exactly on a step may fall on either side)
+    for t_end in 1.0 + np.array([0.0023, 0.0105, 0.5004, 1.2347]):
+        ref = h @ np.array([slow.volts(t)[[0, 3]] for t in t_end - modulator_lags_s(1000.0)])
+        np.testing.assert_allclose(fast.window_mean(t_end, h)[[0, 3]], ref, atol=1e-9)

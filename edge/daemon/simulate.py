@@ -254,7 +254,7 @@ class InputSource:
         last = self._fill(first + w.size - 1)
         self.out[:] = 0.0
         if self.buf.shape[0]:
-            idx = np.clip(np.arange(first - self.k0, first - self.k0 + w.size), 0,
-                          min(last, self.buf.shape[0] - 1))
+            idx = np.arange(first - self.k0, first - self.k0 + w.size)
+            idx = np.minimum(np.maximum(idx, 0), max(0, min(last, self.buf.shape[0] - 1)))
             self.out[self.inputs] = w @ self.buf[idx]
         return self.out

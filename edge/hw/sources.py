@@ -54,6 +54,7 @@ class FunctionSource:
                 raise TypeError(f"FunctionSource[{k!r}]: a callable f(t_s) -> volts expected")
             self._f.append((input_index(k), f))
         self._out = np.zeros(N_INPUTS)
+        self._lags = None
 
     def volts(self, t_s: float) -> np.ndarray:
         out = self._out
@@ -61,17 +62,34 @@ class FunctionSource:
             out[i] = f(t_s)
         return out
 
+    @staticmethod
+    def _at(f, t: np.ndarray) -> np.ndarray:
+        """``f`` at every instant of ``t``: the whole array at once (numpy functions) or, if
+        ``f`` refuses one (``math.sin``), one instant at a time."""
+        try:
+            v = np.asarray(f(t), dtype=float)
+        except (TypeError, ValueError):
+            return np.array([f(float(x)) for x in t])
+        return v if v.ndim == 0 or v.shape == t.shape else v.reshape(t.shape)
+
     def volts_at(self, times_s) -> np.ndarray:
-        """Voltages at many instants, shape ``(n, 9)``: each callable gets the whole array
-        (numpy functions) or, if it refuses one (``math.sin``), one instant at a time."""
+        """Voltages at many instants, shape ``(n, 9)``."""
         t = np.asarray(times_s, dtype=float)
         out = np.zeros((t.size, N_INPUTS))
         for i, f in self._f:
-            try:
-                v = np.asarray(f(t), dtype=float)
-                out[:, i] = np.broadcast_to(v, t.shape) if v.ndim <= 1 else v.ravel()
-            except (TypeError, ValueError):
-                out[:, i] = [f(float(x)) for x in t]
+            out[:, i] = self._at(f, t)
+        return out
+
+    def window_mean(self, t_end_s: float, taps) -> np.ndarray:
+        """``sum_i taps_i volts(t_end_s - i / F_MOD)``: each callable on the window's
+        modulator instants, weighted by the taps."""
+        if self._lags is None or self._lags[0] is not taps:
+            self._lags = (taps, np.arange(len(taps)) / F_MOD, float(np.sum(taps)))
+        t = t_end_s - self._lags[1]
+        out = np.zeros(N_INPUTS)
+        for i, f in self._f:
+            v = self._at(f, t)
+            out[i] = v * self._lags[2] if v.ndim == 0 else np.dot(taps, v)  # constant: sum h
         return out
 
 
