@@ -244,9 +244,9 @@ class InputSource:
             self.out[self.inputs] = self.buf[i]
         return self.out
 
-    def window_mean(self, t_end_s: float, taps) -> np.ndarray:
+    def window_mean(self, t_end_s: float, taps, inputs=None) -> np.ndarray:
         """``sum_i taps_i volts(t_end_s - i / F_MOD)`` of the staircase (rows before the
-        first call's instant: the first row)."""
+        first call's instant: the first row), every input (``inputs`` is ignored)."""
         if self.t0 is None:
             self.t0 = t_end_s
         first, w = grid_weights(taps, (t_end_s - self.t0) * self.rate + 1e-6,

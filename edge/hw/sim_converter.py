@@ -51,8 +51,9 @@ class ConverterModel:
         self.conversion = conversion
         self._taps_of_rate: dict = {}
 
-    def _input(self, t_ns: float):
-        """The voltages a conversion ending at ``t_ns`` sees, shape (9,)."""
+    def _input(self, t_ns: float, inputs=None):
+        """The voltages a conversion ending at ``t_ns`` sees, shape (9,) (at least
+        ``inputs``)."""
         t = t_ns * 1e-9
         if self.conversion == "ideal":
             return self.source.volts(t)
@@ -60,7 +61,7 @@ class ConverterModel:
         taps = self._taps_of_rate.get(rate)
         if taps is None:
             taps = self._taps_of_rate[rate] = conversion_taps(rate)
-        return window_mean(self.source, t, taps)
+        return window_mean(self.source, t, taps, inputs)
 
     def _rate(self) -> float:
         return _RATE_OF_CODE.get(self.regs[DRATE], 30000.0)
@@ -126,7 +127,7 @@ class ConverterModel:
         for a, b, i in self._drop:
             if a <= t_ns < b and (i == p or i == n):
                 return CODE_MAX
-        v = self._input(t_ns)
+        v = self._input(t_ns, (p, n))
         vp, vn = float(v[p]), float(v[n])
         for a, b, i, volts in self._sat:
             if a <= t_ns < b:
@@ -159,7 +160,7 @@ class ConverterModel:
         if not shorted:
             mux = self.regs[MUX]
             p, n = min(mux >> 4, 8), min(mux & 0x0F, 8)
-            v = self._input(t_ns)
+            v = self._input(t_ns, (p, n))
             vd = float(v[p]) - float(v[n])
         return self.pga * (vd + self.offset_error_v) * (1.0 + self.gain_error) / (2.0 * self.vref)
 

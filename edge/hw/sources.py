@@ -3,9 +3,10 @@
 A source is any object with ``volts(t_s) -> ndarray (9,)``: the voltages [V] on AIN0..AIN7
 and AINCOM (index 8) at time ``t_s`` [s] of the simulation clock. The chip converts like the
 real one, the taps of :func:`edge.hw.ads1256_filter.conversion_taps` over the modulator
-instants of the window: a source may offer ``window_mean(t_end_s, taps) -> (9,)`` (exact and
-fast: :class:`ArraySource`) or a vectorised ``volts_at(times_s) -> (n, 9)``
-(:class:`FunctionSource`); :func:`window_mean` picks the best one a source has. Three kinds:
+instants of the window: a source may offer ``window_mean(t_end_s, taps, inputs=None) ->
+(9,)`` (exact and fast; ``inputs``: the ones the multiplexer selects, the others may stay 0)
+or a vectorised ``volts_at(times_s) -> (n, 9)``; :func:`window_mean` picks the best one a
+source has. Three kinds:
 
 * :class:`FunctionSource`: a callable per input, ``f(t_s) -> volts`` (unset inputs at 0 V).
 * :class:`ArraySource`: uniformly sampled volts ``(n, n_inputs)`` from ``t0`` at ``rate``,
@@ -80,14 +81,16 @@ class FunctionSource:
             out[:, i] = self._at(f, t)
         return out
 
-    def window_mean(self, t_end_s: float, taps) -> np.ndarray:
-        """``sum_i taps_i volts(t_end_s - i / F_MOD)``: each callable on the window's
-        modulator instants, weighted by the taps."""
+    def window_mean(self, t_end_s: float, taps, inputs=None) -> np.ndarray:
+        """``sum_i taps_i volts(t_end_s - i / F_MOD)``: each callable of ``inputs`` (default
+        all) on the window's modulator instants, weighted by the taps; the others 0."""
         if self._lags is None or self._lags[0] is not taps:
             self._lags = (taps, np.arange(len(taps)) / F_MOD, float(np.sum(taps)))
         t = t_end_s - self._lags[1]
         out = np.zeros(N_INPUTS)
         for i, f in self._f:
+            if inputs is not None and i not in inputs:
+                continue
             v = self._at(f, t)
             out[i] = v * self._lags[2] if v.ndim == 0 else np.dot(taps, v)  # constant: sum h
         return out
@@ -174,7 +177,7 @@ class ArraySource:
         f = (x - i)[:, None]
         return (1.0 - f) * self._rows(i) + f * self._rows(i + 1)
 
-    def window_mean(self, t_end_s: float, taps) -> np.ndarray:
+    def window_mean(self, t_end_s: float, taps, inputs=None) -> np.ndarray:
         """``sum_i taps_i volts(t_end_s - i / F_MOD)``, exact for the linear interpolation
         (the taps become weights on the rows: :func:`edge.hw.ads1256_filter.grid_weights`)."""
         first, w = grid_weights(taps, (t_end_s - self.t0) * self.rate, self.rate / F_MOD)
@@ -219,13 +222,14 @@ def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> Arra
     return ArraySource(t[0], rate, np.stack(cols, axis=1), inputs=inputs, beyond=beyond)
 
 
-def window_mean(source, t_end_s: float, taps) -> np.ndarray:
-    """One conversion of ``source``: ``sum_i taps_i volts(t_end_s - i / F_MOD)``, shape (9,).
+def window_mean(source, t_end_s: float, taps, inputs=None) -> np.ndarray:
+    """One conversion of ``source``: ``sum_i taps_i volts(t_end_s - i / F_MOD)``, shape (9,)
+    (at least the ``inputs`` given, e.g. the multiplexer's two).
 
     Uses the source's own ``window_mean`` if it has one, else its vectorised ``volts_at``,
     else ``volts`` at every modulator instant (exact but slow: thousands of calls)."""
     if hasattr(source, "window_mean"):
-        return np.asarray(source.window_mean(t_end_s, taps), dtype=float)
+        return np.asarray(source.window_mean(t_end_s, taps, inputs), dtype=float)
     taps = np.asarray(taps, dtype=float)
     times = t_end_s - np.arange(taps.size) / F_MOD
     if hasattr(source, "volts_at"):
