@@ -14,7 +14,6 @@ clock, i.e. simulated bus timing) next to datasheet Table 14.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np
@@ -27,7 +26,8 @@ from edge.hw.sources import FunctionSource
 
 
 def source():
-    return FunctionSource({f"AIN{i}": (lambda t, i=i: math.sin(2 * math.pi * (10 + i) * t))
+    # numpy callables: the chip evaluates each on the modulator instants of every window
+    return FunctionSource({f"AIN{i}": (lambda t, i=i: np.sin(2 * np.pi * (10 + i) * t))
                            for i in range(8)})
 
 

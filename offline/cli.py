@@ -6,6 +6,8 @@
     vsense-offline simulate MODEL.toml --load random --band 5 160 --rms 1 --duration 2
                                        --noise 0.01 -o PREFIX [--reduced] [--oversample 10]
     vsense-offline simulate MODEL.toml --load pulse --amplitude 5 --width 0.002 -o PREFIX
+    vsense-offline simulate MODEL.toml --chain ads1256 [--drate 1000] [--mode continuous]
+                                       -o PREFIX   (measurements converted like the ADS1256)
     vsense-offline score ESTIMATES.csv TRUTH.csv [--band F0 FMAX]
     vsense-offline calibrate MODEL.toml --data RUN.csv [--data ...] -o OUTDIR [--bundle OUT.npz]
                              [--check mcmc] [--kfold]          (docs/calibration.md)
@@ -126,6 +128,19 @@ def _parser() -> argparse.ArgumentParser:
                         "integrator, slower)")
     s.add_argument("--reduced", action="store_true",
                    help="simulate the bundle's reduced model instead of the full FE model")
+    s.add_argument("--chain", choices=("ads1256", "ideal"), default="ideal",
+                   help="what the measurement CSV holds: 'ads1256', each channel converted "
+                        "like the chip (sinc5 + averager over its window, at its own instant "
+                        "in multiplexer cycling; docs/hardware.md), or 'ideal' point samples "
+                        "at the row times (the default, since the estimators still assume point "
+                        "samples). The truth CSV is point values either way")
+    s.add_argument("--drate", type=float, default=None,
+                   help="ADS1256 data rate [SPS] of --chain ads1256 (default: the one that "
+                        "gives the model's [estimator] rate rows/s in --mode)")
+    s.add_argument("--mode", choices=("continuous", "cycle"), default=None,
+                   help="--chain ads1256: one channel in continuous mode (RDATAC) or the "
+                        "channels by multiplexer cycling (default: continuous for one "
+                        "sensor, cycle for several)")
     s.add_argument("--seed", type=int, default=0, help="seed of the load and the noise")
     s.add_argument("-o", "--out", required=True,
                    help="prefix: writes PREFIX_measurement.csv and PREFIX_truth.csv")
@@ -222,10 +237,14 @@ def main(argv=None) -> int:
             res = simulate_model(args.model, load, args.duration, noise=args.noise,
                                  oversample=args.oversample, reduced=args.reduced,
                                  seed=args.seed, progress=not args.quiet,
-                                 warmup=args.warmup, engine=args.engine)
+                                 warmup=args.warmup, engine=args.engine, chain=args.chain,
+                                 drate=args.drate, mode=args.mode)
             meas, truth = f"{args.out}_measurement.csv", f"{args.out}_truth.csv"
             res.write(meas, truth)
             snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))
+            if res.info["chain"] == "ads1256":
+                print(f"measurements through the ADS1256 at {res.info['drate']:g} SPS, "
+                      f"{res.info['mode']} mode")
             print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
                   f"SNR {snr})")
         elif args.command == "place":

@@ -2,8 +2,10 @@
 
 The truth comes from a Newmark-beta run (average acceleration) on a fine time step
 (``oversample`` sub-steps per sample) of the *full* sparse model, or of the reduced model when
-speed matters (calibration, training data). Sensors are sampled at the bundle rate and get
-Gaussian noise per paper 004 eq. 28: ``y_noisy = y + sigma N``, ``sigma = level * std(y)``.
+speed matters (calibration, training data). Sensors are sampled at the bundle rate (``chain
+= "ideal"``) or converted by the ADS1256 over their windows (``"ads1256"``,
+:mod:`offline.chain`) and get Gaussian noise per paper 004 eq. 28: ``y_noisy = y + sigma
+N``, ``sigma = level * std(y)``.
 """
 
 from __future__ import annotations
@@ -90,8 +92,10 @@ class SimResult:
 
     Attributes
     ----------
-    t : (ns,) sample times [s]; Y : (ns, nch) noisy channels; Y_clean : (ns, nch) noise-free;
-    F : (ns, nf) applied forces [N]; Z : (ns, nout) true virtual outputs; names of each.
+    t : (ns,) sample times [s]; Y : (ns, nch) noisy channels; Y_clean : (ns, nch) noise-free
+    point values at ``t``; F : (ns, nf) applied forces [N]; Z : (ns, nout) true virtual
+    outputs; names of each; Y_conv : (ns, nch) the noise-free conversions ``Y`` was made of
+    (None for point samples: ``Y_clean``).
     """
 
     t: np.ndarray
@@ -103,10 +107,11 @@ class SimResult:
     force_names: list
     output_names: list
     info: dict = field(default_factory=dict)
+    Y_conv: np.ndarray | None = None
 
     def snr_db(self) -> np.ndarray:
         """SNR per channel [dB] (paper eq. 29: signal power over noise power)."""
-        noise = self.Y - self.Y_clean
+        noise = self.Y - (self.Y_clean if self.Y_conv is None else self.Y_conv)
         return 10 * np.log10(np.sum(self.Y ** 2, axis=0) / np.maximum(np.sum(noise ** 2, axis=0),
                                                                     1e-300))
 
@@ -313,7 +318,8 @@ def force_histories(spec, active, kind: str, t: np.ndarray, seed: int, load: dic
 def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
                    reduced: bool = False, seed: int = 0, rate: float | None = None,
                    progress: bool = True, build_result=None, engine: str = "modal",
-                   n_modes: int = 80, warmup: float = 0.0) -> SimResult:
+                   n_modes: int = 80, warmup: float = 0.0, chain: str = "ideal",
+                   drate: float | None = None, mode: str | None = None) -> SimResult:
     """Simulate the rig described by a model file under a load profile.
 
     Parameters
@@ -329,7 +335,8 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         starts at rest, with the load's first value applied at once, a step). With a warm-up
         the record is a piece of the stationary response, like the build's calibration runs
         scored after their ``[calibration] warmup``; the noise level refers to the record.
-    noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %)
+    noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %), added to
+                            the measurements (the conversions with the ads1256 chain)
     oversample : int        fine sub-steps per sample (integrator step and load grid, >= 1)
     reduced : bool          simulate the reduced model (:func:`offline.reduced.reduce_model`,
                             the bundle's coordinates) instead of the full one
@@ -337,7 +344,14 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         Full-model integrator: exact modal superposition of ``n_modes`` modes with static
         correction (:func:`simulate_modal`, default: fast, no period error), or sparse
         Newmark on every DOF (:func:`simulate_sparse`).
+    chain, drate, mode : the measurement chain (:mod:`offline.chain`): ``"ideal"`` point
+        samples at the row times, or ``"ads1256"`` conversions at ``drate`` SPS in
+        ``"continuous"``/``"cycle"`` mode (defaults: :func:`offline.chain.plan_chain`), each
+        channel over its window at its own instant, integrated on a grid refined to at least
+        32 steps per row. The truth (``F``, ``Z``, ``Y_clean``) stays point values.
     """
+    from offline.chain import plan_chain
+
     if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) \
             or oversample < 1:
         raise ValueError(f"oversample must be an integer >= 1, got {oversample!r}")
@@ -354,54 +368,78 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     names_c = [s.name for s in spec.sensors]
     names_f = [f.name for f in spec.forces]
     names_o = [o.name for o in spec.outputs]
-    kinds_c = [KINDS.index(s.kind) for s in spec.sensors]
-    kinds_o = [KINDS.index(o.kind) for o in spec.outputs]
+    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
+                                                           for o in spec.outputs]
     active = [i for i, n in enumerate(names_f) if target in (None, n)]
     if target is not None and not active:
         raise ValueError(f"load force {target!r} is not one of the model's forces {names_f}")
+    if engine not in ("modal", "newmark"):
+        raise ValueError(f"engine must be 'modal' or 'newmark', got {engine!r}")
+    ch = plan_chain(chain, 1.0 / dt, len(names_c), drate, mode, oversample)
+    # the load on a grid `oversample` times finer than the samples (a 2 ms pulse sampled
+    # only at 1 kHz loses ~20 % of its impulse)
+    tf = np.arange((ns - 1) * oversample + 1) * (dt / oversample)
+    F_fine = force_histories(spec, active, kind, tf, seed, load)
+    run = dict(spec=spec, kinds=kinds, engine=engine, n_modes=n_modes, progress=progress,
+               build_result=build_result)
+    nc = len(names_c)
+    if ch.kind == "ideal":
+        out, info = _run(reduced, F_fine, dt / oversample, oversample, **run)
+        Ym = out[:, :nc]
+    else:
+        out, Ym, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run)
+    F, t = F_fine[::oversample], tf[::oversample]
+    info["dt"] = dt
+    Yc, Ym, Z, F, t = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:], t[nw:] - t[nw]
+    Y = add_noise(Ym, noise, rng)
+    info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
+    info.setdefault("chain", "ideal")
+    return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
+                     output_names=names_o, info=info,
+                     Y_conv=None if ch.kind == "ideal" else Ym)
+
+
+def _run_chain(ch, reduced: bool, F_fine, dt: float, oversample: int, ns: int, nc: int,
+               run: dict):
+    """The ads1256 chain: :func:`_run` on the grid refined by ``ch.refine`` (plus the steps
+    the last row's windows need), the first ``nc`` columns converted
+    (:func:`offline.chain.conversions`). ``(point rows (ns, ...), conversions (ns, nc),
+    info)``."""
+    from offline.chain import conversions, refine_grid
+
+    sub = oversample * ch.refine
+    Fr = refine_grid(F_fine, ch.refine, ch.pad_steps(dt / sub))
+    out, info = _run(reduced, Fr, dt / sub, 1, **run)
+    Ym = conversions(out[:, :nc], dt / sub, sub, ns, ch.drate, ch.offsets)
+    info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
+                 "offsets_s": ch.offsets.tolist()})
+    return out[:(ns - 1) * sub + 1:sub], Ym, info
+
+
+def _run(reduced: bool, F_fine, dt_f: float, decim: int, *, spec, kinds, engine, n_modes,
+         progress, build_result):
+    """Channels then outputs at every ``decim``-th step of the fine grid ``F_fine`` (one row
+    per step of ``dt_f``): the reduced model (Newmark) or the full one. ``(out, info)``."""
     if reduced:
         # the reduced model only (offline.reduced): no calibration, no estimator design
         rm = build_result.reduced if build_result is not None else \
             reduce_model(spec, progress=progress)
-        # the load on a grid `oversample` times finer than the samples, as for the full model
-        # (a 2 ms pulse sampled only at 1 kHz loses ~20 % of its impulse)
-        dt_f = dt / oversample
-        tf = np.arange((ns - 1) * oversample + 1) * dt_f
-        F_fine = force_histories(spec, active, kind, tf, seed, load)
         rows = np.vstack([rm.channel_rows(), rm.output_rows()])
         out = simulate_dense(rm.reduction.M, rm.C, rm.reduction.K,
                              [rm.position(d) for d in rm.force_dofs], F_fine, dt_f, rows,
-                             kinds_c + kinds_o)[::oversample]
-        F, t = F_fine[::oversample], tf[::oversample]
-        info = {"model": "reduced", "dt": dt, "dt_fine": dt_f}
+                             kinds)[::decim]
+        return out, {"model": "reduced", "dt_fine": dt_f}
+    model = build_result.model if build_result is not None else \
+        build_fe_model(spec, progress=progress)
+    dofs = [resolve_dofs(model, x.select, x.dof, x.name)[0]
+            for x in list(spec.sensors) + list(spec.outputs)]
+    fd = np.array([resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces])
+    probes = list(zip(dofs, kinds))
+    if engine == "modal":
+        out = simulate_modal(model, fd, F_fine, dt_f, decim, probes, n_modes=n_modes,
+                             progress=progress)
     else:
-        model = build_result.model if build_result is not None else \
-            build_fe_model(spec, progress=progress)
-        cd = [resolve_dofs(model, s.select, s.dof, s.name)[0] for s in spec.sensors]
-        fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
-        od = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
-        dt_f = dt / oversample
-        nt = (ns - 1) * oversample + 1
-        tf = np.arange(nt) * dt_f
-        F_fine = force_histories(spec, active, kind, tf, seed, load)
-        probes = list(zip(cd, kinds_c)) + list(zip(od, kinds_o))
-        if engine == "modal":
-            out = simulate_modal(model, np.array(fd), F_fine, dt_f, oversample, probes,
-                                 n_modes=n_modes, progress=progress)
-        elif engine == "newmark":
-            C = model.damping_matrix()
-            out = simulate_sparse(model.M, C, model.K, np.array(fd), F_fine, dt_f, oversample,
-                                  probes, progress=progress)
-        else:
-            raise ValueError(f"engine must be 'modal' or 'newmark', got {engine!r}")
-        F = F_fine[::oversample]
-        t = tf[::oversample]
-        info = {"model": "full", "engine": engine, "dt_fine": dt_f,
-                "full_dofs": int(model.n_dofs)}
-    nc = len(names_c)
-    out, F, t = out[nw:], F[nw:], t[nw:] - t[nw]
-    Yc, Z = out[:, :nc], out[:, nc:]
-    Y = add_noise(Yc, noise, rng)
-    info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
-    return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
-                     output_names=names_o, info=info)
+        out = simulate_sparse(model.M, model.damping_matrix(), model.K, fd, F_fine, dt_f,
+                              decim, probes, progress=progress)
+    return out, {"model": "full", "engine": engine, "dt_fine": dt_f,
+                 "full_dofs": int(model.n_dofs)}

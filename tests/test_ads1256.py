@@ -18,6 +18,7 @@ from edge.hw.ads1256 import (
     ADS1256, ChipIdError, DrdyTimeout, RegisterVerifyError, code_from_bytes, codes_to_volts,
     sign_extend_24,
 )
+from edge.hw.ads1256_filter import F_MOD, conversion_taps, frequency_response
 from edge.hw.ports import MissingHardwareDependency, Pins, open_hardware
 from edge.hw.sim_ads1256 import Faults, ProtocolViolation
 from edge.hw.sim_ports import make_simulated_hardware
@@ -28,13 +29,22 @@ LSB1 = 2 * VREF / 2**23  # V per code at PGA 1 (datasheet Data Format)
 
 
 def sine_source(f=50.0, amp=1.0):
+    # numpy callables: the chip evaluates them on the modulator instants of each window
     return FunctionSource({
-        "AIN0": lambda t: amp * math.sin(2 * math.pi * f * t),
+        "AIN0": lambda t: amp * np.sin(2 * np.pi * f * t),
         "AIN1": lambda t: 0.5,
-        "AIN2": lambda t: -0.3 + 0.01 * math.sin(2 * math.pi * 7 * t),
-        "AIN3": lambda t: 0.02 * math.cos(2 * math.pi * 3 * t),
+        "AIN2": lambda t: -0.3 + 0.01 * np.sin(2 * np.pi * 7 * t),
+        "AIN3": lambda t: 0.02 * np.cos(2 * np.pi * 3 * t),
         "AINCOM": lambda t: 0.0,
     })
+
+
+def chip_sine(amp, f, t_ns, rate, fn=np.sin):
+    """What the chip converts of ``amp fn(2 pi f t)`` at DRDY times ``t_ns``: the datasheet's
+    gain |H(f)| (ads1256_filter.frequency_response) and the taps' linear-phase delay
+    (L - 1) / (2 F_MOD) (the taps are symmetric)."""
+    tau = (len(conversion_taps(rate)) - 1) / (2 * F_MOD)
+    return amp * frequency_response(rate, f) * fn(2 * np.pi * f * (t_ns * 1e-9 - tau))
 
 
 def make(source=None, speed_hz=1_000_000, seed=0, faults=None, pins=Pins(), cls=ADS1256,
@@ -147,9 +157,9 @@ def test_continuous_values_equal_source_quantised(rate):
     assert acq.read(v, t, f) == n
     # timestamps at DRDY: exactly one data period apart (ns rounding of 1/rate)
     assert np.all(np.abs(np.diff(t) - 1e9 / rate) <= 1)
-    # reference: the source at the DRDY instant, converted to units (V - 0.05) / 0.1;
-    # quantisation error <= 1/2 LSB, asserted to 1 LSB
-    ref = (2.0 * np.sin(2 * np.pi * 37.0 * t * 1e-9) - 0.05) / 0.1
+    # reference: the chip's conversion of the sine ending at the DRDY instant, converted to
+    # units (V - 0.05) / 0.1; quantisation error <= 1/2 LSB, asserted to 1 LSB
+    ref = (chip_sine(2.0, 37.0, t, rate) - 0.05) / 0.1
     assert np.max(np.abs(v[:, 0] - ref)) <= LSB1 / 0.1
     assert not f.any()
     acq.stop()
@@ -157,13 +167,13 @@ def test_continuous_values_equal_source_quantised(rate):
 
 
 def test_continuous_pga_volts():
-    src = FunctionSource({"AIN3": lambda t: 0.02 * math.cos(2 * math.pi * 3 * t)})
+    src = FunctionSource({"AIN3": lambda t: 0.02 * np.cos(2 * np.pi * 3 * t)})
     adc, chip = make(src)
     acq = Acquisition(adc, [Channel("s", "AIN3", "AINCOM", pga=64)], rate=2000)
     acq.start()
     v, t, f = buffers(200, 1)
     acq.read(v, t, f)
-    ref = 0.02 * np.cos(2 * np.pi * 3 * t * 1e-9)
+    ref = chip_sine(0.02, 3.0, t, 2000.0, np.cos)
     assert np.max(np.abs(v[:, 0] - ref)) <= LSB1 / 64  # 1 LSB at PGA 64
     assert not chip.violations
 
@@ -178,13 +188,13 @@ def test_cycling_values_and_throughput():
     v, t, f = buffers(300, 4)
     acq.read(v, t, f)
     assert not chip.violations and not f.any()
-    # column a is sampled at the row's DRDY time; 1 LSB tolerance (quantisation)
-    assert np.max(np.abs(v[:, 0] - np.sin(2 * np.pi * 50 * t * 1e-9))) <= LSB1
+    # column a is converted over the window ending at the row's DRDY time; 1 LSB tolerance
+    assert np.max(np.abs(v[:, 0] - chip_sine(1.0, 50.0, t, 30000.0))) <= LSB1
     assert np.max(np.abs(v[:, 1] - 0.5)) <= LSB1 / 2
     # b, c, d are converted one channel period (tc) after a, 2 tc, 3 tc
     tc = np.mean(np.diff(t)) / 4
     tb = t + 2 * tc
-    assert np.max(np.abs(v[:, 2] - (-0.3 + 0.01 * np.sin(2 * np.pi * 7 * tb * 1e-9)))) <= 2e-6
+    assert np.max(np.abs(v[:, 2] - (-0.3 + chip_sine(0.01, 7.0, tb, 30000.0)))) <= 2e-6
     # per channel: t18 (Table 13: 0.21 ms) + WREG MUX+ADCON (4 bytes) + SYNC + WAKEUP at
     # 1 MHz (8 us/byte) + t11 (4 + 24 tCLKIN) = 210 + 48 + 0.521 + 3.125 us
     expect = 210e3 + 6 * 8e3 + math.ceil(4e9 / 7.68e6) + math.ceil(24e9 / 7.68e6)
@@ -274,7 +284,7 @@ def test_missing_drdy_pulses_flag_gaps():
     assert lost.sum() == chip.stats["drdy_missing"] - missing0
     assert 20 < lost.sum() < 100  # 2 % of ~3000 (binomial, 4 sigma ~ 30)
     # values stay exact (the sample after a gap is a valid conversion)
-    assert np.max(np.abs(v[:, 0] - np.sin(2 * np.pi * 50 * t * 1e-9))) <= LSB1
+    assert np.max(np.abs(v[:, 0] - chip_sine(1.0, 50.0, t, 15000.0))) <= LSB1
 
 
 def test_bit_errors_detected():
@@ -436,7 +446,7 @@ def test_real_time_clock_paces_at_the_data_rate():
     assert gaps <= chip.stats["overwritten"] - ow0 and gaps < f.size // 2
     # timestamps are the clock when DRDY was *seen* low: exact unless the process was
     # descheduled, then late by the scheduling delay. Most rows are exact to 1 LSB.
-    err = np.abs(v[:, 0] - np.sin(2 * np.pi * 50 * t * 1e-9))
+    err = np.abs(v[:, 0] - chip_sine(1.0, 50.0, t, 2000.0))
     assert np.median(err) <= LSB1
 
 

@@ -13,6 +13,7 @@ import pytest
 from edge.hw import ads1256 as A
 from edge.hw.ads1256 import ADS1256
 from edge.hw.ports import Pins
+from edge.hw.ads1256_filter import conversion_taps, modulator_lags_s
 from edge.hw.sim_ads1256 import Faults, ProtocolViolation, SimulatedADS1256
 from edge.hw.sim_ports import FakeGPIO, SimClock, make_simulated_hardware
 from edge.hw.sources import ArraySource, FunctionSource, csv_source
@@ -288,10 +289,20 @@ def test_csv_replay_through_driver(tmp_path):
     acq.start()
     v, tt, f = np.zeros((100, 1)), np.zeros(100, np.int64), np.zeros(100, np.uint8)
     acq.read(v, tt, f)
-    # the ADC samples the linear interpolation of the file at the DRDY instants
-    ref = np.interp(tt * 1e-9, t, acc)
+    # the ADC converts the linear interpolation of the file: the taps over the modulator
+    # instants of the window ending at DRDY (edge.hw.ads1256_filter; np.interp as reference)
+    h, lags = conversion_taps(rate), modulator_lags_s(rate)
+    ref = np.array([h @ np.interp(te * 1e-9 - lags, t, acc) for te in tt])
     assert np.max(np.abs(v[:, 0] - ref)) <= (5.0 / 2**23) / 0.1  # 1 LSB in m/s^2
     assert not spi.chip.violations
+    # conversion="ideal": the point value at DRDY (kept for comparisons)
+    spi, gpio, clock = make_simulated_hardware(src, virtual_clock=True, conversion="ideal")
+    acq = Acquisition(ADS1256(spi, gpio, clock), [Channel("acc", "AIN1", sensitivity=0.1)],
+                      rate=rate)
+    acq.start()
+    acq.read(v, tt, f)
+    ref = np.interp(tt * 1e-9, t, acc)
+    assert np.max(np.abs(v[:, 0] - ref)) <= (5.0 / 2**23) / 0.1  # 1 LSB in m/s^2
 
 
 def test_function_source_validation():

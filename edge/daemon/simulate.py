@@ -24,6 +24,7 @@ import numpy as np
 
 from edge.csvio import read_table
 from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
+from edge.hw.ads1256_filter import F_MOD, grid_weights
 from edge.kinds import KIND_CODE
 
 
@@ -204,30 +205,56 @@ class FileSource:
 
 class InputSource:
     """Adapter for ``edge.hw.sim_ads1256``: ``volts(t_s) -> (9,)`` on AIN0..AIN7, AINCOM
-    from a chunked source (sample and hold at the source's rate, from the first call on)."""
+    from a chunked source (sample and hold at the source's rate, from the first call on),
+    and ``window_mean``, the chip's conversion of that staircase (exact, a few weights per
+    conversion: :func:`edge.hw.ads1256_filter.grid_weights`)."""
+
+    #: rows kept behind the newest: the longest conversion window (0.4 s at 2.5 SPS)
+    KEEP_S = 0.41
 
     def __init__(self, source, rate: float, inputs: list[int], chunk: int = 1024):
         self.src, self.rate, self.inputs = source, float(rate), list(inputs)
         self.chunk = chunk
+        self.keep = int(self.KEEP_S * self.rate) + 2
         self.k0 = 0  # sample index of buf[0]
         self.buf = np.zeros((0, len(inputs)))
         self.t0 = None
         self.out = np.zeros(9)
 
-    def volts(self, t_s: float) -> np.ndarray:
-        if self.t0 is None:
-            self.t0 = t_s
-        k = int((t_s - self.t0) * self.rate + 1e-6)
+    def _fill(self, k: int) -> int:
+        """Read chunks until sample ``k`` is buffered; the index into ``buf`` of ``k``
+        (the last row once a file source is exhausted)."""
         while k >= self.k0 + self.buf.shape[0]:
             nxt = self.src.volts(self.chunk)
             if nxt.shape[0] == 0:  # file source exhausted: hold the last value
                 k = self.k0 + self.buf.shape[0] - 1
                 break
-            keep = self.buf[-1:] if self.buf.shape[0] else self.buf
+            keep = self.buf[-self.keep:]
             self.k0 += self.buf.shape[0] - keep.shape[0]
             self.buf = np.vstack([keep, nxt])
-        i = min(max(k - self.k0, 0), self.buf.shape[0] - 1)
+        return k - self.k0
+
+    def volts(self, t_s: float) -> np.ndarray:
+        if self.t0 is None:
+            self.t0 = t_s
+        i = self._fill(int((t_s - self.t0) * self.rate + 1e-6))
+        i = min(max(i, 0), self.buf.shape[0] - 1)
         self.out[:] = 0.0
         if self.buf.shape[0]:
             self.out[self.inputs] = self.buf[i]
+        return self.out
+
+    def window_mean(self, t_end_s: float, taps, inputs=None) -> np.ndarray:
+        """``sum_i taps_i volts(t_end_s - i / F_MOD)`` of the staircase (rows before the
+        first call's instant: the first row), every input (``inputs`` is ignored)."""
+        if self.t0 is None:
+            self.t0 = t_end_s
+        first, w = grid_weights(taps, (t_end_s - self.t0) * self.rate + 1e-6,
+                                self.rate / F_MOD, kind="hold")
+        last = self._fill(first + w.size - 1)
+        self.out[:] = 0.0
+        if self.buf.shape[0]:
+            idx = np.arange(first - self.k0, first - self.k0 + w.size)
+            idx = np.minimum(np.maximum(idx, 0), max(0, min(last, self.buf.shape[0] - 1)))
+            self.out[self.inputs] = w @ self.buf[idx]
         return self.out

@@ -31,6 +31,8 @@ import math
 
 import numpy as np
 
+from edge.hw.ads1256_spec import CYCLING_THROUGHPUT_HZ, _nearest_rate
+
 #: crystal and modulator rate [Hz]
 F_CLKIN = 7.68e6
 F_MOD = F_CLKIN / 4.0
@@ -91,3 +93,107 @@ def frequency_response(drate: float, f) -> np.ndarray:
 
     return np.abs(dirichlet(SINC_DECIMATION, f / F_MOD)) ** SINC_ORDER \
         * np.abs(dirichlet(n, f / F_SINC))
+
+
+def modulator_lags_s(drate: float) -> np.ndarray:
+    """``i / F_MOD`` for every tap of :func:`conversion_taps`: how long before the window's
+    end each modulator sample is taken [s] (``y = taps @ x(t_end - lags)``)."""
+    return np.arange(len(conversion_taps(drate))) / F_MOD
+
+
+_PREFIX: dict = {}
+
+
+def _prefix_sums(taps: np.ndarray):
+    """``(0, cumsum(h)), (0, cumsum(h i))`` of a taps array, cached while it lives."""
+    hit = _PREFIX.get(id(taps))
+    if hit is not None and hit[0] is taps:
+        return hit[1], hit[2]
+    h = np.asarray(taps, dtype=float)
+    c0 = np.concatenate([[0.0], np.cumsum(h)])
+    c1 = np.concatenate([[0.0], np.cumsum(h * np.arange(h.size))])
+    if len(_PREFIX) > 64:
+        _PREFIX.clear()
+    _PREFIX[id(taps)] = (taps, c0, c1)
+    return c0, c1
+
+
+def grid_weights(taps, x_end: float, spacing: float, kind: str = "linear"):
+    """A conversion as weights on the nodes of a uniform grid the input is known on.
+
+    The window ends at ``x_end`` (grid units: node ``k`` at ``x = k``); tap ``i`` samples
+    the input at ``x_i = x_end - i spacing`` (``spacing``: grid steps per modulator period,
+    ``grid rate / F_MOD``). Between nodes the input is linearly interpolated
+    (``kind="linear"``) or held at the earlier node (``"hold"``, a staircase). Exact for that
+    interpolant::
+
+        sum_i taps_i x(x_end - i spacing) = sum_m w_m x[first + m]
+
+    Per grid cell ``[k, k+1)`` only the sums of ``h_i`` and ``h_i i`` over its taps matter
+    (prefix sums: a few operations per cell, not per tap). The window's end within its cell
+    is rounded to 2^-32 of a cell and the weights of each such position are kept (a periodic
+    sampler asks for the same few again and again). Returns ``(first, w)``: the first node's
+    index (an int) and the weights (sum 1), not to be modified.
+    """
+    if kind not in ("linear", "hold"):
+        raise ValueError(f"grid_weights kind: 'linear' or 'hold', got {kind!r}")
+    k0 = math.floor(x_end)
+    q = round((float(x_end) - k0) * _CELL_STEPS)
+    if q == _CELL_STEPS:
+        k0, q = k0 + 1, 0
+    key = (id(taps), q, float(spacing), kind)
+    hit = _WEIGHTS.get(key)
+    if hit is None or hit[0] is not taps:
+        if len(_WEIGHTS) > 4096:
+            _WEIGHTS.clear()
+        hit = _WEIGHTS[key] = (taps, *_cell_weights(taps, q / _CELL_STEPS, spacing, kind))
+    return k0 + hit[1], hit[2]
+
+
+_CELL_STEPS = 1 << 32
+_WEIGHTS: dict = {}
+
+
+def _cell_weights(taps, xr: float, spacing: float, kind: str):
+    """:func:`grid_weights` for a window ending at ``xr`` in [0, 1) (node 0 at 0)."""
+    c0, c1 = _prefix_sums(taps)
+    n_taps, s = c0.size - 1, float(spacing)
+    first = math.floor(xr - (n_taps - 1) * s)
+    k = np.arange(first, 1)  # cells first..0 (relative)
+    # taps in cell k: k <= xr - i s < k + 1  <=>  (xr - k - 1) / s < i <= (xr - k) / s
+    hi = np.clip(np.floor((xr - k) / s).astype(np.intp) + 1, 0, n_taps)
+    lo = np.clip(np.floor((xr - k - 1) / s).astype(np.intp) + 1, 0, n_taps)
+    s0 = c0[hi] - c0[lo]
+    if kind == "hold":
+        return first, s0
+    f1 = (xr - k) * s0 - s * (c1[hi] - c1[lo])  # sum h_i (x_i - k) over the cell
+    w = np.zeros(k.size + 1)
+    w[:-1] = s0 - f1
+    w[1:] += f1
+    return first, w
+
+
+def channel_instants(drate: float, mode: str, n_channels: int) -> np.ndarray:
+    """When each channel of a row is converted: the end of its conversion window relative to
+    the row's time stamp [s], shape ``(n_channels,)``.
+
+    The row's time stamp is the DRDY fall of its first channel (what
+    :class:`edge.hw.acquire.Acquisition` records). ``continuous`` (one channel, RDATAC):
+    ``[0]``. ``cycle``: the datasheet's multiplexer cycling converts the channels one after
+    another, each a settled conversion started by WREG MUX + SYNC + WAKEUP after the previous
+    DRDY: t18 (Table 13) plus the SPI command overhead, ``1 / CYCLING_THROUGHPUT_HZ`` (Table
+    14, t19) per channel, so channel ``j`` ends ``j / CYCLING_THROUGHPUT_HZ[drate]`` after
+    the row's stamp and a row takes ``n_channels`` of them (``row_rates``).
+    """
+    n = int(n_channels)
+    if n < 1:
+        raise ValueError(f"n_channels: at least 1, got {n_channels!r}")
+    r = _nearest_rate(drate)
+    if mode == "continuous":
+        if n != 1:
+            raise ValueError(f"mode 'continuous' converts one channel, got n_channels={n}; "
+                             "use mode 'cycle' for several")
+        return np.zeros(1)
+    if mode != "cycle":
+        raise ValueError(f"mode: 'continuous' or 'cycle', got {mode!r}")
+    return np.arange(n) / CYCLING_THROUGHPUT_HZ[r]

@@ -34,8 +34,9 @@ most ``max_lead_us`` ahead of the wall clock, so that short waits (t6, transfers
 20 kSPS) do not each cost the operating system's ~60 µs sleep granularity while the long-run
 pace stays the wall clock's.
 
-Simplifications (documented in docs/hardware.md): a conversion is the instantaneous input
-voltage at the moment DRDY falls (no sinc filter); writing MUX/ADCON/DRATE/BUFEN restarts the
+Conversions (documented in docs/hardware.md): the datasheet's sinc5 + averager over the
+window ending when DRDY falls (:mod:`edge.hw.sim_converter`). Simplifications: faults
+(saturation, dropouts) apply at the DRDY instant; writing MUX/ADCON/DRATE/BUFEN restarts the
 filter like SYNC/WAKEUP (settled data after t18); calibration takes 3 t18 (SELFCAL) or 2 t18
 (the others); the calibration equation (datasheet eq. 3) uses α = 400000h and the ideal
 FSC = 44AC08h at every rate with β chosen so that an ideal chip is exact.
@@ -122,12 +123,15 @@ class SimulatedADS1256(ConverterModel):
         Chip imperfections removed by self-calibration (0 = ideal chip).
     strict : bool
         Raise :class:`ProtocolViolation` on a violation (always counted in ``violations``).
+    conversion : "chip" | "ideal"
+        The chip's filter over each window (default), or the point value at DRDY.
     """
 
     def __init__(self, source, clock, *, pins: Pins = Pins(),
                  fclkin_hz: float = 7.68e6, vref: float = 2.5, seed: int = 0,
                  faults: Faults | None = None, noise_v: float = 0.0,
-                 offset_error_v: float = 0.0, gain_error: float = 0.0, strict: bool = True):
+                 offset_error_v: float = 0.0, gain_error: float = 0.0, strict: bool = True,
+                 conversion: str = "chip"):
         if not hasattr(source, "volts"):
             raise TypeError("source: an object with volts(t_s) -> ndarray (9,) expected")
         self.source, self.clock, self.pins = source, clock, pins
@@ -137,6 +141,7 @@ class SimulatedADS1256(ConverterModel):
         self.noise_v = float(noise_v)
         self.offset_error_v, self.gain_error = float(offset_error_v), float(gain_error)
         self.strict = bool(strict)
+        self._set_conversion(conversion)
         self.violations: Counter = Counter()
         self.stats: Counter = Counter()
         self.log: list[str] = []

@@ -1,11 +1,27 @@
 """The conversion model of the simulated ADS1256: data rate, settling, DRDY timing, the
-calibration registers and the datasheet's calibration equation (eq. 3). Mixed into
-:class:`edge.hw.sim_ads1256.SimulatedADS1256` (the SPI protocol side lives there)."""
+digital filter, the calibration registers and the datasheet's calibration equation (eq. 3).
+Mixed into :class:`edge.hw.sim_ads1256.SimulatedADS1256` (the SPI protocol side lives there).
+
+A conversion whose DRDY falls at ``t_k`` is, like the chip's (``conversion="chip"``, the
+default), the sinc5 + averager over the window ending then (:mod:`edge.hw.ads1256_filter`)::
+
+    y_k = sum_i h_i x(t_k - i / F_MOD),      h = conversion_taps(DRATE)
+
+Every restart (SYNC/WAKEUP, a MUX/ADCON/DRATE write, reset, calibration) puts the next DRDY
+at least t18 (Table 13) later, and t18 is longer than the window at every rate, so the first
+conversion after a multiplexer change sees only the new input: settled, as Table 13 says.
+``conversion="ideal"`` keeps the old point sample ``x(t_k)`` (for comparisons only).
+"""
 
 from __future__ import annotations
 
 from edge.hw.ads1256 import (ADCON, CODE_MAX, CODE_MIN, DRATE, DRATE_CODES, FSC0, MUX, OFC0,
                              SETTLING_TIME_S)
+from edge.hw.ads1256_filter import conversion_taps
+from edge.hw.sources import window_mean
+
+#: what one conversion is: the chip's filter over its window, or a point sample
+CONVERSIONS = ("chip", "ideal")
 
 #: Register reset values (datasheet register map; OFC/FSC: the ideal-chip calibration).
 FSC_IDEAL = 0x44AC08
@@ -28,6 +44,24 @@ def _hash01(seed: int, k: int) -> float:
 class ConverterModel:
     """Conversions, DRDY and calibration of the simulated chip (state set by the chip's
     ``_power_on``)."""
+
+    def _set_conversion(self, conversion: str) -> None:
+        if conversion not in CONVERSIONS:
+            raise ValueError(f"conversion: one of {CONVERSIONS}, got {conversion!r}")
+        self.conversion = conversion
+        self._taps_of_rate: dict = {}
+
+    def _input(self, t_ns: float, inputs=None):
+        """The voltages a conversion ending at ``t_ns`` sees, shape (9,) (at least
+        ``inputs``)."""
+        t = t_ns * 1e-9
+        if self.conversion == "ideal":
+            return self.source.volts(t)
+        rate = self._rate()
+        taps = self._taps_of_rate.get(rate)
+        if taps is None:
+            taps = self._taps_of_rate[rate] = conversion_taps(rate)
+        return window_mean(self.source, t, taps, inputs)
 
     def _rate(self) -> float:
         return _RATE_OF_CODE.get(self.regs[DRATE], 30000.0)
@@ -93,7 +127,7 @@ class ConverterModel:
         for a, b, i in self._drop:
             if a <= t_ns < b and (i == p or i == n):
                 return CODE_MAX
-        v = self.source.volts(t_ns * 1e-9)
+        v = self._input(t_ns, (p, n))
         vp, vn = float(v[p]), float(v[n])
         for a, b, i, volts in self._sat:
             if a <= t_ns < b:
@@ -126,7 +160,7 @@ class ConverterModel:
         if not shorted:
             mux = self.regs[MUX]
             p, n = min(mux >> 4, 8), min(mux & 0x0F, 8)
-            v = self.source.volts(t_ns * 1e-9)
+            v = self._input(t_ns, (p, n))
             vd = float(v[p]) - float(v[n])
         return self.pga * (vd + self.offset_error_v) * (1.0 + self.gain_error) / (2.0 * self.vref)
 

@@ -203,7 +203,7 @@ def make_simulated_hardware(source, seed: int = 0, faults: Faults | None = None,
         Real-time clock only, see :class:`SimClock`.
     **chip_kw
         Passed to :class:`SimulatedADS1256` (``vref, fclkin_hz, noise_v, offset_error_v,
-        gain_error, strict``).
+        gain_error, strict, conversion``).
 
     Returns
     -------

@@ -1,7 +1,12 @@
 """Signal sources for the simulated ADS1256: volts on the nine inputs as a function of time.
 
 A source is any object with ``volts(t_s) -> ndarray (9,)``: the voltages [V] on AIN0..AIN7
-and AINCOM (index 8) at time ``t_s`` [s] of the simulation clock. Three kinds:
+and AINCOM (index 8) at time ``t_s`` [s] of the simulation clock. The chip converts like the
+real one, the taps of :func:`edge.hw.ads1256_filter.conversion_taps` over the modulator
+instants of the window: a source may offer ``window_mean(t_end_s, taps, inputs=None) ->
+(9,)`` (exact and fast; ``inputs``: the ones the multiplexer selects, the others may stay 0)
+or a vectorised ``volts_at(times_s) -> (n, 9)``; :func:`window_mean` picks the best one a
+source has. Three kinds:
 
 * :class:`FunctionSource`: a callable per input, ``f(t_s) -> volts`` (unset inputs at 0 V).
 * :class:`ArraySource`: uniformly sampled volts ``(n, n_inputs)`` from ``t0`` at ``rate``,
@@ -20,8 +25,9 @@ import numpy as np
 
 from edge.csvio import read_table
 from edge.hw.ads1256 import input_index
+from edge.hw.ads1256_filter import F_MOD, grid_weights
 
-__all__ = ["Source", "FunctionSource", "ArraySource", "csv_source", "N_INPUTS"]
+__all__ = ["Source", "FunctionSource", "ArraySource", "csv_source", "window_mean", "N_INPUTS"]
 
 #: AIN0..AIN7 plus AINCOM.
 N_INPUTS = 9
@@ -49,11 +55,44 @@ class FunctionSource:
                 raise TypeError(f"FunctionSource[{k!r}]: a callable f(t_s) -> volts expected")
             self._f.append((input_index(k), f))
         self._out = np.zeros(N_INPUTS)
+        self._lags = None
 
     def volts(self, t_s: float) -> np.ndarray:
         out = self._out
         for i, f in self._f:
             out[i] = f(t_s)
+        return out
+
+    @staticmethod
+    def _at(f, t: np.ndarray) -> np.ndarray:
+        """``f`` at every instant of ``t``: the whole array at once (numpy functions) or, if
+        ``f`` refuses one (``math.sin``), one instant at a time."""
+        try:
+            v = np.asarray(f(t), dtype=float)
+        except (TypeError, ValueError):
+            return np.array([f(float(x)) for x in t])
+        return v if v.ndim == 0 or v.shape == t.shape else v.reshape(t.shape)
+
+    def volts_at(self, times_s) -> np.ndarray:
+        """Voltages at many instants, shape ``(n, 9)``."""
+        t = np.asarray(times_s, dtype=float)
+        out = np.zeros((t.size, N_INPUTS))
+        for i, f in self._f:
+            out[:, i] = self._at(f, t)
+        return out
+
+    def window_mean(self, t_end_s: float, taps, inputs=None) -> np.ndarray:
+        """``sum_i taps_i volts(t_end_s - i / F_MOD)``: each callable of ``inputs`` (default
+        all) on the window's modulator instants, weighted by the taps; the others 0."""
+        if self._lags is None or self._lags[0] is not taps:
+            self._lags = (taps, np.arange(len(taps)) / F_MOD, float(np.sum(taps)))
+        t = t_end_s - self._lags[1]
+        out = np.zeros(N_INPUTS)
+        for i, f in self._f:
+            if inputs is not None and i not in inputs:
+                continue
+            v = self._at(f, t)
+            out[i] = v * self._lags[2] if v.ndim == 0 else np.dot(taps, v)  # constant: sum h
         return out
 
 
@@ -119,6 +158,31 @@ class ArraySource:
         out += f * self._v[i + 1]
         return out
 
+    def _rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows ``idx`` (may lie outside 0..n-1) under the ``beyond`` rule, ``(len, 9)``."""
+        n = self.n
+        if self.beyond == "loop":
+            return self._v[idx % n]
+        rows = self._v[np.clip(idx, 0, n - 1)]
+        if self.beyond == "zero":
+            rows = np.where(((idx < 0) | (idx > n - 1))[:, None], 0.0, rows)
+        return rows
+
+    def volts_at(self, times_s) -> np.ndarray:
+        """:meth:`volts` at many instants, shape ``(n, 9)`` (vectorised)."""
+        x = (np.asarray(times_s, dtype=float) - self.t0) * self.rate
+        if self.beyond == "hold":
+            x = np.clip(x, 0.0, self.n - 1)
+        i = np.floor(x).astype(np.intp)
+        f = (x - i)[:, None]
+        return (1.0 - f) * self._rows(i) + f * self._rows(i + 1)
+
+    def window_mean(self, t_end_s: float, taps, inputs=None) -> np.ndarray:
+        """``sum_i taps_i volts(t_end_s - i / F_MOD)``, exact for the linear interpolation
+        (the taps become weights on the rows: :func:`edge.hw.ads1256_filter.grid_weights`)."""
+        first, w = grid_weights(taps, (t_end_s - self.t0) * self.rate, self.rate / F_MOD)
+        return w @ self._rows(first + np.arange(w.size))
+
 
 def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> ArraySource:
     """Replay a measurement CSV (``time,<channels>``, SI units) as input voltages.
@@ -156,3 +220,18 @@ def csv_source(path, mapping: Mapping[str, tuple], beyond: str = "hold") -> Arra
         inputs.append(inp)
     rate = 1.0 / float(np.mean(dt))
     return ArraySource(t[0], rate, np.stack(cols, axis=1), inputs=inputs, beyond=beyond)
+
+
+def window_mean(source, t_end_s: float, taps, inputs=None) -> np.ndarray:
+    """One conversion of ``source``: ``sum_i taps_i volts(t_end_s - i / F_MOD)``, shape (9,)
+    (at least the ``inputs`` given, e.g. the multiplexer's two).
+
+    Uses the source's own ``window_mean`` if it has one, else its vectorised ``volts_at``,
+    else ``volts`` at every modulator instant (exact but slow: thousands of calls)."""
+    if hasattr(source, "window_mean"):
+        return np.asarray(source.window_mean(t_end_s, taps, inputs), dtype=float)
+    taps = np.asarray(taps, dtype=float)
+    times = t_end_s - np.arange(taps.size) / F_MOD
+    if hasattr(source, "volts_at"):
+        return taps @ np.asarray(source.volts_at(times), dtype=float)
+    return taps @ np.array([np.array(source.volts(float(t)), dtype=float) for t in times])
