@@ -166,3 +166,11 @@ def run_cases(name: str, case, n: int | None = None) -> dict:
 
 def dumps(v) -> str:
     return json.dumps(v)
+
+
+def tier_cases(request, sample: int = 40) -> int:
+    """Cases per class for this run: ``N_EXAMPLES`` (at least 2,000 by default) in the
+    reliability tier (``-m reliability``, ``tests/run.sh --reliability``), a fast sample of
+    ``sample`` cases in the normal tier."""
+    expr = (request.config.getoption("markexpr", "") or "")
+    return N_EXAMPLES if "reliability" in expr and "not reliability" not in expr else sample

@@ -66,6 +66,7 @@ class DeviceSubscriber:
 
         self.view = view or DeviceView()
         self.prefix = f"{base}/{device}/"
+        self.view.topic_prefix = self.prefix  # malformed messages are named by topic
         cid = client_id or f"vsense-monitor-{device}-{threading.get_ident() % 100000}"
 
         def on_message(topic, payload):
