@@ -22,6 +22,7 @@
     cfg.url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/mqtt";
   }
   const STALE_S = 15;
+  const MAX_PLOTS = 32;
 
   const devices = new Map();
   const counters = { messages: 0, bad: 0, uncaught: 0, frames: 0, drawn: 0, drawMs: 0,
@@ -52,7 +53,9 @@
     if (!d) {
       d = new Device(id, cfg.history_s);
       devices.set(id, d);
-      if (!selected) selected = id;
+      // no automatic selection: a device shows in the device view only when chosen
+      // (?device=, #device=, config.js, or a click in the table), so a new device (any
+      // client allowed to publish under the topic root) never takes the view over
     }
     return d;
   }
@@ -77,15 +80,16 @@
       if (sub === "estimates") d.addEstimates(parseEstimates(payload), d.lastSeen);
       else if (sub === "raw") d.addRaw(parseRaw(payload));
       else {
-        const obj = parseObject(payload);
+        const obj = sub === "meta" ? parseMeta(payload) : parseObject(payload);
         if (sub === "status") {
           d.status = obj;
           if (obj.state === "starting") { d.maxSeq = -1; d.est = null; d.raw = null; d.rawMaxSeq = -1; d.restarts++; }
         }
         else if (sub === "meta") {
-          const changed = JSON.stringify(obj.columns) !== JSON.stringify(d.meta && d.meta.columns);
+          const key = JSON.stringify(obj.columns);  // bounded by parseMeta's limits
           d.meta = obj;
-          if (changed) { d.est = null; d.raw = null; d.maxSeq = -1; d.rawMaxSeq = -1; }
+          if (key !== d.metaKey) { d.est = null; d.raw = null; d.maxSeq = -1; d.rawMaxSeq = -1; }
+          d.metaKey = key;
         }
         else d.health = obj;
         d.version++;
@@ -161,7 +165,7 @@
       r.cells.bad.textContent = d.bad ? `${d.bad} (${d.lastError})` : "0";
       r.tr.classList.toggle("selected", id === selected);
     }
-    $("fleet-count").textContent = `${devices.size} device(s)`;
+    $("fleet-count").textContent = `${devices.size} device(s)` + (devices.has(selected) ? "" : " — click one to show it");
   }
 
   // ------------------------------------------------------------------ device view
@@ -196,11 +200,13 @@
     $("device").hidden = false;  // a hidden section has no width
     const w = Math.max(300, Math.min(1400, document.body.clientWidth - 40));
     const u = units(d.meta);
+    // at most MAX_PLOTS plots per series (the first columns): a device with hundreds of
+    // columns keeps the page drawing; its data is kept and exported in full
     if (d.est) {
-      columnNames(d, d.est, "columns").forEach((n, j) => view.est.push(new ColumnPlot($("plots-est"), `${n} [${u[n] || ""}]`, w, 200, false, setZoom, u[n])));
+      columnNames(d, d.est, "columns").slice(0, MAX_PLOTS).forEach((n, j) => view.est.push(new ColumnPlot($("plots-est"), `${n} [${u[n] || ""}]`, w, 200, false, setZoom, u[n])));
     }
     if (d.raw) {
-      columnNames(d, d.raw, "channels").forEach((n, j) => view.raw.push(new ColumnPlot($("plots-raw"), `${n} [${u[n] || ""}]`, w, 160, false, setZoom, u[n])));
+      columnNames(d, d.raw, "channels").slice(0, MAX_PLOTS).forEach((n, j) => view.raw.push(new ColumnPlot($("plots-raw"), `${n} [${u[n] || ""}]`, w, 160, false, setZoom, u[n])));
     }
   }
 
@@ -375,7 +381,7 @@
         }
       }
       if (d) {
-        const key = `${d.id}|${d.est ? d.est.ncol : 0}|${d.est && d.est.s ? 1 : 0}|${d.raw ? d.raw.ncol : 0}|${JSON.stringify(d.meta && d.meta.columns)}`;
+        const key = `${d.id}|${d.est ? d.est.ncol : 0}|${d.est && d.est.s ? 1 : 0}|${d.raw ? d.raw.ncol : 0}|${d.metaKey}`;
         if (key !== view.key) { rebuildPlots(d); view.key = key; }
         const live = !zoom && now - d.lastSeen < 2000;
         if (live || view.version !== d.version || view.zoomVersion !== zoomVersion) {
@@ -432,8 +438,16 @@
     return out;
   }
 
+  // feed(topic, bytes): one message through the same path as MQTT's (tests, fuzzing);
+  // returns "bad" when it was counted as a bad payload, else "ok"
+  function feed(topic, payload) {
+    const bad = counters.bad;
+    onMessage(topic, payload);
+    return counters.bad > bad ? "bad" : "ok";
+  }
+
   window.vsense = { stats, devices, cfg, select: (id) => { selected = id; }, zoom: setZoom,
-    visibleCsv };
+    visibleCsv, feed };
   window.addEventListener("DOMContentLoaded", () => {
     $("base").textContent = cfg.base;
     setupControls();
