@@ -10,8 +10,9 @@ File format (``*.vsr``, "vsense recording", little endian)::
 
 Header keys: ``format`` ("vsense-recording"), ``version`` (1), ``kind`` ("raw" | "estimates"),
 ``columns`` (names), ``units``, ``device``, ``bundle_hash``, ``rate`` [samples/s],
-``clock`` ("monotonic" | "virtual": what ``t_ns`` counts), ``t0_unix_ns`` (wall clock when the
-file was opened), ``record_size`` [bytes].
+``clock`` ("monotonic" | "virtual": what ``t_ns`` counts), ``run`` (one id per recorder, i.e.
+per daemon start: readers keep the runs of a directory apart, :func:`edge.daemon.vsr.read_runs`),
+``t0_unix_ns`` (wall clock when the file was opened), ``record_size`` [bytes].
 
 * raw files (``raw-<UTC>-<seq>.vsr``): ``seq`` = ADC sample number (lost samples leave a gap),
   ``t_ns`` = sample time, ``v`` = channel values in physical units after calibration (a
@@ -20,7 +21,9 @@ file was opened), ``record_size`` [bytes].
 * estimate files (``est-<UTC>-<seq>.vsr``): ``seq``/``t_ns`` = the sample the estimate
   describes, ``v`` = forces then outputs, ``flags`` as the estimator returned them.
 
-A file cut short by a power loss ends in a partial record; readers ignore it. Rows reach the
+A new file's header is fsynced (with the directory) before any data, and its first chunk
+right after it is written. A file cut short by a power loss or a kill ends in a partial
+record (or is empty); readers skip or trim it with a warning naming it. Rows reach the
 writer within ``min(chunk_age_s, fsync_interval_s / 2)`` and the disk (fsync) within
 ``fsync_interval_s`` after that. When the directory grows past ``max_disk_mb`` the oldest
 closed files are deleted (counted as ``files_deleted``). A full disk never deletes this
