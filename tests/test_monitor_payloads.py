@@ -98,6 +98,23 @@ def test_escape_sequences_in_payload_text_never_reach_the_terminal():
     assert not CONTROL.search(text) and "owned" in text
 
 
+def test_csv_of_the_monitor_quotes_and_defuses_hostile_names(tmp_path):
+    import csv
+
+    from edge.monitor import CsvRecorder
+
+    view = DeviceView()
+    rec = CsvRecorder(str(tmp_path / "m.csv"), view)
+    view.listeners.append(rec)
+    names = ['=HYPERLINK("http://x.invalid","y")', "a,b"]
+    view.feed("meta", json.dumps(dict(META, columns=names)).encode())
+    view.feed("estimates", _good())
+    rec.close()
+    rows = list(csv.reader(open(tmp_path / "m.csv", newline="")))
+    assert rows[0] == ["time", "seq", "'" + names[0], "a,b", "flags"]
+    assert [len(r) for r in rows] == [5] * 4
+
+
 def test_estimates_are_checked_against_their_length_and_meta():
     # a header claiming 4,000 columns over a 32 KB payload: refused before any allocation
     hdr = encode_estimates(0, np.zeros(1, np.int64), np.zeros((1, 4000)),

@@ -47,6 +47,13 @@ def clean(text, limit: int = 200) -> str:
     return s if limit is None else s.replace("\n", "?")
 
 
+def csv_name(name: str) -> str:
+    """A column name from a device for a CSV header: one starting with ``= + - @``, a tab or
+    CR gets a leading ``'`` (a spreadsheet would run it as a formula); quoting is the csv
+    module's (RFC 4180)."""
+    return "'" + name if name[:1] in ("=", "+", "-", "@", "\t", "\r") else name
+
+
 # ----------------------------------------------------------------------- the schema
 # A spec is one of: "str", "num" (finite real), "int", "bool", "any", ("?", spec) (None
 # allowed), ("list", spec, max_len), {"key": spec, ...} (an object; keys optional).
@@ -206,33 +213,47 @@ def _binary(b: bytes) -> dict:
     return out
 
 
+_NUM_OR_NULL = (int, float, type(None))
+
+
 def _rows(rows, n: int, what: str) -> np.ndarray:
-    check(rows, ("list", ("list", ("?", "num"), MAX_COLUMNS), MAX_ROWS), what)
-    if len(rows) != n:
-        raise PayloadError(f"{what}: {len(rows)} rows, 'n' says {n}")
+    if not isinstance(rows, list) or len(rows) != n:
+        raise PayloadError(f"{what}: not a list of n = {n} rows")
+    if not all(type(r) is list for r in rows):
+        raise PayloadError(f"{what}: rows must be lists")
     width = len(rows[0]) if rows else 0
-    if any(len(r) != width for r in rows):
-        raise PayloadError(f"{what}: rows of different lengths")
-    return np.array([[np.nan if x is None else x for x in r] for r in rows],
-                    dtype=float).reshape(n, width)
+    if width > MAX_COLUMNS or any(len(r) != width for r in rows):
+        raise PayloadError(f"{what}: rows of different lengths or more than {MAX_COLUMNS}")
+    if not all(type(x) in _NUM_OR_NULL for r in rows for x in r):  # bool is not a number
+        raise PayloadError(f"{what}: a value that is not a number or null")
+    try:
+        return np.array(rows, dtype=float).reshape(n, width)  # null -> NaN
+    except (OverflowError, ValueError):
+        raise PayloadError(f"{what}: a value out of range") from None
+
+
+def _ints(x, n: int, what: str, lo: int, hi: int) -> np.ndarray:
+    if not isinstance(x, list) or len(x) != n or not all(type(i) is int for i in x):
+        raise PayloadError(f"'{what}' must be a list of n = {n} integers")
+    if n and (min(x) < lo or max(x) > hi):
+        raise PayloadError(f"'{what}' outside {lo}..{hi}")
+    return np.array(x, np.int64)
 
 
 def _json_estimates(d) -> dict:
-    check(d, {"seq": "int", "n": "int", "t_ns": ("list", "int", MAX_ROWS),
-              "flags": ("list", "int", MAX_ROWS)}, "")
+    if not isinstance(d, dict):
+        raise PayloadError("not a JSON object")
+    check(d, {"seq": "int", "n": "int"}, "")
     for k in ("seq", "n", "t_ns", "v", "flags"):
         if k not in d:
             raise PayloadError(f"'{k}' missing")
     n, seq = d["n"], d["seq"]
     if not 0 <= n <= MAX_ROWS or seq < 0 or seq + n >= 2**63:
         raise PayloadError(f"seq {seq}, n {n} out of range")
-    if len(d["t_ns"]) != n or len(d["flags"]) != n:
-        raise PayloadError(f"'t_ns' and 'flags' must have n = {n} values")
-    if any(not 0 <= f <= 255 for f in d["flags"]):
-        raise PayloadError("'flags' outside 0..255")
+    t = _ints(d["t_ns"], n, "t_ns", -2**63, 2**63 - 1)
+    flags = _ints(d["flags"], n, "flags", 0, 255).astype(np.uint8)
     v = _rows(d["v"], n, "v")
-    out = {"seq": seq + np.arange(n, dtype=np.int64), "t_ns": np.array(d["t_ns"], np.int64),
-           "v": v, "flags": np.array(d["flags"], np.uint8)}
+    out = {"seq": seq + np.arange(n, dtype=np.int64), "t_ns": t, "v": v, "flags": flags}
     if d.get("s") is not None:
         s = _rows(d["s"], n, "s")
         if s.shape != v.shape:
