@@ -173,8 +173,9 @@ def _power_cuts(tmp_path, targets, capsys, bundle_path):
             try:
                 runs = {x.recording.header["run"]: x
                         for x in read_runs(tmp_path, kind, warnings.append)}
-            except RecordingError:  # killed before any file had its header
-                assert not any(f.stat().st_size > 0 for f in tmp_path.glob("*.vsr"))
+            except RecordingError:  # killed before any file of this kind had its header
+                prefix = "raw" if kind == "raw" else "est"
+                assert not any(f.stat().st_size > 0 for f in tmp_path.glob(f"{prefix}-*.vsr"))
                 runs = {}
             for w in warnings:
                 assert ".vsr: " in w  # every warning names its file

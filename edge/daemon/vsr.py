@@ -64,10 +64,11 @@ def read_file(path: str | os.PathLike) -> Recording:
     if data[:8] != MAGIC:
         raise RecordingError(f"{p}: not a vsense recording (bad magic {data[:8]!r})")
     hl = int.from_bytes(data[8:12], "little")
+    if hl > len(data) - 12:
+        raise RecordingError(f"{p}: header length {hl} exceeds the file ({len(data) - 12} "
+                             "bytes after the length field: a truncated header)")
     if hl > MAX_HEADER_BYTES:
         raise RecordingError(f"{p}: header length {hl} exceeds {MAX_HEADER_BYTES} bytes")
-    if hl > len(data) - 12:
-        raise RecordingError(f"{p}: truncated header ({len(data) - 12} of its {hl} bytes)")
     try:
         header = json.loads(data[12:12 + hl].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
