@@ -99,12 +99,15 @@ def test_cut_files_are_skipped_or_trimmed_with_a_warning_naming_them(tmp_path, b
     _run(tmp_path, 300, chunk=100)
     files = sorted(tmp_path.glob("raw-*.vsr"))
     os.truncate(files[-1], files[-1].stat().st_size - 5)   # partial last record
+    with open(files[0], "ab") as fh:  # blocks of zeros a file system left after a power cut
+        fh.write(bytes(3 * 25))
     (tmp_path / "raw-29991231T235959-000000.vsr").write_bytes(b"")     # killed after open
     (tmp_path / "raw-29991231T235959-000001.vsr").write_bytes(b"VSREC01\n\x40\0")  # cut header
     code, rows, err = _replay_rows(capsys, [tmp_path, "--bundle", bundle_path])
     assert code == 0, err
     assert len(rows) == 400 + 299 - 2 * DELAY
     assert f"warning: {files[-1]}: the last 20 bytes are a partial record" in err
+    assert f"warning: {files[0]}: the last 3 of 403 records do not follow on in seq" in err
     assert "raw-29991231T235959-000000.vsr: empty file (0 bytes" in err
     assert "raw-29991231T235959-000001.vsr: truncated header (10 bytes)" in err
     with pytest.raises(RecordingError, match="empty file"):  # a single file: an error

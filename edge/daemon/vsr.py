@@ -139,8 +139,23 @@ def _read_tolerant(files: list[Path], warn) -> list[tuple[Path, Recording]]:
         if r.truncated_bytes:
             warn(f"{f}: the last {r.truncated_bytes} bytes are a partial record (cut while "
                  "written); ignored")
-        out.append((f, r))
+        out.append((f, _trim_tail(f, r, warn)))
     return out
+
+
+def _trim_tail(f: Path, r: Recording, warn) -> Recording:
+    """A file's records follow on in ``seq``; from the first that does not (e.g. blocks of
+    zeros a file system left after a power cut) the rest is dropped with a warning."""
+    bad = np.flatnonzero(np.diff(r.seq) <= 0)
+    if r.seq.size and r.seq[0] < 0:
+        bad = np.array([-1])
+    if bad.size == 0:
+        return r
+    k = int(bad[0]) + 1
+    warn(f"{f}: the last {len(r.seq) - k} of {len(r.seq)} records do not follow on in seq "
+         "(left by a power cut?); ignored")
+    return Recording(r.header, r.seq[:k], r.t_ns[:k], r.values[:k], r.flags[:k], r.columns,
+                     r.truncated_bytes)
 
 
 def _run_key(prev: tuple | None, r: Recording) -> bool:
@@ -165,10 +180,11 @@ def read_runs(path: str | os.PathLike, kind: str = "raw", warn=None) -> list[Run
     warn = warn or (lambda text: None)
     files = recording_files(path, kind)
     if len(files) == 1 and not Path(path).is_dir():
-        parts = [(files[0], read_file(files[0]))]
-        if parts[0][1].truncated_bytes:
-            warn(f"{files[0]}: the last {parts[0][1].truncated_bytes} bytes are a partial "
-                 "record (cut while written); ignored")
+        r = read_file(files[0])
+        if r.truncated_bytes:
+            warn(f"{files[0]}: the last {r.truncated_bytes} bytes are a partial record (cut "
+                 "while written); ignored")
+        parts = [(files[0], _trim_tail(files[0], r, warn))]
     else:
         parts = _read_tolerant(files, warn)
     if not parts:
