@@ -28,9 +28,14 @@ META = {"bundle_id": "chain-abc123", "bundle_hash": "abc123def4567890",
 HEALTH = {"samples": 5000, "estimates": 5000, "uptime_s": 5.0,
           "latency_us": {"p50": 55.0, "p99": 408.0, "p999": 2035.0, "max": 2664.0, "n": 5000},
           "lost_samples": 7, "ring_capacity": 2000, "cpu_percent": 6.6, "rss_mb": 120.5,
-          "publish": {"queue_depth": 4, "drops_samples": 0},
+          "publish": {"queue_depth": 4, "drops_messages": 0, "drops_samples": 0,
+                      "published": 100},
+          "recorder": {"queue_depth": 0, "files": 2, "bytes": 123456, "write_errors": 0},
+          "missed_conversions": 5, "overruns": 3, "ring_depth": 2, "bad_samples": 1,
+          "estimator_resets": 0, "cpu_temp_c": None, "rate_hz": 1000.0,
           "model_check": {"ratio": 1.01, "suspect": False, "window_s": 10.0,
-                          "bands": [{"f_hz": [1.0, 2.0, 3.0], "ratio": 1.1}], "reasons": []}}
+                          "bands": [{"f_hz": [1.0, 2.0, 3.0], "ratio": 1.1}], "reasons": [],
+                          "load_level": 1.2}}
 #: printable output: text, newlines; no ESC, BEL, CR, backspace, C1 or bidi controls
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -65,6 +70,51 @@ def test_a_malformed_status_is_counted_and_named_never_raised(payload):
     text = render_fleet(fleet, "broker")
     assert fleet.n_bad == view.n_bad_payloads
     assert not CONTROL.search(text)
+
+
+STATUS_OK = {"state": "degraded", "t": 1.0, "device": "d", "bundle": "b",
+             "faulty_channels": ["y0"], "exit_code": 0, "error": "e", "reason": "r"}
+HOSTILE = [None, "", "\x1b[2J", [], {}, True, -1, 2**70, 1e300, float("nan"), ["x", 1],
+           [{"f_hz": "x"}], {"a": None}]
+
+
+def _leaves(obj, path=()):
+    """Every (path) to a value inside ``obj`` (dict keys and list items, nested)."""
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for k, v in items:
+        yield (*path, k)
+        if isinstance(v, (dict, list)):
+            yield from _leaves(v, (*path, k))
+
+
+def _replaced(obj, path, value):
+    obj = json.loads(json.dumps(obj))
+    t = obj
+    for k in path[:-1]:
+        t = t[k]
+    t[path[-1]] = value
+    return obj
+
+
+@pytest.mark.parametrize("sub,base", [("status", STATUS_OK), ("meta", META), ("health", HEALTH)])
+def test_every_field_replaced_by_every_hostile_value_is_shown_or_refused(sub, base):
+    """Exhaustive type confusion: each field (nested ones too) of a valid payload replaced by
+    each value of HOSTILE; both views and both renderers: no exception, no control
+    character on the screen."""
+    n = 0
+    for path in _leaves(base):
+        for value in HOSTILE:
+            payload = json.dumps(_replaced(base, path, value)).encode()
+            view, fleet = DeviceView(), FleetView("vsense")
+            if sub != "meta":
+                view.feed("meta", json.dumps(META).encode())
+            view.feed(sub, payload)
+            view.feed("estimates", _good())
+            fleet.feed(f"vsense/x/{sub}", payload)
+            for text in (render(view, "x", "b"), render_fleet(fleet, "b")):
+                assert not CONTROL.search(text), (path, value)
+            n += 1
+    assert n >= 13 * 8
 
 
 def test_the_audits_status_payloads_are_refused_with_the_reason():
@@ -256,8 +306,11 @@ def _hostile(d) -> tuple[str, bytes]:
                 target = target[key]
             else:
                 break
-        key = d.choice(sorted(target) + [d.absurd()]) if isinstance(target, dict) else "x"
-        target[key] = d.choice([d.json(), d.absurd(), d.extreme(), [d.json()], [d.absurd()]])
+        keys = sorted(target) if isinstance(target, dict) else []
+        key = d.choice(keys) if keys and d.int(0, 4) else d.absurd()
+        if isinstance(target, dict):
+            target[key] = d.choice([d.json(), d.absurd(), d.extreme(), [d.json()],
+                                    [d.absurd()], None, {}, [], True])
         return sub, json.dumps(obj).encode()
     if k == 2:
         good = _good(d.choice(["json", "binary"]), d.int(0, 4), d.int(1, 3),

@@ -77,9 +77,9 @@ SCHEMAS = {
                "ring_depth": "int", "ring_capacity": "int", "bad_samples": "int",
                "estimator_resets": "int", "cpu_percent": ("?", "num"),
                "rss_mb": ("?", "num"), "cpu_temp_c": ("?", "num"),
-               "publish": {k: ("?", "num") for k in (
+               "publish": {k: "num" for k in (
                    "queue_depth", "drops_messages", "drops_samples", "published")},
-               "recorder": {k: ("?", "num") for k in (
+               "recorder": {k: "num" for k in (
                    "queue_depth", "files", "bytes", "write_errors")},
                "model_check": ("?", {
                    "ratio": ("?", "num"), "suspect": "bool", "window_s": "num",
