@@ -146,6 +146,75 @@ def test_no_device_takes_the_view_by_arriving(ws_broker, browser, page_relay, ws
     assert stats(browser)["selected"] == "sel-b"
 
 
+# --------------------------------------------------------------------- type confusion
+HEALTH = {"latency_us": {"p50": 50, "p99": 400, "p999": 900, "max": 1000}, "lost_samples": 0,
+          "overruns": 0, "ring_depth": 1, "ring_capacity": 100, "cpu_percent": 5.0,
+          "rss_mb": 100.0, "cpu_temp_c": 50.0, "bad_samples": 0, "estimator_resets": 0,
+          "degraded": "x", "publish": {"queue_depth": 0, "drops_samples": 0},
+          "recorder": {"queue_depth": 0, "write_errors": 0, "dropped_samples": 0,
+                       "problem": "p"},
+          "model_check": {"nis": 3.0, "dof": 3, "ratio": 1.0, "threshold": 9.0,
+                          "threshold_low": 0.5, "window_s": 5.0, "suspect": True,
+                          "reasons": ["r"], "load_level": 1.2}}
+FULL_META = dict(META, bundle_hash="0123456789abcdef", estimator="smoother", delay_s=0.002,
+                 delay_samples=2, format="json", batch=50, raw_decimation=10,
+                 std_columns=["F_std", "u_std"], channels=[{"name": "y0", "unit": "m"}],
+                 method={"window": 3, "alpha": 0.1, "discretization": "foh",
+                         "regularization": "tikhonov0"})
+STATUS = {"state": "degraded", "faulty_channels": ["y0"], "reason": "r", "error": "e",
+          "exit_code": 1, "bundle": "b"}
+HOSTILE = [None, "", "<b>x</b>", [], {}, True, -1, 1e308, ["x", 1], [{"name": 5}], {"a": []}]
+
+
+def _leaves(obj, path=()):
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for k, v in items:
+        yield (*path, k)
+        if isinstance(v, (dict, list)):
+            yield from _leaves(v, (*path, k))
+
+
+def _replaced(obj, path, value):
+    obj = json.loads(json.dumps(obj))
+    t = obj
+    for k in path[:-1]:
+        t = t[k]
+    t[path[-1]] = value
+    return obj
+
+
+CARDS = """
+const errors = [];
+const enc = new TextEncoder();
+for (const [sub, text] of arguments[0]) {
+  window.vsense.feed("vsense/tc/meta", enc.encode(arguments[1]));
+  window.vsense.feed("vsense/tc/" + sub, enc.encode(text));
+  window.vsense.feed("vsense/tc/estimates", enc.encode(arguments[2]));
+  try { window.vsense.cards("tc"); } catch (e) { errors.push(sub + " " + text.slice(0, 200) + ": " + e.message); }
+}
+return errors;
+"""
+
+
+def test_every_field_replaced_by_every_hostile_value_draws_the_cards(ws_broker, browser,
+                                                                     page_relay):
+    """Each field (nested ones too) of valid status, meta and health payloads replaced by
+    each value of HOSTILE, the fleet table and the device's cards drawn after each: nothing
+    throws, nothing is run as HTML."""
+    _open(browser, page_relay, "?device=tc")
+    cases = [[sub, json.dumps(_replaced(base, path, v))]
+             for sub, base in (("status", STATUS), ("meta", FULL_META), ("health", HEALTH))
+             for path in _leaves(base) for v in HOSTILE]
+    good = encode_estimates(0, np.arange(3) * 1_000_000, np.ones((3, 2)), np.zeros(3, np.uint8),
+                            "json").decode()
+    errors = browser.execute_script(CARDS, cases, json.dumps(FULL_META), good)
+    assert errors == [], errors[:5]
+    assert len(cases) > 60 * len(HOSTILE)
+    assert browser.execute_script("return document.querySelectorAll('#device b').length") == 0
+    _frames_go_on(browser)
+    assert stats(browser)["counters"]["uncaught"] == 0
+
+
 # --------------------------------------------------------------------- fuzz class
 def _payload(d: Draw) -> tuple[str, bytes]:
     sub = d.choice(["estimates", "estimates", "estimates", "meta", "status", "health", "raw"])
@@ -189,13 +258,14 @@ return [out, window.vsense.stats().counters.uncaught,
 
 def test_fuzz_dashboard_decoder_in_chromium(ws_broker, browser, page_relay, request):
     """Hostile payloads through the page's message path (window.vsense.feed: what MQTT.js
-    hands over), 250 per batch, on one page load per 1,000: 0 uncaught errors, the JS heap
+    hands over), 250 per batch, on one page load per 1,000, the device view on one of the
+    hostile devices: 0 uncaught errors (messages, frames, fleet table, cards), the JS heap
     bounded, a good batch still counted after each batch."""
     total = tier_cases(request, 60)
     counts, heap_max, good_n = {}, 0.0, 0
     for start in range(0, total, 250):
-        if start % 1000 == 0:
-            _open(browser, page_relay, "?device=fz-good")
+        if start % 1000 == 0:  # the device view shows a hostile device: its cards, plots
+            _open(browser, page_relay, "?device=fz0")
             good_n = 0
         batch = []
         for i in range(start, min(total, start + 250)):
@@ -207,7 +277,10 @@ def test_fuzz_dashboard_decoder_in_chromium(ws_broker, browser, page_relay, requ
         out, uncaught, heap, samples = browser.execute_script(
             FEED, batch, base64.b64encode(good).decode())
         good_n += 5
-        assert uncaught == 0, f"fuzz dashboard: uncaught errors in cases {start}.."
+        _frames_go_on(browser, 20)  # > 250 ms: the fleet table and the cards redrawn too
+        uncaught = stats(browser)["counters"]
+        assert uncaught["uncaught"] == 0, \
+            f"fuzz dashboard: uncaught errors in cases {start}..: {uncaught['lastBad']}"
         assert samples == good_n, f"fuzz dashboard: after cases {start}..: {samples} samples"
         heap_max = max(heap_max, heap)
         for x in out:

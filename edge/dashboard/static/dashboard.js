@@ -446,8 +446,17 @@
     return counters.bad > bad ? "bad" : "ok";
   }
 
+  // cards(id): the fleet table and device `id`'s cards drawn now (what frame() does every
+  // 250 ms for the selected device); throws what they throw (tests)
+  function cards(id) {
+    const now = Date.now();
+    updateFleet(now);
+    const d = devices.get(id);
+    if (d) { updateCards(d); rangeText(d, now); }
+  }
+
   window.vsense = { stats, devices, cfg, select: (id) => { selected = id; }, zoom: setZoom,
-    visibleCsv, feed };
+    visibleCsv, feed, cards };
   window.addEventListener("DOMContentLoaded", () => {
     $("base").textContent = cfg.base;
     setupControls();
