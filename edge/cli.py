@@ -4,7 +4,7 @@
                     [--broker HOST[:PORT]] [--require-broker]
     vsense-edge check-config [PATH] [--bundle] [--simulate]
     vsense-edge config-reference
-    vsense-edge replay RECORDING|MEASUREMENT.csv --bundle B [-o OUT.csv]
+    vsense-edge replay RECORDING|MEASUREMENT.csv --bundle B [-o OUT.csv] [--run K]
     vsense-edge monitor --broker HOST[:PORT] --device ID [--csv FILE] [--once]
                         [-c edge.toml] [--username U --password-file F] [--tls-ca CA]
     vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
@@ -119,6 +119,10 @@ def _parser() -> argparse.ArgumentParser:
                                       "as the bundle's channels, in physical units)")
     rp.add_argument("--bundle", required=True, help="bundle .npz")
     rp.add_argument("-o", "--out", default=None, help="estimates CSV (stdout when not given)")
+    rp.add_argument("--run", type=int, default=None, metavar="K",
+                    help="a recording directory holding several runs (one per daemon start): "
+                         "replay only the K-th, oldest = 1 (default: all, one after another, "
+                         "the estimator reset between runs)")
     from edge.monitor import add_arguments as monitor_arguments
 
     monitor_arguments(command("monitor", "live terminal view of a device over MQTT "
@@ -190,7 +194,7 @@ def _dispatch(args) -> int:
     if args.command == "replay":
         from edge.replay import replay
 
-        return int(replay(args.recording, args.bundle, args.out) or 0)
+        return int(replay(args.recording, args.bundle, args.out, args.run) or 0)
     # run
     try:
         cfg = load_config(args.config)

@@ -8,6 +8,13 @@ estimate describes (the fixed-lag delay is already removed); the rows before the
 estimate are omitted (start-up rows keep their warm-up flag). When
 the estimator states its uncertainty (the smoother), ``<name>_std`` columns (standard
 deviation of each force and output, same units) come before ``flags``.
+
+A recording directory holds one run per daemon start (each with sequence numbers from 0,
+:func:`edge.daemon.vsr.read_runs`): the runs are replayed one after another, oldest first,
+each with a new estimator (reset between runs, warm-up rows omitted again), their rows
+appended in that order; ``--run K`` replays only the K-th. Files cut by a power cut or a
+kill (empty, a cut header, a partial last record) are skipped or trimmed with a warning
+naming the file.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import numpy as np
 
 from edge.bundle import Bundle, BundleError
 from edge.csvio import CsvError, read_table, write_table
-from edge.daemon.recorder import read_recording
+from edge.daemon.vsr import RecordingError, read_runs, replay_input
 from edge.estimator import FLAG_WARMUP, Estimator
 from edge.flags import FLAG_OVERFLOW
 
@@ -37,12 +44,29 @@ def read_measurement_csv(path):
         raise ReplayError(str(exc)) from None
 
 
-def load_input(path):
-    """Measurement CSV or daemon recording -> (t, Y, names)."""
+def load_inputs(path, run: int | None = None, warn=None) -> list[tuple]:
+    """Measurement CSV or daemon recording -> ``[(label, t, Y, names)]``: one entry for a
+    CSV, one per run (oldest first) for a recording, or only run ``run`` (1-based).
+    ``warn(text)`` gets what was skipped or trimmed, naming the file."""
     p = Path(path)
     if p.is_dir() or p.suffix == ".vsr":
-        return read_recording(p)
-    return read_measurement_csv(p)
+        runs = read_runs(p, "raw", warn)
+        if run is not None:
+            if not 1 <= run <= len(runs):
+                raise ReplayError(f"{p}: --run {run}: it holds {len(runs)} run(s)")
+            runs = [runs[run - 1]]
+        return [(f"{p} {r.describe()}", *replay_input(r.recording)) for r in runs]
+    if run is not None and run != 1:
+        raise ReplayError(f"{p}: --run {run}: a measurement CSV is one run")
+    return [(str(p), *read_measurement_csv(p))]
+
+
+def load_input(path):
+    """Measurement CSV or a recording of one run -> ``(t, Y, names)``."""
+    parts = load_inputs(path)
+    if len(parts) > 1:
+        raise ReplayError(f"{path}: {len(parts)} runs; replay them with load_inputs")
+    return parts[0][1:]
 
 
 def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = False):
@@ -89,18 +113,39 @@ def write_estimates(out, t, F, Z, flags, force_names, output_names, std=None) ->
     write_table(out, t, data, names, extra=flags, extra_name="flags")
 
 
-def replay(input_path, bundle_path, out_path=None) -> int:
+def _replay_runs(bundle: Bundle, parts: list[tuple]):
+    """Each run through its own estimator (:func:`run_replay`), rows appended in order."""
+    outs = []
+    for label, t, Y, names in parts:
+        if len(t) == 0:
+            print(f"vsense-edge replay: warning: {label}: no samples; skipped", file=sys.stderr)
+            continue
+        outs.append(run_replay(bundle, t, Y, names, source=label, with_std=True))
+    if not outs:
+        raise ReplayError(f"{parts[0][0] if parts else 'input'}: no samples to replay")
+    if len(parts) > 1:
+        print(f"vsense-edge replay: {len(outs)} runs replayed one after another (a new "
+              f"estimator for each): {'; '.join(p[0] for p in parts)}", file=sys.stderr)
+    std = [o[4] for o in outs]
+    return (*(np.concatenate([o[k] for o in outs]) for k in range(4)),
+            None if any(x is None for x in std) else np.concatenate(std))
+
+
+def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> int:
     """CLI body: returns the process exit code (0 ok, 3 bad bundle, 6 bad input)."""
     try:
         bundle = Bundle.load(bundle_path)
     except BundleError as exc:
         print(f"vsense-edge replay: {exc}", file=sys.stderr)
         return 3
+
+    def warn(text):
+        print(f"vsense-edge replay: warning: {text}", file=sys.stderr)
+
     try:
-        t, Y, names = load_input(input_path)
-        t_est, F, Z, flags, std = run_replay(bundle, t, Y, names, source=str(input_path),
-                                             with_std=True)
-    except (ReplayError, ValueError, OSError) as exc:
+        parts = load_inputs(input_path, run, warn)
+        t_est, F, Z, flags, std = _replay_runs(bundle, parts)
+    except (ReplayError, RecordingError, ValueError, OSError) as exc:
         print(f"vsense-edge replay: {exc}", file=sys.stderr)
         return 6
     fnames = [f.name for f in bundle.forces]

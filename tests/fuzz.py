@@ -166,3 +166,12 @@ def run_cases(name: str, case, n: int | None = None) -> dict:
 
 def dumps(v) -> str:
     return json.dumps(v)
+
+
+def tier_cases(request, sample: int = 40, full: int | None = None) -> int:
+    """Cases per class for this run: ``full`` (default ``N_EXAMPLES``, 2,000) in the
+    reliability tier (``-m reliability``, ``tests/run.sh --reliability``), a fast sample of
+    ``sample`` cases in the normal tier."""
+    expr = (request.config.getoption("markexpr", "") or "")
+    reliability = "reliability" in expr and "not reliability" not in expr
+    return (N_EXAMPLES if full is None else full) if reliability else sample

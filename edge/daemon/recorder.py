@@ -10,8 +10,9 @@ File format (``*.vsr``, "vsense recording", little endian)::
 
 Header keys: ``format`` ("vsense-recording"), ``version`` (1), ``kind`` ("raw" | "estimates"),
 ``columns`` (names), ``units``, ``device``, ``bundle_hash``, ``rate`` [samples/s],
-``clock`` ("monotonic" | "virtual": what ``t_ns`` counts), ``t0_unix_ns`` (wall clock when the
-file was opened), ``record_size`` [bytes].
+``clock`` ("monotonic" | "virtual": what ``t_ns`` counts), ``run`` (one id per recorder, i.e.
+per daemon start: readers keep the runs of a directory apart, :func:`edge.daemon.vsr.read_runs`),
+``t0_unix_ns`` (wall clock when the file was opened), ``record_size`` [bytes].
 
 * raw files (``raw-<UTC>-<seq>.vsr``): ``seq`` = ADC sample number (lost samples leave a gap),
   ``t_ns`` = sample time, ``v`` = channel values in physical units after calibration (a
@@ -20,7 +21,9 @@ file was opened), ``record_size`` [bytes].
 * estimate files (``est-<UTC>-<seq>.vsr``): ``seq``/``t_ns`` = the sample the estimate
   describes, ``v`` = forces then outputs, ``flags`` as the estimator returned them.
 
-A file cut short by a power loss ends in a partial record; readers ignore it. Rows reach the
+A new file's header is fsynced (with the directory) before any data, and its first chunk
+right after it is written. A file cut short by a power loss or a kill ends in a partial
+record (or is empty); readers skip or trim it with a warning naming it. Rows reach the
 writer within ``min(chunk_age_s, fsync_interval_s / 2)`` and the disk (fsync) within
 ``fsync_interval_s`` after that. When the directory grows past ``max_disk_mb`` the oldest
 closed files are deleted (counted as ``files_deleted``). A full disk never deletes this
@@ -37,8 +40,10 @@ import os
 import queue
 import threading
 import time
+import uuid
 from pathlib import Path
 
+from edge.daemon.recdisk import DiskBudget
 from edge.daemon.recstream import _Stream
 from edge.daemon.vsr import (BAD_FLAGS, MAGIC, MAX_HEADER_BYTES, SUFFIX,  # noqa: F401
                              Recording, RecordingError, _header_bytes, read_file,
@@ -48,7 +53,7 @@ from edge.daemon.vsr import (BAD_FLAGS, MAGIC, MAX_HEADER_BYTES, SUFFIX,  # noqa
 log = logging.getLogger("vsense.recorder")
 
 
-class Recorder:
+class Recorder(DiskBudget):
     """Background writer of raw samples and estimates; degrades, never stalls the loop.
 
     The loop thread calls :meth:`append_raw` / :meth:`append_estimates` (a copy of the rows
@@ -89,8 +94,11 @@ class Recorder:
                                  f"{e.strerror or e}") from None
         if not os.access(self.dir, os.W_OK):
             raise RecordingError(f"{self.dir}: recording directory is not writable")
+        # ``run``: one id per recorder (daemon start), in every header, so that readers
+        # keep the runs of a directory apart (each has sequence numbers from 0)
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
         self.meta = {"device": device, "bundle_hash": bundle_hash, "rate": rate,
-                     "clock": clock}
+                     "clock": clock, "run": self.run_id}
         self.max_disk_bytes = int(max_disk_mb * 1e6)
         self.rotate_s = rotate_s
         self.rotate_bytes = max(1, min(int(rotate_mb * 1e6), self.max_disk_bytes // 4))
@@ -293,6 +301,8 @@ class Recorder:
         k = f.write(data)
         if k != len(data):  # unbuffered file: a short write means the disk is full
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the same reason text
+        if fo[3] == 0:  # a new file's first chunk: on the disk now, not at the next fsync
+            os.fsync(f.fileno())
         self.files[kind] = (fo[0], fo[1], fo[2], fo[3] + k, fo[4])
         self._dirty = True
         self.stats["bytes"] += k
@@ -326,6 +336,8 @@ class Recorder:
             try:
                 if f.write(hb) != len(hb):
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the same reason text
+                os.fsync(f.fileno())  # the header and the file's name on the disk first:
+                self._sync_dir()      # a power cut then leaves a readable file
             except OSError:
                 f.close()
                 self._unlink(path)
@@ -376,72 +388,3 @@ class Recorder:
         self.stats["fsyncs"] += 1
         self._last_sync = time.monotonic()
         self._dirty = False
-
-    def _unlink(self, path: Path) -> None:
-        try:
-            size = path.stat().st_size
-            path.unlink()
-            self._dir_bytes -= size
-            self._own.discard(path.name)
-        except OSError:
-            pass
-
-    def _scan_bytes(self) -> int:
-        try:
-            return sum(f.stat().st_size for f in self.dir.iterdir() if f.name.endswith(SUFFIX))
-        except OSError:
-            return 0
-
-    def _closed_files(self) -> list[Path]:
-        """Closed recording files, oldest first (by the UTC stamp and counter in the name)."""
-        open_paths = {fo[1] for fo in self.files.values()}
-        files = [f for f in self.dir.iterdir() if f.name.endswith(SUFFIX)
-                 and f not in open_paths]
-        return sorted(files, key=lambda f: f.name.split("-", 1)[-1])
-
-    def _reclaim(self, need: int) -> bool:
-        """Disk full: delete the oldest closed files of earlier runs (never one this
-        recorder wrote) until ``2 * need`` bytes (at least one file) are freed; True if
-        anything was deleted."""
-        try:
-            files = [f for f in self._closed_files() if f.name not in self._own]
-        except OSError as e:
-            log.error("recorder: cannot list %s: %s", self.dir, e)
-            return False
-        freed = 0
-        for f in files:
-            if freed >= 2 * need:
-                break
-            try:
-                size = f.stat().st_size
-                f.unlink()
-            except OSError as e:
-                log.error("recorder: cannot delete %s: %s", f, e)
-                continue
-            freed += size
-            self._dir_bytes -= size
-            self.stats["files_deleted"] += 1
-            log.warning("recorder: disk full: deleted %s of an earlier run (%d bytes)",
-                        f.name, size)
-        return freed > 0
-
-    def _enforce_cap(self) -> None:
-        """Keep the directory under ``max_disk_mb``: delete the oldest closed files."""
-        try:
-            self._dir_bytes = self._scan_bytes()
-            files = self._closed_files()
-        except OSError as e:
-            log.error("recorder: cannot list %s: %s", self.dir, e)
-            return
-        for f in files:
-            if self._dir_bytes <= self.max_disk_bytes:
-                break
-            try:
-                size = f.stat().st_size
-                f.unlink()
-                self._dir_bytes -= size
-                self._own.discard(f.name)
-                self.stats["files_deleted"] += 1
-                log.info("recorder: disk cap: deleted %s", f.name)
-            except OSError as e:
-                log.error("recorder: cannot delete %s: %s", f, e)

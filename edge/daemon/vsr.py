@@ -57,14 +57,18 @@ def read_file(path: str | os.PathLike) -> Recording:
         data = p.read_bytes()
     except OSError as e:
         raise RecordingError(f"{p}: cannot read recording: {e.strerror or e}") from None
+    if not data:
+        raise RecordingError(f"{p}: empty file (0 bytes: cut before its header was written)")
+    if len(data) < 12 and MAGIC.startswith(data[:8]):
+        raise RecordingError(f"{p}: truncated header ({len(data)} bytes)")
     if data[:8] != MAGIC:
         raise RecordingError(f"{p}: not a vsense recording (bad magic {data[:8]!r})")
-    if len(data) < 12:
-        raise RecordingError(f"{p}: truncated header")
     hl = int.from_bytes(data[8:12], "little")
-    if hl > min(len(data) - 12, MAX_HEADER_BYTES):
-        raise RecordingError(f"{p}: header length {hl} exceeds the file "
-                             f"({len(data) - 12} bytes after the length field)")
+    if hl > len(data) - 12:
+        raise RecordingError(f"{p}: header length {hl} exceeds the file ({len(data) - 12} "
+                             "bytes after the length field: a truncated header)")
+    if hl > MAX_HEADER_BYTES:
+        raise RecordingError(f"{p}: header length {hl} exceeds {MAX_HEADER_BYTES} bytes")
     try:
         header = json.loads(data[12:12 + hl].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -107,31 +111,136 @@ def recording_files(path: str | os.PathLike, kind: str = "raw") -> list[Path]:
     return [p]
 
 
-def read_recording_full(path: str | os.PathLike, kind: str = "raw") -> Recording:
-    """All ``kind`` records of a file or directory, concatenated and sorted by ``seq``."""
+@dataclass
+class Run:
+    """The files of one recorder run (one daemon start) of one kind, read and in order."""
+
+    index: int  # 1, 2, ... in time order
+    files: list[Path]
+    recording: Recording
+
+    def describe(self) -> str:
+        r = self.recording
+        names = self.files[0].name + (f" .. {self.files[-1].name}" if len(self.files) > 1
+                                      else "")
+        return f"run {self.index} ({names}: {len(r.seq)} samples)"
+
+
+def _read_tolerant(files: list[Path], warn) -> list[tuple[Path, Recording]]:
+    """Every readable file; an empty one, a cut header or a partial last record (a power cut
+    or a kill while it was written) is reported through ``warn`` naming the file."""
+    out = []
+    for f in files:
+        try:
+            r = read_file(f)
+        except RecordingError as e:
+            warn(f"{e}; file skipped")
+            continue
+        if r.truncated_bytes:
+            warn(f"{f}: the last {r.truncated_bytes} bytes are a partial record (cut while "
+                 "written); ignored")
+        out.append((f, _trim_tail(f, r, warn)))
+    return out
+
+
+def _trim_tail(f: Path, r: Recording, warn) -> Recording:
+    """A file's records follow on in ``seq``; from the first that does not (e.g. blocks of
+    zeros a file system left after a power cut) the rest is dropped with a warning."""
+    bad = np.flatnonzero(np.diff(r.seq) <= 0)
+    if r.seq.size and r.seq[0] < 0:
+        bad = np.array([-1])
+    if bad.size == 0:
+        return r
+    k = int(bad[0]) + 1
+    warn(f"{f}: the last {len(r.seq) - k} of {len(r.seq)} records do not follow on in seq "
+         "(left by a power cut?); ignored")
+    return Recording(r.header, r.seq[:k], r.t_ns[:k], r.values[:k], r.flags[:k], r.columns,
+                     r.truncated_bytes)
+
+
+def _run_key(prev: tuple | None, r: Recording) -> bool:
+    """True when ``r`` starts a new run after ``prev`` (``(run id, columns, last seq)``):
+    another ``run`` id in the header, other columns, or (files written before the header
+    had ``run``) a sequence number that starts again."""
+    if prev is None:
+        return True
+    run, cols, last = prev
+    if run is not None or r.header.get("run") is not None:
+        return r.header.get("run") != run or r.columns != cols
+    return r.columns != cols or (len(r.seq) > 0 and last is not None and r.seq[0] <= last)
+
+
+def read_runs(path: str | os.PathLike, kind: str = "raw", warn=None) -> list[Run]:
+    """The runs of a recording directory (or file), oldest first: a daemon that restarted
+    into the same directory leaves one run per start, each with sequence numbers from 0.
+    Files of one run are concatenated in ``seq`` order; runs are never mixed. Unreadable
+    files (empty, cut header) are skipped and partial last records dropped, each reported
+    through ``warn(text)`` (default: ignored) naming the file; a single file that is
+    unreadable is an error. RecordingError when nothing readable is left."""
+    warn = warn or (lambda text: None)
     files = recording_files(path, kind)
-    parts = [read_file(f) for f in files]
-    cols = parts[0].columns
-    for f, r in zip(files, parts):
-        if r.columns != cols:
-            raise RecordingError(f"{f}: columns {r.columns} differ from {cols}")
+    if len(files) == 1 and not Path(path).is_dir():
+        r = read_file(files[0])
+        if r.truncated_bytes:
+            warn(f"{files[0]}: the last {r.truncated_bytes} bytes are a partial record (cut "
+                 "while written); ignored")
+        parts = [(files[0], _trim_tail(files[0], r, warn))]
+    else:
+        parts = _read_tolerant(files, warn)
+    if not parts:
+        raise RecordingError(f"{path}: no readable {kind} recording file ({len(files)} "
+                             "skipped)")
+    groups: list[list[tuple[Path, Recording]]] = []
+    prev = None
+    for f, r in parts:
+        if _run_key(prev, r):
+            groups.append([])
+        groups[-1].append((f, r))
+        last = r.seq[-1] if len(r.seq) else (prev[2] if prev else None)
+        prev = (r.header.get("run"), r.columns, last)
+    return [Run(i + 1, [f for f, _ in g], _concat(g)) for i, g in enumerate(groups)]
+
+
+def _concat(group: list[tuple[Path, Recording]]) -> Recording:
+    parts = [r for _, r in group]
     seq = np.concatenate([r.seq for r in parts])
     order = np.argsort(seq, kind="stable")
     return Recording(parts[0].header, seq[order],
                      np.concatenate([r.t_ns for r in parts])[order],
                      np.concatenate([r.values for r in parts])[order],
-                     np.concatenate([r.flags for r in parts])[order], cols,
+                     np.concatenate([r.flags for r in parts])[order], parts[0].columns,
                      sum(r.truncated_bytes for r in parts))
 
 
-def read_recording(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Raw samples for ``vsense-edge replay``: ``(t (n,) [s], Y (n, nch), channel names)``.
+def read_recording_full(path: str | os.PathLike, kind: str = "raw", run: int | None = None,
+                        warn=None) -> Recording:
+    """The ``kind`` records of one run (:func:`read_runs`) sorted by ``seq``: ``run`` (1 =
+    the oldest), or the only one. A directory holding several runs without ``run`` is a
+    RecordingError that lists them (their sequence numbers overlap: never mixed)."""
+    runs = read_runs(path, kind, warn)
+    if run is None and len(runs) > 1:
+        raise RecordingError(f"{path}: {len(runs)} runs ({'; '.join(r.describe() for r in runs)})"
+                             ": choose one (run=K, `replay --run K`)")
+    k = 1 if run is None else run
+    if not 1 <= k <= len(runs):
+        raise RecordingError(f"{path}: no run {k} (it holds {len(runs)} runs)")
+    return runs[k - 1].recording
+
+
+def replay_input(rec: Recording) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``(t (n,) [s], Y (n, nch), channel names)`` of raw records, flagged samples as NaN."""
+    Y = rec.values.copy()
+    Y[(rec.flags & BAD_FLAGS) != 0] = np.nan
+    return rec.t_ns * 1e-9, Y, rec.columns
+
+
+def read_recording(path: str | os.PathLike, run: int | None = None,
+                   warn=None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Raw samples of one run for ``vsense-edge replay``: ``(t (n,) [s], Y (n, nch), channel
+    names)`` (``run`` as :func:`read_recording_full`).
 
     Samples flagged non-finite or saturated (bit0/bit2) are returned as NaN, which is what
     the daemon handed to the estimator, so a replay reproduces the live estimates.
     ``t`` is ``t_ns * 1e-9`` (the sample clock; see the header's ``clock``).
     """
-    r = read_recording_full(path, "raw")
-    Y = r.values.copy()
-    Y[(r.flags & BAD_FLAGS) != 0] = np.nan
-    return r.t_ns * 1e-9, Y, r.columns
+    return replay_input(read_recording_full(path, "raw", run, warn))

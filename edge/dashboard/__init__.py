@@ -151,8 +151,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--ws-port", type=int, default=DEFAULT_WS_PORT,
                    help="direct: broker websockets listener port (default %(default)s)")
     p.add_argument("--device", default=None,
-                   help="device shown first (default: [device] id of --config, else the "
-                        "first device seen)")
+                   help="device shown first (default: [device] id of --config, else none: "
+                        "click one in the fleet table; a new device never takes the view)")
     p.add_argument("--window", type=float, default=10.0,
                    help="plotted window at start [s] (default %(default)s; the page keeps "
                         "--history s)")

@@ -7,6 +7,7 @@ import csv
 import threading
 import time
 
+from edge.monitor.payload import csv_name
 from edge.monitor.view import CLEAR, DeviceView
 
 
@@ -30,7 +31,7 @@ class CsvRecorder:
             if self.view.meta is None or "columns" not in self.view.meta:
                 self.pending.append(rows)
                 return
-            self.header = ["time", "seq", *self.view.meta["columns"], "flags"]
+            self.header = ["time", "seq", *map(csv_name, self.view.meta["columns"]), "flags"]
             self.w.writerow(self.header)
             for r in self.pending:
                 self._write(r)
@@ -66,6 +67,7 @@ class DeviceSubscriber:
 
         self.view = view or DeviceView()
         self.prefix = f"{base}/{device}/"
+        self.view.topic_prefix = self.prefix  # malformed messages are named by topic
         cid = client_id or f"vsense-monitor-{device}-{threading.get_ident() % 100000}"
 
         def on_message(topic, payload):

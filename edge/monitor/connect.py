@@ -221,7 +221,16 @@ class BrokerSession:
 
         c.on_connect, c.on_subscribe = on_connect, on_subscribe
         c.on_disconnect = on_disconnect
-        c.on_message = lambda client, userdata, msg: on_message(msg.topic, msg.payload)
+        self.callback_errors = 0  # messages whose handler raised (counted, never re-raised)
+
+        def on_msg(client, userdata, msg):
+            # an exception here would end paho's network thread: the view would freeze
+            try:
+                on_message(msg.topic, msg.payload)
+            except Exception:  # noqa: BLE001
+                self.callback_errors += 1
+
+        c.on_message = on_msg
         self.client = c
 
     def _refuse(self, why: str) -> None:

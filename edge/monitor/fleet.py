@@ -15,30 +15,32 @@ message (or said it stopped), then prints one table.
 
 from __future__ import annotations
 
-import json
-import struct
 import sys
 import threading
 import time
 
-from edge.daemon.mqtt import BIN_HEADER, BIN_MAGIC
 from edge.monitor.client import redraw
+from edge.monitor.payload import PayloadError, clean, decode
 
 
 class FleetView:
-    """What arrived per device under ``<base>/``; :meth:`feed` never raises on bad input."""
+    """What arrived per device under ``<base>/``; :meth:`feed` never raises on bad input:
+    every payload is checked by :func:`edge.monitor.payload.decode`, a malformed one is
+    counted per device and named (``last_bad``)."""
 
     def __init__(self, base: str = "vsense", rate_window_s: float = 5.0):
         self.base = base
         self.lock = threading.Lock()
         self.devices: dict[str, dict] = {}
         self.n_bad = 0
+        self.last_bad = ""  # the last malformed message, named
         self.rate_window_s = rate_window_s
 
     def _dev(self, d: str) -> dict:
         if d not in self.devices:
             self.devices[d] = {"status": None, "meta": None, "health": None, "samples": 0,
-                               "max_seq": -1, "last_seen": None, "arrivals": [], "bad": 0}
+                               "max_seq": -1, "last_seen": None, "arrivals": [], "bad": 0,
+                               "last_bad": ""}
         return self.devices[d]
 
     def feed(self, topic: str, payload: bytes, now: float | None = None) -> None:
@@ -53,29 +55,34 @@ class FleetView:
             d = self._dev(dev)
             d["last_seen"] = now
             try:
+                obj = decode(sub, payload)
                 if sub == "estimates":
-                    if payload[:4] == BIN_MAGIC:
-                        _, _, _, n, _, seq0 = BIN_HEADER.unpack_from(payload)
-                    else:
-                        e = json.loads(payload)
-                        seq0, n = int(e["seq"]), int(e["n"])
-                    last = seq0 + n - 1
-                    if last < d["max_seq"] - 10_000:  # seq started again: a restart
-                        d["max_seq"] = -1
-                    new = max(0, last - max(d["max_seq"], seq0 - 1))
-                    d["samples"] += new
-                    d["max_seq"] = max(d["max_seq"], last)
-                    d["arrivals"].append((now, new))
-                    while d["arrivals"] and d["arrivals"][0][0] < now - self.rate_window_s:
-                        d["arrivals"].pop(0)
+                    self._estimates(d, obj["seq"], now)
                 else:
-                    obj = json.loads(payload.decode()) if payload else None
-                    if obj is not None and not isinstance(obj, dict):
-                        raise ValueError("not a JSON object")
                     d[sub] = obj
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError, struct.error):
-                d["bad"] += 1
-                self.n_bad += 1
+            except PayloadError as e:
+                self._bad(d, topic, str(e))
+            except Exception as e:  # noqa: BLE001 - never raised on paho's thread
+                self._bad(d, topic, f"{type(e).__name__}: {e}")
+
+    def _bad(self, d: dict, topic: str, reason: str) -> None:
+        d["bad"] += 1
+        self.n_bad += 1
+        self.last_bad = d["last_bad"] = clean(f"malformed payload from {topic}: {reason}")
+
+    def _estimates(self, d: dict, seq, now: float) -> None:
+        n = int(seq.shape[0])
+        if n == 0:
+            return
+        seq0, last = int(seq[0]), int(seq[-1])
+        if last < d["max_seq"] - 10_000:  # seq started again: a restart
+            d["max_seq"] = -1
+        new = max(0, last - max(d["max_seq"], seq0 - 1))
+        d["samples"] += new
+        d["max_seq"] = max(d["max_seq"], last)
+        d["arrivals"].append((now, new))
+        while d["arrivals"] and d["arrivals"][0][0] < now - self.rate_window_s:
+            d["arrivals"].pop(0)
 
     def rate(self, d: dict, now: float) -> float | None:
         arr = [(t, n) for t, n in d["arrivals"] if t >= now - self.rate_window_s]
@@ -125,7 +132,9 @@ def render_fleet(view: FleetView, broker: str, now: float | None = None,
             + (f" ({summary})" if summary else ""),
             f"{'device':<20} {'state':<18} {'bundle':<22} {'rate/s':>7} {'samples':>11} "
             f"{'p99 us':>8} {'lost':>6} {'drops':>6} {'cpu %':>6} {'last seen':>9}"]
-    return "\n".join(head + (rows or ["(no device seen yet)"]))
+    if view.last_bad:
+        head.append(f"({view.n_bad} malformed payloads; last: {view.last_bad})")
+    return clean("\n".join(head + (rows or ["(no device seen yet)"])), None)
 
 
 def _complete(view: FleetView, now: float) -> bool:
@@ -168,7 +177,7 @@ def run_fleet(args, out, settings: dict) -> int:
                                      and _g(d, "status", "state") not in ("offline", "stopped"))
                 if missing:
                     print(f"vsense-edge monitor: no health message within {args.timeout:g} s "
-                          f"from {', '.join(missing)} (p99, lost, cpu show —)", file=sys.stderr)
+                          f"from {clean(', '.join(missing))} (p99, lost, cpu show —)", file=sys.stderr)
             out.write(render_fleet(view, addr, stale_s=args.stale) + "\n")
             return 0 if view.devices else 1
         redraw(out, lambda: render_fleet(view, addr, stale_s=args.stale),

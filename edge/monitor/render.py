@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 
+from edge.monitor.payload import clean
 from edge.monitor.view import DeviceView, _fmt
 
 
 def render(view: DeviceView, device: str, broker: str, now: float | None = None,
            connected: bool = True, csv_path: str | None = None) -> str:
-    """The text of one screen (no escape codes)."""
+    """The text of one screen (no escape codes: control characters a payload carried are
+    shown as ``?``, :func:`edge.monitor.payload.clean`)."""
     now = time.monotonic() if now is None else now
     st, meta, h = view.status, view.meta, view.health
     lines = [f"vsense monitor — device {device} @ {broker}"
@@ -40,6 +42,8 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
     lines.append(f"received  {view.n_samples:,} samples, last seq {view.last_seq}, "
                  f"{view.n_duplicates} duplicates, {view.gaps} gaps in seq"
                  + (f", {view.n_bad_payloads} bad payloads" if view.n_bad_payloads else ""))
+    if view.last_bad:
+        lines.append(f"          last: {view.last_bad}")
     lines.append("")
     if view.last_values is not None:
         tdev = view.last_t_ns / 1e9 if view.last_t_ns is not None else float("nan")
@@ -84,7 +88,7 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
         if mc:
             ratio = mc.get("ratio")
             bands = ", ".join(f"{b['f_hz'][1]:g} Hz {b['ratio']:.2f}" for b in mc.get("bands", [])
-                              if b.get("ratio") is not None)
+                              if b.get("ratio") is not None and len(b.get("f_hz", ())) > 1)
             lines.append(f"model     {'SUSPECT' if mc.get('suspect') else 'ok'}: NIS/dof "
                          f"{'—' if ratio is None else f'{ratio:.3f}'} over "
                          f"{mc.get('window_s', 0):g} s" + (f"; below/above {bands}" if bands
@@ -105,7 +109,7 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
     if csv_path:
         lines.append("")
         lines.append(f"recording estimates to {csv_path}")
-    return "\n".join(lines)
+    return clean("\n".join(lines), None)
 
 
 # ---------------------------------------------------------------------------- CSV

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import collections
-import json
 import math
-import struct
 import threading
 import time
 
 import numpy as np
 
-from edge.daemon.mqtt import decode_estimates
+from edge.monitor.payload import PayloadError, clean, decode
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -75,6 +73,8 @@ class DeviceView:
         self.n_samples = 0          # distinct samples received
         self.n_duplicates = 0       # samples received again (QoS 1 redelivery)
         self.n_bad_payloads = 0
+        self.last_bad = ""          # the last malformed message, named (``_bad``)
+        self.topic_prefix = ""      # ``<base>/<device>/`` for those messages
         self.last_seq = -1
         self.max_seq = -1
         self.last_t_ns = None
@@ -91,30 +91,38 @@ class DeviceView:
 
     # ------------------------------------------------------------------- feeding
     def feed(self, sub: str, payload: bytes, now: float | None = None) -> None:
-        """One MQTT message; ``sub`` is the topic below ``<base>/<device>/``."""
+        """One MQTT message; ``sub`` is the topic below ``<base>/<device>/``. Checked by
+        :func:`edge.monitor.payload.decode`; a malformed one is counted and named in
+        :attr:`last_bad` (``malformed payload from <topic>: <reason>``), never raised (it
+        would end paho's network thread, or the redraw)."""
         now = time.monotonic() if now is None else now
         with self.lock:
             self.n_messages += 1
+            if sub not in ("estimates", "status", "meta", "health", "cmd/reply"):
+                return
             try:
+                cols = self.meta.get("columns") if self.meta else None
+                obj = decode(sub, payload, None if cols is None else len(cols))
                 if sub == "estimates":
-                    self._estimates(decode_estimates(payload), now)
-                elif sub in ("status", "meta", "health", "cmd/reply"):
-                    obj = json.loads(payload.decode()) if payload else None
-                    if sub == "status":
-                        self.status = obj
-                    elif sub == "meta":
-                        self.meta = obj
-                    elif sub == "health":
-                        self.health = obj
-                        self.n_health += 1
-                        self.health_log.append(obj)
-                    else:
-                        self.replies.append(obj)
-            except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
-                    AttributeError, RecursionError, OverflowError, struct.error):
-                # a malformed message from the broker: counted, never raised on paho's
-                # network thread (issue 12)
-                self.n_bad_payloads += 1
+                    self._estimates(obj, now)
+                elif sub == "status":
+                    self.status = obj
+                elif sub == "meta":
+                    self.meta = obj
+                elif sub == "health":
+                    self.health = obj
+                    self.n_health += 1
+                    self.health_log.append(obj)
+                else:
+                    self.replies.append(obj)
+            except PayloadError as e:
+                self._bad(sub, str(e))
+            except Exception as e:  # noqa: BLE001 - a listener (CSV) or a case not foreseen
+                self._bad(sub, f"{type(e).__name__}: {e}")
+
+    def _bad(self, sub: str, reason: str) -> None:
+        self.n_bad_payloads += 1
+        self.last_bad = clean(f"malformed payload from {self.topic_prefix}{sub}: {reason}")
 
     def _estimates(self, d: dict, now: float) -> None:
         seq = np.asarray(d["seq"], np.int64)

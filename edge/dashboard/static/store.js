@@ -62,11 +62,12 @@ class Series {
 
   // The rows with t0 <= time <= t1 as CSV text: header `time,<names>` (+ `<name>_std` when
   // std is stored), one line per sample, values as JavaScript prints them (round-trip exact).
+  // Names come from the device: quoted per RFC 4180 and kept from being formulas (csvField).
   csv(t0, t1, names) {
     const nc = this.ncol, lines = [];
     const head = ["time"].concat(names);
     if (this.s) for (const n of names) head.push(n + "_std");
-    lines.push(head.join(","));
+    lines.push(head.map(csvField).join(","));
     for (let r = this.lowerBound(t0); r < this.len; r++) {
       const i = this.at(r);
       if (this.t[i] > t1) break;
@@ -112,12 +113,27 @@ class Series {
   }
 }
 
+// One CSV field (RFC 4180): text starting with = + - @ TAB or CR gets a leading ' (a
+// spreadsheet would run it as a formula, e.g. =HYPERLINK(...)); a field holding a comma, a
+// quote, CR or LF is quoted, its quotes doubled. Lines end in \n (the page's export).
+function csvField(x) {
+  let f = String(x);
+  if (/^[=+\-@\t\r]/.test(f)) f = "'" + f;
+  return /[",\r\n]/.test(f) ? '"' + f.replace(/"/g, '""') + '"' : f;
+}
+
+// Ring rows for `historyS` s at `rate` of `ncol` columns, within LIMITS.cells values.
+function ringRows(historyS, rate, ncol) {
+  return Math.max(1, Math.min(Math.ceil(historyS * rate), Math.floor(LIMITS.cells / Math.max(1, ncol))));
+}
+
 class Device {
   // historyS: seconds of samples kept (ring buffers sized from the nominal rate of meta)
   constructor(id, historyS) {
     this.id = id;
     this.historyS = historyS;
     this.status = null; this.meta = null; this.health = null;
+    this.metaKey = undefined;  // JSON of meta.columns (a new one resets the series)
     this.est = null;    // Series of estimates
     this.raw = null;    // Series of raw channels (optional `raw` topic)
     this.maxSeq = -1; this.rawMaxSeq = -1;
@@ -150,7 +166,7 @@ class Device {
     }
     const withStd = batch.s !== null || this.stdColumns() !== null;
     if (!this.est || this.est.ncol !== batch.ncol || (withStd && !this.est.s)) {
-      this.est = new Series(Math.ceil(this.historyS * this.rate()), batch.ncol, withStd);
+      this.est = new Series(ringRows(this.historyS, this.rate(), batch.ncol), batch.ncol, withStd);
     }
     const last = batch.seq0 + batch.n - 1;
     if (last <= this.maxSeq) { this.duplicates += batch.n; return; }
@@ -168,7 +184,7 @@ class Device {
   addRaw(batch) {
     if (!this.raw || this.raw.ncol !== batch.ncol) {
       const k = this.meta && Number(this.meta.raw_decimation) >= 1 ? Number(this.meta.raw_decimation) : 1;
-      this.raw = new Series(Math.ceil(this.historyS * this.rate() / k), batch.ncol, false);
+      this.raw = new Series(ringRows(this.historyS, this.rate() / k, batch.ncol), batch.ncol, false);
     }
     const last = batch.seq0 + batch.n - 1;
     if (last <= this.rawMaxSeq) return;
@@ -193,4 +209,4 @@ class Device {
   }
 }
 
-if (typeof module !== "undefined") module.exports = { Series, Device };
+if (typeof module !== "undefined") module.exports = { Series, Device, csvField, ringRows };
