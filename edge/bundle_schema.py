@@ -14,7 +14,10 @@ correction of the smoother's model as ONNX, where it enters the state, the chann
 outputs, and its trained envelope), optional; 6 adds ``kf_hy_direct``, the weights of the
 correction's values held over the steps after and before a sample in its direct terms (the
 channels' ``Dg`` and the outputs' ``Cqg``): a schema-5 hybrid bundle is read with ``(1, 0)``,
-the mathematics it was written with.
+the mathematics it was written with; 7 adds the measurement chain (``chain_*``: converter, data
+rate, mode, each channel's conversion instant; :mod:`edge.acquisition`), which a smoother
+models with two states per channel when it is not ``ideal``: a bundle of schema <= 6 is read
+as ``ideal`` (point samples), the mathematics it was written with.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from edge import DOF_NAMES, __version__
 from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+SCHEMA_VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
 
@@ -82,6 +85,10 @@ output_kind          | i | (nout,)   | 1 | index in `edge.kinds.SIGNAL_KINDS`
 report_freqs_full    | f | (nr,)     | 1 | reduction report: full-model frequencies [Hz]
 report_freqs_reduced | f | (nr,)     | 1 | reduction report: reduced-model frequencies [Hz]
 report_eig_error     | f | (nr,)     | 1 | reduction report: eigenvalue error [%]
+chain_converter      | U | ()        | 7 | measurement chain: `ideal` (point samples) or `ads1256`; schema <= 6: ideal
+chain_drate          | f | ()        | 7 | the converter's data rate [SPS] (0 for ideal)
+chain_mode           | U | ()        | 7 | `continuous` or `cycle` (multiplexer cycling over the channels)
+chain_offset         | f | (nch,)    | 7 | each channel's conversion window ends this long before the row's time stamp [s]
 content_hash         | U | ()        | 1 | sha256 over every other array (name, dtype, shape, bytes)
 """)
 
@@ -229,8 +236,43 @@ def validate(a: dict, path: str) -> dict:
     n, nch, nf, nout = (a["M"].shape[0], a["channel_dof"].shape[0], a["force_dof"].shape[0],
                         a["output_kind"].shape[0])
     _validate_meta(meta, nch, nf, nout, fail)
-    _validate_kf(a, meta, version, n, nch, nf + nout, fail)
+    nk = _validate_chain(a, version, nch, fail)
+    _validate_kf(a, meta, version, n, nch, nf + nout, fail, nk)
     return meta
+
+
+def chain_of(a: dict):
+    """The :class:`edge.acquisition.Chain` of a validated bundle's arrays (``ideal`` before
+    schema 7)."""
+    from edge.acquisition import Chain
+
+    if int(a["schema_version"]) < 7:
+        return Chain()
+    off = np.asarray(a["chain_offset"], dtype=float)
+    return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
+                 tuple(off.tolist()) if np.any(off != 0) else ())
+
+
+def _validate_chain(a: dict, version: int, nch: int, fail) -> int:
+    """The ``chain_*`` fields (schema 7); returns the smoother's chain states (2 nch or 0)."""
+    from edge.acquisition import CONVERTERS, MODES
+
+    if version < 7:
+        return 0
+    conv, mode = str(a["chain_converter"]), str(a["chain_mode"])
+    if conv not in CONVERTERS:
+        fail("chain_converter", f"{conv!r} is not one of {', '.join(CONVERTERS)}")
+    if mode not in MODES:
+        fail("chain_mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    drate = float(a["chain_drate"])
+    if not np.isfinite(drate) or drate < 0 or (conv != "ideal" and drate == 0):
+        fail("chain_drate", f"must be finite and > 0 (>= 0 for ideal), got {drate}")
+    off = np.asarray(a["chain_offset"])
+    if off.shape != (nch,):
+        fail("chain_offset", f"shape {off.shape}, expected ({nch},)")
+    if not np.all(np.isfinite(off)) or np.any(off < 0) or np.any(off >= float(a["dt"])):
+        fail("chain_offset", "offsets must be finite, >= 0 and below dt")
+    return 0 if conv == "ideal" else 2 * nch
 
 
 def _validate_model(a: dict, fail) -> None:
@@ -324,7 +366,8 @@ def _validate_meta(meta: dict, nch: int, nf: int, nout: int, fail) -> None:
         fail("meta", f"duplicate names {sorted(dup)} among channels, forces and outputs")
 
 
-def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, fail) -> None:
+def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, fail,
+                 nk: int = 0) -> None:
     """The estimator method and, for the smoother, the ``kf_*`` arrays (shapes, finiteness)."""
     est = meta.get("estimator", {"method": "tikhonov"})
     if not isinstance(est, dict) or est.get("method", "tikhonov") not in ESTIMATOR_METHODS:
@@ -346,8 +389,9 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
         if not np.all(np.isfinite(arr)):
             fail(key, "contains NaN or inf")
     ns = a["kf_A"].shape[0]
-    if ns < 2 * n:
-        fail("kf_A", f"{ns} states for {n} reduced DOFs (needs >= {2 * n})")
+    if ns < 2 * n + nk:
+        fail("kf_A", f"{ns} states for {n} reduced DOFs and {nk} chain states (needs >= "
+                     f"{2 * n + nk})")
     lag = int(a["window"]) - 1
     nb = a["kf_band_ba"].shape[0]
     shapes = {"A": (ns, ns), "H": (nch, ns), "K": (ns, nch), "Cq": (nq, ns),

@@ -144,7 +144,7 @@ def test_outside_envelope_falls_back_to_linear(tmp_path):
 def test_bundle_contract(tmp_path):
     b = _hybrid(numpy_smoother_bundle(), gain=0.05)
     b2 = _reload(b, tmp_path)
-    assert int(np.load(tmp_path / "b.npz")["schema_version"]) == 6
+    assert int(np.load(tmp_path / "b.npz")["schema_version"]) == 7
     assert b2.kf["hy_onnx"].tobytes() == ONNX
     a = dict(np.load(tmp_path / "b.npz"))
     from edge.bundle import content_hash
@@ -189,9 +189,9 @@ def test_schema5_hybrid_bundle_keeps_its_direct_terms(tmp_path):
     a["content_hash"] = np.array(content_hash(a))
     old = Bundle.from_arrays(a, "v5.npz")
     np.testing.assert_array_equal(old.kf["hy_direct"], [1.0, 0.0])
-    # written again it is a schema-6 bundle with the same mathematics
+    # written again it is a schema-7 bundle with the same mathematics
     resaved = _reload(old, tmp_path, "v6.npz")
-    assert int(np.load(tmp_path / "v6.npz")["schema_version"]) == 6
+    assert int(np.load(tmp_path / "v6.npz")["schema_version"]) == 7
     Y = _record()
     F, Z, fl = _run(Estimator(old), Y)
     np.testing.assert_array_equal(_run(Estimator(resaved), Y)[1], Z)

@@ -1,0 +1,77 @@
+"""The measurement chain a bundle is built for: what one sample of a channel is.
+
+``ideal``: a point sample of the structure's response at the row's time stamp ``t_k``.
+``ads1256``: the ADS1256's conversion (:mod:`edge.hw.ads1256_filter`): the taps-weighted mean
+of the input over the modulator instants of a window ending ``offset_c`` seconds before
+``t_k``::
+
+    y_k,c = sum_i h_i C_c x(t_k - offset_c - i / F_MOD) + v_k,c
+
+``offset_c`` is 0 for every channel in continuous mode; with the multiplexer cycling, each
+channel of a row is converted in its own window and ``offset_c`` is how long before the row's
+time stamp that channel's window ends. The bundle stores the chain (fields ``chain_*``,
+schema 7) so that the estimator's measurement model and the device's ADC configuration can be
+compared; a bundle of schema <= 6 is ``ideal``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: converters the estimator models ("daq", a generic anti-alias FIR, is not implemented yet)
+CONVERTERS = ("ideal", "ads1256")
+#: ADC modes: one channel converted continuously, or the multiplexer cycling over channels
+MODES = ("continuous", "cycle")
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Converter, its data rate [SPS] and mode, each channel's window end before ``t_k`` [s]
+    (``()``: all 0)."""
+
+    converter: str = "ideal"
+    drate: float = 0.0
+    mode: str = "continuous"
+    offsets: tuple = ()
+
+    def __post_init__(self):
+        if self.converter not in CONVERTERS:
+            raise ValueError(f"chain converter {self.converter!r} is not one of "
+                             f"{', '.join(CONVERTERS)}")
+        if self.mode not in MODES:
+            raise ValueError(f"chain mode {self.mode!r} is not one of {', '.join(MODES)}")
+        object.__setattr__(self, "offsets", tuple(float(o) for o in self.offsets))
+        if self.converter != "ideal" and not self.drate > 0:
+            raise ValueError(f"chain drate must be > 0 for converter {self.converter!r}, "
+                             f"got {self.drate!r}")
+
+    @property
+    def ideal(self) -> bool:
+        return self.converter == "ideal"
+
+    def offsets_for(self, nch: int) -> np.ndarray:
+        """(nch,) each channel's window end before the row's time stamp [s]."""
+        if not self.offsets:
+            return np.zeros(nch)
+        if len(self.offsets) != nch:
+            raise ValueError(f"chain offsets: {len(self.offsets)} values for {nch} channels")
+        return np.array(self.offsets, dtype=float)
+
+    def taps(self):
+        """``(h, spacing)``: one conversion's taps (``h[0]`` at the window's end) and their
+        spacing [s]; ``(ones(1), 0)`` for ``ideal``."""
+        if self.ideal:
+            return np.ones(1), 0.0
+        from edge.hw.ads1256_filter import F_MOD, conversion_taps
+
+        return conversion_taps(self.drate), 1.0 / F_MOD
+
+    def n_states(self, nch: int) -> int:
+        """States the smoother adds for this chain: 2 per channel (``p``, ``m``), 0 if ideal."""
+        return 0 if self.ideal else 2 * nch
+
+    def as_dict(self) -> dict:
+        return {"converter": self.converter, "drate": float(self.drate), "mode": self.mode,
+                "offsets": list(self.offsets)}

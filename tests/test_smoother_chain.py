@@ -1,0 +1,149 @@
+"""The measurement chain in the Kalman smoother (issue 35): the design without a chain is
+today's, bit for bit; the augmented model's conversions have exactly the covariance of the
+converter's taps applied to the continuous process; the bundle carries the chain."""
+
+import hashlib
+import io
+
+import numpy as np
+import pytest
+
+from edge.acquisition import Chain
+from edge.bundle import Bundle
+from edge.estimator import EstimatorError
+from edge.hw.ads1256_filter import F_MOD, conversion_taps
+from offline.smoother import ForceModel, attach_smoother, design_smoother
+from tests.helpers import chain_bundle
+
+FM = [ForceModel("bandpass", (5.0, 80.0), 1.0, 2)]
+
+
+def _digest(d) -> str:
+    h = hashlib.sha256()
+    for k in ("A", "H", "K", "Cq", "G", "Sinv", "std", "std_filtered", "Q", "P"):
+        h.update(np.ascontiguousarray(getattr(d, k)).tobytes())
+    return h.hexdigest()[:16]
+
+
+def test_ideal_design_is_bit_identical_to_the_point_sample_design():
+    # reference: the digests of the same designs computed by main at 0143602 (before the
+    # chain existed) on this machine's numpy/scipy; an explicit ideal chain gives the same
+    for kinds, ref in ((("displacement",), "0c589d4c5f1321d1"),
+                       (("displacement", "acceleration"), "17670ee15403cd50")):
+        b = chain_bundle(n=6, kinds=kinds)
+        d = design_smoother(b, FM, lag=10)
+        assert d.n_chain == 0
+        assert _digest(d) == ref
+        assert _digest(design_smoother(b, FM, lag=10, chain=Chain())) == ref
+
+
+def _conversion_cov(Ac, Qc, C, dt, taps, spacing, offsets, r):
+    """Independent reference: E[y_k y_k-r^T] of the noise-free conversions of the stationary
+    continuous process, sum_ij h_i h_j C_c E[z(t_a) z(t_b)^T] C_e^T with E[z(t + tau) z(t)^T]
+    = e^{Ac tau} X (tau >= 0), X from Ac X + X Ac^T + Qc = 0 (continuous Lyapunov)."""
+    from scipy.linalg import expm, solve_continuous_lyapunov
+
+    X = solve_continuous_lyapunov(Ac, -Qc)
+    nt = len(taps)
+    ac = np.correlate(taps, taps, mode="full")   # ac[l + nt - 1] = sum_i h_i h_{i+l}
+    nch = C.shape[0]
+    out = np.zeros((nch, nch))
+    for c in range(nch):
+        for e in range(nch):
+            # y_k,c at t_k - o_c - i d; y_k-r,e at t_k - r dt - o_e - j d: tau = base + l d
+            base = r * dt - offsets[c] + offsets[e]
+            tot = np.zeros((Ac.shape[0], Ac.shape[0]))
+            for li, a in enumerate(ac):
+                tau = base + (li - nt + 1) * spacing
+                if abs(a) < 1e-18:
+                    continue
+                tot += a * (expm(Ac * tau) @ X if tau >= 0 else X @ expm(Ac * -tau).T)
+            out[c, e] = C[c] @ tot @ C[e]
+    return out
+
+
+def test_augmented_model_gives_the_exact_covariance_of_the_conversions(monkeypatch):
+    # a small chain (3 DOFs, 10 states), displacement and acceleration channels, the second
+    # converted 0.37 dt before the row (off the modulator grid); ADS1256 at 1000 SPS, coarse
+    # taps (every 16th modulator sample, their sum renormalised) to keep the reference's
+    # double sum short: the model is exact for any taps, so the check is as strong
+    import offline.smoother.gains as gains
+    from offline.smoother import chain as chainmod
+
+    taps16 = conversion_taps(1000.0)[::16]
+    taps16 = taps16 / taps16.sum()
+    spacing = 16.0 / F_MOD
+    seen = {}
+
+    def capture(Ac, Qc, C, dt, taps, sp, offsets):
+        seen.update(Ac=Ac, Qc=Qc, C=C, dt=dt, offsets=offsets)
+        return chainmod.chain_model(Ac, Qc, C, dt, taps16, spacing, offsets)
+
+    monkeypatch.setattr(gains, "chain_model", capture)
+    b = chain_bundle(n=3, kinds=("displacement", "acceleration"))
+    ch = Chain("ads1256", 1000.0, "cycle", (0.0, 0.37e-3))
+    d = design_smoother(b, FM, lag=4, chain=ch)
+    assert d.n_chain == 4 and d.A.shape == (14, 14)
+    # stationary covariance of the augmented model: X = F X F^T + Qa (doubling)
+    F, X = d.A.copy(), d.Q.copy()
+    for _ in range(30):
+        X = X + F @ X @ F.T
+        F = F @ F
+    args = (seen["Ac"], seen["Qc"], seen["C"], seen["dt"], taps16, spacing, seen["offsets"])
+    ref0 = _conversion_cov(*args, 0)
+    scale = np.sqrt(np.outer(np.diag(ref0), np.diag(ref0)))
+    worst = []
+    for r in (0, 1, 2):  # row lag 1: the windows (1.13 ms + 0.37 ms) overlap the next row's
+        model = d.H @ np.linalg.matrix_power(d.A, r) @ X @ d.H.T
+        ref = ref0 if r == 0 else _conversion_cov(*args, r)
+        worst.append(float(np.max(np.abs(model - ref) / scale)))
+        if r == 1:  # the point-sample model would be off by far more than the tolerance
+            Xz = X[:10, :10]
+            point = seen["C"] @ np.linalg.matrix_power(d.A[:10, :10], r) @ Xz @ seen["C"].T
+            assert np.max(np.abs(point - ref) / scale) > 1e-2
+    # 1e-8 of the channels' standard deviations (measured 1e-11): round-off of the sub-step
+    # products and of the reference's double sum (both exact in exact arithmetic)
+    assert max(worst) < 1e-8, worst
+
+
+def test_window_longer_than_two_samples_is_refused():
+    # DRATE 1000: window 1.131 ms; ending 0.9 ms before the row it reaches 2.03 ms > 2 dt
+    b = chain_bundle(n=3, kinds=("displacement",))
+    with pytest.raises(EstimatorError, match="spans more than two sample intervals"):
+        design_smoother(b, FM, lag=2, chain=Chain("ads1256", 1000.0, "cycle", (0.9e-3,)))
+    with pytest.raises(EstimatorError, match="chain offset of channel 0"):
+        design_smoother(b, FM, lag=2, chain=Chain("ads1256", 1000.0, "cycle", (1.2e-3,)))
+
+
+def _reload(b: Bundle) -> Bundle:
+    z = np.load(io.BytesIO(b.to_bytes()))
+    return Bundle.from_arrays({k: z[k] for k in z.files})
+
+
+def test_bundle_carries_the_chain_and_old_bundles_are_ideal():
+    b = chain_bundle(n=3, kinds=("displacement", "acceleration"))
+    ch = Chain("ads1256", 1000.0, "cycle", (0.0, 0.4e-3))
+    b = b.replace(chain=ch)
+    sb = attach_smoother(b, design_smoother(b, FM, lag=3), FM, 0.0, nis_window_s=0.5,
+                         bands=[(20, 22), (22, 24)])
+    r = _reload(sb)
+    assert r.chain == ch and r.kf["A"].shape == (14, 14)
+    z = np.load(io.BytesIO(sb.to_bytes()))
+    a = {k: z[k] for k in z.files}
+    assert int(a["schema_version"]) == 7
+    # a schema-6 bundle (no chain_* fields) is read as ideal point samples
+    ideal = chain_bundle(n=3)
+    z = np.load(io.BytesIO(ideal.to_bytes()))
+    a = {k: z[k] for k in z.files if not k.startswith("chain_")}
+    a["schema_version"] = np.array(6, dtype=np.int64)
+    from edge.bundle import content_hash
+
+    a["content_hash"] = np.array(content_hash(a))
+    assert Bundle.from_arrays(a).chain == Chain()
+    # a bad converter names the field
+    z = np.load(io.BytesIO(ideal.to_bytes()))
+    a = {k: z[k] for k in z.files}
+    a["chain_converter"] = np.array("sigma")
+    a["content_hash"] = np.array(content_hash(a))
+    with pytest.raises(Exception, match="chain_converter"):
+        Bundle.from_arrays(a)
