@@ -147,3 +147,49 @@ def test_bundle_carries_the_chain_and_old_bundles_are_ideal():
     a["content_hash"] = np.array(content_hash(a))
     with pytest.raises(Exception, match="chain_converter"):
         Bundle.from_arrays(a)
+
+
+def _chain_smoother(offsets=(0.0, 0.4e-3), lag=7):
+    b = chain_bundle(n=4, kinds=("displacement", "acceleration"))
+    b = b.replace(chain=Chain("ads1256", 1000.0, "cycle", offsets))
+    return attach_smoother(b, design_smoother(b, FM, lag=lag), FM, 0.0, nis_window_s=0.5,
+                           bands=[(20, 22), (22, 24)])
+
+
+def test_kernel_with_the_chain_agrees_with_its_numpy_twin():
+    from edge.estimator import Estimator
+    from edge.estimator.smoother import SmootherEstimator
+    from edge.estimator.smoother_operator import derive_smoother
+    from edge.estimator.smoother_reference import ReferenceSmoother
+    from edge.flags import FLAG_HELD
+
+    b = _reload(_chain_smoother())
+    op = derive_smoother(b)
+    assert op.Ak.shape == (4, b.kf["A"].shape[0]) and op.Am.shape[1] == 4  # 2x2 blocks kept
+    rng = np.random.default_rng(35)
+    t = np.arange(2000) * b.dt
+    Y = np.column_stack([1e-4 * np.sin(2 * np.pi * 17 * t), 3.0 * np.sin(2 * np.pi * 17 * t)])
+    Y += np.array([1e-6, 1e-2]) * rng.standard_normal(Y.shape)
+    Y[700, 1] = np.nan
+    est = Estimator(b)
+    assert isinstance(est, SmootherEstimator) and est.delay == 7
+    F, Z, fl = est.run(Y)
+    Fr, Zr, flr = ReferenceSmoother(b).run(Y)
+    # same arithmetic in another order: agreement to 1e-9 of the largest value (as the
+    # point-sample kernel's test in tests/test_smoother.py)
+    for a, r in ((F, Fr), (Z, Zr)):
+        ok = np.isfinite(r)
+        assert np.array_equal(ok, np.isfinite(a))
+        assert np.max(np.abs(a[ok] - r[ok])) <= 1e-9 * np.max(np.abs(r[ok]))
+    np.testing.assert_array_equal(fl, flr)
+    assert set(np.flatnonzero(fl & FLAG_HELD)) == set(range(700, 708))
+
+
+def test_chain_layout_refuses_a_coupling_from_the_chain_states():
+    from edge.estimator.smoother_operator import derive_smoother
+
+    b = _chain_smoother()
+    A = b.kf["A"].copy()
+    A[0, -1] = 1e-3  # a modal state fed from a chain state: not the model's structure
+    with pytest.raises(EstimatorError, match="measurement chain"):
+        derive_smoother(b.replace(kf={**b.kf, "A": A}))
