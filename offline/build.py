@@ -100,6 +100,12 @@ class BuildResult:
             worse = worse_than_zero(names, best["nrmse"])
             if worse:
                 lines.append(f"  WARNING: {worse}")
+        if not b.chain.ideal:
+            c = b.chain
+            lines.append(f"  acquisition: {c.converter} {c.drate:g} SPS {c.mode}, each "
+                         f"conversion modelled by the smoother (2 states per channel)")
+        for w in b.meta.get("warnings", []):
+            lines.append(f"  WARNING: {w}")
         lim = b.meta.get("limit")
         if lim:
             nc = lim["force_nrmse"] + lim["output_nrmse"]
@@ -171,7 +177,7 @@ def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bun
                   forces=forces, outputs=outputs, alpha=0.0, beta=est_spec.beta,
                   gamma=est_spec.gamma, window=1 if rule == "auto" else int(rule),
                   discretization=est_spec.discretization, regularization=est_spec.regularization,
-                  meta=meta,
+                  meta=meta, chain=spec.chain(),
                   report={"freqs_full": red.report.freqs_full,
                           "freqs_reduced": red.report.freqs_reduced,
                           "eig_error": red.report.eig_error})
@@ -275,6 +281,13 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
+    if not bundle.chain.ideal and not smoother:  # only the smoother models the conversions
+        smoother = True
+        meta.setdefault("warnings", []).append(
+            f"[acquisition] converter = {bundle.chain.converter!r}: the Tikhonov estimators "
+            f"do not model the conversion's window, and the calibration runs are point "
+            f"samples; the Kalman smoother, which models it exactly, is used instead of the "
+            f"automatic choice ([estimator] method = {est_spec.method!r})")
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]
     reference = None

@@ -193,3 +193,34 @@ def test_chain_layout_refuses_a_coupling_from_the_chain_states():
     A[0, -1] = 1e-3  # a modal state fed from a chain state: not the model's structure
     with pytest.raises(EstimatorError, match="measurement chain"):
         derive_smoother(b.replace(kf={**b.kf, "A": A}))
+
+
+def _spec(extra: str):
+    import tomllib
+    from pathlib import Path
+
+    from offline.model import spec_from_dict
+
+    root = Path(__file__).resolve().parents[1]
+    raw = tomllib.loads((root / "examples" / "my_beam.toml").read_text() + extra)
+    return spec_from_dict(raw, root / "examples" / "my_beam.toml")
+
+
+def test_acquisition_table_parses_and_names_bad_keys():
+    from offline.model import ModelFileError
+
+    assert _spec("").chain() == Chain()
+    assert _spec('\n[acquisition]\nconverter = "ads1256"\n').chain() == \
+        Chain("ads1256", 1000.0, "continuous")  # drate defaults to [estimator] rate
+    s = _spec('\n[acquisition]\nconverter = "ads1256"\ndrate = 3750.0\nmode = "cycle"\n'
+              'offsets = [2.0e-4]\n')
+    assert s.chain() == Chain("ads1256", 3750.0, "cycle", (2e-4,))
+    for extra, key in (('converter = "sigma"', r"\[acquisition\]\.converter"),
+                       ('converter = "ads1256"\ndrate = 1234.0', r"\[acquisition\]\.drate"),
+                       ('converter = "ads1256"\ndrate = 3750.0\nmode = "cycle"',
+                        r"\[acquisition\]\.offsets: missing"),
+                       ('offsets = [0.0, 0.0]', r"\[acquisition\]\.offsets: 2 values"),
+                       ('offsets = [0.002]', r"\[acquisition\]\.offsets\[0\]"),
+                       ('rate = 1.0', r"\[acquisition\]\.rate: unknown key")):
+        with pytest.raises(ModelFileError, match=key):
+            _spec("\n[acquisition]\n" + extra + "\n")
