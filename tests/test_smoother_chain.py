@@ -224,3 +224,79 @@ def test_acquisition_table_parses_and_names_bad_keys():
                        ('rate = 1.0', r"\[acquisition\]\.rate: unknown key")):
         with pytest.raises(ModelFileError, match=key):
             _spec("\n[acquisition]\n" + extra + "\n")
+
+
+def _conversions(y_fine, n_rows, per_row, taps, taps_per_fine):
+    """The converter's output at every row from a response on a fine grid (``per_row`` fine
+    steps per row): each tap at ``t_k - i / F_MOD`` reads the fine response linearly
+    interpolated (32 kHz grid: interpolation error ~ (w h)^2 / 8 = 1e-4 at 700 Hz)."""
+    pos = np.arange(n_rows)[:, None] * per_row - np.arange(len(taps))[None, :] / taps_per_fine
+    i0 = np.floor(pos).astype(int)
+    fr = pos - i0
+    i0c = np.clip(i0, 0, len(y_fine) - 2)
+    val = (1 - fr) * y_fine[i0c] + fr * y_fine[i0c + 1]
+    return np.sum(np.where(i0 >= 0, taps[None, :] * val, 0.0), axis=1)
+
+
+def test_chain_smoother_on_the_chips_conversions_is_as_good_as_on_point_samples():
+    # issue 35's case on the README's beam (examples/my_beam.toml, smoother, lag 20 ms): truth
+    # by the full FE model (120 DOFs, exact modal FOH of 80 modes + residual flexibility,
+    # offline/simulate.py) at 32 kHz, not the estimator's 16-DOF reduced model; the chip's
+    # conversions are the DRATE-1000 taps applied to it; 1 % noise; 10 s after 1 s warm-up
+    import tomllib
+    from pathlib import Path
+
+    from edge.estimator import Estimator
+    from offline.build import build
+    from offline.model import resolve_dofs, spec_from_dict
+    from offline.simulate import force_histories, simulate_modal
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "examples" / "my_beam.toml").read_text().replace(
+        "[estimator]\n", '[estimator]\nmethod = "smoother"\n')
+    s_pt = spec_from_dict(tomllib.loads(text), root / "examples" / "my_beam.toml")
+    s_ch = spec_from_dict(tomllib.loads(text + '\n[acquisition]\nconverter = "ads1256"\n'
+                                        'drate = 1000.0\n'), root / "examples" / "my_beam.toml")
+    b_pt = build(s_pt, progress=False, limit=False, maps=False).bundle
+    res = build(s_ch, progress=False, limit=False, maps=False)
+    b_ch = res.bundle
+    assert b_pt.chain == Chain() and b_ch.chain == Chain("ads1256", 1000.0, "continuous")
+    assert b_ch.kf["A"].shape[0] == b_pt.kf["A"].shape[0] + 2
+    per_row, warm, dur = 32, 1.0, 10.0
+    nw, n_rows = int(warm * b_pt.rate), int((warm + dur) * b_pt.rate) + 1
+    tf = np.arange((n_rows - 1) * per_row + 1) * (b_pt.dt / per_row)
+    model = res.model
+    probe = [resolve_dofs(model, x.select, x.dof, x.name)[0]
+             for x in (*s_pt.sensors, *s_pt.outputs)]
+    fdof = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in s_pt.forces]
+    Ff = force_histories(s_pt, [0], "random", tf, 7, {"band": (2.0, 100.0), "rms": 1.0})
+    out = simulate_modal(model, np.array(fdof), Ff, tf[1], 1, [(d, 0) for d in probe])
+    point, Z, F = out[::per_row, 0], out[::per_row, 1], Ff[::per_row, 0]
+    conv = _conversions(out[:, 0], n_rows, per_row, conversion_taps(1000.0),
+                        F_MOD * tf[1])
+    rng = np.random.default_rng(35)
+
+    def noisy(y):  # 1 % of the record's std
+        return (y + 0.01 * np.std(y[nw:]) * rng.standard_normal(y.shape))[:, None]
+
+    def score(b, Y):
+        est = Estimator(b)
+        Fe, Ze, _ = est.run(Y)
+        d = est.delay
+        out = []
+        for j, (e, tr) in enumerate(((Fe[d + nw:, 0], F[nw:-d]), (Ze[d + nw:, 0], Z[nw:-d]))):
+            err = e - tr
+            out += [np.sqrt(np.mean(err ** 2)) / np.std(tr), np.mean(np.abs(err) <= est.std[j])]
+        return np.array(out)  # force nrmse, coverage, d05 nrmse, coverage
+
+    pt = score(b_pt, noisy(point))
+    ch = score(b_ch, noisy(conv))
+    wrong = score(b_pt, noisy(conv))
+    # measured (this machine): point 0.630 / 70 %, 0.0123 / 65 %; chain 0.631 / 71 %,
+    # 0.0125 / 64 %; ideal smoother on conversions 0.647 / 70 %, 0.0385 / 22 %
+    # issue 35's targets: within 1.1x of the same estimator on point samples, 61-75 %
+    assert ch[0] <= 1.1 * pt[0] and ch[2] <= 1.1 * pt[2], (ch, pt)
+    assert 0.61 <= ch[1] <= 0.75 and 0.61 <= ch[3] <= 0.75, ch
+    # the smoother built for point samples, fed the chip's conversions: the unmeasured
+    # displacement > 2x worse (measured 3.1x) and its band covers < 40 % (measured 22 %)
+    assert wrong[2] > 2.0 * ch[2] and wrong[3] < 0.4, (wrong, ch)
