@@ -134,24 +134,30 @@ def smoother_table(b71, args):
 
 
 def chain_table(b71, args):
-    """The smoother with and without the ADS1256 chain (lag 20, order 16), alternated in one
-    run, each figure the minimum over ``--repeat`` medians of 5."""
+    """The smoother with and without the ADS1256 chain (lag 20; the default force-model order
+    and order 16), alternated in one run, each figure the minimum over ``--repeat`` medians
+    of 5."""
     from edge.acquisition import Chain
+    from offline.smoother.force_model import DEFAULT_ORDER
 
-    point = smoother_bundle(b71, 20)
-    conv = smoother_bundle(b71, 20, chain=Chain("ads1256", b71.rate, "continuous"))
-    tp, tc = [], []
-    for _ in range(args.repeat):
-        tp.append(time_kernel(point, args.steps))
-        tc.append(time_kernel(conv, args.steps))
-    sp = time_kernel(point, args.steps, single=True, reps=1)
-    sc = time_kernel(conv, args.steps, single=True, reps=1)
-    print(f"\nmeasurement chain (cantilever 71 DOF, 1 displacement channel, order 16, lag 20), "
-          f"load average {os.getloadavg()[0]:.1f}:")
-    print(f"{'chain':<34}{'states':>7}{'kernel [us/step]':>18}{'single-call [us]':>18}")
-    for name, b, t, s in (("ideal (point samples)", point, tp, sp),
-                          (f"ads1256 {b71.rate:g} SPS continuous", conv, tc, sc)):
-        print(f"{name:<34}{b.kf['A'].shape[0]:>7}{min(t) * 1e6:>18.3f}{s * 1e6:>18.2f}")
+    print(f"\nmeasurement chain (cantilever {b71.n} DOF, 1 displacement channel, lag 20), load "
+          f"average {os.getloadavg()[0]:.1f} at the start:")
+    print(f"{'order':>6}{'chain':>34}{'states':>8}{'kernel [us/step]':>18}"
+          f"{'single-call [us]':>18}")
+    chain = Chain("ads1256", b71.rate, "continuous")
+    for order in (DEFAULT_ORDER, 16):
+        pair = [("ideal (point samples)", smoother_bundle(b71, 20, order=order)),
+                (f"ads1256 {b71.rate:g} SPS continuous",
+                 smoother_bundle(b71, 20, order=order, chain=chain))]
+        t = [[], []]
+        for _ in range(args.repeat):
+            for i, (_, b) in enumerate(pair):
+                t[i].append(time_kernel(b, args.steps))
+        for i, (name, b) in enumerate(pair):
+            s = time_kernel(b, args.steps, single=True, reps=1)
+            print(f"{order:>6}{name:>34}{b.kf['A'].shape[0]:>8}{min(t[i]) * 1e6:>18.3f}"
+                  f"{s * 1e6:>18.2f}", flush=True)
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end")
 
 
 def main(argv=None):
