@@ -75,3 +75,34 @@ class Chain:
     def as_dict(self) -> dict:
         return {"converter": self.converter, "drate": float(self.drate), "mode": self.mode,
                 "offsets": list(self.offsets)}
+
+
+def chain_of(a: dict):
+    """The :class:`edge.acquisition.Chain` of a validated bundle's arrays (``ideal`` before
+    schema 7)."""
+    if int(a["schema_version"]) < 7:
+        return Chain()
+    off = np.asarray(a["chain_offset"], dtype=float)
+    return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
+                 tuple(off.tolist()) if np.any(off != 0) else ())
+
+
+def validate_chain(a: dict, version: int, nch: int, fail) -> int:
+    """The ``chain_*`` fields of a bundle's arrays (schema 7; ``fail(field, message)``
+    raises); returns the smoother's chain states (2 nch or 0)."""
+    if version < 7:
+        return 0
+    conv, mode = str(a["chain_converter"]), str(a["chain_mode"])
+    if conv not in CONVERTERS:
+        fail("chain_converter", f"{conv!r} is not one of {', '.join(CONVERTERS)}")
+    if mode not in MODES:
+        fail("chain_mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    drate = float(a["chain_drate"])
+    if not np.isfinite(drate) or drate < 0 or (conv != "ideal" and drate == 0):
+        fail("chain_drate", f"must be finite and > 0 (>= 0 for ideal), got {drate}")
+    off = np.asarray(a["chain_offset"])
+    if off.shape != (nch,):
+        fail("chain_offset", f"shape {off.shape}, expected ({nch},)")
+    if not np.all(np.isfinite(off)) or np.any(off < 0) or np.any(off >= float(a["dt"])):
+        fail("chain_offset", "offsets must be finite, >= 0 and below dt")
+    return 0 if conv == "ideal" else 2 * nch

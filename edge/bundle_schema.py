@@ -30,6 +30,7 @@ import numpy as np
 
 from edge import DOF_NAMES, __version__
 from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exported)
+from edge.acquisition import chain_of, validate_chain  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
 SCHEMA_VERSION = 7
@@ -236,43 +237,10 @@ def validate(a: dict, path: str) -> dict:
     n, nch, nf, nout = (a["M"].shape[0], a["channel_dof"].shape[0], a["force_dof"].shape[0],
                         a["output_kind"].shape[0])
     _validate_meta(meta, nch, nf, nout, fail)
-    nk = _validate_chain(a, version, nch, fail)
+    nk = validate_chain(a, version, nch, fail)
     _validate_kf(a, meta, version, n, nch, nf + nout, fail, nk)
     return meta
 
-
-def chain_of(a: dict):
-    """The :class:`edge.acquisition.Chain` of a validated bundle's arrays (``ideal`` before
-    schema 7)."""
-    from edge.acquisition import Chain
-
-    if int(a["schema_version"]) < 7:
-        return Chain()
-    off = np.asarray(a["chain_offset"], dtype=float)
-    return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
-                 tuple(off.tolist()) if np.any(off != 0) else ())
-
-
-def _validate_chain(a: dict, version: int, nch: int, fail) -> int:
-    """The ``chain_*`` fields (schema 7); returns the smoother's chain states (2 nch or 0)."""
-    from edge.acquisition import CONVERTERS, MODES
-
-    if version < 7:
-        return 0
-    conv, mode = str(a["chain_converter"]), str(a["chain_mode"])
-    if conv not in CONVERTERS:
-        fail("chain_converter", f"{conv!r} is not one of {', '.join(CONVERTERS)}")
-    if mode not in MODES:
-        fail("chain_mode", f"{mode!r} is not one of {', '.join(MODES)}")
-    drate = float(a["chain_drate"])
-    if not np.isfinite(drate) or drate < 0 or (conv != "ideal" and drate == 0):
-        fail("chain_drate", f"must be finite and > 0 (>= 0 for ideal), got {drate}")
-    off = np.asarray(a["chain_offset"])
-    if off.shape != (nch,):
-        fail("chain_offset", f"shape {off.shape}, expected ({nch},)")
-    if not np.all(np.isfinite(off)) or np.any(off < 0) or np.any(off >= float(a["dt"])):
-        fail("chain_offset", "offsets must be finite, >= 0 and below dt")
-    return 0 if conv == "ideal" else 2 * nch
 
 
 def _validate_model(a: dict, fail) -> None:

@@ -49,7 +49,7 @@ from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import plot_selection, select, worse_than_zero
+from offline.selection import chain_policy, plot_selection, select, worse_than_zero
 from offline.smoother import smoother_from_spec, with_load_levels
 
 
@@ -281,13 +281,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
-    if not bundle.chain.ideal and not smoother:  # only the smoother models the conversions
-        smoother = True
-        meta.setdefault("warnings", []).append(
-            f"[acquisition] converter = {bundle.chain.converter!r}: the Tikhonov estimators "
-            f"do not model the conversion's window, and the calibration runs are point "
-            f"samples; the Kalman smoother, which models it exactly, is used instead of the "
-            f"automatic choice ([estimator] method = {est_spec.method!r})")
+    smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid), bool(records),
+                            spec.where("[hybrid]")) or smoother
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]
     reference = None

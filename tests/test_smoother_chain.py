@@ -300,3 +300,18 @@ def test_chain_smoother_on_the_chips_conversions_is_as_good_as_on_point_samples(
     # the smoother built for point samples, fed the chip's conversions: the unmeasured
     # displacement > 2x worse (measured 3.1x) and its band covers < 40 % (measured 22 %)
     assert wrong[2] > 2.0 * ch[2] and wrong[3] < 0.4, (wrong, ch)
+
+
+def test_build_prefers_the_smoother_when_a_chain_is_declared():
+    from offline.model.sections import EstimatorSpec
+    from offline.selection import chain_policy
+
+    meta = {}
+    assert not chain_policy(Chain(), EstimatorSpec(), meta, True, True, "x.toml: [hybrid]")
+    assert meta == {}  # point samples: the automatic choice as before
+    ads = Chain("ads1256", 1000.0, "continuous")
+    assert chain_policy(ads, EstimatorSpec(), meta, False, True, "x.toml: [hybrid]")
+    assert len(meta["warnings"]) == 2 and "Kalman smoother" in meta["warnings"][1]
+    assert "build --record" in meta["warnings"][0]
+    with pytest.raises(ValueError, match=r"x\.toml: \[hybrid\]: the hybrid twin does not"):
+        chain_policy(ads, EstimatorSpec(), {}, True, False, "x.toml: [hybrid]")
