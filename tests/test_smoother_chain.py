@@ -350,3 +350,22 @@ def test_build_prefers_the_smoother_when_a_chain_is_declared():
     assert "build --record" in meta["warnings"][0]
     with pytest.raises(ValueError, match=r"x\.toml: \[hybrid\]: the hybrid twin does not"):
         chain_policy(ads, EstimatorSpec(), {}, True, False, "x.toml: [hybrid]")
+
+
+def test_check_config_refuses_an_adc_that_differs_from_the_bundles_chain(tmp_path, capsys):
+    from edge.cli import main
+
+    b = chain_bundle(n=3, kinds=("displacement",))
+    for drate, code in ((1000.0, 0), (2000.0, 2)):  # the chain's data rate, the ADC's 1000
+        sb = b.replace(chain=Chain("ads1256", drate, "continuous"))
+        sb = attach_smoother(sb, design_smoother(sb, FM, lag=2), FM, 0.0, nis_window_s=0.5,
+                             bands=[(20, 22), (22, 24)])
+        sb.save(tmp_path / "b.npz")
+        cfg = tmp_path / "edge.toml"
+        cfg.write_text(f'[device]\nid = "d"\n[bundle]\npath = "{tmp_path / "b.npz"}"\n'
+                       '[adc]\ndrate = 1000.0\nmode = "continuous"\n'
+                       '[[channels]]\nname = "y0"\npin = "AIN0"\n')
+        assert main(["check-config", str(cfg), "--bundle"]) == code
+        err = capsys.readouterr().err
+        if code:  # both values named
+            assert "[adc] drate = 1000" in err and "at 2000 SPS" in err, err
