@@ -26,6 +26,13 @@ CONVERTERS = ("ideal", "ads1256")
 MODES = ("continuous", "cycle")
 
 
+def conversion_intervals(offsets, span: float, dt: float) -> int:
+    """Sample intervals ``W`` (at least 2) that a conversion window of length ``span`` [s]
+    ending ``offsets`` (per channel) before the row can reach back over."""
+    end = float(np.max(offsets, initial=0.0)) + span
+    return max(2, int(np.ceil(end / dt - 1e-9)))
+
+
 @dataclass(frozen=True)
 class Chain:
     """Converter, its data rate [SPS] and mode, each channel's window end before ``t_k`` [s]
@@ -68,9 +75,18 @@ class Chain:
 
         return conversion_taps(self.drate), 1.0 / F_MOD
 
-    def n_states(self, nch: int) -> int:
-        """States the smoother adds for this chain: 2 per channel (``p``, ``m``), 0 if ideal."""
-        return 0 if self.ideal else 2 * nch
+    def intervals(self, dt: float, nch: int) -> int:
+        """Sample intervals ``W`` one conversion can span (its window plus the channel's
+        offset, at least 2): the smoother carries ``W`` states per channel; 0 if ideal."""
+        if self.ideal:
+            return 0
+        h, spacing = self.taps()
+        return conversion_intervals(self.offsets_for(nch), (len(h) - 1) * spacing, dt)
+
+    def n_states(self, nch: int, dt: float) -> int:
+        """States the smoother adds for this chain: ``W`` per channel
+        (:meth:`intervals`: the parts of the conversions in progress), 0 if ideal."""
+        return self.intervals(dt, nch) * nch
 
     def as_dict(self) -> dict:
         return {"converter": self.converter, "drate": float(self.drate), "mode": self.mode,
@@ -89,7 +105,7 @@ def chain_of(a: dict):
 
 def validate_chain(a: dict, version: int, nch: int, fail) -> int:
     """The ``chain_*`` fields of a bundle's arrays (schema 7; ``fail(field, message)``
-    raises); returns the smoother's chain states (2 nch or 0)."""
+    raises); returns the smoother's chain states (:meth:`Chain.n_states`)."""
     if version < 7:
         return 0
     conv, mode = str(a["chain_converter"]), str(a["chain_mode"])
@@ -105,4 +121,4 @@ def validate_chain(a: dict, version: int, nch: int, fail) -> int:
         fail("chain_offset", f"shape {off.shape}, expected ({nch},)")
     if not np.all(np.isfinite(off)) or np.any(off < 0) or np.any(off >= float(a["dt"])):
         fail("chain_offset", "offsets must be finite, >= 0 and below dt")
-    return 0 if conv == "ideal" else 2 * nch
+    return chain_of(a).n_states(nch, float(a["dt"]))

@@ -16,7 +16,7 @@ correction's values held over the steps after and before a sample in its direct 
 channels' ``Dg`` and the outputs' ``Cqg``): a schema-5 hybrid bundle is read with ``(1, 0)``,
 the mathematics it was written with; 7 adds the measurement chain (``chain_*``: converter, data
 rate, mode, each channel's conversion instant; :mod:`edge.acquisition`), which a smoother
-models with two states per channel when it is not ``ideal``: a bundle of schema <= 6 is read
+models with a few states per channel when it is not ``ideal``: a bundle of schema <= 6 is read
 as ``ideal`` (point samples), the mathematics it was written with.
 """
 

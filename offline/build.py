@@ -101,9 +101,9 @@ class BuildResult:
             if worse:
                 lines.append(f"  WARNING: {worse}")
         if not b.chain.ideal:
-            c = b.chain
+            c, w = b.chain, b.chain.intervals(b.dt, len(b.channels))
             lines.append(f"  acquisition: {c.converter} {c.drate:g} SPS {c.mode}, each "
-                         f"conversion modelled by the smoother (2 states per channel)")
+                         f"conversion modelled by the smoother ({w} states per channel)")
         for w in b.meta.get("warnings", []):
             lines.append(f"  WARNING: {w}")
         lim = b.meta.get("limit")

@@ -75,9 +75,12 @@ def _conversion_cov(Ac, Qc, C, dt, taps, spacing, offsets, r):
     return out
 
 
-def test_augmented_model_gives_the_exact_covariance_of_the_conversions(monkeypatch):
-    # a small chain (3 DOFs, 10 states), displacement and acceleration channels, the second
-    # converted 0.37 dt before the row (off the modulator grid); the ADS1256's taps at
+@pytest.mark.parametrize("offsets,W", [((0.0, 0.37e-3), 2), ((0.9e-3, 0.0), 3)])
+def test_augmented_model_gives_the_exact_covariance_of_the_conversions(monkeypatch, offsets,
+                                                                       W):
+    # a small chain (3 DOFs, 10 states), displacement and acceleration channels, one
+    # converted 0.37 dt before the row (off the modulator grid; 2 intervals) or 0.9 dt
+    # before it (its window reaches 2.03 dt back: 3 intervals); the ADS1256's taps at
     # DRATE 1000 (2172 taps over 1.13 ms). The design's Ac, Qc, C are captured on their way
     # to offline.smoother.chain.chain_model for the reference
     import offline.smoother.gains as gains
@@ -91,9 +94,9 @@ def test_augmented_model_gives_the_exact_covariance_of_the_conversions(monkeypat
 
     monkeypatch.setattr(gains, "chain_model", capture)
     b = chain_bundle(n=3, kinds=("displacement", "acceleration"))
-    ch = Chain("ads1256", 1000.0, "cycle", (0.0, 0.37e-3))
+    ch = Chain("ads1256", 1000.0, "cycle", offsets)
     d = design_smoother(b, FM, lag=4, chain=ch)
-    assert d.n_chain == 4 and d.A.shape == (14, 14)
+    assert d.n_chain == 2 * W and d.A.shape == (10 + 2 * W, 10 + 2 * W)
     np.testing.assert_array_equal(seen["taps"], conversion_taps(1000.0))
     assert seen["sp"] == 1.0 / F_MOD
     # stationary covariance of the augmented model: X = F X F^T + Qa (doubling)
@@ -105,7 +108,7 @@ def test_augmented_model_gives_the_exact_covariance_of_the_conversions(monkeypat
     ref0 = _conversion_cov(*args, 0)
     scale = np.sqrt(np.outer(np.diag(ref0), np.diag(ref0)))
     worst = []
-    for r in (0, 1, 2):  # row lag 1: the windows (1.13 ms + 0.37 ms) overlap the next row's
+    for r in range(W + 1):  # row lags < W: the windows overlap the later rows
         model = d.H @ np.linalg.matrix_power(d.A, r) @ X @ d.H.T
         ref = ref0 if r == 0 else _conversion_cov(*args, r)
         worst.append(float(np.max(np.abs(model - ref) / scale)))
@@ -118,13 +121,13 @@ def test_augmented_model_gives_the_exact_covariance_of_the_conversions(monkeypat
     assert max(worst) < 1e-8, worst
 
 
-def test_window_longer_than_two_samples_is_refused():
-    # DRATE 1000: window 1.131 ms; ending 0.9 ms before the row it reaches 2.03 ms > 2 dt
+def test_offsets_and_too_long_windows_are_refused():
     b = chain_bundle(n=3, kinds=("displacement",))
-    with pytest.raises(EstimatorError, match="spans more than two sample intervals"):
-        design_smoother(b, FM, lag=2, chain=Chain("ads1256", 1000.0, "cycle", (0.9e-3,)))
     with pytest.raises(EstimatorError, match="chain offset of channel 0"):
         design_smoother(b, FM, lag=2, chain=Chain("ads1256", 1000.0, "cycle", (1.2e-3,)))
+    # DRATE 50: a 20.1 ms window over 1 ms rows, 21 intervals (at most 16)
+    with pytest.raises(EstimatorError, match="spans 21 sample intervals"):
+        design_smoother(b, FM, lag=2, chain=Chain("ads1256", 50.0, "continuous"))
 
 
 def _reload(b: Bundle) -> Bundle:
@@ -168,16 +171,18 @@ def _chain_smoother(offsets=(0.0, 0.4e-3), lag=7):
                            bands=[(20, 22), (22, 24)])
 
 
-def test_kernel_with_the_chain_agrees_with_its_numpy_twin():
+@pytest.mark.parametrize("offsets", [(0.0, 0.4e-3), (0.9e-3, 0.0)])  # 2 and 3 intervals
+def test_kernel_with_the_chain_agrees_with_its_numpy_twin(offsets):
     from edge.estimator import Estimator
     from edge.estimator.smoother import SmootherEstimator
     from edge.estimator.smoother_operator import derive_smoother
     from edge.estimator.smoother_reference import ReferenceSmoother
     from edge.flags import FLAG_HELD
 
-    b = _reload(_chain_smoother())
+    b = _reload(_chain_smoother(offsets))
     op = derive_smoother(b)
-    assert op.Ak.shape == (4, b.kf["A"].shape[0]) and op.Am.shape[1] == 4  # 2x2 blocks kept
+    nk = 2 * (2 if offsets[0] < 0.5e-3 else 3)
+    assert op.Ak.shape == (nk, b.kf["A"].shape[0]) and op.Am.shape[1] == 4  # 2x2 blocks kept
     rng = np.random.default_rng(35)
     t = np.arange(2000) * b.dt
     Y = np.column_stack([1e-4 * np.sin(2 * np.pi * 17 * t), 3.0 * np.sin(2 * np.pi * 17 * t)])

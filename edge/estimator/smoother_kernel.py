@@ -18,7 +18,7 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
                                                 summed over W samples; suspect when the
                                                 ratio within a pair exceeds its threshold
 
-The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi, p, m]`` (see
+The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi, a]`` (``a``: chain states) (see
 :func:`edge.estimator.smoother.derive_smoother`), so that the 2x2 modal blocks, the coupling
 (factored to its numerical rank: a sweep over the modes per rank) and ``(A K) e`` are unit-stride loops that the
 compiler vectorises; rows of H and Cq are summed over their non-zero span only (a

@@ -15,8 +15,9 @@ from edge.estimator.operator import EstimatorError
 @dataclass
 class SmootherOperator:
     """Kernel layout of the bundle's ``kf_*`` arrays, the state permuted from the bundle's
-    ``[q_1, qd_1, ..., q_n, qd_n, xi, p, m]`` to ``[q_1..q_n, qd_1..qd_n, xi, p, m]``
-    (``perm``; ``p, m``: the measurement chain's states, none for point samples)."""
+    ``[q_1, qd_1, ..., q_n, qd_n, xi, a]`` to ``[q_1..q_n, qd_1..qd_n, xi, a]`` (``perm``;
+    ``a``: the measurement chain's states, :mod:`offline.smoother.chain`; none for point
+    samples)."""
 
     perm: np.ndarray      # (ns,) kernel state s is the bundle's state perm[s]
     Am: np.ndarray        # (4, n) 2x2 modal blocks [a11, a12, a21, a22]; (4, 0) if dense
@@ -92,15 +93,16 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
     coupling of the modes to the force states; if its modal part does not fit that pattern
     (non-proportional damping) it is one dense block. The layout reproduces ``kf_A`` exactly
     (checked); anything else (coupling into the force states from the modes) is refused.
-    The last ``2 nch`` states of a bundle built for a measurement chain (``bundle.chain``) are
-    the chain's ``[p, m]``: their rows (``Ak``) depend on the whole state, no other row on them.
+    The last ``W nch`` states of a bundle built for a measurement chain (``bundle.chain``) are
+    the chain's (the parts of the conversions in progress): their rows (``Ak``) depend on the
+    whole state, no other row on them.
     """
     kf = bundle.kf
     A = np.asarray(kf["A"], dtype=float)
     ns = A.shape[0]
     n = bundle.n
     m2 = 2 * n
-    nk = bundle.chain.n_states(len(bundle.channels))
+    nk = bundle.chain.n_states(len(bundle.channels), bundle.dt)
     nz = ns - nk              # states without the chain
     perm = np.concatenate([np.arange(0, m2, 2), np.arange(1, m2, 2),
                            np.arange(m2, ns)]).astype(np.int64)

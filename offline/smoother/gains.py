@@ -2,9 +2,9 @@
 discretisation and the steady-state Kalman and fixed-lag smoother gains (Riccati).
 
 With a measurement chain (``bundle.chain`` not ``ideal``, :mod:`edge.acquisition`) the state
-is augmented by two states per channel after the force-model states, ``[z, p, m]``, so that
-the discrete model is exact for the converter's weighted mean over its window
-(:mod:`offline.smoother.chain`); without one the design is unchanged (point samples)."""
+is augmented by ``W`` states per channel after the force-model states (``[z, p, m]`` for
+``W = 2``), so that the discrete model is exact for the converter's weighted mean over its
+window (:mod:`offline.smoother.chain`); without one the design is unchanged (point samples)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class SmootherDesign:
     spectral_radius: float
     n_rigid: int = 0          # rigid-body modes anchored (free-free, partly constrained)
     anchor_hz: float = 0.0    # their anchor frequency [Hz] (_anchor_rigid_modes)
-    n_chain: int = 0          # measurement-chain states [p, m] after the force states
+    n_chain: int = 0          # measurement-chain states (W nch) after the force states
 
 
 def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
@@ -81,7 +81,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     components : list of offline.load.model.Component   source modes driving all forces
                            along a direction (a resonator each, its own white noise)
     chain : edge.acquisition.Chain, optional   the measurement chain (default
-                           ``bundle.chain``); not ``ideal``: 2 states per channel
+                           ``bundle.chain``); not ``ideal``: W states per channel
                            (:mod:`offline.smoother.chain`)
     """
     linalg = need("scipy.linalg")
@@ -158,8 +158,8 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
         Qc[1:2 * n:2, 1:2 * n:2] += np.diag(model_error ** 2 * (PhiB ** 2 @ S0))
     H = _rows(Phi, w2, Ct, PhiB, Cf, bundle.channels, ns)
     chain = bundle.chain if chain is None else chain
-    nk = chain.n_states(len(bundle.channels))
-    if nk:  # x = [z, p, m]: exact model of the conversions (offline/smoother/chain.py)
+    nk = chain.n_states(len(bundle.channels), bundle.dt)
+    if nk:  # x = [z, a]: exact model of the conversions (offline/smoother/chain.py)
         taps, spacing = chain.taps()
         A, Q, H = chain_model(Ac, Qc, H, bundle.dt, taps, spacing,
                               chain.offsets_for(len(bundle.channels)))
@@ -167,7 +167,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
         A, Q = van_loan(Ac, Qc, bundle.dt)
     if proportional:  # exact zeros outside the structure (expm round-off)
         mask = np.ones((ns + nk, ns + nk), bool)
-        mask[:ns, :2 * n] = False  # the chain rows [p, m] depend on every state
+        mask[:ns, :2 * n] = False  # the chain rows depend on every state
         for i in range(n):
             mask[2 * i:2 * i + 2, 2 * i:2 * i + 2] = True
         A = np.where(mask, A, 0.0)
