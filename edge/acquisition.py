@@ -7,6 +7,9 @@ of the input over the modulator instants of a window ending ``offset_c`` seconds
 
     y_k,c = sum_i h_i C_c x(t_k - offset_c - i / F_MOD) + v_k,c
 
+``daq``: a generic acquisition system's linear-phase anti-alias FIR, given as its data sheet
+states it, by its cut-off ``fc`` [Hz] and group delay ``tau`` [s] (:func:`daq_taps`: a
+Blackman-windowed sinc over ``[0, 2 tau]`` at 64 times the data rate, unity DC gain).
 ``offset_c`` is 0 for every channel in continuous mode; with the multiplexer cycling, each
 channel of a row is converted in its own window and ``offset_c`` is how long before the row's
 time stamp that channel's window ends. The bundle stores the chain (fields ``chain_*``,
@@ -20,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: converters the estimator models ("daq", a generic anti-alias FIR, is not implemented yet)
-CONVERTERS = ("ideal", "ads1256")
+#: converters the estimator models
+CONVERTERS = ("ideal", "ads1256", "daq")
+#: taps per sample interval of the generic DAQ's FIR (:func:`daq_taps`)
+DAQ_OVERSAMPLE = 64
 #: ADC modes: one channel converted continuously, or the multiplexer cycling over channels
 MODES = ("continuous", "cycle")
 
@@ -33,15 +38,29 @@ def conversion_intervals(offsets, span: float, dt: float) -> int:
     return max(2, int(np.ceil(end / dt - 1e-9)))
 
 
+def daq_taps(drate: float, cutoff: float, group_delay: float):
+    """``(h, spacing)`` of a linear-phase low-pass FIR with cut-off ``cutoff`` [Hz] (-6 dB)
+    and group delay ``group_delay`` [s]: ``h_i = sinc(2 fc (t_i - tau)) w_i`` at ``t_i = i
+    spacing`` over ``[0, 2 tau]`` (``w``: Blackman window), ``spacing = 1 / (64 drate)``,
+    ``sum(h) = 1``; symmetric, so ``h[0]`` at the window's end as for the ADS1256."""
+    spacing = 1.0 / (DAQ_OVERSAMPLE * float(drate))
+    m = max(1, int(round(group_delay / spacing)))
+    t = (np.arange(2 * m + 1) - m) * spacing
+    h = np.sinc(2.0 * cutoff * t) * np.blackman(2 * m + 1)
+    return h / h.sum(), spacing
+
+
 @dataclass(frozen=True)
 class Chain:
     """Converter, its data rate [SPS] and mode, each channel's window end before ``t_k`` [s]
-    (``()``: all 0)."""
+    (``()``: all 0); a ``daq``'s FIR cut-off [Hz] and group delay [s]."""
 
     converter: str = "ideal"
     drate: float = 0.0
     mode: str = "continuous"
     offsets: tuple = ()
+    cutoff: float = 0.0
+    group_delay: float = 0.0
 
     def __post_init__(self):
         if self.converter not in CONVERTERS:
@@ -53,6 +72,11 @@ class Chain:
         if self.converter != "ideal" and not self.drate > 0:
             raise ValueError(f"chain drate must be > 0 for converter {self.converter!r}, "
                              f"got {self.drate!r}")
+        if self.converter == "daq" and not (0 < self.cutoff <= 0.5 * self.drate
+                                            and self.group_delay > 0):
+            raise ValueError(f"chain daq: cutoff must be in (0, drate / 2 = "
+                             f"{0.5 * self.drate:g}] Hz and group_delay > 0 s, got "
+                             f"{self.cutoff!r}, {self.group_delay!r}")
 
     @property
     def ideal(self) -> bool:
@@ -71,6 +95,8 @@ class Chain:
         spacing [s]; ``(ones(1), 0)`` for ``ideal``."""
         if self.ideal:
             return np.ones(1), 0.0
+        if self.converter == "daq":
+            return daq_taps(self.drate, self.cutoff, self.group_delay)
         from edge.hw.ads1256_filter import F_MOD, conversion_taps
 
         return conversion_taps(self.drate), 1.0 / F_MOD
@@ -90,7 +116,8 @@ class Chain:
 
     def as_dict(self) -> dict:
         return {"converter": self.converter, "drate": float(self.drate), "mode": self.mode,
-                "offsets": list(self.offsets)}
+                "offsets": list(self.offsets), "cutoff": float(self.cutoff),
+                "group_delay": float(self.group_delay)}
 
 
 def chain_of(a: dict):
@@ -99,8 +126,9 @@ def chain_of(a: dict):
     if int(a["schema_version"]) < 7:
         return Chain()
     off = np.asarray(a["chain_offset"], dtype=float)
+    fc, tau = (float(v) for v in np.asarray(a["chain_filter"], dtype=float))
     return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
-                 tuple(off.tolist()) if np.any(off != 0) else ())
+                 tuple(off.tolist()) if np.any(off != 0) else (), fc, tau)
 
 
 def validate_chain(a: dict, version: int, nch: int, fail) -> int:
@@ -116,6 +144,11 @@ def validate_chain(a: dict, version: int, nch: int, fail) -> int:
     drate = float(a["chain_drate"])
     if not np.isfinite(drate) or drate < 0 or (conv != "ideal" and drate == 0):
         fail("chain_drate", f"must be finite and > 0 (>= 0 for ideal), got {drate}")
+    filt = np.asarray(a["chain_filter"])
+    if filt.shape != (2,) or not np.all(np.isfinite(filt)) or np.any(filt < 0) or (
+            conv == "daq" and not (0 < filt[0] <= 0.5 * drate and filt[1] > 0)):
+        fail("chain_filter", f"must be [cut-off in (0, drate / 2], group delay > 0] for "
+                             f"daq, [0, 0] otherwise; got {filt.tolist()}")
     off = np.asarray(a["chain_offset"])
     if off.shape != (nch,):
         fail("chain_offset", f"shape {off.shape}, expected ({nch},)")

@@ -207,6 +207,8 @@ class Bundle:
         arrays["chain_drate"] = np.array(float(self.chain.drate), dtype=np.float64)
         arrays["chain_mode"] = np.array(self.chain.mode)
         arrays["chain_offset"] = self.chain.offsets_for(len(self.channels))
+        arrays["chain_filter"] = np.array([self.chain.cutoff, self.chain.group_delay],
+                                          dtype=np.float64)
         for key in ("freqs_full", "freqs_reduced", "eig_error"):
             arrays[f"report_{key}"] = np.asarray(self.report.get(key, np.zeros(0)), dtype=np.float64)
         for key, val in self.extras.items():

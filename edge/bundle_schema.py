@@ -86,10 +86,11 @@ output_kind          | i | (nout,)   | 1 | index in `edge.kinds.SIGNAL_KINDS`
 report_freqs_full    | f | (nr,)     | 1 | reduction report: full-model frequencies [Hz]
 report_freqs_reduced | f | (nr,)     | 1 | reduction report: reduced-model frequencies [Hz]
 report_eig_error     | f | (nr,)     | 1 | reduction report: eigenvalue error [%]
-chain_converter      | U | ()        | 7 | measurement chain: `ideal` (point samples) or `ads1256`; schema <= 6: ideal
+chain_converter      | U | ()        | 7 | measurement chain: `ideal` (point samples), `ads1256` or `daq`; schema <= 6: ideal
 chain_drate          | f | ()        | 7 | the converter's data rate [SPS] (0 for ideal)
 chain_mode           | U | ()        | 7 | `continuous` or `cycle` (multiplexer cycling over the channels)
 chain_offset         | f | (nch,)    | 7 | each channel's conversion window ends this long before the row's time stamp [s]
+chain_filter         | f | (2,)      | 7 | `daq`: cut-off [Hz] and group delay [s] of its linear-phase anti-alias FIR ([0, 0] otherwise)
 content_hash         | U | ()        | 1 | sha256 over every other array (name, dtype, shape, bytes)
 """)
 

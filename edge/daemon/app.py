@@ -158,6 +158,12 @@ def _chain_matches(cfg: Config, chain, mode: str) -> None:
     models (``bundle.chain``, :mod:`edge.acquisition`); StartupError (exit 2) naming both."""
     if chain.ideal:
         return
+    if chain.converter != "ads1256":
+        raise StartupError(EXIT_CONFIG, f"[bundle] path: the bundle's estimator models a "
+                                        f"{chain.converter} acquisition ([acquisition] "
+                                        f"converter = \"{chain.converter}\"); this device "
+                                        f"reads an ADS1256: rebuild it for converter = "
+                                        f"\"ads1256\"")
     drate = float(cfg["adc"]["drate"])
     if abs(drate - chain.drate) > 1e-9 * chain.drate:
         raise StartupError(EXIT_CONFIG, f"[adc] drate = {drate:g}: the bundle's estimator "

@@ -271,12 +271,15 @@ def parse_estimator(raw, f) -> EstimatorSpec | None:
 class AcquisitionSpec:
     """``[acquisition]``: what one sample of a channel is (:mod:`edge.acquisition`): the
     converter, its data rate [SPS] (None: the estimator's rate), its mode and each channel's
-    conversion window end before the row's time stamp [s] (``()``: all 0)."""
+    conversion window end before the row's time stamp [s] (``()``: all 0); a ``daq``'s FIR
+    cut-off [Hz] and group delay [s]."""
 
     converter: str = "ideal"
     drate: float | None = None
     mode: str = "continuous"
     offsets: tuple = ()
+    cutoff: float = 0.0
+    group_delay: float = 0.0
 
     def chain(self, rate: float):
         """The :class:`edge.acquisition.Chain` at the estimator's ``rate`` [Hz]."""
@@ -285,14 +288,16 @@ class AcquisitionSpec:
         if self.converter == "ideal":
             return Chain()
         drate = float(rate) if self.drate is None else float(self.drate)
-        return Chain(self.converter, drate, self.mode, self.offsets)
+        return Chain(self.converter, drate, self.mode, self.offsets, self.cutoff,
+                     self.group_delay)
 
 
 def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | None:
-    """``[acquisition]``: converter ``ideal`` (default) or ``ads1256``, ``drate`` (an ADS1256
-    rate; default ``[estimator] rate`` in continuous mode), ``mode`` ``continuous`` (default)
-    or ``cycle``, ``offsets`` (one per ``[[sensors]]`` entry, in [0, 1 / rate) s; required in
-    cycle mode)."""
+    """``[acquisition]``: converter ``ideal`` (default), ``ads1256`` or ``daq``, ``drate`` (an
+    ADS1256 rate; default ``[estimator] rate`` in continuous mode), ``mode`` ``continuous``
+    (default) or ``cycle``, ``offsets`` (one per ``[[sensors]]`` entry, in [0, 1 / rate) s;
+    required in cycle mode); ``daq`` only: ``cutoff`` in (0, drate / 2] Hz and
+    ``group_delay`` > 0 s of its linear-phase anti-alias FIR (both required)."""
     from edge.acquisition import CONVERTERS, MODES
     from edge.hw.ads1256_filter import num_ave
 
@@ -325,5 +330,11 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
                                  f"[[sensors]] entries")
         offsets = tuple(check(o, f"{w}.offsets[{i}]", "num", lo=0.0, hi=1.0 / rate,
                               hi_open=True) for i, o in enumerate(offsets))
+    fc = tau = 0.0
+    if conv == "daq":
+        fs = drate if drate is not None else rate
+        fc = t.get("cutoff", "num", lo=0.0, hi=0.5 * fs, lo_open=True)
+        tau = t.get("group_delay", "num", lo=0.0, lo_open=True)
     t.done()
-    return AcquisitionSpec(conv, None if drate is None else float(drate), mode, offsets)
+    return AcquisitionSpec(conv, None if drate is None else float(drate), mode, offsets,
+                           float(fc), float(tau))
