@@ -53,7 +53,8 @@ def daq_taps(drate: float, cutoff: float, group_delay: float):
 @dataclass(frozen=True)
 class Chain:
     """Converter, its data rate [SPS] and mode, each channel's window end before ``t_k`` [s]
-    (``()``: all 0); a ``daq``'s FIR cut-off [Hz] and group delay [s]."""
+    (``()``: all 0, which all-zero offsets become); a ``daq``'s FIR cut-off [Hz] and group
+    delay [s]."""
 
     converter: str = "ideal"
     drate: float = 0.0
@@ -68,7 +69,8 @@ class Chain:
                              f"{', '.join(CONVERTERS)}")
         if self.mode not in MODES:
             raise ValueError(f"chain mode {self.mode!r} is not one of {', '.join(MODES)}")
-        object.__setattr__(self, "offsets", tuple(float(o) for o in self.offsets))
+        off = tuple(float(o) for o in self.offsets)
+        object.__setattr__(self, "offsets", off if any(o != 0.0 for o in off) else ())
         if self.converter != "ideal" and not self.drate > 0:
             raise ValueError(f"chain drate must be > 0 for converter {self.converter!r}, "
                              f"got {self.drate!r}")
@@ -128,7 +130,7 @@ def chain_of(a: dict):
     off = np.asarray(a["chain_offset"], dtype=float)
     fc, tau = (float(v) for v in np.asarray(a["chain_filter"], dtype=float))
     return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
-                 tuple(off.tolist()) if np.any(off != 0) else (), fc, tau)
+                 tuple(off.tolist()), fc, tau)
 
 
 def validate_chain(a: dict, version: int, nch: int, fail) -> int:
