@@ -6,7 +6,9 @@ Bundles: the paper's cantilever (71 reduced DOFs, 1 displacement channel, 1 forc
 4-channel ~100-DOF variant of it, and a scaling sweep over model size, channel count and
 fixed-lag window; the Kalman fixed-lag smoother on the cantilever (band-pass force model of
 the default order 16 and of order 4, lag 20 = 20 ms and others) next to its NumPy twin and
-the Tikhonov kernel at the same delay (``--smoother-only``: just that). All run in this
+the Tikhonov kernel at the same delay (``--smoother-only``: just that), and the smoother
+built for the ADS1256's conversions (DRATE 1000, continuous: 2 chain states per channel)
+next to the same smoother for point samples (``--chain-only``: just that). All run in this
 process, one after the other; figures are medians of 5 repetitions (block mode: the whole
 record in one call), the smoother table the minimum of ``--repeat`` such medians.
 """
@@ -76,7 +78,7 @@ def four_channel(b):
     return b.replace(channels=chans, alpha=1e3)  # heavily regularised: stable for timing
 
 
-def smoother_bundle(b, lag, kinds=None, order=None):
+def smoother_bundle(b, lag, kinds=None, order=None, chain=None):
     from offline.smoother import ForceModel, attach_smoother, design_smoother
     from offline.smoother.force_model import DEFAULT_ORDER
 
@@ -86,6 +88,8 @@ def smoother_bundle(b, lag, kinds=None, order=None):
                                                 "acceleration": 1e2}[k])
                                 for i, k in enumerate(kinds)])
     fm = [ForceModel("bandpass", (5.0, 160.0), 1.0, order or DEFAULT_ORDER)]
+    if chain is not None:
+        b = b.replace(chain=chain)
     return attach_smoother(b, design_smoother(b, fm, lag=lag), fm, 0.0)
 
 
@@ -129,17 +133,49 @@ def smoother_table(b71, args):
           f"{os.getloadavg()[0]:.1f} at the end")
 
 
+def chain_table(b71, args):
+    """The smoother with and without the ADS1256 chain (lag 20; the default force-model order
+    and order 16), alternated in one run, each figure the minimum over ``--repeat`` medians
+    of 5."""
+    from edge.acquisition import Chain
+    from offline.smoother.force_model import DEFAULT_ORDER
+
+    print(f"\nmeasurement chain (cantilever {b71.n} DOF, 1 displacement channel, lag 20), load "
+          f"average {os.getloadavg()[0]:.1f} at the start:")
+    print(f"{'order':>6}{'chain':>34}{'states':>8}{'kernel [us/step]':>18}"
+          f"{'single-call [us]':>18}")
+    chain = Chain("ads1256", b71.rate, "continuous")
+    for order in (DEFAULT_ORDER, 16):
+        pair = [("ideal (point samples)", smoother_bundle(b71, 20, order=order)),
+                (f"ads1256 {b71.rate:g} SPS continuous",
+                 smoother_bundle(b71, 20, order=order, chain=chain))]
+        t = [[], []]
+        for _ in range(args.repeat):
+            for i, (_, b) in enumerate(pair):
+                t[i].append(time_kernel(b, args.steps))
+        for i, (name, b) in enumerate(pair):
+            s = time_kernel(b, args.steps, single=True, reps=1)
+            print(f"{order:>6}{name:>34}{b.kf['A'].shape[0]:>8}{min(t[i]) * 1e6:>18.3f}"
+                  f"{s * 1e6:>18.2f}", flush=True)
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=200_000)
     ap.add_argument("--ref-steps", type=int, default=2000)
     ap.add_argument("--smoother-only", action="store_true")
+    ap.add_argument("--chain-only", action="store_true")
     ap.add_argument("--repeat", type=int, default=3,
                     help="smoother table: minimum over this many medians of 5 (default 3)")
     args = ap.parse_args(argv)
     b71 = cantilever_bundle(50)
+    if args.chain_only:
+        chain_table(b71, args)
+        return
     if args.smoother_only:
         smoother_table(b71, args)
+        chain_table(b71, args)
         return
     b100 = four_channel(cantilever_bundle(79))
     print(f"cantilever bundle: n={b71.n}; 4-channel bundle: n={b100.n}, nch=4\n")
@@ -151,6 +187,7 @@ def main(argv=None):
         s = time_kernel(b, args.steps, single=True, reps=1)
         print(f"{name:<28}{k * 1e6:>18.3f}{r * 1e6:>22.1f}{r / k:>8.0f}{s * 1e6:>18.2f}")
     smoother_table(b71, args)
+    chain_table(b71, args)
     print("\nfixed-lag windows (cantilever 71 DOF; Newmark and exact FOH):")
     print(f"{'L':>4}{'newmark [us/step]':>20}{'foh [us/step]':>16}")
     for L in (1, 5, 10, 20):

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from edge import __version__
+from edge.acquisition import Chain
 from edge.archive import check_archive, max_bundle_bytes  # noqa: F401 (re-exported)
 from edge.bundle_schema import (FIELDS, KF_ARRAYS, KF_FIELDS,  # noqa: F401 (re-exported)
                                 MAX_WINDOW, READABLE_VERSIONS, SCHEMA_VERSION, BundleError,
-                                content_hash, required, settings, validate)
+                                chain_of, content_hash, required, settings, validate)
 from edge.kinds import ESTIMATOR_METHODS, SIGNAL_KINDS, kind_code  # noqa: F401 (re-exported)
 
 KINDS = SIGNAL_KINDS
@@ -113,6 +114,9 @@ class Bundle:
     kf : dict of ndarray
         Steady-state smoother gains (stored as ``kf_<name>``, :data:`edge.bundle_schema.KF_ARRAYS`) when
         ``meta["estimator"]["method"] == "smoother"``; empty for the Tikhonov estimator.
+    chain : edge.acquisition.Chain
+        The measurement chain the bundle is built for (fields ``chain_*``, schema 7;
+        ``ideal`` point samples by default and for older bundles).
     """
 
     M: np.ndarray
@@ -132,6 +136,7 @@ class Bundle:
     report: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
     kf: dict = field(default_factory=dict)
+    chain: Chain = field(default_factory=Chain)
     content_hash: str = ""
     path: str = ""
 
@@ -198,6 +203,12 @@ class Bundle:
             "output_kind": np.array([_kind_code(o.kind, f"output {o.name!r}")
                                      for o in self.outputs], dtype=np.int64),
         }
+        arrays["chain_converter"] = np.array(self.chain.converter)
+        arrays["chain_drate"] = np.array(float(self.chain.drate), dtype=np.float64)
+        arrays["chain_mode"] = np.array(self.chain.mode)
+        arrays["chain_offset"] = self.chain.offsets_for(len(self.channels))
+        arrays["chain_filter"] = np.array([self.chain.cutoff, self.chain.group_delay],
+                                          dtype=np.float64)
         for key in ("freqs_full", "freqs_reduced", "eig_error"):
             arrays[f"report_{key}"] = np.asarray(self.report.get(key, np.zeros(0)), dtype=np.float64)
         for key, val in self.extras.items():
@@ -292,7 +303,8 @@ class Bundle:
             alpha=float(arrays["alpha"]), beta=float(arrays["beta"]),
             gamma=float(arrays["gamma"]), window=int(arrays["window"]),
             discretization=disc, regularization=reg, meta=meta,
-            report=report, extras=extras, kf=kf, content_hash=str(arrays["content_hash"]), path=path)
+            report=report, extras=extras, kf=kf, chain=chain_of(arrays),
+            content_hash=str(arrays["content_hash"]), path=path)
 
     def replace(self, **changes) -> "Bundle":
         """A copy with some fields changed (hash cleared: it is recomputed on save)."""

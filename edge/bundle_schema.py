@@ -14,7 +14,10 @@ correction of the smoother's model as ONNX, where it enters the state, the chann
 outputs, and its trained envelope), optional; 6 adds ``kf_hy_direct``, the weights of the
 correction's values held over the steps after and before a sample in its direct terms (the
 channels' ``Dg`` and the outputs' ``Cqg``): a schema-5 hybrid bundle is read with ``(1, 0)``,
-the mathematics it was written with.
+the mathematics it was written with; 7 adds the measurement chain (``chain_*``: converter, data
+rate, mode, each channel's conversion instant; :mod:`edge.acquisition`), which a smoother
+models with a few states per channel when it is not ``ideal``: a bundle of schema <= 6 is read
+as ``ideal`` (point samples), the mathematics it was written with.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 
 from edge import DOF_NAMES, __version__
 from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exported)
+from edge.acquisition import chain_of, validate_chain  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
 SCHEMA_VERSION = 7
@@ -84,6 +88,11 @@ output_kind          | i | (nout,)   | 1 | index in `edge.kinds.SIGNAL_KINDS`
 report_freqs_full    | f | (nr,)     | 1 | reduction report: full-model frequencies [Hz]
 report_freqs_reduced | f | (nr,)     | 1 | reduction report: reduced-model frequencies [Hz]
 report_eig_error     | f | (nr,)     | 1 | reduction report: eigenvalue error [%]
+chain_converter      | U | ()        | 7 | measurement chain: `ideal` (point samples), `ads1256` or `daq`; schema <= 6: ideal
+chain_drate          | f | ()        | 7 | the converter's data rate [SPS] (0 for ideal)
+chain_mode           | U | ()        | 7 | `continuous` or `cycle` (multiplexer cycling over the channels)
+chain_offset         | f | (nch,)    | 7 | each channel's conversion window ends this long before the row's time stamp [s]
+chain_filter         | f | (2,)      | 7 | `daq`: cut-off [Hz] and group delay [s] of its linear-phase anti-alias FIR ([0, 0] otherwise)
 content_hash         | U | ()        | 1 | sha256 over every other array (name, dtype, shape, bytes)
 """)
 
@@ -235,8 +244,10 @@ def validate(a: dict, path: str) -> dict:
     n, nch, nf, nout = (a["M"].shape[0], a["channel_dof"].shape[0], a["force_dof"].shape[0],
                         a["output_kind"].shape[0])
     _validate_meta(meta, nch, nf, nout, fail)
-    _validate_kf(a, meta, version, n, nch, nf + nout, fail)
+    nk = validate_chain(a, version, nch, fail)
+    _validate_kf(a, meta, version, n, nch, nf + nout, fail, nk)
     return meta
+
 
 
 def _validate_model(a: dict, fail) -> None:
@@ -330,7 +341,8 @@ def _validate_meta(meta: dict, nch: int, nf: int, nout: int, fail) -> None:
         fail("meta", f"duplicate names {sorted(dup)} among channels, forces and outputs")
 
 
-def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, fail) -> None:
+def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, fail,
+                 nk: int = 0) -> None:
     """The estimator method and, for the smoother, the ``kf_*`` arrays (shapes, finiteness)."""
     est = meta.get("estimator", {"method": "tikhonov"})
     if not isinstance(est, dict) or est.get("method", "tikhonov") not in ESTIMATOR_METHODS:
@@ -352,8 +364,9 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
         if not np.all(np.isfinite(arr)):
             fail(key, "contains NaN or inf")
     ns = a["kf_A"].shape[0]
-    if ns < 2 * n:
-        fail("kf_A", f"{ns} states for {n} reduced DOFs (needs >= {2 * n})")
+    if ns < 2 * n + nk:
+        fail("kf_A", f"{ns} states for {n} reduced DOFs and {nk} chain states (needs >= "
+                     f"{2 * n + nk})")
     lag = int(a["window"]) - 1
     nb = a["kf_band_ba"].shape[0]
     shapes = {"A": (ns, ns), "H": (nch, ns), "K": (ns, nch), "Cq": (nq, ns),

@@ -49,7 +49,7 @@ from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import plot_selection, select, worse_than_zero
+from offline.selection import chain_policy, plot_selection, select, worse_than_zero
 from offline.smoother import smoother_from_spec, with_load_levels
 
 
@@ -100,6 +100,12 @@ class BuildResult:
             worse = worse_than_zero(names, best["nrmse"])
             if worse:
                 lines.append(f"  WARNING: {worse}")
+        if not b.chain.ideal:
+            c, w = b.chain, b.chain.intervals(b.dt, len(b.channels))
+            lines.append(f"  acquisition: {c.converter} {c.drate:g} SPS {c.mode}, each "
+                         f"conversion modelled by the smoother ({w} states per channel)")
+        for w in b.meta.get("warnings", []):
+            lines.append(f"  WARNING: {w}")
         lim = b.meta.get("limit")
         if lim:
             nc = lim["force_nrmse"] + lim["output_nrmse"]
@@ -171,7 +177,7 @@ def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bun
                   forces=forces, outputs=outputs, alpha=0.0, beta=est_spec.beta,
                   gamma=est_spec.gamma, window=1 if rule == "auto" else int(rule),
                   discretization=est_spec.discretization, regularization=est_spec.regularization,
-                  meta=meta,
+                  meta=meta, chain=spec.chain(),
                   report={"freqs_full": red.report.freqs_full,
                           "freqs_reduced": red.report.freqs_reduced,
                           "eig_error": red.report.eig_error})
@@ -275,6 +281,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
+    smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid), bool(records),
+                            spec.where("[hybrid]")) or smoother
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]
     reference = None

@@ -338,3 +338,28 @@ def plot_selection(sel: dict, path, dt: float) -> str:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)
+
+
+def chain_policy(chain, est_spec, meta: dict, hybrid: bool, records: bool, where: str) -> bool:
+    """Whether a build must use the Kalman smoother for its measurement chain
+    (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
+    Tikhonov estimators and the point-sample calibration runs do not), so a chain other than
+    ``ideal`` makes the build use it instead of the automatic choice; the warnings go to
+    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``)."""
+    if chain.ideal:
+        return False
+    if hybrid:
+        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain of "
+                         f"[acquisition] (converter = {chain.converter!r}) yet; build it for "
+                         f"converter = \"ideal\"")
+    warn = meta.setdefault("warnings", [])
+    if records:
+        warn.append("the load and noise learned from the records (build --record) assume "
+                    "point samples, not the [acquisition] converter's conversions")
+    if est_spec.method != "smoother":
+        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators "
+                    f"do not model the conversion's window, and the calibration runs are "
+                    f"point samples; the Kalman smoother, which models it exactly, is used "
+                    f"instead of the automatic choice ([estimator] method = "
+                    f"{est_spec.method!r})")
+    return True

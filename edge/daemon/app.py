@@ -132,6 +132,7 @@ def preflight(cfg: Config, simulate: bool = False) -> Checked:
         if abs(row - rate) > 1e-6 * rate:
             raise StartupError(EXIT_CONFIG, rate_mismatch_message(
                 cfg["adc"]["drate"], len(cfg.channels), mode, rate))
+        _chain_matches(cfg, est.bundle.chain, mode)
     runtime = None
     if "inverse" in est.bundle.meta:
         try:
@@ -150,6 +151,30 @@ def preflight(cfg: Config, simulate: bool = False) -> Checked:
             _simulation_source(cfg, est)
         _simulation_faults(cfg)
     return Checked(est, rate, updates_locked, runtime)
+
+
+def _chain_matches(cfg: Config, chain, mode: str) -> None:
+    """The ADC's data rate and mode against the measurement chain the bundle's estimator
+    models (``bundle.chain``, :mod:`edge.acquisition`); StartupError (exit 2) naming both."""
+    if chain.ideal:
+        return
+    if chain.converter != "ads1256":
+        raise StartupError(EXIT_CONFIG, f"[bundle] path: the bundle's estimator models a "
+                                        f"{chain.converter} acquisition ([acquisition] "
+                                        f"converter = \"{chain.converter}\"); this device "
+                                        f"reads an ADS1256: rebuild it for converter = "
+                                        f"\"ads1256\"")
+    drate = float(cfg["adc"]["drate"])
+    if abs(drate - chain.drate) > 1e-9 * chain.drate:
+        raise StartupError(EXIT_CONFIG, f"[adc] drate = {drate:g}: the bundle's estimator "
+                                        f"models {chain.converter} conversions at "
+                                        f"{chain.drate:g} SPS; set drate = {chain.drate:g} "
+                                        f"or rebuild the bundle for {drate:g}")
+    if mode != chain.mode:
+        raise StartupError(EXIT_CONFIG, f"[adc] mode: the converter runs in {mode} mode, the "
+                                        f"bundle's estimator models {chain.mode} mode; "
+                                        f"rebuild the bundle with [acquisition] mode = "
+                                        f"\"{mode}\"")
 
 
 def _mqtt_settings(cfg: Config) -> tuple[dict, str | None]:

@@ -200,7 +200,7 @@ class SmootherEstimator(BlockEstimator):
 
     def _run(self, Y, Q, flags):
         op = self.op
-        _smooth(Y, Q, flags, op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.AKT, op.H, op.h_span, op.Cq,
+        _smooth(Y, Q, flags, op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.Ak, op.AKT, op.H, op.h_span, op.Cq,
                 op.q_span, op.G, op.Sinv, self._x, self._xn, self._e, self._ering,
                 self._zring, self._fring, self._last, self._nisring, self._nis,
                 op.nis_threshold, op.nis_threshold_low, self._counters, op.Wt, op.band_ba, op.band_gain,

@@ -7,7 +7,9 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
     zf_k    = Cq x + G_0 e_k                   (filtered forces and outputs, Cq x_k|k)
     z_k-L   = zf_k-L + sum_{j=1..L} G_j e_k-L+j   (fixed-lag smoothed, L = lag)
     x       = A x + (A K) e_k                  (update and predict in one: 2x2 modal blocks,
-                                                the force-model block, coupling to it)
+                                                the force-model block, coupling to it, and
+                                                the measurement-chain rows, which depend on
+                                                the whole previous state)
     nis     = sum over the last W samples of e^T S^-1 e   (model check, broadband, suspect
                                                 when above or below its thresholds)
     eps     = Wt e                             (whitened innovation, eps^T eps = e^T S^-1 e)
@@ -19,7 +21,7 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
                                                 summed over W samples; suspect when the
                                                 ratio within a pair exceeds its threshold
 
-The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi]`` (see
+The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi, a]`` (``a``: chain states) (see
 :func:`edge.estimator.smoother.derive_smoother`), so that the 2x2 modal blocks, the coupling
 (factored to its numerical rank: a sweep over the modes per rank) and ``(A K) e`` are unit-stride loops that the
 compiler vectorises; rows of H and Cq are summed over their non-zero span only (a
@@ -41,7 +43,7 @@ _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
-def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span, G, Sinv,
+def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_span, G, Sinv,
             x, xn, e, ering, zring, fring, last, nisring, nis_state, threshold,
             threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum,
             eps, lag1ring, eps_prev):  # pragma: no cover - compiled
@@ -60,6 +62,9 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
                                transposed and factored, AcT = Cl^T Cr (r its numerical rank)
     Af : (nc, nc)              force-model block of A; f_span : int64 (nc, 2) the non-zero
                                [start, stop) of each of its rows
+    Ak : (nk, ns)              rows of A of the nk measurement-chain states (the last nk;
+                               :mod:`offline.smoother.chain`), over the whole state; (0, ns)
+                               for point samples
     AKT : (nch, ns)            (A K)^T: x_k+1|k = A x_k|k-1 + A K e_k
     H : (nch, ns), h_span : int64 (nch, 2)   rows and their non-zero [start, stop)
     Cq : (nq, ns), q_span : int64 (nq, 2)    rows and their non-zero [start, stop)
@@ -92,7 +97,8 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
     Lp1 = ering.shape[0]
     W = nisring.shape[0]
     nc = Af.shape[0]
-    m2 = ns - nc              # modal states
+    nk = Ak.shape[0]          # measurement-chain states, last
+    m2 = ns - nc - nk         # modal states
     nm = Am.shape[1]          # 2x2 blocks (0: dense modal part)
     for j in range(nb):
         count = counters[0]
@@ -177,6 +183,11 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
                 acc += G[0, q, c] * e[c]
             zring[slot, q] = acc
         # x_k+1|k = A x_k|k-1 + (A K) e_k = A (x_k|k-1 + K e_k)    (update and predict)
+        for r in range(nk):       # chain rows p = P z, m = M z + p_old: the whole old state
+            acc = 0.0
+            for c in range(ns):
+                acc += Ak[r, c] * x[c]
+            xn[ns - nk + r] = acc
         for r in range(nc):       # force-model block, from the old force states
             acc = 0.0
             for c in range(f_span[r, 0], f_span[r, 1]):
@@ -202,7 +213,7 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, AKT, H, h_span, Cq, q_span,
                 t += Cl[rr, c] * x[m2 + c]
             for k in range(m2):
                 x[k] += Cr[rr, k] * t
-        for r in range(nc):
+        for r in range(nc + nk):
             x[m2 + r] = xn[m2 + r]
         for c in range(nch):      # + (A K) e
             ec = e[c]

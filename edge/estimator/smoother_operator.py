@@ -1,6 +1,6 @@
 """The Kalman smoother's step operator in the kernel's layout: the bundle's ``kf_*`` arrays
-permuted and split into modal blocks, the force-model block and their low-rank coupling
-(:func:`derive_smoother`), one per load level (:func:`level_operators`)."""
+permuted and split into modal blocks, the force-model block, their low-rank coupling and the
+measurement-chain rows (:func:`derive_smoother`), one per load level (:func:`level_operators`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from edge.estimator.operator import EstimatorError
 @dataclass
 class SmootherOperator:
     """Kernel layout of the bundle's ``kf_*`` arrays, the state permuted from the bundle's
-    ``[q_1, qd_1, ..., q_n, qd_n, xi]`` to ``[q_1..q_n, qd_1..qd_n, xi]`` (``perm``)."""
+    ``[q_1, qd_1, ..., q_n, qd_n, xi, a]`` to ``[q_1..q_n, qd_1..qd_n, xi, a]`` (``perm``;
+    ``a``: the measurement chain's states, :mod:`offline.smoother.chain`; none for point
+    samples)."""
 
     perm: np.ndarray      # (ns,) kernel state s is the bundle's state perm[s]
     Am: np.ndarray        # (4, n) 2x2 modal blocks [a11, a12, a21, a22]; (4, 0) if dense
@@ -26,6 +28,7 @@ class SmootherOperator:
     Af: np.ndarray        # (nc, nc) force-model block
     f_span: np.ndarray    # (nc, 2) non-zero [start, stop) of each row of Af (a cascade of
                           # sections is block lower triangular: half of it is zero)
+    Ak: np.ndarray        # (nk, ns) rows of the nk chain states (last), over the whole state
     AKT: np.ndarray       # (nch, ns) (A K)^T
     H: np.ndarray         # (nch, ns) permuted
     h_span: np.ndarray    # (nch, 2) non-zero [start, stop) of each row of H
@@ -90,12 +93,17 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
     coupling of the modes to the force states; if its modal part does not fit that pattern
     (non-proportional damping) it is one dense block. The layout reproduces ``kf_A`` exactly
     (checked); anything else (coupling into the force states from the modes) is refused.
+    The last ``W nch`` states of a bundle built for a measurement chain (``bundle.chain``) are
+    the chain's (the parts of the conversions in progress): their rows (``Ak``) depend on the
+    whole state, no other row on them.
     """
     kf = bundle.kf
     A = np.asarray(kf["A"], dtype=float)
     ns = A.shape[0]
     n = bundle.n
     m2 = 2 * n
+    nk = bundle.chain.n_states(len(bundle.channels), bundle.dt)
+    nz = ns - nk              # states without the chain
     perm = np.concatenate([np.arange(0, m2, 2), np.arange(1, m2, 2),
                            np.arange(m2, ns)]).astype(np.int64)
     Ap = A[np.ix_(perm, perm)]
@@ -103,26 +111,29 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
     idx = np.arange(n)
     for r, c in ((0, 0), (0, n), (n, 0), (n, n)):
         blocks[idx + r, idx + c] = True
-    blocks[:, m2:] = True
+    blocks[:, m2:nz] = True
     if np.any(Ap[:m2, :m2][~blocks[:m2, :m2]] != 0.0):
         Am, Ad = np.zeros((4, 0)), Ap[:m2, :m2].copy()  # non-proportional: dense modal part
     else:
         Am = np.array([np.diag(Ap[:n, :n]), np.diag(Ap[:n, n:m2]), np.diag(Ap[n:m2, :n]),
                        np.diag(Ap[n:m2, n:m2])])
         Ad = np.zeros((0, 0))
-    AcT = Ap[:m2, m2:].T.copy()
-    Af = Ap[m2:, m2:].copy()
+    AcT = Ap[:m2, m2:nz].T.copy()
+    Af = Ap[m2:nz, m2:nz].copy()
+    Ak = Ap[nz:].copy()
     rebuilt = np.zeros((ns, ns))
     if Ad.size:
         rebuilt[:m2, :m2] = Ad
     else:
         for k, (r, c) in enumerate(((0, 0), (0, n), (n, 0), (n, n))):
             rebuilt[idx + r, idx + c] = Am[k]
-    rebuilt[:m2, m2:] = AcT.T
-    rebuilt[m2:, m2:] = Af
+    rebuilt[:m2, m2:nz] = AcT.T
+    rebuilt[m2:nz, m2:nz] = Af
+    rebuilt[nz:] = Ak
     if not np.array_equal(rebuilt, Ap):
         raise EstimatorError("kf_A does not have the smoother's structure (coupling into the "
-                             "force-model states from the modes)")
+                             "force-model states from the modes, or into the model from the "
+                             "measurement chain's states)")
     Cl, Cr = _low_rank(AcT)
     H = np.asarray(kf["H"], dtype=float)
     K = np.asarray(kf["K"], dtype=float)
@@ -138,7 +149,7 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
     return SmootherOperator(
         perm=perm, Am=np.ascontiguousarray(Am), Ad=np.ascontiguousarray(Ad),
         AcT=np.ascontiguousarray(AcT), Cl=Cl, Cr=Cr, Af=np.ascontiguousarray(Af),
-        f_span=_spans(Af),
+        f_span=_spans(Af), Ak=np.ascontiguousarray(Ak),
         AKT=np.ascontiguousarray((A @ K)[perm].T), H=Hp, h_span=_spans(Hp),
         K=np.ascontiguousarray(K[perm]), Cq=Cq, q_span=_spans(Cq),
         G=np.ascontiguousarray(kf["G"], dtype=float),

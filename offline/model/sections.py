@@ -265,3 +265,76 @@ def parse_estimator(raw, f) -> EstimatorSpec | None:
     t.done()
     return EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, max_delay, meth, lag, merr,
                          cws, cfa)
+
+
+@dataclass(frozen=True)
+class AcquisitionSpec:
+    """``[acquisition]``: what one sample of a channel is (:mod:`edge.acquisition`): the
+    converter, its data rate [SPS] (None: the estimator's rate), its mode and each channel's
+    conversion window end before the row's time stamp [s] (``()``: all 0); a ``daq``'s FIR
+    cut-off [Hz] and group delay [s]."""
+
+    converter: str = "ideal"
+    drate: float | None = None
+    mode: str = "continuous"
+    offsets: tuple = ()
+    cutoff: float = 0.0
+    group_delay: float = 0.0
+
+    def chain(self, rate: float):
+        """The :class:`edge.acquisition.Chain` at the estimator's ``rate`` [Hz]."""
+        from edge.acquisition import Chain
+
+        if self.converter == "ideal":
+            return Chain()
+        drate = float(rate) if self.drate is None else float(self.drate)
+        return Chain(self.converter, drate, self.mode, self.offsets, self.cutoff,
+                     self.group_delay)
+
+
+def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | None:
+    """``[acquisition]``: converter ``ideal`` (default), ``ads1256`` or ``daq``, ``drate`` (an
+    ADS1256 rate; default ``[estimator] rate`` in continuous mode), ``mode`` ``continuous``
+    (default) or ``cycle``, ``offsets`` (one per ``[[sensors]]`` entry, in [0, 1 / rate) s;
+    required in cycle mode); ``daq`` only: ``cutoff`` in (0, drate / 2] Hz and
+    ``group_delay`` > 0 s of its linear-phase anti-alias FIR (both required)."""
+    from edge.acquisition import CONVERTERS, MODES
+    from edge.hw.ads1256_filter import num_ave
+
+    if "acquisition" not in raw:
+        return None
+    w = f"{f}: [acquisition]"
+    t = Table(raw["acquisition"], w)
+    conv = t.get("converter", "str", "ideal", choices=CONVERTERS)
+    mode = t.get("mode", "str", "continuous", choices=MODES)
+    drate = t.get("drate", "num", None, lo=0.0, lo_open=True)
+    rate = estimator.rate if estimator is not None else 1000.0
+    if conv == "ads1256":
+        try:
+            num_ave(drate if drate is not None else rate)
+        except ValueError as exc:
+            key = "drate" if drate is not None else "drate (default: [estimator] rate)"
+            raise ModelFileError(f"{w}.{key}: {exc}") from None
+        if drate is None and mode == "cycle":
+            raise ModelFileError(f"{w}.drate: missing (required with mode = \"cycle\": the "
+                                 f"rows are slower than the conversions)")
+    offsets = t.get("offsets", "list", None)
+    if offsets is None:
+        if conv != "ideal" and mode == "cycle":
+            raise ModelFileError(f"{w}.offsets: missing (required with mode = \"cycle\": each "
+                                 f"channel's conversion end before the row's time stamp [s])")
+        offsets = ()
+    else:
+        if len(offsets) != n_sensors:
+            raise ModelFileError(f"{w}.offsets: {len(offsets)} values for {n_sensors} "
+                                 f"[[sensors]] entries")
+        offsets = tuple(check(o, f"{w}.offsets[{i}]", "num", lo=0.0, hi=1.0 / rate,
+                              hi_open=True) for i, o in enumerate(offsets))
+    fc = tau = 0.0
+    if conv == "daq":
+        fs = drate if drate is not None else rate
+        fc = t.get("cutoff", "num", lo=0.0, hi=0.5 * fs, lo_open=True)
+        tau = t.get("group_delay", "num", lo=0.0, lo_open=True)
+    t.done()
+    return AcquisitionSpec(conv, None if drate is None else float(drate), mode, offsets,
+                           float(fc), float(tau))

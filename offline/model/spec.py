@@ -2,7 +2,8 @@
 
 Each section family is parsed once, in its own module, into typed specs: :mod:`.table` (the
 :class:`ModelFileError`, :class:`Table`, :func:`check`), :mod:`.selection` (node selections),
-:mod:`.sections` (materials, boundaries, springs, masses, damping, reduction, estimator),
+:mod:`.sections` (materials, boundaries, springs, masses, damping, reduction, estimator,
+acquisition),
 :mod:`.signals` (sensors, forces, outputs, calibration), :mod:`.elements` (the ``[beam]``,
 ``[plate]``, ``[solid]``, ``[matrices]`` tables). A new section is one spec class and its parse
 function there, plus one line here. Names are re-exported here for callers.
@@ -14,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offline.model.elements import parse_element
-from offline.model.sections import (ALPHA_RULES, REDUCTION_METHODS, Boundary, Damping,  # noqa: F401
-                                    EstimatorSpec, Masters, Material, PointMass, ReductionSpec,
-                                    Spring, parse_boundary, parse_damping, parse_estimator,
-                                    parse_materials, parse_reduction, parse_springs_masses)
+from offline.model.sections import (ALPHA_RULES, REDUCTION_METHODS,  # noqa: F401
+                                    AcquisitionSpec, Boundary, Damping, EstimatorSpec, Masters,
+                                    Material, PointMass, ReductionSpec, Spring,
+                                    parse_acquisition, parse_boundary, parse_damping,
+                                    parse_estimator, parse_materials, parse_reduction,
+                                    parse_springs_masses)
 from offline.model.selection import Selection, parse_selection  # noqa: F401
 from offline.model.signals import (LOAD_TYPES, SIGNAL_KINDS, Calibration, Force,  # noqa: F401
                                    LoadSpec, Output, Sensor, parse_calibration, parse_signals)
@@ -29,7 +32,7 @@ MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 #: Top-level sections owned by other parts, accepted without validation (kept in ``spec.raw``).
 PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage", "hybrid")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
-            "reduction", "estimator", "sensors", "forces", "outputs", "calibration",
+            "reduction", "estimator", "acquisition", "sensors", "forces", "outputs", "calibration",
             "placement", *MODEL_TYPES, *PASSTHROUGH}
 
 
@@ -61,6 +64,13 @@ class ModelSpec:
     outputs: list = field(default_factory=list)
     calibration: Calibration | None = None
     placement: PlacementSpec | None = None  # [placement] (offline/placement, `place`)
+    acquisition: AcquisitionSpec | None = None  # [acquisition] (edge/acquisition.py)
+
+    def chain(self):
+        """The measurement chain (:class:`edge.acquisition.Chain`) of ``[acquisition]`` at
+        the estimator's rate; ``ideal`` when the file declares none."""
+        rate = self.estimator.rate if self.estimator is not None else EstimatorSpec().rate
+        return (self.acquisition or AcquisitionSpec()).chain(rate)
 
     @property
     def base_dir(self) -> Path:
@@ -115,9 +125,10 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     sensors, forces, outputs = parse_signals(raw, f)
     calibration = parse_calibration(raw, f, forces, estimator)
     placement = parse_placement(raw, f, sensors, forces, outputs)
+    acquisition = parse_acquisition(raw, f, estimator, len(sensors))
     # [[parameters]], [experiment], [inverse], ...: accepted as they are, available in spec.raw
     return ModelSpec(path=path, raw=raw, name=name, type=mtype, materials=materials,
                      section=section, boundary=boundary, springs=springs,
                      masses=masses, damping=damping, reduction=reduction, estimator=estimator,
                      sensors=sensors, forces=forces, outputs=outputs, calibration=calibration,
-                     placement=placement)
+                     placement=placement, acquisition=acquisition)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.acquisition import Chain
 from edge.estimator.operator import EstimatorError
 from offline._deps import need
 from offline.model import EstimatorSpec, build_fe_model
@@ -158,7 +159,9 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     anchor = [_Channel(f"_{f.name}", np.eye(bundle.n)[f.dof], "displacement",
                        1.0 / (1e-3 * s) ** 2) for f, s in zip(bundle.forces, scale)]
     lag = est.lag if est.lag is not None else int(round(0.02 * bundle.rate))
-    b = bundle.replace(channels=fixed + cand + anchor)
+    # point samples: the criterion's state model is shared by every channel subset, which a
+    # measurement chain's per-channel states are not ([acquisition] is not modelled here)
+    b = bundle.replace(channels=fixed + cand + anchor, chain=Chain())
     try:
         design = design_smoother(b, fms, lag, est.model_error)
     except EstimatorError as exc:

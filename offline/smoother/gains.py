@@ -1,5 +1,10 @@
 """The smoother's state-space model (modal coordinates + force models), its exact
-discretisation and the steady-state Kalman and fixed-lag smoother gains (Riccati)."""
+discretisation and the steady-state Kalman and fixed-lag smoother gains (Riccati).
+
+With a measurement chain (``bundle.chain`` not ``ideal``, :mod:`edge.acquisition`) the state
+is augmented by ``W`` states per channel after the force-model states (``[z, p, m]`` for
+``W = 2``), so that the discrete model is exact for the converter's weighted mean over its
+window (:mod:`offline.smoother.chain`); without one the design is unchanged (point samples)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import numpy as np
 from edge.bundle import KINDS, Bundle
 from edge.estimator.operator import EstimatorError, modal_basis
 from offline._deps import need
+from offline.smoother.chain import chain_model
 from offline.smoother.van_loan import van_loan
 
 
@@ -35,6 +41,7 @@ class SmootherDesign:
     spectral_radius: float
     n_rigid: int = 0          # rigid-body modes anchored (free-free, partly constrained)
     anchor_hz: float = 0.0    # their anchor frequency [Hz] (_anchor_rigid_modes)
+    n_chain: int = 0          # measurement-chain states (W nch) after the force states
 
 
 def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
@@ -58,8 +65,8 @@ def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
     return R
 
 
-def design_smoother(bundle: Bundle, force_models, lag: int,
-                    model_error: float = 0.0, corr=None, components=()) -> SmootherDesign:
+def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float = 0.0,
+                    corr=None, components=(), chain=None) -> SmootherDesign:
     """Steady-state joint input-state fixed-lag smoother of ``bundle``'s reduced model.
 
     Parameters
@@ -73,6 +80,9 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
                            (:class:`offline.load.LoadModel`; default independent forces)
     components : list of offline.load.model.Component   source modes driving all forces
                            along a direction (a resonator each, its own white noise)
+    chain : edge.acquisition.Chain, optional   the measurement chain (default
+                           ``bundle.chain``); not ``ideal``: W states per channel
+                           (:mod:`offline.smoother.chain`)
     """
     linalg = need("scipy.linalg")
     if lag < 0:
@@ -146,16 +156,24 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
         # q' noise: eps^2 x (modal load level of the forces)        (model error)
         S0 = np.array([fm.level() for fm in force_models])
         Qc[1:2 * n:2, 1:2 * n:2] += np.diag(model_error ** 2 * (PhiB ** 2 @ S0))
-    A, Q = van_loan(Ac, Qc, bundle.dt)
+    H = _rows(Phi, w2, Ct, PhiB, Cf, bundle.channels, ns)
+    chain = bundle.chain if chain is None else chain
+    nk = chain.n_states(len(bundle.channels), bundle.dt)
+    if nk:  # x = [z, a]: exact model of the conversions (offline/smoother/chain.py)
+        taps, spacing = chain.taps()
+        A, Q, H = chain_model(Ac, Qc, H, bundle.dt, taps, spacing,
+                              chain.offsets_for(len(bundle.channels)))
+    else:
+        A, Q = van_loan(Ac, Qc, bundle.dt)
     if proportional:  # exact zeros outside the structure (expm round-off)
-        mask = np.zeros((ns, ns), bool)
+        mask = np.ones((ns + nk, ns + nk), bool)
+        mask[:ns, :2 * n] = False  # the chain rows depend on every state
         for i in range(n):
             mask[2 * i:2 * i + 2, 2 * i:2 * i + 2] = True
-        mask[:, 2 * n:] = True
         A = np.where(mask, A, 0.0)
-    H = _rows(Phi, w2, Ct, PhiB, Cf, bundle.channels, ns)
     Cz = _rows(Phi, w2, Ct, PhiB, Cf, bundle.outputs, ns)
     Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
+    Cq = np.pad(Cq, ((0, 0), (0, nk)))
     R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
     P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg)
     prior_sd = np.sqrt(np.array([fm.rms ** 2 for fm in force_models])
@@ -168,7 +186,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int,
     return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
                           Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
                           proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
-                          n_rigid=int(np.sum(rigid)), anchor_hz=anchor)
+                          n_rigid=int(np.sum(rigid)), anchor_hz=anchor, n_chain=nk)
 
 
 def steady_gains(A, H, Q, R, Cq, lag: int, linalg=None):

@@ -1,0 +1,159 @@
+"""The measurement chain a bundle is built for: what one sample of a channel is.
+
+``ideal``: a point sample of the structure's response at the row's time stamp ``t_k``.
+``ads1256``: the ADS1256's conversion (:mod:`edge.hw.ads1256_filter`): the taps-weighted mean
+of the input over the modulator instants of a window ending ``offset_c`` seconds before
+``t_k``::
+
+    y_k,c = sum_i h_i C_c x(t_k - offset_c - i / F_MOD) + v_k,c
+
+``daq``: a generic acquisition system's linear-phase anti-alias FIR, given as its data sheet
+states it, by its cut-off ``fc`` [Hz] and group delay ``tau`` [s] (:func:`daq_taps`: a
+Blackman-windowed sinc over ``[0, 2 tau]`` at 64 times the data rate, unity DC gain).
+``offset_c`` is 0 for every channel in continuous mode; with the multiplexer cycling, each
+channel of a row is converted in its own window and ``offset_c`` is how long before the row's
+time stamp that channel's window ends. The bundle stores the chain (fields ``chain_*``,
+schema 7) so that the estimator's measurement model and the device's ADC configuration can be
+compared; a bundle of schema <= 6 is ``ideal``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: converters the estimator models
+CONVERTERS = ("ideal", "ads1256", "daq")
+#: taps per sample interval of the generic DAQ's FIR (:func:`daq_taps`)
+DAQ_OVERSAMPLE = 64
+#: ADC modes: one channel converted continuously, or the multiplexer cycling over channels
+MODES = ("continuous", "cycle")
+
+
+def conversion_intervals(offsets, span: float, dt: float) -> int:
+    """Sample intervals ``W`` (at least 2) that a conversion window of length ``span`` [s]
+    ending ``offsets`` (per channel) before the row can reach back over."""
+    end = float(np.max(offsets, initial=0.0)) + span
+    return max(2, int(np.ceil(end / dt - 1e-9)))
+
+
+def daq_taps(drate: float, cutoff: float, group_delay: float):
+    """``(h, spacing)`` of a linear-phase low-pass FIR with cut-off ``cutoff`` [Hz] (-6 dB)
+    and group delay ``group_delay`` [s]: ``h_i = sinc(2 fc (t_i - tau)) w_i`` at ``t_i = i
+    spacing`` over ``[0, 2 tau]`` (``w``: Blackman window), ``spacing = 1 / (64 drate)``,
+    ``sum(h) = 1``; symmetric, so ``h[0]`` at the window's end as for the ADS1256."""
+    spacing = 1.0 / (DAQ_OVERSAMPLE * float(drate))
+    m = max(1, int(round(group_delay / spacing)))
+    t = (np.arange(2 * m + 1) - m) * spacing
+    h = np.sinc(2.0 * cutoff * t) * np.blackman(2 * m + 1)
+    return h / h.sum(), spacing
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Converter, its data rate [SPS] and mode, each channel's window end before ``t_k`` [s]
+    (``()``: all 0, which all-zero offsets become); a ``daq``'s FIR cut-off [Hz] and group
+    delay [s]."""
+
+    converter: str = "ideal"
+    drate: float = 0.0
+    mode: str = "continuous"
+    offsets: tuple = ()
+    cutoff: float = 0.0
+    group_delay: float = 0.0
+
+    def __post_init__(self):
+        if self.converter not in CONVERTERS:
+            raise ValueError(f"chain converter {self.converter!r} is not one of "
+                             f"{', '.join(CONVERTERS)}")
+        if self.mode not in MODES:
+            raise ValueError(f"chain mode {self.mode!r} is not one of {', '.join(MODES)}")
+        off = tuple(float(o) for o in self.offsets)
+        object.__setattr__(self, "offsets", off if any(o != 0.0 for o in off) else ())
+        if self.converter != "ideal" and not self.drate > 0:
+            raise ValueError(f"chain drate must be > 0 for converter {self.converter!r}, "
+                             f"got {self.drate!r}")
+        if self.converter == "daq" and not (0 < self.cutoff <= 0.5 * self.drate
+                                            and self.group_delay > 0):
+            raise ValueError(f"chain daq: cutoff must be in (0, drate / 2 = "
+                             f"{0.5 * self.drate:g}] Hz and group_delay > 0 s, got "
+                             f"{self.cutoff!r}, {self.group_delay!r}")
+
+    @property
+    def ideal(self) -> bool:
+        return self.converter == "ideal"
+
+    def offsets_for(self, nch: int) -> np.ndarray:
+        """(nch,) each channel's window end before the row's time stamp [s]."""
+        if not self.offsets:
+            return np.zeros(nch)
+        if len(self.offsets) != nch:
+            raise ValueError(f"chain offsets: {len(self.offsets)} values for {nch} channels")
+        return np.array(self.offsets, dtype=float)
+
+    def taps(self):
+        """``(h, spacing)``: one conversion's taps (``h[0]`` at the window's end) and their
+        spacing [s]; ``(ones(1), 0)`` for ``ideal``."""
+        if self.ideal:
+            return np.ones(1), 0.0
+        if self.converter == "daq":
+            return daq_taps(self.drate, self.cutoff, self.group_delay)
+        from edge.hw.ads1256_filter import F_MOD, conversion_taps
+
+        return conversion_taps(self.drate), 1.0 / F_MOD
+
+    def intervals(self, dt: float, nch: int) -> int:
+        """Sample intervals ``W`` one conversion can span (its window plus the channel's
+        offset, at least 2): the smoother carries ``W`` states per channel; 0 if ideal."""
+        if self.ideal:
+            return 0
+        h, spacing = self.taps()
+        return conversion_intervals(self.offsets_for(nch), (len(h) - 1) * spacing, dt)
+
+    def n_states(self, nch: int, dt: float) -> int:
+        """States the smoother adds for this chain: ``W`` per channel
+        (:meth:`intervals`: the parts of the conversions in progress), 0 if ideal."""
+        return self.intervals(dt, nch) * nch
+
+    def as_dict(self) -> dict:
+        return {"converter": self.converter, "drate": float(self.drate), "mode": self.mode,
+                "offsets": list(self.offsets), "cutoff": float(self.cutoff),
+                "group_delay": float(self.group_delay)}
+
+
+def chain_of(a: dict):
+    """The :class:`edge.acquisition.Chain` of a validated bundle's arrays (``ideal`` before
+    schema 7)."""
+    if int(a["schema_version"]) < 7:
+        return Chain()
+    off = np.asarray(a["chain_offset"], dtype=float)
+    fc, tau = (float(v) for v in np.asarray(a["chain_filter"], dtype=float))
+    return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
+                 tuple(off.tolist()), fc, tau)
+
+
+def validate_chain(a: dict, version: int, nch: int, fail) -> int:
+    """The ``chain_*`` fields of a bundle's arrays (schema 7; ``fail(field, message)``
+    raises); returns the smoother's chain states (:meth:`Chain.n_states`)."""
+    if version < 7:
+        return 0
+    conv, mode = str(a["chain_converter"]), str(a["chain_mode"])
+    if conv not in CONVERTERS:
+        fail("chain_converter", f"{conv!r} is not one of {', '.join(CONVERTERS)}")
+    if mode not in MODES:
+        fail("chain_mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    drate = float(a["chain_drate"])
+    if not np.isfinite(drate) or drate < 0 or (conv != "ideal" and drate == 0):
+        fail("chain_drate", f"must be finite and > 0 (>= 0 for ideal), got {drate}")
+    filt = np.asarray(a["chain_filter"])
+    if filt.shape != (2,) or not np.all(np.isfinite(filt)) or np.any(filt < 0) or (
+            conv == "daq" and not (0 < filt[0] <= 0.5 * drate and filt[1] > 0)):
+        fail("chain_filter", f"must be [cut-off in (0, drate / 2], group delay > 0] for "
+                             f"daq, [0, 0] otherwise; got {filt.tolist()}")
+    off = np.asarray(a["chain_offset"])
+    if off.shape != (nch,):
+        fail("chain_offset", f"shape {off.shape}, expected ({nch},)")
+    if not np.all(np.isfinite(off)) or np.any(off < 0) or np.any(off >= float(a["dt"])):
+        fail("chain_offset", "offsets must be finite, >= 0 and below dt")
+    return chain_of(a).n_states(nch, float(a["dt"]))
