@@ -116,6 +116,24 @@ class Chain:
         (:meth:`intervals`: the parts of the conversions in progress), 0 if ideal."""
         return self.intervals(dt, nch) * nch
 
+    def response(self, freqs, nch: int, chunk: int = 256) -> np.ndarray:
+        """``(nf, nch)`` complex: each channel's continuous-time frequency response, the
+        conversion seen from the row's time stamp (1 for ``ideal``)::
+
+            G_c(f) = sum_i h_i exp(-2 pi j f (offset_c + i spacing))
+
+        (the spectrum of the sampled conversions is ``sum_m |G(f + m fs)|^2 S(f + m fs)``)."""
+        f = np.asarray(freqs, dtype=float)
+        if self.ideal:
+            return np.ones((f.size, nch), dtype=complex)
+        h, spacing = self.taps()
+        lag = np.arange(h.size) * spacing
+        off = self.offsets_for(nch)
+        base = np.empty(f.size, dtype=complex)
+        for a in range(0, f.size, chunk):  # sum_i h_i exp(-2 pi j f i spacing), in chunks
+            base[a:a + chunk] = np.exp(-2j * np.pi * np.outer(f[a:a + chunk], lag)) @ h
+        return base[:, None] * np.exp(-2j * np.pi * np.outer(f, off))
+
     def as_dict(self) -> dict:
         return {"converter": self.converter, "drate": float(self.drate), "mode": self.mode,
                 "offsets": list(self.offsets), "cutoff": float(self.cutoff),

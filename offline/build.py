@@ -194,7 +194,7 @@ def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True)
     prior = declared_load_model(spec, bundle.rate, noise_std=noise_std(spec, mm, bundle.dt))
     say = (lambda s: print(f"load model: {s}", flush=True)) if progress else None
     fit = learn_load(mm, Ys, bundle.dt, prior, [c.kind for c in bundle.channels],
-                     progress=say)
+                     progress=say, chain=bundle.chain)
     warn = replaced_kinds(spec, prior.forces, fit.model.forces)
     if warn:  # the fit's family is the band-pass model
         fit.model.info.setdefault("warnings", []).append(warn)
@@ -281,7 +281,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
-    smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid), bool(records),
+    smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid),
                             spec.where("[hybrid]")) or smoother
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]

@@ -340,7 +340,7 @@ def plot_selection(sel: dict, path, dt: float) -> str:
     return str(path)
 
 
-def chain_policy(chain, est_spec, meta: dict, hybrid: bool, records: bool, where: str) -> bool:
+def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     """Whether a build must use the Kalman smoother for its measurement chain
     (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
     Tikhonov estimators and the point-sample calibration runs do not), so a chain other than
@@ -353,9 +353,6 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, records: bool, where
                          f"[acquisition] (converter = {chain.converter!r}) yet; build it for "
                          f"converter = \"ideal\"")
     warn = meta.setdefault("warnings", [])
-    if records:
-        warn.append("the load and noise learned from the records (build --record) assume "
-                    "point samples, not the [acquisition] converter's conversions")
     if est_spec.method != "smoother":
         warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators "
                     f"do not model the conversion's window, and the calibration runs are "

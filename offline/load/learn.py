@@ -226,13 +226,15 @@ def _peak_candidate(W, models, noise, corr, j, comps=()):
 
 
 def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=None,
-                       alias_share: float = 0.2, alias_bins: float = 0.1):
+                       alias_share: float = 0.2, alias_bins: float = 0.1, chain=None):
     """The Whittle likelihood of ``records`` (:class:`offline.load.whittle.Whittle`) with the
     full model's transfer functions, its band ``(f_min, f_max)`` [Hz], the Welch segment
     length [samples] and the number of segments.
 
-    The records are point samples: a response above the Nyquist frequency folds back into
-    the band. The alias images up to ``2 fs`` (``m fs - f``, ``m fs + f``) enter the likelihood when,
+    The records are samples of the measurement ``chain`` (:class:`edge.acquisition.Chain`;
+    None: point samples): each channel's transfer is the structure's times the chain's
+    response ``G_c(f)`` (an ADS1256 conversion's sinc filters and delay), in band and at every
+    image. A response above the Nyquist frequency folds back into the band. The alias images up to ``2 fs`` (``m fs - f``, ``m fs + f``) enter the likelihood when,
     under the declared load model ``prior`` and its noise, they exceed ``alias_share`` of some
     channel's in-band spectrum plus noise in more than ``alias_bins`` of the bins
     (accelerometers on a stiff structure; a displacement sensor far from its resonances
@@ -251,12 +253,16 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     f_fine = (kmin - hw) * df + np.arange((kmax - kmin) * over + 2 * hw * over + 1) * df / over
     kinds = [KINDS.index(k) for k in sensor_kinds]
     probes = kinds + [0] * (mm.Phi_out.shape[0] - nch)
-    H = mm.transfer(f_fine, probes)[:, :nch]
+    def transfer(f):  # the structure's, through each channel's conversion: G_c(f) H(f)
+        Hf = mm.transfer(f, probes)[:, :nch]
+        return Hf if chain is None or chain.ideal else chain.response(f, nch)[:, :, None] * Hf
+
+    H = transfer(f_fine)
     fs = 1.0 / dt
     images = []
     for m in (1, 2):
-        images += [(m * fs - f_fine, np.conj(mm.transfer(m * fs - f_fine, probes)[:, :nch])),
-                   (m * fs + f_fine, mm.transfer(m * fs + f_fine, probes)[:, :nch])]
+        images += [(m * fs - f_fine, np.conj(transfer(m * fs - f_fine))),
+                   (m * fs + f_fine, transfer(m * fs + f_fine))]
     # Hann bins are correlated with their neighbours: about one independent bin in 1.5
     K_eff = n_seg / 1.5
     S_hat = S_hat[kmin:kmax + 1]
@@ -279,7 +285,7 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
 
 def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
                max_peaks: int = 3, fit_orders: bool = True, progress=None,
-               max_components: int = 4) -> LoadFit:
+               max_components: int = 4, chain=None) -> LoadFit:
     """Fit the load model of records (module docstring).
 
     Parameters
@@ -289,13 +295,14 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     prior : the declared LoadModel (its ``noise_std`` the declared noise, absolute)
     sensor_kinds : (nch,) signal kinds ("displacement", ...)
     progress : callable(str) or None, told each stage
+    chain : edge.acquisition.Chain or None   what one sample is (None: a point sample)
     """
     say = progress or (lambda s: None)
     nch = len(sensor_kinds)
     rate = 1.0 / dt
     n_total = sum(Y.shape[0] for Y in records)
     W, (f_min, f_max), N, n_seg = whittle_of_records(mm, records, dt, sensor_kinds, seg_s,
-                                                      prior)
+                                                      prior, chain=chain)
     prior_models = prior.forces
     noise_prior = np.asarray(prior.noise_std, dtype=float)
     fit_corr = len(prior_models) > 1
