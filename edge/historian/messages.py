@@ -1,0 +1,136 @@
+"""What the historian takes from a message: the device and kind from the topic, the rows of an
+``estimates`` payload (either format, through the daemon's own
+:func:`edge.daemon.payloads.decode_estimates`), one row per ``health`` and ``meta`` message.
+
+A payload that does not decode raises :class:`BadMessage` (counted by the historian, never a
+crash): the messages come from the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from edge.daemon.payloads import decode_estimates
+
+#: the topic kinds the historian stores: ``<base>/<device>/<kind>``
+KINDS = ("estimates", "health", "meta")
+
+
+class BadMessage(ValueError):
+    """A message the historian cannot store (the text names the topic and why)."""
+
+
+@dataclass
+class Estimates:
+    """The rows of one ``estimates`` message.
+
+    ``seq``, ``t_ns`` (n,) int64 as the device sent them; ``t`` (n,) float64 the wall time the
+    historian gives each row [unix s]: the arrival of the message for its newest row, earlier
+    rows by their ``t_ns`` distance to it (``t_ns`` is the device's ADC clock, not unix time);
+    ``flags`` (n,) uint8; ``v`` (n, ncol) float64, NaN where the device sent null;
+    ``s`` (n, ncol) stated standard deviations or None.
+    """
+
+    device: str
+    seq: np.ndarray
+    t_ns: np.ndarray
+    t: np.ndarray
+    flags: np.ndarray
+    v: np.ndarray
+    s: np.ndarray | None
+
+    def __len__(self) -> int:
+        return int(self.seq.shape[0])
+
+
+@dataclass
+class Document:
+    """A ``health`` or ``meta`` message: ``doc`` is the JSON text as received (validated);
+    ``id`` the sha1 of the payload (a redelivered message has the same), ``samples`` the
+    health's ``samples`` counter (None when absent)."""
+
+    kind: str
+    device: str
+    id: str
+    t: float
+    doc: str
+    samples: int | None = None
+
+
+def parse_topic(topic: str, base: str) -> tuple[str, str]:
+    """``(device, kind)`` of ``<base>/<device>/<kind>``; BadMessage otherwise."""
+    parts = topic.split("/")
+    nb = len(base.split("/"))
+    if (len(parts) != nb + 2 or "/".join(parts[:nb]) != base or not parts[nb]
+            or parts[nb + 1] not in KINDS):
+        raise BadMessage(f"{topic}: not a {base}/<device>/({'|'.join(KINDS)}) topic")
+    return parts[nb], parts[nb + 1]
+
+
+def estimates(device: str, topic: str, payload: bytes, arrival: float) -> Estimates:
+    """The rows of an ``estimates`` payload received at ``arrival`` [unix s]."""
+    try:
+        d = decode_estimates(payload)
+        seq, t_ns = np.asarray(d["seq"], np.int64), np.asarray(d["t_ns"], np.int64)
+        v = np.asarray(d["v"], np.float64)
+        flags = np.asarray(d["flags"], np.uint8)
+        s = d.get("s")
+        s = None if s is None else np.asarray(s, np.float64)
+    except Exception as e:  # noqa: BLE001 - any decoding failure of network input is counted
+        raise BadMessage(f"{topic}: undecodable estimates payload "
+                         f"({type(e).__name__}: {e})") from None
+    n = seq.shape[0]
+    if (t_ns.shape != (n,) or flags.shape != (n,) or v.ndim != 2 or v.shape[0] != n
+            or (s is not None and s.shape != v.shape)):
+        raise BadMessage(f"{topic}: inconsistent estimates payload (seq {seq.shape}, t_ns "
+                         f"{t_ns.shape}, v {v.shape}, flags {flags.shape})")
+    if n and (seq.min() < 0 or t_ns.min() < 0):
+        raise BadMessage(f"{topic}: negative seq or t_ns")
+    t = arrival - (t_ns[-1] - t_ns) * 1e-9 if n else np.zeros(0)
+    return Estimates(device, seq, t_ns, t, flags, v, s)
+
+
+def document(kind: str, device: str, topic: str, payload: bytes, arrival: float) -> Document:
+    """A ``health`` or ``meta`` message as a :class:`Document` (its JSON must be an object)."""
+    try:
+        d = orjson.loads(payload)
+    except orjson.JSONDecodeError as e:
+        raise BadMessage(f"{topic}: not JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise BadMessage(f"{topic}: a JSON object expected, got {type(d).__name__}")
+    samples = d.get("samples")
+    samples = samples if isinstance(samples, int) and not isinstance(samples, bool) else None
+    return Document(kind, device, hashlib.sha1(payload).hexdigest(), arrival,
+                    orjson.dumps(d).decode(), samples)
+
+
+def decode(topic: str, payload: bytes, base: str, arrival: float) -> Estimates | Document:
+    """One received message as rows to store; BadMessage when it has none."""
+    device, kind = parse_topic(topic, base)
+    if kind == "estimates":
+        return estimates(device, topic, payload, arrival)
+    return document(kind, device, topic, payload, arrival)
+
+
+def rows_of(e: Estimates, nan_null: bool):
+    """``(device, seq, t_ns, t, flags, v, s)`` tuples of ``e``: ``v``/``s`` as JSON text
+    (``nan_null``, orjson writes NaN as null) or as lists of floats."""
+    if nan_null:
+        v = [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY).decode() for r in e.v]
+        s = ([None] * len(e) if e.s is None else
+             [orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY).decode() for r in e.s])
+    else:
+        v = e.v.tolist()
+        s = [None] * len(e) if e.s is None else e.s.tolist()
+    return zip([e.device] * len(e), e.seq.tolist(), e.t_ns.tolist(), e.t.tolist(),
+               e.flags.tolist(), v, s)
+
+
+def redact(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and the status)."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)

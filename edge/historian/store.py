@@ -1,0 +1,124 @@
+"""Where the historian writes: the database URL, the tables, and the embedded default (SQLite).
+
+``open_store(url)``:
+
+* ``sqlite:PATH`` or ``sqlite:///ABSOLUTE/PATH`` (or a path ending in ``.db``/``.sqlite``):
+  :class:`SQLiteStore`, Python's own ``sqlite3`` (no server, no extra package), WAL mode,
+  ``synchronous=FULL`` (a commit is on disk before the messages in it are acknowledged);
+* ``postgresql://...`` or ``postgres://...`` (libpq's URL): :class:`edge.historian.postgres.
+  PostgresStore` (psycopg 3, the ``historian`` extra).
+
+Every store has the same three tables (``docs/historian.md``):
+
+* ``vsense_estimates (device, seq, t_ns, t, flags, v, s)``, key ``(device, seq, t_ns)``:
+  one row per estimate; ``v``/``s`` the values and stated standard deviations in the order of
+  the device's ``meta`` ``columns`` (SQLite: JSON text, NaN as null; PostgreSQL:
+  ``float8[]``); ``t`` the wall time the historian gives the row (:class:`edge.historian.
+  messages.Estimates`). A row already there (QoS 1 redelivery, a restarted historian) is
+  ignored, so storing a message twice changes nothing;
+* ``vsense_health (device, id, t, samples, doc)``, key ``(device, id)``: one row per
+  ``health`` message (``id`` = sha1 of the payload);
+* ``vsense_meta (device, t, doc)``: each device's latest ``meta``.
+
+``write(items)`` stores a list of :class:`~edge.historian.messages.Estimates` and
+:class:`~edge.historian.messages.Document` in one transaction and returns the number of
+estimate rows inserted (the others were there already); any failure raises (the caller keeps
+the items, acknowledges nothing and retries).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from edge.historian.messages import Estimates, redact, rows_of
+
+_SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vsense_estimates (
+    device TEXT NOT NULL, seq INTEGER NOT NULL, t_ns INTEGER NOT NULL, t REAL NOT NULL,
+    flags INTEGER NOT NULL, v TEXT NOT NULL, s TEXT,
+    PRIMARY KEY (device, seq, t_ns)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vsense_estimates_device_t ON vsense_estimates (device, t);
+CREATE TABLE IF NOT EXISTS vsense_health (
+    device TEXT NOT NULL, id TEXT NOT NULL, t REAL NOT NULL, samples INTEGER, doc TEXT NOT NULL,
+    PRIMARY KEY (device, id));
+CREATE TABLE IF NOT EXISTS vsense_meta (device TEXT PRIMARY KEY, t REAL NOT NULL,
+                                        doc TEXT NOT NULL);
+"""
+
+
+def open_store(url: str):
+    """The store of a database URL; ValueError names a URL it does not understand."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from edge.historian.postgres import PostgresStore
+
+        return PostgresStore(url)
+    path = None
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:"):]
+        if path.startswith("//"):  # sqlite:///abs/path
+            path = path[2:]
+    elif url.endswith((".db", ".sqlite", ".sqlite3")) and "://" not in url:
+        path = url
+    if not path:
+        raise ValueError(f"--db {redact(url)!r}: not a database URL (give sqlite:PATH, a "
+                         "file.db, or postgresql://USER@HOST:PORT/DBNAME)")
+    return SQLiteStore(path)
+
+
+class SQLiteStore:
+    """The embedded default: one SQLite file (WAL), no server."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str, busy_timeout_s: float = 1.0):
+        self.path = Path(path)
+        self.url = f"sqlite:{path}"
+        self.busy_timeout_s = busy_timeout_s
+        self.conn: sqlite3.Connection | None = None
+
+    def connect(self) -> None:
+        if not self.path.parent.is_dir():
+            raise ValueError(f"--db {self.url}: the folder {self.path.parent} does not exist")
+        c = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
+                            check_same_thread=False)
+        try:
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=FULL")
+            c.executescript(_SQLITE_SCHEMA)
+        except sqlite3.Error:
+            c.close()
+            raise
+        self.conn = c
+
+    def write(self, items) -> int:
+        c = self.conn
+        est = 0
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for it in items:
+                n0 = c.total_changes
+                if isinstance(it, Estimates):
+                    c.executemany("INSERT OR IGNORE INTO vsense_estimates VALUES "
+                                  "(?, ?, ?, ?, ?, ?, ?)", rows_of(it, nan_null=True))
+                    est += c.total_changes - n0
+                elif it.kind == "health":
+                    c.execute("INSERT OR IGNORE INTO vsense_health VALUES (?, ?, ?, ?, ?)",
+                              (it.device, it.id, it.t, it.samples, it.doc))
+                else:
+                    c.execute("INSERT INTO vsense_meta VALUES (?, ?, ?) ON CONFLICT (device) "
+                              "DO UPDATE SET t = excluded.t, doc = excluded.doc",
+                              (it.device, it.t, it.doc))
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        return est
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = None
