@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="MQTT client id, the name of the persistent session: give each "
                         "instance its own, and the same one again after a restart "
                         "(default: vsense-historian-<host name>)")
-    p.add_argument("--receive-max", type=int, default=100, metavar="N",
+    p.add_argument("--receive-max", type=int, default=500, metavar="N",
                    help="messages the broker may have in flight unacknowledged to this "
                         "historian: the bound on its buffer while the database is away")
     p.add_argument("--session-expiry", type=float, default=3600.0, metavar="S",

@@ -55,7 +55,7 @@ class Historian:
     open_store`."""
 
     def __init__(self, settings: dict, store, *, group: str = "vsense-historian",
-                 client_id: str | None = None, receive_max: int = 100,
+                 client_id: str | None = None, receive_max: int = 500,
                  session_expiry_s: int = 3600,
                  status_interval_s: float = 5.0, status_topic: str | None = None,
                  retry_max_s: float = 5.0):

@@ -67,6 +67,8 @@ class PostgresStore:
             raise ValueError(f"--db {self.url}: {e}") from None
         try:
             with conn.transaction():
+                # historians starting together: one creates the tables, the others wait
+                conn.execute("SELECT pg_advisory_xact_lock(73951)")
                 conn.execute(_SCHEMA)
                 have = conn.execute("SELECT 1 FROM pg_available_extensions "
                                     "WHERE name = 'timescaledb'").fetchone()
