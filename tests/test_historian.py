@@ -8,10 +8,12 @@ database outage with bounded memory. Waits are on observable conditions with tim
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 
 import numpy as np
@@ -19,6 +21,7 @@ import orjson
 import pytest
 
 from edge.daemon.payloads import encode_estimates
+from pathlib import Path
 from edge.historian.ingest import Historian
 from edge.historian.messages import BadMessage, decode
 from edge.historian.store import open_store
@@ -270,3 +273,38 @@ def test_database_outage_buffers_bounded_then_writes(db, fleet, historian, reque
     # lets up to 2 x receive_max - 1 through once acknowledgements resume: the queue's size)
     assert h.stats["queue_max"] <= 2 * 8
     assert h.stats["retries"] > 0 and h.db_state == "ok"
+
+
+def doc_queries(dialect: str) -> list[str]:
+    """The SQL blocks of docs/historian.md marked ``<!-- query: <dialect> -->``."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "historian.md").read_text()
+    return re.findall(rf"<!-- query: {dialect} -->\n```sql\n(.*?)```", text, re.S)
+
+
+def grafana(sql: str, t0: float, t1: float) -> str:
+    """Grafana's macros and the $device variable replaced as Grafana would."""
+    return (sql.replace("$device", "dev01")
+            .replace("$__timeFilter(t)", f"t BETWEEN to_timestamp({t0}) AND to_timestamp({t1})")
+            .replace("$__unixEpochFrom()", str(t0)).replace("$__unixEpochTo()", str(t1)))
+
+
+def test_grafana_queries_of_the_docs(db, fleet, historian):
+    dialect = "sqlite" if db.startswith("sqlite") else "postgresql"
+    queries = doc_queries(dialect)
+    assert len(queries) == 5, f"docs/historian.md: {len(queries)} {dialect} queries"
+    t0 = time.time() - 60
+    h = historian(db)
+    f = fleet(3, rows=100)
+    f.publish(20)
+    wait_for(lambda: count(db) == len(f.sent) and h.stats["health"] == 3, 30, "every row")
+    t1 = time.time() + 1
+    results = [query(db, grafana(q, t0, t1)) for q in queries]
+    assert all(results), [len(r) for r in results]
+    raw, per_second, complete, health, meta = results[0], results[1], *results[2:5]
+    assert len(raw) == 2000 and len(meta) == 3 and health[0][1] == 80
+    assert [(d, int(n), int(span)) for d, n, span in complete] == [
+        (d, 2000, 2000) for d in ("dev00", "dev01", "dev02")]
+    x = np.array([r[1] for r in raw], dtype=float)
+    assert sum(r[0] is not None for r in per_second) >= 1
+    assert min(r[1] for r in per_second) == pytest.approx(np.nanmin(x))
+    assert max(r[2] for r in per_second) == pytest.approx(np.nanmax(x))
