@@ -23,7 +23,7 @@ import pytest
 from edge.daemon.payloads import encode_estimates
 from pathlib import Path
 from edge.historian.ingest import Historian
-from edge.historian.messages import BadMessage, decode
+from edge.historian.messages import BadMessage, Clocks, decode
 from edge.historian.store import open_store
 from edge.monitor.connect import plain_settings
 from historian_fleet import Fleet, count, query, stored, wait_for
@@ -134,6 +134,22 @@ def test_decode_both_formats_and_bad_payloads():
                            ("vsense/d1/raw", good), ("other/d1/estimates", good)):
         with pytest.raises(BadMessage, match=topic.split("/")[0]):
             decode(topic, payload, "vsense", 0.0)
+
+
+def test_rows_are_placed_at_their_sample_time_not_their_arrival():
+    clocks = Clocks()
+    up = 3600_000_000_000  # the device's clock has run for an hour
+    p = [encode_estimates(50 * k, up + (50 * k + np.arange(50)) * 1_000_000, np.ones((50, 1)),
+                          np.zeros(50, np.uint8)) for k in range(4)]
+    e0 = decode("v/d/estimates", p[0], "v", 1000.049, clocks)  # came in 0 ms
+    e1 = decode("v/d/estimates", p[1], "v", 1030.0, clocks)    # waited 30 s in the broker
+    e2 = decode("v/d/estimates", p[2], "v", 1000.1495, clocks)  # came in 0.5 ms: no change
+    assert e0.t[0] == pytest.approx(1000.0) and e1.t[0] == pytest.approx(1000.05)
+    assert e2.t[-1] == pytest.approx(1000.149)
+    assert e0.t_ns[0] == up
+    # a rebooted device: its clock starts again
+    p0 = encode_estimates(0, np.arange(50) * 1_000_000, np.ones((50, 1)), np.zeros(50, np.uint8))
+    assert decode("v/d/estimates", p0, "v", 5000.049, clocks).t[0] == pytest.approx(5000.0)
 
 
 def test_database_url_errors_name_the_url(tmp_path):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from edge.historian.messages import BadMessage, decode
+from edge.historian.messages import BadMessage, Clocks, decode
 
 log = logging.getLogger("vsense.historian")
 
@@ -84,6 +84,7 @@ class Historian:
         self.answered = threading.Event()
         self.refusal: str | None = None
         self._gen = 0
+        self.clocks = Clocks()
         self._pending_since: float | None = None  # arrival of the oldest uncommitted message
         self._stop = threading.Event()
         self._writer: threading.Thread | None = None
@@ -247,7 +248,7 @@ class Historian:
         out = []
         for r in items:
             try:
-                out.append(decode(r.topic, r.payload, self.base, r.arrival))
+                out.append(decode(r.topic, r.payload, self.base, r.arrival, self.clocks))
             except BadMessage as e:
                 self.stats["bad"] += 1
                 log.warning("bad message: %s", e)

@@ -30,8 +30,9 @@ class Estimates:
     """The rows of one ``estimates`` message.
 
     ``seq``, ``t_ns`` (n,) int64 as the device sent them; ``t`` (n,) float64 the wall time the
-    historian gives each row [unix s]: the arrival of the message for its newest row, earlier
-    rows by their ``t_ns`` distance to it (``t_ns`` is the device's ADC clock, not unix time);
+    historian gives each row [unix s]: ``t_ns`` (the device's ADC clock, not unix time) plus the
+    device's offset (:class:`Clocks`), or without one the arrival of the message for its newest
+    row and earlier rows by their ``t_ns`` distance to it;
     ``flags`` (n,) uint8; ``v`` (n, ncol) float64, NaN where the device sent null;
     ``s`` (n, ncol) stated standard deviations or None.
     """
@@ -72,7 +73,33 @@ def parse_topic(topic: str, base: str) -> tuple[str, str]:
     return parts[nb], parts[nb + 1]
 
 
-def estimates(device: str, topic: str, payload: bytes, arrival: float) -> Estimates:
+class Clocks:
+    """Each device's ADC clock (``t_ns``) mapped to wall time: the offset is the smallest
+    ``arrival - t_ns`` of the newest row over the device's messages (the message that came
+    fastest), so a message that waited in the broker (a database outage, a restart of the
+    historian) is placed at the time it was sampled, not at the time it arrived. A ``t_ns`` more
+    than a minute below the device's newest starts a new clock (a rebooted device, a
+    simulated one restarted). Each historian keeps its own: two instances sharing a fleet may
+    place a row a few milliseconds apart (their fastest messages differ)."""
+
+    NEW_RUN_NS = 60_000_000_000
+
+    def __init__(self):
+        self._offset: dict[str, float] = {}
+        self._newest: dict[str, int] = {}
+
+    def offset(self, device: str, t_ns_newest: int, arrival: float) -> float:
+        """The device's offset [s] after a message whose newest row is ``t_ns_newest``."""
+        off = arrival - t_ns_newest * 1e-9
+        prev, newest = self._offset.get(device), self._newest.get(device)
+        if prev is None or off < prev or t_ns_newest < newest - self.NEW_RUN_NS:
+            self._offset[device] = prev = off
+        self._newest[device] = t_ns_newest if newest is None else max(newest, t_ns_newest)
+        return prev
+
+
+def estimates(device: str, topic: str, payload: bytes, arrival: float,
+              clocks: Clocks | None = None) -> Estimates:
     """The rows of an ``estimates`` payload received at ``arrival`` [unix s]."""
     try:
         d = decode_estimates(payload)
@@ -91,7 +118,12 @@ def estimates(device: str, topic: str, payload: bytes, arrival: float) -> Estima
                          f"{t_ns.shape}, v {v.shape}, flags {flags.shape})")
     if n and (seq.min() < 0 or t_ns.min() < 0):
         raise BadMessage(f"{topic}: negative seq or t_ns")
-    t = arrival - (t_ns[-1] - t_ns) * 1e-9 if n else np.zeros(0)
+    if not n:
+        t = np.zeros(0)
+    elif clocks is None:
+        t = arrival - (t_ns[-1] - t_ns) * 1e-9
+    else:
+        t = clocks.offset(device, int(t_ns[-1]), arrival) + t_ns * 1e-9
     return Estimates(device, seq, t_ns, t, flags, v, s)
 
 
@@ -109,11 +141,12 @@ def document(kind: str, device: str, topic: str, payload: bytes, arrival: float)
                     orjson.dumps(d).decode(), samples)
 
 
-def decode(topic: str, payload: bytes, base: str, arrival: float) -> Estimates | Document:
+def decode(topic: str, payload: bytes, base: str, arrival: float,
+           clocks: Clocks | None = None) -> Estimates | Document:
     """One received message as rows to store; BadMessage when it has none."""
     device, kind = parse_topic(topic, base)
     if kind == "estimates":
-        return estimates(device, topic, payload, arrival)
+        return estimates(device, topic, payload, arrival, clocks)
     return document(kind, device, topic, payload, arrival)
 
 
