@@ -24,6 +24,7 @@ from edge.daemon.payloads import encode_estimates
 from pathlib import Path
 from edge.historian.ingest import Historian
 from edge.historian.messages import BadMessage, Clocks, decode
+from edge.historian.rollup import Rollup
 from edge.historian.store import open_store
 from edge.monitor.connect import plain_settings
 from historian_fleet import Fleet, count, query, stored, wait_for
@@ -94,6 +95,7 @@ def historian(mosquitto, base):
     made = []
 
     def make(url, client_id="h1", group="g", **kw):
+        kw.setdefault("rollup", Rollup(every_s=0.2, late_s=0.2))
         h = Historian(plain_settings(mosquitto.host, mosquitto.port, base), open_store(url),
                       group=group, client_id=f"{base}-{client_id}", status_interval_s=0.2,
                       **kw)
@@ -179,6 +181,11 @@ def test_fleet_rows_stored_exactly_once(db, fleet, historian):
     v = [float("nan") if x is None else x for x in (eval(v) if isinstance(v, str) else v)]
     np.testing.assert_array_equal(v, f.values[(dev, seq)])
     assert len(query(db, "SELECT device FROM vsense_meta")) == 8
+    wait_for(lambda: not h.rollup.dirty, 30, "the per-second aggregates")
+    finite = ("SELECT count(*) FROM vsense_estimates, json_each(v) j WHERE j.type != 'null'"
+              if db.startswith("sqlite") else
+              "SELECT count(*) FROM vsense_estimates, unnest(v) x WHERE x <> 'NaN'")
+    assert query(db, "SELECT sum(n) FROM vsense_estimates_1s")[0][0] == query(db, finite)[0][0]
     st = h.status()
     assert st["db"] == "ok" and st["queue"] == 0 and st["lag_s"] == 0.0 and st["mqtt"]
 
@@ -225,6 +232,47 @@ def test_killed_historian_restarts_without_loss_or_duplicates(db, fleet, mosquit
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(30) == 0, p.stderr.read().decode()[-2000:]
+
+
+def test_per_second_aggregates_from_the_raw_rows_and_retention(db):
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal((2500, 2))
+    v[rng.random(v.shape) < 0.05] = np.nan
+    t_ns = 5_000_000_000 + np.arange(2500) * 1_000_000  # 2.5 s at 1 kHz
+    std = np.array([0.1, 0.3])
+    clocks = Clocks()
+    batch = [decode("vsense/d1/estimates", encode_estimates(k, t_ns[k:k + 500], v[k:k + 500],
+                                                            np.zeros(500, np.uint8), std=std),
+                    "vsense", 1_000_000.0 + (k + 499) * 1e-3, clocks)
+             for k in range(0, 2500, 500)]
+    store = open_store(db)
+    store.connect()
+    rollup = Rollup(keep_raw_s=60, late_s=0.0)
+    try:
+        for _ in range(2):  # a redelivery changes no aggregate
+            store.write(batch)
+            rollup.touched(batch)
+            rollup.run(store, now=1_000_010.0)
+        assert not rollup.dirty and rollup.stats["seconds_aggregated"] == 3 * 2
+        t = np.concatenate([e.t for e in batch])
+        sec = np.floor(t).astype(int)
+        got = query(db, "SELECT t, col, n, min, max, mean, std, std_stated FROM "
+                        "vsense_estimates_1s ORDER BY t, col")
+        assert len(got) == 3 * 2
+        for ts, col, n, lo, hi, mean, sd, stated in got:
+            ts = ts if isinstance(ts, int) else int(ts.timestamp())
+            x = v[sec == ts, col]
+            x = x[np.isfinite(x)]
+            assert n == x.size and lo == x.min() and hi == x.max()
+            assert mean == pytest.approx(x.mean()) and sd == pytest.approx(x.std(), rel=1e-6)
+            assert stated == pytest.approx(std[col])
+        rollup.run(store, now=1_000_000.0 + 61.0)  # raw rows older than 60 s go, not the rest
+        assert count(db) == 2500 - int(np.sum(t < 1_000_001.0))
+        rollup.run(store, now=1_000_100.0)
+        assert count(db) == 0 and rollup.stats["raw_deleted"] == 2500
+        assert len(query(db, "SELECT * FROM vsense_estimates_1s")) == 6
+    finally:
+        store.close()
 
 
 def test_a_message_stored_twice_changes_nothing(db):
@@ -307,16 +355,17 @@ def grafana(sql: str, t0: float, t1: float) -> str:
 def test_grafana_queries_of_the_docs(db, fleet, historian):
     dialect = "sqlite" if db.startswith("sqlite") else "postgresql"
     queries = doc_queries(dialect)
-    assert len(queries) == 5, f"docs/historian.md: {len(queries)} {dialect} queries"
+    assert len(queries) == 6, f"docs/historian.md: {len(queries)} {dialect} queries"
     t0 = time.time() - 60
     h = historian(db)
     f = fleet(3, rows=100)
     f.publish(20)
     wait_for(lambda: count(db) == len(f.sent) and h.stats["health"] == 3, 30, "every row")
+    wait_for(lambda: not h.rollup.dirty, 30, "the per-second aggregates")
     t1 = time.time() + 1
     results = [query(db, grafana(q, t0, t1)) for q in queries]
     assert all(results), [len(r) for r in results]
-    raw, per_second, complete, health, meta = results[0], results[1], *results[2:5]
+    raw, per_second, complete, stored_1s, health, meta = results
     assert len(raw) == 2000 and len(meta) == 3 and health[0][1] == 80
     assert [(d, int(n), int(span)) for d, n, span in complete] == [
         (d, 2000, 2000) for d in ("dev00", "dev01", "dev02")]
@@ -324,3 +373,4 @@ def test_grafana_queries_of_the_docs(db, fleet, historian):
     assert sum(r[0] is not None for r in per_second) >= 1
     assert min(r[1] for r in per_second) == pytest.approx(np.nanmin(x))
     assert max(r[2] for r in per_second) == pytest.approx(np.nanmax(x))
+    assert np.allclose([r[1:4] for r in stored_1s], [r[1:4] for r in per_second])

@@ -5,7 +5,8 @@
 
 The pieces: :mod:`edge.historian.messages` (topics and payloads to rows),
 :mod:`edge.historian.store` (the tables, SQLite), :mod:`edge.historian.postgres` (PostgreSQL
-with psycopg 3), :mod:`edge.historian.ingest` (MQTT v5, the writer, acknowledgements, status).
+with psycopg 3), :mod:`edge.historian.ingest` (MQTT v5, the writer, acknowledgements, status),
+:mod:`edge.historian.rollup` (per-second aggregates, retention of the raw rows).
 docs/historian.md describes how to run it and the tables.
 """
 
@@ -43,6 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--session-expiry", type=float, default=3600.0, metavar="S",
                    help="how long the broker keeps the session (and queues messages) while "
                         "the historian is away [s]")
+    p.add_argument("--keep-raw", type=float, default=None, metavar="S",
+                   help="delete raw rows older than S seconds (at least 60; default: keep "
+                        "them); the per-second aggregates stay")
+    p.add_argument("--no-downsample", action="store_true",
+                   help="do not write the per-second aggregates (vsense_estimates_1s)")
     p.add_argument("--status-interval", type=float, default=10.0, metavar="S",
                    help="period of the status line (logged, and published retained to "
                         "<base>/historian/<client id>/status) [s]")
@@ -58,6 +64,7 @@ def run_historian(args) -> int:
 
     from edge.daemon.config import ConfigError
     from edge.historian.ingest import Historian
+    from edge.historian.rollup import Rollup
     from edge.historian.store import open_store
     from edge.monitor.connect import broker_settings
 
@@ -69,9 +76,10 @@ def run_historian(args) -> int:
             raise ValueError("--session-expiry must be >= 0 and --status-interval > 0")
         settings = broker_settings(args)
         store = open_store(args.db)
+        rollup = Rollup(enabled=not args.no_downsample, keep_raw_s=args.keep_raw)
         hist = Historian(settings, store, group=args.group, client_id=args.client_id,
                          receive_max=args.receive_max, session_expiry_s=args.session_expiry,
-                         status_interval_s=args.status_interval)
+                         status_interval_s=args.status_interval, rollup=rollup)
     except (ConfigError, ValueError) as e:
         print(f"vsense-edge historian: error: {e}", file=sys.stderr)
         return 2

@@ -58,7 +58,7 @@ class Historian:
                  client_id: str | None = None, receive_max: int = 500,
                  session_expiry_s: int = 3600,
                  status_interval_s: float = 5.0, status_topic: str | None = None,
-                 retry_max_s: float = 5.0):
+                 retry_max_s: float = 5.0, rollup=None):
         for name, val in (("--group", group), ("--client-id", client_id or "x")):
             if not val or any(ch in val for ch in "/+#"):
                 raise ValueError(f"{name} {val!r}: give a non-empty name without / + #")
@@ -85,6 +85,7 @@ class Historian:
         self.refusal: str | None = None
         self._gen = 0
         self.clocks = Clocks()
+        self.rollup = rollup  # edge.historian.rollup.Rollup, or None: raw rows only
         self._pending_since: float | None = None  # arrival of the oldest uncommitted message
         self._stop = threading.Event()
         self._writer: threading.Thread | None = None
@@ -217,6 +218,8 @@ class Historian:
                         return
                 delay = 0.0
                 self._pending_since = None
+            if self.rollup is not None and self.rollup.due() and self.store.conn is not None:
+                delay = self._try(lambda: self.rollup.run(self.store), delay)
             self._maybe_status()
             if self._stop.is_set():
                 return
@@ -278,6 +281,8 @@ class Historian:
         st["messages"] += len(items)
         st["health"] += sum(1 for b in batch if getattr(b, "kind", "") == "health")
         st["commits"] += 1
+        if self.rollup is not None:
+            self.rollup.touched(batch)
         gen = self._gen
         for r in items:
             if r.qos and r.gen == gen:  # an older connection's message comes again anyway
@@ -291,6 +296,7 @@ class Historian:
                 "db": self.db_state, "db_url": self.store.url, "error": self.last_error,
                 "mqtt": self.connected, "queue": self.queue.qsize(),
                 "queue_limit": self.queue.maxsize,
+                **(self.rollup.stats if self.rollup is not None else {}),
                 "lag_s": 0.0 if since is None else round(time.time() - since, 3),
                 **self.stats}
 

@@ -12,6 +12,7 @@ message arrives at another time); otherwise it is a plain table with an index on
 from __future__ import annotations
 
 from edge.historian.messages import Estimates, redact, rows_of
+from edge.historian.rollup import PG_ROLLUP, PG_TABLE
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vsense_estimates (
@@ -70,6 +71,7 @@ class PostgresStore:
                 # historians starting together: one creates the tables, the others wait
                 conn.execute("SELECT pg_advisory_xact_lock(73951)")
                 conn.execute(_SCHEMA)
+                conn.execute(PG_TABLE)
                 have = conn.execute("SELECT 1 FROM pg_available_extensions "
                                     "WHERE name = 'timescaledb'").fetchone()
                 if have:
@@ -113,6 +115,20 @@ class PostgresStore:
                                 "SET t = excluded.t, doc = excluded.doc",
                                 (d.device, d.t, d.doc))
         return est
+
+    def rollup(self, pairs: list[tuple[str, int]]) -> None:
+        """Recompute the per-second aggregates of these ``(device, second)`` (one historian at
+        a time: the advisory lock)."""
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(73952)")
+            self.conn.execute(PG_ROLLUP, ([d for d, _ in pairs], [s for _, s in pairs]))
+
+    def expire(self, devices: list[str], before: float) -> int:
+        """Delete the raw rows of ``devices`` older than ``before`` [unix s]; how many."""
+        with self.conn.transaction():
+            cur = self.conn.execute("DELETE FROM vsense_estimates WHERE device = ANY(%s) "
+                                    "AND t < to_timestamp(%s)", (devices, before))
+            return cur.rowcount
 
     def close(self) -> None:
         if self.conn is not None:

@@ -31,7 +31,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import orjson
+
 from edge.historian.messages import Estimates, redact, rows_of
+from edge.historian.rollup import SQLITE_ROLLUP, SQLITE_TABLE
 
 _SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS vsense_estimates (
@@ -85,7 +88,7 @@ class SQLiteStore:
         try:
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("PRAGMA synchronous=FULL")
-            c.executescript(_SQLITE_SCHEMA)
+            c.executescript(_SQLITE_SCHEMA + SQLITE_TABLE)
         except sqlite3.Error:
             c.close()
             raise
@@ -115,6 +118,31 @@ class SQLiteStore:
                 c.execute("ROLLBACK")
             raise
         return est
+
+    def _transaction(self, fn):
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            out = fn(c)
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        return out
+
+    def rollup(self, pairs: list[tuple[str, int]]) -> None:
+        """Recompute the per-second aggregates of these ``(device, second)``."""
+        self._transaction(lambda c: c.execute(SQLITE_ROLLUP, (orjson.dumps(pairs).decode(),)))
+
+    def expire(self, devices: list[str], before: float) -> int:
+        """Delete the raw rows of ``devices`` older than ``before`` [unix s]; how many."""
+        def run(c):
+            n0 = c.total_changes
+            for d in devices:
+                c.execute("DELETE FROM vsense_estimates WHERE device = ? AND t < ?", (d, before))
+            return c.total_changes - n0
+        return self._transaction(run)
 
     def close(self) -> None:
         if self.conn is not None:
