@@ -154,6 +154,29 @@ def test_rows_are_placed_at_their_sample_time_not_their_arrival():
     assert decode("v/d/estimates", p0, "v", 5000.049, clocks).t[0] == pytest.approx(5000.0)
 
 
+def test_clock_offsets_are_kept_for_a_restart_and_shared(db):
+    up = 3600_000_000_000
+    store = open_store(db)
+    store.connect()
+    try:
+        c1 = Clocks()
+        off = c1.offset("d", up, 1000.0)  # a fresh message
+        store.sync_clocks(c1.take_changed())
+        c2 = Clocks()  # a restarted historian: its first message waited 30 s in the broker
+        c2.merge(store.clocks())
+        assert c2.offset("d", up + 1_000_000_000, 1031.0) == off
+        # another instance saw a faster message: the stored offset is the smaller one
+        (row,) = store.sync_clocks([("d", off - 0.01, up)])
+        assert row[1] == pytest.approx(off - 0.01) and row[2] == up
+        c2.merge([row])
+        assert c2.offset("d", up + 2_000_000_000, 1040.0) == pytest.approx(off - 0.01)
+        # the device rebooted: its clock starts again, the stored offset is replaced
+        (row,) = store.sync_clocks([("d", 5000.0, 1_000_000_000)])
+        assert tuple(row[1:]) == (5000.0, 1_000_000_000)
+    finally:
+        store.close()
+
+
 def test_database_url_errors_name_the_url(tmp_path):
     with pytest.raises(ValueError, match="'mysql://x': not a database URL"):
         open_store("mysql://x")

@@ -162,6 +162,11 @@ class Historian:
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = int(self.session_expiry_s)
         props.ReceiveMaximum = int(self.receive_max)
+        if self.store.conn is not None:  # connected by the caller: take the stored clocks
+            try:
+                self._open()
+            except Exception as e:  # noqa: BLE001 - the writer reopens and retries
+                self._db_failed(e)
         self._writer = threading.Thread(target=self._write_loop, name="historian-writer",
                                         daemon=True)
         self._writer.start()
@@ -225,7 +230,9 @@ class Historian:
                 return
 
     def _open(self) -> None:
-        self.store.connect()
+        if self.store.conn is None:
+            self.store.connect()
+        self.clocks.merge(self.store.clocks())  # where this and other instances left them
         self.db_state = "ok"
 
     def _try(self, fn, delay: float) -> float:
@@ -287,6 +294,12 @@ class Historian:
         for r in items:
             if r.qos and r.gen == gen:  # an older connection's message comes again anyway
                 self.client.ack(r.mid, r.qos)
+        changed = self.clocks.take_changed()
+        try:  # the devices' clock offsets, for a restart and the other instances
+            self.clocks.merge(self.store.sync_clocks(changed))
+        except Exception as e:  # noqa: BLE001 - the next commit tries again
+            self.clocks.changed.update(d for d, _, _ in changed)
+            log.debug("clock offsets not stored: %s", e)
         return True
 
     # ---------------------------------------------------------------- status

@@ -79,23 +79,44 @@ class Clocks:
     fastest), so a message that waited in the broker (a database outage, a restart of the
     historian) is placed at the time it was sampled, not at the time it arrived. A ``t_ns`` more
     than a minute below the device's newest starts a new clock (a rebooted device, a
-    simulated one restarted). Each historian keeps its own: two instances sharing a fleet may
-    place a row a few milliseconds apart (their fastest messages differ)."""
+    simulated one restarted). The stores keep the offsets (``vsense_clock``): a restarted
+    historian and the other instances of its group start from them (:meth:`merge`)."""
 
     NEW_RUN_NS = 60_000_000_000
 
     def __init__(self):
-        self._offset: dict[str, float] = {}
-        self._newest: dict[str, int] = {}
+        self.clock: dict[str, tuple[float, int]] = {}  # device -> (offset [s], newest t_ns)
+        self.changed: set[str] = set()
+
+    def _update(self, device: str, off: float, t_ns_newest: int) -> float:
+        old = self.clock.get(device)
+        if old is None or t_ns_newest < old[1] - self.NEW_RUN_NS:
+            new = (off, t_ns_newest)  # the first message, or a new run of the device
+        else:
+            new = (min(old[0], off), max(old[1], t_ns_newest))
+        if new != old:
+            self.clock[device] = new
+            self.changed.add(device)
+        return new[0]
 
     def offset(self, device: str, t_ns_newest: int, arrival: float) -> float:
         """The device's offset [s] after a message whose newest row is ``t_ns_newest``."""
-        off = arrival - t_ns_newest * 1e-9
-        prev, newest = self._offset.get(device), self._newest.get(device)
-        if prev is None or off < prev or t_ns_newest < newest - self.NEW_RUN_NS:
-            self._offset[device] = prev = off
-        self._newest[device] = t_ns_newest if newest is None else max(newest, t_ns_newest)
-        return prev
+        return self._update(device, arrival - t_ns_newest * 1e-9, t_ns_newest)
+
+    def merge(self, rows) -> None:
+        """Take ``(device, offset, newest t_ns)`` rows from the store as observations."""
+        for device, off, newest in rows:
+            mine = self.clock.get(device)
+            if mine is not None and int(newest) < mine[1] - self.NEW_RUN_NS:
+                continue  # an earlier run of the device: ours is newer
+            self._update(device, float(off), int(newest))
+            self.changed.discard(device)
+
+    def take_changed(self) -> list[tuple[str, float, int]]:
+        """``(device, offset, newest t_ns)`` of the devices changed since the last call."""
+        out = [(d, *self.clock[d]) for d in sorted(self.changed)]
+        self.changed.clear()
+        return out
 
 
 def estimates(device: str, topic: str, payload: bytes, arrival: float,

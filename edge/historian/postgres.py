@@ -25,6 +25,16 @@ CREATE TABLE IF NOT EXISTS vsense_health (
     doc jsonb NOT NULL, PRIMARY KEY (device, id));
 CREATE TABLE IF NOT EXISTS vsense_meta (device text PRIMARY KEY, t timestamptz NOT NULL,
                                         doc jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS vsense_clock (device text PRIMARY KEY, offset_s float8 NOT NULL,
+                                         newest_t_ns bigint NOT NULL);
+"""
+_CLOCK = """
+INSERT INTO vsense_clock AS c VALUES (%s, %s, %s) ON CONFLICT (device) DO UPDATE SET
+    offset_s = CASE WHEN excluded.newest_t_ns < c.newest_t_ns - 60000000000
+                    THEN excluded.offset_s ELSE least(c.offset_s, excluded.offset_s) END,
+    newest_t_ns = CASE WHEN excluded.newest_t_ns < c.newest_t_ns - 60000000000
+                       THEN excluded.newest_t_ns ELSE greatest(c.newest_t_ns, excluded.newest_t_ns) END
+RETURNING device, offset_s, newest_t_ns
 """
 _STAGE = """
 CREATE TEMPORARY TABLE IF NOT EXISTS vsense_stage (
@@ -115,6 +125,15 @@ class PostgresStore:
                                 "SET t = excluded.t, doc = excluded.doc",
                                 (d.device, d.t, d.doc))
         return est
+
+    def sync_clocks(self, rows) -> list[tuple]:
+        """Store ``(device, offset, newest t_ns)`` rows; the stored ones after the merge."""
+        with self.conn.transaction():
+            return [self.conn.execute(_CLOCK, r).fetchone() for r in rows]
+
+    def clocks(self) -> list[tuple]:
+        return self.conn.execute("SELECT device, offset_s, newest_t_ns FROM vsense_clock"
+                                 ).fetchall()
 
     def rollup(self, pairs: list[tuple[str, int]]) -> None:
         """Recompute the per-second aggregates of these ``(device, second)`` (one historian at

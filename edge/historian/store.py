@@ -47,6 +47,17 @@ CREATE TABLE IF NOT EXISTS vsense_health (
     PRIMARY KEY (device, id));
 CREATE TABLE IF NOT EXISTS vsense_meta (device TEXT PRIMARY KEY, t REAL NOT NULL,
                                         doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vsense_clock (device TEXT PRIMARY KEY, offset_s REAL NOT NULL,
+                                         newest_t_ns INTEGER NOT NULL);
+"""
+#: a device's clock offset: the smaller one, or the new run's (edge.historian.messages.Clocks)
+_SQLITE_CLOCK = """
+INSERT INTO vsense_clock VALUES (?, ?, ?) ON CONFLICT (device) DO UPDATE SET
+    offset_s = CASE WHEN excluded.newest_t_ns < newest_t_ns - 60000000000 THEN excluded.offset_s
+                    ELSE min(offset_s, excluded.offset_s) END,
+    newest_t_ns = CASE WHEN excluded.newest_t_ns < newest_t_ns - 60000000000
+                       THEN excluded.newest_t_ns ELSE max(newest_t_ns, excluded.newest_t_ns) END
+RETURNING device, offset_s, newest_t_ns
 """
 
 
@@ -130,6 +141,15 @@ class SQLiteStore:
                 c.execute("ROLLBACK")
             raise
         return out
+
+    def sync_clocks(self, rows) -> list[tuple]:
+        """Store ``(device, offset, newest t_ns)`` rows; the stored ones after the merge."""
+        return self._transaction(lambda c: [c.execute(_SQLITE_CLOCK, r).fetchone()
+                                            for r in rows])
+
+    def clocks(self) -> list[tuple]:
+        return self.conn.execute("SELECT device, offset_s, newest_t_ns FROM vsense_clock"
+                                 ).fetchall()
 
     def rollup(self, pairs: list[tuple[str, int]]) -> None:
         """Recompute the per-second aggregates of these ``(device, second)``."""
