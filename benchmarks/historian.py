@@ -10,7 +10,9 @@ historian process(es) started once to create their persistent sessions and stopp
 rows, the daemon's encoder, JSON and binary alternating: tests/historian_fleet.py) into the
 broker, which queues them for the sessions; then the historians start again and drain the
 backlog. Measured from the first stored row to the last: rows/s, the historians' CPU
-(``/proc/<pid>/stat``, % of one core) and peak RSS (``VmHWM``). The publisher does not compete
+(``/proc/<pid>/stat``, % of one core) and peak RSS (``VmHWM``); then, for one instance, how fast
+the per-second aggregates of all the stored rows are recomputed (edge.historian.rollup, which
+the historian runs every 5 s on the seconds it touched). The publisher does not compete
 for the CPU while the historians drain. The machine is shared: the load average is printed.
 """
 
@@ -29,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from historian_fleet import Fleet, count, wait_for  # noqa: E402
+from historian_fleet import Fleet, count, query, wait_for  # noqa: E402
 from pgserver import PgServer, pg_bindir  # noqa: E402
 
 
@@ -130,7 +132,31 @@ def case(name: str, url: str, port: int, n: int, args) -> dict:
     print(f"{name:<11} x{n}  {res['rows_per_s']:>9,.0f} rows/s  CPU {res['cpu_percent']:5.0f} % "
           f"({res['rows_per_cpu_s']:>8,.0f} rows per CPU-s)  peak RSS {rss:5.0f} MB  "
           f"stored {got}/{total}", flush=True)
+    if n == 1:
+        res["rollup_rows_per_s"] = rollup_speed(name, url, total)
     return res
+
+
+def rollup_speed(name: str, url: str, total: int) -> float:
+    """Recompute the per-second aggregates of every stored second at once (in this process,
+    as the historian does every 5 s for the seconds it touched): raw rows per second."""
+    from edge.historian.rollup import Rollup
+    from edge.historian.store import open_store
+
+    store = open_store(url)
+    store.connect()
+    sec = "CAST(t AS INTEGER)" if name == "sqlite" else "floor(extract(epoch FROM t))::bigint"
+    r = Rollup(late_s=0.0)
+    r.dirty = {(d, int(s)) for d, s in query(url, f"SELECT DISTINCT device, {sec} "
+                                                  "FROM vsense_estimates")}
+    t0 = time.perf_counter()
+    r.run(store)
+    dt = time.perf_counter() - t0
+    store.close()
+    print(f"{'':<15}per-second aggregates of all {total:,} rows ({len(r.dirty) or '':}"
+          f"{r.stats['seconds_aggregated']} device-seconds): {dt:.2f} s, "
+          f"{total / dt:,.0f} rows/s", flush=True)
+    return total / dt
 
 
 def main(argv=None) -> int:
