@@ -325,6 +325,23 @@ def test_two_historians_split_a_shared_subscription(db, fleet, historian):
     assert h1.stats["duplicates"] + h2.stats["duplicates"] == 0
 
 
+def test_historian_rides_out_a_broker_restart(db, fleet, historian, mosquitto):
+    h = historian(db)
+    f = fleet(3, rows=50)
+    f.publish(5)
+    wait_for(lambda: count(db) == len(f.sent), 30, "the rows before the restart")
+    mosquitto.stop()
+    try:
+        wait_for(lambda: not h.connected, 30, "the historian to see the broker go")
+    finally:
+        mosquitto.start()
+    wait_for(lambda: h.stats["subscribed"] == 2, 30, "the new subscription")
+    wait_for(lambda: f.client.is_connected(), 30, "the devices' reconnection")
+    f.publish(5)
+    wait_for(lambda: count(db) == len(f.sent), 30, "the rows after the restart")
+    _exactly_once(db, f)
+
+
 def _block(db, pg):
     """Take the database away; returns the function that brings it back."""
     if db.startswith("sqlite:"):

@@ -77,7 +77,8 @@ class Historian:
                        f"$share/{group}/{self.base}/+/health", f"{self.base}/+/meta"]
         self.queue: queue.Queue[Received] = queue.Queue(maxsize=2 * receive_max)
         self.stats = {"rows": 0, "duplicates": 0, "messages": 0, "bad": 0, "health": 0,
-                      "commits": 0, "retries": 0, "queue_max": 0, "connects": 0}
+                      "commits": 0, "retries": 0, "queue_max": 0, "connects": 0,
+                      "subscribed": 0}
         self.db_state = "not connected"
         self.last_error: str | None = None
         self.connected = False
@@ -127,6 +128,7 @@ class Historian:
             self._refuse(f"the broker refused the subscription to {bad[0][0]} ({bad[0][1]}; "
                          "not authorised by its access list, or no shared subscriptions?)")
             return
+        self.stats["subscribed"] += 1
         self.answered.set()
 
     def _on_disconnect(self, client, userdata, flags, rc, props):
