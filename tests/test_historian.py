@@ -325,6 +325,18 @@ def test_two_historians_split_a_shared_subscription(db, fleet, historian):
     assert h1.stats["duplicates"] + h2.stats["duplicates"] == 0
 
 
+def test_a_message_the_database_rejects_is_counted_and_does_not_stall(db, fleet, historian):
+    h = historian(db, retry_max_s=0.2)
+    f = fleet(3, rows=20)
+    f.send_raw("dev00/health", b'{"samples": 1, "note": "\\u0000"}')  # jsonb refuses U+0000
+    f.publish(5)
+    pg = db.startswith("postgres")
+    wait_for(lambda: count(db) == len(f.sent) and h.stats["health"] == 3 + (not pg), 60,
+             "every row past the rejected message")
+    _exactly_once(db, f)
+    assert h.stats["bad"] == (1 if pg else 0)
+
+
 def test_historian_rides_out_a_broker_restart(db, fleet, historian, mosquitto):
     h = historian(db)
     f = fleet(3, rows=50)

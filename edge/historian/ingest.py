@@ -218,11 +218,8 @@ class Historian:
             items = [] if self._stop.is_set() else self._take()
             if items:
                 self._pending_since = items[0].arrival
-                batch = self._decode(items)
-                while not self._commit(items, batch):
-                    delay = min(max(0.2, 2 * delay), self.retry_max_s)
-                    if self._stop.wait(delay):
-                        return
+                if not self._write(self._decode(items)):
+                    return
                 delay = 0.0
                 self._pending_since = None
             if self.rollup is not None and self.rollup.due() and self.store.conn is not None:
@@ -230,6 +227,44 @@ class Historian:
             self._maybe_status()
             if self._stop.is_set():
                 return
+
+    def _write(self, pairs: list) -> bool:
+        """Commit ``pairs`` (message, rows or None when undecodable), retrying while the
+        database fails; after 3 failures one message at a time, so that one the database
+        rejects (a value it cannot store) is counted bad instead of stalling the rest.
+        False when stopped first."""
+        delay, fails = 0.0, 0
+        while pairs:
+            if self._commit([r for r, _ in pairs], [d for _, d in pairs if d is not None]):
+                return True
+            fails += 1
+            if fails >= 3:
+                pairs = self._one_by_one(pairs)
+                if not pairs:
+                    return True
+            delay = min(max(0.2, 2 * delay), self.retry_max_s)
+            if self._stop.wait(delay):
+                return False
+        return True
+
+    def _one_by_one(self, pairs: list) -> list:
+        """Commit each message alone; one that fails while the database answers is bad
+        (counted, acknowledged). Returns what is left when the database is away."""
+        for i, (r, d) in enumerate(pairs):
+            if self._commit([r], [d] if d is not None else []):
+                continue
+            try:  # is the database there? (an empty write)
+                self._open()
+                self.store.write([])
+            except Exception as e:  # noqa: BLE001 - away: the rest waits
+                self._db_failed(e)
+                return pairs[i:]
+            self.stats["bad"] += 1
+            log.warning("%s: the database rejects this message (%s); counted as bad",
+                        r.topic, self.last_error)
+            if r.qos and r.gen == self._gen:
+                self.client.ack(r.mid, r.qos)
+        return []
 
     def _open(self) -> None:
         if self.store.conn is None:
@@ -257,13 +292,15 @@ class Historian:
         self.store.close()
 
     def _decode(self, items: list[Received]) -> list:
+        """``[(message, rows or None)]``: an undecodable message is counted bad."""
         out = []
         for r in items:
             try:
-                out.append(decode(r.topic, r.payload, self.base, r.arrival, self.clocks))
+                out.append((r, decode(r.topic, r.payload, self.base, r.arrival, self.clocks)))
             except BadMessage as e:
                 self.stats["bad"] += 1
                 log.warning("bad message: %s", e)
+                out.append((r, None))
         return out
 
     def _commit(self, items: list[Received], batch: list) -> bool:
