@@ -186,6 +186,14 @@ def test_database_url_errors_name_the_url(tmp_path):
                         "postgres://u:secret@h/db", "--receive-max", "0"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--receive-max 0" in r.stderr and "secret" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "edge.cli", "historian", "--db", "h.db",
+                        "--username", "viewer", "--password-file", str(tmp_path / "nope")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--password-file" in r.stderr and "nope" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "edge.cli", "historian", "--db",
+                        f"sqlite:{tmp_path}/h.db", "--broker", "127.0.0.1:1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "127.0.0.1:1" in r.stderr and "refused" in r.stderr
 
 
 # ------------------------------------------------------------------ end to end
