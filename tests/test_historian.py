@@ -434,3 +434,32 @@ def test_grafana_queries_of_the_docs(db, fleet, historian):
     assert min(r[1] for r in per_second) == pytest.approx(np.nanmin(x))
     assert max(r[2] for r in per_second) == pytest.approx(np.nanmax(x))
     assert np.allclose([r[1:4] for r in stored_1s], [r[1:4] for r in per_second])
+
+
+def test_grafana_dashboard_queries_run(pg, fleet, historian):
+    """deploy/grafana/historian-postgresql.json: every panel's SQL and the device variable's,
+    with Grafana's macros and variables replaced, on a filled PostgreSQL database."""
+    import json
+
+    import psycopg
+
+    name = "t" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg.url, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    db = pg.url.rsplit("/", 1)[0] + "/" + name
+    dash = json.loads((Path(__file__).resolve().parents[1] / "deploy" / "grafana"
+                       / "historian-postgresql.json").read_text())
+    sqls = [t["rawSql"] for p in dash["panels"] for t in p["targets"]]
+    assert len(sqls) == 4
+    t0 = time.time() - 60
+    h = historian(db)
+    f = fleet(2, rows=100)
+    f.publish(20)
+    wait_for(lambda: count(db) == len(f.sent) and h.stats["health"] == 2
+             and not h.rollup.dirty, 30, "every row and its aggregates")
+    t1 = time.time() + 1
+    (var,) = [v["query"] for v in dash["templating"]["list"] if v["name"] == "device"]
+    assert [r[0] for r in query(db, var)] == ["dev00", "dev01"]
+    for sql in sqls:
+        rows = query(db, grafana(sql.replace("${col:raw}", "2"), t0, t1))
+        assert rows, sql
