@@ -250,7 +250,7 @@ def test_killed_historian_restarts_without_loss_or_duplicates(db, fleet, mosquit
     try:
         f.publish(10)
         assert status.wait(lambda: last_status().get("db") == "error"
-                           and last_status().get("queue", 0) > 0, 30), last_status()
+                           and last_status().get("pending", 0) > 0, 30), last_status()
         p.send_signal(signal.SIGKILL)  # holding delivered messages it has not acknowledged
         p.wait(10)
     finally:
@@ -345,8 +345,10 @@ def test_a_message_the_database_rejects_is_counted_and_does_not_stall(db, fleet,
     assert h.stats["bad"] == (1 if pg else 0)
 
 
-def test_historian_rides_out_a_broker_restart(db, fleet, historian, mosquitto):
-    h = historian(db)
+@pytest.mark.parametrize("share", [True, False])
+def test_historian_rides_out_a_broker_restart(db, fleet, historian, mosquitto, share):
+    h = historian(db, share=share)
+    assert h.topics[0].startswith("$share/") == share
     f = fleet(3, rows=50)
     f.publish(5)
     wait_for(lambda: count(db) == len(f.sent), 30, "the rows before the restart")
@@ -386,7 +388,7 @@ def test_database_outage_buffers_bounded_then_writes(db, fleet, historian, reque
     try:
         f.publish(40)  # 160 messages: far more than receive_max
         wait_for(lambda: h.db_state == "error", 30, "the historian to see the outage")
-        wait_for(lambda: h.queue.qsize() > 0, 30, "messages waiting")
+        wait_for(lambda: h.status()["pending"] > 0, 30, "messages waiting")
         assert h.stats["rows"] == 2 * 4 * 25
         assert h.status()["lag_s"] > 0
     finally:

@@ -34,6 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--group", default="vsense-historian", metavar="NAME",
                    help="shared-subscription group ($share/NAME/...): historians with the "
                         "same group split the fleet's messages")
+    p.add_argument("--no-share", action="store_true",
+                   help="plain subscriptions instead of a shared one: for a single historian "
+                        "(Mosquitto restores plain subscriptions after its restart, shared "
+                        "ones not)")
     p.add_argument("--client-id", default=None, metavar="ID",
                    help="MQTT client id, the name of the persistent session: give each "
                         "instance its own, and the same one again after a restart "
@@ -79,7 +83,8 @@ def run_historian(args) -> int:
         rollup = Rollup(enabled=not args.no_downsample, keep_raw_s=args.keep_raw)
         hist = Historian(settings, store, group=args.group, client_id=args.client_id,
                          receive_max=args.receive_max, session_expiry_s=args.session_expiry,
-                         status_interval_s=args.status_interval, rollup=rollup)
+                         status_interval_s=args.status_interval, rollup=rollup,
+                         share=not args.no_share)
     except (ConfigError, ValueError) as e:
         print(f"vsense-edge historian: error: {e}", file=sys.stderr)
         return 2

@@ -13,7 +13,8 @@ acknowledgement), the database out, at-least-once with idempotent writes.
   keeps the rest (in its queue for the session); the historian holds at most ``receive_max``
   messages (the queue is sized twice that for a reconnection's redeliveries).
 * ``$share/<group>/<base>/+/estimates`` and ``.../+/health``: the broker hands each message to
-  one member of the group, so several historians split a fleet. ``<base>/+/meta`` is a plain
+  one member of the group, so several historians split a fleet (``share=False``: plain
+  subscriptions, for one historian alone; Mosquitto restores those after its restart). ``<base>/+/meta`` is a plain
   subscription (retained messages are not sent on shared subscriptions).
 * One writer thread takes what waits (every message the broker has in flight), writes it in one transaction,
   retries with a growing delay while the database fails, and acknowledges after the commit.
@@ -58,7 +59,7 @@ class Historian:
                  client_id: str | None = None, receive_max: int = 500,
                  session_expiry_s: int = 3600,
                  status_interval_s: float = 5.0, status_topic: str | None = None,
-                 retry_max_s: float = 5.0, rollup=None):
+                 retry_max_s: float = 5.0, rollup=None, share: bool = True):
         for name, val in (("--group", group), ("--client-id", client_id or "x")):
             if not val or any(ch in val for ch in "/+#"):
                 raise ValueError(f"{name} {val!r}: give a non-empty name without / + #")
@@ -73,8 +74,9 @@ class Historian:
         self.status_interval_s, self.retry_max_s = status_interval_s, retry_max_s
         self.status_topic = (f"{self.base}/historian/{self.client_id}/status"
                              if status_topic is None else status_topic)
-        self.topics = [f"$share/{group}/{self.base}/+/estimates",
-                       f"$share/{group}/{self.base}/+/health", f"{self.base}/+/meta"]
+        share = f"$share/{group}/" if share else ""
+        self.topics = [f"{share}{self.base}/+/estimates", f"{share}{self.base}/+/health",
+                       f"{self.base}/+/meta"]
         self.queue: queue.Queue[Received] = queue.Queue(maxsize=2 * receive_max)
         self.stats = {"rows": 0, "duplicates": 0, "messages": 0, "bad": 0, "health": 0,
                       "commits": 0, "retries": 0, "queue_max": 0, "connects": 0,
@@ -88,6 +90,7 @@ class Historian:
         self.clocks = Clocks()
         self.rollup = rollup  # edge.historian.rollup.Rollup, or None: raw rows only
         self._pending_since: float | None = None  # arrival of the oldest uncommitted message
+        self._held = 0  # messages taken from the queue, not yet committed
         self._stop = threading.Event()
         self._writer: threading.Thread | None = None
         self._last_status = 0.0
@@ -101,7 +104,10 @@ class Historian:
         s = self.settings
         c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id,
                         protocol=mqtt.MQTTv5, manual_ack=True)
-        c.reconnect_delay_set(0.2, 5)
+        # back soon after a broker restart: Mosquitto 2.0 does not restore shared
+        # subscriptions from its persistence file, so what devices send before this
+        # historian subscribes again reaches no one (docs/historian.md)
+        c.reconnect_delay_set(0.1, 1)
         if s["username"]:
             c.username_pw_set(s["username"], s.get("password"))
         if s["tls"]:
@@ -217,11 +223,11 @@ class Historian:
                 continue
             items = [] if self._stop.is_set() else self._take()
             if items:
-                self._pending_since = items[0].arrival
+                self._pending_since, self._held = items[0].arrival, len(items)
                 if not self._write(self._decode(items)):
                     return
                 delay = 0.0
-                self._pending_since = None
+                self._pending_since, self._held = None, 0
             if self.rollup is not None and self.rollup.due() and self.store.conn is not None:
                 delay = self._try(lambda: self.rollup.run(self.store), delay)
             self._maybe_status()
@@ -347,6 +353,7 @@ class Historian:
         return {"t": round(time.time(), 3), "client_id": self.client_id, "group": self.group,
                 "db": self.db_state, "db_url": self.store.url, "error": self.last_error,
                 "mqtt": self.connected, "queue": self.queue.qsize(),
+                "pending": self.queue.qsize() + self._held,
                 "queue_limit": self.queue.maxsize,
                 **(self.rollup.stats if self.rollup is not None else {}),
                 "lag_s": 0.0 if since is None else round(time.time() - since, 3),
@@ -356,7 +363,8 @@ class Historian:
         st = st or self.status()
         return (f"historian {st['client_id']}: db {st['db']}, {st['rows']} rows "
                 f"({st['duplicates']} duplicates), {st['messages']} messages, {st['bad']} bad, "
-                f"queue {st['queue']}/{st['queue_limit']}, lag {st['lag_s']:.1f} s, "
+                f"{st['pending']} pending (queue {st['queue']}/{st['queue_limit']}), "
+                f"lag {st['lag_s']:.1f} s, "
                 f"mqtt {'connected' if st['mqtt'] else 'disconnected'}")
 
     def _maybe_status(self) -> None:
