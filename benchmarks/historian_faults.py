@@ -93,109 +93,117 @@ def lag_series(samples: list) -> list[tuple[float, float]]:
     return out
 
 
+def watch_status(port: int, base: str, status: list):
+    """A client collecting the historians' status messages as (time, dict)."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    watch = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="fault-watch")
+    watch.on_connect = lambda c, *a: c.subscribe(f"{base}/historian/+/status")
+    watch.on_message = lambda c, u, m: status.append((time.monotonic(),
+                                                      orjson.loads(m.payload)))
+    watch.connect("127.0.0.1", port)
+    watch.loop_start()
+    return watch
+
+
+def report(url: str, fleet: Fleet, faults: list, samples: list, status: list,
+           t0: float) -> None:
+    """Wait for the database to hold what was published, then count and print the lags."""
+    total = len(fleet.sent)
+    print(f"{time.monotonic() - t0:6.1f} s  published {total:,} rows; waiting for the "
+          "database", flush=True)
+    try:
+        wait_for(lambda: count(url) >= total, 60, "every row", poll=0.5)
+    except AssertionError as e:
+        print(f"  {e}")
+    done = time.monotonic()
+    rows = query(url, "SELECT device, seq FROM vsense_estimates")
+    keys = {(d, int(s)) for d, s in rows}
+    missing = sorted(fleet.sent - keys)
+    print(f"{done - t0:6.1f} s  stored {len(rows):,} rows: missing {len(missing)}, "
+          f"duplicates {len(rows) - len(keys)}, unexpected {len(keys - fleet.sent)}")
+    by_dev: dict = {}
+    for d, q in missing:  # where: device, seq range (seq / 1000 = seconds into the run)
+        by_dev.setdefault(d, []).append(q)
+    for d, qs in sorted(by_dev.items()):
+        print(f"  missing {d}: {len(qs)} rows, seq {qs[0]}..{qs[-1]} "
+              f"({qs[0] / 1000:.1f}-{qs[-1] / 1000:.1f} s)")
+    lags = lag_series(samples)
+    for (tf, what), nxt in zip(faults, [f[0] for f in faults[1:]] + [done]):
+        lag = max((g for t, g in lags if tf <= t <= nxt), default=float("nan"))
+        back = next((t for t, g in lags if t > tf and g < 0.5), None)
+        q = max((s["queue"] for t, s in status if tf <= t <= nxt), default=0)
+        caught = ("" if "started" not in what else " caught up (< 0.5 s) after "
+                  + ("-" if back is None else f"{back - tf:.1f} s;"))
+        print(f"  after '{what}':{caught} rows stored up to {lag:.1f} s of publishing "
+              f"behind; historians' queue up to {q}")
+
+
+def run(args, tmp: Path) -> None:
+    from historian import start_broker  # a free port
+
+    probe, port = start_broker(tmp)
+    probe.terminate()
+    probe.wait(10)
+    broker = Broker(tmp, port)
+    broker.start()
+    pg = PgServer(pg_bindir(), fsync=True)
+    pg.start()
+    url, base = pg.url, "fault"
+    status: list[tuple[float, dict]] = []
+    watch = watch_status(port, base, status)
+    hs = [historian(url, port, base, i) for i in range(2)]
+    fleet, stop = None, threading.Event()
+    try:
+        wait_for(lambda: len({s["client_id"] for _, s in status if s["mqtt"]}) == 2, 60,
+                 "both historians subscribed")
+        fleet = Fleet("127.0.0.1", port, base, args.devices, rows=50, seed=2,
+                      client_id="fault-fleet")
+        sent, samples, faults = [], [], []
+        pub = threading.Thread(target=publish_live, args=(fleet, args.seconds, stop, sent))
+        threading.Thread(target=sample_lag, args=(fleet, url, stop, samples),
+                         daemon=True).start()
+        t0 = time.monotonic()
+        pub.start()
+
+        def at(frac, what, fn):
+            time.sleep(max(0.0, t0 + frac * args.seconds - time.monotonic()))
+            fn()
+            faults.append((time.monotonic(), what))
+            print(f"{time.monotonic() - t0:6.1f} s  {what}", flush=True)
+
+        at(0.20, "historian h1 killed (SIGKILL)", lambda: hs[1].send_signal(signal.SIGKILL))
+        at(0.30, "historian h1 started again",
+           lambda: hs.__setitem__(1, historian(url, port, base, 1)))
+        at(0.45, "database stopped", pg.stop)
+        at(0.55, "database started", pg.start)
+        at(0.70, "broker stopped", broker.stop)
+        at(0.75, "broker started", broker.start)
+        pub.join()
+        # messages published while the broker was away report NO_CONN (paho keeps QoS 1 ones
+        # and sends them on the reconnection): the report waits for the database instead
+        report(url, fleet, faults, samples, status, t0)
+    finally:
+        stop.set()
+        for h in hs:
+            if h.poll() is None:
+                h.send_signal(signal.SIGTERM)
+                h.wait(60)
+        if fleet is not None:
+            fleet.close()
+        watch.loop_stop()
+        pg.close()
+        broker.stop()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", type=int, default=10)
     p.add_argument("--seconds", type=float, default=40.0)
     args = p.parse_args(argv)
-    from historian import start_broker  # a free port
-
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        probe, port = start_broker(tmp)
-        probe.terminate()
-        probe.wait(10)
-        broker = Broker(tmp, port)
-        broker.start()
-        pg = PgServer(pg_bindir(), fsync=True)
-        pg.start()
-        url, base = pg.url, "fault"
-        status: list[tuple[float, dict]] = []
-        import paho.mqtt.client as mqtt
-        from paho.mqtt.enums import CallbackAPIVersion
-
-        watch = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="fault-watch")
-        watch.on_connect = lambda c, *a: c.subscribe(f"{base}/historian/+/status")
-        watch.on_message = lambda c, u, m: status.append((time.monotonic(),
-                                                          orjson.loads(m.payload)))
-        watch.connect("127.0.0.1", port)
-        watch.loop_start()
-        hs = [historian(url, port, base, i) for i in range(2)]
-        wait_for(lambda: len({s["client_id"] for _, s in status if s["mqtt"]}) == 2, 60,
-                 "both historians subscribed")
-        fleet = Fleet("127.0.0.1", port, base, args.devices, rows=50, seed=2,
-                      client_id="fault-fleet")
-        sent: list = []
-        stop = threading.Event()
-        pub = threading.Thread(target=publish_live, args=(fleet, args.seconds, stop, sent))
-        samples: list = []
-        sampler = threading.Thread(target=sample_lag, args=(fleet, url, stop, samples),
-                                   daemon=True)
-        t0 = time.monotonic()
-        pub.start()
-        sampler.start()
-        T = args.seconds
-        faults = []
-
-        def at(frac, what, fn):
-            time.sleep(max(0.0, t0 + frac * T - time.monotonic()))
-            fn()
-            faults.append((time.monotonic(), what))
-            print(f"{time.monotonic() - t0:6.1f} s  {what}", flush=True)
-
-        try:
-            at(0.20, "historian h1 killed (SIGKILL)", lambda: hs[1].send_signal(signal.SIGKILL))
-            at(0.30, "historian h1 started again", lambda: hs.__setitem__(
-                1, historian(url, port, base, 1)))
-            at(0.45, "database stopped", pg.stop)
-            at(0.55, "database started", pg.start)
-            at(0.70, "broker stopped", broker.stop)
-            at(0.75, "broker started", broker.start)
-            pub.join()
-            # messages published while the broker was away report NO_CONN (paho keeps QoS 1
-            # ones and sends them on the reconnection): wait for the database instead
-            total = len(fleet.sent)
-            print(f"{time.monotonic() - t0:6.1f} s  published {total:,} rows "
-                  f"({sum(m.rc != 0 for m in sent)} messages while the broker was away); "
-                  "waiting for the database", flush=True)
-            try:
-                wait_for(lambda: count(url) >= total, 60, "every row", poll=0.5)
-            except AssertionError as e:
-                print(f"  {e}")
-            done = time.monotonic()
-            rows = query(url, "SELECT device, seq FROM vsense_estimates")
-            keys = {(d, int(s)) for d, s in rows}
-            print(f"{done - t0:6.1f} s  stored {len(rows):,} rows: missing "
-                  f"{len(fleet.sent - keys)}, duplicates {len(rows) - len(keys)}, "
-                  f"unexpected {len(keys - fleet.sent)}")
-            stop.set()
-            lags = lag_series(samples)
-            missing = sorted(fleet.sent - keys)
-            if missing:  # where: device, seq range (seq / 1000 = seconds into the run)
-                by_dev: dict = {}
-                for d, q in missing:
-                    by_dev.setdefault(d, []).append(q)
-                for d, qs in sorted(by_dev.items()):
-                    print(f"  missing {d}: {len(qs)} rows, seq {qs[0]}..{qs[-1]} "
-                          f"({qs[0] / 1000:.1f}-{qs[-1] / 1000:.1f} s)")
-            for (tf, what), nxt in zip(faults, [f[0] for f in faults[1:]] + [done]):
-                lag = max((g for t, g in lags if tf <= t <= nxt), default=float("nan"))
-                back = next((t for t, g in lags if t > tf and g < 0.5), None)
-                q = max((s["queue"] for t, s in status if tf <= t <= nxt), default=0)
-                caught = ("" if "started" not in what else " caught up (< 0.5 s) after "
-                          + ("-" if back is None else f"{back - tf:.1f} s;"))
-                print(f"  after '{what}':{caught} rows stored up to {lag:.1f} s of "
-                      f"publishing behind; historians' queue up to {q}")
-        finally:
-            stop.set()
-            for h in hs:
-                if h.poll() is None:
-                    h.send_signal(signal.SIGTERM)
-                    h.wait(60)
-            fleet.close()
-            watch.loop_stop()
-            pg.close()
-            broker.stop()
+        run(args, Path(tmp))
     return 0
 
 
