@@ -9,6 +9,7 @@
                         [-c edge.toml] [--username U --password-file F] [--tls-ca CA]
     vsense-edge monitor --broker HOST[:PORT] --fleet [--once]
     vsense-edge dashboard [-c PATH] [--url ws://HOST:9001] [--port 8090] [--export DIR]
+    vsense-edge historian --db sqlite:PATH|postgresql://... [--broker HOST[:PORT]] [--group G]
 
 Exit codes: listed by `vsense-edge --help` (edge.daemon.exitcodes.EXIT_CODES).
 """
@@ -131,6 +132,12 @@ def _parser() -> argparse.ArgumentParser:
 
     dashboard_arguments(command("dashboard", "serve the live browser dashboard "
                                              "(edge.dashboard)", codes=DASHBOARD_CODES))
+    from edge.historian import HISTORIAN_CODES
+    from edge.historian import add_arguments as historian_arguments
+
+    historian_arguments(command("historian", "store a fleet's estimates and health in a "
+                                             "database (edge.historian)",
+                                codes=HISTORIAN_CODES))
     return p
 
 
@@ -191,6 +198,10 @@ def _dispatch(args) -> int:
         from edge.dashboard import run_dashboard
 
         return run_dashboard(args)
+    if args.command == "historian":
+        from edge.historian import run_historian
+
+        return run_historian(args)
     if args.command == "replay":
         from edge.replay import replay
 

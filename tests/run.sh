@@ -8,9 +8,9 @@
 #
 # Creates .venv-test (or $VSENSE_TEST_VENV) with the offline, mesh (gmsh), test, fast (PARDISO),
 # lint and hybrid (JAX) extras: not the demo's .venv, which keeps the workstation extras only. Installs
-# Mosquitto, Chromium and chromium-driver from Debian's packages when they are missing (the
-# MQTT tests start their own broker on a free loopback port; the dashboard and report tests
-# drive the headless Chromium). Extra arguments go to pytest.
+# Mosquitto, PostgreSQL, Chromium and chromium-driver from Debian's packages when they are
+# missing (the MQTT tests start their own broker on a free loopback port, the historian tests
+# their own PostgreSQL cluster; the dashboard and report tests drive the headless Chromium). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VSENSE_TEST_VENV:-.venv-test}"
@@ -26,6 +26,14 @@ if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mosquitto >/dev/null
+fi
+
+# the historian tests start their own throwaway PostgreSQL cluster (initdb + pg_ctl)
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "==> installing postgresql (Debian package)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
 fi
 
 # the dashboard tests drive Debian's headless Chromium through its chromedriver
