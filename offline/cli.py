@@ -155,8 +155,10 @@ def _parser() -> argparse.ArgumentParser:
     lm.add_argument("--modes", type=int, default=80,
                     help="full-model modes (the rest enters as residual flexibility)")
     lm.add_argument("--bundle", default=None,
-                    help="also run this bundle's estimator on honest calibration runs "
-                         "(full model, exact modal integration) and print its error")
+                    help="the limit under this bundle's own load model (learned with build "
+                         "--record, else declared) and at its delay; run its estimator on the "
+                         "build's honest calibration runs and print its error and its ratio "
+                         "to the limit at its delay (the build's ratio; docs/glossary.md)")
     lm.add_argument("--quiet", action="store_true", help="no progress bars")
     pl = command("place", "choose sensors from [[placement.candidates]]")
     pl.add_argument("model", help="model file (TOML) with [[placement.candidates]]")
