@@ -202,9 +202,14 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "inspect":
-            from offline.model.inspect import inspect_model
+            from offline.model.inspect import inspect_report
 
-            print(inspect_model(args.model, n_modes=args.modes, progress=True))
+            text, errors = inspect_report(args.model, n_modes=args.modes, progress=True)
+            print(text)
+            for e in errors:
+                print(f"vsense-offline inspect: error: {e}", file=sys.stderr)
+            if errors:
+                return 2
         elif args.command == "build":
             from offline.build import build
 
