@@ -111,14 +111,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--amplitude", type=float, default=1.0,
                    help="sine/chirp/pulse amplitude [N]")
     s.add_argument("--csv", default=None, help="force history CSV (time,<force names>) for --load csv: the "
-                        "column named after each force (else the first), in N, unscaled")
+                        "column named after each force (else the first), in N, unscaled; "
+                        "its time 0 is the start of --warmup, so the record's time 0 is the "
+                        "CSV's time WARMUP; 0 outside its times")
     s.add_argument("--duration", type=float, default=2.0, help="record length [s]")
     s.add_argument("--noise", type=float, default=0.01,
                    help="noise std per channel relative to the signal std (0.01 = 1 %%)")
     s.add_argument("--warmup", type=float, default=0.0,
                    help="seconds simulated before the record and dropped: the record starts "
                         "on a vibrating structure instead of at rest with a step of the load "
-                        "(the build's calibration runs use 1 s)")
+                        "(the build's calibration runs use 1 s); a --load csv history starts "
+                        "with it")
     s.add_argument("--oversample", type=int, default=10,
                    help="integrator steps (and load points) per sample")
     s.add_argument("--engine", choices=("modal", "newmark"), default="modal",
