@@ -38,3 +38,19 @@ def test_times_are_k_over_rate_and_csv_load_starts_with_the_warmup(tmp_path, cap
     assert np.all(F[100:] == pytest.approx(10.0, abs=1e-12))
     mt, _ = _column(f"{out}_measurement.csv", "d_tip")
     assert mt == times
+
+
+def test_modelfile_doc_lists_the_adc_row_rates():
+    """docs/modelfile.md, where `[estimator] rate` is documented, tabulates the ADS1256's
+    row rates per channel count: the same numbers as edge.hw.ads1256_spec.row_rates
+    (printed to 6 significant digits: relative tolerance 1e-5)."""
+    from edge.hw.ads1256_spec import row_rates
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "modelfile.md").read_text()
+    assert "`[estimator] rate` on the device's ADC" in doc
+    for n in (1, 2, 3, 4, 8):
+        line = next(ln for ln in doc.splitlines() if ln.startswith(f"| {n} | ")
+                    and "," in ln)
+        vals = [float(x.replace(",", "")) for x in line.split("|")[2].split(", ")]
+        ref = [v for d, v in row_rates(n).items() if d >= 100]
+        assert vals == pytest.approx(ref, rel=1e-5), n
