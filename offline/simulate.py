@@ -335,10 +335,8 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         starts at rest, with the load's first value applied at once, a step). With a warm-up
         the record is a piece of the stationary response, like the build's calibration runs
         scored after their ``[calibration] warmup``; the noise level refers to the record.
-        Every load runs on the simulation's clock, which starts with the warm-up: a ``csv``
-        load's time 0 is the start of the warm-up, so the record's time 0 is the CSV's time
-        ``warmup`` (rounded to a sample); outside the CSV's times the force is 0. The
-        record's times are ``k / rate`` from 0.
+        A ``csv`` load's time 0 is the warm-up's start (record time 0 = CSV time ``warmup``,
+        to a sample; 0 N outside the CSV's times). Record times: ``k / rate``.
     noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %), added to
                             the measurements (the conversions with the ads1256 chain)
     oversample : int        fine sub-steps per sample (integrator step and load grid, >= 1)
@@ -395,9 +393,8 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         out, Ym, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run)
     F = F_fine[::oversample]
     info["dt"] = dt
-    # the record's times as k / rate (not sums of fine steps: 0.0009999999999998899)
     Yc, Ym, Z, F = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:]
-    t = np.arange(ns - nw) / rate_hz
+    t = np.arange(ns - nw) / rate_hz  # k / rate, not sums of fine steps (0.00099999...)
     Y = add_noise(Ym, noise, rng)
     info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
     info.setdefault("chain", "ideal")
