@@ -103,7 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--require-broker", action="store_true",
                    help="exit with code 7 unless the MQTT broker accepts the connection "
                         "within [mqtt] connect_timeout_s (also [mqtt] require_broker)")
-    c = command("check-config", "validate a config file and exit", codes=CHECK_CONFIG_CODES)
+    c = command("check-config", "validate a config file and exit (without --bundle: its keys "
+                "and values only; the line says what was not checked)",
+                codes=CHECK_CONFIG_CODES)
     c.add_argument("path", nargs="?", default=str(DEFAULT_PATH), help="TOML config")
     c.add_argument("--bundle", action="store_true",
                    help="also run every start-up check of `run` short of opening the "
@@ -188,7 +190,17 @@ def _dispatch(args) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_CONFIG
-        print(f"{args.path}: ok ({len(cfg.channels)} channels, device {cfg['device']['id']})")
+        names = ", ".join(str(c["name"]) for c in cfg.channels)
+        head = (f"{args.path}: ok ({len(cfg.channels)} channels: {names}; device "
+                f"{cfg['device']['id']})")
+        if args.bundle:
+            print(head + "; every start-up check of `run` short of opening the hardware passed")
+        else:  # say what a file alone cannot tell
+            print(head + f"; the file's keys and values only. Not checked without --bundle: "
+                  f"the channel names and order against the bundle "
+                  f"{cfg.resolve(cfg['bundle']['path'])}, the ADC's row rate against the "
+                  f"bundle's rate, the bundle's hash and signature, inverse maps, MQTT "
+                  f"password and TLS files")
         return 0
     if args.command == "monitor":
         from edge.monitor import run_monitor

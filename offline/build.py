@@ -38,6 +38,7 @@ from offline.calibration_runs import calibration_runs
 from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
+from offline.limit.ratio import build_accuracy, format_ratios
 from offline.load import declared_load_model, learn_load, read_records
 from offline.load.check import check_learned
 from offline.load.declared import replaced_kinds
@@ -112,6 +113,8 @@ class BuildResult:
             lines.append("  accuracy limit (lowest normalised RMS error of any estimator; MMSE, "
                          "non-causal): " + ", ".join(
                 f"{n} {v:.3g}" for n, v in zip(lim["force_names"] + lim["output_names"], nc)))
+        if b.meta.get("accuracy"):  # the one ratio of docs/glossary.md (offline/limit/ratio.py)
+            lines.append("  " + format_ratios(b.meta["accuracy"]))
         inv = b.meta.get("inverse")  # inverse maps (step 6): begin
         if inv:
             for name, mm in inv["maps"].items():
@@ -371,6 +374,10 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         t6 = time.perf_counter()
         bundle = attach_hybrid(bundle, rm, spec, hybrid, progress)[0]
         timings["hybrid"] = time.perf_counter() - t6
+    if limit:  # the final estimator's error over the limit at its delay, same load
+        acc = build_accuracy(bundle, runs, spec, model, mm, load_model)
+        if acc:
+            bundle.meta["accuracy"] = acc
     used = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
     bundle.meta["load_model"] = used.as_meta()
     blind = bundle_blind_warning(mm, used, bundle, spec)  # loads no record tells apart

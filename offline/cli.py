@@ -111,14 +111,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--amplitude", type=float, default=1.0,
                    help="sine/chirp/pulse amplitude [N]")
     s.add_argument("--csv", default=None, help="force history CSV (time,<force names>) for --load csv: the "
-                        "column named after each force (else the first), in N, unscaled")
+                        "column named after each force (else the first), in N, unscaled; "
+                        "its time 0 is the start of --warmup, so the record's time 0 is the "
+                        "CSV's time WARMUP; 0 outside its times")
     s.add_argument("--duration", type=float, default=2.0, help="record length [s]")
     s.add_argument("--noise", type=float, default=0.01,
                    help="noise std per channel relative to the signal std (0.01 = 1 %%)")
     s.add_argument("--warmup", type=float, default=0.0,
                    help="seconds simulated before the record and dropped: the record starts "
                         "on a vibrating structure instead of at rest with a step of the load "
-                        "(the build's calibration runs use 1 s)")
+                        "(the build's calibration runs use 1 s); a --load csv history starts "
+                        "with it")
     s.add_argument("--oversample", type=int, default=10,
                    help="integrator steps (and load points) per sample")
     s.add_argument("--engine", choices=("modal", "newmark"), default="modal",
@@ -155,8 +158,10 @@ def _parser() -> argparse.ArgumentParser:
     lm.add_argument("--modes", type=int, default=80,
                     help="full-model modes (the rest enters as residual flexibility)")
     lm.add_argument("--bundle", default=None,
-                    help="also run this bundle's estimator on honest calibration runs "
-                         "(full model, exact modal integration) and print its error")
+                    help="the limit under this bundle's own load model (learned with build "
+                         "--record, else declared) and at its delay; run its estimator on the "
+                         "build's honest calibration runs and print its error and its ratio "
+                         "to the limit at its delay (the build's ratio; docs/glossary.md)")
     lm.add_argument("--quiet", action="store_true", help="no progress bars")
     pl = command("place", "choose sensors from [[placement.candidates]]")
     pl.add_argument("model", help="model file (TOML) with [[placement.candidates]]")
@@ -200,9 +205,14 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "inspect":
-            from offline.model.inspect import inspect_model
+            from offline.model.inspect import inspect_report
 
-            print(inspect_model(args.model, n_modes=args.modes, progress=True))
+            text, errors = inspect_report(args.model, n_modes=args.modes, progress=True)
+            print(text)
+            for e in errors:
+                print(f"vsense-offline inspect: error: {e}", file=sys.stderr)
+            if errors:
+                return 2
         elif args.command == "build":
             from offline.build import build
 

@@ -18,6 +18,7 @@ import numpy as np
 from edge.kinds import DEFAULT_REDUCTION_METHOD as DEFAULT_METHOD
 from edge.kinds import DEFAULT_REDUCTION_MODES as DEFAULT_MODES
 from offline.fem.femodel import FEModel
+from offline.model.checks import eigen_error_warning, mechanism_warning
 from offline.model import ModelFileError, ModelSpec, build_fe_model, resolve_dofs
 from offline.reduction import Reduction, recover, reduce
 
@@ -161,4 +162,7 @@ def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int 
                  n_report=n_rep, progress=progress)
     outs = [resolve_dofs(model, o.select, o.dof, o.where or f"[[outputs]] {o.name}")[0]
             for o in spec.outputs]
+    f_band = (spec.estimator.rate if spec.estimator else 1000.0) / 2
+    red.report.warnings = [w for w in (mechanism_warning(spec, red.report.freqs_full),
+                                       eigen_error_warning(red.report, f_band, spec)) if w]
     return ReducedModel(spec, model, red, reduced_damping(model, red), masters, chan, frc, outs)

@@ -174,14 +174,17 @@ def accuracy_parts(b, d: Path) -> list[str]:
                      f'band, mean (+/- spread) over the runs.</p>')
         names = sel["targets"]
         rows = []
-        nc = (lim["force_nrmse"] + lim["output_nrmse"]) if lim else [float("nan")] * len(names)
         for cname, c in sel["candidates"].items():
             r = c["best"]
+            d_ms = r["delay"] * b.dt * 1e3
+            # the ratio to the limit at the candidate's own delay (docs/glossary.md)
+            at = [limit_at(m, n, d_ms) for n in names]
             rows.append([cname + (" (chosen)" if cname == sel["chosen"] else ""),
-                         r["window"], f"{r['delay'] * b.dt * 1e3:g}",
+                         r["window"], f"{d_ms:g}",
                          f"{r['alpha']:.3g}" if "alpha" in r else "-"]
-                        + [f"{v:.3g} +/- {s:.2g} ({v / n:.2f}x limit)"
-                           for v, s, n in zip(r["nrmse"], r["spread"], nc)])
+                        + [f"{v:.3g} +/- {s:.2g}" + (f" ({v / a[0]:.2f}x the {a[1]:g} ms limit)"
+                                                    if a else "")
+                           for v, s, a in zip(r["nrmse"], r["spread"], at)])
         parts.append(_table(("estimator", "L", "delay [ms]", "alpha", *names), rows))
         if (d / "selection.png").exists():
             parts.append(_img(d / "selection.png", "expected error per delay and estimator"))

@@ -8,10 +8,20 @@
 * TRUTH: header ``time,<names>``, e.g. the truth file of ``offline/simulate.py``; it may hold
   more columns and a finer, commensurate time grid than OUTPUT.
 
+With ``<name>_std`` columns (the stated standard deviation of the smoother, as written by
+replay) each such column also gets its honesty: the 1-sigma coverage, the fraction of scored
+rows with ``|estimate - truth| <= std`` (68.3 % for a Gaussian error whose std is stated
+exactly; far below: the std is too narrow, far above: too wide), and ``std/error``, the RMS of
+the stated std over the RMS error (1 when the std is honest on average).
+
 Every data column of OUTPUT (or the ones chosen with ``--columns``) must exist in TRUTH, and
 every OUTPUT time must have a TRUTH time within 1e-3 of the OUTPUT sample interval; otherwise
 a :class:`ScoreError` names the file and the column or time. Rows with flags bit 1 (warm-up)
-or a NaN in a scored column of either file are skipped and counted. Skipped rows at the start
+or a NaN in a scored column of either file are always skipped and counted: the estimator
+holds the warm-up flag until its stated std has converged, so the default (``skip = 0``)
+leaves out the estimator's convergence. ``--skip SECONDS`` leaves out the first SECONDS as
+well, whatever the flags (e.g. the transient of a record simulated from rest, or estimates
+from another tool without a flags column). Skipped rows at the start
 and end are dropped; skipped rows inside the record are set to zero in both signals for the
 FFT (the time grid stays uniform, and such rows add nothing to the FDE numerator) and left
 out of the RMS error and correlation.
@@ -49,6 +59,8 @@ class ColumnScore:
     nrmse: float
     rms: float
     corr: float
+    coverage: float | None = None   # fraction of rows with |estimate - truth| <= stated std
+    std_ratio: float | None = None  # RMS(stated std) / RMS(estimate - truth)
 
 
 @dataclass
@@ -98,13 +110,22 @@ class ScoreTable:
                  f"dt = {self.dt:g} s"]
         w = max([len("column")] + [len(r.name) for r in self.rows])
         hb = f"FDE {self.band_label}"
+        honest = any(r.coverage is not None for r in self.rows)
         lines.append(f"{'column':<{w}}  {hb:>{max(len(hb), 10)}}  {'FDE full':>10}  "
-                     f"{'NRMSE':>8}  {'RMS error':>11}  {'corr':>7}")
+                     f"{'NRMSE':>8}  {'RMS error':>11}  {'corr':>7}"
+                     + (f"  {'1-sigma cov.':>12}  {'std/error':>9}" if honest else ""))
         for r in self.rows:
-            lines.append(f"{r.name:<{w}}  {r.fde_band:>{max(len(hb), 10)}.4f}  "
-                         f"{r.fde_full:>10.4f}  {r.nrmse:>8.4f}  {r.rms:>11.4g}  "
-                         f"{r.corr:>7.4f}")
+            ln = (f"{r.name:<{w}}  {r.fde_band:>{max(len(hb), 10)}.4f}  "
+                  f"{r.fde_full:>10.4f}  {r.nrmse:>8.4f}  {r.rms:>11.4g}  {r.corr:>7.4f}")
+            if honest:
+                ln += (f"  {100 * r.coverage:>11.1f}%  {r.std_ratio:>9.3g}"
+                       if r.coverage is not None else f"  {'-':>12}  {'-':>9}")
+            lines.append(ln)
         lines.append("NRMSE = RMS(estimate - truth) / std(truth), time domain, full band")
+        if honest:
+            lines.append("1-sigma cov. = share of rows with |estimate - truth| <= the stated "
+                         "<name>_std (68.3 % for an honest Gaussian std); std/error = "
+                         "RMS(stated std) / RMS(estimate - truth) (1 = honest)")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -235,7 +256,23 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
     table.rows = [ColumnScore(name=c, fde_band=float(fb[i]), fde_full=float(ff[i]),
                               nrmse=float(nrmse[i]), rms=float(rms[i]), corr=float(cor[i]))
                   for i, c in enumerate(columns)]
+    for i, c in enumerate(columns):  # the stated std's honesty, where a std column is given
+        if f"{c}_std" in en:
+            table.rows[i].coverage, table.rows[i].std_ratio = _honesty(
+                E[keep_idx, en.index(f"{c}_std")], Ek[:, i] - Tk[:, i], out_csv, c)
     return table
+
+
+def _honesty(std: np.ndarray, err: np.ndarray, path: str, name: str) -> tuple:
+    """1-sigma coverage (share of rows with ``|err| <= std``) and RMS(std) / RMS(err) of
+    the scored rows; a NaN or negative std is an error naming the file and column."""
+    if not np.all(np.isfinite(std)) or np.any(std < 0):
+        raise ScoreError(f"{path}: column '{name}_std' has a NaN or negative std on a scored "
+                         "row")
+    cover = float(np.mean(np.abs(err) <= std))
+    rms_err = float(np.sqrt(np.mean(err ** 2)))
+    ratio = float(np.sqrt(np.mean(std ** 2)) / rms_err) if rms_err > 0 else float("inf")
+    return cover, ratio
 
 
 # -------------------------------------------------------------------------------- CLI
@@ -246,15 +283,17 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         description="Compare an estimate CSV with a truth CSV, per column: the normalised RMS "
                     "error (RMS(estimate - truth) / std(truth)), the frequency-domain error "
                     "FDE (sum |E - T| / sum (|E| + |T|) over the spectrum, Oh et al. eq. 33), "
-                    "the RMS error and the correlation (docs/glossary.md).")
+                    "the RMS error and the correlation; with <name>_std columns the 1-sigma "
+                    "coverage and stated-std / actual-error ratio (docs/glossary.md).")
     p.add_argument("output", help="estimate CSV: time,<names>,flags")
     p.add_argument("truth", help="truth CSV: time,<names>")
     p.add_argument("--band", nargs=2, type=float, metavar=("F0", "FMAX"),
                    help="frequency band of the FDE column [Hz] (full spectrum also shown)")
     p.add_argument("--columns", help="comma-separated columns to score (default: all)")
     p.add_argument("--skip", type=float, default=0.0, metavar="SECONDS",
-                   help="leave out the first SECONDS of the estimates: the estimator's "
-                        "start-up (default 0)")
+                   help="also leave out the first SECONDS of the estimates, whatever their "
+                        "flags (default 0: rows flagged warm-up, which the estimator holds "
+                        "until its std has converged, and NaN rows are always left out)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 

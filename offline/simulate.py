@@ -335,6 +335,8 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         starts at rest, with the load's first value applied at once, a step). With a warm-up
         the record is a piece of the stationary response, like the build's calibration runs
         scored after their ``[calibration] warmup``; the noise level refers to the record.
+        A ``csv`` load's time 0 is the warm-up's start (record time 0 = CSV time ``warmup``,
+        to a sample; 0 N outside the CSV's times). Record times: ``k / rate``.
     noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %), added to
                             the measurements (the conversions with the ads1256 chain)
     oversample : int        fine sub-steps per sample (integrator step and load grid, >= 1)
@@ -360,7 +362,8 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     target = load.pop("force", None)
     rng = np.random.default_rng(seed)
     spec = build_result.spec if build_result is not None else load_model_file(model_path)
-    dt = 1.0 / (rate or (spec.estimator.rate if spec.estimator else 1000.0))
+    rate_hz = float(rate or (spec.estimator.rate if spec.estimator else 1000.0))
+    dt = 1.0 / rate_hz
     if not (np.isfinite(warmup) and warmup >= 0):
         raise ValueError(f"warmup must be a number of seconds >= 0, got {warmup!r}")
     nw = int(round(warmup / dt))
@@ -388,9 +391,10 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         Ym = out[:, :nc]
     else:
         out, Ym, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run)
-    F, t = F_fine[::oversample], tf[::oversample]
+    F = F_fine[::oversample]
     info["dt"] = dt
-    Yc, Ym, Z, F, t = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:], t[nw:] - t[nw]
+    Yc, Ym, Z, F = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:]
+    t = np.arange(ns - nw) / rate_hz  # k / rate, not sums of fine steps (0.00099999...)
     Y = add_noise(Ym, noise, rng)
     info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
     info.setdefault("chain", "ideal")

@@ -108,6 +108,11 @@ def test_check_config_cli_exit_codes(tmp_path, capsys):
     good = tmp_path / "good.toml"
     good.write_text(EXAMPLE)
     assert main(["check-config", str(good)]) == 0
+    # without --bundle it says what it could not check (issue 37: a plain "ok" passed wrong
+    # channel names)
+    out = capsys.readouterr().out
+    assert ": ok (" in out and "Not checked without --bundle: the channel names and order" in out
+    assert "ADC's row rate against the bundle's rate" in out
     bad = tmp_path / "bad.toml"
     bad.write_text(EXAMPLE.replace('host = "localhost"', "host = 5"))
     assert main(["check-config", str(bad)]) == 2

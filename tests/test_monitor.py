@@ -249,6 +249,31 @@ def test_render_names_why_the_model_is_suspect_and_the_load_level():
     text = render(view, "dev1", "h:1883", now=0.0)
     assert "SUSPECT" in text and "innovations too small" in text
     assert "level 0.0316 x the designed force RMS" in text
+    # NIS as a ratio to its expected value (issue 37: "121551009.0 / 16000" read raw)
+    assert "NIS 0.375 x its expected value over 8 s" in text
+    mc.update(nis=121551009.0, dof=16000, ratio=121551009.0 / 16000)
+    view.feed("health", json.dumps({**HEALTH, "model_check": mc}).encode(), now=0.0)
+    assert "NIS 7,597 x its expected value" in render(view, "dev1", "h:1883", now=0.0)
+
+
+def test_render_value_with_its_std_to_sensible_digits():
+    """The std to 3 significant digits, the value to the same place (issue 37: the monitor
+    printed "+/- +11.67153 N")."""
+    from edge.monitor.view import fmt_pm
+
+    # references: the rule written out by hand for each case
+    assert fmt_pm(238.4567, 11.67153, "N") == "+238.5 ± 11.7 N"
+    assert fmt_pm(-0.0123456, 0.5, "N") == "-0.012 ± 0.500 N"
+    assert fmt_pm(1.2345e-5, 2.93e-6, "m") == "+1.234e-05 ± 2.93e-06 m"  # 1e-8 place
+    assert fmt_pm(1234.4, 1234.4, "N") == "+1234 ± 1234 N"
+    assert fmt_pm(float("nan"), 1.0, "N") == "—" and fmt_pm(0.125, None, "N") == "+0.12500 N"
+    view = DeviceView()
+    view.feed("meta", json.dumps(META).encode(), now=0.0)
+    payload = encode_estimates(7, np.array([7_000_000]), np.array([[238.4567, -2.5e-4]]),
+                               np.array([0], np.uint8), std=np.array([11.67153, 2.93e-6]))
+    view.feed("estimates", payload, now=0.0)
+    text = render(view, "dev1", "h:1883", now=0.0)
+    assert "+238.5 ± 11.7 N" in text and "+/-" not in text
 
 
 def test_broker_settings_from_a_config_and_options(tmp_path, monkeypatch):

@@ -225,7 +225,11 @@ SCHEMA: tuple[Section, ...] = (
             "`load`; `file`: a measurement CSV (`time,<channels>`, SI units).",
             choices=("structure", "file")),
         Key("file", "str", "", "Measurement CSV for `source = \"file\"`."),
-        Key("load", "str", "random", "Load profile for `structure`.",
+        Key("load", "str", "random", "Load profile for `structure`: `random` is white noise "
+            "of standard deviation `amplitude` through a one-pole low-pass at `frequency` "
+            "(10 Hz by default), not the bundle's load model, so the model check may say "
+            "SUSPECT; `sine` at `frequency`; `impulse` a 5 ms half-sine once a second; "
+            "`chirp` 0 to `frequency` over 10 s, repeating.",
             choices=("random", "sine", "impulse", "chirp")),
         Key("amplitude", "float", 1.0, "Load amplitude.", unit="N", min=0.0, max=1e12),
         Key("frequency", "float", 10.0, "Sine frequency / chirp end frequency.", unit="Hz",

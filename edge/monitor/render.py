@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from edge.monitor.payload import clean
-from edge.monitor.view import DeviceView, _fmt
+from edge.monitor.view import DeviceView, _fmt, fmt_pm, fmt_ratio
 
 
 def render(view: DeviceView, device: str, broker: str, now: float | None = None,
@@ -53,8 +53,8 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
         std = view.last_std if view.last_std is not None else [None] * len(view.columns)
         for name, unit, x, sd in zip(view.columns, view.units(), view.last_values, std):
             kind = "force " if name in forces else "output"
-            pm = "" if sd is None else f" +/- {_fmt(float(sd), unit)}"
-            lines.append(f"  {kind}  {name:<14s} {_fmt(float(x), unit):>22s}{pm}")
+            txt = _fmt(float(x), unit) if sd is None else fmt_pm(float(x), float(sd), unit)
+            lines.append(f"  {kind}  {name:<14s} {txt:>22s}")
     else:
         lines.append("latest estimate: none yet")
     lines.append("")
@@ -89,8 +89,9 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
             ratio = mc.get("ratio")
             bands = ", ".join(f"{b['f_hz'][1]:g} Hz {b['ratio']:.2f}" for b in mc.get("bands", [])
                               if b.get("ratio") is not None and len(b.get("f_hz", ())) > 1)
-            lines.append(f"model     {'SUSPECT' if mc.get('suspect') else 'ok'}: NIS/dof "
-                         f"{'—' if ratio is None else f'{ratio:.3f}'} over "
+            # NIS over its expected value (the window's degrees of freedom): 1 on average
+            lines.append(f"model     {'SUSPECT' if mc.get('suspect') else 'ok'}: NIS "
+                         f"{fmt_ratio(ratio)} x its expected value over "
                          f"{mc.get('window_s', 0):g} s" + (f"; below/above {bands}" if bands
                                                            else ""))
             for reason in mc.get("reasons") or []:

@@ -48,6 +48,29 @@ def _fmt(x, unit: str = "") -> str:
     return f"{s} {unit}".rstrip()
 
 
+def fmt_pm(x, sd, unit: str = "") -> str:
+    """``value ± std unit`` with the std to 3 significant digits and the value rounded to
+    the same place (``+238.5 ± 11.7 N``); scientific where the std is below 1e-3 or from 1e5
+    (``+1.234e-05 ± 2.93e-06 m``). Without a finite positive std: :func:`_fmt`."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if sd is None or not math.isfinite(sd) or sd <= 0:
+        return _fmt(x, unit)
+    esd = math.floor(math.log10(sd))
+    if 1e-3 <= sd < 1e5 and abs(x) < 1e6:
+        dec = max(0, 2 - esd)
+        return f"{x:+.{dec}f} ± {sd:.{dec}f} {unit}".rstrip()
+    ex = math.floor(math.log10(abs(x))) if x != 0 else esd
+    return f"{x:+.{max(0, ex - esd + 2)}e} ± {sd:.2e} {unit}".rstrip()
+
+
+def fmt_ratio(r) -> str:
+    """A ratio to 3 significant digits, without an exponent up to 99,999."""
+    if r is None or not math.isfinite(r):
+        return "—"
+    return f"{r:.3g}" if abs(r) < 1000 else (f"{r:,.0f}" if abs(r) < 1e5 else f"{r:.3g}")
+
+
 class DeviceView:
     """Everything received about one device; thread-safe, no I/O.
 

@@ -9,9 +9,13 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
               progress: bool = True) -> str:
     """Text of the limit table (:meth:`offline.limit.model.ModelLimit.format`).
 
-    With ``bundle`` (a path), its estimator runs on honest calibration runs of the model
-    (:func:`offline.calibration_runs.calibration_runs`: full model, exact modal integration, the
-    sensors' noise or ``noise``) and its normalised RMS errors are shown next to the limit.
+    With ``bundle`` (a path), the limit rests on the bundle's own load model (learned with
+    ``build --record``, else the model file's declaration: :func:`offline.limit.ratio.
+    bundle_load_model`) and is also computed at the bundle's delay; its estimator runs on
+    the build's honest calibration runs under that load (:func:`offline.calibration_runs.
+    calibration_runs`: full model, exact modal integration, the sensors' noise or ``noise``)
+    and its normalised RMS errors are shown next to the limit, with the ratio to the limit at
+    its delay (:mod:`offline.limit.ratio`, the build's ratio).
     """
     from offline.limit.model import model_limit
     from offline.model import build_fe_model, load_model_file
@@ -27,18 +31,27 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     delays = np.array([0, 5, 10, 20, 100] if delays_ms is None else delays_ms, float) * 1e-3
     if np.any(delays < 0):
         raise ValueError(f"--delay: delays must be >= 0 ms, got {delays_ms}")
-    lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress)
-    achieved = None
-    text = []
-    if bundle is not None:
-        achieved, line = bundle_error(spec, model, bundle, n_modes=n_modes, progress=progress)
-        text.append(line)
-    return lim.format(achieved) + ("\n" + "\n".join(text) if text else "")
+    if bundle is None:
+        lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress)
+        return lim.format()
+    from edge.bundle import Bundle
+    from offline.limit.ratio import bundle_delay_s, bundle_load_model
+
+    b = Bundle.load(bundle)
+    lm = bundle_load_model(b)
+    delay = bundle_delay_s(b)
+    lim = model_limit(spec, model, delays=np.union1d(delays, [delay]), n_modes=n_modes,
+                      progress=progress, loads=lm)
+    achieved, line = bundle_error(spec, model, bundle, n_modes=n_modes, progress=progress,
+                                  load_model=lm)
+    return lim.format(achieved, ratio_delay_s=delay) + "\n" + line
 
 
-def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = False):
-    """Mean normalised RMS error of a bundle's estimator over the honest calibration runs:
-    ``({name: nrmse}, description)``."""
+def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = False,
+                 load_model=None):
+    """Mean normalised RMS error of a bundle's estimator over the honest calibration runs
+    (under ``load_model``, default the model file's declaration): ``({name: nrmse},
+    description)``."""
     from edge.bundle import Bundle
     from offline.calibration_runs import calibration_runs
     from edge.estimator import Estimator
@@ -55,11 +68,16 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     fd = [resolve_dofs(model, f.select, f.dof, f.where)[0] for f in spec.forces]
     od = [resolve_dofs(model, o.select, o.dof, o.where)[0] for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
-                            progress=progress)
+                            progress=progress, load_model=load_model)
     r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")
+    from offline.limit.ratio import RATIO_DEFINITION
+
+    load = ("the load model learned from records" if load_model is not None
+            else "the model file's declared load")
     return dict(zip(names_b, r["nrmse"])), (
         f"estimator of {bundle_path}: {b.method}, L={b.window} (delay "
-        f"{(b.window - 1) * b.dt * 1e3:g} ms), alpha={b.alpha:.3g}, on {len(runs)} full-model calibration runs (seeds "
-        f"{[x.seed for x in runs]}); ratio = estimator / non-causal limit")
+        f"{(b.window - 1) * b.dt * 1e3:g} ms), alpha={b.alpha:.3g}, on {len(runs)} full-model "
+        f"calibration runs (seeds {[x.seed for x in runs]}) under {load}; "
+        + RATIO_DEFINITION)

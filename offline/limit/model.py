@@ -160,9 +160,11 @@ class ModelLimit:
         return (f"causal limits exact (spectral factorisation, {self.n_grid}-point grid) "
                 f"except those marked +: {fir}")
 
-    def format(self, achieved: dict | None = None) -> str:
+    def format(self, achieved: dict | None = None, ratio_delay_s: float | None = None) -> str:
         """Table: one row per force/output, limit at each delay and non-causal; ``achieved``
-        ``{name: nrmse}`` adds the estimator's figure and its ratio to the non-causal limit."""
+        ``{name: nrmse}`` adds the estimator's figure and its ratio to the limit at
+        ``ratio_delay_s`` (the estimator's delay; :mod:`offline.limit.ratio`), or to the
+        non-causal limit without one."""
         heads = [f"{d * 1e3:g} ms" for d in self.delays_s] + ["non-causal"]
         lines = ["accuracy limit: the lowest normalised RMS error (RMS(estimate - truth) / "
                  "std(truth), full band) any estimator can reach, at each delay of the estimate "
@@ -172,6 +174,9 @@ class ModelLimit:
                  f"noise "
                  + ", ".join(f"{100 * v:g} %" for v in self.noise)]
         head = f"  {'':<14}" + "".join(f"{h:>12}" for h in heads)
+        at = None
+        if achieved and ratio_delay_s is not None:
+            at = np.concatenate(self.at_delay(ratio_delay_s))
         if achieved:
             head += f"{'estimator':>12}{'ratio':>8}"
         lines.append(head)
@@ -182,13 +187,13 @@ class ModelLimit:
         rows += [(n, self.lag_output_nrmse[:, i], self.output_nrmse[i], ex[:, nf + i])
                  for i, n in enumerate(self.output_names)]
         mark = ex.any() and not ex.all()  # a mixed table: "+" on the FIR bounds
-        for name, lag, nc, e in rows:
+        for k, (name, lag, nc, e) in enumerate(rows):
             ln = f"  {name:<14}" + "".join(
                 f"{v:>11.4g}" + ("+" if mark and not ok else " ")
                 for v, ok in zip(lag, e)) + f"{nc:>12.4g}"
             if achieved and name in achieved:
                 a = achieved[name]
-                ln += f"{a:>12.4g}{a / nc:>8.2f}"
+                ln += f"{a:>12.4g}{a / (nc if at is None else at[k]):>8.2f}"
             lines.append(ln)
         return "\n".join(lines)
 

@@ -9,27 +9,37 @@ from offline._deps import need
 from offline.model.modelfile import build_unconstrained, fixed_mask, load_model_file
 
 
-def natural_frequencies(model, n_modes: int = 10) -> np.ndarray:
+def natural_frequencies(model, n_modes: int = 10, vectors: bool = False):
     """Lowest ``n_modes`` natural frequencies [Hz] of ``K phi = w^2 M phi``.
 
     Sparse shift-invert (``eigsh``) about ``sigma = -1 (rad/s)^2``, slightly negative so that
     rigid-body modes (``w = 0``) do not make ``K - sigma M`` singular; dense ``eigh`` for small
-    models. Tiny negative eigenvalues from round-off are reported as 0 Hz.
+    models. Tiny negative eigenvalues from round-off are reported as 0 Hz. ``vectors``:
+    return ``(f, Phi)`` with the mode shapes ``Phi`` (n_dofs, k) too.
     """
     n = model.n_dofs
     k = min(n_modes, n)
     if n <= 400 or k >= n - 1:
         sl = need("scipy.linalg")
-        w2 = sl.eigh(model.K.toarray(), model.M.toarray(), eigvals_only=True)[:k]
+        w2, V = sl.eigh(model.K.toarray(), model.M.toarray())
+        w2, V = w2[:k], V[:, :k]
     else:
         sla = need("scipy.sparse.linalg")
-        w2 = np.sort(sla.eigsh(model.K.tocsc(), k=k, M=model.M.tocsc(), sigma=-1.0,
-                               which="LM", return_eigenvectors=False))
+        w2, V = sla.eigsh(model.K.tocsc(), k=k, M=model.M.tocsc(), sigma=-1.0, which="LM")
+        o = np.argsort(w2)
+        w2, V = w2[o], V[:, o]
     # f = sqrt(w^2) / (2 pi)
-    return np.sqrt(np.clip(w2, 0.0, None)) / (2.0 * np.pi)
+    f = np.sqrt(np.clip(w2, 0.0, None)) / (2.0 * np.pi)
+    return (f, V) if vectors else f
 
 
 def inspect_model(path, n_modes: int = 10, progress: bool = False) -> str:
+    """The text of :func:`inspect_report`, its errors appended as ``ERROR: ...`` lines."""
+    text, errors = inspect_report(path, n_modes, progress)
+    return "\n".join([text] + [f"ERROR: {e}" for e in errors])
+
+
+def inspect_report(path, n_modes: int = 10, progress: bool = False) -> tuple[str, list]:
     """Human-readable summary of a model file.
 
     Parameters
@@ -41,11 +51,18 @@ def inspect_model(path, n_modes: int = 10, progress: bool = False) -> str:
 
     Returns
     -------
-    str
+    text : str
         Sizes (nodes, elements when the builder reports them, DOFs before/after boundary
         conditions, nnz of K and M), mass [kg] per translation direction (with point masses,
-        before constraints) and the first natural frequencies [Hz] of the constrained model.
+        before constraints), the first natural frequencies [Hz] of the constrained model, and a
+        ``WARNING`` line for a mechanism (:func:`offline.model.checks.mechanism_warning`).
+    errors : list of str
+        Signals and reduction masters that sit on no free DOF of a node
+        (:func:`offline.model.checks.check_positions`), each naming its key and the nearest
+        nodes.
     """
+    from offline.model.checks import check_positions, mechanism_warning
+
     spec = load_model_file(path)
     full = build_unconstrained(spec, progress)
     fixed = fixed_mask(spec, full)
@@ -68,7 +85,13 @@ def inspect_model(path, n_modes: int = 10, progress: bool = False) -> str:
     if model.rayleigh is not None:
         a, b = model.rayleigh
         lines.append(f"  Rayleigh  a = {a:.6g} 1/s, b = {b:.6g} s")
-    f = natural_frequencies(model, n_modes)
+    f, V = natural_frequencies(model, n_modes, vectors=True)
     lines.append(f"  first {f.size} natural frequencies [Hz]:")
     lines += [f"    {i + 1:3d}  {fi:12.4f}" for i, fi in enumerate(f)]
-    return "\n".join(lines)
+    warn = mechanism_warning(spec, f, model, V)
+    if warn:
+        lines.append(warn)
+    errors = check_positions(spec, model)
+    lines.append("  positions: every sensor, force, output and reduction master on a node"
+                 if not errors else f"  positions: {len(errors)} problem(s), below")
+    return "\n".join(lines), errors

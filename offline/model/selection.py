@@ -172,9 +172,9 @@ def nodes_of(sel: Selection, coords, node_ids, groups, where: str = "select",
     tol = sel.tol if sel.tol is not None else REL_TOL * model_scale(coords)
     if sel.forms[0][0] == "at":
         try:
-            row = _nearest(coords, sel.forms[0][1], tol)
+            row = _nearest(coords, node_ids, sel.forms[0][1], tol)
         except ValueError as exc:
-            raise ModelFileError(f"{w}.at: {exc}; set tol to accept it") from None
+            raise ModelFileError(f"{w}.at: {exc}") from None
         return node_ids[[row]]
     mask = np.ones(node_ids.size, bool)
     for kind, value in sel.forms:
@@ -187,12 +187,25 @@ def nodes_of(sel: Selection, coords, node_ids, groups, where: str = "select",
     return np.sort(node_ids[mask])
 
 
-def _nearest(coords, xyz, tol) -> int:
+def _nearest(coords, node_ids, xyz, tol) -> int:
+    """Row of the one node nearest ``xyz`` within ``tol``; a ValueError naming the nearest
+    nodes and their distances when none is that near, or when two or more are equally near
+    (within 1e-9 of the distance) and the point is on none of them, where ``tol`` cannot
+    choose (coincident nodes exactly at the point: the first, as before)."""
     d = np.linalg.norm(coords - np.asarray(xyz, float), axis=1)
-    i = int(np.argmin(d))
+    order = np.argsort(d, kind="stable")
+    i = int(order[0])
+    near = order[d[order] <= d[i] * (1 + 1e-9) + 1e-15]
+    listed = order[:max(3, near.size)][:6]
+    names = ", ".join(f"node {int(node_ids[k])} at [{', '.join(f'{c:.6g}' for c in coords[k])}]"
+                      f" ({d[k]:.3g} m)" for k in listed)
+    if near.size > 1 and d[i] > 0:
+        raise ValueError(f"{near.size} nodes are equally near {list(map(float, xyz))}: {names}; move the "
+                         f"point onto one of them or select it with nodes = [id]")
     if d[i] > tol:
-        raise ValueError(f"no node within {tol:.3g} m of {list(xyz)} (nearest is "
-                         f"{d[i]:.3g} m away)")
+        raise ValueError(f"no node within {tol:.3g} m of {list(map(float, xyz))}; the nearest: {names}; "
+                         f"move the point onto a node, or set tol >= {d[i]:.3g} to take "
+                         f"node {int(node_ids[i])}")
     return i
 
 

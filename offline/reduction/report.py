@@ -84,6 +84,10 @@ class ReductionReport:
         The eigenvalues [rad^2/s^2] behind the frequencies.
     n_rigid : int
         Rigid-body modes of the full model among the reported ones.
+    warnings : list of str
+        ``WARNING: ...`` lines printed after the largest error (a mechanism, an in-band error
+        above a threshold: :mod:`offline.model.checks`, set by
+        :func:`offline.reduced.reduce_model`).
     """
 
     method: str
@@ -97,6 +101,7 @@ class ReductionReport:
     lam_full: np.ndarray = field(default_factory=lambda: np.zeros(0))
     lam_reduced: np.ndarray = field(default_factory=lambda: np.zeros(0))
     n_rigid: int = 0
+    warnings: list = field(default_factory=list)
 
     def format(self, f_band: float | None = None) -> str:
         """Plain-text table: mode, full and reduced frequency [Hz], eigenvalue error [%]
@@ -115,6 +120,7 @@ class ReductionReport:
         if self.eig_error.size:
             lines.append(largest_error(np.abs(self.eig_error),
                                         np.asarray(self.freqs_full, float), f_band))
+        lines += list(self.warnings)
         if self.timings:
             lines.append("timings [s]: " + ", ".join(
                 f"{k} {v:.3g}" for k, v in self.timings.items()))

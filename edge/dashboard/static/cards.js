@@ -12,6 +12,9 @@ const el = (tag, cls, text) => {
 };
 const fin = (x) => typeof x === "number" && Number.isFinite(x);
 const num = (x, d = 1) => (fin(x) ? x.toFixed(d) : "—");
+// 3 (or d) significant digits; an exponent only from 1e5 or below 1e-3
+const sig = (x, d = 3) => (!fin(x) ? "—" : x !== 0 && (Math.abs(x) >= 1e5 || Math.abs(x) < 1e-3)
+  ? x.toExponential(d - 1) : String(Number(x.toPrecision(d))));
 const int = (x) => (fin(x) ? Math.round(x).toLocaleString("en") : "—");
 const str = (x) => (x === undefined || x === null ? "—" : String(x));
 
@@ -77,7 +80,8 @@ function updateCards(d) {
     // NIS: normalised innovation squared summed over the window; divided by its degrees
     // of freedom it is 1 on average when the model fits the data (docs/glossary.md)
     const judged = fin(mc.nis);
-    kv(ck, "NIS / dof", judged ? `${num(mc.nis, 1)} / ${str(mc.dof)} = ${num(mc.ratio, 3)}`
+    // shown as a ratio to its expected value (the dof), the raw sum only beside it
+    kv(ck, "NIS / expected", judged ? `${sig(mc.ratio)} x (NIS ${sig(mc.nis, 4)}, expected ${str(mc.dof)})`
       : "— (window not full yet)");
     kv(ck, "limit", fin(mc.threshold) && fin(mc.dof) && mc.dof > 0
       ? (fin(mc.threshold_low) && mc.threshold_low > 0

@@ -1,0 +1,102 @@
+"""The ratio to the accuracy limit: one definition for ``build``, ``limit --bundle`` and the
+demo (docs/glossary.md, "Ratio to the limit").
+
+    ratio = (normalised RMS error of the bundle's estimator on the build's calibration runs)
+            / (MMSE limit at the estimator's delay, under the bundle's own load model)
+
+Both figures rest on the same load: the one the bundle was built for (learned from records
+with ``build --record``, else the model file's ``[calibration]`` declaration) and the same
+sensor noise. The delay is the estimator's (the smoother's lag, a Tikhonov window's L - 1
+samples); the limit at that delay is the exact (IIR) one where the spectral factorisation is
+verified, else the FIR upper bound (:func:`offline.limit.model.model_limit`), the same in
+both commands. 1.00 cannot be
+beaten; a non-causal limit would flatter a causal estimator's ratio.
+"""
+
+from __future__ import annotations
+
+#: One line said wherever a ratio is printed.
+RATIO_DEFINITION = ("ratio = estimator's normalised RMS error on the calibration runs / "
+                    "accuracy limit at the estimator's delay, same load model "
+                    "(docs/glossary.md)")
+
+
+def bundle_delay_s(bundle) -> float:
+    """The estimator's delay [s]: ``(window - 1) * dt`` (the smoother's lag)."""
+    return (int(bundle.window) - 1) * float(bundle.dt)
+
+
+def bundle_load_model(bundle):
+    """The load model a bundle was built for, as the build used it: the learned
+    :class:`offline.load.LoadModel` of a ``build --record`` bundle (``meta["load_model"]``,
+    with its absolute sensor noise), or None for a declared one (then the model file's
+    ``[calibration]`` loads and relative noise, as the build's limit and calibration runs)."""
+    from offline.load.model import LoadModel
+
+    lm = bundle.meta.get("load_model")
+    if not lm or lm.get("source", "declared") == "declared":
+        return None
+    return LoadModel.from_meta(lm)
+
+
+def limit_at(lim: dict, name: str, delay_ms: float) -> tuple[float, float] | None:
+    """``(limit, delay used [ms])`` of ``name`` in a limit table (``ModelLimit.as_dict``) at
+    the largest tabulated delay not above ``delay_ms``; None when there is none."""
+    names = lim["force_names"] + lim["output_names"]
+    if name not in names:
+        return None
+    i = names.index(name)
+    rows = [list(f) + list(o) for f, o in zip(lim["lag_force_nrmse"], lim["lag_output_nrmse"])]
+    ok = [k for k, d in enumerate(lim["delays_ms"]) if d <= delay_ms + 1e-9]
+    if not ok:
+        return None
+    return float(rows[ok[-1]][i]), float(lim["delays_ms"][ok[-1]])
+
+
+def ratios(lim: dict, nrmse: dict, delay_ms: float) -> dict:
+    """``{"delay_ms", "rows": [{"name", "nrmse", "limit", "limit_delay_ms", "ratio"}]}`` for
+    every name of ``nrmse`` the limit table has."""
+    rows = []
+    for name, v in nrmse.items():
+        at = limit_at(lim, name, delay_ms)
+        if at is None:
+            continue
+        rows.append({"name": name, "nrmse": float(v), "limit": at[0], "limit_delay_ms": at[1],
+                     "ratio": float(v) / at[0] if at[0] > 0 else float("inf")})
+    return {"delay_ms": float(delay_ms), "rows": rows}
+
+
+def format_ratios(acc: dict) -> str:
+    """One line: ``ratio to the accuracy limit at the estimator's delay (20 ms): F07 1.07x
+    (0.647 / 0.606), ...``."""
+    parts = [f"{r['name']} {r['ratio']:.2f}x ({r['nrmse']:.3g} / {r['limit']:.3g}"
+             + (f" at {r['limit_delay_ms']:g} ms" if abs(r["limit_delay_ms"] - acc["delay_ms"])
+                > 1e-9 else "") + ")" for r in acc["rows"]]
+    return (f"ratio to the accuracy limit at the estimator's delay ({acc['delay_ms']:g} ms): "
+            + ", ".join(parts))
+
+
+def build_accuracy(bundle, runs, spec, model, mm, loads) -> dict | None:
+    """The build's ratios (:func:`ratios`): the final bundle's estimator on the calibration
+    runs over the limit at its delay, computed as ``limit`` computes it (exact where the
+    spectral factorisation is verified, else the FIR upper bound, on the same grid; the
+    build's limit table holds the FIR bounds only, which can lie several % above). None
+    without a limit in ``bundle.meta`` or when the estimator diverges."""
+    import time
+
+    from edge.estimator import Estimator
+    from offline.limit.model import model_limit
+    from offline.selection import score_estimator
+
+    if not bundle.meta.get("limit"):
+        return None
+    t0 = time.perf_counter()
+    delay = bundle_delay_s(bundle)
+    lim = model_limit(spec, model, delays=[delay], mm=mm, loads=loads).as_dict()
+    r = score_estimator(Estimator(bundle), runs)
+    if r is None:
+        return None
+    names = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
+    out = ratios(lim, dict(zip(names, r["nrmse"])), delay * 1e3)
+    out["seconds"] = time.perf_counter() - t0
+    return out
