@@ -100,7 +100,18 @@ def plan_chain(kind: str, rate: float, n_channels: int, drate=None, mode=None,
                          f"{mode} mode with {n_channels} channel(s), but the model's rate "
                          f"is {rate:g} samples/s{hint}")
     refine = max(1, int(math.ceil(MIN_STEPS_PER_ROW / oversample)))
-    return Chain("ads1256", drate, mode, channel_instants(drate, mode, n_channels), refine)
+    return Chain("ads1256", drate, mode, row_offsets(drate, mode, n_channels), refine)
+
+
+def row_offsets(drate: float, mode: str, n_channels: int) -> np.ndarray:
+    """Each channel's window end relative to the row's time [s] (<= 0), the row's time being
+    its last channel's conversion, as the estimator's measurement model counts it
+    (``[acquisition] offsets`` are these values negated): with the multiplexer cycling,
+    channel ``j`` ends ``(n - 1 - j) / CYCLING_THROUGHPUT_HZ[drate]`` before it
+    (:func:`edge.hw.ads1256_filter.channel_instants` counts from the first channel's DRDY,
+    which the device stamps the row with)."""
+    inst = channel_instants(drate, mode, n_channels)
+    return inst - inst[-1]
 
 
 def refine_grid(F: np.ndarray, refine: int, pad: int = 0) -> np.ndarray:

@@ -89,7 +89,8 @@ def test_plan_chain_defaults_and_errors():
     # two channels cycled at DRATE 3750: Table 14's 2165 conversions/s, 1082.5 rows/s
     two = plan_chain("ads1256", 1082.5, 2)
     assert two.drate == 3750.0 and two.mode == "cycle"
-    assert two.offsets[1] == pytest.approx(1 / CYCLING_THROUGHPUT_HZ[3750.0])
+    # the row's time is the last channel's conversion: channel 0 ends one step before it
+    assert two.offsets.tolist() == pytest.approx([-1 / CYCLING_THROUGHPUT_HZ[3750.0], 0.0])
     with pytest.raises(ValueError, match=r"--drate.*1000 SPS gives 1000 rows/s.*2000"):
         plan_chain("ads1256", 2000.0, 1, drate=1000.0)
     with pytest.raises(ValueError, match=r"--drate\): no ADS1256 data rate gives"):
@@ -173,9 +174,10 @@ def test_sine_steady_state_difference_is_the_datasheet_response(tmp_path):
 
 
 def test_cycled_channels_each_at_their_own_instant(tmp_path):
-    """Two sensors cycled at DRATE 3750 (1082.5 rows/s): channel 1's window ends
-    1 / 2165 s (Table 14) after the row's stamp (reference: the taps over a fine ideal run
-    at those instants, computed directly)."""
+    """Two sensors cycled at DRATE 3750 (1082.5 rows/s): channel 0's window ends
+    1 / 2165 s (Table 14) before channel 1's, whose conversion is the row's time (the
+    estimator's convention, offline.chain.row_offsets; reference: the taps over a fine ideal
+    run at those instants, computed directly)."""
     rate = CYCLING_THROUGHPUT_HZ[3750.0] / 2
     path = model(tmp_path, rate, [("d102", 0.102, "displacement"),
                                   ("a_tip", 0.17, "acceleration")])
@@ -184,15 +186,14 @@ def test_cycled_channels_each_at_their_own_instant(tmp_path):
     chip = simulate_model(path, load, (n - 1) / rate, noise=0.0, progress=False,
                           chain="ads1256", oversample=64)
     assert chip.info["mode"] == "cycle" and chip.info["drate"] == 3750.0
-    offs = [0.0, 1 / CYCLING_THROUGHPUT_HZ[3750.0]]
+    offs = [-1 / CYCLING_THROUGHPUT_HZ[3750.0], 0.0]
     assert chip.info["offsets_s"] == pytest.approx(offs)
     ref = reference(path, load, rate, n, 3750.0, offs)
     scale = np.abs(ref).max(axis=0)
-    # the last row's channel 1 ends after the record (the chip run holds the load there)
-    np.testing.assert_allclose(chip.Y_conv[:-1], ref[:-1], atol=1e-9 * scale.max())
-    # at the wrong instant (channel 1 as if converted with channel 0) it would differ
+    np.testing.assert_allclose(chip.Y_conv, ref, atol=1e-9 * scale.max())
+    # at the wrong instant (channel 0 as if converted with channel 1) it would differ
     wrong = reference(path, load, rate, n, 3750.0, [0.0, 0.0])
-    assert np.max(np.abs(wrong[:, 1] - ref[:, 1])) > 0.05 * scale[1]
+    assert np.max(np.abs(wrong[:, 0] - ref[:, 0])) > 0.05 * scale[0]
 
 
 def test_cli_writes_conversions_with_noise_and_point_truth(tmp_path, capsys):

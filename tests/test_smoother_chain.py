@@ -237,12 +237,16 @@ def test_acquisition_table_parses_and_names_bad_keys():
     s = _spec('\n[acquisition]\nconverter = "ads1256"\ndrate = 3750.0\nmode = "cycle"\n'
               'offsets = [2.0e-4]\n')
     assert s.chain() == Chain("ads1256", 3750.0, "cycle", (2e-4,))
+    # an ADS1256 cycling without offsets: the datasheet's (Table 14), the row's time being
+    # its last channel's conversion (one sensor here: 0)
+    s = _spec('\n[acquisition]\nconverter = "ads1256"\ndrate = 3750.0\nmode = "cycle"\n')
+    assert s.chain() == Chain("ads1256", 3750.0, "cycle", (0.0,))
     s = _spec('\n[acquisition]\nconverter = "daq"\ncutoff = 400.0\ngroup_delay = 1.5e-3\n')
     assert s.chain() == Chain("daq", 1000.0, "continuous", (), 400.0, 1.5e-3)
     for extra, key in (('converter = "sigma"', r"\[acquisition\]\.converter"),
                        ('converter = "ads1256"\ndrate = 1234.0', r"\[acquisition\]\.drate"),
-                       ('converter = "ads1256"\ndrate = 3750.0\nmode = "cycle"',
-                        r"\[acquisition\]\.offsets: missing"),
+                       ('converter = "daq"\ncutoff = 400.0\ngroup_delay = 1e-3\n'
+                        'mode = "cycle"', r"\[acquisition\]\.offsets: missing"),
                        ('offsets = [0.0, 0.0]', r"\[acquisition\]\.offsets: 2 values"),
                        ('offsets = [0.002]', r"\[acquisition\]\.offsets\[0\]"),
                        ('rate = 1.0', r"\[acquisition\]\.rate: unknown key"),

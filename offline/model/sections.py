@@ -296,7 +296,8 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
     """``[acquisition]``: converter ``ideal`` (default), ``ads1256`` or ``daq``, ``drate`` (an
     ADS1256 rate; default ``[estimator] rate`` in continuous mode), ``mode`` ``continuous``
     (default) or ``cycle``, ``offsets`` (one per ``[[sensors]]`` entry, in [0, 1 / rate) s;
-    required in cycle mode); ``daq`` only: ``cutoff`` in (0, drate / 2] Hz and
+    an ADS1256 cycling defaults to the datasheet's: the row's time is its last channel's
+    conversion, :func:`offline.chain.row_offsets`); ``daq`` only: ``cutoff`` in (0, drate / 2] Hz and
     ``group_delay`` > 0 s of its linear-phase anti-alias FIR (both required)."""
     from edge.acquisition import CONVERTERS, MODES
     from edge.hw.ads1256_filter import num_ave
@@ -320,10 +321,15 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
                                  f"rows are slower than the conversions)")
     offsets = t.get("offsets", "list", None)
     if offsets is None:
-        if conv != "ideal" and mode == "cycle":
-            raise ModelFileError(f"{w}.offsets: missing (required with mode = \"cycle\": each "
-                                 f"channel's conversion end before the row's time stamp [s])")
+        if conv == "daq" and mode == "cycle":
+            raise ModelFileError(f"{w}.offsets: missing (required with a daq cycling its "
+                                 f"channels: each channel's conversion end before the row's "
+                                 f"time stamp [s])")
         offsets = ()
+        if conv == "ads1256" and mode == "cycle":  # the datasheet's cycling (Table 14)
+            from offline.chain import row_offsets
+
+            offsets = tuple(float(-o) for o in row_offsets(drate, mode, n_sensors))
     else:
         if len(offsets) != n_sensors:
             raise ModelFileError(f"{w}.offsets: {len(offsets)} values for {n_sensors} "
