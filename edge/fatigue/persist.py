@@ -122,7 +122,8 @@ def load_state(path, counter: RainflowCounter) -> None:
     if not (np.all(np.isfinite(d["stack"])) and np.all(np.isfinite(fst))
             and np.all(np.isfinite(d["hist"]))):
         raise FatigueStateError(f"{path}: non-finite values in the state")
-    if (np.any(ist < 0) or np.any(ist[:, I_N] > counter.residue_cap)
+    counts = np.delete(ist, I_DIR, axis=1)
+    if (np.any(counts < 0) or np.any(ist[:, I_N] > counter.residue_cap)
             or np.any(np.abs(ist[:, I_DIR]) > 1) or np.any(ist[:, I_STARTED] > 1)
             or np.any(fst[:, 1:] < 0) or np.any(d["hist"] < 0)):
         raise FatigueStateError(f"{path}: values out of range in the state")
