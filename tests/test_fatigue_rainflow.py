@@ -148,3 +148,14 @@ def test_memory_is_bounded_and_stated():
     c.update(record(200_000, seed=4))
     # state arrays do not grow with the record: residue 256*8 + hist 32*32*8 + rows
     assert c.memory_bytes() == before == 256 * 8 + 32 * 32 * 8 + 8 * 8 + 3 * 8 + 7 * 8 + 3 * 8
+
+
+def test_huge_ranges_are_clipped_not_wrapped():
+    # a range 1e300 times the histogram's must land in the last bin (float compare before
+    # the integer cast), counted as clipped; reset zeroes in place (same arrays)
+    c = _counter(HistogramBins(1e-3, -1e-3, 1e-3), log_cap=10)
+    hist = c.hist
+    c.update(np.array([0.0, 1e297, -1e297, 1e297, -1e297, 0.0]))
+    assert c.summary()["clipped"] == 1 and c.hist[0, -1, :].sum() == 1.0
+    c.reset()
+    assert c.hist is hist and c.summary()["cycles"] == 0 and c.pending() is None

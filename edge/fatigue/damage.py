@@ -62,7 +62,8 @@ def miner_damage(ranges, weights, curve: SNCurve, scale: float = 1.0) -> float:
     w = np.asarray(weights, dtype=np.float64)
     if r.size == 0:
         return 0.0
-    return float(np.sum(w / curve.cycles(r)))
+    with np.errstate(divide="ignore"):  # N underflows to 0 for absurd ranges: D = inf
+        return float(np.sum(w / curve.cycles(r)))
 
 
 def residue_half_cycles(residue) -> tuple[np.ndarray, np.ndarray]:
