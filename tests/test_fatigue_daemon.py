@@ -1,0 +1,94 @@
+"""The daemon's [[fatigue]] hotspots end to end: simulated ADC, real Mosquitto (the session's
+broker), virtual clock. Reference: a fresh counter (edge/fatigue) fed the estimates the
+daemon published, in one block; the count does not depend on the cut, so the published
+summary equals it exactly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from edge.daemon.app import run_daemon
+from edge.daemon.config import ConfigError, config_from_dict
+from edge.daemon.mqtt import decode_estimates
+from edge.fatigue import HistogramBins, Hotspot, RainflowCounter, curve
+from tests.helpers import chain_bundle
+
+pytestmark = pytest.mark.mqtt
+FAT = {"output": "u_mid", "curve": "DNV-D-air", "scale": 1e9, "range_max": 1e-6,
+       "mean_lo": -1e-6, "mean_hi": 1e-6, "bins": 16, "save_every_s": 0.2,
+       "publish_every_s": 0.2}
+
+
+@pytest.fixture(scope="module")
+def bundle_path(tmp_path_factory):
+    b = chain_bundle(window=3, kinds=("displacement", "acceleration"))
+    p = tmp_path_factory.mktemp("fatbundle") / "chain.npz"
+    b.save(p)
+    return p
+
+
+def _cfg(tmp_path, bundle_path, port, duration, fatigue):
+    return config_from_dict({
+        "device": {"id": "fat"}, "bundle": {"path": str(bundle_path)},
+        "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"},
+                     {"name": "y1", "pin": "AIN1", "sensitivity": 0.01}],
+        "mqtt": {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
+                 "reconnect_max_s": 0.5, "health_interval_s": 0.5},
+        "recorder": {"enabled": False}, "realtime": {"gc": "freeze"},
+        "simulate": {"clock": "virtual", "duration_s": duration, "seed": 3,
+                     "level": "signal"},
+        "fatigue": fatigue})
+
+
+def _estimates(sub, n_before=0):
+    parts = [decode_estimates(p) for p, _ in sub.get("vsense/fat/estimates")[n_before:]]
+    return np.concatenate([p["v"] for p in parts])
+
+
+def test_daemon_counts_publishes_saves_and_resumes(tmp_path, bundle_path, mosquitto,
+                                                   subscriber):
+    state = tmp_path / "u_mid.state"
+    fat = [dict(FAT, state_file=str(state))]
+    sub = subscriber(["vsense/fat/estimates", "vsense/fat/fatigue/u_mid"], "s-fat")
+    assert run_daemon(_cfg(tmp_path, bundle_path, mosquitto.port, 2.0, fat), simulate=True,
+                      install_signals=False) == 0
+    n1 = 2000 - 2  # the last `delay` samples have no estimate at stop
+    assert sub.wait(lambda: sum(len(decode_estimates(p)["seq"]) for p, _ in
+                                sub.get("vsense/fat/estimates")) >= n1, 20)
+    assert sub.wait(lambda: any(json.loads(p)["samples"] == n1
+                                for p, _ in sub.get("vsense/fat/fatigue/u_mid")), 20)
+    V1 = _estimates(sub)
+    col = 1  # columns F, u_mid, a_mid
+    ref = RainflowCounter([Hotspot("u_mid", curve("DNV-D-air"), 1e9,
+                                   HistogramBins(1e-6, -1e-6, 1e-6))], n_range=16, n_mean=16)
+    ref.update(np.ascontiguousarray(V1[:, col]))
+    last = json.loads(sub.get("vsense/fat/fatigue/u_mid")[-1][0])
+    want = ref.summary()
+    for k in ("cycles", "damage", "damage_with_residue", "samples", "gaps", "residue"):
+        assert last[k] == want[k], k          # same kernel, same samples: exactly equal
+    assert last["damage"] > 0 and last["cycles"] > 10 and state.exists()
+    np.testing.assert_array_equal(last["histogram"]["counts"], ref.hist[0])
+    # a restart resumes from the saved state: run 2 adds its samples to run 1's count
+    k1 = len(sub.get("vsense/fat/estimates"))
+    assert run_daemon(_cfg(tmp_path, bundle_path, mosquitto.port, 1.0, fat), simulate=True,
+                      install_signals=False) == 0
+    n2 = 1000 - 2
+    assert sub.wait(lambda: any(json.loads(p)["samples"] == n1 + n2
+                                for p, _ in sub.get("vsense/fat/fatigue/u_mid")), 20)
+    assert sub.wait(lambda: sum(len(decode_estimates(p)["seq"]) for p, _ in
+                                sub.get("vsense/fat/estimates")[k1:]) >= n2, 20)
+    ref.update(np.ascontiguousarray(_estimates(sub, k1)[:, col]))
+    last = json.loads(sub.get("vsense/fat/fatigue/u_mid")[-1][0])
+    assert last["samples"] == n1 + n2 and last["damage"] == ref.summary()["damage"]
+
+
+def test_bad_fatigue_config_is_named(tmp_path, bundle_path):
+    with pytest.raises(ConfigError, match=r"\[\[fatigue\]\] #0 curve"):
+        _cfg(tmp_path, bundle_path, 1883, 1.0, [dict(FAT, curve="EN-72")])
+    with pytest.raises(ConfigError, match="mean_hi"):
+        _cfg(tmp_path, bundle_path, 1883, 1.0, [dict(FAT, mean_hi=-2e-6)])
+    cfg = _cfg(tmp_path, bundle_path, 1883, 1.0, [dict(FAT, output="nope")])
+    assert run_daemon(cfg, simulate=True, install_signals=False) == 2   # EXIT_CONFIG
