@@ -6,6 +6,7 @@ summary equals it exactly."""
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -30,15 +31,17 @@ def bundle_path(tmp_path_factory):
     return p
 
 
-def _cfg(tmp_path, bundle_path, port, duration, fatigue):
+def _cfg(tmp_path, bundle_path, port, duration, fatigue, clock="virtual", commands=(),
+         dev="fat"):
     return config_from_dict({
-        "device": {"id": "fat"}, "bundle": {"path": str(bundle_path)},
+        "device": {"id": dev}, "bundle": {"path": str(bundle_path)},
         "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"},
                      {"name": "y1", "pin": "AIN1", "sensitivity": 0.01}],
         "mqtt": {"host": "127.0.0.1", "port": port, "reconnect_min_s": 0.1,
-                 "reconnect_max_s": 0.5, "health_interval_s": 0.5},
+                 "reconnect_max_s": 0.5, "health_interval_s": 0.5,
+                 "commands": list(commands)},
         "recorder": {"enabled": False}, "realtime": {"gc": "freeze"},
-        "simulate": {"clock": "virtual", "duration_s": duration, "seed": 3,
+        "simulate": {"clock": clock, "duration_s": duration, "seed": 3,
                      "level": "signal"},
         "fatigue": fatigue})
 
@@ -92,3 +95,49 @@ def test_bad_fatigue_config_is_named(tmp_path, bundle_path):
         _cfg(tmp_path, bundle_path, 1883, 1.0, [dict(FAT, mean_hi=-2e-6)])
     cfg = _cfg(tmp_path, bundle_path, 1883, 1.0, [dict(FAT, output="nope")])
     assert run_daemon(cfg, simulate=True, install_signals=False) == 2   # EXIT_CONFIG
+
+
+def test_reset_and_export_commands(tmp_path, bundle_path, mosquitto, subscriber):
+    """Real clock, 3 s: export returns the last published summary, reset zeroes the count
+    before the next block (and saves the zeroed state), an unknown hotspot is refused by
+    name; both commands are listed in [mqtt] commands (the existing allow-list)."""
+    state = tmp_path / "c.state"
+    cfg = _cfg(tmp_path, bundle_path, mosquitto.port, 3.0, [dict(FAT, state_file=str(state))],
+               clock="real", commands=("fatigue_reset", "fatigue_export"), dev="fatc")
+    topic = "vsense/fatc/fatigue/u_mid"
+    sub = subscriber([topic, "vsense/fatc/cmd/reply", "vsense/fatc/status"], "s-fat-cmd")
+    codes = []
+    th = threading.Thread(target=lambda: codes.append(
+        run_daemon(cfg, simulate=True, install_signals=False)))
+    th.start()
+    try:
+        # running (the daemon listens on cmd) and counting
+        assert sub.wait(lambda: any(json.loads(p)["state"] == "running"
+                                    for p, _ in sub.get("vsense/fatc/status")), 20)
+        assert sub.wait(lambda: any(json.loads(p)["samples"] > 200 for p, _ in sub.get(topic)),
+                        20)
+        sub.publish("vsense/fatc/cmd", json.dumps({"cmd": "fatigue_export", "id": 1}))
+        assert sub.wait(lambda: len(sub.get("vsense/fatc/cmd/reply")) >= 1, 20)
+        rep = json.loads(sub.get("vsense/fatc/cmd/reply")[0][0])
+        assert rep["ok"] and rep["fatigue"]["u_mid"]["samples"] > 200
+        sub.publish("vsense/fatc/cmd", json.dumps({"cmd": "fatigue_reset", "id": 2,
+                                                  "args": {"output": "u_mid"}}))
+        assert sub.wait(lambda: len(sub.get("vsense/fatc/cmd/reply")) >= 2, 20)
+        assert json.loads(sub.get("vsense/fatc/cmd/reply")[1][0])["ok"]
+        sub.publish("vsense/fatc/cmd", json.dumps({"cmd": "fatigue_reset", "id": 3,
+                                                  "args": {"output": "nope"}}))
+        assert sub.wait(lambda: len(sub.get("vsense/fatc/cmd/reply")) >= 3, 20)
+        bad = json.loads(sub.get("vsense/fatc/cmd/reply")[2][0])
+        assert not bad["ok"] and "nope" in bad["reason"]
+    finally:
+        th.join(30)
+    assert codes == [0]
+    # after the reset the count started again: fewer samples than the run's 3,000
+    assert sub.wait(lambda: json.loads(sub.get(topic)[-1][0])["samples"] < 2998 - 200, 20)
+    final = json.loads(sub.get(topic)[-1][0])
+    c = RainflowCounter([Hotspot("u_mid", curve("DNV-D-air"), 1e9,
+                                 HistogramBins(1e-6, -1e-6, 1e-6))], n_range=16, n_mean=16)
+    from edge.fatigue.persist import restore
+    assert restore(state, c) == "restored"
+    assert c.summary()["samples"] == final["samples"] and c.summary()["damage"] == \
+        final["damage"]

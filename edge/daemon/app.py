@@ -327,6 +327,10 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
                  "\"resume\"])")
     if "identify" not in registry.commands:  # inverse maps: identify, update_model
         register_commands(registry)
+    if cfg["fatigue"]:
+        from edge.fatigue.monitor import register_fatigue_commands
+
+        register_fatigue_commands(registry)
     if cfg["mqtt"]["enabled"]:
         m, pw = _mqtt_settings(cfg)
         pub = Publisher(m, cfg["device"]["id"], registry, len(cols), pw)
