@@ -141,3 +141,19 @@ def test_reset_and_export_commands(tmp_path, bundle_path, mosquitto, subscriber)
     assert restore(state, c) == "restored"
     assert c.summary()["samples"] == final["samples"] and c.summary()["damage"] == \
         final["damage"]
+
+
+def test_monitor_shows_the_fatigue_summary():
+    from edge.monitor.render import render
+    from edge.monitor.view import DeviceView
+
+    view = DeviceView()
+    view.feed("fatigue/root", json.dumps({"curve": "EN-71", "damage": 1.25e-3,
+                                          "damage_with_residue": 1.5e-3, "cycles": 420.5,
+                                          "residue": 17, "samples": 120000,
+                                          "overflow": 2}).encode(), now=0.0)
+    view.feed("fatigue/bad", b"not json", now=0.0)     # counted, never raised
+    text = render(view, "dev1", "h:1883", now=0.0)
+    assert ("fatigue   root (EN-71): D = 0.00125 (with the residue 0.0015), 420.5 cycles, "
+            "residue 17, 120,000 samples, residue overflow 2") in text
+    assert view.n_bad_payloads == 1 and "bad" not in view.fatigue

@@ -71,6 +71,7 @@ class DeviceView:
         self.n_health = 0
         self.health_log: list[dict] = []
         self.replies: list[dict] = []
+        self.fatigue: dict[str, dict] = {}  # hotspot -> its retained fatigue summary
         self.n_messages = 0
         self.n_samples = 0          # distinct samples received
         self.n_duplicates = 0       # samples received again (QoS 1 redelivery)
@@ -110,6 +111,10 @@ class DeviceView:
                         self.health_log.append(obj)
                     else:
                         self.replies.append(obj)
+                elif sub.startswith("fatigue/"):
+                    obj = json.loads(payload.decode()) if payload else None
+                    if isinstance(obj, dict):
+                        self.fatigue[sub[len("fatigue/"):]] = obj
             except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
                     AttributeError, RecursionError, OverflowError, struct.error):
                 # a malformed message from the broker: counted, never raised on paho's
