@@ -8,7 +8,7 @@
 
 The page (``edge/dashboard/static``: HTML, JS, CSS and the vendored uPlot and MQTT.js builds
 with their licences; no build step, no network at run time) speaks MQTT over WebSockets from
-the browser (MQTT.js) and subscribes to ``<base>/+/{status,meta,estimates,health,raw}``. Two
+the browser (MQTT.js) and subscribes to ``<base>/+/{status,meta,estimates,health,raw}`` and ``<base>/+/fatigue/+``. Two
 ways to the broker:
 
 * **relay** (default when served): the page connects to ``/mqtt`` on this server, which
