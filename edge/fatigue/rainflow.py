@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from edge.fatigue.damage import HistogramBins
+from edge.fatigue.damage import HistogramBins, miner_damage, residue_half_cycles
 from edge.fatigue.sn_curve import (N_PARAMS, P_LOGA1, P_LOGA2, P_M1, P_M2, P_SCALE,
                                    P_SCUT, P_SKNEE, SNCurve)
 
@@ -290,8 +290,6 @@ class RainflowCounter:
     def summary(self, h: int = 0) -> dict:
         """Counted cycles, damage (closed cycles; and with the residue as half cycles),
         gaps, overflows, clipped cycles, samples."""
-        from edge.fatigue.damage import miner_damage, residue_half_cycles
-
         hs = self.hotspots[h]
         _, res = self.finish(h)
         a, b = residue_half_cycles(res)
