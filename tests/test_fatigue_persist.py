@@ -195,3 +195,13 @@ def test_missing_file_is_a_fresh_start_and_saver_ticks(tmp_path):
     t[0] = 10.0
     assert s.tick() and (tmp_path / "p.state").exists()
     assert not (tmp_path / "p.state.tmp").exists()
+    # a save that fails (directory gone) raises once and is retried every_s later, not at
+    # every tick
+    bad = PeriodicSaver(tmp_path / "gone" / "p.state", c, every_s=10.0, clock=lambda: t[0])
+    t[0] = 20.0
+    with pytest.raises(OSError):
+        bad.tick()
+    assert not bad.tick()
+    t[0] = 30.0
+    with pytest.raises(OSError):
+        bad.tick()

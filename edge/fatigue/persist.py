@@ -182,9 +182,12 @@ class PeriodicSaver:
         self.last = clock()
 
     def tick(self) -> bool:
+        """Save when due; a failed save (OSError, raised) is retried ``every_s`` later, not
+        at every tick."""
         now = self.clock()
         if now - self.last < self.every_s:
             return False
+        self.last = now
         self.save()
         return True
 
