@@ -23,13 +23,14 @@ here it stays the partial extremum until a later sample confirms it. ``finish()`
 a copy of the residue: committed cycles + ``finish()`` cycles = the whole-record count.
 
 **Bounded residue.** After the four-point test the residue has no inner range smaller than
-both neighbours: its ranges first grow then shrink (a diverging then converging sequence),
-and each turning point of a signal with ``L`` distinct levels stands at a distinct level on
-each side, so the residue holds at most about ``2 L`` points. Floats have many levels, so the
+both neighbours: its ranges first grow then shrink (a diverging then converging sequence), and
+each turning point of a signal with ``L`` distinct levels stands at a distinct level on each
+side, so the residue holds at most about ``2 L`` points. Floats have many levels, so the
 residue is capped (``residue_cap``, default 256; a million samples of white noise left 30
-points, the test records 17-58). Beyond the cap the oldest turning point is retired: the range from it to the next is
-counted as a half cycle (the ASTM residue rule applied early to that one range) and the
-``overflow`` counter says how often; the count then differs from an uncapped one.
+points, the test records 17-58). Beyond the cap the oldest turning point is retired: the range
+from it to the next is counted as a half cycle (the ASTM residue rule applied early to that
+one range) and the ``overflow`` counter says how often; the count then differs from an
+uncapped one.
 
 **Damage** is summed cycle by cycle, ``w / N(scale r)`` with the curve row of
 :meth:`edge.fatigue.sn_curve.SNCurve.params`; the histogram gets ``w`` in its bin (``w = 1``
