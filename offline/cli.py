@@ -14,6 +14,8 @@
     vsense-offline limit MODEL.toml [--noise LEVEL] [--delay MS ...] [--bundle BUNDLE.npz]
     vsense-offline place MODEL.toml -n N -o PLACED.toml [--for estimation|calibration]
                          [--report DIR]                 (docs/placement.md)
+    vsense-offline fatigue ESTIMATES.csv --column NAME --curve EN-71 [--unit MPa|Pa|strain
+                           --E 210e9] -o DIR            (docs/fatigue.md)
 
 Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was refused
 (unstable or not identifiable), 4 calibrate: the model family failed the inadequacy test,
@@ -181,6 +183,19 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--passes", type=int, default=3, help="exchange passes after the greedy "
                     "choice")
     pl.add_argument("--quiet", action="store_true", help="no progress bars")
+    fa = command("fatigue", "rainflow count, Miner damage and its interval of one CSV "
+                            "column, with the device's counter (docs/fatigue.md)")
+    fa.add_argument("csv", help="replay or score CSV (time, columns; <NAME>_std optional)")
+    fa.add_argument("--column", required=True, help="the column to count")
+    fa.add_argument("--curve", required=True,
+                    help="S-N curve preset: EN-36 .. EN-160 (EN 1993-1-9), DNV-D-air, "
+                         "DNV-D-cp ... (DNV-RP-C203)")
+    fa.add_argument("--unit", default="MPa", help="unit of the column: MPa, Pa, strain, "
+                    "microstrain")
+    fa.add_argument("--E", type=float, default=None,
+                    help="Young's modulus [Pa] for --unit strain or microstrain")
+    fa.add_argument("-o", "--out", required=True, help="directory for fatigue.json and "
+                    "fatigue.png")
     sc = command("score", "compare an estimates CSV with a truth CSV", add_help=False)
     sc.add_argument("rest", nargs=argparse.REMAINDER)
     ca = sub.add_parser("calibrate", help="Bayesian calibration of [[parameters]] from records",
@@ -262,6 +277,11 @@ def main(argv=None) -> int:
 
             run_place(args.model, args.n, args.out, target=args.target, report=args.report,
                       screen=args.screen, passes=args.passes, progress=not args.quiet)
+        elif args.command == "fatigue":
+            from offline.fatigue import run_fatigue
+
+            print(run_fatigue(args.csv, args.column, args.curve, args.out, unit=args.unit,
+                              E=args.E))
         elif args.command == "limit":
             from offline.limit.cli import run_limit
 

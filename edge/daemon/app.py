@@ -69,6 +69,12 @@ def load_estimator(cfg: Config):
         raise StartupError(EXIT_CONFIG, f"{where}: [[channels]] name: {names} do not match "
                                         f"the bundle's channels {est.channel_names} "
                                         f"(same names, same order) in {path}")
+    cols = [f.name for f in est.bundle.forces] + [o.name for o in est.bundle.outputs]
+    for i, e in enumerate(cfg["fatigue"]):
+        if e["output"] not in cols:
+            raise StartupError(EXIT_CONFIG, f"{cfg.path or 'config'}: [[fatigue]] #{i} output: "
+                                            f"{e['output']!r} is not a force or output of "
+                                            f"{path} ({', '.join(cols)})")
     drate = cfg["adc"]["drate"]
     rate = 1.0 / est.bundle.dt
     return est, rate, drate
@@ -346,16 +352,37 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
                  "\"resume\"])")
     if "identify" not in registry.commands:  # inverse maps: identify, update_model
         register_commands(registry)
+    if cfg["fatigue"]:
+        from edge.fatigue.monitor import register_fatigue_commands
+
+        register_fatigue_commands(registry)
     if cfg["mqtt"]["enabled"]:
         m, pw = _mqtt_settings(cfg)
         pub = Publisher(m, cfg["device"]["id"], registry, len(cols), pw)
     d = Daemon(cfg, acq, est, pub, rec, notifier, virtual, registry)
     d.updates_locked = updates_locked
+    if cfg["fatigue"]:
+        d.fatigue = _fatigue(cfg, cols, pub)
     if checked.inverse is not None:  # ONNX sessions and check sets verified by preflight
         InverseHook.attach(d, InversePort.of(est, pub, d.nch, getattr(acq, "source", None),
                                              lambda: d.updates_locked),
                            auto_update=cfg["inverse"]["auto_update"], runtime=checked.inverse)
     return d
+
+
+def _fatigue(cfg: Config, cols: list[str], pub):
+    """The [[fatigue]] hotspots (states restored now); StartupError for an unknown output."""
+    from edge.fatigue.monitor import FatigueMonitor
+
+    publish = None
+    if pub is not None:
+        def publish(name, obj):
+            pub.set_retained(f"{pub.topics.root}/fatigue/{name}", obj)
+    try:
+        return FatigueMonitor(cfg["fatigue"], cols, cfg.resolve,
+                              cfg.resolve(cfg["bundle"]["path"]).parent, publish)
+    except ValueError as e:
+        raise StartupError(EXIT_CONFIG, str(e)) from None
 
 
 def run_daemon(cfg: Config, simulate: bool = False, install_signals: bool = True,

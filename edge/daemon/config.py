@@ -202,6 +202,23 @@ def _cross_checks(d: dict, name: str) -> None:
     s = d["simulate"]
     if s["source"] == "file" and not s["file"]:
         raise ConfigError(f"{name}: [simulate] file: required when source = \"file\"")
+    _fatigue_checks(d["fatigue"], name)
+
+
+def _fatigue_checks(entries: list, name: str) -> None:
+    from edge.fatigue.sn_curve import SNCurveError, curve
+
+    outs = [e["output"] for e in entries]
+    for i, e in enumerate(entries):
+        where = f"{name}: [[fatigue]] #{i}"
+        if outs.count(e["output"]) > 1:
+            raise ConfigError(f"{where} output: {e['output']!r} counted twice")
+        try:
+            curve(e["curve"])
+        except SNCurveError as exc:
+            raise ConfigError(f"{where} curve: {exc}") from None
+        if e["mean_hi"] <= e["mean_lo"]:
+            raise ConfigError(f"{where} mean_hi: must be > mean_lo")
 
 
 def load_config(path: str | os.PathLike | None = None) -> Config:

@@ -152,6 +152,7 @@ class Daemon(SamplePath, StatusMixin):
         self._sample_args: tuple | None = None  # (edge.daemon.fastpath._sample arguments)
         self._fast_ok = False  # see SamplePath._refresh_fast
         self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
+        self.fatigue = None  # edge.fatigue.monitor.FatigueMonitor with [[fatigue]] hotspots
         self.updates_locked: str | None = None  # reason update_model is refused (signature)
         self._identify_due = False  # set by the supervisor ([inverse] identify_every_s)
         self.scheduled_identifications = 0
@@ -308,6 +309,8 @@ class Daemon(SamplePath, StatusMixin):
     def _idle(self) -> None:
         if self.rec is not None:
             self.rec.poll()
+        if self.fatigue is not None:
+            self.fatigue.tick()
         if self.pub is not None:
             self.pub.poll()
             if self.raw_pub is not None:
@@ -327,7 +330,9 @@ class Daemon(SamplePath, StatusMixin):
             self.raw_pub.add(ring.seq[i:i + n], ring.t_ns[i:i + n], ring.values[i:i + n],
                              ring.flags[i:i + n])
         ok = self._sok[i:i + n]
-        if self.pub is None and (self.rec is None or "estimates" not in self.rec.streams):
+        fat = self.fatigue
+        if self.pub is None and fat is None and (self.rec is None
+                                                 or "estimates" not in self.rec.streams):
             ok[:] = False
             return
         if ok.all():
@@ -337,6 +342,8 @@ class Daemon(SamplePath, StatusMixin):
         else:
             return
         seq, t, V, f = self._sseq[sel], self._st[sel], self._sV[sel], self._sf[sel]
+        if fat is not None:
+            fat.feed(V)
         if self.pub is not None:
             self.pub.add_estimates(seq, t, V, f)
         if self.rec is not None:
@@ -368,6 +375,8 @@ class Daemon(SamplePath, StatusMixin):
             code = EXIT_HARDWARE
         if self.rec is not None:
             self.rec.close(timeout=self.cfg["recorder"]["close_timeout_s"])
+        if self.fatigue is not None:
+            self.fatigue.close()
         final = {"state": "stopped", "exit_code": code}
         if self.hw_error is not None:
             final["error"] = f"hardware: {self.hw_error}"

@@ -14,6 +14,7 @@ estimates      no       batch of estimates (JSON, or the binary layout below)
 health         no       JSON loop statistics (latency, overruns, lost samples, queues...)
 raw            no       optional: measured channels, every k-th sample (edge.daemon.raw)
 params         yes      reserved for the inverse maps (identified parameters)
+fatigue/<out>  yes      JSON fatigue summary of a ``[[fatigue]]`` hotspot (edge.fatigue)
 cmd            -        JSON command to the device, ``{"cmd": name, "id": any, "args": {}}``
 cmd/reply      no       ``{"id", "cmd", "ok": bool, "reason"?: str, ...}``
 =============  =======  ============================================================

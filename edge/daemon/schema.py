@@ -244,6 +244,30 @@ SCHEMA: tuple[Section, ...] = (
         Key("duration_s", "float", 0.0, "Stop after this much simulated time (0 = run "
             "until stopped).", unit="s", min=0.0, max=1e9),
     )),
+    Section("fatigue", "Fatigue at a hotspot (docs/fatigue.md): a streaming rainflow count "
+            "of one estimated force or output, its Miner damage on an S-N curve and the "
+            "range-mean histogram, saved atomically and published retained on "
+            "`vsense/<id>/fatigue/<output>`.", (
+        Key("output", "str", REQUIRED, "The bundle's force or output to count (its name).",
+            pattern=_ID),
+        Key("curve", "str", REQUIRED, "S-N curve preset: `EN-36` .. `EN-160` (EN 1993-1-9), "
+            "`DNV-<detail>-air` or `DNV-<detail>-cp` (DNV-RP-C203)."),
+        Key("scale", "float", 1e-6, "Factor from the output's unit to MPa: 1e-6 for Pa, "
+            "E * 1e-6 for strain (E in Pa).", min=1e-30, max=1e30),
+        Key("range_max", "float", REQUIRED, "Histogram: largest range, in the output's "
+            "unit (larger ranges go to the last bin, counted as clipped).", min=1e-300),
+        Key("mean_lo", "float", REQUIRED, "Histogram: lowest mean, in the output's unit."),
+        Key("mean_hi", "float", REQUIRED, "Histogram: highest mean (> mean_lo)."),
+        Key("bins", "int", 32, "Histogram bins along range and along mean.", min=1,
+            max=256),
+        Key("state_file", "str", "", "Counter state file, saved atomically (empty: "
+            "`fatigue-<output>.state` beside the bundle); restored at start."),
+        Key("save_every_s", "float", 60.0, "Save the state this often (and at a clean "
+            "stop); a power cut loses at most this much counting.", unit="s", min=0.1,
+            max=86400.0),
+        Key("publish_every_s", "float", 10.0, "Publish the retained summary this often.",
+            unit="s", min=0.1, max=86400.0),
+    ), array=True, min_items=0, max_items=16),
 )
 
 

@@ -8,8 +8,8 @@
 
 The page (``edge/dashboard/static``: HTML, JS, CSS and the vendored uPlot and MQTT.js builds
 with their licences; no build step, no network at run time) speaks MQTT over WebSockets from
-the browser (MQTT.js) and subscribes to ``<base>/+/{status,meta,estimates,health,raw}``. Two
-ways to the broker:
+the browser (MQTT.js) and subscribes to ``<base>/+/{status,meta,estimates,health,raw}`` and
+``<base>/+/fatigue/+``. Two ways to the broker:
 
 * **relay** (default when served): the page connects to ``/mqtt`` on this server, which
   relays the bytes to the broker's MQTT port (``[mqtt] host``/``port``, TLS with the daemon's

@@ -107,10 +107,30 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
                      f"{'—' if temp is None else f'{temp:.1f} °C'}")
     else:
         lines.append("health    (none received yet)")
+    for name, f in sorted(view.fatigue.items()):
+        lines.append(_fatigue_line(name, f))
     if csv_path:
         lines.append("")
         lines.append(f"recording estimates to {csv_path}")
     return clean("\n".join(lines), None)
+
+
+def _fatigue_line(name: str, f: dict) -> str:
+    """One hotspot's retained fatigue summary (docs/fatigue.md)."""
+    def g(k):
+        v = f.get(k)
+        return "—" if not isinstance(v, (int, float)) else f"{v:.4g}"
+
+    def n(k):  # a count with thousands separators
+        v = f.get(k)
+        return "—" if not isinstance(v, (int, float)) or v != v else f"{v:,.0f}"
+
+    warn = ""
+    if isinstance(f.get("overflow"), (int, float)) and f["overflow"]:
+        warn = f", residue overflow {g('overflow')}"
+    return (f"fatigue   {name} ({f.get('curve', '?')}): D = {g('damage')} (with the residue "
+            f"{g('damage_with_residue')}), {g('cycles')} cycles, residue {f.get('residue', '?')}"
+            f", {n('samples')} samples{warn}")
 
 
 # ---------------------------------------------------------------------------- CSV

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import math
 import threading
 import time
@@ -92,6 +93,7 @@ class DeviceView:
         self.n_health = 0
         self.health_log: list[dict] = []
         self.replies: list[dict] = []
+        self.fatigue: dict[str, dict] = {}  # hotspot -> its retained fatigue summary
         self.n_messages = 0
         self.n_samples = 0          # distinct samples received
         self.n_duplicates = 0       # samples received again (QoS 1 redelivery)
@@ -121,6 +123,9 @@ class DeviceView:
         now = time.monotonic() if now is None else now
         with self.lock:
             self.n_messages += 1
+            if sub.startswith("fatigue/"):
+                self._fatigue(sub, payload)
+                return
             if sub not in ("estimates", "status", "meta", "health", "cmd/reply"):
                 return
             try:
@@ -142,6 +147,21 @@ class DeviceView:
                 self._bad(sub, str(e))
             except Exception as e:  # noqa: BLE001 - a listener (CSV) or a case not foreseen
                 self._bad(sub, f"{type(e).__name__}: {e}")
+
+    def _fatigue(self, sub: str, payload: bytes) -> None:
+        """A hotspot's retained fatigue summary (``fatigue/<output>``): a JSON object whose
+        numbers are finite, else counted as malformed."""
+        try:
+            obj = json.loads(payload.decode()) if payload else None
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            self._bad(sub, f"{type(e).__name__}: {e}")
+            return
+        if not isinstance(obj, dict) or not all(
+                isinstance(v, str) or (isinstance(v, (int, float)) and math.isfinite(v))
+                for v in obj.values() if not isinstance(v, (list, dict, bool, type(None)))):
+            self._bad(sub, "a fatigue summary is a JSON object of finite numbers")
+            return
+        self.fatigue[clean(sub[len("fatigue/"):])] = obj
 
     def _bad(self, sub: str, reason: str) -> None:
         self.n_bad_payloads += 1

@@ -56,7 +56,8 @@
     const k = rest.indexOf("/");
     if (k <= 0) return;
     const id = rest.slice(0, k), sub = rest.slice(k + 1);
-    if (!["status", "meta", "health", "estimates", "raw"].includes(sub)) return;
+    const fat = sub.startsWith("fatigue/") ? sub.slice(8) : null;
+    if (!fat && !["status", "meta", "health", "estimates", "raw"].includes(sub)) return;
     if (payload.length === 0) {  // a cleared retained message: forget the device
       if (sub === "status") devices.delete(id);
       return;
@@ -65,7 +66,8 @@
     d.messages++;
     d.lastSeen = Date.now();
     try {
-      if (sub === "estimates") d.addEstimates(parseEstimates(payload), d.lastSeen);
+      if (fat) { addFatigue(d, fat, parseObject(payload), d.lastSeen); d.version++; }
+      else if (sub === "estimates") d.addEstimates(parseEstimates(payload), d.lastSeen);
       else if (sub === "raw") d.addRaw(parseRaw(payload));
       else {
         const obj = sub === "meta" ? parseMeta(payload) : parseObject(payload);
@@ -105,7 +107,7 @@
     client.on("connect", () => {
       connState = "connected";
       counters.connects++;
-      client.subscribe([`${b}/+/status`, `${b}/+/meta`], { qos: 1 });
+      client.subscribe([`${b}/+/status`, `${b}/+/meta`, `${b}/+/fatigue/+`], { qos: 1 });
       client.subscribe([`${b}/+/estimates`, `${b}/+/health`, `${b}/+/raw`], { qos: 0 });
     });
     client.on("reconnect", () => { connState = "reconnecting"; });
@@ -293,7 +295,7 @@
         $("conn").className = connState === "connected" ? "ok" : "bad";
         updateFleet(now);
         $("device").hidden = !d;
-        if (d) { $("dev-title").textContent = `Device ${d.id}`; updateCards(d); $("range").textContent = rangeText(d, now); }
+        if (d) { $("dev-title").textContent = `Device ${d.id}`; updateCards(d); drawFatigue($("fatigue"), d); $("range").textContent = rangeText(d, now); }
         $("stats").textContent = `${num(counters.drawFps, 0)} frames/s drawn, ${num(counters.avgDrawMs, 1)} ms/frame, ${int(counters.messages)} messages, ${counters.bad} bad payloads`;
       }
     } catch (e) {
@@ -319,7 +321,7 @@
         gaps: d.gaps, raw_samples: d.rawSamples, bad: d.bad, last_error: d.lastError,
         messages: d.messages, has_meta: !!d.meta, has_health: !!d.health,
         has_std: !!(d.est && d.est.s), ncol: d.est ? d.est.ncol : 0,
-        restarts: d.restarts, last: d.est ? d.est.lastRow() : null,
+        restarts: d.restarts, last: d.est ? d.est.lastRow() : null, fatigue: fatigueStats(d),
         history_s: d.est && d.est.len ? d.est.lastTime() - d.est.firstTime() : 0,
         history_rows: d.est ? d.est.len : 0,
         points: id === selected ? view.est.reduce((a, p) => a + p.points, 0) : 0 };

@@ -1,0 +1,184 @@
+"""``vsense-offline fatigue``: rainflow count, Miner damage and its uncertainty of one column
+of a replay or score CSV, with the device's own counter (edge/fatigue, the same kernel and
+curves), a JSON summary and a report figure.
+
+    vsense-offline fatigue ESTIMATES.csv --column NAME --curve EN-71 [--unit MPa|Pa|strain
+                           --E 210e9] -o DIR
+
+**Damage interval from the stated std.** A replay CSV carries ``<NAME>_std``, the estimator's
+stated standard deviation of each row. The interval is a first-order range bound, not a
+Monte Carlo: each counted cycle's range ``S`` is moved to ``S -/+ 2 k sigma`` (both turning
+points at their two-sided ``k = 1.96`` bound in opposite directions, ``sigma`` the largest
+stated std of the record) and the Miner sum is taken through the S-N curve (knee and cut-off
+included) at both ends. Why not count ``signal + error`` samples: the CSV states the error's
+size, not its spectrum, and white perturbations of that size would add small cycles the
+estimator's smooth error does not have (a bias, not an interval); the bound needs no model of
+the error process and is conservative for ranges above the noise. It does not cover cycles
+that the error would create or hide below ``2 k sigma``: say so beside the number.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from edge.csvio import read_table
+from edge.fatigue import HistogramBins, Hotspot, RainflowCounter, equivalent_range
+from edge.fatigue.damage import damage_rate, miner_damage, residue_half_cycles
+from edge.fatigue.sn_curve import SNCurveError, curve
+from offline._deps import need
+
+UNITS = ("MPa", "Pa", "strain", "microstrain")
+K_SIGMA = 1.96
+SECONDS_PER_YEAR = 365.25 * 86400.0
+
+
+class FatigueInputError(ValueError):
+    """A CSV, column, unit or curve the command cannot use (exit 2)."""
+
+
+def scale_to_mpa(unit: str, E: float | None) -> float:
+    """Factor from the column's unit to MPa (strain needs Young's modulus E in Pa)."""
+    if unit == "MPa":
+        return 1.0
+    if unit == "Pa":
+        return 1e-6
+    if unit in ("strain", "microstrain"):
+        if E is None or not (np.isfinite(E) and E > 0):
+            raise FatigueInputError(f"--unit {unit} needs --E (Young's modulus in Pa, > 0)")
+        return E * 1e-6 * (1e-6 if unit == "microstrain" else 1.0)
+    raise FatigueInputError(f"--unit must be one of {', '.join(UNITS)}, got {unit!r}")
+
+
+def _column(path, name):
+    t, data, names = read_table(path, min_rows=2)
+    if name not in names:
+        raise FatigueInputError(f"{path}: no column {name!r}; columns: {', '.join(names)}")
+    y = data[:, names.index(name)]
+    if not np.any(np.isfinite(y)):
+        raise FatigueInputError(f"{path}: column {name!r} has no finite value")
+    std = None
+    if f"{name}_std" in names:
+        std = data[:, names.index(f"{name}_std")]
+        if np.any(np.isfinite(std) & (std < 0)):
+            raise FatigueInputError(f"{path}: column {name}_std has negative values")
+    return t, y, std
+
+
+def analyse(path, column: str, curve_name: str, unit: str = "MPa", E: float | None = None,
+            n_bins: int = 32, n_points: int = 200) -> dict:
+    """Count ``column`` of ``path``; returns the summary and the arrays of the figure."""
+    try:
+        sn = curve(curve_name)
+    except SNCurveError as exc:
+        raise FatigueInputError(str(exc)) from None
+    scale = scale_to_mpa(unit, E)
+    t, y, std = _column(path, column)
+    lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
+    span = max(hi - lo, abs(hi) * 1e-12, 1e-300)
+    bins = HistogramBins(span * (1 + 1e-9), lo, lo + span * (1 + 1e-9))
+    c = RainflowCounter([Hotspot(column, sn, scale, bins)], n_range=n_bins, n_mean=n_bins,
+                        residue_cap=4096, log_cap=len(y))
+    edges = np.unique(np.linspace(0, len(y), n_points + 1).astype(int))
+    t_d, d = [], []
+    for i0, i1 in zip(edges[:-1], edges[1:]):
+        c.update(np.ascontiguousarray(y[i0:i1]))
+        t_d.append(t[i1 - 1])
+        d.append(c.summary()["damage"])
+    s = c.summary()
+    cyc = c.cycle_log()
+    ranges, w = np.abs(cyc[:, 1] - cyc[:, 0]), cyc[:, 2]
+    _, res = c.finish()
+    ra, rb = residue_half_cycles(res)
+    all_r = np.concatenate((ranges, np.abs(rb - ra)))
+    all_w = np.concatenate((w, np.full(ra.size, 0.5)))
+    duration = float(t[-1] - t[0] + (t[1] - t[0]))
+    rate = damage_rate(s["damage_with_residue"], duration)
+    out = {"file": str(path), "column": column, "curve": sn.name, "curve_source": sn.source,
+           "unit": unit, "scale_to_MPa": scale, "samples": s["samples"], "gaps": s["gaps"],
+           "duration_s": duration, "cycles": s["cycles"], "residue_points": s["residue"],
+           "damage": s["damage"], "damage_with_residue": s["damage_with_residue"],
+           "damage_rate_per_s": rate, "damage_rate_per_year": rate * SECONDS_PER_YEAR,
+           "years_to_failure": (1.0 / (rate * SECONDS_PER_YEAR)) if rate > 0 else None,
+           "equivalent_range_MPa": equivalent_range(all_r * scale, all_w, sn.m1),
+           "equivalent_range_2e6_MPa": equivalent_range(all_r * scale, all_w, sn.m1,
+                                                        n_eq=2e6),
+           "overflow": s["overflow"]}
+    out.update(_interval(std, all_r, all_w, sn, scale))
+    arrays = {"hist": c.hist[0], "edges": bins.edges(n_bins, n_bins),
+              "t_damage": np.array(t_d), "damage": np.array(d)}
+    return {"summary": out, "arrays": arrays}
+
+
+def _interval(std, ranges, weights, sn, scale) -> dict:
+    if std is None or not np.any(np.isfinite(std)):
+        return {"damage_interval": None,
+                "damage_interval_note": "no <column>_std in the CSV: no interval"}
+    sigma = float(np.nanmax(std))
+    dS = 2.0 * K_SIGMA * sigma
+    lo = miner_damage(np.maximum(ranges - dS, 0.0), weights, sn, scale)
+    hi = miner_damage(ranges + dS, weights, sn, scale)
+    return {"damage_interval": [lo, hi], "sigma": sigma,
+            "damage_interval_note": f"each range moved by -/+ 2 x {K_SIGMA} x max std "
+                                    f"({dS:.4g} column units); cycles created or hidden by "
+                                    "the error below that size are not covered"}
+
+
+def figure(result: dict, path) -> Path:
+    """Range-mean histogram and damage over time, one PNG."""
+    need("matplotlib").use("Agg")
+    plt = need("matplotlib.pyplot")
+    s, a = result["summary"], result["arrays"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    r_edges, m_edges = a["edges"]
+    h = np.where(a["hist"] > 0, a["hist"], np.nan)
+    k = s["scale_to_MPa"]
+    im = ax1.pcolormesh(m_edges * k, r_edges * k, h, shading="flat",
+                        norm=need("matplotlib.colors").LogNorm())
+    fig.colorbar(im, ax=ax1, label="cycles")
+    ax1.set_xlabel("mean [MPa]")
+    ax1.set_ylabel("range [MPa]")
+    ax1.set_title(f"rainflow {s['column']}: {s['cycles']:.0f} cycles")
+    ax2.plot(a["t_damage"], a["damage"], color="C3")
+    ax2.set_xlabel("time [s]")
+    ax2.set_ylabel("Miner damage (closed cycles)")
+    ax2.set_title(f"{s['curve']}: D = {s['damage_with_residue']:.3g} with the residue")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def format_summary(s: dict) -> str:
+    iv = s["damage_interval"]
+    lines = [f"{s['file']} column {s['column']} ({s['unit']}), curve {s['curve']} "
+             f"({s['curve_source']})",
+             f"  samples {s['samples']} ({s['gaps']} gaps), {s['duration_s']:.6g} s, "
+             f"cycles {s['cycles']:.1f}, residue {s['residue_points']} points",
+             f"  damage {s['damage']:.6g} (closed cycles), {s['damage_with_residue']:.6g} "
+             "with the residue as half cycles",
+             f"  damage rate {s['damage_rate_per_s']:.6g} /s = "
+             f"{s['damage_rate_per_year']:.6g} /year",
+             f"  equivalent range {s['equivalent_range_MPa']:.6g} MPa over the counted "
+             f"cycles, {s['equivalent_range_2e6_MPa']:.6g} MPa at 2e6 cycles (m = "
+             "first slope)"]
+    if iv is None:
+        lines.append(f"  damage interval: {s['damage_interval_note']}")
+    else:
+        lines.append(f"  damage interval [{iv[0]:.6g}, {iv[1]:.6g}] (closed cycles and "
+                     f"residue; {s['damage_interval_note']})")
+    return "\n".join(lines)
+
+
+def run_fatigue(csv_path, column, curve_name, out_dir, unit="MPa", E=None) -> str:
+    """The command: count, write ``DIR/fatigue.json`` and ``DIR/fatigue.png``."""
+    res = analyse(csv_path, column, curve_name, unit=unit, E=E)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fatigue.json").write_text(json.dumps(res["summary"], indent=2) + "\n")
+    png = figure(res, out / "fatigue.png")
+    return format_summary(res["summary"]) + f"\nwrote {out / 'fatigue.json'} and {png}"

@@ -1,0 +1,108 @@
+"""``vsense-offline fatigue`` (offline/fatigue.py): the device's count of a CSV column, the
+damage against fatpack's count with the same curve, the interval from ``<name>_std``, the
+figure, and errors that name the file and column (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import fatpack
+import numpy as np
+import pytest
+from scipy.signal import lfilter
+
+from edge.csvio import write_table
+from edge.fatigue import curve, miner_damage
+from edge.fatigue import reference as twin
+from offline.cli import main
+from tests.fatigue_signals import record
+
+RATE = 1000.0
+
+
+def _csv(tmp_path, y, std=None, name="root_stress"):
+    t = np.arange(len(y)) / RATE
+    cols, names = [y], [name]
+    if std is not None:
+        cols.append(std)
+        names.append(f"{name}_std")
+    p = tmp_path / "est.csv"
+    write_table(p, t, np.column_stack(cols), names)
+    return p
+
+
+def _fatpack_damage(y, sn, scale):
+    """fatpack's cycles of the whole record plus its residue as half cycles (ASTM E1049
+    5.4.4), Miner sum with the same curve."""
+    cyc, res = fatpack.find_rainflow_cycles(twin.reversals(y[np.isfinite(y)]))
+    r = np.concatenate((np.abs(cyc[:, 1] - cyc[:, 0]), np.abs(np.diff(res))))
+    w = np.concatenate((np.ones(len(cyc)), np.full(len(res) - 1, 0.5)))
+    return miner_damage(r, w, sn, scale)
+
+
+def test_fatigue_command_counts_like_fatpack_and_brackets_the_truth(tmp_path, capsys):
+    # truth: a stress history in Pa (bursts, level changes), 100 s at 1 kHz
+    truth = 1e6 * record(100_000, seed=71, gaps=False)
+    # the estimate: truth plus a smooth error (AR(1), 20 ms) of std 0.5 MPa, stated as std
+    rng = np.random.default_rng(72)
+    e = lfilter([1.0], [1.0, -0.95], rng.standard_normal(len(truth)))
+    sigma = 0.5e6
+    est = truth + sigma * e / np.std(e)
+    p = _csv(tmp_path, est, np.full(len(est), sigma))
+    out = tmp_path / "report"
+    assert main(["fatigue", str(p), "--column", "root_stress", "--curve", "EN-71", "--unit",
+                 "Pa", "-o", str(out)]) == 0
+    assert "damage interval" in capsys.readouterr().out
+    s = json.loads((out / "fatigue.json").read_text())
+    assert (out / "fatigue.png").stat().st_size > 10_000
+    sn = curve("EN-71")
+    # the same count as fatpack's: float sums in another order, rtol 1e-9
+    np.testing.assert_allclose(s["damage_with_residue"], _fatpack_damage(est, sn, 1e-6),
+                               rtol=1e-9)
+    assert s["damage_with_residue"] > 0 and s["cycles"] > 1000
+    # the truth's damage lies in the stated interval
+    d_true = _fatpack_damage(truth, sn, 1e-6)
+    lo, hi = s["damage_interval"]
+    assert lo <= d_true <= hi, (lo, d_true, hi)
+    # rate: damage / 100 s
+    np.testing.assert_allclose(s["damage_rate_per_s"], s["damage_with_residue"] / 100.0,
+                               rtol=1e-12)
+
+
+def test_strain_unit_equals_stress(tmp_path):
+    y = record(20_000, seed=73, gaps=True)          # MPa-sized, with gaps
+    E = 210e9
+    p1 = _csv(tmp_path, y)
+    assert main(["fatigue", str(p1), "--column", "root_stress", "--curve", "DNV-D-air",
+                 "-o", str(tmp_path / "a")]) == 0
+    p2 = _csv(tmp_path, y * 1e6 / E)                # the same history as strain
+    assert main(["fatigue", str(p2), "--column", "root_stress", "--curve", "DNV-D-air",
+                 "--unit", "strain", "--E", str(E), "-o", str(tmp_path / "b")]) == 0
+    a = json.loads((tmp_path / "a" / "fatigue.json").read_text())
+    b = json.loads((tmp_path / "b" / "fatigue.json").read_text())
+    # y * 1e6 / E * E * 1e-6 differs from y by rounding only: rtol 1e-9
+    np.testing.assert_allclose(b["damage"], a["damage"], rtol=1e-9)
+    assert a["gaps"] > 0 and a["damage_interval"] is None
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--column", "nope", "--curve", "EN-71"], "no column 'nope'"),
+    (["--column", "root_stress", "--curve", "EN-72"], "unknown S-N curve"),
+    (["--column", "root_stress", "--curve", "EN-71", "--unit", "strain"], "needs --E"),
+])
+def test_errors_name_file_and_column(tmp_path, capsys, args, needle):
+    p = _csv(tmp_path, record(2000, seed=74, gaps=False))
+    assert main(["fatigue", str(p), *args, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    if "column" in needle:
+        assert str(p) in err and "root_stress" in err
+
+
+def test_missing_or_broken_csv_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,x\n0,1\n0.001,abc\n")
+    for f in (tmp_path / "none.csv", bad):
+        assert main(["fatigue", str(f), "--column", "x", "--curve", "EN-71", "-o",
+                     str(tmp_path / "o")]) == 2
+        assert str(f) in capsys.readouterr().err
