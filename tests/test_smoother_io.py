@@ -124,10 +124,10 @@ def test_daemon_publishes_std_and_model_check(smoother_path, tmp_path, mosquitto
         assert (c["nis"] is None) == (c["p_value"] is None)
         if c["nis"] is not None:
             assert c["nis"] > 0 and 0.0 <= c["p_value"] <= 1.0
-    # the monitor shows value +/- std and the model check
+    # the monitor shows value ± std and the model check
     view = DeviceView()
     view.feed("meta", sub.get("vsense/kf/meta")[-1][0])
     view.feed("estimates", sub.get("vsense/kf/estimates")[-1][0])
     view.feed("health", json.dumps({"model_check": mc}).encode())
     text = render(view, "kf", "test")
-    assert "+/-" in text and "NIS/dof" in text
+    assert "±" in text and "NIS/dof" in text
