@@ -195,6 +195,7 @@ class Publisher:
         self._stop = True
         if final_status is not None and self.connected:
             info = self.client.publish(self.topics.status, json.dumps(final_status), 1, True)
+            self.acks.record(info.mid, self.topics.status)
             try:
                 info.wait_for_publish(timeout=max(0.1, deadline - time.monotonic()))
             except (RuntimeError, ValueError):
@@ -246,6 +247,8 @@ class Publisher:
         c.reconnect = reconnect
 
     def _on_connect_fail(self, client, userdata):
+        if client is not self.client:
+            return
         self.stats["connect_failures"] += 1
         self.failed_event.set()
         n = self.stats["connect_failures"]
