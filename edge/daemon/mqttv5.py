@@ -7,8 +7,10 @@
 * :class:`AckWatch`: reads the reason codes of PUBACK (QoS 1) and SUBACK. Under v5 a broker
   whose ACL denies a topic answers PUBACK 0x87 "Not authorized" (Mosquitto 2); under 3.1.1
   it drops the message silently, so denials are only seen under v5 (a denied subscription
-  is seen under both: SUBACK 0x80 / 0x87). A denied topic is counted, logged once, and
-  named in the status ``degraded`` reason until the broker accepts a message on it again.
+  is seen under both, SUBACK 0x80 / 0x87, by brokers that check subscriptions: Mosquitto 2's
+  ``acl_file`` grants every SUBACK and filters on delivery). A denied topic is counted,
+  logged once, and named in the status ``degraded`` reason until the broker accepts a
+  message on it again.
 
 The publishing path pays one list store per message (``mid -> topic``, a preallocated table
 of 65536 entries: paho's message ids are 16 bit); everything else runs on paho's network
