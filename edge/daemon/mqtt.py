@@ -35,7 +35,8 @@ import numpy as np
 # commands live in edge.daemon.commands; re-exported here, where vsense imports them from
 from edge.daemon.commands import (MAX_COMMAND_BYTES, MAX_COMMAND_DEPTH,  # noqa: F401
                                   Command, CommandError, CommandRegistry)
-from edge.daemon.mqttv5 import AckWatch, connect_kwargs, make_client, refused_for_protocol
+from edge.daemon.mqttv5 import (MID_MASK, AckWatch, connect_kwargs, make_client,
+                                refused_for_protocol)
 # payloads live in edge.daemon.payloads; re-exported here, where vsense imports them from
 from edge.daemon.payloads import (BIN_HEADER, BIN_MAGIC, Batch,  # noqa: F401
                                   decode_estimates, encode_estimates)
@@ -389,7 +390,7 @@ class Publisher:
         topic, payload, qos, nsamp = item
         info = self.client.publish(topic, payload, qos=qos, retain=False)
         rc = info.rc
-        self.acks.mid_topic[info.mid] = topic  # AckWatch.record, inlined (publish path)
+        self.acks.mid_topic[info.mid & MID_MASK] = topic  # AckWatch.record, inlined
         if rc == self._rc_ok or (qos > 0 and rc == self._rc_no_conn):
             self.stats["published"] += 1
             self.stats["published_samples"] += nsamp

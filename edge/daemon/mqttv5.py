@@ -12,9 +12,10 @@
   logged once, and named in the status ``degraded`` reason until the broker accepts a
   message on it again.
 
-The publishing path pays one list store per message (``mid -> topic``, a preallocated table
-of 65536 entries: paho's message ids are 16 bit); everything else runs on paho's network
-thread when an acknowledgement arrives.
+The publishing path pays one list store per message (``mid -> topic`` in a preallocated
+table of :data:`MID_SLOTS` entries indexed by ``mid & MID_MASK``: far more than the messages
+paho holds unacknowledged, at most its 50 in flight + 200 queued); everything else runs on
+paho's network thread when an acknowledgement arrives.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ log = logging.getLogger("vsense.mqtt")
 #: ``[mqtt] protocol`` values
 PROTOCOLS = ("auto", "5", "3.1.1")
 UNSUPPORTED_PROTOCOL = 0x84  # CONNACK reason "Unsupported protocol version" (v5)
+MID_SLOTS = 4096  # message id -> topic table (32 KB; the whole 16-bit range would be 512 KB)
+MID_MASK = MID_SLOTS - 1
 
 
 def paho_protocol(name: str):
@@ -67,20 +70,20 @@ class AckWatch:
 
     def __init__(self, protocol: str):
         self.protocol = protocol  # "5" or "3.1.1": the protocol of the current connection
-        self.mid_topic: list = [None] * 65536
+        self.mid_topic: list = [None] * MID_SLOTS
         self.denied: dict[str, int] = {}  # topic: denials so far
         self.reasons: dict[str, str] = {}  # topic: last denial (e.g. "publish: Not authorized")
         self.denied_now: set[str] = set()  # topics whose last acknowledgement was a denial
         self.sub_topic: dict[int, str] = {}  # subscribe mid: topic
 
     def record(self, mid: int, topic: str) -> None:
-        self.mid_topic[mid] = topic
+        self.mid_topic[mid & MID_MASK] = topic
 
     def on_publish(self, client, userdata, mid, reason_code, properties) -> None:
         if reason_code.is_failure:
-            self._deny(self.mid_topic[mid], f"publish: {reason_code}")
+            self._deny(self.mid_topic[mid & MID_MASK], f"publish: {reason_code}")
         elif self.denied_now:
-            self.denied_now.discard(self.mid_topic[mid])
+            self.denied_now.discard(self.mid_topic[mid & MID_MASK])
 
     def on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
         topic = self.sub_topic.pop(mid, None)
