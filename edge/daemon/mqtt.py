@@ -36,6 +36,8 @@ import numpy as np
 # commands live in edge.daemon.commands; re-exported here, where vsense imports them from
 from edge.daemon.commands import (MAX_COMMAND_BYTES, MAX_COMMAND_DEPTH,  # noqa: F401
                                   Command, CommandError, CommandRegistry)
+from edge.daemon.mqttv5 import (MID_MASK, AckWatch, connect_kwargs, make_client,
+                                refused_for_protocol)
 # payloads live in edge.daemon.payloads; re-exported here, where vsense imports them from
 from edge.daemon.payloads import (BIN_HEADER, BIN_MAGIC, Batch,  # noqa: F401
                                   decode_estimates, encode_estimates)
@@ -93,12 +95,14 @@ class Publisher:
       will sets ``status`` to ``{"state": "offline"}``.
     * Incoming ``cmd`` messages are validated on paho's network thread; rejects are answered
       at once, accepted commands are queued for the acquisition thread (:attr:`commands`).
+    * MQTT v5 where the broker offers it (``[mqtt] protocol``), 3.1.1 otherwise; the reason
+      codes of PUBACK/SUBACK name a topic the broker denies (:class:`edge.daemon.mqttv5.
+      AckWatch`, :attr:`acks`).
     """
 
     def __init__(self, cfg_mqtt: dict, device: str, registry: CommandRegistry,
                  ncol: int, password: str | None = None, client_factory=None):
         import paho.mqtt.client as mqtt
-        from paho.mqtt.enums import CallbackAPIVersion
 
         self.cfg = cfg_mqtt
         self.topics = Topics(cfg_mqtt["base_topic"], device)
@@ -125,9 +129,22 @@ class Publisher:
         self._stop = False
         self._rc_ok, self._rc_no_conn = mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN
 
-        factory = client_factory or mqtt.Client
-        c = factory(CallbackAPIVersion.VERSION2, client_id=device,
-                    protocol=mqtt.MQTTv311, clean_session=True)
+        self._factory = client_factory or mqtt.Client
+        self._device, self._password = device, password
+        proto = cfg_mqtt.get("protocol", "auto")
+        self.acks = AckWatch("3.1.1" if proto == "3.1.1" else "5")
+        self.client = self._new_client(self.acks.protocol)
+        self.where = f"{cfg_mqtt['host']}:{cfg_mqtt['port']}"
+        self.last_error: str | None = None  # why the last connection attempt failed
+        self.connected_event = threading.Event()  # set by the first successful CONNACK
+        self.failed_event = threading.Event()  # set by every failed connection attempt
+        self._net: threading.Thread | None = None  # paho's network thread (loop_start)
+        self._answered = False  # the broker answered (CONNACK) the current connection
+
+    def _new_client(self, protocol: str):
+        """A configured paho client speaking ``protocol`` (``"5"`` or ``"3.1.1"``)."""
+        cfg_mqtt, password = self.cfg, self._password
+        c = make_client(self._factory, self._device, protocol)
         if cfg_mqtt["username"]:
             c.username_pw_set(cfg_mqtt["username"], password)
         if cfg_mqtt["tls"]:
@@ -142,15 +159,11 @@ class Publisher:
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
         c.on_connect_fail = self._on_connect_fail
+        c.on_publish = self.acks.on_publish
+        c.on_subscribe = self.acks.on_subscribe
         c.suppress_exceptions = True  # a failing callback must not end the network thread
         self._wrap_reconnect(c)
-        self.client = c
-        self.where = f"{cfg_mqtt['host']}:{cfg_mqtt['port']}"
-        self.last_error: str | None = None  # why the last connection attempt failed
-        self.connected_event = threading.Event()  # set by the first successful CONNACK
-        self.failed_event = threading.Event()  # set by every failed connection attempt
-        self._net: threading.Thread | None = None  # paho's network thread (loop_start)
-        self._answered = False  # the broker answered (CONNACK) the current connection
+        return c
 
     @property
     def std(self) -> np.ndarray | None:
@@ -165,7 +178,8 @@ class Publisher:
     def start(self) -> None:
         """Connect in the background: paho's network thread (``loop_start``) connects,
         reconnects with backoff, reads and keeps the connection alive."""
-        self.client.connect_async(self.cfg["host"], self.cfg["port"], self.cfg["keepalive"])
+        self.client.connect_async(self.cfg["host"], self.cfg["port"], self.cfg["keepalive"],
+                                  **connect_kwargs(self.acks.protocol))
         before = set(threading.enumerate())
         self.client.loop_start()
         new = [t for t in threading.enumerate() if t not in before]
@@ -183,6 +197,7 @@ class Publisher:
         self._stop = True
         if final_status is not None and self.connected:
             info = self.client.publish(self.topics.status, json.dumps(final_status), 1, True)
+            self.acks.record(info.mid, self.topics.status)
             try:
                 info.wait_for_publish(timeout=max(0.1, deadline - time.monotonic()))
             except (RuntimeError, ValueError):
@@ -234,6 +249,8 @@ class Publisher:
         c.reconnect = reconnect
 
     def _on_connect_fail(self, client, userdata):
+        if client is not self.client:
+            return
         self.stats["connect_failures"] += 1
         self.failed_event.set()
         n = self.stats["connect_failures"]
@@ -245,7 +262,13 @@ class Publisher:
 
     # -- paho callbacks (network thread) ------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties):
+        if client is not self.client:  # a client given up for 3.1.1 (_fall_back)
+            return
         self._answered = True
+        if reason_code.is_failure and refused_for_protocol(reason_code) \
+                and self.acks.protocol == "5" and self.cfg.get("protocol", "auto") == "auto":
+            self._fall_back(client)
+            return
         if reason_code.is_failure:
             self.stats["connect_failures"] += 1
             self.last_error = f"broker refused the connection: {reason_code}"
@@ -257,19 +280,31 @@ class Publisher:
             return
         self.stats["connects"] += 1
         self.last_error = None
-        log.info("MQTT: connected to %s", self.where)
+        log.info("MQTT: connected to %s (MQTT %s)", self.where, self.acks.protocol)
         self.connected_event.set()
-        client.subscribe(self.topics.cmd, qos=1)
+        self.acks.sub_topic[client.subscribe(self.topics.cmd, qos=1)[1]] = self.topics.cmd
         # under the retained lock: a set_retained() racing with this callback either lands
         # before the loop (and is published by it) or sees connected (and publishes itself);
         # without it a state set in between stayed unpublished until the next reconnection
         with self._retained_lock:
             for topic, payload in list(self._retained.items()):
-                client.publish(topic, payload, qos=1, retain=True)
+                self.acks.record(client.publish(topic, payload, qos=1, retain=True).mid, topic)
             self.connected = True
         self._drain()  # what waited for the connection, in order
 
+    def _fall_back(self, old) -> None:
+        """The broker does not speak v5 (``[mqtt] protocol = "auto"``): a new 3.1.1 client
+        replaces ``old``, whose network thread ends after this callback."""
+        log.warning("MQTT: %s does not speak MQTT v5; connecting with 3.1.1 (a topic the "
+                    "broker denies cannot be seen then)", self.where)
+        old.loop_stop()  # from its own thread: no join, the thread ends after this callback
+        self.acks.protocol = "3.1.1"
+        self.client = self._new_client("3.1.1")
+        self.start()
+
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
+        if client is not self.client:
+            return
         self.connected = False
         answered, self._answered = self._answered, False
         self.stats["disconnects"] += 1
@@ -330,10 +365,12 @@ class Publisher:
         with self._retained_lock:
             self._retained[topic] = payload
             if self.connected:
-                self.client.publish(topic, payload, qos=1, retain=True)
+                self.acks.record(self.client.publish(topic, payload, qos=1, retain=True).mid,
+                                 topic)
 
     def reply(self, obj: dict) -> None:
-        self.client.publish(self.topics.cmd_reply, json.dumps(obj), qos=1)
+        self.acks.record(self.client.publish(self.topics.cmd_reply, json.dumps(obj), qos=1).mid,
+                         self.topics.cmd_reply)
 
     def send(self, topic: str, payload: bytes, qos: int | None = None, nsamp: int = 0) -> None:
         """Publish a non-retained message: now when connected and nothing waits, else
@@ -352,7 +389,9 @@ class Publisher:
         sends it after reconnecting; retrying would duplicate it). QoS 0 with NO_CONN was
         dropped by paho, and a full paho queue took nothing: retry later."""
         topic, payload, qos, nsamp = item
-        rc = self.client.publish(topic, payload, qos=qos, retain=False).rc
+        info = self.client.publish(topic, payload, qos=qos, retain=False)
+        rc = info.rc
+        self.acks.mid_topic[info.mid & MID_MASK] = topic  # AckWatch.record, inlined
         if rc == self._rc_ok or (qos > 0 and rc == self._rc_no_conn):
             self.stats["published"] += 1
             self.stats["published_samples"] += nsamp

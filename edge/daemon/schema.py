@@ -132,6 +132,10 @@ SCHEMA: tuple[Section, ...] = (
             pattern=r"^[A-Za-z0-9_.:%-]{1,253}$"),
         Key("port", "int", 1883, "Broker port (8883 usual for TLS).", min=1, max=65535),
         Key("keepalive", "int", 30, "Keep-alive interval.", unit="s", min=5, max=3600),
+        Key("protocol", "str", "auto", "MQTT version: `auto` = v5, and 3.1.1 when the broker "
+            "refuses v5 ('unsupported protocol version'); `5` or `3.1.1` forces one. Only v5 "
+            "shows a topic the broker denies (health `mqtt` `denied`, status `degraded`).",
+            choices=("auto", "5", "3.1.1")),
         Key("base_topic", "str", "vsense", "Topic root: topics are `<base>/<device id>/...`.",
             pattern=r"^[^#+\s]{1,64}$"),
         Key("qos", "int", 1, "QoS of `estimates` and `health` (status/meta/replies use "

@@ -5,8 +5,8 @@ the daemon's counters, which only the estimating thread writes).
 
 * status (retained): ``starting``, ``running``, ``degraded`` (with the reason: conversions
   missed at the ADC, samples lost at the ring, estimates dropped by the publisher, recorder
-  dropping data, MQTT thread dead, wrong sample rate), ``paused``, ``sensor_fault``,
-  ``stopped``;
+  dropping data, MQTT thread dead, a topic the broker denies, wrong sample rate),
+  ``paused``, ``sensor_fault``, ``stopped``;
 * meta (retained): bundle, channels, columns, rate, delay, publishing format;
 * health (every ``[mqtt] health_interval_s``): counters, latency percentiles, CPU, memory;
 * supervisor: health messages, systemd watchdog pings only while the loop advances,
@@ -129,6 +129,7 @@ class StatusMixin:
                             "connect_failures": st["connect_failures"],
                             "last_error": self.pub.last_error,
                             "cmd_rejected": st["cmd_rejected"], "cmd_errors": st["cmd_errors"]}
+            d["mqtt"] = self.pub.acks.health()
         if self.rec is not None:
             d["recorder"] = dict(self.rec.stats, queue_depth=self.rec.queue_depth(),
                                  problem=self.rec.degraded_reason())
@@ -163,9 +164,9 @@ class StatusMixin:
         if r:
             reasons.append(r)
         if self.pub is not None:
-            r = self.pub.threads_problem()
-            if r:
-                reasons.append(r)
+            for r in (self.pub.threads_problem(), self.pub.acks.problem()):
+                if r:
+                    reasons.append(r)
         if self.rec is not None:
             r = self.rec.degraded_reason()
             if r:
