@@ -265,9 +265,12 @@ def test_fleet_paho_thread_survives_hostile_messages_and_a_raising_handler(mosqu
     calls = []
 
     def handler(topic, payload):
-        calls.append(topic)
-        if len(calls) == 1:
-            raise RuntimeError("a handler bug")  # must not end paho's network thread
+        # the first fz-bad message raises (other tests' retained messages on the shared
+        # broker may arrive before it: they are fed as usual)
+        if topic.startswith("vsense/fz-bad/"):
+            calls.append(topic)
+            if len(calls) == 1:
+                raise RuntimeError("a handler bug")  # must not end paho's network thread
         view.feed(topic, payload)
 
     s = BrokerSession(plain_settings(mosquitto.host, mosquitto.port),
