@@ -88,3 +88,20 @@ def test_missing_rows_are_refused(rig, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2, err
     assert "gap.csv" in err and "200 row(s) missing" in err and "row 201" in err
+
+
+def test_dead_sensor_is_refused_on_the_operational_route(rig, tmp_path, capsys):
+    """--operational: a dead (all-zero) accelerometer gave a noise std of 0 (issue 40)."""
+    def edit(t, d, names):
+        d[:, _col(names, "a170")] = 0.0
+        return t, np.delete(d, _col(names, "F160"), axis=1)
+
+    t, data, names = read_table(rig / "run1.csv")
+    t, data = edit(np.asarray(t, float), np.array(data, float), names)
+    p = tmp_path / "dead_op.csv"
+    write_table(p, t, data, [n for n in names if n != "F160"])
+    code = main(["calibrate", str(rig / "model.toml"), "--data", str(p), "-o",
+                 str(tmp_path / "out"), "--operational", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "dead_op.csv" in err and "'a170'" in err and "dead" in err

@@ -116,6 +116,17 @@ def output_only(args, setup, settings, say) -> int:
               f"{out / 'posterior.json'}); a longer record or a narrower prior helps",
               file=sys.stderr)
         return EXIT_NOT_CONVERGED
+    from offline.calibration.cli import EXIT_NOT_CONVERGED, outside_bounds
+    outside = outside_bounds(info, setup.parameters)
+    if outside:
+        info["converged"] = False
+        info["outside_bounds"] = outside
+        (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
+        print(f"vsense-offline calibrate: error: the {info['method']} calibration's mean is "
+              f"outside the prior's bounds: {'; '.join(outside)}; the records "
+              f"({', '.join(args.data)}) cannot identify the model as given; no calibrated "
+              f"model written", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
     raw = calibrated_raw(setup, th)
     head = (f"calibrated by vsense-offline calibrate ({info['method']}) from "
             f"{Path(args.model).name} and {', '.join(r.name for r in recs)}\n"
