@@ -148,7 +148,7 @@ def _loop_model(trips=10 ** 15) -> bytes:
     ("output", ["kf_hy_onnx", "output 'g'", "shape"]),
     ("loop", ["kf_hy_onnx", "took longer than"]),
 ])
-def test_bad_networks_are_refused_at_load_with_exit_3(tmp_path, capsys, case, words):
+def test_bad_networks_are_refused_at_load_with_exit_3(tmp_path, capsys, caplog, case, words):
     if case == "input":  # a network for 3 inputs, the bundle's kf_hy_S has 2 rows
         net = _model(ni=3, W1=np.vstack([TINY_W1, TINY_W1[:1]]))
     elif case == "output":  # two outputs for the bundle's one (kf_hy_Bg's columns)
@@ -171,8 +171,11 @@ def test_bad_networks_are_refused_at_load_with_exit_3(tmp_path, capsys, case, wo
     assert main(["replay", str(csv), "--bundle", str(b.path), "-o",
                  str(tmp_path / "e.csv")]) == 3
     assert "kf_hy_onnx" in capsys.readouterr().err
-    assert main(["check-config", _write_cfg(tmp_path, b.path), "--bundle", "--simulate"]) == 3
+    cfg = _write_cfg(tmp_path, b.path)
+    assert main(["check-config", cfg, "--bundle", "--simulate"]) == 3
     assert "kf_hy_onnx" in capsys.readouterr().err
+    assert main(["run", "--config", cfg, "--simulate"]) == 3  # exit 1 (a traceback) before
+    assert "kf_hy_onnx" in caplog.text + capsys.readouterr().err  # run logs its refusal
 
 
 def test_load_limit_is_stated():
