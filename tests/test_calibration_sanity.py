@@ -105,3 +105,23 @@ def test_dead_sensor_is_refused_on_the_operational_route(rig, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2, err
     assert "dead_op.csv" in err and "'a170'" in err and "dead" in err
+
+
+def test_white_noise_is_not_an_operational_record(rig, tmp_path, capsys):
+    """White noise on every sensor gave E = 74 +- 1.3 GPa (issue 40): refused before
+    calibrating, the file and the columns named; the structure's response (the rig's record,
+    1 % noise) passes the same check (its flatness ~0: tests/calib_truth.py's cantilever)."""
+    from offline.calibration.data import check_not_white, read_record
+
+    t, data, names = read_table(rig / "run1.csv")
+    sensors = [n for n in names if n != "F160"]
+    rng = np.random.default_rng(7)
+    p = tmp_path / "white.csv"
+    write_table(p, np.asarray(t, float), rng.standard_normal((len(t), len(sensors))), sensors)
+    code = main(["calibrate", str(rig / "model.toml"), "--data", str(p), "-o",
+                 str(tmp_path / "out"), "--operational", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "white.csv" in err and "white noise" in err and "'a170'" in err
+    assert not (tmp_path / "out" / "calibrated.toml").exists()
+    check_not_white(read_record(rig / "run1.csv", [], sensors), sensors)

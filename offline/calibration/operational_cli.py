@@ -94,12 +94,14 @@ def output_only(args, setup, settings, say) -> int:
     """The operational routes of ``vsense-offline calibrate`` (module docstring)."""
     from offline.calibration.calibrate import hash_file
     from offline.calibration.cli import _bundle
-    from offline.calibration.data import read_record
+    from offline.calibration.data import check_not_white, read_record
     from offline.calibration.result import calibrated_raw
     from offline.calibration.tomlout import dumps
 
     _refuse(args, len(args.data), say)
     recs = [read_record(p, [], setup.sensors, settings.prep) for p in args.data]
+    for r in recs:
+        check_not_white(r, setup.sensors)
     run = _likelihood if args.operational else _modal
     info, th = run(args, setup, settings, recs, say)
     info["data"] = [{"file": r.name, "sha256": r.sha256} for r in recs]
