@@ -102,19 +102,32 @@ def test_bad_outputs_fall_back_to_linear_and_are_flagged(tmp_path, kind):
     assert mc["rejected"] == est.rejected and mc["resets"] == 0
 
 
-def test_non_finite_state_resets_once_and_recovers(tmp_path):
+@pytest.mark.parametrize("n_warm", [0, 40])
+def test_non_finite_state_resets_once_and_recovers(tmp_path, n_warm):
     """Samples of 1e308 overflow the state: the estimator resets itself (counted, with a
-    reason), the estimates after the burst are finite again."""
+    reason), the estimates after the burst are finite again; with a start-up std
+    (kf_startup_var: n_warm rows above 10 % of the steady std) the rows after the reset are
+    flagged warm-up again until it has converged."""
     b = _with(_nan_above(), tmp_path)
+    if n_warm:
+        kf = dict(b.kf)
+        sv = np.zeros((100, kf["std"].size))
+        sv[:n_warm] = 100.0 * kf["std"] ** 2
+        kf["startup_var"] = sv
+        b = _reload(b.replace(kf=kf), tmp_path, "warm.npz")
     est = Estimator(b)
+    assert est.n_warm == n_warm
     Y = _record(nt=1500)
     Y[300:303] = 1e308
-    F, Z, fl = _run(est, Y)
+    F, Z, fl = _run(est, Y, block=Y.shape[0])  # one block: the reset within it
     assert est.self_resets >= 1
     mc = est.model_check()
     assert mc["hybrid"]["resets"] == est.self_resets
     assert any("reset" in r for r in mc["reasons"])
-    tail = slice(400, None)
+    last = 302  # the reset happens at the last overflowing sample at the latest
+    warm = np.flatnonzero(fl[300:] & FLAG_WARMUP) + 300
+    assert warm.size and warm.max() <= last + n_warm + 5 and warm.max() >= 300 + n_warm
+    tail = slice(last + n_warm + 6, None)
     assert np.all(np.isfinite(F[tail])) and np.all(np.isfinite(Z[tail]))
     assert not np.any(fl[tail] & FLAG_WARMUP)
 
