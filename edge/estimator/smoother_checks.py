@@ -20,6 +20,11 @@ factor :data:`ABSURD`:
   above ``ABSURD`` times ``kf_std[q]``. An estimator whose estimate moves by 1e12 of its own
   error std per innovation is not one that any design produced (``kf_G`` x 1e300 gave
   estimates of 2.8e300 with flag 0).
+
+Measured on ``examples/my_beam.toml`` as built (levels included): swings per innovation 0.01
+to 2.7 times the stated std; level arrays up to 1e4 times the design's (``kf_level_Sinv`` at
+the lowest level; ``_Wt`` 100, ``_std`` 32, ``_K`` and ``_G`` 1): the factor leaves 1e8 of
+margin.
 """
 
 from __future__ import annotations
