@@ -39,6 +39,8 @@ READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 MAX_WINDOW = 512
 #: Most start-up rows accepted (``kf_startup_var``): 30 s at 10 kHz.
 MAX_STARTUP_ROWS = 300_000
+#: Longest model-check window (``kf_nis_window``) in seconds: its rings are allocated at load
+MAX_NIS_WINDOW_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ Cq             | f | (nq, ns)     | 2 | forces and outputs from the state
 G              | f | (L, nq, nch) | 2 | fixed-lag smoother gains
 Sinv           | f | (nch, nch)   | 2 | inverse innovation covariance
 std            | f | (nq,)        | 2 | standard deviation of each force and output [SI]
-nis_window     | i | ()           | 2 | model check window [samples]
+nis_window     | i | ()           | 2 | model check window [samples], at most 10 min
 nis_threshold  | f | ()           | 2 | model check threshold
 Wt             | f | (nch, nch)   | 2 | innovation whitening
 band_ba        | f | (nb, 5)      | 2 | model-check band filters
@@ -378,8 +380,10 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
             fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
     if np.any(a["kf_std"] < 0):
         fail("kf_std", "standard deviations must be >= 0")
-    if int(a["kf_nis_window"]) < 1:
-        fail("kf_nis_window", f"must be >= 1, got {int(a['kf_nis_window'])}")
+    w_max = int(MAX_NIS_WINDOW_S / float(a["dt"]))
+    if not 1 <= int(a["kf_nis_window"]) <= w_max:
+        fail("kf_nis_window", f"must be 1 .. {w_max} samples ({MAX_NIS_WINDOW_S:g} s at the "
+                              f"bundle's rate), got {int(a['kf_nis_window'])}")
     if float(a["kf_nis_threshold"]) <= 0:
         fail("kf_nis_threshold", "must be > 0")
     if np.any(a["kf_band_gain"] <= 0) or np.any(a["kf_band_threshold"] <= 0):

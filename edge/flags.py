@@ -15,9 +15,12 @@ bit    name                    meaning
                                arithmetic overflow (an input or a bundle value far out of
                                range, or a diverged state); a non-finite estimate always
                                carries a flag (this one, or warm-up)
-7 (128) FLAG_ENVELOPE          hybrid twin: the state left the correction network's trained
-                               envelope for a sample used by this estimate; the correction
-                               was not applied there (the linear model's estimate)
+7 (128) FLAG_ENVELOPE          hybrid twin: for a sample used by this estimate the
+                               correction was not applied (the linear model's step there):
+                               the state was outside the network's trained envelope, or the
+                               network's output was not finite or absurd (beyond the bound of
+                               edge.estimator.hybrid.output_bound); set exactly when the
+                               linear estimate was used
 =====  ======================  =============================================================
 """
 

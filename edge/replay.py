@@ -28,7 +28,7 @@ import numpy as np
 from edge.bundle import Bundle, BundleError
 from edge.csvio import CsvError, read_table, write_table
 from edge.daemon.vsr import RecordingError, read_runs, replay_input
-from edge.estimator import FLAG_WARMUP, Estimator
+from edge.estimator import FLAG_WARMUP, Estimator, EstimatorError
 from edge.flags import FLAG_OVERFLOW
 
 
@@ -145,6 +145,9 @@ def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> in
     try:
         parts = load_inputs(input_path, run, warn)
         t_est, F, Z, flags, std = _replay_runs(bundle, parts)
+    except EstimatorError as exc:  # the bundle's estimator cannot be built: a bad bundle
+        print(f"vsense-edge replay: {exc}", file=sys.stderr)
+        return 3
     except (ReplayError, RecordingError, ValueError, OSError) as exc:
         print(f"vsense-edge replay: {exc}", file=sys.stderr)
         return 6

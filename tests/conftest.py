@@ -30,7 +30,7 @@ EDGE_MODULES = frozenset({
     "test_decode", "test_fastpath", "test_readme", "test_recorder", "test_sim_ads1256",
     "test_summary", "test_inverse_hook", "test_architecture",
     "test_import_graph", "test_cli_startup", "test_realtime_memory",
-    "test_private_api", "test_hybrid_edge", "test_fatigue_sn",
+    "test_private_api", "test_hybrid_edge", "test_fatigue_sn", "test_bundle_checks",
 })
 
 

@@ -51,14 +51,18 @@ def _record(nt=1500, seed=3):
     return y[:, None]
 
 
-def _reference(b, Y):
+def _reference(b, Y, net=tiny_g):
     """NumPy twin: the reference smoother on y - Dg gd, x += Bg g, outputs + Cqg gd_k-L,
-    gd_k = w0 g_k + w1 g_k-1 (w = kf_hy_direct, (1, 0) without it)."""
+    gd_k = w0 g_k + w1 g_k-1 (w = kf_hy_direct, (1, 0) without it); an output that is not
+    finite or beyond gmax_i = min_j (hi_j - lo_j) / |(S Bg)_ji| is not applied (as outside
+    the envelope). ``net``: the network's NumPy value, (1, ni) -> (1, ng)."""
     kf = b.kf
     ref = ReferenceSmoother(b)
     L = ref.L
     lo, hi = kf["hy_lo"], kf["hy_hi"]
     w = kf.get("hy_direct", (1.0, 0.0))
+    with np.errstate(divide="ignore"):
+        gmax = np.min((hi - lo)[:, None] / np.abs(kf["hy_S"] @ kf["hy_Bg"]), axis=0)
     Fs, Zs, fl, gs, outs = [], [], [], [], []
     g_prev = np.zeros(1)
     for y in Y:
@@ -66,7 +70,11 @@ def _reference(b, Y):
         yh = np.where(np.isfinite(y), y, ref.last)
         s = kf["hy_S"] @ (ref.x + kf["K"] @ (yh - kf["H"] @ ref.x))
         out = bool(np.any(s < lo) or np.any(s > hi))
-        g = np.zeros(1) if out else tiny_g(s[None])[0]
+        if not out:
+            with np.errstate(invalid="ignore"):
+                g = net(s[None])[0]
+            out = not np.all(np.abs(g) <= gmax)
+        g = np.zeros(1) if out else g
         gd = w[0] * g + w[1] * g_prev                   # the correction at sample k
         g_prev = g
         q, f = ref.step(y - kf["hy_Dg"] @ gd)

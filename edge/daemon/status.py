@@ -188,6 +188,17 @@ class StatusMixin:
             log.info("recovered: status running again")
             self._set_state("running")
 
+    def _log_estimator_resets(self) -> None:
+        """Supervisor: one warning when the estimator has reset itself since the last tick
+        (the hybrid twin after a non-finite state: ``self_resets``), not one per sample."""
+        n = int(getattr(self.est, "self_resets", 0))
+        seen = getattr(self, "_self_resets_logged", 0)
+        if n > seen:
+            self._self_resets_logged = n
+            log.warning("estimator: the state became non-finite and the estimator reset "
+                        "itself (%d time(s) since the last message, %d since the start; "
+                        "health model_check hybrid resets)", n - seen, n)
+
     def _supervisor(self):
         """The supervisor as a generator the I/O thread advances once per tick: scheduled
         identifications, degraded/recovered status, systemd watchdog pings (only while
@@ -211,6 +222,7 @@ class StatusMixin:
                 next_id = now + every
                 self._identify_due = True  # picked up by the acquisition thread
             self._check_degraded()
+            self._log_estimator_resets()
             if wd is not None and period_wd:
                 # a paused loop still consumes samples, so progress = samples processed;
                 # a dead MQTT thread stops the pings too: systemd restarts the service

@@ -24,7 +24,16 @@ linear smoother's. The std neglects the network's Jacobian (an extended filter w
 Riccati step per sample); docs/hybrid.md has the measured coverage. Outside the trained
 envelope (any network input beyond the range seen in training, widened by the margin) the
 correction is not applied -- the estimate is the linear model's -- and the estimates whose
-window contains such a sample carry :data:`edge.flags.FLAG_ENVELOPE`.
+window contains such a sample carry :data:`edge.flags.FLAG_ENVELOPE`. The same for an output
+that is not finite or absurd (:func:`output_bound`: one that alone would move a network input
+by more than the envelope's width in one step), counted in ``model_check()["hybrid"]
+["rejected"]``. Should the state still become non-finite (an input far out of range), the
+estimator resets itself (``"resets"``; the daemon logs it once per supervisor tick).
+
+At load (:func:`check_network`): the network's input and output widths must be the bundle's
+(``kf_hy_S`` rows, ``kf_hy_Bg`` columns), and one inference at the envelope's centre must
+return a finite (1, ng) output within :data:`LOAD_INFERENCE_LIMIT_S` (a network with a huge
+loop is stopped by onnxruntime's ``terminate`` and refused, not left to hang start-up).
 
 Per sample: one compiled call (:func:`edge.estimator.hybrid_kernel._hy_sample`: the smoother's
 kernel between the correction's parts, then the next network input) and one
@@ -34,11 +43,15 @@ outside onnxruntime).
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
 from edge.estimator.hybrid_kernel import _hy_input, _hy_sample
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother import SmootherEstimator
+from edge.flags import FLAG_WARMUP
 
 
 def onnx_session(blob: bytes, what: str):
@@ -54,10 +67,73 @@ def onnx_session(blob: bytes, what: str):
         raise EstimatorError(f"{what}: not a loadable ONNX model ({exc})") from None
 
 
+#: Seconds one inference may take at load (:func:`check_network`); a sample at 1 kHz has
+#: 1 ms, so a network needing this long cannot run anyway: it is refused, not waited for.
+LOAD_INFERENCE_LIMIT_S = 2.0
+
+
+def output_bound(S: np.ndarray, Bg: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(ng,) bound of ``|g_i|``: the smallest ``(hi_j - lo_j) / |(S Bg)_ji|`` over the inputs
+    ``j`` that output ``i`` feeds (``(S Bg)_ji != 0``, ``hi_j > lo_j``), i.e. the output that
+    held for one step alone would move a network input by the whole width of the trained
+    envelope. A trained correction moves the state by a small fraction of its range per
+    sample (docs/hybrid.md), so beyond this the output is absurd and not applied; ``inf``
+    for an output that feeds no input (only finiteness is checked then)."""
+    SB = np.abs(S @ Bg)
+    width = (hi - lo)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where((SB > 0) & (width > 0), width / SB, np.inf)
+    return np.ascontiguousarray(r.min(axis=0), dtype=float)
+
+
+def check_network(session, ni: int, ng: int, centre: np.ndarray, what: str) -> None:
+    """Refuse (``EstimatorError`` naming ``what``) a network whose input ``s`` or output
+    ``g`` has another width than the bundle's (``ni`` from ``kf_hy_S``, ``ng`` from
+    ``kf_hy_Bg``), or whose one inference at ``centre`` fails, is not a finite (1, ng)
+    array, or takes longer than :data:`LOAD_INFERENCE_LIMIT_S` (stopped by onnxruntime's
+    ``RunOptions.terminate`` from a timer thread)."""
+    import onnxruntime as ort
+
+    for arg, name, n, field in ((session.get_inputs()[0], "input 's'", ni, "kf_hy_S rows"),
+                                (session.get_outputs()[0], "output 'g'", ng,
+                                 "kf_hy_Bg columns")):
+        shape = list(arg.shape)
+        if len(shape) != 2 or any(isinstance(d, int) and d != want
+                                  for d, want in zip(shape, (1, n))):
+            raise EstimatorError(f"{what}: the network's {name} has shape {shape}, the "
+                                 f"bundle needs [1, {n}] ({n} = {field})")
+    opts = ort.RunOptions()
+    opts.log_severity_level = 4  # the refusal below says it; no onnxruntime log line too
+    timer = threading.Timer(LOAD_INFERENCE_LIMIT_S, lambda: setattr(opts, "terminate", True))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        g = session.run(["g"], {"s": np.ascontiguousarray(centre, dtype=float)[None]}, opts)[0]
+    except Exception as exc:  # onnxruntime's own exception types
+        if opts.terminate:
+            raise EstimatorError(f"{what}: one inference took longer than "
+                                 f"{LOAD_INFERENCE_LIMIT_S:g} s (stopped): the network cannot "
+                                 "run per sample") from None
+        raise EstimatorError(f"{what}: the network fails on an input of shape (1, {ni}) "
+                             f"({str(exc).splitlines()[0][:200]})") from None
+    finally:
+        timer.cancel()
+    if time.monotonic() - t0 > LOAD_INFERENCE_LIMIT_S:
+        raise EstimatorError(f"{what}: one inference took longer than "
+                             f"{LOAD_INFERENCE_LIMIT_S:g} s: the network cannot run per sample")
+    g = np.asarray(g)
+    if g.shape != (1, ng) or not np.all(np.isfinite(g)):
+        raise EstimatorError(f"{what}: the network's output at the envelope's centre is "
+                             f"{'not finite' if g.shape == (1, ng) else f'of shape {g.shape}'}"
+                             f" (the bundle needs a finite (1, {ng}))")
+
+
 class HybridEstimator(SmootherEstimator):
     """:class:`SmootherEstimator` with the bundle's correction network (module docstring).
     ``Estimator(bundle)`` returns one for a smoother bundle with ``kf_hy_*``; extra state:
-    :attr:`outside` (samples outside the envelope since the start or the last reset)."""
+    :attr:`outside` (samples outside the envelope since the start or the last reset),
+    :attr:`rejected` (outputs not applied, not finite or beyond :attr:`hy_gmax`) and
+    :attr:`self_resets` (resets after a non-finite state), both since the start."""
 
     def __init__(self, bundle, *args, **kwargs):
         self._hy_ready = False
@@ -81,6 +157,10 @@ class HybridEstimator(SmootherEstimator):
                 or ins[0].type != "tensor(double)" or outs[0].type != "tensor(double)":
             raise EstimatorError(f"{self.bundle.path or 'bundle'}: kf_hy_onnx must map a "
                                  "float64 input 's' to a float64 output 'g'")
+        what = f"{self.bundle.path or 'bundle'}: kf_hy_onnx"
+        check_network(self.session, ni, ng, 0.5 * (self.hy_lo + self.hy_hi), what)
+        self.hy_gmax = output_bound(self.hy_S, self.hy_Bg, self.hy_lo, self.hy_hi)
+        self._hyc = np.zeros(2, np.int64)  # [outputs rejected, resets], since the start
         import onnxruntime as ort
 
         self._s = np.zeros((1, ni))
@@ -104,26 +184,57 @@ class HybridEstimator(SmootherEstimator):
         self._hy_ready = True
         self._warm_up()
         self.reset()
+        self._hyc[:] = 0  # the warm-up's throw-away sample is not counted
 
     @property
     def outside(self) -> int:
         """Samples outside the trained envelope since the start or the last reset."""
         return int(self._outside[0])
 
+    @property
+    def rejected(self) -> int:
+        """Network outputs not applied since the start: not finite or beyond :attr:`hy_gmax`."""
+        return int(self._hyc[0])
+
+    @property
+    def self_resets(self) -> int:
+        """Resets since the start after the state had become non-finite."""
+        return int(self._hyc[1])
+
+    def process(self, Y, F, Z, flags) -> None:
+        """:meth:`SmootherEstimator.process`; after a reset within the block (a non-finite
+        state) the rows of the samples before the start-up std has converged again carry
+        the warm-up flag too (the base class counts them from the block's start)."""
+        r0 = int(self._hyc[1])
+        super().process(Y, F, Z, flags)
+        if int(self._hyc[1]) != r0 and self.n_warm:
+            nb, k = Y.shape[0], int(self._counters[0])  # k samples since the reset
+            # row i estimates sample k - nb + i - lag since the reset
+            lo, hi = max(nb - k, 0), min(nb, self.n_warm + self.op.lag + nb - k)
+            if lo < hi:
+                flags[lo:hi] |= FLAG_WARMUP
+
     def _run(self, Y, Q, flags):
         if not self._hy_ready:  # the linear smoother's warm-up in __init__
             return super()._run(Y, Q, flags)
+        a = 0
+        while a < Y.shape[0]:  # a non-finite state ends a piece: reset, go on with the next
+            a = self._hy_piece(Y, Q, flags, a)
+
+    def _hy_piece(self, Y, Q, flags, a: int) -> int:
+        """Samples ``a``.. of the block until its end or a non-finite state (then
+        :meth:`reset`, counted); returns the next sample to process."""
         op = self.op
         run = self.session.run_with_iobinding
         s, g, y1, b = self._s, self._g, self._y1, self._binding
         Sx, Sy = self._hy_ops[id(op)]
-        out = _hy_input(Y[0], self._last, self._x, Sx, Sy, self.hy_lo, self.hy_hi, s)
-        for j in range(Y.shape[0]):
+        out = _hy_input(Y[a], self._last, self._x, Sx, Sy, self.hy_lo, self.hy_hi, s)
+        for j in range(a, Y.shape[0]):
             if out:
                 self._outside[0] += 1
             else:
                 run(b)  # g = g_theta(s), in place
-            out = _hy_sample(
+            r = _hy_sample(
                 j, Y, Q, flags, g, out, self.hy_Dg, y1, op.Am, op.Ad, op.Cl, op.Cr, op.Af,
                 op.f_span, op.Ak, op.AKT, op.H, op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x,
                 self._xn, self._e, self._ering, self._zring, self._fring, self._last,
@@ -132,7 +243,13 @@ class HybridEstimator(SmootherEstimator):
                 self._bstate, self._bring, self._bsum, self._eps, self._lag1ring,
                 self._eps_prev, self.hy_Bg, self.hy_Cqg,
                 self._gring, self._envring, op.lag, Sx, Sy, self.hy_lo, self.hy_hi, s,
-                self._gp, self.hy_w)
+                self._gp, self.hy_w, self.hy_gmax, self._hyc)
+            if r == 2:  # the state is not finite: start again from rest
+                self._hyc[1] += 1
+                self.reset()
+                return j + 1
+            out = r == 1
+        return Y.shape[0]
 
     def _state(self):
         base = super()._state()
@@ -142,15 +259,22 @@ class HybridEstimator(SmootherEstimator):
 
     def model_check(self) -> dict:
         """:meth:`SmootherEstimator.model_check` plus ``"hybrid"``: samples outside the
-        trained envelope (since the start or the last reset) and whether the correction is
-        applied now (``False``: the last sample was outside, the linear estimate)."""
+        trained envelope (since the start or the last reset), whether the correction is
+        applied now (``False``: a sample of the current window was outside, the linear
+        estimate), ``rejected`` outputs (not finite or absurd) and ``resets`` after a
+        non-finite state, both since the start."""
         out = super().model_check()
         n = int(self._counters[0])
         recent = bool(self._envring.any())
         out["hybrid"] = {"outside": self.outside, "samples": n,
                          "fraction_outside": round(self.outside / n, 6) if n else 0.0,
-                         "applied": not recent}
+                         "applied": not recent, "rejected": self.rejected,
+                         "resets": self.self_resets}
+        if self.self_resets:
+            out["reasons"] = [*out["reasons"], f"the estimator's state became non-finite and "
+                              f"was reset {self.self_resets} time(s) since the start"]
         if recent:
             out["reasons"] = [*out["reasons"], "the state is outside the hybrid network's "
-                              "trained envelope: the correction is off (linear estimate)"]
+                              "trained envelope, or its output was not finite or absurd: the "
+                              "correction is off (linear estimate)"]
         return out

@@ -7,6 +7,7 @@ Per sample k, with the prediction ``x = x_k|k-1`` (permuted state)::
     s      = S (x + K (y - H x))                   (network input at the filtered state)
     out    = any(s < lo or s > hi)                 (outside the trained envelope)
     g      = g_theta(s), or 0 when out              (ONNX, between the two calls here)
+    out   |= any(not |g_i| <= gmax_i)              (a non-finite or absurd output: 0 too)
     gd     = w0 g + w1 g_k-1                       (the correction at the sample instant)
     y'     = y - Dg gd                             (the correction's part of the channels)
     ... smoother step on y' (edge.estimator.smoother_kernel._smooth) ...
@@ -106,13 +107,17 @@ def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, Ak, A
                Cq, q_span, G, Sinv, x, xn, e, ering, zring, fring, last, nisring, nis_state,
                threshold, threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate,
                bring, bsum, eps, lag1ring, eps_prev, Bg, Cqg, gring, envring, lag, Sx, Sy,
-               lo, hi, s, gp, w):  # pragma: no cover - compiled
-    """Sample ``j`` after the network call (``g`` holds ``g_theta(s)``): the channels less
-    the correction (:func:`_hy_channels`), the smoother step
+               lo, hi, s, gp, w, gmax, hyc):  # pragma: no cover - compiled
+    """Sample ``j`` after the network call (``g`` holds ``g_theta(s)``): the output guard
+    (:func:`_hy_guard`: a non-finite or absurd ``g`` is not applied, counted in ``hyc[0]``),
+    the channels less the correction (:func:`_hy_channels`), the smoother step
     (:func:`edge.estimator.smoother_kernel._smooth`) on row ``j`` of ``Q``/``flags``,
     :func:`_hy_after`, then the next sample's network input (:func:`_hy_input`) when there
-    is one. One compiled call per sample; returns whether the next input is outside the
-    envelope."""
+    is one. One compiled call per sample; returns 1 when the next input is outside the
+    envelope, 0 when inside, 2 when the state has become non-finite (the caller resets)."""
+    if not out and _hy_guard(g, gmax):
+        out = True
+        hyc[0] += 1
     _hy_channels(Y[j], g, out, Dg, y1, gp, w)
     q1 = Q[j:j + 1]
     f1 = flags[j:j + 1]
@@ -121,6 +126,19 @@ def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, Ak, A
             counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum, eps, lag1ring,
             eps_prev)
     _hy_after(x, g, out, Bg, Cqg, gring, envring, counters, lag, q1, f1, gp)
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return 2
     if j + 1 < Y.shape[0]:
-        return _hy_input(Y[j + 1], last, x, Sx, Sy, lo, hi, s)
+        return 1 if _hy_input(Y[j + 1], last, x, Sx, Sy, lo, hi, s) else 0
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _hy_guard(g, gmax):  # pragma: no cover - compiled
+    """True when an output of the network is not finite or beyond its bound:
+    ``not |g_i| <= gmax_i`` (NaN fails the comparison). g : (1, ng); gmax : (ng,)."""
+    for i in range(g.shape[1]):
+        if not abs(g[0, i]) <= gmax[i]:
+            return True
     return False

@@ -81,7 +81,7 @@ class SmootherEstimator(BlockEstimator):
         sv = bundle.kf.get("startup_var")
         self._startup = None if sv is None else np.ascontiguousarray(sv, dtype=float)
         self.n_warm = 0 if sv is None else _converged_row(self._startup, op.std)
-        self._levels = level_operators(bundle, op) if track_level else []
+        self._levels = level_operators(bundle, op, check_stability) if track_level else []
         self.tracker = None
         self._track_var = None
         if self._levels:

@@ -10,6 +10,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
+from edge.estimator.smoother_checks import check_levels, check_scales
 
 
 @dataclass
@@ -144,6 +145,7 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
         if not rho < 1.0:
             raise EstimatorError(f"smoother gains of {bundle.path or 'the bundle'} are not "
                                  f"stable (spectral radius of A (I - K H) = {rho:.6f})")
+    check_scales(kf, bundle.path or "bundle")
     Hp = np.ascontiguousarray(H[:, perm])
     Cq = np.ascontiguousarray(np.asarray(kf["Cq"], dtype=float)[:, perm])
     return SmootherOperator(
@@ -165,12 +167,15 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
         band_hz=np.array(kf["band_hz"], dtype=float).reshape(-1, 2))
 
 
-def level_operators(bundle: Bundle, op: SmootherOperator) -> list:
+def level_operators(bundle: Bundle, op: SmootherOperator, check_stability: bool = True) -> list:
     """One operator per load level of the bundle (``kf_level_*``; :mod:`offline.smoother.
-    levels`), sharing ``op``'s step matrix layout; ``[]`` without levels."""
+    levels`), sharing ``op``'s step matrix layout; ``[]`` without levels. Each level's gain
+    stability-checked like ``kf_K``, its arrays against the design's
+    (:func:`edge.estimator.smoother_checks.check_levels`)."""
     kf = bundle.kf
     if "level_grid" not in kf:
         return []
+    check_levels(kf, bundle.path or "bundle", check_stability)
     A = np.asarray(kf["A"], dtype=float)
     out = []
     for i in range(np.asarray(kf["level_grid"]).size):

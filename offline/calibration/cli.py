@@ -20,9 +20,11 @@ the likelihood of the records with the force as a stochastic input, ``--output-o
 natural frequencies identified from them; ``--bundle`` works with both, the inadequacy test
 (``--kfold``) and ``--check mcmc`` need force-and-response records and are refused.
 
-Exit codes: 0 ok, 2 bad input, 4 the model family failed the inadequacy test (the outputs
-are still written; the bundle's meta says so), 5 the calibration did not converge (only
-posterior.json and report.html are written, to show where it stopped).
+Exit codes: 0 ok, 2 bad input (a column that is constant, e.g. an all-zero force or a dead
+sensor; rows missing from the time stamps), 4 the model family failed the inadequacy test
+(the outputs are still written; the bundle's meta says so), 5 the calibration did not
+converge or a posterior mean is outside its parameter's bounds (only posterior.json and
+report.html are written, to show where it stopped).
 """
 
 from __future__ import annotations
@@ -120,6 +122,20 @@ def run(args) -> int:
               f"check the records and priors; where it stopped: {out / 'posterior.json'}, "
               f"{out / 'report.html'}", file=sys.stderr)
         return EXIT_NOT_CONVERGED
+    outside = outside_bounds(info, setup.parameters)
+    if outside:
+        out.mkdir(parents=True, exist_ok=True)
+        info["converged"] = False
+        info["outside_bounds"] = outside
+        (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
+        write_report(res, out, [("converged", "NO: posterior outside the bounds")])
+        print(f"vsense-offline calibrate: error: posterior mean outside the prior's bounds: "
+              f"{'; '.join(outside)}. The records cannot support this model as given: check "
+              f"the units (N, SI) and sign of the force and sensor columns of "
+              f"{', '.join(args.data)}; no calibrated model written (where it stopped: "
+              f"{out / 'posterior.json'})",
+              file=sys.stderr)
+        return EXIT_NOT_CONVERGED
     extra = []
     if args.check == "mcmc":
         from offline.calibration.checks import mcmc_check
@@ -163,6 +179,17 @@ def run(args) -> int:
               f"from different inputs disagree; see the folds in posterior.json)", file=sys.stderr)
         return EXIT_INADEQUATE
     return 0
+
+
+def outside_bounds(info: dict, parameters) -> list:
+    """``"name = mean outside [lo, hi]"`` for each posterior mean outside its parameter's
+    ``bounds`` (a damping ratio of 17.8 for [0.003, 0.05] from a force column in mN)."""
+    out = []
+    for p, m in zip(parameters, info["mean"]):
+        lo, hi = (float(b) for b in p.bounds)
+        if not lo <= m <= hi:
+            out.append(f"{p.name} = {m:.6g} outside [{lo:g}, {hi:g}]")
+    return out
 
 
 def _plan_kfold(args, setup, settings, records, say) -> dict | None:

@@ -8,7 +8,9 @@ A record is a CSV ``time,<columns>`` whose columns are named after the model fil
    whose clock or anti-alias filter lags) is removed by sampling that channel at t + delay.
 2. **gaps and outliers**: non-finite samples and (sensors only) spikes (a jump of more than
    k = ``outlier_k`` robust stds of the first difference into and out of a sample) are replaced by linear interpolation; more than ``max_bad`` (fraction)
-   in a channel is an error naming file and column (a dead sensor).
+   in a channel is an error naming file and column (a dead sensor), and so is a column whose
+   samples are all equal (a dead sensor or load cell, an empty force column) and rows missing
+   from the time stamps (a gap of more than one row, or more than ``max_bad`` of the record).
 3. **filter**: zero-phase Butterworth low-pass (order 4) at ``filter_hz`` on forces AND
    responses (the same linear filter on input and output keeps the LTI relation).
 4. **decimation**: the residual is taken every ``decimate``-th sample (the model still runs at
@@ -101,6 +103,31 @@ def _repair(x, bad, where):
     return y
 
 
+#: Most consecutive rows a gap in the time stamps may lack before the record is refused:
+#: one missing sample is interpolated (as a non-finite one); a longer run is not data.
+MAX_GAP_ROWS = 1
+
+
+def _check_gaps(path, t, dts, dt, max_bad) -> None:
+    """Rows missing from the time stamps (an interval of more than 1.5 median intervals):
+    refused, naming the file, the row and the time, when a gap lacks more than
+    :data:`MAX_GAP_ROWS` rows or the missing rows are more than ``max_bad`` of the record
+    (they were interpolated silently: 200 missing rows moved a damping ratio from 0.016 to
+    0.056)."""
+    gap = dts > 1.5 * dt
+    if not gap.any():
+        return
+    missing = np.rint(dts[gap] / dt).astype(np.int64) - 1
+    worst = int(np.argmax(missing))
+    row = int(np.flatnonzero(gap)[worst])
+    total = int(missing.sum())
+    if missing[worst] > MAX_GAP_ROWS or total > max_bad * (t.size + total):
+        raise ValueError(f"{path}: {total} row(s) missing from the time stamps (the longest "
+                         f"gap: {int(missing[worst])} row(s) after row {row + 2}, t = "
+                         f"{t[row]:.6g} s): a record with gaps cannot be calibrated on; cut it "
+                         f"at the gap into separate records (--data each)")
+
+
 def read_record(path, forces, sensors, prep: Prep = Prep()) -> Record:
     """Read and prepare one CSV record (see module docstring). Errors name file and column."""
     path = Path(path)
@@ -116,6 +143,7 @@ def read_record(path, forces, sensors, prep: Prep = Prep()) -> Record:
         k = int(np.argmax(~np.isfinite(dts) | (dts <= 0)))
         raise ValueError(f"{path}: time must increase strictly (row {k + 2})")
     dt = float(np.median(dts))
+    _check_gaps(path, t, dts, dt, prep.max_bad)
     nt = int(np.floor((t[-1] - t[0]) / dt + 1e-9)) + 1
     grid = t[0] + dt * np.arange(nt)
     cols, repaired = {}, {}
@@ -132,6 +160,11 @@ def read_record(path, forces, sensors, prep: Prep = Prep()) -> Record:
         if bad.any():
             xf = _repair(x, bad, w)
         repaired[c] = int(bad.sum())
+        if not np.ptp(xf) > 0:
+            raise ValueError(f"{w}: every sample is {float(xf[0]):g}: "
+                             + ("no force was applied or recorded (a dead load cell or an "
+                                "empty column); for records without a force use --operational"
+                                if c in forces else "a dead or disconnected sensor"))
         # sync: uniform grid, channel delay removed (sample at t + delay)
         delay = float(prep.delays.get(c, 0.0))
         cols[c] = np.interp(grid + delay, t, xf)
@@ -151,3 +184,39 @@ def read_record(path, forces, sensors, prep: Prep = Prep()) -> Record:
         raise ValueError(f"{path}: only {used.size} samples left after skip_s/decimate")
     h = hashlib.sha256(path.read_bytes()).hexdigest()
     return Record(name=path.name, dt=dt, F=F, Y=Y, used=used, repaired=repaired, sha256=h)
+
+
+#: A sensor's spectrum counts as white when its spectral flatness is at least this fraction of
+#: what white noise of the same length gives (:func:`check_not_white`).
+WHITE_FRACTION = 0.95
+
+
+def _flatness(x: np.ndarray, fs: float) -> float:
+    """Spectral flatness (geometric over arithmetic mean) of the Welch PSD without DC: 1 for
+    a flat spectrum, near 0 for a resonant response."""
+    sig = need("scipy.signal")
+    _, p = sig.welch(x - x.mean(), fs=fs, nperseg=min(256, max(16, x.size // 4)))
+    p = p[1:]
+    p = p[p > 0]
+    return float(np.exp(np.mean(np.log(p))) / np.mean(p)) if p.size else 1.0
+
+
+def check_not_white(rec: Record, sensors) -> None:
+    """Operational records: refuse (ValueError naming the file and its sensor columns) a
+    record in which EVERY sensor's spectrum is as flat as white noise's (flatness at least
+    :data:`WHITE_FRACTION` of the mean flatness of 8 seeded white-noise series of the same
+    length, computed the same way): no resonance to calibrate on (white noise gave E = 74 +-
+    1.3 GPa). Measured on the cantilever of tests/calib_truth.py, 4 s: flatness 0.0 at 1 %
+    noise, 0.58 with noise as large as the response, 0.92 at three times it, against 0.98
+    for white noise."""
+    Y = rec.Y[rec.used[0]:]
+    fs = 1.0 / rec.dt
+    rng = np.random.default_rng(0)
+    white = float(np.mean([_flatness(rng.standard_normal(Y.shape[0]), fs) for _ in range(8)]))
+    flat = [_flatness(Y[:, i], fs) for i in range(Y.shape[1])]
+    if min(flat) >= WHITE_FRACTION * white:
+        cols = ", ".join(f"{c!r} {f:.3f}" for c, f in zip(sensors, flat))
+        raise ValueError(f"{rec.name}: every sensor's spectrum is as flat as white noise's "
+                         f"(spectral flatness {cols}; white noise of this length: {white:.3f}): "
+                         f"no resonance of the structure to calibrate on (a record of noise, "
+                         f"or sensors not on the structure)")

@@ -94,12 +94,14 @@ def output_only(args, setup, settings, say) -> int:
     """The operational routes of ``vsense-offline calibrate`` (module docstring)."""
     from offline.calibration.calibrate import hash_file
     from offline.calibration.cli import _bundle
-    from offline.calibration.data import read_record
+    from offline.calibration.data import check_not_white, read_record
     from offline.calibration.result import calibrated_raw
     from offline.calibration.tomlout import dumps
 
     _refuse(args, len(args.data), say)
     recs = [read_record(p, [], setup.sensors, settings.prep) for p in args.data]
+    for r in recs:
+        check_not_white(r, setup.sensors)
     run = _likelihood if args.operational else _modal
     info, th = run(args, setup, settings, recs, say)
     info["data"] = [{"file": r.name, "sha256": r.sha256} for r in recs]
@@ -115,6 +117,17 @@ def output_only(args, setup, settings, say) -> int:
               f"converge; no calibrated model written (where it stopped: "
               f"{out / 'posterior.json'}); a longer record or a narrower prior helps",
               file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    from offline.calibration.cli import EXIT_NOT_CONVERGED, outside_bounds
+    outside = outside_bounds(info, setup.parameters)
+    if outside:
+        info["converged"] = False
+        info["outside_bounds"] = outside
+        (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
+        print(f"vsense-offline calibrate: error: the {info['method']} calibration's mean is "
+              f"outside the prior's bounds: {'; '.join(outside)}; the records "
+              f"({', '.join(args.data)}) cannot identify the model as given; no calibrated "
+              f"model written", file=sys.stderr)
         return EXIT_NOT_CONVERGED
     raw = calibrated_raw(setup, th)
     head = (f"calibrated by vsense-offline calibrate ({info['method']}) from "
