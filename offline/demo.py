@@ -134,7 +134,7 @@ def simulate_truth(model: str, band, rms: float, duration: float, noise: float,
 
 def edge_config(s: DemoSettings, bundle_path: Path, meas_csv: Path, host: str, port: int,
                 rec_dir: Path, channel: str, sensitivity: float, rate: float,
-                n_samples: int) -> str:
+                n_samples: int, protocol: str = "auto") -> str:
     """The daemon's TOML for the run (see docs/daemon.md for every key)."""
     return f"""# written by offline.demo ({time.strftime('%Y-%m-%d %H:%M:%S')})
 [device]
@@ -160,6 +160,7 @@ saturation = 4.9
 [mqtt]
 host = "{host}"
 port = {port}
+protocol = "{protocol}"
 qos = 1
 format = "json"
 batch = 50
@@ -270,8 +271,10 @@ def run_demo(s: DemoSettings) -> DemoResult:
          f"monitor --broker {broker.host}:{broker.port} --device {s.device}")
     rec_dir = out / "recordings"
     cfg_path = out / "edge.toml"
+    # the embedded amqtt broker leaves a v5 CONNECT unanswered: the daemon speaks 3.1.1 to it
+    proto = "3.1.1" if broker.kind == "amqtt" else "auto"
     cfg_path.write_text(edge_config(s, bundle_path, meas_csv, broker.host, broker.port, rec_dir,
-                                    ch, sensitivity, rate, ns))
+                                    ch, sensitivity, rate, ns, protocol=proto))
     code = -1
     view = DeviceView(keep=True)
     sub = None

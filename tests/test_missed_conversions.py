@@ -161,7 +161,10 @@ def test_status_is_degraded_exactly_while_a_loss_counter_grows(counter):
         topics = type("T", (), {"status": "status"})()
 
         def __init__(self):
+            from edge.daemon.mqttv5 import AckWatch
+
             self.sent = []
+            self.acks = AckWatch("5")  # the real acknowledgement watch: no denial here
 
         def set_retained(self, topic, payload):
             self.sent.append(payload)

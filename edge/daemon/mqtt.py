@@ -309,6 +309,11 @@ class Publisher:
         answered, self._answered = self._answered, False
         self.stats["disconnects"] += 1
         if not answered and not self._stop:  # closed before the broker's CONNACK
+            if self.acks.protocol == "5" and self.cfg.get("protocol", "auto") == "auto":
+                # a broker that cannot parse a v5 CONNECT may just close (amqtt: "Will flag
+                # set, but will topic/message not present"): try 3.1.1 before giving reasons
+                self._fall_back(client)
+                return
             self._closed_before_connack(reason_code)
             return
         if not self._stop:

@@ -133,7 +133,9 @@ SCHEMA: tuple[Section, ...] = (
         Key("port", "int", 1883, "Broker port (8883 usual for TLS).", min=1, max=65535),
         Key("keepalive", "int", 30, "Keep-alive interval.", unit="s", min=5, max=3600),
         Key("protocol", "str", "auto", "MQTT version: `auto` = v5, and 3.1.1 when the broker "
-            "refuses v5 ('unsupported protocol version'); `5` or `3.1.1` forces one. Only v5 "
+            "refuses v5 ('unsupported protocol version') or closes the connection before answering "
+            "it; `5` or `3.1.1` forces one (`3.1.1` for amqtt, which leaves a v5 CONNECT "
+            "unanswered). Only v5 "
             "shows a topic the broker denies (health `mqtt` `denied`, status `degraded`).",
             choices=("auto", "5", "3.1.1")),
         Key("base_topic", "str", "vsense", "Topic root: topics are `<base>/<device id>/...`.",
