@@ -27,7 +27,47 @@ def read_runs(paths, bundle: Bundle) -> list:
             raise ValueError(f"{p}: sampled every {rec.dt:g} s, the bundle every "
                              f"{bundle.dt:g} s (record at the estimator's rate)")
         out.append((rec.F, rec.Y))
+    check_distinct(paths, out)
     return out
+
+
+def check_distinct(paths, runs) -> None:
+    """No record may repeat another's data (forces and channels sample for sample): a repeated
+    training record only weighs it twice, and a validation record equal to a training one
+    measures nothing (the early stopping and the loss ratio would be the training's).
+    ``ValueError`` naming both files."""
+    for j in range(len(runs)):
+        for i in range(j):
+            (Ui, Yi), (Uj, Yj) = runs[i], runs[j]
+            if Ui.shape == Uj.shape and np.array_equal(Ui, Uj) and np.array_equal(Yi, Yj):
+                last = j == len(runs) - 1 and len(runs) >= 3
+                raise ValueError(
+                    f"{paths[j]}: the same data as {paths[i]} (forces and channels sample for "
+                    "sample)" + (": the validation record (the last --hybrid) must be a "
+                                 "record the network is not trained on" if last else
+                                 ": give each record once"))
+
+
+def check_quality(tr: Trained, hs, spec) -> None:
+    """Refuse a trained network that is not better than the linear model on the validation
+    data (loss ratio >= 1 or not finite) or whose training completed no iteration:
+    ``EstimatorError`` (``vsense-offline build``: exit 3), naming the ratio and the keys."""
+    h = tr.history
+    where = spec.where("[hybrid]")
+    if not h["val"]:
+        raise EstimatorError(
+            f"{where}: the training completed no iteration ({h.get('message') or 'no epoch'}; "
+            f"epochs = {hs.epochs}, optimizer = \"{hs.optimizer}\"): the network is not "
+            "trained; check the records' units and the [hybrid] settings")
+    ratio = h["best_val"] / h["linear_val"]
+    if not (np.isfinite(ratio) and ratio < 1.0):
+        raise EstimatorError(
+            f"{where}: the trained network's validation loss is {h['best_val']:.4g} against "
+            f"the linear model's {h['linear_val']:.4g} (ratio {ratio:.4g}, must be below 1) "
+            f"after {len(h['val'])} epoch(s) (epochs = {hs.epochs}): the network does not "
+            "improve on the linear model and is not shipped. Build without --hybrid for the "
+            "linear smoother, or give training records that span the validation record's "
+            "levels, more epochs or restarts")
 
 
 def model_of(bundle: Bundle, rm, spec) -> HybridModel:
@@ -78,7 +118,9 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
     hm = model_of(bundle, rm, spec)
     runs = read_runs(paths, bundle)
     say = (lambda s: print(f"hybrid: {s}", flush=True)) if progress else None
-    tr = train(hm, runs, [c.weight for c in bundle.channels], hs, progress=say)
+    tr = train(hm, runs, [c.weight for c in bundle.channels], hs, progress=say,
+               names=[str(p) for p in paths])
+    check_quality(tr, hs, spec)
     onnx = export_onnx(tr.params, tr.mu, tr.sig, tr.gs, tr.linear_kept)
     kf = dict(bundle.kf)
     kf.update(hybrid_arrays(bundle, hm, tr, onnx))
