@@ -6,7 +6,7 @@ records (1500 samples, a few epochs): each test takes seconds."""
 import numpy as np
 import pytest
 
-from edge.csvio import write_table
+from edge.csvio import read_table, write_table
 from edge.estimator import EstimatorError
 from edge.estimator.operator import modal_basis
 from offline.hybrid import attach_hybrid, hybrid_model, simulate
@@ -76,3 +76,78 @@ def test_network_better_than_linear_passes(tmp_path):
     out, _, tr = attach_hybrid(b, None, _spec(epochs=10, patience=5), paths, progress=False)
     assert tr.history["best_val"] < tr.history["linear_val"]
     assert out.meta["hybrid"]["epochs"] >= 1
+
+
+def _rewrite(src, dst, column, fn):
+    """A copy of the record ``src`` with ``column`` replaced by ``fn(values)``."""
+    t, data, names = read_table(src)
+    data = np.array(data, float)
+    j = names.index(column)
+    data[:, j] = fn(data[:, j])
+    write_table(dst, t, data, names)
+    return dst
+
+
+@pytest.mark.parametrize("column", ["y0", "F"])
+def test_dead_sensor_or_force_is_refused(tmp_path, column):
+    """A constant column in a training record (a dead sensor, an empty force column) is a
+    ValueError (build: exit 2) naming the file and the column, by the records' own check
+    (offline/calibration/data.py read_record)."""
+    b = _smoother()
+    paths = _records(tmp_path, b, [(0.2, 1e9), (2.0, 1e9), (1.0, 1e9)])
+    paths[1] = _rewrite(paths[1], tmp_path / "dead.csv", column, np.zeros_like)
+    with pytest.raises(ValueError, match=rf"dead\.csv: column '{column}': every sample is 0"):
+        attach_hybrid(b, None, _spec(epochs=2), paths, progress=False)
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_duplicate_records_are_refused(tmp_path, which):
+    """The same record given twice (here a copy under another name, as the training record
+    and as the validation record, or twice for training) is refused naming both files."""
+    b = _smoother()
+    paths = _records(tmp_path, b, [(0.2, 1e9), (2.0, 1e9), (1.0, 1e9)])
+    paths[which] = _rewrite(paths[0], tmp_path / "copy.csv", "F", lambda x: x)
+    msg = ("the validation record" if which == 2 else "give each record once")
+    with pytest.raises(ValueError, match=rf"copy\.csv: the same data as .*r0\.csv.*{msg}"):
+        attach_hybrid(b, None, _spec(epochs=2), paths, progress=False)
+
+
+@pytest.mark.parametrize("which, column, factor, match", [
+    (2, "y0", 1e200, r"copy\.csv: column 'y0': values up to"),
+    (0, "F", 1e200, r"copy\.csv: column 'F': values up to"),
+    (2, "y0", 1e-9, r"column 'y0': RMS .* in .*r1\.csv but .* in .*copy\.csv")])
+def test_absurd_levels_are_refused_naming_the_record(tmp_path, which, column, factor, match):
+    """A record whose values overflow the training's squares, or a column 1e9 smaller than in
+    another record (the linear model's loss on the other records was 0, the error named a
+    record that was right), is refused naming the file and the column."""
+    b = _smoother()
+    paths = _records(tmp_path, b, [(0.2, 1e9), (2.0, 1e9), (1.0, 1e9)])
+    paths[which] = _rewrite(paths[which], tmp_path / "copy.csv", column, lambda x: factor * x)
+    with pytest.raises(ValueError, match=match):
+        attach_hybrid(b, None, _spec(epochs=2), paths, progress=False)
+
+
+def test_zero_epochs_is_a_model_file_error():
+    """``[hybrid] epochs = 0`` (a training of no iteration) is refused naming the key."""
+    from offline.hybrid import parse_hybrid
+    from offline.model import ModelFileError
+
+    with pytest.raises(ModelFileError, match=r"chain\.toml: \[hybrid\]\.epochs"):
+        parse_hybrid(_spec(epochs=0))
+
+
+def test_training_of_no_iteration_is_refused(tmp_path):
+    """Should the optimiser stop before its first iteration (L-BFGS on a loss that is not
+    finite at the start), the build refuses the untrained network naming [hybrid] and epochs
+    instead of writing "validation loss inf, epoch 0 of 0" into a bundle."""
+    from offline.hybrid.attach import check_quality
+    from offline.hybrid.spec import HybridSpec
+    from offline.hybrid.train import Trained
+
+    z = np.zeros(1)
+    tr = Trained(params=[], mu=z, sig=z, gs=z, lo=z, hi=z,
+                 history={"train": [], "val": [], "best_val": float("inf"), "linear_val": 1.0,
+                          "message": "L-BFGS: ABNORMAL"})
+    with pytest.raises(EstimatorError, match=r"chain\.toml: \[hybrid\]: the training completed "
+                                             r"no iteration \(L-BFGS: ABNORMAL; epochs = 400"):
+        check_quality(tr, HybridSpec(), _spec())

@@ -27,8 +27,38 @@ def read_runs(paths, bundle: Bundle) -> list:
             raise ValueError(f"{p}: sampled every {rec.dt:g} s, the bundle every "
                              f"{bundle.dt:g} s (record at the estimator's rate)")
         out.append((rec.F, rec.Y))
+    check_levels(paths, out, [f.name for f in bundle.forces] + [c.name for c in bundle.channels])
     check_distinct(paths, out)
     return out
+
+
+#: largest magnitude of a record's value: the training squares variances of products of the
+#: columns (the filter gain's Riccati equation, the losses), which overflow float64 from about
+#: 1e77 on; no record in SI units comes near
+ABS_MAX = 1e50
+#: largest ratio of one column's RMS between two records: the levels of a hybrid training
+#: differ by 10x or so (docs/hybrid.md, 0.7 and 7 mN); 1e6 is a column in another unit or a
+#: corrupted record, and it would leave the smaller record's loss at round-off
+LEVEL_RATIO_MAX = 1e6
+
+
+def check_levels(paths, runs, columns) -> None:
+    """Every column's values below :data:`ABS_MAX` in magnitude and its RMS within
+    :data:`LEVEL_RATIO_MAX` over the records; ``ValueError`` naming the file(s) and column."""
+    rms = np.zeros((len(runs), len(columns)))
+    for i, (U, Y) in enumerate(runs):
+        for j, (c, x) in enumerate(zip(columns, np.column_stack([U, Y]).T)):
+            top = float(np.max(np.abs(x)))
+            if not top <= ABS_MAX:
+                raise ValueError(f"{paths[i]}: column {c!r}: values up to {top:.3g} (more "
+                                 f"than {ABS_MAX:g}): not a physical value in SI units")
+            rms[i, j] = np.sqrt(np.mean(x ** 2))
+    for j, c in enumerate(columns):
+        hi, lo = int(np.argmax(rms[:, j])), int(np.argmin(rms[:, j]))
+        if rms[hi, j] > LEVEL_RATIO_MAX * rms[lo, j]:
+            raise ValueError(f"column {c!r}: RMS {rms[hi, j]:.3g} in {paths[hi]} but "
+                             f"{rms[lo, j]:.3g} in {paths[lo]} (more than {LEVEL_RATIO_MAX:g} "
+                             "times): a column in another unit or a corrupted record")
 
 
 def check_distinct(paths, runs) -> None:
