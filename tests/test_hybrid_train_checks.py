@@ -151,3 +151,30 @@ def test_training_of_no_iteration_is_refused(tmp_path):
     with pytest.raises(EstimatorError, match=r"chain\.toml: \[hybrid\]: the training completed "
                                              r"no iteration \(L-BFGS: ABNORMAL; epochs = 400"):
         check_quality(tr, HybridSpec(), _spec())
+
+
+def test_build_cli_refuses_a_network_worse_than_linear(tmp_path, capsys):
+    """Through ``vsense-offline build --hybrid`` on the strip (offline/hybrid/demo.py, 1 s
+    records, a 4-unit network, 3 epochs): trained with the tip spring at the high level,
+    validated on the strip without the spring at the same level. Exit 3 (the estimator
+    refused, offline/cli.py), the ratio in the message, no bundle written (measured: ratio
+    3.72 at the best of the 3 epochs)."""
+    from offline.cli import main
+    from offline.hybrid import demo
+    from offline.model import load_model_file
+
+    path = tmp_path / "strip.toml"
+    path.write_text(demo.model_text(0.007).replace("hidden = 32", "hidden = 4")
+                    .replace("restarts = 3", "epochs = 3\npatience = 2\nhorizon = 20\n"
+                             "stride = 20"))
+    spec = load_model_file(path)
+    recs = []
+    for name, rms, seed, k3 in (("low", 0.0007, 1, demo.K3), ("high", 0.007, 2, demo.K3),
+                                ("val", 0.007, 3, 0.0)):
+        t, F, Y, _ = demo.records(path, rms, seed, 1.0, k3=k3)
+        recs += ["--hybrid", str(demo.write_record(tmp_path / f"{name}.csv", t, F, Y, spec))]
+    out = tmp_path / "h.npz"
+    assert main(["build", str(path), "-o", str(out), "--quiet", "--no-maps", *recs]) == 3
+    err = capsys.readouterr().err
+    assert "estimator refused: strip.toml: [hybrid]: the trained network's validation loss" in err
+    assert "must be below 1" in err and not out.exists()
