@@ -18,7 +18,7 @@
                            --E 210e9] -o DIR            (docs/fatigue.md)
 
 Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was refused
-(unstable or not identifiable), 4 calibrate: the model family failed the inadequacy test,
+(unstable or not identifiable, or a --hybrid network not better than the linear model), 4 calibrate: the model family failed the inadequacy test,
 1 internal error.
 """
 

@@ -27,7 +27,77 @@ def read_runs(paths, bundle: Bundle) -> list:
             raise ValueError(f"{p}: sampled every {rec.dt:g} s, the bundle every "
                              f"{bundle.dt:g} s (record at the estimator's rate)")
         out.append((rec.F, rec.Y))
+    check_levels(paths, out, [f.name for f in bundle.forces] + [c.name for c in bundle.channels])
+    check_distinct(paths, out)
     return out
+
+
+#: largest magnitude of a record's value: the training squares variances of products of the
+#: columns (the filter gain's Riccati equation, the losses), which overflow float64 from about
+#: 1e77 on; no record in SI units comes near
+ABS_MAX = 1e50
+#: largest ratio of one column's RMS between two records: the levels of a hybrid training
+#: differ by 10x or so (docs/hybrid.md, 0.7 and 7 mN); 1e6 is a column in another unit or a
+#: corrupted record, and it would leave the smaller record's loss at round-off
+LEVEL_RATIO_MAX = 1e6
+
+
+def check_levels(paths, runs, columns) -> None:
+    """Every column's values below :data:`ABS_MAX` in magnitude and its RMS within
+    :data:`LEVEL_RATIO_MAX` over the records; ``ValueError`` naming the file(s) and column."""
+    rms = np.zeros((len(runs), len(columns)))
+    for i, (U, Y) in enumerate(runs):
+        for j, (c, x) in enumerate(zip(columns, np.column_stack([U, Y]).T)):
+            top = float(np.max(np.abs(x)))
+            if not top <= ABS_MAX:
+                raise ValueError(f"{paths[i]}: column {c!r}: values up to {top:.3g} (more "
+                                 f"than {ABS_MAX:g}): not a physical value in SI units")
+            rms[i, j] = np.sqrt(np.mean(x ** 2))
+    for j, c in enumerate(columns):
+        hi, lo = int(np.argmax(rms[:, j])), int(np.argmin(rms[:, j]))
+        if rms[hi, j] > LEVEL_RATIO_MAX * rms[lo, j]:
+            raise ValueError(f"column {c!r}: RMS {rms[hi, j]:.3g} in {paths[hi]} but "
+                             f"{rms[lo, j]:.3g} in {paths[lo]} (more than {LEVEL_RATIO_MAX:g} "
+                             "times): a column in another unit or a corrupted record")
+
+
+def check_distinct(paths, runs) -> None:
+    """No record may repeat another's data (forces and channels sample for sample): a repeated
+    training record only weighs it twice, and a validation record equal to a training one
+    measures nothing (the early stopping and the loss ratio would be the training's).
+    ``ValueError`` naming both files."""
+    for j in range(len(runs)):
+        for i in range(j):
+            (Ui, Yi), (Uj, Yj) = runs[i], runs[j]
+            if Ui.shape == Uj.shape and np.array_equal(Ui, Uj) and np.array_equal(Yi, Yj):
+                last = j == len(runs) - 1 and len(runs) >= 3
+                raise ValueError(
+                    f"{paths[j]}: the same data as {paths[i]} (forces and channels sample for "
+                    "sample)" + (": the validation record (the last --hybrid) must be a "
+                                 "record the network is not trained on" if last else
+                                 ": give each record once"))
+
+
+def check_quality(tr: Trained, hs, spec) -> None:
+    """Refuse a trained network that is not better than the linear model on the validation
+    data (loss ratio >= 1 or not finite) or whose training completed no iteration:
+    ``EstimatorError`` (``vsense-offline build``: exit 3), naming the ratio and the keys."""
+    h = tr.history
+    where = spec.where("[hybrid]")
+    if not h["val"]:
+        raise EstimatorError(
+            f"{where}: the training completed no iteration ({h.get('message') or 'no epoch'}; "
+            f"epochs = {hs.epochs}, optimizer = \"{hs.optimizer}\"): the network is not "
+            "trained; check the records' units and the [hybrid] settings")
+    ratio = h["best_val"] / h["linear_val"]
+    if not (np.isfinite(ratio) and ratio < 1.0):
+        raise EstimatorError(
+            f"{where}: the trained network's validation loss is {h['best_val']:.4g} against "
+            f"the linear model's {h['linear_val']:.4g} (ratio {ratio:.4g}, must be below 1) "
+            f"after {len(h['val'])} epoch(s) (epochs = {hs.epochs}): the network does not "
+            "improve on the linear model and is not shipped. Build without --hybrid for the "
+            "linear smoother, or give training records that span the validation record's "
+            "levels, more epochs or restarts")
 
 
 def model_of(bundle: Bundle, rm, spec) -> HybridModel:
@@ -78,7 +148,9 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
     hm = model_of(bundle, rm, spec)
     runs = read_runs(paths, bundle)
     say = (lambda s: print(f"hybrid: {s}", flush=True)) if progress else None
-    tr = train(hm, runs, [c.weight for c in bundle.channels], hs, progress=say)
+    tr = train(hm, runs, [c.weight for c in bundle.channels], hs, progress=say,
+               names=[str(p) for p in paths])
+    check_quality(tr, hs, spec)
     onnx = export_onnx(tr.params, tr.mu, tr.sig, tr.gs, tr.linear_kept)
     kf = dict(bundle.kf)
     kf.update(hybrid_arrays(bundle, hm, tr, onnx))

@@ -73,10 +73,34 @@ def _split(records, frac: float = 0.25):
     return tr, va
 
 
-def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
+def _split_names(names, n: int):
+    """Names of the (train, validation) parts of :func:`_split` for records named ``names``."""
+    names = [f"record {i + 1}" for i in range(n)] if names is None else [str(x) for x in names]
+    if n >= 3:
+        return names[:-1], names[-1:]
+    return ([f"{x} (first 75 %)" for x in names], [f"{x} (last 25 %)" for x in names])
+
+
+def check_base(base_tr, base_va, names, n: int) -> None:
+    """The linear model's loss on every training and validation part must be finite and
+    positive (it normalises each part's loss); else ``ValueError`` naming the record."""
+    n_tr, n_va = _split_names(names, n)
+    for what, base, nm in (("training", base_tr, n_tr), ("validation", base_va, n_va)):
+        for b, x in zip(base, nm):
+            if not (np.isfinite(b) and b > 0):
+                raise ValueError(f"{x}: the linear model's {what} loss on it is {b:g} (not a "
+                                 f"finite positive number): values too large or too small for "
+                                 f"the training (check the units of its columns)")
+
+
+def train(hm: HybridModel, records, weights, hs, progress=None, names=None) -> Trained:
     """Train ``g_theta`` on ``records`` (list of ``(U (nt, nf), Y (nt, nch))``) through the
     hybrid model ``hm``; ``weights`` the channels' 1 / noise variance, ``hs`` a
-    :class:`offline.hybrid.spec.HybridSpec`. ``progress``: a callable taking a line."""
+    :class:`offline.hybrid.spec.HybridSpec`. ``progress``: a callable taking a line;
+    ``names``: the records' names (files) for the errors. A record on which the linear
+    model's loss is not finite is ``ValueError`` naming it; the result's ``history["val"]``
+    is empty when no iteration completed (:func:`offline.hybrid.attach.attach_hybrid`
+    refuses it)."""
     jax = need("jax")
     jax.config.update("jax_enable_x64", True)
     jnp = need("jax.numpy")
@@ -142,6 +166,7 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
 
     base_tr = [float(v) for v in raw(_zero(P0), train_set)]
     base_va = [float(v) for v in raw(_zero(P0), val_set)]
+    check_base(base_tr, base_va, names, len(records))
 
     def total(P, sets, base):
         return sum(v / b for v, b in zip(raw(P, sets), base)) / len(sets)
@@ -189,8 +214,9 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
             res = need("scipy.optimize").minimize(
                 fun, np.asarray(v0), jac=True, method="L-BFGS-B", callback=cb,
                 options={"maxiter": int(hs.epochs), "ftol": 1e-12, "gtol": 1e-12})
+            rec["message"] = f"L-BFGS: {res.message}"
             if progress:
-                progress(f"L-BFGS: {res.message}")
+                progress(rec["message"])
         return rec
 
     # restarts from other initial weights (seed, seed + 1, ...): the lowest validation loss
@@ -216,7 +242,7 @@ def train(hm: HybridModel, records, weights, hs, progress=None) -> Trained:
                    history={"train": hist_tr, "val": hist_va, "best_epoch": best_ep,
                             "linear_val": linear_va, "best_val": float(best),
                             "linear_train": float(loss_tr(_zero(P0))),
-                            "seed": rec["seed"]},
+                            "seed": rec["seed"], "message": rec.get("message", "")},
                    info={"seconds": time.perf_counter() - t0, "epochs": len(hist_tr),
                          "filter_gain": K})
 
