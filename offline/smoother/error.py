@@ -45,24 +45,40 @@ def lag_terms(A, H, K, G, Cq):
     return Tx, Tw, Tv, Abar
 
 
+def error_covariances(A, H, Q, R, K) -> list:
+    """Per set of gains ``K[a]``: ``(A K_a, Abar_a, X_a, Y_a)``, the prediction error's
+    stationary covariance per unit load power (``X = Abar X Abar^T + Q``) and per unit sensor
+    noise (``Y = Abar Y Abar^T + (A K) R (A K)^T``): ``P = g^2 X + nu Y`` under a load
+    ``g^2 Q`` and a noise ``nu R``. Shared by :func:`smoothed_variance` and
+    :func:`offline.smoother.levels.innovation_stats` (two Lyapunov solutions per level)."""
+    linalg = need("scipy.linalg")
+    out = []
+    for Ka in K:
+        AK = A @ Ka
+        # Abar_a = A (I - K_a H)
+        Abar = A - AK @ H
+        out.append((AK, Abar, linalg.solve_discrete_lyapunov(Abar, Q),
+                    linalg.solve_discrete_lyapunov(Abar, AK @ R @ AK.T)))
+    return out
+
+
 def _diag(T, P):
     """``diag(T P T^T)``."""
     return np.einsum("ij,jk,ik->i", T, P, T)
 
 
-def smoothed_variance(A, H, Q, R, K, G, Cq, Sinv=None) -> np.ndarray:
+def smoothed_variance(A, H, Q, R, K, G, Cq, covs=None) -> np.ndarray:
     """``(nl, 2, nq)``: the steady error variance of each force and output smoothed with the
     gains of each level ``a`` (``K[a]``, ``G[a]``), per unit load power (``Q``, row 0) and
     per unit sensor noise (``R``, row 1): under a load ``g^2 Q`` and a noise ``nu R`` the
     variance is ``g^2 v_q + nu v_r``, exact for any level's gains (at the level's own
-    design: its Riccati ``std^2``)."""
-    linalg = need("scipy.linalg")
+    design: its Riccati ``std^2``). ``covs``: :func:`error_covariances` of ``K`` when the
+    caller has them."""
+    covs = error_covariances(A, H, Q, R, K) if covs is None else covs
     out = np.zeros((len(K), 2, Cq.shape[0]))
     for a in range(len(K)):
-        Tx, Tw, Tv, Abar = lag_terms(A, H, K[a], G[a], Cq)
-        AK = A @ K[a]
-        X = linalg.solve_discrete_lyapunov(Abar, Q)
-        Y = linalg.solve_discrete_lyapunov(Abar, AK @ R @ AK.T)
+        Tx, Tw, Tv, _ = lag_terms(A, H, K[a], G[a], Cq)
+        _, _, X, Y = covs[a]
         out[a, 0] = _diag(Tx, X) + sum(_diag(T, Q) for T in Tw)
         out[a, 1] = _diag(Tx, Y) + sum(_diag(T, R) for T in Tv)
     return out

@@ -33,8 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge.estimator.operator import EstimatorError
-from offline._deps import need
-from offline.smoother.error import smoothed_variance
+from offline.smoother.error import error_covariances, smoothed_variance
 from offline.smoother.gains import design_smoother, steady_gains
 
 #: default grid: 10^-2 .. 10^1.5 of the designed RMS in steps of 10^0.25 (x1.78)
@@ -81,17 +80,18 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         Sinv.append(si)
         Wt.append(whitening(si))
         std.append(sd)
-    stats = innovation_stats(d1.A, d1.H, d1.Q, d1.R, K, Sinv)
+    covs = error_covariances(d1.A, d1.H, d1.Q, d1.R, K)  # once for both tables
+    stats = innovation_stats(d1.A, d1.H, d1.Q, d1.R, K, Sinv, covs)
     nis = expected_nis(stats, keep, scale_noise)
     return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
             "level_std": np.array(std), "level_nis": nis,
             **({} if scale_noise else {
                 "track_innov": stats,
-                "track_var": smoothed_variance(d1.A, d1.H, d1.Q, d1.R, K, G, d1.Cq)})}
+                "track_var": smoothed_variance(d1.A, d1.H, d1.Q, d1.R, K, G, d1.Cq, covs)})}
 
 
-def innovation_stats(A, H, Q, R, K, Sinv) -> np.ndarray:
+def innovation_stats(A, H, Q, R, K, Sinv, covs=None) -> np.ndarray:
     """``(nl, 4)``: for the filter of each level ``a`` (gain ``K[a]``, ``Sinv[a]``), the mean
     NIS per channel and the mean lag-1 product ``e_{k+1}^T S_a^-1 e_k`` per channel of its
     innovations, each split into its part per unit load power (``Q``) and per unit sensor
@@ -102,16 +102,13 @@ def innovation_stats(A, H, Q, R, K, Sinv) -> np.ndarray:
         c = g^2 cq + nu cr                   (mean lag-1 product per channel)
 
     ``P_ab`` is linear in ``(Q_b, R_b)``, so two Lyapunov solutions per level serve every
-    ``(g, nu)``: ``X_a`` (the response to ``Q``) and ``Y_a`` (to ``(A K_a) R (A K_a)^T``)."""
-    linalg = need("scipy.linalg")
+    ``(g, nu)``: ``X_a`` (the response to ``Q``) and ``Y_a`` (to ``(A K_a) R (A K_a)^T``),
+    :func:`offline.smoother.error.error_covariances` (``covs`` when the caller has them)."""
+    covs = error_covariances(A, H, Q, R, K) if covs is None else covs
     nch = H.shape[0]
     out = np.zeros((len(K), 4))
     for a in range(len(K)):
-        AK = A @ K[a]
-        # Abar_a = A (I - K_a H)
-        Abar = A - AK @ H
-        X = linalg.solve_discrete_lyapunov(Abar, Q)
-        Y = linalg.solve_discrete_lyapunov(Abar, AK @ R @ AK.T)
+        AK, Abar, X, Y = covs[a]
         Si = Sinv[a]
         # E[e e^T] = H P H^T + R
         tq = np.trace(Si @ H @ X @ H.T)
