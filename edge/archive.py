@@ -61,3 +61,24 @@ def check_archive(path: str) -> None:
             if nbytes > info.file_size:
                 raise BundleError(f"{path}: field {info.filename[:-4]!r}: header claims "
                                   f"{nbytes} bytes, the member holds {info.file_size}")
+
+
+def save_npz_atomic(path, arrays: dict, sync_dir: bool = False) -> None:
+    """Write ``arrays`` as an ``.npz`` at ``path`` atomically: a temporary file beside it,
+    ``fsync``, ``os.replace`` onto ``path`` (atomic on POSIX); ``sync_dir``: also ``fsync``
+    the directory, so that the rename itself survives a power cut."""
+    from pathlib import Path
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    if sync_dir:
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

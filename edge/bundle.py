@@ -25,7 +25,7 @@ import numpy as np
 
 from edge import __version__
 from edge.acquisition import Chain
-from edge.archive import check_archive, max_bundle_bytes  # noqa: F401 (re-exported)
+from edge.archive import check_archive, max_bundle_bytes, save_npz_atomic  # noqa: F401 (re-exported)
 from edge.bundle_schema import (FIELDS, KF_ARRAYS, KF_FIELDS,  # noqa: F401 (re-exported)
                                 MAX_WINDOW, READABLE_VERSIONS, SCHEMA_VERSION, BundleError,
                                 chain_of, content_hash, required, settings, validate)
@@ -223,12 +223,7 @@ class Bundle:
         arrays["content_hash"] = np.array(content_hash(arrays))
         validate(arrays, str(path))
         path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        save_npz_atomic(path, arrays)
         self.content_hash = str(arrays["content_hash"])
         self.path = str(path)
         return self.content_hash

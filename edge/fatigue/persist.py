@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.archive import save_npz_atomic
 from edge.fatigue.rainflow import (I_DIR, I_N, I_NLOG, I_SAMPLES, I_STARTED,
                                    RainflowCounter)
 
@@ -72,17 +73,7 @@ def save_state(path, counter: RainflowCounter) -> None:
     arrays["config"] = np.array(_config(counter))
     arrays["version"] = np.array(STATE_VERSION, dtype=np.int64)
     arrays["sha256"] = np.array(_digest(arrays))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    save_npz_atomic(path, arrays, sync_dir=True)
 
 
 def _read(path: Path) -> dict:
