@@ -50,7 +50,7 @@ from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import chain_policy, plot_selection, select, worse_than_zero
+from offline.selection import chain_policy, default_chain_fallback, plot_selection, select, worse_than_zero
 from offline.smoother import smoother_from_spec, with_load_levels
 
 
@@ -224,7 +224,8 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
     if mm is None:
         mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
     runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
-                            bundle.dt, mm=mm, progress=progress, load_model=load_model)
+                            bundle.dt, mm=mm, progress=progress, load_model=load_model,
+                            chain=bundle.chain)
     sigma = np.mean([r.sigma for r in runs], axis=0)
     for c, sg in zip(bundle.channels, sigma):
         c.weight = float(1.0 / sg ** 2)
@@ -284,6 +285,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
+    default_chain_fallback(spec, bundle, bool(hybrid))
     smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid),
                             spec.where("[hybrid]")) or smoother
     max_delay = float(getattr(est_spec, "max_delay", 0.02))

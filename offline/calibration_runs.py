@@ -24,6 +24,7 @@ from offline._deps import need
 from offline._deps import progress as _progress
 from offline.limit.model import noise_std
 from offline.limit.transfer import modal_model
+from offline.chain import MIN_STEPS_PER_ROW, conversions
 from offline.simulate import load_profile
 
 
@@ -109,7 +110,8 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
 
 def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
                      seeds=None, oversample: int = 10, n_modes: int = 80, mm=None,
-                     noise=None, progress: bool = False, load_model=None) -> list[CalRun]:
+                     noise=None, progress: bool = False, load_model=None,
+                     chain=None) -> list[CalRun]:
     """Honest calibration runs of a model file (module docstring), one per seed.
 
     The noise std of each channel is ``level * std(y)`` with the STATIONARY std of the
@@ -119,6 +121,12 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     ``load_model``: an :class:`offline.load.LoadModel` (e.g. learned from records) instead of
     the ``[calibration]`` loads: the forces are drawn jointly from its spectra (seed ``seed``)
     and the noise is its absolute ``noise_std`` where it has one.
+
+    ``chain``: the measurement chain (:class:`edge.acquisition.Chain`) the channels pass
+    through: not ``ideal``, each channel's record is its conversions
+    (:func:`offline.chain.conversions` on a fine grid of at least
+    :data:`offline.chain.MIN_STEPS_PER_ROW` steps per row), as the bundle's estimator
+    models them; the outputs stay point values (the truth).
     """
     cal = spec.calibration
     warmup = float(getattr(cal, "warmup", 1.0)) if cal else 1.0
@@ -131,6 +139,9 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     if mm is None:
         mm = modal_model(model, force_dofs, list(chan_dofs) + list(out_dofs), n_modes=n_modes)
     ns = int(round(duration / dt)) + 1
+    converted = chain is not None and not chain.ideal
+    if converted:  # the conversions need the response between the rows
+        oversample = max(oversample, MIN_STEPS_PER_ROW)
     dtf = dt / oversample
     nt = (ns - 1) * oversample + 1
     tf = np.arange(nt) * dtf
@@ -145,8 +156,14 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
             Ff = load_model.sample(tf, seed)
         else:
             Ff = _declared_forces(spec, cal, tf, dt, seed)
-        out = run_modal(mm, Ff, dtf, oversample, kinds)
-        Yc, Z = out[:, :nch], out[:, nch:]
+        if converted:
+            fine = run_modal(mm, Ff, dtf, 1, kinds)
+            Yc = conversions(fine[:, :nch], dtf, oversample, ns, chain.drate,
+                             -chain.offsets_for(nch), taps=chain.taps())
+            Z = fine[::oversample, nch:]
+        else:
+            out = run_modal(mm, Ff, dtf, oversample, kinds)
+            Yc, Z = out[:, :nch], out[:, nch:]
         rng = np.random.default_rng(seed)
         Y = Yc + sigma * rng.standard_normal(Yc.shape)
         runs.append(CalRun(t=tf[::oversample], F=Ff[::oversample], Y=Y, Y_clean=Yc, Z=Z,

@@ -127,16 +127,18 @@ def refine_grid(F: np.ndarray, refine: int, pad: int = 0) -> np.ndarray:
 
 
 def conversions(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,
-                drate: float, offsets_s) -> np.ndarray:
+                drate: float, offsets_s, taps=None) -> np.ndarray:
     """Each column of ``y_fine`` (the response on the fine grid, node 0 at row 0) converted
     at ``t_r + offsets_s[j]`` for rows ``r = 0 .. n_rows - 1``, shape ``(n_rows, nch)``.
 
     Before node 0 the structure is at rest (0); after the last node the last value holds.
     The weights of a window are the same for every row (a row is a whole number of fine
-    steps), so each channel is one FIR filter on the fine grid."""
+    steps), so each channel is one FIR filter on the fine grid. ``taps``: ``(h, spacing
+    [s])`` of another converter (:meth:`edge.acquisition.Chain.taps`) instead of the
+    ADS1256's at ``drate``."""
     y = np.asarray(y_fine, dtype=float)
-    taps = conversion_taps(drate)
-    spacing = 1.0 / (F_MOD * dt_fine)
+    taps, spacing = (conversion_taps(drate), 1.0 / F_MOD) if taps is None else taps
+    spacing = spacing / dt_fine
     out = np.zeros((n_rows, y.shape[1]))
     for j, off in enumerate(np.asarray(offsets_s, dtype=float)):
         first, w = grid_weights(taps, off / dt_fine, spacing)

@@ -133,12 +133,13 @@ def _parser() -> argparse.ArgumentParser:
                         "integrator, slower)")
     s.add_argument("--reduced", action="store_true",
                    help="simulate the bundle's reduced model instead of the full FE model")
-    s.add_argument("--chain", choices=("ads1256", "ideal"), default="ideal",
-                   help="what the measurement CSV holds: 'ads1256', each channel converted "
-                        "like the chip (sinc5 + averager over its window, at its own instant "
-                        "in multiplexer cycling; docs/hardware.md), or 'ideal' point samples "
-                        "at the row times (the default, since the estimators still assume point "
-                        "samples). The truth CSV is point values either way")
+    s.add_argument("--chain", choices=("model", "ads1256", "ideal"), default="model",
+                   help="what the measurement CSV holds: 'model' (the default), converted as "
+                        "the model file's [acquisition] declares, which is the ADS1256 when "
+                        "it declares nothing (docs/modelfile.md); 'ads1256', each channel "
+                        "converted like the chip (sinc5 + averager over its window, at its "
+                        "own instant in multiplexer cycling; docs/hardware.md); 'ideal', point "
+                        "samples at the row times. The truth CSV is point values either way")
     s.add_argument("--drate", type=float, default=None,
                    help="ADS1256 data rate [SPS] of --chain ads1256 (default: the one that "
                         "gives the model's [estimator] rate rows/s in --mode)")

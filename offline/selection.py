@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edge.acquisition import Chain
 from edge.estimator import Estimator, EstimatorError, derive_operator
 from offline._deps import need, progress as _progress
 from offline.regularization import alpha_grid, choose_alpha
@@ -355,8 +356,27 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     warn = meta.setdefault("warnings", [])
     if est_spec.method != "smoother":
         warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators "
-                    f"do not model the conversion's window, and the calibration runs are "
-                    f"point samples; the Kalman smoother, which models it exactly, is used "
+                    f"do not model the conversion's window; the Kalman smoother, which models "
+                    f"it exactly, is used "
                     f"instead of the automatic choice ([estimator] method = "
                     f"{est_spec.method!r})")
     return True
+
+
+def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
+    """A model file without ``[acquisition]`` gets the ADS1256's chain
+    (:meth:`offline.model.ModelSpec.chain`), which only the Kalman smoother models; the hybrid
+    twin and the device's model update (``[[parameters]]``: ``update_model`` needs a Tikhonov
+    bundle) need point samples, so such a build falls back to ``ideal``, with a warning."""
+    why = ("the hybrid twin does not model the measurement chain" if hybrid else
+           "the device's model update ([[parameters]], update_model) needs a Tikhonov "
+           "estimator, which does not model the measurement chain"
+           if spec.raw.get("parameters") else None)
+    if why is None or spec.acquisition is not None or bundle.chain.ideal:
+        return
+    c = bundle.chain
+    bundle.meta.setdefault("warnings", []).append(
+        f"{why}: built for point samples, not for the default ADS1256 chain "
+        f"({c.drate:g} SPS {c.mode}); declare [acquisition] converter = \"ideal\" to say so, "
+        f"or \"ads1256\" to model the conversions with the Kalman smoother")
+    bundle.chain = Chain()

@@ -315,10 +315,27 @@ def force_histories(spec, active, kind: str, t: np.ndarray, seed: int, load: dic
     return F
 
 
+def model_chain(spec, chain: str, drate, mode):
+    """``(chain, drate, mode)`` for :func:`offline.chain.plan_chain`: ``chain = "model"``
+    converts as the model file's ``[acquisition]`` declares (or its default,
+    :meth:`offline.model.ModelSpec.chain`), explicit ``drate``/``mode`` taking precedence;
+    other chains pass through."""
+    if chain != "model":
+        return chain, drate, mode
+    c = spec.chain()
+    if c.converter == "ideal":
+        return "ideal", drate, mode
+    if c.converter != "ads1256":
+        raise ValueError(f"chain (--chain): the model file's [acquisition] converter = "
+                         f"{c.converter!r} cannot be simulated yet; pass --chain ads1256 or "
+                         f"--chain ideal")
+    return "ads1256", c.drate if drate is None else drate, c.mode if mode is None else mode
+
+
 def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
                    reduced: bool = False, seed: int = 0, rate: float | None = None,
                    progress: bool = True, build_result=None, engine: str = "modal",
-                   n_modes: int = 80, warmup: float = 0.0, chain: str = "ideal",
+                   n_modes: int = 80, warmup: float = 0.0, chain: str = "model",
                    drate: float | None = None, mode: str | None = None) -> SimResult:
     """Simulate the rig described by a model file under a load profile.
 
@@ -378,6 +395,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         raise ValueError(f"load force {target!r} is not one of the model's forces {names_f}")
     if engine not in ("modal", "newmark"):
         raise ValueError(f"engine must be 'modal' or 'newmark', got {engine!r}")
+    chain, drate, mode = model_chain(spec, chain, drate, mode)
     ch = plan_chain(chain, 1.0 / dt, len(names_c), drate, mode, oversample)
     # the load on a grid `oversample` times finer than the samples (a 2 ms pulse sampled
     # only at 1 kHz loses ~20 % of its impulse)

@@ -18,7 +18,7 @@ from offline.model.elements import parse_element
 from offline.model.sections import (ALPHA_RULES, REDUCTION_METHODS,  # noqa: F401
                                     AcquisitionSpec, Boundary, Damping, EstimatorSpec, Masters,
                                     Material, PointMass, ReductionSpec, Spring,
-                                    parse_acquisition, parse_boundary, parse_damping,
+                                    default_chain, parse_acquisition, parse_boundary, parse_damping,
                                     parse_estimator, parse_materials, parse_reduction,
                                     parse_springs_masses)
 from offline.model.selection import Selection, parse_selection  # noqa: F401
@@ -68,9 +68,13 @@ class ModelSpec:
 
     def chain(self):
         """The measurement chain (:class:`edge.acquisition.Chain`) of ``[acquisition]`` at
-        the estimator's rate; ``ideal`` when the file declares none."""
+        the estimator's rate; when the file declares none, the ADS1256 the edge reads
+        (:func:`default_chain`: as ``simulate`` converts by default), or ``ideal`` point
+        samples when no ADS1256 data rate gives the rate."""
         rate = self.estimator.rate if self.estimator is not None else EstimatorSpec().rate
-        return (self.acquisition or AcquisitionSpec()).chain(rate)
+        if self.acquisition is None:
+            return default_chain(rate, len(self.sensors))
+        return self.acquisition.chain(rate)
 
     @property
     def base_dir(self) -> Path:
