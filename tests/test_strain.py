@@ -149,6 +149,7 @@ def test_a_strain_sensor_is_refused_with_the_reason():
         spec_from_dict(raw, "c.toml")
 
 
+
 BEAM_FILE = """
 name = "strain-beam"
 type = "beam"
@@ -170,7 +171,10 @@ ratios = [[8.0, 0.01], [300.0, 0.01]]
 method = "gmr+"
 modes = 10
 [[reduction.masters]]
-select = { at = [0.1, 0.0, 0.0] }
+select = { at = [1.0, 0.0, 0.0] }
+dofs = ["uz", "ry"]
+[[reduction.masters]]
+select = { at = [0.7, 0.0, 0.0] }
 dofs = ["uz", "ry"]
 [estimator]
 rate = 1000.0
@@ -179,7 +183,7 @@ method = "smoother"
 name = "d_tip"
 select = { at = [1.0, 0.0, 0.0] }
 dof = "uz"
-noise_std = 5e-6
+noise_std = NOISE
 [[forces]]
 name = "F07"
 select = { at = [0.7, 0.0, 0.0] }
@@ -196,36 +200,42 @@ load = { type = "random", band = [2.0, 100.0], rms = 1.0 }
 
 @pytest.mark.slow
 def test_build_and_replay_estimate_the_virtual_strain_within_its_bound(tmp_path):
-    # The user's path: a model file written from docs/modelfile.md, `simulate` (truth: the
-    # full model's exact modal integration, 10x oversampled), `build`, `vsense-edge replay`.
+    # The user's path (benchmarks/strain_fatigue.py, shorter): a model file written from
+    # docs/modelfile.md, `simulate` (truth: the full model's exact modal integration, 10x
+    # oversampled), a sensor noise of fixed std, `build --record`, `vsense-edge replay`.
     from edge.bundle import Bundle
     from edge.cli import main as edge_main
     from edge.csvio import read_table, write_table
     from offline.cli import main as offline_main
 
     model = tmp_path / "beam.toml"
-    model.write_text(BEAM_FILE)
-    test = tmp_path / "test"
-    assert offline_main(["simulate", str(model), "--duration", "30", "--seed", "5",
-                         "--noise", "0", "-o", str(test), "--quiet"]) == 0
-    t, y, names = read_table(f"{test}_measurement.csv")
-    y = y + 5e-6 * np.random.default_rng(7).standard_normal(y.shape)  # the declared noise_std
-    write_table(tmp_path / "meas.csv", t, y, names)
-    assert offline_main(["build", str(model), "-o", str(tmp_path / "b.npz"), "--quiet"]) == 0
-    assert edge_main(["replay", "--bundle", str(tmp_path / "b.npz"), str(tmp_path / "meas.csv"),
+    model.write_text(BEAM_FILE.replace("NOISE", "1.0"))
+    rec, test = tmp_path / "rec", tmp_path / "test"
+    for prefix, dur, seed in ((rec, 20, 11), (test, 30, 5)):
+        assert offline_main(["simulate", str(model), "--duration", str(dur), "--seed",
+                             str(seed), "--noise", "0", "-o", str(prefix), "--quiet"]) == 0
+    _, yr, _ = read_table(f"{rec}_measurement.csv")
+    sigma = float(f"{0.01 * np.std(yr[:, 0]):.4g}")  # the sensor's noise: 1 % of the response
+    model.write_text(BEAM_FILE.replace("NOISE", repr(sigma)))
+    rng = np.random.default_rng(7)
+    for prefix in (rec, test):
+        t, y, names = read_table(f"{prefix}_measurement.csv")
+        write_table(f"{prefix}_noisy.csv", t, y + sigma * rng.standard_normal(y.shape), names)
+    bundle = tmp_path / "b.npz"
+    assert offline_main(["build", str(model), "-o", str(bundle), "--record",
+                         f"{rec}_noisy.csv", "--quiet"]) == 0
+    assert edge_main(["replay", "--bundle", str(bundle), f"{test}_noisy.csv",
                       "-o", str(tmp_path / "est.csv")]) == 0
     te, ye, ne = read_table(tmp_path / "est.csv")
     tt, yt, nt = read_table(f"{test}_truth.csv")
-    k = te >= 1.0  # after the smoother's start-up (stated std within 1 % long before)
+    k = te >= 1.0  # after the smoother's start-up
     est, std = ye[k, ne.index("eps")], ye[k, ne.index("eps_std")]
     true = yt[np.searchsorted(tt, te[k]), nt.index("eps")]
     nrmse = np.sqrt(np.mean((est - true) ** 2)) / np.std(true)
-    b = Bundle.load(tmp_path / "b.npz")
-    lim = b.meta["limit"]
-    j = lim["delays_ms"].index(20.0)  # the smoother's default lag, 20 ms
-    bound = lim["lag_output_nrmse"][j][0]
+    lim = Bundle.load(bundle).meta["limit"]  # the build's limit under the learned load
+    bound = lim["lag_output_nrmse"][lim["delays_ms"].index(20.0)][0]  # smoother lag 20 ms
     cover = np.mean(np.abs(est - true) <= std)
-    # the limit is the build's (FIR bound at 20 ms, declared load); the smoother's order-2
-    # force model against the ideal 2-100 Hz band costs some: measured RATIO_MEASURED, bound 1.35x
-    assert nrmse <= 1.35 * bound, (nrmse, bound)
+    # benchmarks/strain_fatigue.py measured 1.17x on a 60 s record (docs/benchmarks.md);
+    # a 30 s record scatters more: bound 1.3x
+    assert nrmse <= 1.3 * bound, (nrmse, bound, nrmse / bound)
     assert 0.60 <= cover <= 0.76, cover  # an honest 1-sigma std covers 68.3 %
