@@ -239,3 +239,41 @@ def test_build_and_replay_estimate_the_virtual_strain_within_its_bound(tmp_path)
     # a 30 s record scatters more: bound 1.3x
     assert nrmse <= 1.3 * bound, (nrmse, bound, nrmse / bound)
     assert 0.60 <= cover <= 0.76, cover  # an honest 1-sigma std covers 68.3 %
+
+
+@pytest.mark.parametrize("cell", ["hexahedron", "tetra"])
+def test_solid_strain_row_of_a_constant_strain_field(cell):
+    # u = A x: constant strain eps = (A + A^T) / 2 in any element (its shape functions
+    # reproduce a linear field exactly); eps_nn = n^T eps n, sigma_nn = lam tr(eps) + 2 mu eps_nn
+    from offline.fem.solid import lame, solid_model
+    from offline.fem.strain import field_probe
+
+    g = np.array([(i, j, k) for k in range(3) for j in range(3) for i in range(3)], float) * 0.5
+    rid = lambda i, j, k: i + 3 * j + 9 * k  # noqa: E731
+    hexes = np.array([[rid(i, j, k), rid(i + 1, j, k), rid(i + 1, j + 1, k), rid(i, j + 1, k),
+                       rid(i, j, k + 1), rid(i + 1, j, k + 1), rid(i + 1, j + 1, k + 1),
+                       rid(i, j + 1, k + 1)] for k in range(2) for j in range(2) for i in range(2)])
+    if cell == "tetra":  # six tetrahedra per cube (Kuhn), all positively oriented
+        cells = np.concatenate([h[[[0, 1, 2, 6], [0, 2, 3, 6], [0, 3, 7, 6], [0, 7, 4, 6],
+                                   [0, 4, 5, 6], [0, 5, 1, 6]]] for h in hexes])
+        X = g[cells]
+        vol = np.einsum("ei,ei->e", X[:, 1] - X[:, 0],
+                        np.cross(X[:, 2] - X[:, 0], X[:, 3] - X[:, 0]))
+        cells[vol < 0] = cells[vol < 0][:, [0, 2, 1, 3]]
+    else:
+        cells = hexes
+    model = solid_model(g, np.arange(1, 28), [(cell, cells)], E, NU, 7850.0)
+    A = np.array([[1.0, 0.4, -0.2], [0.1, -0.5, 0.3], [0.6, 0.0, 0.2]]) * 1e-4
+    u = (model.coords[[model.node_row(n) for n in model.dof_node]] @ A.T)[
+        np.arange(model.n_dofs), model.dof_kind]
+    eps = 0.5 * (A + A.T)
+    lam, mu = lame(E, NU)
+    for at, d in (([0.3, 0.2, 0.7], [1, 0, 0]), ([0.5, 0.5, 0.5], [1, 1, 1]),  # a node: mean
+                  ([0.8, 0.1, 0.35], [0, 1, 2])):
+        n = np.asarray(d, float) / np.linalg.norm(d)
+        for kind, ref in (("strain", n @ eps @ n),
+                          ("stress", lam * np.trace(eps) + 2 * mu * (n @ eps @ n))):
+            p = field_probe(model, kind, at, None, d)
+            val = float((probe_matrix([p], model.n_dofs) @ u)[0])
+            # a linear field is in every element's space: round-off (rtol 1e-9)
+            assert val == pytest.approx(ref, rel=1e-9), (cell, at, kind)

@@ -15,7 +15,10 @@ built from the element that holds the point (the element data ``FEModel.elements
   rotations), averaged over the triangles that share the point when it lies on an edge or
   a node.
 
-Stress: ``sigma = E eps`` (beam, uniaxial) and plane stress ``sigma_nn = n^T D eps n`` with
+* **solid** (:mod:`offline.fem.solid`): the normal strain along ``direction`` from the
+  B-matrix of the element holding the point, ``eps_nn = sum_a (n . grad N_a)(n . u_a)``.
+
+Stress: ``sigma = E eps`` (beam, uniaxial), ``sigma_nn = lam tr(eps) + 2 mu eps_nn`` (solid) and plane stress ``sigma_nn = n^T D eps n`` with
 ``D = E / (1 - nu^2) [[1, nu, 0], [nu, 1, 0], [0, 0, (1 - nu)/2]]`` (plate).
 A row reads the displacements, so the same row gives the strain rate from ``v`` and so on;
 the reduction carries it as ``s @ T`` (:meth:`offline.reduced.ReducedModel.output_rows`).
@@ -174,6 +177,68 @@ def plate_row(el: dict, point, surface: str, direction, stress: bool = False,
     return np.array(nodes), np.array(kinds), np.array(coef)
 
 
+# ------------------------------------------------------------------------------ solid
+def _reference_point(name, X, p):
+    """Reference coordinates of ``p`` in the element of type ``name`` with nodes ``X``
+    (Newton on ``x(xi) = N(xi) X``) and whether it lies inside; ``(xi, inside)``."""
+    from offline.fem.solid import element_type, shape_functions
+
+    et = element_type(name)
+    xi = et.nodes.mean(axis=0)
+    for _ in range(20):
+        N, dN = shape_functions(name, xi[None])
+        r = p - N[0] @ X
+        J = dN[0].T @ X  # J[k, j] = dx_j / dxi_k
+        step = np.linalg.solve(J.T, r)
+        xi = xi + step
+        if np.linalg.norm(step) < 1e-12:
+            break
+    tol = 1e-9
+    if et.shape == "tet":
+        inside = bool(xi.min() >= -tol and xi.sum() <= 1 + tol)
+    else:
+        lo, hi = et.nodes.min(axis=0), et.nodes.max(axis=0)
+        inside = bool(np.all(xi >= lo - tol) and np.all(xi <= hi + tol))
+    return xi, inside
+
+
+def solid_row(el: dict, point, direction, stress: bool = False, where: str = "at"):
+    """``(node ids, DOF kinds, coefficients)`` of the normal strain (stress) along
+    ``direction`` at ``point`` from the B-matrix of the element holding it:
+    ``eps_nn = sum_a (n . grad N_a)(n . u_a)``; ``sigma_nn = lam tr(eps) + 2 mu eps_nn``
+    (isotropic); a point on a face or an edge takes the mean of its elements."""
+    from offline.fem.solid import lame, shape_functions
+
+    p = np.asarray(point, float)
+    n = np.asarray(direction, float)
+    n = n / np.linalg.norm(n)
+    hits = []
+    for name, conn in el["cells"]:
+        # candidates: the elements whose bounding box (enlarged by 1e-9) holds the point
+        X, ids = el["coords"][conn], el["ids"][conn]
+        lo, hi = X.min(axis=1), X.max(axis=1)
+        span = float(np.max(hi - lo)) if X.size else 0.0
+        cand = np.flatnonzero(np.all((p >= lo - 1e-9 * span) & (p <= hi + 1e-9 * span), axis=1))
+        for e in cand:
+            xi, inside = _reference_point(name, X[e], p)
+            if inside:
+                hits.append((name, ids[e], X[e], xi))
+    if not hits:
+        raise ValueError(f"{where}: {p.tolist()} is outside the solid's elements")
+    lam, mu = lame(el["E"], el["nu"])
+    nodes, kinds, coef = [], [], []
+    for name, ids, X, xi in hits:
+        _, dN = shape_functions(name, xi[None])
+        G = np.linalg.solve(dN[0].T @ X, dN[0].T).T  # grad N_a = J^-1 dN_a/dxi, (nn, 3)
+        g = (G @ n)[:, None] * n[None, :]               # d eps_nn / d u_ai
+        if stress:
+            g = lam * G + 2 * mu * g
+        nodes += np.repeat(ids, 3).tolist()
+        kinds += [0, 1, 2] * len(ids)
+        coef += (g.ravel() / len(hits)).tolist()
+    return np.array(nodes), np.array(kinds), np.array(coef)
+
+
 # ------------------------------------------------------------------------------ model
 def field_probe(model, kind: str, point, surface=None, direction=None, scale: float = 1.0,
                 where: str = "at") -> Probe:
@@ -183,8 +248,8 @@ def field_probe(model, kind: str, point, surface=None, direction=None, scale: fl
     """
     el = model.elements
     if el is None:
-        raise ValueError(f"{where}: strain/stress outputs need a beam or plate model "
-                         "(the model has no element data: imported matrices, a solid, or "
+        raise ValueError(f"{where}: strain/stress outputs need a beam, plate or solid model "
+                         "(this one has no element data: imported matrices, or a solid with "
                          "rigid spiders)")
     stress = kind == "stress"
     if el["type"] == "beam":
@@ -192,6 +257,11 @@ def field_probe(model, kind: str, point, surface=None, direction=None, scale: fl
             raise ValueError(f"{where}: a beam's strain is along its axis at the point's "
                              "fibre; remove direction/surface")
         nodes, kinds, coef = beam_row(el, point, stress, where)
+    elif el["type"] == "solid":
+        if direction is None or surface is not None:
+            raise ValueError(f"{where}: a solid's strain needs direction = [x, y, z] (the "
+                             "point itself is the gauge's position; remove surface)")
+        nodes, kinds, coef = solid_row(el, point, direction, stress, where)
     else:
         if surface not in SURFACES or direction is None:
             raise ValueError(f"{where}: a plate's strain needs surface = \"top\" or "
@@ -211,4 +281,5 @@ def field_probe(model, kind: str, point, surface=None, direction=None, scale: fl
     return Probe(int(idx[np.argmax(np.abs(val))]), idx, val)
 
 
-__all__ = ["Probe", "probe_matrix", "beam_row", "plate_row", "field_probe", "SURFACES", "UNITS"]
+__all__ = ["Probe", "probe_matrix", "beam_row", "plate_row", "solid_row", "field_probe",
+           "SURFACES", "UNITS"]
