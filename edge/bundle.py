@@ -71,7 +71,8 @@ class IdentifiedForce:
 
 @dataclass
 class VirtualOutput:
-    """A virtual output: ``row @ u`` (or of v, a by ``kind``) over the reduced coordinates."""
+    """A virtual output: ``row @ u`` (or of v, a by ``kind``) over the reduced coordinates; a
+    ``strain`` or ``stress`` row reads u (:data:`edge.kinds.KIND_ORDER`)."""
 
     name: str
     row: np.ndarray

@@ -307,7 +307,8 @@ def _validate_model(a: dict, fail) -> None:
     if len(set(a["force_dof"].tolist())) != nf:
         fail("force_dof", "two forces act on the same DOF")
     nk = len(SIGNAL_KINDS)
-    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] >= nk)):
+    # a channel is one DOF: displacement, velocity or acceleration (strain/stress are outputs)
+    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] >= 3)):
         fail("channel_kind", "kinds must be 0 (displacement), 1 (velocity) or 2 (acceleration)")
     w = a["channel_weight"]
     if not np.all(np.isfinite(w)) or np.any(w <= 0):
@@ -318,7 +319,7 @@ def _validate_model(a: dict, fail) -> None:
     if not np.all(np.isfinite(a["output_rows"])):
         fail("output_rows", "contains NaN or inf")
     if np.any((a["output_kind"] < 0) | (a["output_kind"] >= nk)):
-        fail("output_kind", "kinds must be 0, 1 or 2")
+        fail("output_kind", f"kinds must be 0..{nk - 1} ({', '.join(SIGNAL_KINDS)})")
 
 
 def _validate_meta(meta: dict, nch: int, nf: int, nout: int, fail) -> None:

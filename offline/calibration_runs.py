@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from edge.estimator.expm import foh_matrices
 from offline._deps import need
 from offline._deps import progress as _progress
@@ -134,7 +134,7 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     seed0 = cal.seed if cal else 0
     n_seeds = cal.seeds if cal else 3
     seeds = list(range(seed0, seed0 + n_seeds)) if seeds is None else list(seeds)
-    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
                                                           for o in spec.outputs]
     if mm is None:
         mm = modal_model(model, force_dofs, list(chan_dofs) + list(out_dofs), n_modes=n_modes)

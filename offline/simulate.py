@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.bundle import KINDS
 from edge.csvio import read_table, write_table
 from edge.estimator.expm import foh_matrices
 from edge.estimator.newmark import newmark
+from edge.kinds import kind_order
 from offline._deps import need, progress as _progress
+from offline.fem.strain import probe_matrix
 from offline.metrics import add_noise as _add
-from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs
 from offline.reduced import reduce_model
 from offline.reduction.eigen import max_modes, modes
 
@@ -140,7 +141,8 @@ def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, progres
     F_fine : (nt, nf)                 force history on the fine grid [N]
     dt_fine : float                   fine time step [s]
     decim : int                       fine steps per sample
-    probes : list of (dof, kind)      recorded quantities (kind 0 u, 1 v, 2 a)
+    probes : list of (dof, kind)      recorded quantities (kind 0 u, 1 v, 2 a; ``dof`` an
+                                      index or a strain/stress ``offline.fem.strain.Probe``)
 
     Returns
     -------
@@ -158,15 +160,15 @@ def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, progres
     v = np.zeros(N)
     a = np.zeros(N)
     fvec = np.zeros(N)
-    pd = np.array([p[0] for p in probes], dtype=int)
+    S = probe_matrix([p[0] for p in probes], N)  # a DOF or a strain/stress row each
     pk = np.array([p[1] for p in probes], dtype=int)
     out = np.zeros(((nt - 1) // decim + 1, len(probes)))
     M = sp.csr_matrix(M)
     C = sp.csr_matrix(C)
 
     def record(i):
-        st = (u, v, a)
-        out[i] = [st[k][d] for d, k in zip(pd, pk)]
+        st = (S @ u, S @ v, S @ a)
+        out[i] = [st[k][j] for j, k in enumerate(pk)]
 
     record(0)
     c1, c2, c3 = 1 / (beta * dt * dt), 1 / (beta * dt), 0.5 / beta - 1
@@ -215,19 +217,19 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
         Ac = np.array([[0.0, 1.0], [-lam[i], -c[i]]])
         Ai, g0, g1 = foh_matrices(Ac, np.array([[0.0], [1.0]]), dt_fine)
         A[i], G0[i], G1[i] = Ai, g0[:, 0], g1[:, 0]
-    pd = np.array([p[0] for p in probes], dtype=int)
+    S = probe_matrix([p[0] for p in probes], N)  # a DOF or a strain/stress row each
     pk = np.array([p[1] for p in probes], dtype=int)
+    Pp = np.asarray(S @ Phi)  # (np, m)
     # residual flexibility at the probes: (K^-1 - Phi diag(1/w^2) Phi^T) B   (mode acceleration)
     rigid = bool(np.any(w < 1e-6 * max(w.max(), 1e-300)))
-    Rp = np.zeros((len(pd), len(force_dofs)))
+    Rp = np.zeros((len(pk), len(force_dofs)))
     if not rigid and len(force_dofs):
         B = np.zeros((N, len(force_dofs)))
         B[force_dofs, np.arange(len(force_dofs))] = 1.0
         KinvB = spla.splu(model.K.tocsc()).solve(B)
-        Rp = KinvB[pd] - (Phi[pd] / lam) @ Phi[force_dofs].T
+        Rp = np.asarray(S @ KinvB) - (Pp / lam) @ Phi[force_dofs].T
     nt = F_fine.shape[0]
     out = np.zeros(((nt - 1) // decim + 1, len(probes)))
-    Pp = Phi[pd]  # (np, m)
     q = np.zeros(m)
     qd = np.zeros(m)
     p_prev = P @ F_fine[0]
@@ -388,7 +390,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     names_c = [s.name for s in spec.sensors]
     names_f = [f.name for f in spec.forces]
     names_o = [o.name for o in spec.outputs]
-    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
                                                            for o in spec.outputs]
     active = [i for i, n in enumerate(names_f) if target in (None, n)]
     if target is not None and not active:
@@ -453,8 +455,8 @@ def _run(reduced: bool, F_fine, dt_f: float, decim: int, *, spec, kinds, engine,
         return out, {"model": "reduced", "dt_fine": dt_f}
     model = build_result.model if build_result is not None else \
         build_fe_model(spec, progress=progress)
-    dofs = [resolve_dofs(model, x.select, x.dof, x.name)[0]
-            for x in list(spec.sensors) + list(spec.outputs)]
+    dofs = [resolve_dofs(model, x.select, x.dof, x.name)[0] for x in spec.sensors]
+    dofs += [output_probe(model, x, x.name) for x in spec.outputs]
     fd = np.array([resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces])
     probes = list(zip(dofs, kinds))
     if engine == "modal":

@@ -56,7 +56,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     from offline.calibration_runs import calibration_runs
     from edge.estimator import Estimator
     from offline.selection import score_estimator
-    from offline.model import resolve_dofs
+    from offline.model import output_probe, resolve_dofs
 
     b = Bundle.load(bundle_path)
     names_b = [f.name for f in b.forces] + [o.name for o in b.outputs]
@@ -66,7 +66,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
                          f"{spec.path.name} (bundle {names_b}, model file {names_s})")
     cd = [resolve_dofs(model, s.select, s.dof, s.where)[0] for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where)[0] for f in spec.forces]
-    od = [resolve_dofs(model, o.select, o.dof, o.where)[0] for o in spec.outputs]
+    od = [output_probe(model, o) for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
                             progress=progress, load_model=load_model)
     r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects

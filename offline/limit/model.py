@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from offline.limit.transfer import ForceSpectrum, modal_model, power_per_bin
 from offline.limit.wiener import (fixed_lag_limit, half_weights, iir_fixed_lag_limit,
                                  wiener_limit)
-from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs
 
 #: Relative noise floor used when a sensor declares ``noise = 0`` (as the build does).
 NOISE_FLOOR = 1e-4
@@ -60,7 +60,7 @@ def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.
     lightly damped structure started from rest is biased low). ``mm``: a ModalModel whose
     first probes are the sensors."""
     nch = len(spec.sensors)
-    kinds = [KINDS.index(s.kind) for s in spec.sensors]
+    kinds = [kind_order(s.kind) for s in spec.sensors]
     fr = np.fft.rfftfreq(n, dt)
     Hy = mm.transfer(fr, kinds + [0] * (mm.Phi_out.shape[0] - nch))[:, :nch]
     loads = force_spectra(spec) if loads is None else loads
@@ -236,8 +236,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     dt = 1.0 / rate
     cd = [resolve_dofs(model, s.select, s.dof, s.where or s.name)[0] for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where or f.name)[0] for f in spec.forces]
-    od = [resolve_dofs(model, o.select, o.dof, o.where or o.name)[0] for o in spec.outputs]
-    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
+    od = [output_probe(model, o) for o in spec.outputs]
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
                                                           for o in spec.outputs]
     nch = len(cd)
     lags = np.unique(np.round(np.asarray(delays, dtype=float) / dt).astype(int))

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS, Bundle
+from edge.bundle import Bundle
+from edge.kinds import kind_order
 from edge.estimator.operator import EstimatorError, modal_basis
 from offline._deps import need
 from offline.smoother.chain import chain_model
@@ -53,7 +54,7 @@ def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
             r = np.asarray(it.row, dtype=float) @ Phi
         else:
             r = Phi[it.dof].copy()
-        k = KINDS.index(it.kind)
+        k = kind_order(it.kind)
         if k == 0:
             R[i, 0:2 * n:2] = r
         elif k == 1:
