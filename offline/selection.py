@@ -345,17 +345,21 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
     Tikhonov estimators and the point-sample calibration runs do not), so a chain other than
     ``ideal`` makes the build use it instead of the automatic choice; the warnings go to
-    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``)."""
-    if chain.ideal:
+    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``).
+    Sensor dynamics (``[[sensors]]`` highpass_hz, average_s, drift) are a chain too."""
+    if chain.point:
         return False
+    what = (f"[acquisition] converter = {chain.converter!r}" if not chain.ideal else
+            "[[sensors]] highpass_hz / average_s / drift")
     if hybrid:
-        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain of "
-                         f"[acquisition] (converter = {chain.converter!r}) yet; build it for "
-                         f"converter = \"ideal\"")
+        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain "
+                         f"({what}) yet; build it for converter = \"ideal\" and sensors "
+                         f"without dynamics")
     warn = meta.setdefault("warnings", [])
     if est_spec.method != "smoother":
-        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators "
-                    f"do not model the conversion's window, and the calibration runs are "
+        warn.append(f"{what}: the Tikhonov estimators "
+                    f"do not model the conversion's window or the sensors' dynamics, and the "
+                    f"calibration runs are "
                     f"point samples; the Kalman smoother, which models it exactly, is used "
                     f"instead of the automatic choice ([estimator] method = "
                     f"{est_spec.method!r})")

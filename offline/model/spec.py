@@ -11,7 +11,7 @@ function there, plus one line here. Names are re-exported here for callers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offline.model.elements import parse_element
@@ -70,7 +70,11 @@ class ModelSpec:
         """The measurement chain (:class:`edge.acquisition.Chain`) of ``[acquisition]`` at
         the estimator's rate; ``ideal`` when the file declares none."""
         rate = self.estimator.rate if self.estimator is not None else EstimatorSpec().rate
-        return (self.acquisition or AcquisitionSpec()).chain(rate)
+        chain = (self.acquisition or AcquisitionSpec()).chain(rate)
+        # each sensor's own dynamics before the converter ([[sensors]] highpass_hz, ...)
+        dyn = {k: tuple(float(getattr(s, a)) for s in self.sensors) for k, a in (
+            ("highpass", "highpass_hz"), ("average", "average_s"), ("drift", "drift"))}
+        return replace(chain, **dyn)
 
     @property
     def base_dir(self) -> Path:
