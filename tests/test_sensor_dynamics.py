@@ -263,3 +263,31 @@ def test_sensor_keys_parse_and_bad_values_name_key_and_sensor():
         key = bad.split(" ")[0]
         with pytest.raises(ModelFileError, match=rf"{key}.*sensor 'd_tip'"):
             _spec(bad + "\n")
+
+
+def test_the_simulator_applies_the_sensor_dynamics_exactly_on_its_grid():
+    # offline/chain.py against independent references on a 32 kHz grid: scipy's lsim of
+    # s / (s + a) (linear input between samples), the closed-form average of sines, and a
+    # random walk's increments (variance drift^2 h per step)
+    from scipy.signal import lsim
+
+    from offline.chain import SensorDynamics, highpass, moving_average, offset_walks
+
+    h = 1.0 / 32000
+    t = np.arange(64000) * h
+    w1, w2 = 2 * np.pi * 8.0, 2 * np.pi * 40.0
+    u = np.sin(w1 * t) + 0.3 * np.sin(w2 * t)
+    _, ref, _ = lsim(([1.0, 0.0], [1.0, 2 * np.pi * 0.5]), u, t)
+    assert np.max(np.abs(highpass(u, h, 0.5) - ref)) < 1e-10  # measured 5e-13
+    T = 1.2e-3
+    ref = (np.cos(w1 * (t - T)) - np.cos(w1 * t)) / (w1 * T) \
+        + 0.3 * (np.cos(w2 * (t - T)) - np.cos(w2 * t)) / (w2 * T)
+    ok = t > T
+    # the linear interpolant's own error, (w h)^2 / 12 of the largest term: measured 1.7e-6
+    assert np.max(np.abs(moving_average(u, h, T)[ok] - ref[ok])) < 5e-6
+    b = offset_walks(200001, h, [0.0, 2e-3], seed=4)
+    assert np.all(b[0] == 0) and not np.any(b[:, 0])
+    # the increments' std: drift sqrt(h) within 1 % (2e5 samples: 0.16 % sampling spread)
+    assert abs(np.std(np.diff(b[:, 1])) / (2e-3 * np.sqrt(h)) - 1) < 0.01
+    np.testing.assert_array_equal(b, offset_walks(200001, h, [0.0, 2e-3], seed=4))
+    assert not SensorDynamics.of([]).any
