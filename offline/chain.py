@@ -193,9 +193,9 @@ def moving_average(u: np.ndarray, dt: float, window_s: float) -> np.ndarray:
     u = np.asarray(u, dtype=float)
     n = u.size
     J = np.concatenate([[0.0], np.cumsum(0.5 * dt * (u[1:] + u[:-1]))])
-    m, theta = int(math.floor(window_s / dt + 1e-12)), window_s / dt % 1.0
-    if abs(theta - 1.0) < 1e-9:
-        m, theta = m + 1, 0.0
+    x = window_s / dt
+    m = int(math.floor(x + 1e-9))           # a window of whole steps to round-off: theta 0
+    theta = max(x - m, 0.0)
     # t_j - T = t_{j-m-1} + (1 - theta) dt:  J_{j-m-1} + dt [(1-th) u0 + (1-th)^2 / 2 (u1 - u0)]
     pad = m + 2
     Jp = np.concatenate([np.zeros(pad), J])

@@ -283,8 +283,13 @@ def test_the_simulator_applies_the_sensor_dynamics_exactly_on_its_grid():
     ref = (np.cos(w1 * (t - T)) - np.cos(w1 * t)) / (w1 * T) \
         + 0.3 * (np.cos(w2 * (t - T)) - np.cos(w2 * t)) / (w2 * T)
     ok = t > T
-    # the linear interpolant's own error, (w h)^2 / 12 of the largest term: measured 1.7e-6
+    # the linear interpolant's own error, (w h)^2 / 12 of the largest term: measured 1.7e-6;
+    # also a window of a whole number of steps to round-off (1.2 ms / 25 us = 47.99..)
     assert np.max(np.abs(moving_average(u, h, T)[ok] - ref[ok])) < 5e-6
+    t2 = np.arange(80000) * 2.5e-5
+    ref2 = (np.cos(w1 * (t2 - T)) - np.cos(w1 * t2)) / (w1 * T)
+    ok = t2 > T
+    assert np.max(np.abs(moving_average(np.sin(w1 * t2), 2.5e-5, T)[ok] - ref2[ok])) < 5e-6
     b = offset_walks(200001, h, [0.0, 2e-3], seed=4)
     assert np.all(b[0] == 0) and not np.any(b[:, 0])
     # the increments' std: drift sqrt(h) within 1 % (2e5 samples: 0.16 % sampling spread)
