@@ -161,14 +161,7 @@ def field_table() -> str:
     """Markdown table of every bundle field (embedded in docs/ARCHITECTURE.md)."""
     rows = ["| field | dtype | shape | since | meaning |", "| --- | --- | --- | --- | --- |"]
     kinds = {"i": "int64", "f": "float64", "U": "str"}
-    sensor = [f for f in FIELDS if f.since == 8 and f.name.startswith("chain_")]
     for f in FIELDS:
-        if f in sensor:  # one row for the sensors' dynamics (schema 8)
-            if f is sensor[0]:
-                rows.append(f"| {', '.join(f'`{g.name}`' for g in sensor)} | float64 | (nch,) | "
-                            f"8 | each sensor's high-pass corner [Hz], moving-average window "
-                            f"[s], random-walk offset intensity [unit/sqrt(s)] (0: none) |")
-            continue
         rows.append(f"| `{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | {f.doc} |")
     for f in KF_ARRAYS:
         rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
