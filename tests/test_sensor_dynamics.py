@@ -370,3 +370,13 @@ def test_declared_sensor_dynamics_beat_point_samples_through_the_cli(tmp_path):
     assert res["dyn", "F07"][0] <= 0.95 * res["plain", "F07"][0], res
     assert 0.58 <= res["dyn", "F07"][1] <= 0.75, res
     assert 0.48 <= res["dyn", "d05"][1] <= 0.75 and res["plain", "d05"][1] < 0.2, res
+
+
+def test_an_average_longer_than_16_intervals_is_refused_naming_the_key():
+    from edge.estimator import EstimatorError
+
+    b = chain_bundle(n=3, kinds=("displacement",))
+    # 20 ms over 1 ms rows: 20 intervals (at most 16)
+    with pytest.raises(EstimatorError, match=r"spans 20 sample intervals.*\[\[sensors\]\] "
+                                             r"average_s|\[\[sensors\]\] average_s.*spans 20"):
+        design_smoother(b, FM, lag=2, chain=Chain(average=(0.02,)))
