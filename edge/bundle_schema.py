@@ -17,7 +17,10 @@ channels' ``Dg`` and the outputs' ``Cqg``): a schema-5 hybrid bundle is read wit
 the mathematics it was written with; 7 adds the measurement chain (``chain_*``: converter, data
 rate, mode, each channel's conversion instant; :mod:`edge.acquisition`), which a smoother
 models with a few states per channel when it is not ``ideal``: a bundle of schema <= 6 is read
-as ``ideal`` (point samples), the mathematics it was written with.
+as ``ideal`` (point samples), the mathematics it was written with; 8 adds each sensor's own
+dynamics before the converter (``chain_highpass_hz``, ``chain_average_s``, ``chain_drift``: a
+high-pass, a moving average, a drifting offset; :mod:`edge.acquisition`), none in a bundle of
+schema <= 7.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exporte
 from edge.acquisition import chain_of, validate_chain  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 7
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+SCHEMA_VERSION = 8
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
 #: Most start-up rows accepted (``kf_startup_var``): 30 s at 10 kHz.
@@ -95,6 +98,9 @@ chain_drate          | f | ()        | 7 | the converter's data rate [SPS] (0 fo
 chain_mode           | U | ()        | 7 | `continuous` or `cycle` (multiplexer cycling over the channels)
 chain_offset         | f | (nch,)    | 7 | each channel's conversion window ends this long before the row's time stamp [s]
 chain_filter         | f | (2,)      | 7 | `daq`: cut-off [Hz] and group delay [s] of its linear-phase anti-alias FIR ([0, 0] otherwise)
+chain_highpass_hz    | f | (nch,)    | 8 | each sensor's first-order high-pass corner [Hz] before the converter (0: none; schema <= 7: none)
+chain_average_s      | f | (nch,)    | 8 | each sensor's moving-average window [s] (0: none)
+chain_drift          | f | (nch,)    | 8 | each sensor's random-walk offset intensity [unit/sqrt(s)] (0: none)
 content_hash         | U | ()        | 1 | sha256 over every other array (name, dtype, shape, bytes)
 """)
 

@@ -105,6 +105,12 @@ class BuildResult:
             c, w = b.chain, b.chain.intervals(b.dt, len(b.channels))
             lines.append(f"  acquisition: {c.converter} {c.drate:g} SPS {c.mode}, each "
                          f"conversion modelled by the smoother ({w} states per channel)")
+        if b.chain.dynamic:
+            nr, nb = b.chain.sensor_states(len(b.channels))
+            lines.append(f"  sensor dynamics modelled by the smoother: {nr} high-pass and "
+                         f"{nb} drifting-offset state(s)" + (
+                             f", moving averages over {b.chain.intervals(b.dt, len(b.channels))}"
+                             f" intervals" if b.chain.average else ""))
         for w in b.meta.get("warnings", []):
             lines.append(f"  WARNING: {w}")
         lim = b.meta.get("limit")

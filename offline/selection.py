@@ -14,11 +14,10 @@ better: measured on a 9-DOF strip, that choice gave up the output, 0.14 instead 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from edge.acquisition import Chain
 from edge.estimator import Estimator, EstimatorError, derive_operator
 from offline._deps import need, progress as _progress
 from offline.regularization import alpha_grid, choose_alpha
@@ -346,18 +345,21 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
     Tikhonov estimators and the point-sample calibration runs do not), so a chain other than
     ``ideal`` makes the build use it instead of the automatic choice; the warnings go to
-    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``)."""
-    if chain.ideal:
+    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``).
+    Sensor dynamics (``[[sensors]]`` highpass_hz, average_s, drift) are a chain too."""
+    if chain.point:
         return False
+    what = (f"[acquisition] converter = {chain.converter!r}" if not chain.ideal else
+            "[[sensors]] highpass_hz / average_s / drift")
     if hybrid:
-        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain of "
-                         f"[acquisition] (converter = {chain.converter!r}) yet; build it for "
-                         f"converter = \"ideal\"")
+        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain "
+                         f"({what}) yet; build it for converter = \"ideal\" and sensors "
+                         f"without dynamics")
     warn = meta.setdefault("warnings", [])
     if est_spec.method != "smoother":
-        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators "
-                    f"do not model the conversion's window; the Kalman smoother, which models "
-                    f"it exactly, is used "
+        warn.append(f"{what}: the Tikhonov estimators do not model the conversion's window "
+                    f"or the sensors' dynamics; the Kalman smoother, which models them exactly, "
+                    f"is used "
                     f"instead of the automatic choice ([estimator] method = "
                     f"{est_spec.method!r})")
     return True
@@ -379,4 +381,4 @@ def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
         f"{why}: built for point samples, not for the default ADS1256 chain "
         f"({c.drate:g} SPS {c.mode}); declare [acquisition] converter = \"ideal\" to say so, "
         f"or \"ads1256\" to model the conversions with the Kalman smoother")
-    bundle.chain = Chain()
+    bundle.chain = replace(c, converter="ideal", drate=0.0, mode="continuous", offsets=())

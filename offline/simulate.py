@@ -369,9 +369,12 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         samples at the row times, or ``"ads1256"`` conversions at ``drate`` SPS in
         ``"continuous"``/``"cycle"`` mode (defaults: :func:`offline.chain.plan_chain`), each
         channel over its window at its own instant, integrated on a grid refined to at least
-        32 steps per row. The truth (``F``, ``Z``, ``Y_clean``) stays point values.
+        32 steps per row. The truth (``F``, ``Z``, ``Y_clean``) stays point values. Each
+        sensor's own dynamics (``[[sensors]]`` highpass_hz, average_s, drift) act on the
+        fine grid before the converter (:func:`offline.chain.sensor_outputs`, a seeded
+        random-walk offset :func:`offline.chain.offset_walks` added after the noise).
     """
-    from offline.chain import plan_chain
+    from offline.chain import SensorDynamics, plan_chain
 
     if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) \
             or oversample < 1:
@@ -406,38 +409,56 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     run = dict(spec=spec, kinds=kinds, engine=engine, n_modes=n_modes, progress=progress,
                build_result=build_result)
     nc = len(names_c)
-    if ch.kind == "ideal":
+    dyn = SensorDynamics.of(spec.sensors)
+    Bm = 0.0
+    if ch.kind == "ideal" and not dyn.any:
         out, info = _run(reduced, F_fine, dt / oversample, oversample, **run)
         Ym = out[:, :nc]
     else:
-        out, Ym, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run)
+        out, Ym, Bm, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run,
+                                       dyn, seed)
     F = F_fine[::oversample]
     info["dt"] = dt
     Yc, Ym, Z, F = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:]
     t = np.arange(ns - nw) / rate_hz  # k / rate, not sums of fine steps (0.00099999...)
-    Y = add_noise(Ym, noise, rng)
+    Bm = Bm[nw:] if np.ndim(Bm) else Bm
+    Y = add_noise(Ym, noise, rng) + Bm
+    Ym = Ym + Bm
     info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
     info.setdefault("chain", "ideal")
     return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
                      output_names=names_o, info=info,
-                     Y_conv=None if ch.kind == "ideal" else Ym)
+                     Y_conv=None if ch.kind == "ideal" and not dyn.any else Ym)
 
 
 def _run_chain(ch, reduced: bool, F_fine, dt: float, oversample: int, ns: int, nc: int,
-               run: dict):
-    """The ads1256 chain: :func:`_run` on the grid refined by ``ch.refine`` (plus the steps
-    the last row's windows need), the first ``nc`` columns converted
-    (:func:`offline.chain.conversions`). ``(point rows (ns, ...), conversions (ns, nc),
-    info)``."""
-    from offline.chain import conversions, refine_grid
+               run: dict, dyn, seed):
+    """The ads1256 chain or the sensors' dynamics: :func:`_run` on the grid refined to 32
+    steps per row at least (plus the steps the last row's windows need), the first ``nc``
+    columns through the sensors (:func:`offline.chain.sensor_outputs`) and converted
+    (:func:`offline.chain.conversions`; ideal: the rows' nodes). ``(point rows (ns, ...),
+    conversions (ns, nc), converted offsets (ns, nc), info)``."""
+    from offline.chain import (MIN_STEPS_PER_ROW, conversions, offset_walks, refine_grid,
+                               sensor_outputs)
 
-    sub = oversample * ch.refine
-    Fr = refine_grid(F_fine, ch.refine, ch.pad_steps(dt / sub))
+    refine = max(ch.refine, -(-MIN_STEPS_PER_ROW // oversample)) if dyn.any else ch.refine
+    sub = oversample * refine
+    Fr = refine_grid(F_fine, refine, ch.pad_steps(dt / sub))
     out, info = _run(reduced, Fr, dt / sub, 1, **run)
-    Ym = conversions(out[:, :nc], dt / sub, sub, ns, ch.drate, ch.offsets)
-    info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
-                 "offsets_s": ch.offsets.tolist()})
-    return out[:(ns - 1) * sub + 1:sub], Ym, info
+    y = sensor_outputs(out[:, :nc], dt / sub, dyn)
+    b = offset_walks(y.shape[0], dt / sub, dyn.drift, seed)
+    if ch.kind == "ideal":
+        Ym, Bm = y[:(ns - 1) * sub + 1:sub], b[:(ns - 1) * sub + 1:sub]
+    else:
+        Ym = conversions(y, dt / sub, sub, ns, ch.drate, ch.offsets)
+        Bm = conversions(b, dt / sub, sub, ns, ch.drate, ch.offsets)
+        info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
+                     "offsets_s": ch.offsets.tolist()})
+    if dyn.any:
+        info["sensor_dynamics"] = {"highpass_hz": dyn.highpass_hz.tolist(),
+                                   "average_s": dyn.average_s.tolist(),
+                                   "drift": dyn.drift.tolist(), "dt_fine": dt / sub}
+    return out[:(ns - 1) * sub + 1:sub], Ym, Bm, info
 
 
 def _run(reduced: bool, F_fine, dt_f: float, decim: int, *, spec, kinds, engine, n_modes,

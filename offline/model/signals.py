@@ -58,10 +58,17 @@ class FieldOutput(Output):
 @dataclass(frozen=True)
 class Sensor(Output):
     """Measured channel; ``noise`` is the relative std of the signal (paper eq. 28),
-    ``noise_std`` (optional) the absolute std in the channel's unit, which then wins."""
+    ``noise_std`` (optional) the absolute std in the channel's unit, which then wins; the
+    sensor's own dynamics before the converter (:mod:`edge.acquisition`, 0 = none):
+    ``highpass_hz`` (first-order high-pass corner, an IEPE sensor's), ``average_s`` (moving
+    average window, a laser sensor's), ``drift`` (random-walk offset intensity [unit /
+    sqrt(s)], a DC path's slow drift)."""
 
     noise: float = 0.0
     noise_std: float | None = None
+    highpass_hz: float = 0.0
+    average_s: float = 0.0
+    drift: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,18 @@ def _signal_common(t, where, with_kind):
 RESERVED_NAMES = ("time", "flags")
 
 
+def _sensor_dynamics(t: Table, w: str, name: str) -> tuple:
+    """``(highpass_hz, average_s, drift)`` of a ``[[sensors]]`` entry (0: none); a corner or
+    window must be > 0 and finite, a drift >= 0 and finite; errors name key and sensor."""
+    out = []
+    for key, lo_open in (("highpass_hz", True), ("average_s", True), ("drift", False)):
+        try:
+            out.append(float(t.get(key, "num", 0.0, lo=0.0, lo_open=lo_open)))
+        except ModelFileError as exc:
+            raise ModelFileError(f"{exc} (sensor {name!r})") from None
+    return tuple(out)
+
+
 def parse_signals(raw, f) -> tuple[list, list, list]:
     """``[[sensors]]``, ``[[forces]]``, ``[[outputs]]``; names unique across all three."""
     sensors, forces, outputs = [], [], []
@@ -173,8 +192,9 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
             elif key == "sensors":
                 noise = t.get("noise", "num", 0.0, lo=0.0)
                 noise_abs = t.get("noise_std", "num", None, lo=0.0, lo_open=True)
+                dyn = _sensor_dynamics(t, w, name)
                 t.done()
-                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise, noise_abs))
+                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise, noise_abs, *dyn))
             elif key == "forces":
                 scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
                 fmod = t.get("model", "table", None)

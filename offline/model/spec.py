@@ -11,7 +11,7 @@ function there, plus one line here. Names are re-exported here for callers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offline.model.elements import parse_element
@@ -72,9 +72,12 @@ class ModelSpec:
         (:func:`default_chain`: as ``simulate`` converts by default), or ``ideal`` point
         samples when no ADS1256 data rate gives the rate."""
         rate = self.estimator.rate if self.estimator is not None else EstimatorSpec().rate
-        if self.acquisition is None:
-            return default_chain(rate, len(self.sensors))
-        return self.acquisition.chain(rate)
+        chain = default_chain(rate, len(self.sensors)) if self.acquisition is None \
+            else self.acquisition.chain(rate)
+        # each sensor's own dynamics before the converter ([[sensors]] highpass_hz, ...)
+        dyn = {k: tuple(float(getattr(s, a)) for s in self.sensors) for k, a in (
+            ("highpass", "highpass_hz"), ("average", "average_s"), ("drift", "drift"))}
+        return replace(chain, **dyn)
 
     @property
     def base_dir(self) -> Path:

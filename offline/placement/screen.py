@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from edge.estimator.operator import modal_basis
 
 
