@@ -5,6 +5,8 @@
 
 import io
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy.linalg import expm, solve_discrete_lyapunov
@@ -257,8 +259,10 @@ def test_sensor_keys_parse_and_bad_values_name_key_and_sensor():
     from offline.model import ModelFileError
 
     s = _spec("highpass_hz = 0.5\naverage_s = 1.2e-3\ndrift = 2e-5\n")
-    assert s.chain() == Chain(highpass=(0.5,), average=(1.2e-3,), drift=(2e-5,))
-    assert _spec("drift = 0.0\n").chain() == Chain()
+    # no [acquisition]: the default ADS1256 chain (1000 SPS continuous) after the sensor
+    ads = Chain("ads1256", 1000.0, "continuous")
+    assert s.chain() == replace(ads, highpass=(0.5,), average=(1.2e-3,), drift=(2e-5,))
+    assert _spec("drift = 0.0\n").chain() == ads
     for bad in ("highpass_hz = 0.0", "average_s = -1e-3", "drift = -1.0", "drift = nan",
                 'highpass_hz = "x"'):
         key = bad.split(" ")[0]
