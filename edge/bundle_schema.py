@@ -17,7 +17,8 @@ channels' ``Dg`` and the outputs' ``Cqg``): a schema-5 hybrid bundle is read wit
 the mathematics it was written with; 7 adds the measurement chain (``chain_*``: converter, data
 rate, mode, each channel's conversion instant; :mod:`edge.acquisition`), which a smoother
 models with a few states per channel when it is not ``ideal``: a bundle of schema <= 6 is read
-as ``ideal`` (point samples), the mathematics it was written with.
+as ``ideal`` (point samples), the mathematics it was written with; 8 adds the steady filter of an
+alternative measurement chain (``kf_alt_*``, optional: :mod:`edge.estimator.chain_check`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exporte
 from edge.acquisition import chain_of, validate_chain  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 7
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+SCHEMA_VERSION = 8
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
 #: Most start-up rows accepted (``kf_startup_var``): 30 s at 10 kHz.
@@ -131,6 +132,10 @@ level_nis         | f | (nl, nl)          | 4 | mean NIS per channel at level a 
 startup_var       | f | (N, nq)           | 7 | start-up: each row's error variance above the steady std^2 (from the first sample and a reset, until within 1 %)
 track_innov       | f | (nl, 4)           | 7 | load levels that set the load-to-noise ratio (noise a property of the sensor): the innovations at level a per unit load power and per unit noise, mean NIS (tq, tr) and lag-1 product (cq, cr) per channel; the device tracks the noise scale too
 track_var         | f | (nl, 2, nq)       | 7 | with track_innov: error variance of each force and output under the gains of level a, per unit load power and per unit noise
+alt_A             | f | (na, na)          | 8 | chain check: the state transition of the steady filter of an alternative measurement chain (ideal for a converter, the ADS1256 for point samples; meta chain_check names it)
+alt_H             | f | (nch, na)         | 8 | chain check: its measurement matrix
+alt_K             | f | (na, nch)         | 8 | chain check: its steady filter gain
+alt_Sinv          | f | (nch, nch)        | 8 | chain check: its inverse innovation covariance
 hy_onnx           | u | (nbytes,)         | 5 | hybrid: the correction network g (ONNX, float64, input `s` (1, ni), output `g` (1, ng))
 hy_S              | f | (ni, ns)          | 5 | hybrid: network input s = S x (state x_k|k-1)
 hy_Bg             | f | (ns, ng)          | 5 | hybrid: x_k+1 += Bg g (zero-order hold)
@@ -397,6 +402,12 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
         if np.any(sv < 0):
             fail("kf_startup_var", "variances must be >= 0")
     _validate_kf_hybrid(a, version, ns, nch, nq, fail)
+    if _group_present(a, "alt_", fail):
+        na = a["kf_alt_A"].shape[0]
+        for name, shape in {"alt_A": (na, na), "alt_H": (nch, na), "alt_K": (na, nch),
+                            "alt_Sinv": (nch, nch)}.items():
+            if a[f"kf_{name}"].shape != shape:
+                fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
 
 
 def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: int,

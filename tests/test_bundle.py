@@ -130,7 +130,7 @@ def test_schema3_stores_the_estimator_settings_as_fields(tmp_path):
     b.discretization, b.regularization = "foh", "tikhonov1"
     b.save(tmp_path / "b.npz")
     with np.load(tmp_path / "b.npz") as z:
-        assert int(z["schema_version"]) == SCHEMA_VERSION == 7
+        assert int(z["schema_version"]) == SCHEMA_VERSION == 8
         assert str(z["discretization"]) == "foh" and str(z["regularization"]) == "tikhonov1"
         meta = json.loads(str(z["meta"]))
     assert "discretization" not in meta and "regularization" not in meta
