@@ -167,8 +167,9 @@ def field_table() -> str:
                     f"smoother only: {f.doc} |")
     lv = [f for f in KF_OPTIONAL if f.name.startswith(("level_", "track_"))]
     hy = [f for f in KF_OPTIONAL if f.name.startswith("hy_")]
+    alt = [f for f in KF_OPTIONAL if f.name.startswith("alt_")]
     for f in KF_OPTIONAL:
-        if f not in lv and f not in hy:
+        if f not in lv and f not in hy and f not in alt:
             rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                         f"smoother, optional: {f.doc} |")
     rows.append(f"| `kf_level_*`, `kf_track_*` | float64 | (nl, ...) | {lv[0].since} | smoother, "
@@ -179,6 +180,9 @@ def field_table() -> str:
                 f"hybrid twin's correction network (ONNX bytes) and where it acts "
                 f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`; "
                 f"{', '.join(f.name[3:] + ' since ' + str(f.since) for f in hy if f.since > hy[0].since)}) |")
+    rows.append(f"| `kf_alt_*` | float64 | ... | {alt[0].since} | smoother, optional: the "
+                f"steady filter of an alternative measurement chain, the chain check's "
+                f"({', '.join(f.name[4:] for f in alt)}; `edge/estimator/chain_check.py`) |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
     return "\n".join(rows) + "\n"
 

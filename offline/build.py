@@ -227,7 +227,8 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
     if mm is None:
         mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
     runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
-                            bundle.dt, mm=mm, progress=progress, load_model=load_model)
+                            bundle.dt, mm=mm, progress=progress, load_model=load_model,
+                            chain=bundle.chain)
     sigma = np.mean([r.sigma for r in runs], axis=0)
     for c, sg in zip(bundle.channels, sigma):
         c.weight = float(1.0 / sg ** 2)
@@ -295,7 +296,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if limit:
         t4 = time.perf_counter()
         lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm, exact=False,
-                          loads=load_model)
+                          loads=load_model, chain=bundle.chain)
         meta["limit"] = lim.as_dict()
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
         timings["accuracy limit"] = time.perf_counter() - t4

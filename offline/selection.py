@@ -343,7 +343,7 @@ def plot_selection(sel: dict, path, dt: float) -> str:
 def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     """Whether a build must use the Kalman smoother for its measurement chain
     (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
-    Tikhonov estimators and the point-sample calibration runs do not), so a chain other than
+    Tikhonov estimators' Markov parameters are a point sample's), so a chain other than
     ``ideal`` makes the build use it instead of the automatic choice; the warnings go to
     ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``)."""
     if chain.ideal:
@@ -354,9 +354,13 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
                          f"converter = \"ideal\"")
     warn = meta.setdefault("warnings", [])
     if est_spec.method != "smoother":
-        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators "
-                    f"do not model the conversion's window, and the calibration runs are "
-                    f"point samples; the Kalman smoother, which models it exactly, is used "
-                    f"instead of the automatic choice ([estimator] method = "
-                    f"{est_spec.method!r})")
+        h, spacing = chain.taps()
+        # the conversion's group delay: the taps' centroid (symmetric taps: half the window)
+        delay = float(h @ np.arange(h.size)) * spacing / float(h.sum())
+        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators' "
+                    f"Markov parameters are those of point samples, and here each sample is "
+                    f"the input low-passed over a {1e3 * (h.size - 1) * spacing:.3g} ms window "
+                    f"and delayed by {1e3 * delay:.3g} ms; the Kalman smoother, which models "
+                    f"the conversion exactly, is used instead of the automatic choice "
+                    f"([estimator] method = {est_spec.method!r})")
     return True

@@ -15,10 +15,11 @@ covariance)::
 
 For the bundle's own chain LLR is <= 0 on average (the model's own likelihood is the
 largest in expectation); above :data:`LLR_MAX` the alternative explains the record better,
-and the chain is reported as a likely mismatch. Measured (``docs/hardware.md``, tests in
+and the chain is reported as a likely mismatch. Measured (``docs/smoother.md``, tests in
 ``tests/test_chain_wrong.py``): README beam with a tip laser and a tip accelerometer cycled
-at DRATE 3750: the wrong chain +0.13 to +0.22 nats, the right one -0.22 to -0.13; one tip
-laser converted continuously at DRATE 1000: within +-0.004 either way (not separable).
+at DRATE 3750, 8 seeds: the wrong chain +0.095 to +0.33 nats on the device's buffer, the
+right one -0.33 to -0.095; one tip laser converted continuously at DRATE 1000: within
++-0.001 either way, whatever the record (not separable).
 
 The device evaluates it on a buffer of the last :data:`BUFFER_S` of rows every
 :data:`EVERY_S` (both filters started at 0, the first :data:`BURN` of the buffer skipped):
@@ -33,8 +34,8 @@ import numpy as np
 from numba import njit
 
 #: alternative explains the innovations better by more than this (nats per sample and
-#: channel): the chain is flagged. 12x the largest drift of a right chain on one channel
-#: (0.004), under a quarter of the smallest wrong-chain gap measured with two channels (0.13)
+#: channel): the chain is flagged. 50x the drift of either chain on one channel (0.001),
+#: half the smallest wrong-chain value measured with two channels (0.095)
 LLR_MAX = 0.05
 #: seconds of rows the device evaluates each time, how often, the share skipped (transient)
 BUFFER_S = 2.0
