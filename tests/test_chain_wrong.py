@@ -139,3 +139,30 @@ def test_build_record_names_the_chain_the_records_fit(beam, capsys):
         else:
             assert "measurement chain: the records fit the declared ads1256 3750 SPS " \
                    "cycle" in out, out
+
+
+def test_alternative_filter_is_stored_and_a_partial_group_is_named():
+    # a toy smoother bundle (point samples, 1 kHz, one displacement): its alternative is
+    # the ADS1256 at DRATE 1000, continuous (W = 2 chain states: 2 more states than its own)
+    import io
+
+    from edge.bundle import Bundle, BundleError, content_hash
+    from offline.smoother import ForceModel, attach_smoother, design_smoother
+    from offline.smoother.chain_alt import with_chain_alternative
+    from tests.helpers import chain_bundle
+
+    fm = [ForceModel("bandpass", (5.0, 80.0), 1.0, 2)]
+    b = chain_bundle(n=4)
+    b = attach_smoother(b, design_smoother(b, fm, lag=3), fm, 0.0, nis_window_s=0.5,
+                        bands=[(20, 22), (22, 24)])
+    b = with_chain_alternative(b)
+    assert b.meta["chain_check"]["alternative"]["converter"] == "ads1256"
+    assert b.kf["alt_A"].shape[0] == b.kf["A"].shape[0] + 2
+    z = np.load(io.BytesIO(b.to_bytes()))
+    a = {k: z[k] for k in z.files}
+    r = Bundle.from_arrays(dict(a))
+    assert np.array_equal(r.kf["alt_K"], b.kf["alt_K"])
+    del a["kf_alt_K"]
+    a["content_hash"] = np.array(content_hash(a))
+    with pytest.raises(BundleError, match="kf_alt_K"):
+        Bundle.from_arrays(a)
