@@ -21,16 +21,21 @@ from offline.smoother.gains import design_smoother
 
 
 def alternative_chain(chain: Chain, rate: float, nch: int) -> Chain | None:
-    """The chain the check compares ``chain`` with (module docstring), or None."""
+    """The chain the check compares ``chain`` with (module docstring), or None. Only the
+    converter changes: any other field of ``chain`` is kept (``dataclasses.replace``)."""
+    from dataclasses import replace
+
     if not chain.ideal:
-        return Chain()
+        return replace(chain, converter="ideal", drate=0.0, mode="continuous", offsets=(),
+                       cutoff=0.0, group_delay=0.0)
     from offline.chain import plan_chain
 
     try:
         plan = plan_chain("ads1256", rate, nch)
     except ValueError:  # no ADS1256 rate gives this row rate
         return None
-    return Chain("ads1256", float(plan.drate), plan.mode, tuple(-np.asarray(plan.offsets)))
+    return replace(chain, converter="ads1256", drate=float(plan.drate), mode=plan.mode,
+                   offsets=tuple(-np.asarray(plan.offsets)))
 
 
 def with_chain_alternative(bundle: Bundle) -> Bundle:
