@@ -166,3 +166,37 @@ def test_alternative_filter_is_stored_and_a_partial_group_is_named():
     a["content_hash"] = np.array(content_hash(a))
     with pytest.raises(BundleError, match="kf_alt_K"):
         Bundle.from_arrays(a)
+
+
+def test_device_check_evaluates_the_last_rows_in_order_whatever_the_blocks():
+    # ChainCheck on rows pushed in uneven blocks: its value after each evaluation equals
+    # llr() of the last BUFFER_S of rows in time order (same sums: 1e-12 relative), the
+    # evaluations come every EVERY_S, and reset() clears them
+    from edge.estimator.chain_check import BUFFER_S, EVERY_S, BURN, ChainCheck, llr
+
+    rng = np.random.default_rng(5)
+    ns, nch, dt = 5, 2, 0.01
+    A = rng.standard_normal((ns, ns))
+    A *= 0.8 / np.max(np.abs(np.linalg.eigvals(A)))
+    kf = {"A": A, "H": rng.standard_normal((nch, ns)), "K": 0.1 * rng.standard_normal((ns, nch)),
+          "Sinv": np.eye(nch)}
+    kf.update({"alt_A": 0.9 * A, "alt_H": kf["H"], "alt_K": kf["K"], "alt_Sinv": 2 * np.eye(nch)})
+    cc = ChainCheck(kf, dt, "a", "b")
+    n, every = int(round(BUFFER_S / dt)), int(round(EVERY_S / dt))
+    Y = rng.standard_normal((3 * every + 7, nch))
+    a, seen = 0, []
+    for nb in (1, 250, 3, 999, 1000, 17, 5000):
+        blk = Y[a:a + nb]
+        cc.push(blk)
+        a += blk.shape[0]
+        if cc.count > len(seen):
+            end = (a // every) * every  # rows up to the last evaluation
+            ref = llr(cc.bundle_filter, cc.alt, Y[end - n:end], 0, int(BURN * n))
+            seen.append(ref)
+            assert abs(float(cc.values[(cc.count - 1) % 6]) - ref) <= 1e-12 * abs(ref)
+        if a >= Y.shape[0]:
+            break
+    assert cc.count == 3 == len(seen)
+    assert abs(cc.value() - np.mean(seen)) <= 1e-12 * abs(np.mean(seen))
+    cc.reset()
+    assert cc.value() is None and not cc.suspect
