@@ -127,10 +127,11 @@ def _replay_runs(bundle: Bundle, parts: list[tuple]):
         checks = []
         outs.append(run_replay(bundle, t, Y, names, source=label, with_std=True,
                                checks=checks))
-        chain = checks[0].get("chain") if checks else None
+        mc = checks[0] if checks else None  # None: an estimator without a model check
+        chain = mc.get("chain") if isinstance(mc, dict) else None
         if chain and chain["suspect"]:  # said here: a wrong chain looks white otherwise
             print(f"vsense-edge replay: warning: {label}: model check: "
-                  + next(r for r in checks[0]["reasons"] if "measurement chain" in r),
+                  + next(r for r in mc["reasons"] if "measurement chain" in r),
                   file=sys.stderr)
     if not outs:
         raise ReplayError(f"{parts[0][0] if parts else 'input'}: no samples to replay")

@@ -360,7 +360,10 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
         warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators' "
                     f"Markov parameters are those of point samples, and here each sample is "
                     f"the input low-passed over a {1e3 * (h.size - 1) * spacing:.3g} ms window "
-                    f"and delayed by {1e3 * delay:.3g} ms; the Kalman smoother, which models "
+                    f"and delayed by {1e3 * delay:.3g} ms"
+                    + (f" (plus up to {1e3 * max(chain.offsets):.3g} ms for a channel converted "
+                       f"before the row)" if chain.offsets and max(chain.offsets) > 0 else "")
+                    + "; the Kalman smoother, which models "
                     f"the conversion exactly, is used instead of the automatic choice "
                     f"([estimator] method = {est_spec.method!r})")
     return True
