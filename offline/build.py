@@ -41,6 +41,7 @@ from offline.limit.model import model_limit, noise_std
 from offline.limit.ratio import build_accuracy, format_ratios
 from offline.load import declared_load_model, learn_load, read_records
 from offline.load.check import check_learned
+from offline.smoother.chain_alt import with_chain_alternative
 from offline.load.declared import replaced_kinds
 from offline.load.model import total_rms_note
 from offline.load.observability import bundle_blind_warning
@@ -144,6 +145,8 @@ class BuildResult:
             chk = self.load_fit.info.get("check")
             if chk:
                 lines.append(f"  {chk['text']}")
+                if chk.get("chain"):
+                    lines.append(f"  {chk['chain']['text']}")
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
 
@@ -300,7 +303,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if limit:
         t4 = time.perf_counter()
         lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm, exact=False,
-                          loads=load_model)
+                          loads=load_model, chain=bundle.chain)
         meta["limit"] = lim.as_dict()
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
         timings["accuracy limit"] = time.perf_counter() - t4
@@ -378,6 +381,9 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                                               for s in spec.sensors)
         bundle = with_load_levels(bundle, scale_noise=relative)
         timings["load levels"] = time.perf_counter() - t5
+        t5 = time.perf_counter()  # the device's measurement-chain check (kf_alt_*)
+        bundle = with_chain_alternative(bundle)
+        timings["chain check"] = time.perf_counter() - t5
     if hybrid:  # the hybrid twin: a neural correction trained on force-and-response records
         t6 = time.perf_counter()
         bundle = attach_hybrid(bundle, rm, spec, hybrid, progress)[0]

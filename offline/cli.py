@@ -164,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="the limit under this bundle's own load model (learned with build "
                          "--record, else declared) and at its delay; run its estimator on the "
                          "build's honest calibration runs and print its error and its ratio "
-                         "to the limit at its delay (the build's ratio; docs/glossary.md)")
+                         "to the limit at its delay (the build's ratio; docs/glossary.md); both "
+                         "through the bundle's measurement chain ([acquisition])")
     lm.add_argument("--quiet", action="store_true", help="no progress bars")
     pl = command("place", "choose sensors from [[placement.candidates]]")
     pl.add_argument("model", help="model file (TOML) with [[placement.candidates]]")

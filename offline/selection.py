@@ -343,7 +343,7 @@ def plot_selection(sel: dict, path, dt: float) -> str:
 def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     """Whether a build must use the Kalman smoother for its measurement chain
     (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
-    Tikhonov estimators and the point-sample calibration runs do not), so a chain other than
+    Tikhonov estimators' Markov parameters are a point sample's), so a chain other than
     ``ideal`` makes the build use it instead of the automatic choice; the warnings go to
     ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``).
     Sensor dynamics (``[[sensors]]`` highpass_hz, average_s, drift) are a chain too."""
@@ -357,11 +357,23 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
                          f"without dynamics")
     warn = meta.setdefault("warnings", [])
     if est_spec.method != "smoother":
-        warn.append(f"{what}: the Tikhonov estimators do not model the conversion's window "
-                    f"or the sensors' dynamics; the Kalman smoother, which models them exactly, "
-                    f"is used "
-                    f"instead of the automatic choice ([estimator] method = "
-                    f"{est_spec.method!r})")
+        if chain.ideal:  # sensor dynamics only
+            warn.append(f"{what}: the Tikhonov estimators do not model the sensors' dynamics; "
+                        f"the Kalman smoother, which models them exactly, is used instead of "
+                        f"the automatic choice ([estimator] method = {est_spec.method!r})")
+            return True
+        h, spacing = chain.taps()
+        # the conversion's group delay: the taps' centroid (symmetric taps: half the window)
+        delay = float(h @ np.arange(h.size)) * spacing / float(h.sum())
+        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators' "
+                    f"Markov parameters are those of point samples, and here each sample is "
+                    f"the input low-passed over a {1e3 * (h.size - 1) * spacing:.3g} ms window "
+                    f"and delayed by {1e3 * delay:.3g} ms"
+                    + (f" (plus up to {1e3 * max(chain.offsets):.3g} ms for a channel converted "
+                       f"before the row)" if chain.offsets and max(chain.offsets) > 0 else "")
+                    + "; the Kalman smoother, which models "
+                    f"the conversion exactly, is used instead of the automatic choice "
+                    f"([estimator] method = {est_spec.method!r})")
     return True
 
 

@@ -15,7 +15,9 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     the build's honest calibration runs under that load (:func:`offline.calibration_runs.
     calibration_runs`: full model, exact modal integration, the sensors' noise or ``noise``)
     and its normalised RMS errors are shown next to the limit, with the ratio to the limit at
-    its delay (:mod:`offline.limit.ratio`, the build's ratio).
+    its delay (:mod:`offline.limit.ratio`, the build's ratio). Both go through the bundle's
+    measurement chain (``[acquisition]``): the limit's channels see the conversion as a filter
+    (``Chain.response`` times the structure's transfer) and the runs' channels are converted.
     """
     from offline.limit.model import model_limit
     from offline.model import build_fe_model, load_model_file
@@ -41,7 +43,7 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     lm = bundle_load_model(b)
     delay = bundle_delay_s(b)
     lim = model_limit(spec, model, delays=np.union1d(delays, [delay]), n_modes=n_modes,
-                      progress=progress, loads=lm)
+                      progress=progress, loads=lm, chain=b.chain)
     achieved, line = bundle_error(spec, model, bundle, n_modes=n_modes, progress=progress,
                                   load_model=lm)
     return lim.format(achieved, ratio_delay_s=delay) + "\n" + line
@@ -68,7 +70,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     fd = [resolve_dofs(model, f.select, f.dof, f.where)[0] for f in spec.forces]
     od = [output_probe(model, o) for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
-                            progress=progress, load_model=load_model)
+                            progress=progress, load_model=load_model, chain=b.chain)
     r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")

@@ -80,10 +80,15 @@ def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.
     return sd
 
 
-def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n):
+def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain=None):
     """Transfer functions (sensors, outputs), force power per bin and noise variance on the
-    one-sided bins of an n-point grid."""
-    H = mm.transfer(np.fft.rfftfreq(n, dt), kinds)
+    one-sided bins of an n-point grid; a ``chain`` (:class:`edge.acquisition.Chain`) filters
+    the sensors' transfer by each channel's conversion response ``G_c(f)`` (the force
+    spectra lie below half the row rate: the aliases are left out, as for point samples)."""
+    fr = np.fft.rfftfreq(n, dt)
+    H = mm.transfer(fr, kinds)
+    if chain is not None and not chain.ideal:
+        H[:, :nch] *= chain.response(fr, nch)[:, :, None]
     P = _power(loads, n, dt)
     if getattr(loads, "noise_std", None) is not None:  # a load model's absolute noise
         return H[:, :nch], H[:, nch:], P, np.asarray(loads.noise_std) ** 2
@@ -201,7 +206,7 @@ class ModelLimit:
 def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02, 0.1),
                 n_modes: int = 80, memory: int | None = None, loads=None, mm=None,
                 progress: bool = False, n_grid: int | None = None,
-                exact: bool = True) -> ModelLimit:
+                exact: bool = True, chain=None) -> ModelLimit:
     """MMSE limit of a model file (see module docstring).
 
     Parameters
@@ -224,6 +229,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
         and >= 4 memory, 2^13 .. 2^18 points)
     exact : bool   False: the FIR upper bounds only (seconds instead of tens of seconds on
         a lightly damped structure; what the build reports)
+    chain : edge.acquisition.Chain, optional   the measurement chain: each channel is the
+        conversion of the response (:func:`_on_grid`); default point samples
     """
     if not hasattr(spec, "sensors"):
         spec = load_model_file(spec)
@@ -254,7 +261,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     ce = mm.c[mm.n_rigid:]
     tau = 2.0 / float(ce[ce > 0].min()) if np.any(ce > 0) else np.inf
     n = int(n_grid or 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18))
-    Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n)
+    Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[calibration]')}: no force is loaded")
     levels = _levels(spec, noise)
@@ -268,7 +275,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
         # truncates (then the FIR bound stays, marked in the table)
         try:
             a = _nrmse(iir_fixed_lag_limit(Hy, P, noise_var, n, lags, Hz=Hz))
-            Hy2, Hz2, P2, nv2 = _on_grid(spec, mm, kinds, nch, loads, noise, dt, 2 * n)
+            Hy2, Hz2, P2, nv2 = _on_grid(spec, mm, kinds, nch, loads, noise, dt, 2 * n,
+                                         chain)
             b = _nrmse(iir_fixed_lag_limit(Hy2, P2, nv2, 2 * n, lags, Hz=Hz2))
             exact = (np.abs(a - b) <= 0.01 * b) & (b <= fir * (1 + 1e-3))
             lag_nrmse = np.where(exact, np.minimum(b, fir), fir)
