@@ -1,0 +1,221 @@
+"""What the records determine: weak directions of the posterior and their profile.
+
+VB's posterior N(m, Λ⁻¹) is a local, Gaussian answer. Two zones that one sensor cannot tell
+apart leave a ridge in the posterior: along it the records fit (nearly) equally well, and the
+Gaussian at one point of the ridge, curved by the prior and the model's nonlinearity, can be
+narrow and far from the truth. The check, on the transformed variables ξ:
+
+1. Candidate directions. With Λ₀ = RᵀR (prior precision) and C = Λ⁻¹, the prior-whitened
+   posterior covariance W = R C Rᵀ has eigenpairs (r_k, u_k): r_k is the posterior variance
+   along u_k as a fraction of the prior's (1: the records taught nothing). The ``N_DIRS``
+   directions with the largest r_k above ``R_MIN`` are candidates, and so is the direction
+   to every other optimum the starting-point screen found.
+2. Profile. Along a candidate d = R⁻¹u (one prior std per unit of t), ξ(t) = m + t d with the
+   other directions refitted (trust-region least squares of the same tempered objective VB
+   approximates, noise precisions at their posterior means):
+
+       Φ(ξ) = ½ Σᵢ wᵢ E[Φᵢ] kᵢ(ξ)ᵀkᵢ(ξ) + ½ (ξ - m₀)ᵀ Λ₀ (ξ - m₀),   ΔΦ(t) = Φ(ξ(t)) - Φ(m)
+
+   on t = ±``T_GRID`` (continuation outwards from t = 0). The profile interval is where
+   ΔΦ < ½ χ²₁(0.95) = 1.92 (Raue et al. 2009, the profile likelihood of a non-identifiable
+   parameter is flat).
+3. Decisions. A point with ΔΦ < -1.92 is a better optimum: the caller restarts VB there (the
+   answer was a wrong mode, not a finding). A profile interval that reaches |t| ≥ ``T_UNDET``
+   (its 95 % half-width at least one prior std, i.e. at least half the prior's own 95 %
+   half-width of 1.96) on both sides, or on one side with the other side reaching the prior's
+   tail, means the direction is *not determined* by the records: the posterior covariance
+   is widened along d to the profile's width, σ_d = (t₊ - t₋) / (2 · 1.96) prior stds, and the
+   parameters loading on it are reported with the combination the records do determine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+R_MIN = 0.01          # r_k above this (posterior std > 0.1 prior std) is a candidate direction
+N_DIRS = 3            # at most this many eigen-directions are profiled
+T_GRID = (0.75, 1.5, 2.25, 3.0)   # prior stds along the direction (each side)
+T_UNDET = 1.0         # profile 95 % half-width (prior stds) from which a direction is undetermined
+DPHI = 1.92           # ½ χ²₁(0.95)
+LOADING = 0.3         # |u_i| above this: parameter i takes part in direction u (unit vector)
+FIT_EVALS = 6         # model runs of each profile point's refit
+
+
+@dataclass
+class Direction:
+    """One profiled direction (``u`` in prior-whitened ξ, unit; ``d`` = R⁻¹u in ξ)."""
+
+    source: str
+    u: np.ndarray
+    d: np.ndarray
+    ratio: float                         # local posterior / prior variance along u
+    t: list = field(default_factory=list)
+    dphi: list = field(default_factory=list)
+    best: tuple | None = None            # (t, ξ) of a point better than m by > DPHI
+    lo: float = 0.0                      # profile interval [lo, hi] in prior stds
+    hi: float = 0.0
+    path: dict = field(default_factory=dict)   # t -> ξ(t) of the profile (others refitted)
+
+    @property
+    def tangent(self) -> np.ndarray:
+        """dξ/dt of the profile path over its interval (the co-moving parameters included)."""
+        if self.hi - self.lo <= 0:
+            return self.d
+        return (self.path[self.hi] - self.path[self.lo]) / (self.hi - self.lo)
+
+    @property
+    def undetermined(self) -> bool:
+        return min(-self.lo, self.hi) >= T_UNDET or (self.hi - self.lo) >= 2 * T_UNDET + T_GRID[-1]
+
+
+def objective(prob, groups, noise):
+    """(Φ(ξ), residual vector r(ξ) with ½|r|² = Φ, Jacobian) of the module docstring."""
+    R = np.linalg.cholesky(prob.L0).T
+    sw = [np.sqrt(g.weight * q.mean) for g, q in zip(groups, noise)]
+
+    def res(xi, jac):
+        k, J = prob.residuals(xi, jac=jac)
+        r = np.concatenate([s * kk for s, kk in zip(sw, k)] + [R @ (xi - prob.m0)])
+        Jr = np.vstack([s * JJ for s, JJ in zip(sw, J)] + [R]) if jac else None
+        return r, Jr
+    return res
+
+
+def candidates(m, cov, L0, modes=(), n_model=None) -> list:
+    """Weak eigen-directions of the whitened posterior and directions to other optima."""
+    p = m.size
+    n_model = p if n_model is None else n_model
+    R = np.linalg.cholesky(L0).T
+    W = R @ cov @ R.T
+    r, U = np.linalg.eigh(0.5 * (W + W.T))
+    out = []
+    for k in np.argsort(r)[::-1][:N_DIRS]:
+        u = U[:, k].copy()
+        if r[k] < R_MIN or np.abs(u[:n_model]).max() < LOADING:
+            continue
+        u *= np.sign(u[np.argmax(np.abs(u))])
+        out.append(Direction("weakest posterior direction", u, np.linalg.solve(R, u), float(r[k])))
+    for label, xi in modes:
+        v = R @ (np.asarray(xi, float) - m)
+        n = np.linalg.norm(v)
+        if n < 0.25 or any(abs(v @ c.u) / n > 0.95 for c in out):
+            continue     # the same point, or a direction already on the list
+        u = v / n
+        out.append(Direction(f"towards the optimum from {label}", u, np.linalg.solve(R, u),
+                             float(u @ W @ u)))
+    return out
+
+
+def profile(res_fn, m, direction: Direction, L0, grid=T_GRID) -> Direction:
+    """Fill ``direction``'s profile (module docstring, step 2)."""
+    from offline._deps import need
+    opt = need("scipy.optimize")
+    u, d = direction.u, direction.d
+    R = np.linalg.cholesky(L0).T
+    # the other directions: an orthonormal complement of u in whitened space, mapped to ξ
+    Q, _ = np.linalg.qr(np.column_stack([u, np.eye(u.size)]))
+    A = np.linalg.solve(R, Q[:, 1:u.size])          # ξ offset = A z
+    r0, _ = res_fn(m, False)
+    phi0 = 0.5 * r0 @ r0
+    direction.t, direction.dphi, direction.path = [0.0], [0.0], {0.0: m.copy()}
+    for sgn in (1.0, -1.0):
+        z = np.zeros(A.shape[1])
+        for t in grid:
+            base = m + sgn * t * d
+
+            def fun(zz, base=base):
+                return res_fn(base + A @ zz, False)[0]
+
+            def jac(zz, base=base):
+                return res_fn(base + A @ zz, True)[1] @ A
+            try:
+                z = opt.least_squares(fun, z, jac=jac, method="trf", max_nfev=FIT_EVALS).x
+                r, _ = res_fn(base + A @ z, False)
+            except (ValueError, np.linalg.LinAlgError):
+                break
+            dphi = float(0.5 * r @ r - phi0)
+            direction.t.append(sgn * t)
+            direction.dphi.append(dphi)
+            direction.path[sgn * t] = base + A @ z
+            if dphi < -DPHI and (direction.best is None or dphi < direction.best[2]):
+                direction.best = (sgn * t, base + A @ z, dphi)
+            if dphi > 4 * DPHI:
+                break      # well outside the interval: no need to go further
+    ts, dp = np.array(direction.t), np.array(direction.dphi)
+    inside = ts[dp < DPHI]
+    direction.lo, direction.hi = float(inside.min()), float(inside.max())
+    return direction
+
+
+def analyse(prob, res, groups, modes=(), restart=None, max_restarts: int = 2):
+    """Profile the weak directions of ``res`` (a :class:`VBResult` on ``prob``); restart VB
+    (``restart(ξ) -> VBResult``) at a better point found on a profile. Returns (res, report):
+    ``res`` with its covariance widened along the undetermined directions, ``report`` a list
+    of dicts (:func:`describe`), one per undetermined direction."""
+    for attempt in range(max_restarts + 1):
+        fn = objective(prob, groups, res.noise)
+        dirs = [profile(fn, res.m, c, prob.L0)
+                for c in candidates(res.m, res.cov, prob.L0, modes, prob.nmodel)]
+        better = [c for c in dirs if c.best is not None]
+        if not better or restart is None or attempt == max_restarts:
+            break
+        res = restart(min(better, key=lambda c: c.best[2]).best[1])
+    undet = [c for c in dirs if c.undetermined]
+    C = res.cov
+    R = np.linalg.cholesky(prob.L0).T
+    for c in undet:
+        # widen along the profile path to its width (t in prior stds along u), capped at the
+        # prior's: σ_t² = min(((t₊ - t₋) / 3.92)², 1), minus what the Gaussian already has
+        s2 = min(((c.hi - c.lo) / (2 * 1.96)) ** 2, 1.0)
+        gap = s2 - float(c.u @ (R @ C @ R.T) @ c.u)
+        if gap > 0:
+            g = c.tangent
+            C = C + gap * np.outer(g, g)
+    res.precision = np.linalg.inv(0.5 * (C + C.T))
+    return res, [describe(prob, res, c) for c in undet], dirs
+
+
+def describe(prob, res, c: Direction) -> dict:
+    """The names along an undetermined direction and what the records do determine."""
+    n = prob.nmodel
+    names = prob.names[:n]
+    th = prob.theta(res.m)
+    dth = np.array([t.dtheta_dxi(x) for t, x in zip(prob.transforms, res.m[:n])])
+    Cth = res.cov[:n, :n] * np.outer(dth, dth)
+    R = np.linalg.cholesky(prob.L0).T
+    g = c.tangent                           # the profile path: co-moving parameters included
+    ue = R @ g / np.linalg.norm(R @ g)
+    ix = [i for i in range(n) if abs(ue[i]) >= LOADING] or [int(np.argmax(np.abs(ue[:n])))]
+    v = dth * g[:n]                         # the direction in θ
+    out = {"parameters": [names[i] for i in ix], "source": c.source,
+           "direction": {names[i]: float(v[i] / np.abs(v[ix]).max()) for i in ix},
+           "profile_t": [float(c.lo), float(c.hi)], "local_ratio": c.ratio}
+    if len(ix) == 1:
+        out["text"] = (f"{names[ix[0]]} is not determined by these records: its posterior is as "
+                       f"wide as the prior (the records fit equally well over "
+                       f"[{c.lo:+g}, {c.hi:+g}] prior stds)")
+        return out
+    if len(ix) == 2:
+        a, b = ix
+        w = np.array([-v[b], v[a]])          # constant along v: the combination determined
+        w = w / w[np.argmax(np.abs(w))] if abs(w[0]) < 1e-12 else w / w[0]
+        val = float(w @ th[[a, b]])
+        sd = float(np.sqrt(w @ Cth[np.ix_([a, b], [a, b])] @ w))
+        comb = f"{names[a]} {'+' if w[1] >= 0 else '-'} {abs(w[1]):.2g} {names[b]}"
+        what = "sum" if w[1] > 0 else "difference"
+        other = "difference" if w[1] > 0 else "sum"
+        out.update(combination={names[a]: float(w[0]), names[b]: float(w[1])}, value=val, std=sd,
+                   text=f"{names[a]} and {names[b]} cannot be separated by these records: their "
+                        f"{what} {comb} = {val:.3g} +- {sd:.2g}, their {other} is not determined "
+                        f"(the records fit equally well over [{c.lo:+g}, {c.hi:+g}] prior stds "
+                        f"along it)")
+        return out
+    terms = " ".join(f"{'+' if out['direction'][names[i]] >= 0 else '-'} "
+                     f"{abs(out['direction'][names[i]]):.2g} {names[i]}" for i in ix)
+    out["text"] = (f"{', '.join(names[i] for i in ix)} cannot be separated by these records: the "
+                   f"change {terms.lstrip('+ ')} is not determined (the records fit equally well "
+                   f"over [{c.lo:+g}, {c.hi:+g}] prior stds along it); only the combinations "
+                   f"orthogonal to it are")
+    return out

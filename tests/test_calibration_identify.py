@@ -1,0 +1,101 @@
+"""What the records determine (offline/calibration/identify.py): profiles of weak directions.
+
+Linear-Gaussian problems where the answer is known in closed form, then the cantilever of
+``calib_zones`` (root spring, damping, five zones) with one and with three sensors."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offline.calibration.identify import DPHI, analyse
+from offline.calibration.noise import NoiseGroup
+from offline.calibration.transforms import Transform
+from offline.calibration.vb import variational_bayes
+
+
+class _Linear:
+    """k(ξ) = (J ξ - y) / σ, identity transforms, prior N(0, I): the Problem interface that
+    :func:`analyse` uses."""
+
+    def __init__(self, J, y, sigma):
+        self.J, self.y, self.sigma = np.asarray(J, float), np.asarray(y, float), sigma
+        p = self.J.shape[1]
+        self.nmodel, self.names = p, [f"z{i}" for i in range(p)]
+        self.transforms = [Transform("identity")] * p
+        self.m0, self.L0 = np.zeros(p), np.eye(p)
+        self.n_evals = 0
+
+    def theta(self, xi):
+        return np.asarray(xi[:self.nmodel], float)
+
+    def residuals(self, xi, jac=True):
+        self.n_evals += 1
+        return [(self.J @ xi - self.y) / self.sigma], [self.J / self.sigma if jac else None]
+
+
+def _fit(J, y, sigma=0.01):
+    prob = _Linear(J, y, sigma)
+    groups = [NoiseGroup("g", fixed=1.0)]
+    res = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=1e-10)
+    return prob, groups, res
+
+
+def test_two_parameters_seen_only_as_their_sum_are_reported_with_the_sum():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(200)
+    # z0 and z1 enter only as z0 + z1 (identical columns); z2 is measured on its own
+    J = np.column_stack([a, a, rng.standard_normal(200)])
+    truth = np.array([0.3, 0.0, 0.5])
+    y = J @ truth + 0.01 * rng.standard_normal(200)
+    prob, groups, res = _fit(J, y)
+    res, undet, dirs = analyse(prob, res, groups)
+    assert len(undet) == 1 and undet[0]["parameters"] == ["z0", "z1"], undet
+    u = undet[0]
+    # the sum is the determined combination: coefficients (1, 1); its value z0 + z1 = 0.3
+    # to the noise (std of the sum sigma / |a| sqrt 2 ... ~ 1e-3: 0.01 tolerance is ~10 std)
+    assert abs(u["combination"]["z1"] - 1.0) < 1e-6
+    assert abs(u["value"] - 0.3) < 0.01 and u["std"] < 0.01
+    assert "their sum" in u["text"] and "difference is not determined" in u["text"]
+    # the difference: the posterior is the prior's along it (closed form: variance ratio 1
+    # along (1, -1)/sqrt 2 in whitened coordinates); the profile is flat inside +-1.96
+    C = res.cov
+    d = np.array([1.0, -1.0, 0.0]) / np.sqrt(2)
+    assert abs(d @ C @ d - 1.0) < 1e-3
+    # z2 is determined: its std stays the data's, ~ sigma / |b| (~7e-4), not widened
+    assert np.sqrt(C[2, 2]) < 2e-3
+
+
+def test_a_determined_problem_reports_nothing_and_keeps_its_covariance():
+    rng = np.random.default_rng(1)
+    J = rng.standard_normal((200, 3))
+    y = J @ np.array([0.3, -0.2, 0.5]) + 0.01 * rng.standard_normal(200)
+    prob, groups, res = _fit(J, y)
+    C0 = res.cov.copy()
+    res, undet, dirs = analyse(prob, res, groups)
+    assert undet == [] and dirs == []      # no direction with r > R_MIN: nothing profiled
+    np.testing.assert_allclose(res.cov, C0, rtol=1e-12)
+
+
+def test_a_profile_that_finds_a_better_point_restarts():
+    """A posterior 'answer' placed off the optimum along a weakly determined direction: the
+    profile sees a lower objective and hands the better point to ``restart``."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(200)
+    # data information along (1, -1)/sqrt 2: 200 * 0.002² / 0.01² / 2 = 4 prior precisions
+    J = np.column_stack([a, a + 0.002 * rng.standard_normal(200)])
+    y = J @ np.array([0.4, 0.0]) + 0.01 * rng.standard_normal(200)
+    prob, groups, res = _fit(J, y)
+    best = res.m.copy()
+    wrong = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=1e-10)
+    # 1.41 prior std along the weak direction: Φ there is ½ (1 + 4) 1.41² = 5 above the optimum
+    wrong.m = best + np.array([1.0, -1.0])
+    seen = []
+
+    def restart(xi):
+        seen.append(np.array(xi))
+        return variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=1e-10, m_init=xi)
+    res2, undet, dirs = analyse(prob, wrong, groups, restart=restart)
+    assert seen, "the profile did not see the better optimum"
+    # VB from there is the closed-form posterior mean (linear model): to round-off
+    np.testing.assert_allclose(res2.m, best, atol=1e-8)
+    assert all(min(c.dphi) > -DPHI for c in dirs)
