@@ -1,7 +1,7 @@
 """Damage-zone cases that the calibration did not build: root spring, damping and five zones.
 
-The cantilever strip of :mod:`calib_truth` (17 Euler-Bernoulli elements, 10 mm each; GMR+
-with the root rotation as a master, as in a user's file), the family
+The cantilever strip of :mod:`calib_truth` (34 Euler-Bernoulli elements, 5 mm each; GMR+
+with 6 modes and the root rotation as a master, as in a user's file), the family
 ``zeta, k_root, z0..z4`` with zones 0-10, 10-30, 30-50, 50-90 and 90-170 mm, and a truth of
 twice the mesh density with 40 % stiffness loss in 30-50 mm (zone z2), integrated by the exact
 modal engine. Two instrumentations:
@@ -48,13 +48,14 @@ def _sensors(xs) -> str:
                    f'dof = "uz"\nkind = "displacement"\n' for x in xs)
 
 
-def case_text(layout: str, nel: int = 17, params: str = "", method: str = "gmr+",
-              extra: str = "") -> str:
+def case_text(layout: str, nel: int = 34, params: str = "", method: str = "gmr+",
+              extra: str = "", modes: int = 6) -> str:
     """Model file text: the strip with ``layout``'s sensors, force at 160 mm."""
     t = model_text(nel=nel, params="")
     a, b = t.index("[[sensors]]"), t.index("[[forces]]")
     t = t[:a] + _sensors(LAYOUTS[layout]) + t[b:]
-    return t.replace('method = "cb"', f'method = "{method}"') + extra + params
+    t = t.replace('method = "cb"', f'method = "{method}"').replace("modes = 4", f"modes = {modes}")
+    return t + extra + params
 
 
 def truth_damage() -> str:
@@ -67,7 +68,7 @@ def write_case(d, layout: str, duration: float = 2.0, seed: int = 5, bayes: str 
     noise, random force 5-450 Hz) and the model file ``d/m.toml``; returns the model path."""
     d = Path(d)
     d.mkdir(parents=True, exist_ok=True)
-    truth_record(d / "rec.csv", case_text(layout, nel=34, method="cb") + truth_damage(),
+    truth_record(d / "rec.csv", case_text(layout, nel=68, method="cb") + truth_damage(),
                  duration=duration, seed=seed, band=(5.0, 450.0), n_modes=30)
     (d / "m.toml").write_text(case_text(layout, params=FAMILY + zone_params()) + bayes)
     return d / "m.toml"
