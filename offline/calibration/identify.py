@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 R_MIN = 0.01          # r_k above this (posterior std > 0.1 prior std) is a candidate direction
+R_PRIOR = 0.8         # r_k above this: the records hardly narrow the prior there (no profile:
+                      # the screen's other optima, profiled below, cover distant modes)
 N_DIRS = 3            # at most this many eigen-directions are profiled
 T_GRID = (0.75, 1.5, 2.25, 3.0)   # prior stds along the direction (each side)
 T_UNDET = 1.0         # profile 95 % half-width (prior stds) from which a direction is undetermined
@@ -67,6 +69,8 @@ class Direction:
 
     @property
     def undetermined(self) -> bool:
+        if not self.t:      # not profiled: a prior-dominated direction (R_PRIOR)
+            return True
         return min(-self.lo, self.hi) >= T_UNDET or (self.hi - self.lo) >= 2 * T_UNDET + T_GRID[-1]
 
 
@@ -175,9 +179,19 @@ def analyse(prob, res, groups, modes=(), restart=None, max_restarts: int = 2):
     of dicts (:func:`describe`), one per undetermined direction."""
     for attempt in range(max_restarts + 1):
         fn = objective(prob, groups, res.noise)
+        m_before = res.m.copy()
         res = optimum(fn, res)
-        dirs = [profile(fn, res.m, c, prob.L0)
-                for c in candidates(res.m, res.cov, prob.L0, modes, prob.nmodel)]
+        if restart is not None and not np.array_equal(res.m, m_before):
+            res = restart(res.m)     # VB from the optimum: full Gauss-Newton steps again
+        dirs = []
+        for c in candidates(res.m, res.cov, prob.L0, modes, prob.nmodel):
+            if c.source.startswith("weakest") and c.ratio >= R_PRIOR:
+                # the Gaussian's own width along u, ±1.96 √r prior stds; the path is u itself
+                c.lo, c.hi = -1.96 * np.sqrt(c.ratio), 1.96 * np.sqrt(c.ratio)
+                c.path = {c.lo: res.m + c.lo * c.d, c.hi: res.m + c.hi * c.d}
+                dirs.append(c)
+            else:
+                dirs.append(profile(fn, res.m, c, prob.L0))
         better = [c for c in dirs if c.best is not None]
         if not better or restart is None or attempt == max_restarts:
             break
@@ -194,51 +208,71 @@ def analyse(prob, res, groups, modes=(), restart=None, max_restarts: int = 2):
             g = c.tangent
             C = C + gap * np.outer(g, g)
     res.precision = np.linalg.inv(0.5 * (C + C.T))
-    return res, [describe(prob, res, c) for c in undet], dirs
+    return res, describe(prob, res, undet), dirs
 
 
-def describe(prob, res, c: Direction) -> dict:
-    """The names along an undetermined direction and what the records do determine."""
+def describe(prob, res, undet) -> list:
+    """The parameters along the undetermined directions, grouped (two directions that share a
+    parameter are one group), and per group what the records do determine: for a group of
+    q parameters and r independent undetermined directions, the q - r combinations
+    orthogonal to them in θ (one is written out with its value and std)."""
     n = prob.nmodel
+    if not undet:
+        return []
     names = prob.names[:n]
     th = prob.theta(res.m)
     dth = np.array([t.dtheta_dxi(x) for t, x in zip(prob.transforms, res.m[:n])])
     Cth = res.cov[:n, :n] * np.outer(dth, dth)
     R = np.linalg.cholesky(prob.L0).T
-    g = c.tangent                           # the profile path: co-moving parameters included
-    ue = R @ g / np.linalg.norm(R @ g)
-    ix = [i for i in range(n) if abs(ue[i]) >= LOADING] or [int(np.argmax(np.abs(ue[:n])))]
-    v = dth * g[:n]                         # the direction in θ
-    out = {"parameters": [names[i] for i in ix], "source": c.source,
-           "direction": {names[i]: float(v[i] / np.abs(v[ix]).max()) for i in ix},
-           "profile_t": [float(c.lo), float(c.hi)], "local_ratio": c.ratio}
-    if len(ix) == 1:
-        out["text"] = (f"{names[ix[0]]} is not determined by these records: its posterior is as "
-                       f"wide as the prior (the records fit equally well over "
-                       f"[{c.lo:+g}, {c.hi:+g}] prior stds)")
+    sets, vecs = [], []
+    for c in undet:
+        g = c.tangent                       # the profile path: co-moving parameters included
+        ue = R @ g / np.linalg.norm(R @ g)
+        ix = {i for i in range(n) if abs(ue[i]) >= LOADING} or {int(np.argmax(np.abs(ue[:n])))}
+        sets.append(ix)
+        vecs.append(dth * g[:n])            # the direction in θ
+    groups = []                             # union of directions that share a parameter
+    for ix, v in zip(sets, vecs):
+        hit = [gr for gr in groups if gr[0] & ix]
+        merged = (set(ix), [v])
+        for gr in hit:
+            merged = (merged[0] | gr[0], merged[1] + gr[1])
+            groups.remove(gr)
+        groups.append(merged)
+    return [_group(sorted(ix), vs, names, th, Cth) for ix, vs in groups]
+
+
+def _group(ix, vs, names, th, Cth) -> dict:
+    V = np.array([v[ix] for v in vs]).T                 # (q, directions)
+    sv = np.linalg.svd(V / np.abs(V).max(axis=0), compute_uv=False)
+    r = int(np.sum(sv > 0.1 * sv[0]))
+    q = len(ix)
+    who = [names[i] for i in ix]
+    out = {"parameters": who, "undetermined_directions": r, "determined_combinations": q - r}
+    listing = ", ".join(who[:-1]) + (" and " if q > 1 else "") + who[-1]
+    if q - r <= 0:
+        out["text"] = (f"{listing} {'is' if q == 1 else 'are'} not determined by these records: "
+                       f"the posterior is as wide as the prior along "
+                       f"{'it' if q == 1 else 'every combination of them'} (for a damage zone: "
+                       f"no evidence of damage there, nor of its absence)")
         return out
-    if len(ix) == 2:
-        a, b = ix
-        w = np.array([-v[b], v[a]])          # constant along v: the combination determined
-        w = w / w[np.argmax(np.abs(w))] if abs(w[0]) < 1e-12 else w / w[0]
-        val = float(w @ th[[a, b]])
-        sd = float(np.sqrt(w @ Cth[np.ix_([a, b], [a, b])] @ w))
-        comb = f"{names[a]} {'+' if w[1] >= 0 else '-'} {abs(w[1]):.2g} {names[b]}"
-        if 0.8 <= abs(w[1]) <= 1.25:
-            what = "sum" if w[1] > 0 else "difference"
-            other = "difference" if w[1] > 0 else "sum"
-        else:
-            what, other = "combination", "ratio"
-        out.update(combination={names[a]: float(w[0]), names[b]: float(w[1])}, value=val, std=sd,
-                   text=f"{names[a]} and {names[b]} cannot be separated by these records: their "
-                        f"{what} {comb} = {val:.3g} +- {sd:.2g}, their {other} is not determined "
-                        f"(the records fit equally well over [{c.lo:+g}, {c.hi:+g}] prior stds "
-                        f"along it)")
-        return out
-    terms = " ".join(f"{'+' if out['direction'][names[i]] >= 0 else '-'} "
-                     f"{abs(out['direction'][names[i]]):.2g} {names[i]}" for i in ix)
-    out["text"] = (f"{', '.join(names[i] for i in ix)} cannot be separated by these records: the "
-                   f"change {terms.lstrip('+ ')} is not determined (the records fit equally well "
-                   f"over [{c.lo:+g}, {c.hi:+g}] prior stds along it); only the combinations "
-                   f"orthogonal to it are")
+    # the combination the records determine: orthogonal (in θ) to every undetermined direction
+    _, _, Vt = np.linalg.svd(V.T)
+    w = Vt[-1]
+    w = w / w[np.argmax(np.abs(w))]
+    val = float(w @ th[ix])
+    sd = float(np.sqrt(w @ Cth[np.ix_(ix, ix)] @ w))
+    terms = " ".join(f"{'+' if c >= 0 else '-'} " + ("" if abs(abs(c) - 1) < 5e-3 else f"{abs(c):.2g} ")
+                     + nm for c, nm in zip(w, who) if abs(c) >= 0.05).removeprefix("+ ")
+    out.update(combination=dict(zip(who, map(float, w))), value=val, std=sd)
+    if q == 2 and 0.8 <= abs(w[1] / w[0]) <= 1.25:
+        what, other = ("sum", "difference") if w[1] * w[0] > 0 else ("difference", "sum")
+        out["text"] = (f"{listing} cannot be separated by these records: their {what} {terms} = "
+                       f"{val:.3g} +- {sd:.2g}, their {other} is not determined")
+    else:
+        out["text"] = (f"{listing} cannot be separated by these records: "
+                       + (f"{q - r} combinations of them are determined, e.g. " if q - r > 1
+                          else "only the combination ")
+                       + f"{terms} = {val:.3g} +- {sd:.2g}"
+                       + (" is determined" if q - r == 1 else ""))
     return out
