@@ -5,7 +5,7 @@
 
 Structures (tests/calib_zones.py): the strip as a cantilever with one displacement sensor near
 the tip (150 mm), the same with three (30, 50, 150 mm), and a two-span beam (170 + 170 mm, the
-root spring at 0, supports at 170 and 340 mm) with two (85, 255 mm). Family: zeta, k_root and
+root spring at 0, supports at 170 and 340 mm) with two (80, 250 mm). Family: zeta, k_root and
 zones 0-10, 10-30, 30-50, 50-90, 90-170 mm; calibration model 34 elements, GMR+ with 6 modes
 and the root rotation as a master (the calibration picks its basis); truth 68 elements, 40 %
 stiffness loss in 30-50 mm (z2), exact modal engine, random force 5-450 Hz, 1 % noise, one 2 s
@@ -54,6 +54,11 @@ def run_case(layout: str, d: Path, duration: float = 2.0) -> dict:
             "calibrated": res.calibrated_raw()}
     scores = {k: score_model(raw, d / f"{k}.toml", F, Y, Z) for k, raw in raws.items()}
     iv = res.interval95()
+    if os.environ.get("CALIB_DUMP"):
+        import pickle
+        Path(os.environ["CALIB_DUMP"]).write_bytes(pickle.dumps(
+            {"m": res.vb.m, "precision": res.vb.precision, "L0": res.problem.L0,
+             "names": res.names, "profiles": res.profiles, "undetermined": res.undetermined}))
     return {"layout": layout, "method": su.reduction_method, "names": res.names,
             "theta": res.theta.tolist(), "std": res.theta_std.tolist(), "interval": iv.tolist(),
             "determined": res.determined, "undetermined": [u["text"] for u in res.undetermined],

@@ -19,8 +19,8 @@ from calib_truth import model_text, truth_record
 ZONES = [(0.0, 0.01), (0.01, 0.03), (0.03, 0.05), (0.05, 0.09), (0.09, 0.17)]
 DAMAGED, OMEGA = 2, 0.4
 LAYOUTS = {"1 sensor": (0.15,), "3 sensors": (0.03, 0.05, 0.15),
-           # two spans of 170 mm (the root spring at 0, supports at 170 and 340 mm)
-           "two-span, 2 sensors": (0.085, 0.255)}
+           # two spans of 170 mm (the root spring at 0, supports at 170 and 340 mm; sensors at 80, 250 mm)
+           "two-span, 2 sensors": (0.08, 0.25)}
 FORCE_AT = {"two-span, 2 sensors": 0.12}
 
 FAMILY = """[[parameters]]

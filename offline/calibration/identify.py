@@ -254,54 +254,48 @@ def prior_dependence(prob, precision, us) -> dict:
 
 
 def describe(prob, res, undet) -> list:
-    """The parameters along the undetermined directions, grouped (two directions that share a
-    parameter are one group), and per group what the records do determine: for a group of
-    q parameters and r independent undetermined directions, the q - r combinations
-    orthogonal to them in θ (one is written out with its value and std)."""
+    """The parameters the records do not determine, and what they do determine of them.
+
+    With Q an orthonormal basis (prior-whitened ξ) of the undetermined directions (a profiled
+    one along its path, so the co-moving parameters count), parameter i is not determined when
+    more than ``AXIS_SHARE`` of its whitened axis eᵢ lies in span(Q): |Qᵀeᵢ|² > AXIS_SHARE (a
+    criterion that does not depend on how near-equal eigenvalues rotate their eigenvectors).
+    Of the q such parameters the records determine q - rank(Q_S) combinations, those
+    orthogonal to span(Q) on them; one is written out with its value and std."""
     n = prob.nmodel
     if not undet:
         return []
     names = prob.names[:n]
     th = prob.theta(res.m)
     dth = np.array([t.dtheta_dxi(x) for t, x in zip(prob.transforms, res.m[:n])])
-    Cth = res.cov[:n, :n] * np.outer(dth, dth)
     R = np.linalg.cholesky(prob.L0).T
-    sets, vecs = [], []
-    for c in undet:
-        g = c.tangent                       # the profile path: co-moving parameters included
-        ue = R @ g / np.linalg.norm(R @ g)
-        ix = {i for i in range(n) if abs(ue[i]) >= LOADING} or {int(np.argmax(np.abs(ue[:n])))}
-        sets.append(ix)
-        vecs.append(dth * g[:n])            # the direction in θ
-    groups = []                             # union of directions that share a parameter
-    for ix, v in zip(sets, vecs):
-        hit = [gr for gr in groups if gr[0] & ix]
-        merged = (set(ix), [v])
-        for gr in hit:
-            merged = (merged[0] | gr[0], merged[1] + gr[1])
-            groups.remove(gr)
-        groups.append(merged)
-    return [_group(sorted(ix), vs, names, th, Cth) for ix, vs in groups]
-
-
-def _group(ix, vs, names, th, Cth) -> dict:
-    V = np.array([v[ix] for v in vs]).T                 # (q, directions)
-    sv = np.linalg.svd(V / np.abs(V).max(axis=0), compute_uv=False)
-    r = int(np.sum(sv > 0.1 * sv[0]))
-    q = len(ix)
+    us = [R @ c.tangent / np.linalg.norm(R @ c.tangent) for c in undet]
+    Q, sv, _ = np.linalg.svd(np.column_stack(us), full_matrices=False)
+    Q = Q[:, sv > 1e-6 * sv[0]]
+    share = np.sum(Q[:n] ** 2, axis=1)
+    ix = [i for i in range(n) if share[i] > AXIS_SHARE]
+    if not ix:
+        return []
     who = [names[i] for i in ix]
-    out = {"parameters": who, "undetermined_directions": r, "determined_combinations": q - r}
+    q = len(ix)
+    QS = Q[ix]
+    r = int(np.linalg.matrix_rank(QS, tol=0.3))
+    out = {"parameters": who, "axis_share": {names[i]: float(share[i]) for i in ix},
+           "determined_combinations": q - r}
     listing = ", ".join(who[:-1]) + (" and " if q > 1 else "") + who[-1]
     if q - r <= 0:
         out["text"] = (f"{listing} {'is' if q == 1 else 'are'} not determined by these records: "
                        f"the posterior is as wide as the prior along "
                        f"{'it' if q == 1 else 'every combination of them'} (for a damage zone: "
                        f"no evidence of damage there, nor of its absence)")
-        return out
-    # the combination the records determine: orthogonal (in θ) to every undetermined direction
-    _, _, Vt = np.linalg.svd(V.T)
-    w = Vt[-1]
+        return [out]
+    # a whitened combination on S orthogonal to span(Q_S), mapped to θ: x_i = R(ξ - m0), so a
+    # functional wᵀx over S is Σ w_i (R)_ii ξ_i (diagonal prior) = Σ w_i R_ii / dθ_i · θ_i
+    _, _, Vt = np.linalg.svd(QS.T)
+    wx = Vt[-1]
+    w = wx * np.diag(R)[ix] / dth[ix]
     w = w / w[np.argmax(np.abs(w))]
+    Cth = res.cov[:n, :n] * np.outer(dth, dth)
     val = float(w @ th[ix])
     sd = float(np.sqrt(w @ Cth[np.ix_(ix, ix)] @ w))
     terms = " ".join(f"{'+' if c >= 0 else '-'} " + ("" if abs(abs(c) - 1) < 5e-3 else f"{abs(c):.2g} ")
@@ -317,4 +311,7 @@ def _group(ix, vs, names, th, Cth) -> dict:
                           else "only the combination ")
                        + f"{terms} = {val:.3g} +- {sd:.2g}"
                        + (" is determined" if q - r == 1 else ""))
-    return out
+    return [out]
+
+
+AXIS_SHARE = 0.25     # share of a parameter's whitened axis in the undetermined span (describe)
