@@ -197,7 +197,7 @@ def analyse(prob, res, groups, modes=(), restart=None, max_restarts: int = 2):
             break
         res = restart(min(better, key=lambda c: c.best[2]).best[1])
     undet = [c for c in dirs if c.undetermined]
-    leaning = prior_dependence(prob, res.precision, [c.u for c in undet])
+    L_vb = res.precision.copy()
     C = res.cov
     R = np.linalg.cholesky(prob.L0).T
     for c in undet:
@@ -212,6 +212,7 @@ def analyse(prob, res, groups, modes=(), restart=None, max_restarts: int = 2):
     groups = describe(prob, res, undet)
     taken = {n for g in groups for n in g["parameters"]}
     names = prob.names[:prob.nmodel]
+    leaning = prior_dependence(prob, L_vb, [names.index(n) for n in taken])
     th, sd = prob.theta(res.m), np.sqrt(np.diag(res.cov))[:prob.nmodel]
     for i, ratio in leaning.items():
         if names[i] in taken:
@@ -220,26 +221,26 @@ def analyse(prob, res, groups, modes=(), restart=None, max_restarts: int = 2):
         groups.append({"parameters": [names[i]], "prior_dependent": True, "std_ratio": ratio,
                        "text": f"{names[i]} = {th[i]:.4g} +- {sd[i] * abs(prob.transforms[i].dtheta_dxi(res.m[i])):.2g} "
                                f"rests on the prior of {others}: with "
-                               f"that prior {RELAX:g}x wider its posterior std grows {ratio:.1f}x; "
+                               f"their prior {RELAX:g}x wider its posterior std grows {ratio:.1f}x; "
                                f"the records alone do not separate it from them"})
     return res, groups, dirs
 
 
 RELAX = 3.0           # prior std factor along the undetermined directions (prior_dependence)
-LEAN = 2.0            # a parameter whose std grows more than this with them relaxed leans on them
+LEAN = 1.5            # a parameter whose std grows more than this with them relaxed leans on them
 
 
-def prior_dependence(prob, precision, us) -> dict:
-    """{i: std ratio} of the parameters whose posterior std grows by more than ``LEAN`` when the
-    prior along the undetermined directions ``us`` (whitened, unit) is ``RELAX`` x wider:
-    Λ' = Λ - (1 - RELAX⁻²) Rᵀ Q Qᵀ R, Q an orthonormal basis of span(us). Such a parameter
-    is determined only given the prior on what the records do not see (a root spring that
-    takes up the damage of an undetermined zone near the root)."""
-    if not us:
+def prior_dependence(prob, precision, idx) -> dict:
+    """{i: std ratio} of the parameters whose posterior std grows by more than ``LEAN`` (the
+    variance more than doubles) when the prior of the undetermined parameters ``idx`` is
+    ``RELAX`` x wider: Λ' = Λ - (1 - RELAX⁻²) Λ₀[idx, idx]. Such a parameter is determined only
+    given the prior on what the records do not see (a root spring that takes up the damage of
+    a zone near the root that the records cannot place)."""
+    idx = list(idx)
+    if not idx:
         return {}
-    R = np.linalg.cholesky(prob.L0).T
-    Q, _ = np.linalg.qr(np.column_stack(us))
-    L2 = precision - (1.0 - RELAX ** -2) * (R.T @ Q @ Q.T @ R)
+    L2 = np.array(precision, float)
+    L2[np.ix_(idx, idx)] -= (1.0 - RELAX ** -2) * prob.L0[np.ix_(idx, idx)]
     try:
         c2 = np.diag(np.linalg.inv(0.5 * (L2 + L2.T)))
     except np.linalg.LinAlgError:
@@ -248,7 +249,7 @@ def prior_dependence(prob, precision, us) -> dict:
     out = {}
     for i in range(prob.nmodel):
         ratio = float(np.sqrt(c2[i] / c1[i])) if c2[i] > 0 else np.inf
-        if ratio > LEAN:
+        if i not in idx and ratio > LEAN:
             out[i] = ratio
     return out
 
