@@ -153,9 +153,9 @@ def _reduction(model, masters, rs, build, theta0, bounds, params, where, progres
                             for q in sens], added, how
     raise ValueError(
         f"{where}: the reduced model does not see [[parameters]] "
-        + "; ".join(f"with {how}: " + ", ".join(
+        + "; ".join(", ".join(
             f"{q.name!r} (its effect on the first eigenvalues is off by {100 * q.e:.0f} % at "
-            f"{q.probe:g})" for q in bad) for how, bad in tried)
+            f"{q.probe:g})" for q in bad) + f" with {how}" for how, bad in tried)
         + "; add [[reduction.masters]] over the parameter's region, or more [reduction] "
           "modes, or use method = \"cb\" with the region's nodes as masters")
 
