@@ -285,10 +285,16 @@ def describe(prob, res, undet) -> list:
            "determined_combinations": q - r}
     listing = ", ".join(who[:-1]) + (" and " if q > 1 else "") + who[-1]
     if q - r <= 0:
-        out["text"] = (f"{listing} {'is' if q == 1 else 'are'} not determined by these records: "
-                       f"the posterior is as wide as the prior along "
-                       f"{'it' if q == 1 else 'every combination of them'} (for a damage zone: "
-                       f"no evidence of damage there, nor of its absence)")
+        # prior-level when every one keeps at least 0.8 of its prior std (whitened C)
+        ratio = np.sqrt(np.diag(R @ res.cov @ R.T))[ix]
+        wide = [nm for nm, x in zip(who, ratio) if x >= 0.8]
+        out["text"] = (f"{listing} {'is' if q == 1 else 'are'} not determined "
+                       f"{'' if q == 1 else 'individually '}by these records"
+                       + (": the posterior is as wide as the prior (for a damage zone: no "
+                          "evidence of damage there, nor of its absence)" if len(wide) == q else
+                          f" (the posterior of {', '.join(wide)} is as wide as the prior; of the "
+                          f"others read the 95 % intervals, not the point estimates)"
+                          if wide else ": read their 95 % intervals, not the point estimates"))
         return [out]
     # a whitened combination on S orthogonal to span(Q_S), mapped to θ: x_i = R(ξ - m0), so a
     # functional wᵀx over S is Σ w_i (R)_ii ξ_i (diagonal prior) = Σ w_i R_ii / dθ_i · θ_i
