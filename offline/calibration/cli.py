@@ -108,15 +108,7 @@ def run(args) -> int:
         f"({sum(r.used.size for r in records)} samples per sensor)")
     res = calibrate(setup, None, settings, progress=not args.quiet, records=records)
     info = res.to_dict(model_sha256=hash_file(args.model))
-    for n, m, s, iv in zip(info["names"], info["mean"], info["std"], info["interval95"]):
-        say(f"  {n}: {m:.6g} +- {s:.3g} (nonlinearity {info['nonlinearity'][n]:.3g})"
-            + ("" if info["determined"].get(n, True) else
-               f" NOT DETERMINED alone by these records (95 % interval {iv[0]:.3g} .. "
-               f"{iv[1]:.3g}): not a finding"))
-    for u in info["identifiability"]["undetermined"]:
-        say(f"  NOT DETERMINED: {u['text']}")
-    say(f"  free energy {info['free_energy']:.6g}, {info['model_evaluations']} model runs, "
-        f"{info['seconds']:.2f} s")
+    say_posterior(info, say)
     if not info["converged"]:
         out.mkdir(parents=True, exist_ok=True)
         (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -182,6 +174,20 @@ def run(args) -> int:
               f"from different inputs disagree; see the folds in posterior.json)", file=sys.stderr)
         return EXIT_INADEQUATE
     return 0
+
+
+def say_posterior(info: dict, say) -> None:
+    """Each parameter (NOT DETERMINED ones with their 95 % interval, not as a finding), what
+    the records do not determine, the free energy and the cost."""
+    for n, m, s, iv in zip(info["names"], info["mean"], info["std"], info["interval95"]):
+        say(f"  {n}: {m:.6g} +- {s:.3g} (nonlinearity {info['nonlinearity'][n]:.3g})"
+            + ("" if info["determined"].get(n, True) else
+               f" NOT DETERMINED alone by these records (95 % interval {iv[0]:.3g} .. "
+               f"{iv[1]:.3g}): not a finding"))
+    for u in info["identifiability"]["undetermined"]:
+        say(f"  NOT DETERMINED: {u['text']}")
+    say(f"  free energy {info['free_energy']:.6g}, {info['model_evaluations']} model runs, "
+        f"{info['seconds']:.2f} s")
 
 
 def not_converged_reason(info: dict, settings) -> str:
