@@ -8,7 +8,9 @@ fixed-lag window; the Kalman fixed-lag smoother on the cantilever (band-pass for
 the default order 16 and of order 4, lag 20 = 20 ms and others) next to its NumPy twin and
 the Tikhonov kernel at the same delay (``--smoother-only``: just that), and the smoother
 built for the ADS1256's conversions (DRATE 1000, continuous: 2 chain states per channel)
-next to the same smoother for point samples (``--chain-only``: just that). All run in this
+next to the same smoother for point samples, and with the sensor's own dynamics (a high-pass
+and a drifting offset: 2 states; the ADS1256 with a laser's 1 ms average and drifting offset:
+1 + 3 states) (``--chain-only``: just that). All run in this
 process, one after the other; figures are medians of 5 repetitions (block mode: the whole
 record in one call), the smoother table the minimum of ``--repeat`` such medians.
 """
@@ -145,11 +147,17 @@ def chain_table(b71, args):
     print(f"{'order':>6}{'chain':>34}{'states':>8}{'kernel [us/step]':>18}"
           f"{'single-call [us]':>18}")
     chain = Chain("ads1256", b71.rate, "continuous")
+    # the sensor's own dynamics (schema 8): a laser's 1 ms average and drifting offset
+    laser = Chain("ads1256", b71.rate, "continuous", average=(1e-3,), drift=(1e-7,))
+    hp = Chain(highpass=(0.5,), drift=(1e-7,))
     for order in (DEFAULT_ORDER, 16):
         pair = [("ideal (point samples)", smoother_bundle(b71, 20, order=order)),
                 (f"ads1256 {b71.rate:g} SPS continuous",
-                 smoother_bundle(b71, 20, order=order, chain=chain))]
-        t = [[], []]
+                 smoother_bundle(b71, 20, order=order, chain=chain)),
+                ("ideal + high-pass + drift", smoother_bundle(b71, 20, order=order, chain=hp)),
+                ("ads1256 + 1 ms average + drift",
+                 smoother_bundle(b71, 20, order=order, chain=laser))]
+        t = [[] for _ in pair]
         for _ in range(args.repeat):
             for i, (_, b) in enumerate(pair):
                 t[i].append(time_kernel(b, args.steps))

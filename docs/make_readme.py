@@ -85,8 +85,9 @@ def render_bundle() -> str:
             "It is defined once, in `edge/bundle.py`; this page is generated from that module.\n\n"
             f"Schema version written: **{b.SCHEMA_VERSION}**; versions read: "
             f"{', '.join(str(v) for v in b.READABLE_VERSIONS)}. Estimator methods: "
-            f"{', '.join(f'`{m}`' for m in b.ESTIMATOR_METHODS)}. Channel and output kinds: "
-            f"{', '.join(f'`{k}`' for k in b.KINDS)} (codes 0, 1, 2).\n\n"
+            f"{', '.join(f'`{m}`' for m in b.ESTIMATOR_METHODS)}. Output kinds: "
+            f"{', '.join(f'`{k}` ({i})' for i, k in enumerate(b.KINDS))}; channel kinds: "
+            f"the first three (a channel is one DOF).\n\n"
             + _md(" ".join(head.split())) + "\n\n## Arrays\n\n```text\n" + arrays.strip("\n")
             + "\n```\n\n## What the loader checks\n\nEvery required array, with its dtype "
             "kind and number of dimensions (a failure names the file and the field):\n\n"

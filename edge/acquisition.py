@@ -15,6 +15,16 @@ channel of a row is converted in its own window and ``offset_c`` is how long bef
 time stamp that channel's window ends. The bundle stores the chain (fields ``chain_*``,
 schema 7) so that the estimator's measurement model and the device's ADC configuration can be
 compared; a bundle of schema <= 6 is ``ideal``.
+
+Each sensor's own dynamics come before the converter (schema 8, per channel, 0 = none): a
+first-order high-pass of corner ``highpass_hz`` (an IEPE accelerometer's coupling), a moving
+average over ``average_s`` seconds (a laser sensor's averaging), then a random-walk offset of
+intensity ``drift`` [unit / sqrt(s)] (a DC path's slow drift: ``b' = w``, ``E[w w] = drift^2
+delta``)::
+
+    u_c(t) = (1 / T_c) int_{t - T_c}^{t} HP_c(C_c x)(s) ds + b_c(t),   HP_c(s) = s / (s + w_c)
+
+A bundle of schema <= 7 has none.
 """
 
 from __future__ import annotations
@@ -62,6 +72,9 @@ class Chain:
     offsets: tuple = ()
     cutoff: float = 0.0
     group_delay: float = 0.0
+    highpass: tuple = ()   # per channel: first-order high-pass corner [Hz] (0: none)
+    average: tuple = ()    # per channel: moving-average window [s] (0: none)
+    drift: tuple = ()      # per channel: random-walk offset intensity [unit / sqrt(s)]
 
     def __post_init__(self):
         if self.converter not in CONVERTERS:
@@ -71,6 +84,11 @@ class Chain:
             raise ValueError(f"chain mode {self.mode!r} is not one of {', '.join(MODES)}")
         off = tuple(float(o) for o in self.offsets)
         object.__setattr__(self, "offsets", off if any(o != 0.0 for o in off) else ())
+        for name in ("highpass", "average", "drift"):
+            v = tuple(float(x) for x in getattr(self, name))
+            if not all(np.isfinite(x) and x >= 0 for x in v):
+                raise ValueError(f"chain {name}: values must be finite and >= 0, got {v}")
+            object.__setattr__(self, name, v if any(x != 0.0 for x in v) else ())
         if self.converter != "ideal" and not self.drate > 0:
             raise ValueError(f"chain drate must be > 0 for converter {self.converter!r}, "
                              f"got {self.drate!r}")
@@ -82,7 +100,45 @@ class Chain:
 
     @property
     def ideal(self) -> bool:
+        """The converter is ``ideal`` (point samples of the sensors' outputs)."""
         return self.converter == "ideal"
+
+    @property
+    def dynamic(self) -> bool:
+        """Some sensor has dynamics or a drifting offset (:meth:`highpass_for` ..)."""
+        return bool(self.highpass or self.average or self.drift)
+
+    @property
+    def point(self) -> bool:
+        """Point samples of the structure's response: an ``ideal`` converter and no sensor
+        dynamics (what the estimators other than the smoother model)."""
+        return self.ideal and not self.dynamic
+
+    def _per_channel(self, name: str, nch: int) -> np.ndarray:
+        v = getattr(self, name)
+        if not v:
+            return np.zeros(nch)
+        if len(v) != nch:
+            raise ValueError(f"chain {name}: {len(v)} values for {nch} channels")
+        return np.array(v, dtype=float)
+
+    def highpass_for(self, nch: int) -> np.ndarray:
+        """(nch,) each sensor's first-order high-pass corner [Hz] (0: none)."""
+        return self._per_channel("highpass", nch)
+
+    def average_for(self, nch: int) -> np.ndarray:
+        """(nch,) each sensor's moving-average window [s] (0: none)."""
+        return self._per_channel("average", nch)
+
+    def drift_for(self, nch: int) -> np.ndarray:
+        """(nch,) each sensor's random-walk offset intensity [unit / sqrt(s)] (0: none)."""
+        return self._per_channel("drift", nch)
+
+    def sensor_states(self, nch: int) -> tuple:
+        """``(nr, nb)``: the smoother's high-pass states (one per high-passed channel) and
+        offset states (one per drifting channel)."""
+        return (int(np.count_nonzero(self.highpass_for(nch))),
+                int(np.count_nonzero(self.drift_for(nch))))
 
     def offsets_for(self, nch: int) -> np.ndarray:
         """(nch,) each channel's window end before the row's time stamp [s]."""
@@ -104,17 +160,21 @@ class Chain:
         return conversion_taps(self.drate), 1.0 / F_MOD
 
     def intervals(self, dt: float, nch: int) -> int:
-        """Sample intervals ``W`` one conversion can span (its window plus the channel's
-        offset, at least 2): the smoother carries ``W`` states per channel; 0 if ideal."""
-        if self.ideal:
+        """Sample intervals ``W`` one conversion can span (its window, the sensor's moving
+        average and the channel's offset, at least 2): the smoother carries ``W`` states per
+        channel; 0 for an ideal converter without moving averages (point samples)."""
+        avg = self.average_for(nch)
+        if self.ideal and not np.any(avg):
             return 0
         h, spacing = self.taps()
-        return conversion_intervals(self.offsets_for(nch), (len(h) - 1) * spacing, dt)
+        return conversion_intervals(self.offsets_for(nch) + avg, (len(h) - 1) * spacing, dt)
 
     def n_states(self, nch: int, dt: float) -> int:
-        """States the smoother adds for this chain: ``W`` per channel
-        (:meth:`intervals`: the parts of the conversions in progress), 0 if ideal."""
-        return self.intervals(dt, nch) * nch
+        """States the smoother adds for this chain, after the model's: one per high-passed
+        channel, one per drifting channel (the offset), then ``W`` per channel
+        (:meth:`intervals`: the parts of the conversions in progress); 0 for point
+        samples."""
+        return sum(self.sensor_states(nch)) + self.intervals(dt, nch) * nch
 
     def response(self, freqs, nch: int, chunk: int = 256) -> np.ndarray:
         """``(nf, nch)`` complex: each channel's continuous-time frequency response, the
@@ -125,30 +185,53 @@ class Chain:
         (the spectrum of the sampled conversions is ``sum_m |G(f + m fs)|^2 S(f + m fs)``)."""
         f = np.asarray(freqs, dtype=float)
         if self.ideal:
-            return np.ones((f.size, nch), dtype=complex)
+            return np.ones((f.size, nch), dtype=complex) * self._sensor_response(f, nch)
         h, spacing = self.taps()
         lag = np.arange(h.size) * spacing
         off = self.offsets_for(nch)
         base = np.empty(f.size, dtype=complex)
         for a in range(0, f.size, chunk):  # sum_i h_i exp(-2 pi j f i spacing), in chunks
             base[a:a + chunk] = np.exp(-2j * np.pi * np.outer(f[a:a + chunk], lag)) @ h
-        return base[:, None] * np.exp(-2j * np.pi * np.outer(f, off))
+        return (base[:, None] * np.exp(-2j * np.pi * np.outer(f, off))
+                * self._sensor_response(f, nch))
+
+    def _sensor_response(self, f: np.ndarray, nch: int) -> np.ndarray:
+        """``(nf, nch)``: each sensor's own response (the offset is no response)::
+
+            HP(f) = j w / (j w + w_c),   MA(f) = (1 - exp(-j w T)) / (j w T)   (w = 2 pi f)"""
+        out = np.ones((f.size, nch), dtype=complex)
+        jw = 2j * np.pi * f[:, None]
+        wc = 2 * np.pi * self.highpass_for(nch)[None, :]
+        T = self.average_for(nch)[None, :]
+        out = np.where(wc > 0, jw / (jw + wc + (wc == 0)), out)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ma = (1.0 - np.exp(-jw * T)) / (jw * T)
+        # MA(0) = 1; no average: 1
+        return out * np.where((T > 0) & (jw != 0), ma, 1.0)
 
     def as_dict(self) -> dict:
         return {"converter": self.converter, "drate": float(self.drate), "mode": self.mode,
                 "offsets": list(self.offsets), "cutoff": float(self.cutoff),
-                "group_delay": float(self.group_delay)}
+                "group_delay": float(self.group_delay), "highpass_hz": list(self.highpass),
+                "average_s": list(self.average), "drift": list(self.drift)}
 
 
 def chain_of(a: dict):
     """The :class:`edge.acquisition.Chain` of a validated bundle's arrays (``ideal`` before
-    schema 7)."""
-    if int(a["schema_version"]) < 7:
+    schema 7, no sensor dynamics before schema 8)."""
+    version = int(a["schema_version"])
+    if version < 7:
         return Chain()
     off = np.asarray(a["chain_offset"], dtype=float)
     fc, tau = (float(v) for v in np.asarray(a["chain_filter"], dtype=float))
+    dyn = [tuple(np.asarray(a[k], dtype=float).tolist()) if version >= 8 else ()
+           for k in SENSOR_FIELDS]
     return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
-                 tuple(off.tolist()), fc, tau)
+                 tuple(off.tolist()), fc, tau, *dyn)
+
+
+#: the per-channel sensor dynamics fields of a bundle (schema 8), in Chain's order
+SENSOR_FIELDS = ("chain_highpass_hz", "chain_average_s", "chain_drift")
 
 
 def validate_chain(a: dict, version: int, nch: int, fail) -> int:
@@ -174,4 +257,10 @@ def validate_chain(a: dict, version: int, nch: int, fail) -> int:
         fail("chain_offset", f"shape {off.shape}, expected ({nch},)")
     if not np.all(np.isfinite(off)) or np.any(off < 0) or np.any(off >= float(a["dt"])):
         fail("chain_offset", "offsets must be finite, >= 0 and below dt")
+    for k in SENSOR_FIELDS if version >= 8 else ():
+        v = np.asarray(a[k])
+        if v.shape != (nch,):
+            fail(k, f"shape {v.shape}, expected ({nch},)")
+        if not np.all(np.isfinite(v)) or np.any(v < 0):
+            fail(k, f"values must be finite and >= 0 (0: none), got {v.tolist()}")
     return chain_of(a).n_states(nch, float(a["dt"]))

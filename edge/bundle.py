@@ -71,7 +71,8 @@ class IdentifiedForce:
 
 @dataclass
 class VirtualOutput:
-    """A virtual output: ``row @ u`` (or of v, a by ``kind``) over the reduced coordinates."""
+    """A virtual output: ``row @ u`` (or of v, a by ``kind``) over the reduced coordinates; a
+    ``strain`` or ``stress`` row reads u (:data:`edge.kinds.KIND_ORDER`)."""
 
     name: str
     row: np.ndarray
@@ -209,6 +210,10 @@ class Bundle:
         arrays["chain_offset"] = self.chain.offsets_for(len(self.channels))
         arrays["chain_filter"] = np.array([self.chain.cutoff, self.chain.group_delay],
                                           dtype=np.float64)
+        nch = len(self.channels)
+        arrays["chain_highpass_hz"] = self.chain.highpass_for(nch)
+        arrays["chain_average_s"] = self.chain.average_for(nch)
+        arrays["chain_drift"] = self.chain.drift_for(nch)
         for key in ("freqs_full", "freqs_reduced", "eig_error"):
             arrays[f"report_{key}"] = np.asarray(self.report.get(key, np.zeros(0)), dtype=np.float64)
         for key, val in self.extras.items():

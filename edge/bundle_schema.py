@@ -17,7 +17,11 @@ channels' ``Dg`` and the outputs' ``Cqg``): a schema-5 hybrid bundle is read wit
 the mathematics it was written with; 7 adds the measurement chain (``chain_*``: converter, data
 rate, mode, each channel's conversion instant; :mod:`edge.acquisition`), which a smoother
 models with a few states per channel when it is not ``ideal``: a bundle of schema <= 6 is read
-as ``ideal`` (point samples), the mathematics it was written with.
+as ``ideal`` (point samples), the mathematics it was written with; 8 adds each sensor's own
+dynamics before the converter (``chain_highpass_hz``, ``chain_average_s``, ``chain_drift``: a
+high-pass, a moving average, a drifting offset; :mod:`edge.acquisition`), none in a bundle of
+schema <= 7; and the steady filter of an
+alternative measurement chain (``kf_alt_*``, optional: :mod:`edge.estimator.chain_check`).
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from edge.archive import BundleError, max_bundle_bytes  # noqa: F401 (re-exporte
 from edge.acquisition import chain_of, validate_chain  # noqa: F401 (re-exported)
 from edge.kinds import DISCRETIZATIONS, ESTIMATOR_METHODS, REGULARIZATIONS, SIGNAL_KINDS
 
-SCHEMA_VERSION = 7
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+SCHEMA_VERSION = 8
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 #: Largest window accepted: the estimator's window matrices grow with L^2.
 MAX_WINDOW = 512
 #: Most start-up rows accepted (``kf_startup_var``): 30 s at 10 kHz.
@@ -95,6 +99,9 @@ chain_drate          | f | ()        | 7 | the converter's data rate [SPS] (0 fo
 chain_mode           | U | ()        | 7 | `continuous` or `cycle` (multiplexer cycling over the channels)
 chain_offset         | f | (nch,)    | 7 | each channel's conversion window ends this long before the row's time stamp [s]
 chain_filter         | f | (2,)      | 7 | `daq`: cut-off [Hz] and group delay [s] of its linear-phase anti-alias FIR ([0, 0] otherwise)
+chain_highpass_hz    | f | (nch,)    | 8 | each sensor's first-order high-pass corner [Hz] before the converter (0: none; schema <= 7: none)
+chain_average_s      | f | (nch,)    | 8 | each sensor's moving-average window [s] (0: none)
+chain_drift          | f | (nch,)    | 8 | each sensor's random-walk offset intensity [unit/sqrt(s)] (0: none)
 content_hash         | U | ()        | 1 | sha256 over every other array (name, dtype, shape, bytes)
 """)
 
@@ -131,6 +138,10 @@ level_nis         | f | (nl, nl)          | 4 | mean NIS per channel at level a 
 startup_var       | f | (N, nq)           | 7 | start-up: each row's error variance above the steady std^2 (from the first sample and a reset, until within 1 %)
 track_innov       | f | (nl, 4)           | 7 | load levels that set the load-to-noise ratio (noise a property of the sensor): the innovations at level a per unit load power and per unit noise, mean NIS (tq, tr) and lag-1 product (cq, cr) per channel; the device tracks the noise scale too
 track_var         | f | (nl, 2, nq)       | 7 | with track_innov: error variance of each force and output under the gains of level a, per unit load power and per unit noise
+alt_A             | f | (na, na)          | 8 | chain check: the state transition of the steady filter of an alternative measurement chain (ideal for a converter, the ADS1256 for point samples; meta chain_check names it)
+alt_H             | f | (nch, na)         | 8 | chain check: its measurement matrix
+alt_K             | f | (na, nch)         | 8 | chain check: its steady filter gain
+alt_Sinv          | f | (nch, nch)        | 8 | chain check: its inverse innovation covariance
 hy_onnx           | u | (nbytes,)         | 5 | hybrid: the correction network g (ONNX, float64, input `s` (1, ni), output `g` (1, ng))
 hy_S              | f | (ni, ns)          | 5 | hybrid: network input s = S x (state x_k|k-1)
 hy_Bg             | f | (ns, ng)          | 5 | hybrid: x_k+1 += Bg g (zero-order hold)
@@ -162,8 +173,9 @@ def field_table() -> str:
                     f"smoother only: {f.doc} |")
     lv = [f for f in KF_OPTIONAL if f.name.startswith(("level_", "track_"))]
     hy = [f for f in KF_OPTIONAL if f.name.startswith("hy_")]
+    alt = [f for f in KF_OPTIONAL if f.name.startswith("alt_")]
     for f in KF_OPTIONAL:
-        if f not in lv and f not in hy:
+        if f not in lv and f not in hy and f not in alt:
             rows.append(f"| `kf_{f.name}` | {kinds[f.dtype]} | {f.shape} | {f.since} | "
                         f"smoother, optional: {f.doc} |")
     rows.append(f"| `kf_level_*`, `kf_track_*` | float64 | (nl, ...) | {lv[0].since} | smoother, "
@@ -174,6 +186,9 @@ def field_table() -> str:
                 f"hybrid twin's correction network (ONNX bytes) and where it acts "
                 f"({', '.join(f.name[3:] for f in hy)}; `KF_OPTIONAL`; "
                 f"{', '.join(f.name[3:] + ' since ' + str(f.since) for f in hy if f.since > hy[0].since)}) |")
+    rows.append(f"| `kf_alt_*` | float64 | ... | {alt[0].since} | smoother, optional: the "
+                f"steady filter of an alternative measurement chain, the chain check's "
+                f"({', '.join(f.name[4:] for f in alt)}; `edge/estimator/chain_check.py`) |")
     rows.append(f"| `x_<name>` | any | any | 1 | {EXTRAS_DOC} |")
     return "\n".join(rows) + "\n"
 
@@ -307,7 +322,8 @@ def _validate_model(a: dict, fail) -> None:
     if len(set(a["force_dof"].tolist())) != nf:
         fail("force_dof", "two forces act on the same DOF")
     nk = len(SIGNAL_KINDS)
-    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] >= nk)):
+    # a channel is one DOF: displacement, velocity or acceleration (strain/stress are outputs)
+    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] >= 3)):
         fail("channel_kind", "kinds must be 0 (displacement), 1 (velocity) or 2 (acceleration)")
     w = a["channel_weight"]
     if not np.all(np.isfinite(w)) or np.any(w <= 0):
@@ -318,7 +334,7 @@ def _validate_model(a: dict, fail) -> None:
     if not np.all(np.isfinite(a["output_rows"])):
         fail("output_rows", "contains NaN or inf")
     if np.any((a["output_kind"] < 0) | (a["output_kind"] >= nk)):
-        fail("output_kind", "kinds must be 0, 1 or 2")
+        fail("output_kind", f"kinds must be 0..{nk - 1} ({', '.join(SIGNAL_KINDS)})")
 
 
 def _validate_meta(meta: dict, nch: int, nf: int, nout: int, fail) -> None:
@@ -397,6 +413,12 @@ def _validate_kf(a: dict, meta: dict, version: int, n: int, nch: int, nq: int, f
         if np.any(sv < 0):
             fail("kf_startup_var", "variances must be >= 0")
     _validate_kf_hybrid(a, version, ns, nch, nq, fail)
+    if _group_present(a, "alt_", fail):
+        na = a["kf_alt_A"].shape[0]
+        for name, shape in {"alt_A": (na, na), "alt_H": (nch, na), "alt_K": (na, nch),
+                            "alt_Sinv": (nch, nch)}.items():
+            if a[f"kf_{name}"].shape != shape:
+                fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
 
 
 def _validate_kf_levels(a: dict, version: int, ns: int, nch: int, nq: int, lag: int,

@@ -9,9 +9,16 @@ A bundle stores a signal kind as its index in :data:`SIGNAL_KINDS` (``channel_ki
 from __future__ import annotations
 
 #: What a sensor channel or a virtual output measures; the bundle stores the index.
-SIGNAL_KINDS = ("displacement", "velocity", "acceleration")
+#: ``strain`` and ``stress`` (appended: the old indices keep their meaning) are virtual
+#: outputs whose row is a linear functional of the displacements (docs/modelfile.md).
+SIGNAL_KINDS = ("displacement", "velocity", "acceleration", "strain", "stress")
 #: Signal kind -> code stored in ``channel_kind`` / ``output_kind``.
 KIND_CODE = {k: i for i, k in enumerate(SIGNAL_KINDS)}
+#: Signal kind -> time-derivative order of the state it reads: ``row @ u`` (0), ``row @ v``
+#: (1) or ``row @ a`` (2). A strain or stress row reads the displacements.
+KIND_ORDER = {"displacement": 0, "velocity": 1, "acceleration": 2, "strain": 0, "stress": 0}
+#: Kinds whose row is a strain/stress functional (outputs only; a channel is one DOF).
+FIELD_KINDS = ("strain", "stress")
 
 #: Time discretisation of the reduced model: Newmark-beta (paper) or exact with a
 #: first-order hold on the force (bundle field ``discretization``).
@@ -25,6 +32,13 @@ ESTIMATOR_METHODS = ("tikhonov", "smoother")
 REDUCTION_METHODS = ("gmr+", "cb", "guyan")
 DEFAULT_REDUCTION_METHOD = "gmr+"
 DEFAULT_REDUCTION_MODES = 50
+
+
+def kind_order(kind) -> int:
+    """Time-derivative order (0 u, 1 v, 2 a) of a kind name or of its bundle code."""
+    if not isinstance(kind, str):
+        kind = SIGNAL_KINDS[int(kind)]
+    return KIND_ORDER[kind]
 
 
 def kind_code(kind: str, what: str = "signal") -> int:

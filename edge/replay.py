@@ -69,10 +69,12 @@ def load_input(path):
     return parts[0][1:]
 
 
-def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = False):
+def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = False,
+               checks: list | None = None):
     """Run the estimator; returns (t_est (m,), F (m, nf), Z (m, nout), flags (m,)) and, with
     ``with_std``, the standard deviation of each row's columns ``(m, nf + nout)`` (the one the
-    estimator stated for it: it follows the load's level) or None."""
+    estimator stated for it: it follows the load's level) or None. ``checks``: the
+    estimator's model check at the end (a smoother's ``model_check()``) is appended to it."""
     missing = [c.name for c in bundle.channels if c.name not in names]
     if missing:
         raise ReplayError(f"{source}: channel column(s) {missing} of bundle "
@@ -89,6 +91,8 @@ def run_replay(bundle: Bundle, t, Y, names, source="input", with_std: bool = Fal
     est = Estimator(bundle)
     F, Z, flags, S = est.run_std(Y)  # S: the std each row was stated with (level tracking)
     d = est.delay
+    if checks is not None and hasattr(est, "model_check"):
+        checks.append(est.model_check())
     # rows before the estimator's first output (NaN, warm-up) are omitted; the rows of its
     # start-up (values, the std still converging) are kept with their warm-up flag
     nan_row = ~(np.isfinite(F).all(axis=1) & np.isfinite(Z).all(axis=1))
@@ -120,7 +124,15 @@ def _replay_runs(bundle: Bundle, parts: list[tuple]):
         if len(t) == 0:
             print(f"vsense-edge replay: warning: {label}: no samples; skipped", file=sys.stderr)
             continue
-        outs.append(run_replay(bundle, t, Y, names, source=label, with_std=True))
+        checks = []
+        outs.append(run_replay(bundle, t, Y, names, source=label, with_std=True,
+                               checks=checks))
+        mc = checks[0] if checks else None  # None: an estimator without a model check
+        chain = mc.get("chain") if isinstance(mc, dict) else None
+        if chain and chain["suspect"]:  # said here: a wrong chain looks white otherwise
+            print(f"vsense-edge replay: warning: {label}: model check: "
+                  + next(r for r in mc["reasons"] if "measurement chain" in r),
+                  file=sys.stderr)
     if not outs:
         raise ReplayError(f"{parts[0][0] if parts else 'input'}: no samples to replay")
     if len(parts) > 1:

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS, Bundle
+from edge.bundle import Bundle
+from edge.kinds import kind_order
 from offline._deps import need, progress as _progress
 
 __all__ = ["AKFModel", "akf_model", "akf_identify", "run_akf", "augmented_transition",
@@ -218,9 +219,9 @@ def akf_model(bundle: Bundle, dt_filter=None, q_force=1.0, q_state=0.0, r=None,
     # Q per filter step: the per-sample variances spread over the m steps
     Q = np.diag(np.concatenate([qx, qf]) / m)
     ch_rows = np.eye(n)[[c.dof for c in b.channels]]
-    H = _observation_rows(ch_rows, [KINDS.index(c.kind) for c in b.channels], Ac, Bc)
+    H = _observation_rows(ch_rows, [kind_order(c.kind) for c in b.channels], Ac, Bc)
     out_rows = np.array([o.row for o in b.outputs], dtype=float).reshape(len(b.outputs), n)
-    Hout = _observation_rows(out_rows, [KINDS.index(o.kind) for o in b.outputs], Ac, Bc)
+    Hout = _observation_rows(out_rows, [kind_order(o.kind) for o in b.outputs], Ac, Bc)
     R = np.diag(rr * (m if feed == "interpolate" else 1))
     # structure at rest: u, v known (zero variance); force unknown by one random-walk step
     P0 = np.diag(np.concatenate([np.zeros(2 * n), qf]))

@@ -41,6 +41,7 @@ from offline.limit.model import model_limit, noise_std
 from offline.limit.ratio import build_accuracy, format_ratios
 from offline.load import declared_load_model, learn_load, read_records
 from offline.load.check import check_learned
+from offline.smoother.chain_alt import with_chain_alternative
 from offline.load.declared import replaced_kinds
 from offline.load.model import total_rms_note
 from offline.load.observability import bundle_blind_warning
@@ -50,7 +51,7 @@ from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import chain_policy, plot_selection, select, worse_than_zero
+from offline.selection import chain_policy, default_chain_fallback, plot_selection, select, worse_than_zero
 from offline.smoother import smoother_from_spec, with_load_levels
 
 
@@ -105,6 +106,12 @@ class BuildResult:
             c, w = b.chain, b.chain.intervals(b.dt, len(b.channels))
             lines.append(f"  acquisition: {c.converter} {c.drate:g} SPS {c.mode}, each "
                          f"conversion modelled by the smoother ({w} states per channel)")
+        if b.chain.dynamic:
+            nr, nb = b.chain.sensor_states(len(b.channels))
+            lines.append(f"  sensor dynamics modelled by the smoother: {nr} high-pass and "
+                         f"{nb} drifting-offset state(s)" + (
+                             f", moving averages over {b.chain.intervals(b.dt, len(b.channels))}"
+                             f" intervals" if b.chain.average else ""))
         for w in b.meta.get("warnings", []):
             lines.append(f"  WARNING: {w}")
         lim = b.meta.get("limit")
@@ -138,6 +145,8 @@ class BuildResult:
             chk = self.load_fit.info.get("check")
             if chk:
                 lines.append(f"  {chk['text']}")
+                if chk.get("chain"):
+                    lines.append(f"  {chk['chain']['text']}")
         lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
         return "\n".join(lines)
 
@@ -224,7 +233,8 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
     if mm is None:
         mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
     runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
-                            bundle.dt, mm=mm, progress=progress, load_model=load_model)
+                            bundle.dt, mm=mm, progress=progress, load_model=load_model,
+                            chain=bundle.chain)
     sigma = np.mean([r.sigma for r in runs], axis=0)
     for c, sg in zip(bundle.channels, sigma):
         c.weight = float(1.0 / sg ** 2)
@@ -284,6 +294,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
     smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
+    default_chain_fallback(spec, bundle, bool(hybrid))
     smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid),
                             spec.where("[hybrid]")) or smoother
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
@@ -292,7 +303,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     if limit:
         t4 = time.perf_counter()
         lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm, exact=False,
-                          loads=load_model)
+                          loads=load_model, chain=bundle.chain)
         meta["limit"] = lim.as_dict()
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
         timings["accuracy limit"] = time.perf_counter() - t4
@@ -370,6 +381,9 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                                               for s in spec.sensors)
         bundle = with_load_levels(bundle, scale_noise=relative)
         timings["load levels"] = time.perf_counter() - t5
+        t5 = time.perf_counter()  # the device's measurement-chain check (kf_alt_*)
+        bundle = with_chain_alternative(bundle)
+        timings["chain check"] = time.perf_counter() - t5
     if hybrid:  # the hybrid twin: a neural correction trained on force-and-response records
         t6 = time.perf_counter()
         bundle = attach_hybrid(bundle, rm, spec, hybrid, progress)[0]

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from edge.estimator.expm import foh_matrices
 from offline._deps import need
 from offline._deps import progress as _progress
 from offline.limit.model import noise_std
 from offline.limit.transfer import modal_model
+from offline.chain import conversions
 from offline.simulate import load_profile
 
 
@@ -109,7 +110,8 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
 
 def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
                      seeds=None, oversample: int = 10, n_modes: int = 80, mm=None,
-                     noise=None, progress: bool = False, load_model=None) -> list[CalRun]:
+                     noise=None, progress: bool = False, load_model=None,
+                     chain=None) -> list[CalRun]:
     """Honest calibration runs of a model file (module docstring), one per seed.
 
     The noise std of each channel is ``level * std(y)`` with the STATIONARY std of the
@@ -119,6 +121,10 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     ``load_model``: an :class:`offline.load.LoadModel` (e.g. learned from records) instead of
     the ``[calibration]`` loads: the forces are drawn jointly from its spectra (seed ``seed``)
     and the noise is its absolute ``noise_std`` where it has one.
+
+    ``chain``: an :class:`edge.acquisition.Chain` other than ideal converts the channels as
+    the converter does (:func:`convert`, on a grid of at least ``CHAIN_STEPS`` steps per
+    row); the outputs stay point values (the truth).
     """
     cal = spec.calibration
     warmup = float(getattr(cal, "warmup", 1.0)) if cal else 1.0
@@ -126,7 +132,7 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     seed0 = cal.seed if cal else 0
     n_seeds = cal.seeds if cal else 3
     seeds = list(range(seed0, seed0 + n_seeds)) if seeds is None else list(seeds)
-    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
                                                           for o in spec.outputs]
     if mm is None:
         mm = modal_model(model, force_dofs, list(chan_dofs) + list(out_dofs), n_modes=n_modes)
@@ -145,13 +151,40 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
             Ff = load_model.sample(tf, seed)
         else:
             Ff = _declared_forces(spec, cal, tf, dt, seed)
-        out = run_modal(mm, Ff, dtf, oversample, kinds)
-        Yc, Z = out[:, :nch], out[:, nch:]
+        if chain is None or chain.ideal:
+            out = run_modal(mm, Ff, dtf, oversample, kinds)
+            Yc, Z = out[:, :nch], out[:, nch:]
+        else:  # the converter's taps on a finer grid (linear between the given steps)
+            from offline.chain import refine_grid
+
+            ref = max(1, -(-CHAIN_STEPS // oversample))
+            sub = oversample * ref
+            out = run_modal(mm, refine_grid(Ff, ref), dtf / ref, 1, kinds)
+            Yc, Z = convert(out[:, :nch], dt / sub, sub, ns, chain), out[::sub, nch:]
         rng = np.random.default_rng(seed)
         Y = Yc + sigma * rng.standard_normal(Yc.shape)
         runs.append(CalRun(t=tf[::oversample], F=Ff[::oversample], Y=Y, Y_clean=Yc, Z=Z,
                            sigma=sigma, seed=int(seed), start=int(round(warmup / dt))))
     return runs
+
+
+#: fine steps per row the calibration runs convert on (:func:`offline.chain.
+#: interpolation_gain_error`: 0.08 % at half the row rate)
+CHAIN_STEPS = 32
+
+
+def convert(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,
+            chain) -> np.ndarray:
+    """Each column of ``y_fine`` (the response on the fine grid, node 0 at row 0) through
+    ``chain`` (:class:`edge.acquisition.Chain`: its taps, the window of channel ``j`` ending
+    ``offsets[j]`` before the row) at rows ``0 .. n_rows - 1``, ``(n_rows, nch)``::
+
+        y_r,j = sum_i h_i y(t_r - offset_j - i spacing)
+
+    (linear between fine nodes; at rest before node 0, the last value after the end)."""
+    nch = np.shape(y_fine)[1]
+    return conversions(y_fine, dt_fine, steps_per_row, n_rows, chain.drate,
+                       -chain.offsets_for(nch), taps=chain.taps())
 
 
 def _declared_forces(spec, cal, tf, dt: float, seed: int) -> np.ndarray:

@@ -127,16 +127,18 @@ def refine_grid(F: np.ndarray, refine: int, pad: int = 0) -> np.ndarray:
 
 
 def conversions(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,
-                drate: float, offsets_s) -> np.ndarray:
+                drate: float, offsets_s, taps=None) -> np.ndarray:
     """Each column of ``y_fine`` (the response on the fine grid, node 0 at row 0) converted
     at ``t_r + offsets_s[j]`` for rows ``r = 0 .. n_rows - 1``, shape ``(n_rows, nch)``.
 
     Before node 0 the structure is at rest (0); after the last node the last value holds.
     The weights of a window are the same for every row (a row is a whole number of fine
-    steps), so each channel is one FIR filter on the fine grid."""
+    steps), so each channel is one FIR filter on the fine grid. ``taps``: ``(h, spacing
+    [s])`` of another converter (:meth:`edge.acquisition.Chain.taps`) instead of the
+    ADS1256's at ``drate``."""
     y = np.asarray(y_fine, dtype=float)
-    taps = conversion_taps(drate)
-    spacing = 1.0 / (F_MOD * dt_fine)
+    taps, spacing = (conversion_taps(drate), 1.0 / F_MOD) if taps is None else taps
+    spacing = spacing / dt_fine
     out = np.zeros((n_rows, y.shape[1]))
     for j, off in enumerate(np.asarray(offsets_s, dtype=float)):
         first, w = grid_weights(taps, off / dt_fine, spacing)
@@ -148,3 +150,80 @@ def conversions(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: 
         start = first + front
         out[:, j] = win[start:start + (n_rows - 1) * steps_per_row + 1:steps_per_row] @ w
     return out
+
+
+# ------------------------------------------------------------------ the sensors' own dynamics
+@dataclass(frozen=True)
+class SensorDynamics:
+    """Each sensor's dynamics before the converter (``[[sensors]]`` highpass_hz, average_s,
+    drift; 0 = none; :mod:`edge.acquisition`), as ``(nch,)`` arrays."""
+
+    highpass_hz: np.ndarray
+    average_s: np.ndarray
+    drift: np.ndarray
+
+    @classmethod
+    def of(cls, sensors) -> SensorDynamics:
+        return cls(*(np.array([float(getattr(s, k, 0.0)) for s in sensors]) for k in
+                     ("highpass_hz", "average_s", "drift")))
+
+    @property
+    def any(self) -> bool:
+        return bool(np.any(self.highpass_hz) or np.any(self.average_s)
+                    or np.any(self.drift))
+
+
+def highpass(u: np.ndarray, dt: float, corner_hz: float) -> np.ndarray:
+    """The first-order high-pass ``s / (s + a)`` (``a = 2 pi corner_hz``) of the linear
+    interpolant of ``u`` (at rest before node 0), exact at the nodes: ``r' = u - a r``, ``y =
+    u - a r``, ``r_j+1 = E r_j + (g0 - g1) u_j + g1 u_j+1`` with ``E = e^{-a h}``, ``g0 = (1 -
+    E) / a``, ``g1 = g0 - (1 - E (1 + a h)) / (a^2 h)`` (the input linear over the step)."""
+    from scipy.signal import lfilter
+
+    a = 2 * math.pi * corner_hz
+    E = math.exp(-a * dt)
+    g0 = -math.expm1(-a * dt) / a
+    g1 = g0 - (1.0 - E * (1.0 + a * dt)) / (a * a * dt)
+    r = lfilter([g1, g0 - g1], [1.0, -E], np.asarray(u, dtype=float))
+    return u - a * r
+
+
+def moving_average(u: np.ndarray, dt: float, window_s: float) -> np.ndarray:
+    """``(1 / T) int_{t-T}^{t} u`` of the linear interpolant of ``u`` (0 before node 0) at
+    the nodes, exact: ``J`` the cumulative trapezoid, ``J(t_j - T)`` by the quadratic
+    between its nodes."""
+    u = np.asarray(u, dtype=float)
+    n = u.size
+    J = np.concatenate([[0.0], np.cumsum(0.5 * dt * (u[1:] + u[:-1]))])
+    x = window_s / dt
+    m = int(math.floor(x + 1e-9))           # a window of whole steps to round-off: theta 0
+    theta = max(x - m, 0.0)
+    # t_j - T = t_{j-m-1} + (1 - theta) dt:  J_{j-m-1} + dt [(1-th) u0 + (1-th)^2 / 2 (u1 - u0)]
+    pad = m + 2
+    Jp = np.concatenate([np.zeros(pad), J])
+    up = np.concatenate([np.zeros(pad), u])
+    i0 = np.arange(n) + pad - m - 1
+    w = 1.0 - theta
+    Jb = Jp[i0] + dt * (w * up[i0] + 0.5 * w * w * (up[i0 + 1] - up[i0]))
+    return (J - Jb) / window_s
+
+
+def sensor_outputs(y: np.ndarray, dt: float, dyn: SensorDynamics) -> np.ndarray:
+    """Each column of ``y`` (the response on a fine grid) through its sensor's high-pass and
+    moving average (the offset: :func:`offset_walks`)."""
+    out = np.array(y, dtype=float, copy=True)
+    for j in range(out.shape[1]):
+        if dyn.highpass_hz[j] > 0:
+            out[:, j] = highpass(out[:, j], dt, dyn.highpass_hz[j])
+        if dyn.average_s[j] > 0:
+            out[:, j] = moving_average(out[:, j], dt, dyn.average_s[j])
+    return out
+
+
+def offset_walks(n: int, dt: float, drift, seed) -> np.ndarray:
+    """``(n, nch)`` random-walk offsets on a grid of step ``dt``, 0 at node 0: ``b_j+1 =
+    b_j + drift sqrt(dt) N(0, 1)`` (seeded by ``seed``, apart from the noise's generator)."""
+    drift = np.asarray(drift, dtype=float)
+    rng = np.random.default_rng([0x0FF5E7, int(seed or 0)])
+    steps = rng.standard_normal((max(n - 1, 0), drift.size)) * (drift * math.sqrt(dt))
+    return np.vstack([np.zeros((1, drift.size)), np.cumsum(steps, axis=0)])

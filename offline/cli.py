@@ -133,12 +133,13 @@ def _parser() -> argparse.ArgumentParser:
                         "integrator, slower)")
     s.add_argument("--reduced", action="store_true",
                    help="simulate the bundle's reduced model instead of the full FE model")
-    s.add_argument("--chain", choices=("ads1256", "ideal"), default="ideal",
-                   help="what the measurement CSV holds: 'ads1256', each channel converted "
-                        "like the chip (sinc5 + averager over its window, at its own instant "
-                        "in multiplexer cycling; docs/hardware.md), or 'ideal' point samples "
-                        "at the row times (the default, since the estimators still assume point "
-                        "samples). The truth CSV is point values either way")
+    s.add_argument("--chain", choices=("model", "ads1256", "ideal"), default="model",
+                   help="what the measurement CSV holds: 'model' (the default), converted as "
+                        "the model file's [acquisition] declares, which is the ADS1256 when "
+                        "it declares nothing (docs/modelfile.md); 'ads1256', each channel "
+                        "converted like the chip (sinc5 + averager over its window, at its "
+                        "own instant in multiplexer cycling; docs/hardware.md); 'ideal', point "
+                        "samples at the row times. The truth CSV is point values either way")
     s.add_argument("--drate", type=float, default=None,
                    help="ADS1256 data rate [SPS] of --chain ads1256 (default: the one that "
                         "gives the model's [estimator] rate rows/s in --mode)")
@@ -163,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="the limit under this bundle's own load model (learned with build "
                          "--record, else declared) and at its delay; run its estimator on the "
                          "build's honest calibration runs and print its error and its ratio "
-                         "to the limit at its delay (the build's ratio; docs/glossary.md)")
+                         "to the limit at its delay (the build's ratio; docs/glossary.md); both "
+                         "through the bundle's measurement chain ([acquisition])")
     lm.add_argument("--quiet", action="store_true", help="no progress bars")
     pl = command("place", "choose sensors from [[placement.candidates]]")
     pl.add_argument("model", help="model file (TOML) with [[placement.candidates]]")

@@ -19,7 +19,8 @@ from edge.kinds import DEFAULT_REDUCTION_METHOD as DEFAULT_METHOD
 from edge.kinds import DEFAULT_REDUCTION_MODES as DEFAULT_MODES
 from offline.fem.femodel import FEModel
 from offline.model.checks import eigen_error_warning, mechanism_warning
-from offline.model import ModelFileError, ModelSpec, build_fe_model, resolve_dofs
+from offline.fem.strain import probe_matrix
+from offline.model import ModelFileError, ModelSpec, build_fe_model, output_probe, resolve_dofs
 from offline.reduction import Reduction, recover, reduce
 
 #: Eigenvalue-report length when a model file has no ``[reduction]`` table (the method and
@@ -124,9 +125,14 @@ class ReducedModel:
         return unit_rows(self.masters, self.force_dofs, self.n).T
 
     def output_rows(self) -> np.ndarray:
-        """(nout, n): output displacements ``T[out_dofs]`` (any DOF, not only masters)."""
-        return recover(self.reduction.T, self.out_dofs) if self.out_dofs else \
-            np.zeros((0, self.n))
+        """(nout, n): output displacements ``T[out_dofs]`` (any DOF, not only masters); a
+        strain/stress output's row ``s`` over the DOFs (offline.fem.strain) gives ``s @ T``."""
+        if not self.out_dofs:
+            return np.zeros((0, self.n))
+        if not any(hasattr(d, "coef") for d in self.out_dofs):
+            return recover(self.reduction.T, self.out_dofs)
+        T = np.asarray(self.reduction.T)
+        return np.asarray(probe_matrix(self.out_dofs, T.shape[0]) @ T, dtype=np.float64)
 
 
 def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int | None = None,
@@ -160,8 +166,7 @@ def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int 
             f"{model.n_dofs - n_slave} masters); set modes to at most {n_slave}")
     red = reduce(model, masters, n_modes=modes, method=rs.method if rs else DEFAULT_METHOD,
                  n_report=n_rep, progress=progress)
-    outs = [resolve_dofs(model, o.select, o.dof, o.where or f"[[outputs]] {o.name}")[0]
-            for o in spec.outputs]
+    outs = [output_probe(model, o) for o in spec.outputs]
     f_band = (spec.estimator.rate if spec.estimator else 1000.0) / 2
     red.report.warnings = [w for w in (mechanism_warning(spec, red.report.freqs_full),
                                        eigen_error_warning(red.report, f_band, spec)) if w]

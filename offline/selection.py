@@ -14,7 +14,7 @@ better: measured on a 9-DOF strip, that choice gave up the output, 0.14 instead 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -343,20 +343,54 @@ def plot_selection(sel: dict, path, dt: float) -> str:
 def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     """Whether a build must use the Kalman smoother for its measurement chain
     (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
-    Tikhonov estimators and the point-sample calibration runs do not), so a chain other than
+    Tikhonov estimators' Markov parameters are a point sample's), so a chain other than
     ``ideal`` makes the build use it instead of the automatic choice; the warnings go to
-    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``)."""
-    if chain.ideal:
+    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``).
+    Sensor dynamics (``[[sensors]]`` highpass_hz, average_s, drift) are a chain too."""
+    if chain.point:
         return False
+    what = (f"[acquisition] converter = {chain.converter!r}" if not chain.ideal else
+            "[[sensors]] highpass_hz / average_s / drift")
     if hybrid:
-        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain of "
-                         f"[acquisition] (converter = {chain.converter!r}) yet; build it for "
-                         f"converter = \"ideal\"")
+        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain "
+                         f"({what}) yet; build it for converter = \"ideal\" and sensors "
+                         f"without dynamics")
     warn = meta.setdefault("warnings", [])
     if est_spec.method != "smoother":
-        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators "
-                    f"do not model the conversion's window, and the calibration runs are "
-                    f"point samples; the Kalman smoother, which models it exactly, is used "
-                    f"instead of the automatic choice ([estimator] method = "
-                    f"{est_spec.method!r})")
+        if chain.ideal:  # sensor dynamics only
+            warn.append(f"{what}: the Tikhonov estimators do not model the sensors' dynamics; "
+                        f"the Kalman smoother, which models them exactly, is used instead of "
+                        f"the automatic choice ([estimator] method = {est_spec.method!r})")
+            return True
+        h, spacing = chain.taps()
+        # the conversion's group delay: the taps' centroid (symmetric taps: half the window)
+        delay = float(h @ np.arange(h.size)) * spacing / float(h.sum())
+        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators' "
+                    f"Markov parameters are those of point samples, and here each sample is "
+                    f"the input low-passed over a {1e3 * (h.size - 1) * spacing:.3g} ms window "
+                    f"and delayed by {1e3 * delay:.3g} ms"
+                    + (f" (plus up to {1e3 * max(chain.offsets):.3g} ms for a channel converted "
+                       f"before the row)" if chain.offsets and max(chain.offsets) > 0 else "")
+                    + "; the Kalman smoother, which models "
+                    f"the conversion exactly, is used instead of the automatic choice "
+                    f"([estimator] method = {est_spec.method!r})")
     return True
+
+
+def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
+    """A model file without ``[acquisition]`` gets the ADS1256's chain
+    (:meth:`offline.model.ModelSpec.chain`), which only the Kalman smoother models; the hybrid
+    twin and the device's model update (``[[parameters]]``: ``update_model`` needs a Tikhonov
+    bundle) need point samples, so such a build falls back to ``ideal``, with a warning."""
+    why = ("the hybrid twin does not model the measurement chain" if hybrid else
+           "the device's model update ([[parameters]], update_model) needs a Tikhonov "
+           "estimator, which does not model the measurement chain"
+           if spec.raw.get("parameters") else None)
+    if why is None or spec.acquisition is not None or bundle.chain.ideal:
+        return
+    c = bundle.chain
+    bundle.meta.setdefault("warnings", []).append(
+        f"{why}: built for point samples, not for the default ADS1256 chain "
+        f"({c.drate:g} SPS {c.mode}); declare [acquisition] converter = \"ideal\" to say so, "
+        f"or \"ads1256\" to model the conversions with the Kalman smoother")
+    bundle.chain = replace(c, converter="ideal", drate=0.0, mode="continuous", offsets=())

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.bundle import KINDS
 from edge.csvio import read_table, write_table
 from edge.estimator.expm import foh_matrices
 from edge.estimator.newmark import newmark
+from edge.kinds import kind_order
 from offline._deps import need, progress as _progress
+from offline.fem.strain import probe_matrix
 from offline.metrics import add_noise as _add
-from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs
 from offline.reduced import reduce_model
 from offline.reduction.eigen import max_modes, modes
 
@@ -140,7 +141,8 @@ def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, progres
     F_fine : (nt, nf)                 force history on the fine grid [N]
     dt_fine : float                   fine time step [s]
     decim : int                       fine steps per sample
-    probes : list of (dof, kind)      recorded quantities (kind 0 u, 1 v, 2 a)
+    probes : list of (dof, kind)      recorded quantities (kind 0 u, 1 v, 2 a; ``dof`` an
+                                      index or a strain/stress ``offline.fem.strain.Probe``)
 
     Returns
     -------
@@ -158,15 +160,15 @@ def simulate_sparse(M, C, K, force_dofs, F_fine, dt_fine, decim, probes, progres
     v = np.zeros(N)
     a = np.zeros(N)
     fvec = np.zeros(N)
-    pd = np.array([p[0] for p in probes], dtype=int)
+    S = probe_matrix([p[0] for p in probes], N)  # a DOF or a strain/stress row each
     pk = np.array([p[1] for p in probes], dtype=int)
     out = np.zeros(((nt - 1) // decim + 1, len(probes)))
     M = sp.csr_matrix(M)
     C = sp.csr_matrix(C)
 
     def record(i):
-        st = (u, v, a)
-        out[i] = [st[k][d] for d, k in zip(pd, pk)]
+        st = (S @ u, S @ v, S @ a)
+        out[i] = [st[k][j] for j, k in enumerate(pk)]
 
     record(0)
     c1, c2, c3 = 1 / (beta * dt * dt), 1 / (beta * dt), 0.5 / beta - 1
@@ -215,19 +217,19 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
         Ac = np.array([[0.0, 1.0], [-lam[i], -c[i]]])
         Ai, g0, g1 = foh_matrices(Ac, np.array([[0.0], [1.0]]), dt_fine)
         A[i], G0[i], G1[i] = Ai, g0[:, 0], g1[:, 0]
-    pd = np.array([p[0] for p in probes], dtype=int)
+    S = probe_matrix([p[0] for p in probes], N)  # a DOF or a strain/stress row each
     pk = np.array([p[1] for p in probes], dtype=int)
+    Pp = np.asarray(S @ Phi)  # (np, m)
     # residual flexibility at the probes: (K^-1 - Phi diag(1/w^2) Phi^T) B   (mode acceleration)
     rigid = bool(np.any(w < 1e-6 * max(w.max(), 1e-300)))
-    Rp = np.zeros((len(pd), len(force_dofs)))
+    Rp = np.zeros((len(pk), len(force_dofs)))
     if not rigid and len(force_dofs):
         B = np.zeros((N, len(force_dofs)))
         B[force_dofs, np.arange(len(force_dofs))] = 1.0
         KinvB = spla.splu(model.K.tocsc()).solve(B)
-        Rp = KinvB[pd] - (Phi[pd] / lam) @ Phi[force_dofs].T
+        Rp = np.asarray(S @ KinvB) - (Pp / lam) @ Phi[force_dofs].T
     nt = F_fine.shape[0]
     out = np.zeros(((nt - 1) // decim + 1, len(probes)))
-    Pp = Phi[pd]  # (np, m)
     q = np.zeros(m)
     qd = np.zeros(m)
     p_prev = P @ F_fine[0]
@@ -315,10 +317,27 @@ def force_histories(spec, active, kind: str, t: np.ndarray, seed: int, load: dic
     return F
 
 
+def model_chain(spec, chain: str, drate, mode):
+    """``(chain, drate, mode)`` for :func:`offline.chain.plan_chain`: ``chain = "model"``
+    converts as the model file's ``[acquisition]`` declares (or its default,
+    :meth:`offline.model.ModelSpec.chain`), explicit ``drate``/``mode`` taking precedence;
+    other chains pass through."""
+    if chain != "model":
+        return chain, drate, mode
+    c = spec.chain()
+    if c.converter == "ideal":
+        return "ideal", drate, mode
+    if c.converter != "ads1256":
+        raise ValueError(f"chain (--chain): the model file's [acquisition] converter = "
+                         f"{c.converter!r} cannot be simulated yet; pass --chain ads1256 or "
+                         f"--chain ideal")
+    return "ads1256", c.drate if drate is None else drate, c.mode if mode is None else mode
+
+
 def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
                    reduced: bool = False, seed: int = 0, rate: float | None = None,
                    progress: bool = True, build_result=None, engine: str = "modal",
-                   n_modes: int = 80, warmup: float = 0.0, chain: str = "ideal",
+                   n_modes: int = 80, warmup: float = 0.0, chain: str = "model",
                    drate: float | None = None, mode: str | None = None) -> SimResult:
     """Simulate the rig described by a model file under a load profile.
 
@@ -350,9 +369,12 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         samples at the row times, or ``"ads1256"`` conversions at ``drate`` SPS in
         ``"continuous"``/``"cycle"`` mode (defaults: :func:`offline.chain.plan_chain`), each
         channel over its window at its own instant, integrated on a grid refined to at least
-        32 steps per row. The truth (``F``, ``Z``, ``Y_clean``) stays point values.
+        32 steps per row. The truth (``F``, ``Z``, ``Y_clean``) stays point values. Each
+        sensor's own dynamics (``[[sensors]]`` highpass_hz, average_s, drift) act on the
+        fine grid before the converter (:func:`offline.chain.sensor_outputs`, a seeded
+        random-walk offset :func:`offline.chain.offset_walks` added after the noise).
     """
-    from offline.chain import plan_chain
+    from offline.chain import SensorDynamics, plan_chain
 
     if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) \
             or oversample < 1:
@@ -371,13 +393,14 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     names_c = [s.name for s in spec.sensors]
     names_f = [f.name for f in spec.forces]
     names_o = [o.name for o in spec.outputs]
-    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
                                                            for o in spec.outputs]
     active = [i for i, n in enumerate(names_f) if target in (None, n)]
     if target is not None and not active:
         raise ValueError(f"load force {target!r} is not one of the model's forces {names_f}")
     if engine not in ("modal", "newmark"):
         raise ValueError(f"engine must be 'modal' or 'newmark', got {engine!r}")
+    chain, drate, mode = model_chain(spec, chain, drate, mode)
     ch = plan_chain(chain, 1.0 / dt, len(names_c), drate, mode, oversample)
     # the load on a grid `oversample` times finer than the samples (a 2 ms pulse sampled
     # only at 1 kHz loses ~20 % of its impulse)
@@ -386,38 +409,56 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     run = dict(spec=spec, kinds=kinds, engine=engine, n_modes=n_modes, progress=progress,
                build_result=build_result)
     nc = len(names_c)
-    if ch.kind == "ideal":
+    dyn = SensorDynamics.of(spec.sensors)
+    Bm = 0.0
+    if ch.kind == "ideal" and not dyn.any:
         out, info = _run(reduced, F_fine, dt / oversample, oversample, **run)
         Ym = out[:, :nc]
     else:
-        out, Ym, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run)
+        out, Ym, Bm, info = _run_chain(ch, reduced, F_fine, dt, oversample, ns, nc, run,
+                                       dyn, seed)
     F = F_fine[::oversample]
     info["dt"] = dt
     Yc, Ym, Z, F = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:]
     t = np.arange(ns - nw) / rate_hz  # k / rate, not sums of fine steps (0.00099999...)
-    Y = add_noise(Ym, noise, rng)
+    Bm = Bm[nw:] if np.ndim(Bm) else Bm
+    Y = add_noise(Ym, noise, rng) + Bm
+    Ym = Ym + Bm
     info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
     info.setdefault("chain", "ideal")
     return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
                      output_names=names_o, info=info,
-                     Y_conv=None if ch.kind == "ideal" else Ym)
+                     Y_conv=None if ch.kind == "ideal" and not dyn.any else Ym)
 
 
 def _run_chain(ch, reduced: bool, F_fine, dt: float, oversample: int, ns: int, nc: int,
-               run: dict):
-    """The ads1256 chain: :func:`_run` on the grid refined by ``ch.refine`` (plus the steps
-    the last row's windows need), the first ``nc`` columns converted
-    (:func:`offline.chain.conversions`). ``(point rows (ns, ...), conversions (ns, nc),
-    info)``."""
-    from offline.chain import conversions, refine_grid
+               run: dict, dyn, seed):
+    """The ads1256 chain or the sensors' dynamics: :func:`_run` on the grid refined to 32
+    steps per row at least (plus the steps the last row's windows need), the first ``nc``
+    columns through the sensors (:func:`offline.chain.sensor_outputs`) and converted
+    (:func:`offline.chain.conversions`; ideal: the rows' nodes). ``(point rows (ns, ...),
+    conversions (ns, nc), converted offsets (ns, nc), info)``."""
+    from offline.chain import (MIN_STEPS_PER_ROW, conversions, offset_walks, refine_grid,
+                               sensor_outputs)
 
-    sub = oversample * ch.refine
-    Fr = refine_grid(F_fine, ch.refine, ch.pad_steps(dt / sub))
+    refine = max(ch.refine, -(-MIN_STEPS_PER_ROW // oversample)) if dyn.any else ch.refine
+    sub = oversample * refine
+    Fr = refine_grid(F_fine, refine, ch.pad_steps(dt / sub))
     out, info = _run(reduced, Fr, dt / sub, 1, **run)
-    Ym = conversions(out[:, :nc], dt / sub, sub, ns, ch.drate, ch.offsets)
-    info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
-                 "offsets_s": ch.offsets.tolist()})
-    return out[:(ns - 1) * sub + 1:sub], Ym, info
+    y = sensor_outputs(out[:, :nc], dt / sub, dyn)
+    b = offset_walks(y.shape[0], dt / sub, dyn.drift, seed)
+    if ch.kind == "ideal":
+        Ym, Bm = y[:(ns - 1) * sub + 1:sub], b[:(ns - 1) * sub + 1:sub]
+    else:
+        Ym = conversions(y, dt / sub, sub, ns, ch.drate, ch.offsets)
+        Bm = conversions(b, dt / sub, sub, ns, ch.drate, ch.offsets)
+        info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
+                     "offsets_s": ch.offsets.tolist()})
+    if dyn.any:
+        info["sensor_dynamics"] = {"highpass_hz": dyn.highpass_hz.tolist(),
+                                   "average_s": dyn.average_s.tolist(),
+                                   "drift": dyn.drift.tolist(), "dt_fine": dt / sub}
+    return out[:(ns - 1) * sub + 1:sub], Ym, Bm, info
 
 
 def _run(reduced: bool, F_fine, dt_f: float, decim: int, *, spec, kinds, engine, n_modes,
@@ -435,8 +476,8 @@ def _run(reduced: bool, F_fine, dt_f: float, decim: int, *, spec, kinds, engine,
         return out, {"model": "reduced", "dt_fine": dt_f}
     model = build_result.model if build_result is not None else \
         build_fe_model(spec, progress=progress)
-    dofs = [resolve_dofs(model, x.select, x.dof, x.name)[0]
-            for x in list(spec.sensors) + list(spec.outputs)]
+    dofs = [resolve_dofs(model, x.select, x.dof, x.name)[0] for x in spec.sensors]
+    dofs += [output_probe(model, x, x.name) for x in spec.outputs]
     fd = np.array([resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces])
     probes = list(zip(dofs, kinds))
     if engine == "modal":

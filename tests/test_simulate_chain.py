@@ -110,7 +110,7 @@ def reference(path, load, rate, n_rows, drate, offsets, steps=64):
     ``oversample=steps``), the taps over np.interp of it at every modulator instant (at rest,
     0, before the record)."""
     fine = simulate_model(path, load, (n_rows - 1) / rate, noise=0.0, progress=False,
-                          rate=rate * steps, oversample=1)
+                          rate=rate * steps, oversample=1, chain="ideal")
     h, lags = conversion_taps(drate), modulator_lags_s(drate)
     t = np.arange(n_rows) / rate
     return np.column_stack([[h @ np.interp(tr + o - lags, fine.t, fine.Y_clean[:, j], left=0.0)
@@ -124,8 +124,12 @@ def test_continuous_chain_is_the_filter_of_the_same_response(tmp_path):
     same piecewise-linear load exactly: modal engine, first-order hold)."""
     path = model(tmp_path, 1000.0, [("d102", 0.102, "displacement")])
     load = {"type": "sine", "freq": 130.0, "amplitude": 1.0}
-    ideal = simulate_model(path, load, 0.2, noise=0.0, progress=False)
+    ideal = simulate_model(path, load, 0.2, noise=0.0, progress=False, chain="ideal")
     chip = simulate_model(path, load, 0.2, noise=0.0, progress=False, chain="ads1256")
+    # the default ("model"): a model file without [acquisition] is converted by the ADS1256
+    # at the rate giving its 1000 rows/s, exactly as the explicit chain
+    dflt = simulate_model(path, load, 0.2, noise=0.0, progress=False)
+    np.testing.assert_array_equal(dflt.Y, chip.Y)
     assert ideal.info["chain"] == "ideal" and ideal.Y_conv is None
     assert chip.info["drate"] == 1000.0 and chip.info["mode"] == "continuous"
     scale = np.abs(ideal.Y_clean).max()

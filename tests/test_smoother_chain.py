@@ -152,7 +152,7 @@ def test_bundle_carries_the_chain_and_old_bundles_are_ideal():
     assert r.chain == ch and r.kf["A"].shape == (14, 14)
     z = np.load(io.BytesIO(sb.to_bytes()))
     a = {k: z[k] for k in z.files}
-    assert int(a["schema_version"]) == 7
+    assert int(a["schema_version"]) == 8
     # a schema-6 bundle (no chain_* fields) is read as ideal point samples
     ideal = chain_bundle(n=3)
     z = np.load(io.BytesIO(ideal.to_bytes()))
@@ -219,21 +219,30 @@ def test_chain_layout_refuses_a_coupling_from_the_chain_states():
         derive_smoother(b.replace(kf={**b.kf, "A": A}))
 
 
-def _spec(extra: str):
+def _spec(extra: str, rate: float = 1000.0):
     import tomllib
     from pathlib import Path
 
     from offline.model import spec_from_dict
 
     root = Path(__file__).resolve().parents[1]
-    raw = tomllib.loads((root / "examples" / "my_beam.toml").read_text() + extra)
+    text = (root / "examples" / "my_beam.toml").read_text()
+    assert "rate = 1000.0 " in text  # the rate the substitution below changes
+    raw = tomllib.loads(text.replace("rate = 1000.0 ", f"rate = {rate} ", 1) + extra)
     return spec_from_dict(raw, root / "examples" / "my_beam.toml")
 
 
 def test_acquisition_table_parses_and_names_bad_keys():
     from offline.model import ModelFileError
 
-    assert _spec("").chain() == Chain()
+    # no [acquisition]: the ADS1256 the edge reads, at the data rate that gives the model's
+    # 1000 rows/s (one sensor: continuous), as `simulate` converts by default
+    assert _spec('\n[acquisition]\nconverter = "ideal"\n').chain() == Chain()
+    # a rate no data rate gives (700 rows/s): point samples, the bundle cannot run on the chip
+    assert _spec("", rate=700.0).chain() == Chain()
+    # an [acquisition] without converter is the ADS1256 too
+    assert _spec('\n[acquisition]\nmode = "continuous"\n').chain() == \
+        Chain("ads1256", 1000.0, "continuous")
     assert _spec('\n[acquisition]\nconverter = "ads1256"\n').chain() == \
         Chain("ads1256", 1000.0, "continuous")  # drate defaults to [estimator] rate
     s = _spec('\n[acquisition]\nconverter = "ads1256"\ndrate = 3750.0\nmode = "cycle"\n'
@@ -307,7 +316,8 @@ def _accuracy(rate, drate, mode="continuous", offsets=None, extra="", converter=
     acq = f'\n[acquisition]\nconverter = "{converter}"\ndrate = {drate}\nmode = "{mode}"\n{daq}'
     if offsets is not None:
         acq += f"offsets = {list(offsets)}\n"
-    s_pt = spec_from_dict(tomllib.loads(text), root / "examples" / "my_beam.toml")
+    s_pt = spec_from_dict(tomllib.loads(text + '\n[acquisition]\nconverter = "ideal"\n'),
+                          root / "examples" / "my_beam.toml")
     s_ch = spec_from_dict(tomllib.loads(text + acq), root / "examples" / "my_beam.toml")
     b_pt = build(s_pt, progress=False, limit=False, maps=False).bundle
     res = build(s_ch, progress=False, limit=False, maps=False)

@@ -25,7 +25,7 @@ import numpy as np
 from edge.csvio import read_table
 from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
 from edge.hw.ads1256_filter import F_MOD, grid_weights
-from edge.kinds import KIND_CODE
+from edge.kinds import kind_order
 
 
 class SimulationFinished(EOFError):
@@ -55,7 +55,7 @@ class StructureSource:
         n = bundle.n
         self.force_dof = np.array([f.dof for f in bundle.forces], int)
         self.ch_dof = np.array([c.dof for c in bundle.channels], int)
-        self.ch_kind = np.array([KIND_CODE[c.kind] for c in bundle.channels], int)
+        self.ch_kind = np.array([kind_order(c.kind) for c in bundle.channels], int)
         self.sens = np.asarray(sensitivity, float)
         self.off = np.asarray(offset, float)
         self.load, self.amp, self.freq = load, float(amplitude), float(frequency)

@@ -38,7 +38,7 @@ from edge.bundle import Bundle
 from edge.estimator.expm import foh_matrices
 from edge.estimator.tikhonov import (EstimatorError, first_difference,  # noqa: F401
                                      force_scales, tikhonov_gain, window_matrices)
-from edge.kinds import DISCRETIZATIONS, KIND_CODE, REGULARIZATIONS
+from edge.kinds import DISCRETIZATIONS, REGULARIZATIONS, kind_order
 
 
 @dataclass
@@ -285,7 +285,7 @@ def _block_layout(A, size, n, proportional):
 
 
 def _modal_rows(Phi, items):
-    """(kind index, row over the modal coordinates) of channels (a DOF) or outputs (a row)."""
+    """(derivative order, row over the modal coordinates) of channels (a DOF) or outputs (a row)."""
     out = []
     for it in items:
         if hasattr(it, "row"):
@@ -293,7 +293,7 @@ def _modal_rows(Phi, items):
         else:
             r = np.zeros(Phi.shape[0])
             r[it.dof] = 1.0
-        out.append((KIND_CODE[it.kind], r @ Phi))
+        out.append((kind_order(it.kind), r @ Phi))
     return out
 
 

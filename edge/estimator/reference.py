@@ -19,7 +19,7 @@ from edge.bundle import Bundle
 from edge.estimator.expm import foh_matrices
 from edge.estimator.kernel import FLAG_HELD, FLAG_OVERFLOW, FLAG_WARMUP
 from edge.estimator.newmark import effective_stiffness, internal_force, update_rates
-from edge.kinds import KIND_CODE
+from edge.kinds import kind_order
 
 
 class ReferenceEstimator:
@@ -35,14 +35,14 @@ class ReferenceEstimator:
         self.L = int(b.window if window is None else window)
         n = self.n = b.M.shape[0]
         self.ch_dof = np.array([c.dof for c in b.channels])
-        self.ch_kind = np.array([KIND_CODE[c.kind] for c in b.channels])
+        self.ch_kind = np.array([kind_order(c.kind) for c in b.channels])
         self.w = np.array([c.weight for c in b.channels])
         self.scale = np.array([float(getattr(f, "scale", 1.0)) for f in b.forces])
         self.B = np.zeros((n, len(b.forces)))
         for j, f in enumerate(b.forces):
             self.B[f.dof, j] = 1.0
         self.out_rows = np.array([o.row for o in b.outputs]).reshape(len(b.outputs), n)
-        self.out_kind = np.array([KIND_CODE[o.kind] for o in b.outputs], dtype=int)
+        self.out_kind = np.array([kind_order(o.kind) for o in b.outputs], dtype=int)
         # 1-2. effective stiffness Keff = M/(b dt^2) + g C/(b dt) + K            (eq. 15b)
         self.Keff = effective_stiffness(self.M, self.C, self.K, self.dt, self.beta, self.gamma)
         if self.disc == "foh":

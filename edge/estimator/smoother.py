@@ -19,13 +19,14 @@ import math
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.chain_check import ChainCheck, chain_name
 from edge.estimator.chi2 import chi2_sf
 from edge.estimator.common import BlockEstimator
 from edge.estimator.load_level import LevelTracker
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother_kernel import _smooth
 from edge.estimator.smoother_operator import derive_smoother, level_operators
-from edge.flags import FLAG_WARMUP
+from edge.flags import FLAG_MODEL_SUSPECT, FLAG_WARMUP
 
 
 class SmootherEstimator(BlockEstimator):
@@ -95,6 +96,11 @@ class SmootherEstimator(BlockEstimator):
             self._track_var = None if tv is None else np.asarray(tv, dtype=float)
             self.op = op = self._levels[start]
             self._base_std[:] = op.std
+        self.chain_check = None  # the innovations' likelihood against another chain
+        if "alt_A" in bundle.kf:
+            alt = bundle.meta.get("chain_check", {}).get("alternative", {})
+            self.chain_check = ChainCheck(bundle.kf, bundle.dt, chain_name(bundle.chain),
+                                          chain_name(alt) if alt else "another chain")
         self._warm_up()
         self._stated_std()
 
@@ -150,6 +156,11 @@ class SmootherEstimator(BlockEstimator):
                 a = b
         F[:] = Q[:, :nf]
         Z[:] = Q[:, nf:]
+        cc = self.chain_check
+        if cc is not None:
+            cc.push(Y)
+            if cc.suspect:
+                flags |= FLAG_MODEL_SUSPECT
         # rows of samples m = c0 + i - lag before the start-up std has converged: warm-up
         L = self.op.lag
         lo, hi = max(0, L - c0), min(nb, self.n_warm + L - c0)
@@ -218,6 +229,8 @@ class SmootherEstimator(BlockEstimator):
             tr.restart(int(np.argmin(np.abs(np.log(tr.grid)))))
             self.op = self._levels[tr.level]
             self._base_std[:] = self.op.std
+        if self.chain_check is not None:
+            self.chain_check.reset()
         self._stated_std()
 
     def _state(self):
@@ -246,8 +259,9 @@ class SmootherEstimator(BlockEstimator):
         "ratio": below / above, "threshold": [min, max] of the ratio}``; ``reasons``: why it
         is suspect, in words; ``noise_level``: the tracked sensor noise's std over the designed
         one (1 without ``kf_track_*``); ``load_level``: the tracked load level, a factor of the
-        designed force RMS, or None without tracking); ``None`` values until the window
-        has filled once."""
+        designed force RMS, or None without tracking; ``chain``: the measurement-chain check,
+        :meth:`edge.estimator.chain_check.ChainCheck.as_dict`, or None without ``kf_alt_*``);
+        ``None`` values until the window has filled once."""
         op = self.op
         W = op.nis_window
         dof = W * op.n_channels
@@ -282,6 +296,10 @@ class SmootherEstimator(BlockEstimator):
                 reasons.append(f"innovation power around the resonance at "
                                f"{float(op.band_hz[b, 1]):.1f} Hz lopsided (ratio {r:.3g}): "
                                f"the structure's resonance has moved")
+        cc = self.chain_check
+        if cc is not None and cc.reason():
+            suspect = True
+            reasons.append(cc.reason())
         return {"nis": None if nis is None else round(nis, 3), "dof": dof,
                 "window_s": W * self.bundle.dt,
                 "p_value": None if nis is None else chi2_sf(nis, dof),
@@ -291,7 +309,8 @@ class SmootherEstimator(BlockEstimator):
                 "suspect": suspect, "reasons": reasons,
                 "load_level": None if self.tracker is None else self.tracker.load_level(),
                 "noise_level": None if self.tracker is None else
-                math.sqrt(self.tracker.noise_scale)}
+                math.sqrt(self.tracker.noise_scale),
+                "chain": None if cc is None else cc.as_dict()}
 
     def _warm_up(self) -> None:
         """Compile (or load from the numba cache) on throw-away copies of the state."""

@@ -67,6 +67,7 @@ class Settings:
     draws: int = 2             # prior draws among the starting points
     screen_iter: int = 20      # model runs of each screening search (two passes)
     screen_s: float = 2.0      # seconds of each record the screen fits (from its start)
+    identifiability: bool = True   # profile the weak directions (offline.calibration.identify)
 
 
 def default_prior(p) -> Prior:
@@ -86,7 +87,7 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     b = raw.get("bayes", {}) or {}
     w = f"{where}: [bayes]"
     known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter",
-             "step_tol", "multistart", "draws", "screen_iter", "screen_s"}
+             "step_tol", "multistart", "draws", "screen_iter", "screen_s", "identifiability"}
     extra = sorted(set(b) - known)
     if extra:
         raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
@@ -130,8 +131,9 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
     sc = b.get("screen_s", 2.0)
     if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not sc > 0:
         raise ValueError(f"{w}.screen_s must be a duration > 0 [s], got {sc!r}")
-    if not isinstance(b.get("multistart", True), bool):
-        raise ValueError(f"{w}.multistart must be true or false, got {b.get('multistart')!r}")
+    for key in ("multistart", "identifiability"):
+        if not isinstance(b.get(key, True), bool):
+            raise ValueError(f"{w}.{key} must be true or false, got {b.get(key)!r}")
     return Settings(priors=priors, noise=noise, offsets=tuple(b.get("offsets", ())),
                     autocorrelation=bool(b.get("autocorrelation", True)),
                     prep=Prep.from_dict(b.get("data"), f"{w}.data"),
@@ -140,7 +142,8 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
                     step_tol=float(b.get("step_tol", 0.01)),
                     multistart=b.get("multistart", True), draws=int(b.get("draws", 2)),
                     screen_iter=int(b.get("screen_iter", 20)),
-                    screen_s=float(b.get("screen_s", 2.0)))
+                    screen_s=float(b.get("screen_s", 2.0)),
+                    identifiability=b.get("identifiability", True))
 
 
 class Problem:
@@ -333,9 +336,39 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
                 print(f"  runner-up optimum (from {alt_start}): free energy {alt.F:.3f} against "
                       f"{res.F:.3f}" + (" -- CLOSE: the records hardly prefer the answer"
                                         if res.F - alt.F < CLOSE_F else ""), flush=True)
+    undetermined, profiles = [], []
+    if settings.identifiability:
+        res, undetermined, profiles = _identify(prob, res, groups, modes, settings, progress)
     k, J = prob.residuals(res.m)
     scale = [np.sqrt(g.weight * q.mean) for g, q in zip(groups, res.noise)]
     L, _ = nonlinearity_measure(lambda xi: prob.residuals(xi, jac=False)[0], res.m, res.std,
                                 k, J, scale=scale)
     return Result(problem=prob, vb=res, groups=groups, rho=rho, nonlinearity=L,
-                  seconds=time.perf_counter() - t0, modes=competing)
+                  seconds=time.perf_counter() - t0, modes=competing, undetermined=undetermined,
+                  profiles=profiles)
+
+
+def _identify(prob, res, groups, modes, settings, progress):
+    """:func:`offline.calibration.identify.analyse` with VB restarts at a better point."""
+    from offline.calibration.identify import analyse
+
+    def restart(xi):
+        if progress:
+            print("  a profile found a better optimum: VB again from there", flush=True)
+        r = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
+                              max_iter=settings.max_iter, m_init=xi, step_tol=settings.step_tol)
+        r.n_evals += res.n_evals
+        return r
+
+    n0 = prob.n_evals
+    out, undetermined, dirs = analyse(prob, res, groups, [(md.start, md.m) for md in modes[1:4]],
+                                      restart)
+    if progress:
+        print(f"  identifiability: {len(dirs)} direction(s) profiled "
+              f"({prob.n_evals - n0} model runs)", flush=True)
+        for u in undetermined:
+            print(f"  NOT DETERMINED: {u['text']}", flush=True)
+    return out, undetermined, [{"source": c.source, "local_ratio": c.ratio, "t": c.t,
+                                "dphi": c.dphi, "interval": [c.lo, c.hi],
+                                "undetermined": c.undetermined,
+                                "direction": dict(zip(prob.names, c.d.tolist()))} for c in dirs]

@@ -108,18 +108,13 @@ def run(args) -> int:
         f"({sum(r.used.size for r in records)} samples per sensor)")
     res = calibrate(setup, None, settings, progress=not args.quiet, records=records)
     info = res.to_dict(model_sha256=hash_file(args.model))
-    for n, m, s in zip(info["names"], info["mean"], info["std"]):
-        say(f"  {n}: {m:.6g} +- {s:.3g} (nonlinearity {info['nonlinearity'][n]:.3g})")
-    say(f"  free energy {info['free_energy']:.6g}, {info['model_evaluations']} model runs, "
-        f"{info['seconds']:.2f} s")
+    say_posterior(info, say)
     if not info["converged"]:
         out.mkdir(parents=True, exist_ok=True)
         (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
         write_report(res, out, [("converged", "NO")])
-        print(f"vsense-offline calibrate: error: the calibration did not converge in "
-              f"{info['iterations']} iterations (free energy {info['free_energy']:.6g}); no "
-              f"calibrated model written. Raise [bayes] max_iter (now {settings.max_iter}), or "
-              f"check the records and priors; where it stopped: {out / 'posterior.json'}, "
+        print(f"vsense-offline calibrate: error: {not_converged_reason(info, settings)}; no "
+              f"calibrated model written; where it stopped: {out / 'posterior.json'}, "
               f"{out / 'report.html'}", file=sys.stderr)
         return EXIT_NOT_CONVERGED
     outside = outside_bounds(info, setup.parameters)
@@ -181,6 +176,35 @@ def run(args) -> int:
     return 0
 
 
+def say_posterior(info: dict, say) -> None:
+    """Each parameter (NOT DETERMINED ones with their 95 % interval, not as a finding), what
+    the records do not determine, the free energy and the cost."""
+    for n, m, s, iv in zip(info["names"], info["mean"], info["std"], info["interval95"]):
+        say(f"  {n}: {m:.6g} +- {s:.3g} (nonlinearity {info['nonlinearity'][n]:.3g})"
+            + ("" if info["determined"].get(n, True) else
+               f" NOT DETERMINED alone by these records (95 % interval {iv[0]:.3g} .. "
+               f"{iv[1]:.3g}): not a finding"))
+    for u in info["identifiability"]["undetermined"]:
+        say(f"  NOT DETERMINED: {u['text']}")
+    say(f"  free energy {info['free_energy']:.6g}, {info['model_evaluations']} model runs, "
+        f"{info['seconds']:.2f} s")
+
+
+def not_converged_reason(info: dict, settings) -> str:
+    """Why VB stopped, with the limit that stopped it (``VBResult.stop``)."""
+    it, F = info["iterations"], info["free_energy"]
+    if info.get("stop") == "backtrack":
+        from offline.calibration.vb import MAX_HALVINGS
+        return (f"the calibration stopped after {it} iterations (free energy {F:.6g}): no step "
+                f"raised the free energy after {MAX_HALVINGS} halvings of the step, so the "
+                f"linearised posterior points nowhere better; more iterations would not help "
+                f"([bayes] max_iter is {settings.max_iter}, not reached). Typical causes: "
+                f"parameters the records cannot separate (NOT DETERMINED above), or a prior "
+                f"or damping the records contradict")
+    return (f"the calibration did not converge in {it} iterations, the [bayes] max_iter limit "
+            f"(free energy {F:.6g}). Raise [bayes] max_iter, or check the records and priors")
+
+
 def outside_bounds(info: dict, parameters) -> list:
     """``"name = mean outside [lo, hi]"`` for each posterior mean outside its parameter's
     ``bounds`` (a damping ratio of 17.8 for [0.003, 0.05] from a force column in mN)."""
@@ -237,7 +261,10 @@ def _bundle(args, raw, head, info, failed, say):
     meta = dict(res.bundle.meta)
     meta["calibration"] = {k: info[k] for k in ("names", "kinds", "mean", "std", "correlation",
                                                 "noise_std", "free_energy", "nonlinearity",
-                                                "converged", "model_sha256") if k in info}
+                                                "converged", "determined", "interval95",
+                                                "model_sha256") if k in info}
+    meta["calibration"]["undetermined"] = [u["text"] for u in
+                                           info.get("identifiability", {}).get("undetermined", [])]
     meta["calibration"]["data"] = [d["sha256"] for d in info["data"]]
     if "inadequacy" in info:
         meta["calibration"]["inadequacy"] = {"passed": info["inadequacy"]["passed"],

@@ -83,12 +83,16 @@ def write_report(res, out_dir, extra_rows=()) -> Path:
     _corr(res, d / "correlation.png")
     _fit(res, d / "fit.png")
     info = res.to_dict()
-    rows = [(n, f"{pm:.6g}", f"{m:.6g}", f"{s:.3g}", f"{info['nonlinearity'][n]:.3g}")
-            for n, pm, m, s in zip(info["names"], info["prior"]["median"], info["mean"], info["std"])]
+    rows = [(n, f"{pm:.6g}", f"{m:.6g}" + ("" if info["determined"][n] else " (not determined)"),
+             f"{s:.3g}", f"{iv[0]:.3g} .. {iv[1]:.3g}", f"{info['nonlinearity'][n]:.3g}")
+            for n, pm, m, s, iv in zip(info["names"], info["prior"]["median"], info["mean"],
+                                       info["std"], info["interval95"])]
     parts = [
         "<h2>Posterior</h2>",
         _table(["parameter", "prior median", "posterior median", "posterior std",
-                "nonlinearity L (eq. 18)"], rows, num_cols=(1, 2, 3, 4)),
+                "95 % interval", "nonlinearity L (eq. 18)"], rows, num_cols=(1, 2, 3, 4, 5)),
+        *[f"<p><b>Not determined:</b> {u['text']}</p>"
+          for u in info["identifiability"]["undetermined"]],
         _table(["noise group", "noise std", "likelihood weight", "residual lag-1"],
                [(g, f"{info['noise_std'][g]:.3g}", f"{v['weight']:.3g}", f"{v['lag1']:.3f}")
                 for g, v in info["noise_groups"].items()], num_cols=(1, 2, 3)),

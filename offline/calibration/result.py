@@ -26,6 +26,10 @@ class Result:
     seconds : float
     modes : list of dict   the best and the runner-up optimum of the starting-point screen
                            (start, free energy, θ), empty with one optimum
+    undetermined : list of dict   directions the records do not determine
+                           (:func:`offline.calibration.identify.describe`); the covariance
+                           is widened along them
+    profiles : list of dict   every profiled direction (ΔΦ along it)
     """
 
     problem: object
@@ -35,6 +39,15 @@ class Result:
     nonlinearity: np.ndarray
     seconds: float
     modes: list = field(default_factory=list)
+    undetermined: list = field(default_factory=list)
+    profiles: list = field(default_factory=list)
+
+    @property
+    def determined(self) -> dict:
+        """{name: False} for every parameter on an undetermined direction, else True: its
+        point estimate alone is not a finding of the records."""
+        off = {n for u in self.undetermined for n in u["parameters"]}
+        return {n: n not in off for n in self.names}
 
     @property
     def names(self) -> list:
@@ -57,6 +70,21 @@ class Result:
         d = [abs(float(t.dtheta_dxi(x))) for t, x in zip(p.transforms, self.vb.m[:p.nmodel])]
         d += [float(p.scale[c]) for c in p.off_ch]
         return np.array(d) * s
+
+    def interval95(self) -> np.ndarray:
+        """(p, 2) θ at ξ = m ∓ 1.96 σ_ξ: the 95 % interval through the transform (the delta-
+        method std understates a damage far from 0 in ξ, e.g. a zone at its prior)."""
+        p = self.problem
+        m, s = self.vb.m, self.vb.std
+        out = []
+        for i in range(len(m)):
+            lo, hi = m[i] - 1.96 * s[i], m[i] + 1.96 * s[i]
+            if i < p.nmodel:
+                lo, hi = p.transforms[i].to_theta(lo), p.transforms[i].to_theta(hi)
+            else:
+                lo, hi = lo * p.scale[p.off_ch[i - p.nmodel]], hi * p.scale[p.off_ch[i - p.nmodel]]
+            out.append(sorted((float(lo), float(hi))))
+        return np.array(out)
 
     def exceedance(self, i: int, threshold: float, above: bool = True) -> float:
         """P(θ_i > threshold) (or <) under the Gaussian posterior of ξ_i."""
@@ -83,6 +111,7 @@ class Result:
             "kinds": [q.kind for q in p.setup.parameters] + ["offset"] * len(p.off_ch),
             "mean": self.theta.tolist(),
             "std": self.theta_std.tolist(),
+            "interval95": self.interval95().tolist(),
             "correlation": self.vb.corr.tolist(),
             "xi": {"transforms": [t.to_dict() for t in p.transforms]
                    + [{"kind": "identity"}] * len(p.off_ch),
@@ -96,6 +125,9 @@ class Result:
             "free_energy": self.vb.F,
             "nonlinearity": dict(zip(self.names, map(float, self.nonlinearity))),
             "converged": bool(self.vb.converged),
+            "stop": getattr(self.vb, "stop", "converged"),
+            "determined": self.determined,
+            "identifiability": {"undetermined": self.undetermined, "profiles": self.profiles},
             "modes": self.modes,
             "reduction": {"method": p.setup.reduction_method,
                           "sensitivity": p.setup.sensitivity,

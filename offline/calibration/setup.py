@@ -16,6 +16,7 @@ import numpy as np
 
 from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
 from offline.build import _masters
+from offline.calibration import sensitivity as sv
 from offline.calibration.bilinear import with_products
 from offline.inverse import spec as ispec
 from offline.inverse.fromfile import _edit, _nominal, full_builder, model_damping
@@ -122,10 +123,13 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
 def _reduction(model, masters, rs, build, theta0, bounds, params, where, progress):
     """The nominal reduction, with the boundary DOFs of the parameters it does not see added
     as masters (:mod:`offline.calibration.sensitivity`); a refusal naming the parameters it
-    still does not see. Returns (Reduction, masters, sensitivity dicts, added DOFs)."""
-    from edge import DOF_NAMES
-    from offline.calibration import sensitivity as sv
+    still does not see. Returns (Reduction, masters, sensitivity dicts, added DOFs, method).
 
+    Each parameter is judged on its own (its probe moves it alone), and each candidate basis
+    (the file's method, then Craig-Bampton) gets the boundaries of what *it* misses as
+    masters; the first basis that sees every parameter is used. A parameter one basis sees
+    alone is therefore not refused because another parameter of the family is missed by
+    that basis: the refusal names, per basis, exactly the parameters it missed."""
     n_modes = int(rs.modes if rs else DEFAULT_REDUCTION_MODES)
     method = rs.method if rs else DEFAULT_REDUCTION_METHOD
     names, kinds = [p.name for p in params], [p.kind for p in params]
@@ -134,37 +138,44 @@ def _reduction(model, masters, rs, build, theta0, bounds, params, where, progres
         red = reduce(model, m, n_modes=n_modes, method=how, n_report=0, progress=progress)
         return red, sv.check(build, theta0, bounds, names, kinds, red.T)
 
-    red, sens = run(masters, method)
-    bad = sv.failing(sens)
-    added = []
-    if bad:
-        extra = np.setdiff1d(np.concatenate([s.boundary for s in bad]), masters)
-        if extra.size and masters.size + extra.size < model.n_dofs:
-            added = [{"node": int(model.dof_node[d]), "dof": DOF_NAMES[int(model.dof_kind[d])]}
-                     for d in extra]
-            if progress:
+    tried = []
+    for how in [method] + (["cb"] if method != "cb" else []):
+        red, m, sens, added = _with_boundaries(model, masters, how, run, progress)
+        bad = sv.failing(sens)
+        tried.append((how, bad))
+        if not bad:
+            if how != method and progress:
                 print(f"reduction: the {method} basis does not see "
-                      + ", ".join(f"{s.name} (eigenvalue changes off by {100 * s.e:.0f} %)" for s in bad)
-                      + f"; added {extra.size} master DOF(s) at their boundaries", flush=True)
-            masters = np.concatenate([masters, extra])
-            red, sens = run(masters, method)
-            bad = sv.failing(sens)
-    if bad and method != "cb":
-        # GMR+'s residual-flexibility vectors are those of the nominal stiffness; the
-        # Craig-Bampton basis with the same masters spans every static constraint mode
-        red2, sens2 = run(masters, "cb")
-        if not sv.failing(sens2):
-            if progress:
-                print(f"reduction: the {method} basis still does not see "
-                      + ", ".join(s.name for s in bad)
-                      + "; the calibration uses Craig-Bampton with the same masters", flush=True)
-            red, sens, bad, method = red2, sens2, [], "cb"
-    if bad:
-        raise ValueError(
-            f"{where}: the reduced model does not see [[parameters]] "
-            + ", ".join(f"{s.name!r} (its effect on the first eigenvalues is off by "
-                        f"{100 * s.e:.0f} % at {s.probe:g})" for s in bad)
-            + "; add [[reduction.masters]] over the parameter's region, or more [reduction] "
-              "modes, or use method = \"cb\" with the region's nodes as masters")
-    return red, masters, [{"name": s.name, "probe": s.probe, "error": s.e, "effect": s.effect}
-                          for s in sens], added, method
+                      + ", ".join(s.name for s in tried[0][1])
+                      + "; the calibration uses Craig-Bampton (masters at the boundaries of what it "
+                      "missed)", flush=True)
+            return red, m, [{"name": q.name, "probe": q.probe, "error": q.e, "effect": q.effect}
+                            for q in sens], added, how
+    raise ValueError(
+        f"{where}: the reduced model does not see [[parameters]] "
+        + "; ".join(", ".join(
+            f"{q.name!r} (its effect on the first eigenvalues is off by {100 * q.e:.0f} % at "
+            f"{q.probe:g})" for q in bad) + f" with {how}" for how, bad in tried)
+        + "; add [[reduction.masters]] over the parameter's region, or more [reduction] "
+          "modes, or use method = \"cb\" with the region's nodes as masters")
+
+
+def _with_boundaries(model, masters, how, run, progress):
+    """``run`` the ``how`` basis; add the boundary DOFs of the parameters it misses as masters
+    and run again (once). Returns (Reduction, masters, sensitivities, added DOF dicts)."""
+    from edge import DOF_NAMES
+    red, sens = run(masters, how)
+    bad = sv.failing(sens)
+    extra = (np.setdiff1d(np.concatenate([q.boundary for q in bad]), masters) if bad
+             else np.zeros(0, np.int64))
+    if not extra.size or masters.size + extra.size >= model.n_dofs:
+        return red, masters, sens, []
+    added = [{"node": int(model.dof_node[d]), "dof": DOF_NAMES[int(model.dof_kind[d])]}
+             for d in extra]
+    if progress:
+        print(f"reduction: the {how} basis does not see "
+              + ", ".join(f"{q.name} (eigenvalue changes off by {100 * q.e:.0f} %)" for q in bad)
+              + f"; added {extra.size} master DOF(s) at their boundaries", flush=True)
+    masters = np.concatenate([masters, extra])
+    red, sens = run(masters, how)
+    return red, masters, sens, added

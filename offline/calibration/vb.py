@@ -30,6 +30,7 @@ from offline._deps import need
 from offline.calibration.noise import GammaPosterior
 
 LOG2PI = float(np.log(2.0 * np.pi))
+MAX_HALVINGS = 6     # back-tracking: a step shortened below 1/2⁶ of the Gauss-Newton step stops
 
 
 @dataclass
@@ -47,6 +48,11 @@ class VBResult:
     converged : bool
     history : list of float        F per iteration
     seconds : float
+    stop : str                     why the iteration ended: "converged", "max_iter" (the
+                                   ``max_iter`` limit) or "backtrack" (the step was halved
+                                   ``MAX_HALVINGS`` times without raising F: the linearised
+                                   posterior points nowhere better, typically a ridge or a
+                                   nonlinear valley; more iterations would not help)
     """
 
     m: np.ndarray
@@ -58,6 +64,7 @@ class VBResult:
     converged: bool
     history: list = field(default_factory=list)
     seconds: float = 0.0
+    stop: str = "converged"
 
     @property
     def cov(self) -> np.ndarray:
@@ -190,7 +197,7 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
     L = L0.copy()
     noise = noise0 or [GammaPosterior(g.name, s=float(g.fixed), c=1.0, fixed=True) if g.fixed
                        else GammaPosterior(g.name, s=g.s0, c=g.c0) for g in groups]
-    hist, n_evals, converged = [], 0, False
+    hist, n_evals, converged, stop = [], 0, False, "max_iter"
     F_best, best, prev_acc = -np.inf, None, None
     shrink, it, m_prop = 1.0, 0, m  # m_prop: the last proposed step (back-tracking target)
     for it in range(1, max_iter + 1):
@@ -211,7 +218,8 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
         if best is not None and F < F_best - max(tol, 1e-12 * abs(F_best)):
             # the linearised step overshot (nonlinear model): back-track towards the best point
             shrink *= 0.5
-            if shrink < 1.0 / 64:
+            if shrink < 0.5 ** MAX_HALVINGS:
+                stop = "backtrack"
                 break
             m = best[0] + shrink * (m_prop - best[0])
             continue
@@ -220,7 +228,7 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
         # converged: the step changed F by less than tol, scaled by the step length (a step
         # shortened to s gains about s times a full step near the optimum)
         if prev_acc is not None and abs(F - prev_acc) < tol * shrink:
-            converged = True
+            converged, stop = True, "converged"
             break
         prev_acc = F
         # q(ξ) update from this linearisation                                   (eq. 15-16)
@@ -230,9 +238,9 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
         step = shrink * (m_prop - m)
         if np.max(np.abs(step) / np.sqrt(np.diag(np.linalg.inv(L)))) < step_tol:
             # the next step moves the mean by less than step_tol posterior stds
-            converged = True
+            converged, stop = True, "converged"
             break
         m = m + step
     m, L, noise = best
     return VBResult(m=m, precision=L, noise=noise, F=F_best, n_evals=n_evals, iterations=it,
-                    converged=converged, history=hist, seconds=time.perf_counter() - t0)
+                    converged=converged, history=hist, seconds=time.perf_counter() - t0, stop=stop)

@@ -307,6 +307,17 @@ def beam_model(coords, node_ids, conn, E, G, rho, sections, theory="euler-bernou
     model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
                     dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
     model.n_elements = int(conn.shape[0])  # informational (inspect); not kept by constrain()
+    # what a strain output needs (offline.fem.strain): ends, axes, section, material, theory
+    ne = conn.shape[0]
+    secs = [sections] * ne if isinstance(sections, BeamSection) else list(sections)
+    R, L = local_axes(coords[conn[:, 0]], coords[conn[:, 1]], orientation)
+    g = lambda name: np.array([getattr(sc, name) for sc in secs], float)  # noqa: E731
+    model.elements = {"type": "beam", "nodes": np.asarray(node_ids, np.int64)[conn],
+                      "X1": coords[conn[:, 0]], "R": R, "L": L,
+                      "E": np.broadcast_to(np.asarray(E, float), (ne,)).copy(),
+                      "G": np.broadcast_to(np.asarray(G, float), (ne,)).copy(),
+                      "A": g("A"), "Iy": g("Iy"), "Iz": g("Iz"), "ky": g("ky"), "kz": g("kz"),
+                      "theory": theory}
     return model
 
 

@@ -50,6 +50,10 @@ class FEModel:
         Named node sets (physical groups, generator edges such as ``"x0"``), as node ids.
     name : str
         Model name (from the model file).
+    elements : dict or None
+        What a strain output needs of the elements (``offline.fem.strain``): ``type`` and
+        per-element geometry, section and material, nodes as ids; kept by :meth:`constrain`
+        without multipoint constraints (a tied DOF is no longer a DOF of its node).
     """
 
     coords: np.ndarray
@@ -62,6 +66,7 @@ class FEModel:
     rayleigh: tuple[float, float] | None = None
     groups: dict = field(default_factory=dict)
     name: str = "model"
+    elements: dict | None = None
 
     # ------------------------------------------------------------------ lookups
     @property
@@ -136,6 +141,7 @@ class FEModel:
             dof_node=dof_node[free], dof_kind=dof_kind[free],
             M=sel(M), K=sel(K), C=sel(C), rayleigh=self.rayleigh,
             groups=self.groups, name=self.name,
+            elements=self.elements if T is None else None,
         )
 
     def damping_matrix(self):

@@ -219,6 +219,12 @@ def plate_model(coords, node_ids, tris, E, nu, rho, t, shear_factor=5.0 / 6.0, g
     model = FEModel(coords=coords, node_ids=np.asarray(node_ids, np.int64), dof_node=dof_node,
                     dof_kind=dof_kind, M=M, K=K, groups=dict(groups or {}), name=name)
     model.n_elements = int(tris.shape[0])  # informational (inspect); not kept by constrain()
+    ne = tris.shape[0]
+    bc = lambda v: np.broadcast_to(np.asarray(v, float), (ne,)).copy()  # noqa: E731
+    # what a strain output needs (offline.fem.strain): counter-clockwise triangles, material
+    model.elements = {"type": "plate", "nodes": np.asarray(node_ids, np.int64)[tris],
+                      "xy": coords[tris][..., :2], "z": float(coords[:, 2].mean()),
+                      "E": bc(E), "nu": bc(nu), "t": bc(t)}
     return model
 
 

@@ -364,8 +364,13 @@ def solid_model(coords, node_ids, cells, E: float, nu: float, rho: float,
         K = Kb if K is None else K + Kb
         M = Mb if M is None else M + Mb
     dof_node, dof_kind = dof_table(node_ids, (0, 1, 2))
+    # what a strain output needs (offline.fem.strain): cells as node ids, coordinates, material
+    elements = {"type": "solid", "E": float(E), "nu": float(nu), "coords": coords,
+                "ids": node_ids, "cells": [(element_type(t).name, np.asarray(c, np.int64))
+                                           for t, c in cells]}
     return FEModel(coords=coords, node_ids=node_ids, dof_node=dof_node, dof_kind=dof_kind,
-                   M=M.tocsr(), K=K.tocsr(), groups=dict(groups or {}), name=name)
+                   M=M.tocsr(), K=K.tocsr(), groups=dict(groups or {}), name=name,
+                   elements=elements)
 
 
 # --------------------------------------------------------------------------- builder

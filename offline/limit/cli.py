@@ -15,7 +15,9 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     the build's honest calibration runs under that load (:func:`offline.calibration_runs.
     calibration_runs`: full model, exact modal integration, the sensors' noise or ``noise``)
     and its normalised RMS errors are shown next to the limit, with the ratio to the limit at
-    its delay (:mod:`offline.limit.ratio`, the build's ratio).
+    its delay (:mod:`offline.limit.ratio`, the build's ratio). Both go through the bundle's
+    measurement chain (``[acquisition]``): the limit's channels see the conversion as a filter
+    (``Chain.response`` times the structure's transfer) and the runs' channels are converted.
     """
     from offline.limit.model import model_limit
     from offline.model import build_fe_model, load_model_file
@@ -41,7 +43,7 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     lm = bundle_load_model(b)
     delay = bundle_delay_s(b)
     lim = model_limit(spec, model, delays=np.union1d(delays, [delay]), n_modes=n_modes,
-                      progress=progress, loads=lm)
+                      progress=progress, loads=lm, chain=b.chain)
     achieved, line = bundle_error(spec, model, bundle, n_modes=n_modes, progress=progress,
                                   load_model=lm)
     return lim.format(achieved, ratio_delay_s=delay) + "\n" + line
@@ -56,7 +58,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     from offline.calibration_runs import calibration_runs
     from edge.estimator import Estimator
     from offline.selection import score_estimator
-    from offline.model import resolve_dofs
+    from offline.model import output_probe, resolve_dofs
 
     b = Bundle.load(bundle_path)
     names_b = [f.name for f in b.forces] + [o.name for o in b.outputs]
@@ -66,9 +68,9 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
                          f"{spec.path.name} (bundle {names_b}, model file {names_s})")
     cd = [resolve_dofs(model, s.select, s.dof, s.where)[0] for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where)[0] for f in spec.forces]
-    od = [resolve_dofs(model, o.select, o.dof, o.where)[0] for o in spec.outputs]
+    od = [output_probe(model, o) for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
-                            progress=progress, load_model=load_model)
+                            progress=progress, load_model=load_model, chain=b.chain)
     r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from offline.limit.transfer import ForceSpectrum, modal_model, power_per_bin
 from offline.limit.wiener import (fixed_lag_limit, half_weights, iir_fixed_lag_limit,
                                  wiener_limit)
-from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs
 
 #: Relative noise floor used when a sensor declares ``noise = 0`` (as the build does).
 NOISE_FLOOR = 1e-4
@@ -60,7 +60,7 @@ def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.
     lightly damped structure started from rest is biased low). ``mm``: a ModalModel whose
     first probes are the sensors."""
     nch = len(spec.sensors)
-    kinds = [KINDS.index(s.kind) for s in spec.sensors]
+    kinds = [kind_order(s.kind) for s in spec.sensors]
     fr = np.fft.rfftfreq(n, dt)
     Hy = mm.transfer(fr, kinds + [0] * (mm.Phi_out.shape[0] - nch))[:, :nch]
     loads = force_spectra(spec) if loads is None else loads
@@ -80,10 +80,15 @@ def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.
     return sd
 
 
-def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n):
+def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain=None):
     """Transfer functions (sensors, outputs), force power per bin and noise variance on the
-    one-sided bins of an n-point grid."""
-    H = mm.transfer(np.fft.rfftfreq(n, dt), kinds)
+    one-sided bins of an n-point grid; a ``chain`` (:class:`edge.acquisition.Chain`) filters
+    the sensors' transfer by each channel's conversion response ``G_c(f)`` (the force
+    spectra lie below half the row rate: the aliases are left out, as for point samples)."""
+    fr = np.fft.rfftfreq(n, dt)
+    H = mm.transfer(fr, kinds)
+    if chain is not None and not chain.ideal:
+        H[:, :nch] *= chain.response(fr, nch)[:, :, None]
     P = _power(loads, n, dt)
     if getattr(loads, "noise_std", None) is not None:  # a load model's absolute noise
         return H[:, :nch], H[:, nch:], P, np.asarray(loads.noise_std) ** 2
@@ -201,7 +206,7 @@ class ModelLimit:
 def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02, 0.1),
                 n_modes: int = 80, memory: int | None = None, loads=None, mm=None,
                 progress: bool = False, n_grid: int | None = None,
-                exact: bool = True) -> ModelLimit:
+                exact: bool = True, chain=None) -> ModelLimit:
     """MMSE limit of a model file (see module docstring).
 
     Parameters
@@ -224,6 +229,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
         and >= 4 memory, 2^13 .. 2^18 points)
     exact : bool   False: the FIR upper bounds only (seconds instead of tens of seconds on
         a lightly damped structure; what the build reports)
+    chain : edge.acquisition.Chain, optional   the measurement chain: each channel is the
+        conversion of the response (:func:`_on_grid`); default point samples
     """
     if not hasattr(spec, "sensors"):
         spec = load_model_file(spec)
@@ -236,8 +243,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     dt = 1.0 / rate
     cd = [resolve_dofs(model, s.select, s.dof, s.where or s.name)[0] for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where or f.name)[0] for f in spec.forces]
-    od = [resolve_dofs(model, o.select, o.dof, o.where or o.name)[0] for o in spec.outputs]
-    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
+    od = [output_probe(model, o) for o in spec.outputs]
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
                                                           for o in spec.outputs]
     nch = len(cd)
     lags = np.unique(np.round(np.asarray(delays, dtype=float) / dt).astype(int))
@@ -254,7 +261,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     ce = mm.c[mm.n_rigid:]
     tau = 2.0 / float(ce[ce > 0].min()) if np.any(ce > 0) else np.inf
     n = int(n_grid or 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18))
-    Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n)
+    Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[calibration]')}: no force is loaded")
     levels = _levels(spec, noise)
@@ -268,7 +275,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
         # truncates (then the FIR bound stays, marked in the table)
         try:
             a = _nrmse(iir_fixed_lag_limit(Hy, P, noise_var, n, lags, Hz=Hz))
-            Hy2, Hz2, P2, nv2 = _on_grid(spec, mm, kinds, nch, loads, noise, dt, 2 * n)
+            Hy2, Hz2, P2, nv2 = _on_grid(spec, mm, kinds, nch, loads, noise, dt, 2 * n,
+                                         chain)
             b = _nrmse(iir_fixed_lag_limit(Hy2, P2, nv2, 2 * n, lags, Hz=Hz2))
             exact = (np.abs(a - b) <= 0.01 * b) & (b <= fir * (1 + 1e-3))
             lag_nrmse = np.where(exact, np.minimum(b, fir), fir)

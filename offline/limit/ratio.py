@@ -92,7 +92,8 @@ def build_accuracy(bundle, runs, spec, model, mm, loads) -> dict | None:
         return None
     t0 = time.perf_counter()
     delay = bundle_delay_s(bundle)
-    lim = model_limit(spec, model, delays=[delay], mm=mm, loads=loads).as_dict()
+    lim = model_limit(spec, model, delays=[delay], mm=mm, loads=loads,
+                      chain=bundle.chain).as_dict()
     r = score_estimator(Estimator(bundle), runs)
     if r is None:
         return None

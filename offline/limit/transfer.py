@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offline._deps import need
+from offline.fem.strain import probe_matrix
 from offline.limit.wiener import half_weights
 from offline.reduction.eigen import max_modes, modes, rigid_count
 
@@ -59,7 +60,8 @@ def modal_model(model, in_dofs, out_dofs, n_modes: int = 80) -> ModalModel:
     Parameters
     ----------
     in_dofs : (nin,) int   DOFs the forces act on (unit force each)
-    out_dofs : (nprobe,) int  DOFs observed (sensors, outputs)
+    out_dofs : (nprobe,) int  DOFs observed (sensors, outputs); a strain/stress output's
+                           :class:`offline.fem.strain.Probe` is its row over the DOFs
     n_modes : int          modes integrated exactly (the rest: static residual)
     """
     N = model.n_dofs
@@ -72,8 +74,9 @@ def modal_model(model, in_dofs, out_dofs, n_modes: int = 80) -> ModalModel:
     C = model.damping_matrix()
     c = np.einsum("ij,ij->j", Phi, C @ Phi)
     in_dofs = np.asarray(in_dofs, dtype=int)
-    out_dofs = np.asarray(out_dofs, dtype=int)
-    R = np.zeros((out_dofs.size, in_dofs.size))
+    S = probe_matrix(list(out_dofs), N)  # a DOF, or a strain/stress row (offline.fem.strain)
+    Phi_out = np.asarray(S @ Phi)
+    R = np.zeros((S.shape[0], in_dofs.size))
     if m < N and in_dofs.size:
         s = float(md.factor.sigma) if md.factor is not None else 0.0
         B = np.zeros((N, in_dofs.size))
@@ -84,8 +87,8 @@ def modal_model(model, in_dofs, out_dofs, n_modes: int = 80) -> ModalModel:
             spla = need("scipy.sparse.linalg")
             X = spla.splu((model.K - s * model.M).tocsc()).solve(B)
         # residual flexibility of the omitted modes: (K - s M)^-1 - sum phi phi^T / (lam - s)
-        R = X[out_dofs] - (Phi[out_dofs] / (md.lam - s)) @ Phi[in_dofs].T
-    return ModalModel(lam=lam, c=c, Phi_in=Phi[in_dofs], Phi_out=Phi[out_dofs], R=R, n_rigid=nr)
+        R = np.asarray(S @ X) - (Phi_out / (md.lam - s)) @ Phi[in_dofs].T
+    return ModalModel(lam=lam, c=c, Phi_in=Phi[in_dofs], Phi_out=Phi_out, R=R, n_rigid=nr)
 
 
 # ------------------------------------------------------------------------ force spectra

@@ -76,14 +76,21 @@ def innovation_check(bundle, records, skip_s: float = 1.0, max_s: float = 20.0,
 def check_learned(bundle, spec, est_spec, load_model, records) -> dict:
     """:func:`innovation_check` of a learned load model on its records, whatever estimator the
     build chose: through the bundle's smoother, else a smoother designed with the model (a
-    Tikhonov bundle has no innovations of its own)."""
+    Tikhonov bundle has no innovations of its own); ``"chain"``: whether the records fit the
+    declared measurement chain (:func:`offline.smoother.chain_alt.records_chain_check`)."""
     from edge.estimator import EstimatorError
     from offline.smoother import smoother_from_spec
+
+    from offline.smoother.chain_alt import records_chain_check, with_chain_alternative
 
     try:
         chk = bundle if bundle.method == "smoother" else smoother_from_spec(
             bundle, spec, est_spec, load_model=load_model)
-        return innovation_check(chk, records)
+        out = innovation_check(chk, records)
     except EstimatorError as exc:
         return {"ok": False, "text": "WARNING: the learned load model could not be checked "
                                      f"on the records: {exc}"}
+    if "alt_A" not in chk.kf:  # the chain check's alternative (a Tikhonov build's smoother)
+        chk = with_chain_alternative(chk)
+    out["chain"] = records_chain_check(chk, records)
+    return out

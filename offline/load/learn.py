@@ -255,7 +255,7 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     probes = kinds + [0] * (mm.Phi_out.shape[0] - nch)
     def transfer(f):  # the structure's, through each channel's conversion: G_c(f) H(f)
         Hf = mm.transfer(f, probes)[:, :nch]
-        return Hf if chain is None or chain.ideal else chain.response(f, nch)[:, :, None] * Hf
+        return Hf if chain is None or chain.point else chain.response(f, nch)[:, :, None] * Hf
 
     H = transfer(f_fine)
     fs = 1.0 / dt

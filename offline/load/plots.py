@@ -78,6 +78,9 @@ def load_parts(res, d: Path, img) -> list[str]:
     chk = fit.info.get("check")
     if chk:
         parts.append(f'<p class="{"note" if chk["ok"] else "bad"}">{html.escape(chk["text"])}</p>')
+        cc = chk.get("chain")
+        if cc:
+            parts.append(f'<p class="{"note" if cc["ok"] else "bad"}">{html.escape(cc["text"])}</p>')
     if (d / "load_spectra.png").exists():
         parts.append(img(d / "load_spectra.png", "declared and learned force spectra"))
     if (d / "innovations.png").exists():

@@ -52,6 +52,9 @@ select = { at = [0.170, 0.0, 0.0] }
 dofs = ["uz"]
 [estimator]
 rate = 1000.0
+# the zoo's records (:func:`record`) are point samples of the full model
+[acquisition]
+converter = "ideal"
 [[sensors]]
 name = "d110"
 select = { at = [0.110, 0.0, 0.0] }

@@ -26,11 +26,12 @@ def check_positions(spec, model) -> list[str]:
     ``[[outputs]]`` and ``[[reduction.masters]]`` selection that does not resolve to a free
     DOF of ``model`` (the constrained full model): the key path, and for an ``at`` point the
     nearest nodes with their distances (:func:`offline.model.selection.nodes_of`)."""
-    from offline.model.modelfile import resolve_dofs
+    from offline.model.modelfile import output_probe, resolve_dofs
 
     items = [(s.select, s.dof, s.where or f"[[sensors]] {s.name}") for s in spec.sensors]
     items += [(f.select, f.dof, f.where or f"[[forces]] {f.name}") for f in spec.forces]
-    items += [(o.select, o.dof, o.where or f"[[outputs]] {o.name}") for o in spec.outputs]
+    items += [(o.select, o.dof, o.where or f"[[outputs]] {o.name}") for o in spec.outputs
+              if not hasattr(o, "at")]
     if spec.reduction is not None:
         items += [(m.select, m.dofs, m.where or "[[reduction.masters]]")
                   for m in spec.reduction.masters]
@@ -40,6 +41,12 @@ def check_positions(spec, model) -> list[str]:
             resolve_dofs(model, select, dofs, where)
         except ModelFileError as exc:
             errors.append(str(exc))
+    for o in spec.outputs:
+        if hasattr(o, "at"):  # strain/stress: the point must lie in an element
+            try:
+                output_probe(model, o)
+            except ModelFileError as exc:
+                errors.append(str(exc))
     return errors
 
 

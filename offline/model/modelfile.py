@@ -136,6 +136,27 @@ def resolve_dofs(model: FEModel, select, dofs, where: str = "select") -> list[in
     return [int(x) for x in order[pos]]
 
 
+def output_probe(model: FEModel, o, where: str | None = None) -> int:
+    """Where an ``[[outputs]]`` entry reads ``model``: its DOF index, or for a strain/stress
+    output a :class:`offline.fem.strain.Probe` (an index carrying its row over the DOFs).
+
+    Raises
+    ------
+    ModelFileError
+        As :func:`resolve_dofs`; for strain/stress a point outside the elements, a model
+        without element data, a missing surface or direction (the message names ``where``).
+    """
+    w = where or o.where or f"[[outputs]] {o.name}"
+    if not hasattr(o, "at"):
+        return resolve_dofs(model, o.select, o.dof, w)[0]
+    from offline.fem.strain import field_probe
+
+    try:
+        return field_probe(model, o.kind, o.at, o.surface, o.direction, o.scale, f"{w}.at")
+    except ValueError as exc:
+        raise ModelFileError(str(exc)) from None
+
+
 # ---------------------------------------------------------------------------- build
 def build_unconstrained(spec: ModelSpec, progress: bool = False) -> FEModel:
     """The element model with ``[[spring]]`` and ``[[mass]]`` added, before ``[[boundary]]``."""

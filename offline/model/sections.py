@@ -7,8 +7,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from edge.acquisition import CONVERTERS, MODES, Chain
+from edge.hw.ads1256_filter import num_ave
 from edge.kinds import (DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, DISCRETIZATIONS,
                         ESTIMATOR_METHODS, REDUCTION_METHODS, REGULARIZATIONS)
+from offline.chain import plan_chain, row_offsets
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, dof_names, entries
 
@@ -283,8 +286,6 @@ class AcquisitionSpec:
 
     def chain(self, rate: float):
         """The :class:`edge.acquisition.Chain` at the estimator's ``rate`` [Hz]."""
-        from edge.acquisition import Chain
-
         if self.converter == "ideal":
             return Chain()
         drate = float(rate) if self.drate is None else float(self.drate)
@@ -292,33 +293,47 @@ class AcquisitionSpec:
                      self.group_delay)
 
 
+def default_chain(rate: float, n_sensors: int):
+    """The chain of a model file without ``[acquisition]``: the ADS1256 that the edge reads,
+    converting as ``vsense-offline simulate`` does by default
+    (:func:`offline.chain.plan_chain`: one sensor in continuous mode, several by multiplexer
+    cycling, at the data rate that gives ``rate`` rows/s); ``ideal`` point samples when no
+    ADS1256 data rate gives that row rate (such a bundle cannot run on the chip anyway)."""
+    try:
+        ch = plan_chain("ads1256", rate, n_sensors)
+    except ValueError:
+        return Chain()
+    return Chain("ads1256", float(ch.drate), ch.mode, tuple(float(-o) for o in ch.offsets))
+
+
 def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | None:
-    """``[acquisition]``: converter ``ideal`` (default), ``ads1256`` or ``daq``, ``drate`` (an
-    ADS1256 rate; default ``[estimator] rate`` in continuous mode), ``mode`` ``continuous``
-    (default) or ``cycle``, ``offsets`` (one per ``[[sensors]]`` entry, in [0, 1 / rate) s;
+    """``[acquisition]``: converter ``ads1256`` (default), ``ideal`` or ``daq``, ``mode``
+    ``continuous`` or ``cycle`` (default: continuous for one ADS1256 sensor, cycle for
+    several), ``drate`` (an ADS1256 rate; default the one giving ``[estimator] rate`` rows/s in
+    that mode, :func:`offline.chain.plan_chain`), ``offsets`` (one per ``[[sensors]]`` entry, in [0, 1 / rate) s;
     an ADS1256 cycling defaults to the datasheet's: the row's time is its last channel's
     conversion, :func:`offline.chain.row_offsets`); ``daq`` only: ``cutoff`` in (0, drate / 2] Hz and
     ``group_delay`` > 0 s of its linear-phase anti-alias FIR (both required)."""
-    from edge.acquisition import CONVERTERS, MODES
-    from edge.hw.ads1256_filter import num_ave
-
     if "acquisition" not in raw:
         return None
     w = f"{f}: [acquisition]"
     t = Table(raw["acquisition"], w)
-    conv = t.get("converter", "str", "ideal", choices=CONVERTERS)
-    mode = t.get("mode", "str", "continuous", choices=MODES)
+    conv = t.get("converter", "str", "ads1256", choices=CONVERTERS)
+    auto = "cycle" if conv == "ads1256" and n_sensors > 1 else "continuous"
+    mode = t.get("mode", "str", auto, choices=MODES)
     drate = t.get("drate", "num", None, lo=0.0, lo_open=True)
     rate = estimator.rate if estimator is not None else 1000.0
-    if conv == "ads1256":
+    if conv == "ads1256" and drate is None:  # the data rate that gives `rate` rows/s
         try:
-            num_ave(drate if drate is not None else rate)
+            drate = plan_chain("ads1256", rate, max(n_sensors, 1), None, mode).drate
         except ValueError as exc:
-            key = "drate" if drate is not None else "drate (default: [estimator] rate)"
-            raise ModelFileError(f"{w}.{key}: {exc}") from None
-        if drate is None and mode == "cycle":
-            raise ModelFileError(f"{w}.drate: missing (required with mode = \"cycle\": the "
-                                 f"rows are slower than the conversions)")
+            raise ModelFileError(f"{w}.drate (default: the data rate giving [estimator] "
+                                 f"rate = {rate:g} rows/s): {exc}") from None
+    elif conv == "ads1256":
+        try:
+            num_ave(drate)
+        except ValueError as exc:
+            raise ModelFileError(f"{w}.drate: {exc}") from None
     offsets = t.get("offsets", "list", None)
     if offsets is None:
         if conv == "daq" and mode == "cycle":
@@ -327,8 +342,6 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
                                  f"time stamp [s])")
         offsets = ()
         if conv == "ads1256" and mode == "cycle":  # the datasheet's cycling (Table 14)
-            from offline.chain import row_offsets
-
             offsets = tuple(float(-o) for o in row_offsets(drate, mode, n_sensors))
     else:
         if len(offsets) != n_sensors:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge.kinds import SIGNAL_KINDS
+from edge.kinds import FIELD_KINDS, SIGNAL_KINDS
+from offline.fem.strain import SURFACES, UNITS as FIELD_UNITS
 from offline.model.sections import EstimatorSpec
 from offline.model.selection import Selection, parse_selection
-from offline.model.table import ModelFileError, Table, check, dof_name, entries
+from offline.model.table import ModelFileError, Table, check, dof_name, entries, point
 from offline.smoother import parse_force_model
 
 LOAD_TYPES = ("random", "sine", "chirp")
@@ -42,12 +43,32 @@ class Output:
 
 
 @dataclass(frozen=True)
+class FieldOutput(Output):
+    """A strain or stress output at the point ``at`` [m] (``kind`` strain/stress, ``unit``
+    strain/microstrain or Pa/kPa/MPa, ``scale`` from SI to it); plates: ``surface`` top or
+    bottom and the in-plane ``direction`` (offline.fem.strain). ``select``/``dof`` are unused
+    (the nearest node, for messages)."""
+
+    at: tuple = (0.0, 0.0, 0.0)
+    surface: str | None = None
+    direction: tuple | None = None
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
 class Sensor(Output):
     """Measured channel; ``noise`` is the relative std of the signal (paper eq. 28),
-    ``noise_std`` (optional) the absolute std in the channel's unit, which then wins."""
+    ``noise_std`` (optional) the absolute std in the channel's unit, which then wins; the
+    sensor's own dynamics before the converter (:mod:`edge.acquisition`, 0 = none):
+    ``highpass_hz`` (first-order high-pass corner, an IEPE sensor's), ``average_s`` (moving
+    average window, a laser sensor's), ``drift`` (random-walk offset intensity [unit /
+    sqrt(s)], a DC path's slow drift)."""
 
     noise: float = 0.0
     noise_std: float | None = None
+    highpass_hz: float = 0.0
+    average_s: float = 0.0
+    drift: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,30 @@ class Calibration:
 
 
 # --------------------------------------------------------------------------- parsing
+def _field_output(t: Table, where: str, kind: str) -> FieldOutput:
+    """``[[outputs]]`` of kind strain/stress: name, at, unit, surface, direction."""
+    name = t.get("name", "str")
+    t.get("kind", "str")
+    if not name.strip():
+        raise ModelFileError(f"{where}.name: empty name")
+    for k in ("select", "dof"):
+        if t.has(k):
+            raise ModelFileError(f"{where}.{k}: a {kind} output is placed with at = [x, y, z] "
+                                 f"(a point on the member's surface or the plate's "
+                                 f"mid-surface), not {k}")
+    at = point(t.get("at", "list"), f"{where}.at")
+    units = FIELD_UNITS[kind]
+    unit = t.get("unit", "str", next(iter(units)), choices=tuple(units))
+    surface = t.get("surface", "str", None, choices=tuple(SURFACES))
+    d = t.get("direction", "list", None)
+    direction = None if d is None else point(d, f"{where}.direction")
+    if direction is not None and not any(direction):
+        raise ModelFileError(f"{where}.direction: must not be the zero vector")
+    t.done()
+    sel = Selection((("at", at),), float("inf"), f"{where}.at")
+    return FieldOutput(name, sel, "", kind, unit, where, at, surface, direction, units[unit])
+
+
 def _signal_common(t, where, with_kind):
     name = t.get("name", "str")
     if not name.strip():
@@ -95,6 +140,10 @@ def _signal_common(t, where, with_kind):
     if not with_kind:
         return name, select, dof, None, None
     kind = t.get("kind", "str", "displacement", choices=SIGNAL_KINDS)
+    if kind in FIELD_KINDS:
+        raise ModelFileError(f"{where}.kind: {kind!r} is an output kind; a measured strain "
+                             "gauge is not an estimator channel yet (channels are one DOF: "
+                             "displacement, velocity or acceleration)")
     rot = dof in ("rx", "ry", "rz")
     base = "rad" if rot else "m"
     dflt = {"displacement": base, "velocity": f"{base}/s", "acceleration": f"{base}/s^2"}[kind]
@@ -106,6 +155,18 @@ def _signal_common(t, where, with_kind):
 RESERVED_NAMES = ("time", "flags")
 
 
+def _sensor_dynamics(t: Table, w: str, name: str) -> tuple:
+    """``(highpass_hz, average_s, drift)`` of a ``[[sensors]]`` entry (0: none); a corner or
+    window must be > 0 and finite, a drift >= 0 and finite; errors name key and sensor."""
+    out = []
+    for key, lo_open in (("highpass_hz", True), ("average_s", True), ("drift", False)):
+        try:
+            out.append(float(t.get(key, "num", 0.0, lo=0.0, lo_open=lo_open)))
+        except ModelFileError as exc:
+            raise ModelFileError(f"{exc} (sensor {name!r})") from None
+    return tuple(out)
+
+
 def parse_signals(raw, f) -> tuple[list, list, list]:
     """``[[sensors]]``, ``[[forces]]``, ``[[outputs]]``; names unique across all three."""
     sensors, forces, outputs = [], [], []
@@ -113,7 +174,12 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
     for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
         for e, w in entries(raw, key, f):
             t = Table(e, w)
-            name, sel, dof, kind, unit = _signal_common(t, w, key != "forces")
+            if key == "outputs" and isinstance(e, dict) and e.get("kind") in FIELD_KINDS:
+                fo = _field_output(t, w, e["kind"])
+                name = fo.name
+            else:
+                fo = None
+                name, sel, dof, kind, unit = _signal_common(t, w, key != "forces")
             if name in signal_names:
                 raise ModelFileError(f"{w}.name: {name!r} already used by {signal_names[name]} "
                                      f"(sensor, force and output names share the CSV header)")
@@ -121,11 +187,14 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
                 raise ModelFileError(f"{w}.name: {name!r} is reserved: the CSV files have the "
                                      f"columns {', '.join(RESERVED_NAMES)} and <name>_std")
             signal_names[name] = w
-            if key == "sensors":
+            if fo is not None:
+                outputs.append(fo)
+            elif key == "sensors":
                 noise = t.get("noise", "num", 0.0, lo=0.0)
                 noise_abs = t.get("noise_std", "num", None, lo=0.0, lo_open=True)
+                dyn = _sensor_dynamics(t, w, name)
                 t.done()
-                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise, noise_abs))
+                sensors.append(Sensor(name, sel, dof, kind, unit, w, noise, noise_abs, *dyn))
             elif key == "forces":
                 scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
                 fmod = t.get("model", "table", None)

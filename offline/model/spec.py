@@ -11,14 +11,14 @@ function there, plus one line here. Names are re-exported here for callers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offline.model.elements import parse_element
 from offline.model.sections import (ALPHA_RULES, REDUCTION_METHODS,  # noqa: F401
                                     AcquisitionSpec, Boundary, Damping, EstimatorSpec, Masters,
                                     Material, PointMass, ReductionSpec, Spring,
-                                    parse_acquisition, parse_boundary, parse_damping,
+                                    default_chain, parse_acquisition, parse_boundary, parse_damping,
                                     parse_estimator, parse_materials, parse_reduction,
                                     parse_springs_masses)
 from offline.model.selection import Selection, parse_selection  # noqa: F401
@@ -68,9 +68,16 @@ class ModelSpec:
 
     def chain(self):
         """The measurement chain (:class:`edge.acquisition.Chain`) of ``[acquisition]`` at
-        the estimator's rate; ``ideal`` when the file declares none."""
+        the estimator's rate; when the file declares none, the ADS1256 the edge reads
+        (:func:`default_chain`: as ``simulate`` converts by default), or ``ideal`` point
+        samples when no ADS1256 data rate gives the rate."""
         rate = self.estimator.rate if self.estimator is not None else EstimatorSpec().rate
-        return (self.acquisition or AcquisitionSpec()).chain(rate)
+        chain = default_chain(rate, len(self.sensors)) if self.acquisition is None \
+            else self.acquisition.chain(rate)
+        # each sensor's own dynamics before the converter ([[sensors]] highpass_hz, ...)
+        dyn = {k: tuple(float(getattr(s, a)) for s in self.sensors) for k, a in (
+            ("highpass", "highpass_hz"), ("average", "average_s"), ("drift", "drift"))}
+        return replace(chain, **dyn)
 
     @property
     def base_dir(self) -> Path:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from edge.estimator.operator import modal_basis
 
 
@@ -100,7 +100,7 @@ def screen(pm, n_freq: int = 4000) -> Screen:
     def resp(rows, kinds):
         rP = rows @ Phi                                       # (k, n)
         g = np.einsum("kn,wn,nf->kwf", rP, h, PB)
-        p = np.array([KINDS.index(k) for k in kinds])
+        p = np.array([kind_order(k) for k in kinds])
         g = g * (1j * w[None, :, None]) ** p[:, None, None]
         return g * sq[None]
 

@@ -51,7 +51,8 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
           # the error's excess over std^2 from the first sample (offline/smoother/error.py)
           "startup_var": startup_variance(design.A, design.H, design.Q, design.K, design.G,
                                           design.Cq, design.P, design.std,
-                                          max_samples=int(round(STARTUP_MAX_S * bundle.rate)))}
+                                          max_samples=int(round(STARTUP_MAX_S * bundle.rate)),
+                                          walk=design.walk)}
     meta = dict(bundle.meta)
     meta["estimator"] = {
         "method": "smoother", "lag": design.lag, "n_force_states": design.n_force_states,

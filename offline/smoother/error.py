@@ -45,20 +45,23 @@ def lag_terms(A, H, K, G, Cq):
     return Tx, Tw, Tv, Abar
 
 
-def error_covariances(A, H, Q, R, K) -> list:
+def error_covariances(A, H, Q, R, K, Qn=None) -> list:
     """Per set of gains ``K[a]``: ``(A K_a, Abar_a, X_a, Y_a)``, the prediction error's
     stationary covariance per unit load power (``X = Abar X Abar^T + Q``) and per unit sensor
     noise (``Y = Abar Y Abar^T + (A K) R (A K)^T``): ``P = g^2 X + nu Y`` under a load
     ``g^2 Q`` and a noise ``nu R``. Shared by :func:`smoothed_variance` and
-    :func:`offline.smoother.levels.innovation_stats` (two Lyapunov solutions per level)."""
+    :func:`offline.smoother.levels.innovation_stats` (two Lyapunov solutions per level).
+    ``Qn``: process noise counted with the sensor noise (drifting offsets): ``Y = Abar Y
+    Abar^T + (A K) R (A K)^T + Qn``."""
     linalg = need("scipy.linalg")
     out = []
     for Ka in K:
         AK = A @ Ka
         # Abar_a = A (I - K_a H)
         Abar = A - AK @ H
+        Rn = AK @ R @ AK.T if Qn is None else AK @ R @ AK.T + Qn
         out.append((AK, Abar, linalg.solve_discrete_lyapunov(Abar, Q),
-                    linalg.solve_discrete_lyapunov(Abar, AK @ R @ AK.T)))
+                    linalg.solve_discrete_lyapunov(Abar, Rn)))
     return out
 
 
@@ -67,34 +70,42 @@ def _diag(T, P):
     return np.einsum("ij,jk,ik->i", T, P, T)
 
 
-def smoothed_variance(A, H, Q, R, K, G, Cq, covs=None) -> np.ndarray:
+def smoothed_variance(A, H, Q, R, K, G, Cq, covs=None, Qn=None) -> np.ndarray:
     """``(nl, 2, nq)``: the steady error variance of each force and output smoothed with the
     gains of each level ``a`` (``K[a]``, ``G[a]``), per unit load power (``Q``, row 0) and
     per unit sensor noise (``R``, row 1): under a load ``g^2 Q`` and a noise ``nu R`` the
     variance is ``g^2 v_q + nu v_r``, exact for any level's gains (at the level's own
     design: its Riccati ``std^2``). ``covs``: :func:`error_covariances` of ``K`` when the
-    caller has them."""
-    covs = error_covariances(A, H, Q, R, K) if covs is None else covs
+    caller has them; ``Qn``: process noise counted with the sensor noise (as there)."""
+    covs = error_covariances(A, H, Q, R, K, Qn) if covs is None else covs
     out = np.zeros((len(K), 2, Cq.shape[0]))
     for a in range(len(K)):
         Tx, Tw, Tv, _ = lag_terms(A, H, K[a], G[a], Cq)
         _, _, X, Y = covs[a]
         out[a, 0] = _diag(Tx, X) + sum(_diag(T, Q) for T in Tw)
         out[a, 1] = _diag(Tx, Y) + sum(_diag(T, R) for T in Tv)
+        if Qn is not None:
+            out[a, 1] += sum(_diag(T, Qn) for T in Tw)
     return out
 
 
 def startup_variance(A, H, Q, K, G, Cq, P, std, tol: float = 0.01,
-                     max_samples: int = 30000) -> np.ndarray:
+                     max_samples: int = 30000, walk=None) -> np.ndarray:
     """``(N, nq)``: the excess error variance of each force and output of row ``m`` over its
     steady value ``std^2``, from the first sample (module docstring), until every excess is
     below ``tol`` of its steady variance (at most ``max_samples`` rows; a structure whose
-    error decays slower than that keeps the last row's excess as its remaining bias)."""
+    error decays slower than that keeps the last row's excess as its remaining bias).
+    ``walk``: random-walk states (drifting offsets), which have no stationary covariance:
+    assumed known at the start to their steady error (the rest's ``X`` with them at 0)."""
     linalg = need("scipy.linalg")
     Tx, _, _, Abar = lag_terms(A, H, K, G, Cq)
+    keep = np.ones(A.shape[0], bool)
+    if walk is not None and len(walk):
+        keep[np.asarray(walk)] = False
     # X = A X A^T + Q: the structure's stationary covariance (the state at the start)
-    X = linalg.solve_discrete_lyapunov(A, Q)
-    D0 = 0.5 * (X + X.T) - P
+    X = linalg.solve_discrete_lyapunov(A[np.ix_(keep, keep)], Q[np.ix_(keep, keep)])
+    D0 = np.zeros_like(P)
+    D0[np.ix_(keep, keep)] = 0.5 * (X + X.T) - P[np.ix_(keep, keep)]
     floor = np.maximum(np.asarray(std, dtype=float) ** 2, 1e-300)
     rows = []
     T = Tx.copy()

@@ -4,7 +4,9 @@ discretisation and the steady-state Kalman and fixed-lag smoother gains (Riccati
 With a measurement chain (``bundle.chain`` not ``ideal``, :mod:`edge.acquisition`) the state
 is augmented by ``W`` states per channel after the force-model states (``[z, p, m]`` for
 ``W = 2``), so that the discrete model is exact for the converter's weighted mean over its
-window (:mod:`offline.smoother.chain`); without one the design is unchanged (point samples)."""
+window (:mod:`offline.smoother.chain`); without one the design is unchanged (point samples).
+Sensor dynamics (a high-pass, a moving average, a drifting offset per channel) add their
+states there too (:func:`offline.smoother.chain.sensor_model`): ``[z, r, b, a]``."""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS, Bundle
+from edge.bundle import Bundle
+from edge.kinds import kind_order
 from edge.estimator.operator import EstimatorError, modal_basis
 from offline._deps import need
-from offline.smoother.chain import chain_model
+from offline.smoother.chain import chain_model, sensor_model
 from offline.smoother.van_loan import van_loan
 
 
@@ -41,7 +44,9 @@ class SmootherDesign:
     spectral_radius: float
     n_rigid: int = 0          # rigid-body modes anchored (free-free, partly constrained)
     anchor_hz: float = 0.0    # their anchor frequency [Hz] (_anchor_rigid_modes)
-    n_chain: int = 0          # measurement-chain states (W nch) after the force states
+    n_chain: int = 0          # measurement-chain states (r, b, W nch) after the force states
+    Qd: np.ndarray = None     # the drifting offsets' share of Q (zeros: none)
+    walk: np.ndarray = None   # indices of the offset states (random walks; never outputs)
 
 
 def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
@@ -53,7 +58,7 @@ def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
             r = np.asarray(it.row, dtype=float) @ Phi
         else:
             r = Phi[it.dof].copy()
-        k = KINDS.index(it.kind)
+        k = kind_order(it.kind)
         if k == 0:
             R[i, 0:2 * n:2] = r
         elif k == 1:
@@ -208,8 +213,14 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
         Qc[1:2 * n:2, 1:2 * n:2] += np.diag(model_error ** 2 * (PhiB ** 2 @ S0))
     H = _rows(Phi, w2, Ct, PhiB, Cf, bundle.channels, ns)
     chain = bundle.chain if chain is None else chain
-    nk = chain.n_states(len(bundle.channels), bundle.dt)
-    if nk:  # x = [z, a]: exact model of the conversions (offline/smoother/chain.py)
+    nch = len(bundle.channels)
+    nk = chain.n_states(nch, bundle.dt)
+    nr, nb = chain.sensor_states(nch)
+    walk = ns + nr + np.arange(nb)
+    Qd = None
+    if chain.dynamic:  # x = [z, r, b, a]: sensor dynamics (offline/smoother/chain.py)
+        A, Q, Qd, H = sensor_model(Ac, Qc, H, bundle.dt, chain, nch)
+    elif nk:  # x = [z, a]: exact model of the conversions (offline/smoother/chain.py)
         taps, spacing = chain.taps()
         A, Q, H = chain_model(Ac, Qc, H, bundle.dt, taps, spacing,
                               chain.offsets_for(len(bundle.channels)))
@@ -224,7 +235,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
     Cq = np.pad(Cq, ((0, 0), (0, nk)))
     R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
-    P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg)
+    P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg, walk=walk)
     prior_sd = np.sqrt(np.array([fm.rms ** 2 for fm in force_models])
                        + sum((c.variance() for c in components), np.zeros(nf)))
     blind = [f.name for f, fm, sd, s0 in zip(bundle.forces, force_models, std, prior_sd)
@@ -235,16 +246,18 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
                           Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
                           proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
-                          n_rigid=int(np.sum(rigid)), anchor_hz=md.anchor_hz, n_chain=nk)
+                          n_rigid=int(np.sum(rigid)), anchor_hz=md.anchor_hz, n_chain=nk,
+                          Qd=np.zeros_like(Q) if Qd is None else Qd, walk=walk)
 
 
-def steady_gains(A, H, Q, R, Cq, lag: int, linalg=None):
+def steady_gains(A, H, Q, R, Cq, lag: int, linalg=None, walk=None):
     """Steady-state filter and fixed-lag smoother gains of ``x+ = A x + w (Q)``, ``y = H x + v
     (R)``, for the quantities ``Cq x``: ``(P, K, Sinv, G, std, std_filtered, rho)`` (module
-    docstring of :mod:`offline.smoother` and docs/smoother.md for the equations)."""
+    docstring of :mod:`offline.smoother` and docs/smoother.md for the equations). ``walk``:
+    indices of random-walk states (drifting offsets), scaled apart in the Riccati solve."""
     linalg = linalg or need("scipy.linalg")
     # state scaling for the Riccati solve: stationary std of each state (open loop)
-    P = _dare(A, H, Q, R, linalg)
+    P = _dare(A, H, Q, R, linalg, walk)
     # S = H P H^T + R;  K = P H^T S^-1                      (filter gain)
     S = H @ P @ H.T + R
     Sinv = np.linalg.inv(0.5 * (S + S.T))
@@ -313,18 +326,24 @@ def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.01, anchor
     return w2, Ct, w_r / (2 * np.pi)
 
 
-def _dare(A, H, Q, R, linalg):
+def _dare(A, H, Q, R, linalg, walk=None):
     """A-priori steady-state covariance: P = A P A^T - A P H^T (H P H^T + R)^-1 H P A^T + Q.
 
     Solved on a diagonally scaled state (x = D x~, D = sqrt(diag(X)), X the open-loop
     stationary covariance, X = A X A^T + Q) so that modal and force states of very different
     sizes are balanced; a random-walk force (X unbounded) is scaled by its one-step noise.
+    The ``walk`` states (drifting offsets) are left out of ``X`` (the rest held at offset
+    0) and scaled by their one-step noise.
     """
     d = np.sqrt(np.clip(np.diag(Q), 0.0, None))
+    keep = np.ones(A.shape[0], bool)
+    if walk is not None and len(walk):
+        keep[np.asarray(walk)] = False
+    Ak, Qk = A[np.ix_(keep, keep)], Q[np.ix_(keep, keep)]
     try:
-        if np.max(np.abs(np.linalg.eigvals(A))) < 1.0 - 1e-12:
-            X = linalg.solve_discrete_lyapunov(A, Q)
-            d = np.sqrt(np.clip(np.diag(X), 0.0, None))
+        if np.max(np.abs(np.linalg.eigvals(Ak))) < 1.0 - 1e-12:
+            X = linalg.solve_discrete_lyapunov(Ak, Qk)
+            d[keep] = np.sqrt(np.clip(np.diag(X), 0.0, None))
     except (np.linalg.LinAlgError, ValueError):
         pass
     top = float(np.max(d)) if d.size and np.max(d) > 0 else 1.0

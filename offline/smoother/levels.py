@@ -25,7 +25,8 @@ low level overshot to a high one and back every second (issue #40: a ``--record`
 A sensor noise declared *relative* to the signal (``[[sensors]] noise``, paper eq. 28) is tied
 to the load's size: then a level scales the noise as well (``scale_noise``), the whole
 operation at another size. A noise that is a property of the sensor (learned from a record,
-or ``noise_std``) stays where it is.
+or ``noise_std``) stays where it is. A sensor's drifting offset (``Qd``, schema 8) is counted
+with its noise: ``Q(g, nu) = g^2 (Q - Qd) + nu Qd`` (a relative noise: ``nu = g^2``).
 """
 
 from __future__ import annotations
@@ -65,11 +66,14 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
     d1 = design_smoother(bundle, force_models, lag, model_error, corr=corr,
                          components=components)
     keep, K, G, Sinv, Wt, std = [], [], [], [], [], []
+    Qd = d1.Qd if d1.Qd is not None else np.zeros_like(d1.Q)
+    Ql = d1.Q - Qd                      # the load's share (the offsets' drift: the noise's)
     for g in grid:
-        # Q(g) = g^2 Q(1); R(g) = g^2 R(1) for a relative noise, else R(1)
-        R = d1.R * (g ** 2 if scale_noise else 1.0)
+        # Q(g) = g^2 Ql + nu Qd; R(g) = nu R, nu = g^2 for a relative noise, else 1
+        nu = g ** 2 if scale_noise else 1.0
         try:
-            _, k, si, gg, sd, _, _ = steady_gains(d1.A, d1.H, g ** 2 * d1.Q, R, d1.Cq, lag)
+            _, k, si, gg, sd, _, _ = steady_gains(d1.A, d1.H, g ** 2 * Ql + nu * Qd,
+                                                  nu * d1.R, d1.Cq, lag, walk=d1.walk)
         except EstimatorError:
             if np.isclose(g, 1.0):
                 raise
@@ -80,15 +84,16 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         Sinv.append(si)
         Wt.append(whitening(si))
         std.append(sd)
-    covs = error_covariances(d1.A, d1.H, d1.Q, d1.R, K)  # once for both tables
-    stats = innovation_stats(d1.A, d1.H, d1.Q, d1.R, K, Sinv, covs)
+    covs = error_covariances(d1.A, d1.H, Ql, d1.R, K, Qd)  # once for both tables
+    stats = innovation_stats(d1.A, d1.H, Ql, d1.R, K, Sinv, covs)
     nis = expected_nis(stats, keep, scale_noise)
     return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
             "level_std": np.array(std), "level_nis": nis,
             **({} if scale_noise else {
                 "track_innov": stats,
-                "track_var": smoothed_variance(d1.A, d1.H, d1.Q, d1.R, K, G, d1.Cq, covs)})}
+                "track_var": smoothed_variance(d1.A, d1.H, Ql, d1.R, K, G, d1.Cq, covs,
+                                               Qd)})}
 
 
 def innovation_stats(A, H, Q, R, K, Sinv, covs=None) -> np.ndarray:

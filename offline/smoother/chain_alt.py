@@ -1,0 +1,109 @@
+"""The chain check's alternative (bundle fields ``kf_alt_*``, schema 8;
+:mod:`edge.estimator.chain_check`): the steady Kalman filter of the same model and load under
+another measurement chain, and the records check of ``build --record`` with it.
+
+The alternative of a converter (``ads1256``, ``daq``) is point samples; that of point samples
+is the ADS1256 at the data rate that gives the bundle's row rate (continuous for one channel,
+the multiplexer cycling with the datasheet's instants for several; none when no ADS1256 rate
+gives it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge.acquisition import Chain
+from edge.bundle import Bundle
+from edge.estimator.chain_check import LLR_MAX, Filter, chain_name, llr
+from edge.estimator.operator import EstimatorError
+from offline.smoother.component import Component
+from offline.smoother.force_model import ForceModel
+from offline.smoother.gains import design_smoother
+
+
+def alternative_chain(chain: Chain, rate: float, nch: int) -> Chain | None:
+    """The chain the check compares ``chain`` with (module docstring), or None. Only the
+    converter changes: any other field of ``chain`` is kept (``dataclasses.replace``)."""
+    from dataclasses import replace
+
+    if not chain.ideal:
+        return replace(chain, converter="ideal", drate=0.0, mode="continuous", offsets=(),
+                       cutoff=0.0, group_delay=0.0)
+    from offline.chain import plan_chain
+
+    try:
+        plan = plan_chain("ads1256", rate, nch)
+    except ValueError:  # no ADS1256 rate gives this row rate
+        return None
+    return replace(chain, converter="ads1256", drate=float(plan.drate), mode=plan.mode,
+                   offsets=tuple(-np.asarray(plan.offsets)))
+
+
+def with_chain_alternative(bundle: Bundle) -> Bundle:
+    """A copy of a smoother ``bundle`` with the steady filter of :func:`alternative_chain`
+    (``kf_alt_A``, ``_H``, ``_K``, ``_Sinv``; ``meta["chain_check"]``), designed from the
+    bundle's own load model (``meta["estimator"]``); unchanged when there is no alternative
+    or its design fails (said in ``meta["chain_check"]["note"]``)."""
+    alt = alternative_chain(bundle.chain, bundle.rate, len(bundle.channels))
+    meta = dict(bundle.meta)
+    if alt is None:
+        meta["chain_check"] = {"alternative": None, "note": "no ADS1256 data rate gives "
+                               f"{bundle.rate:g} rows/s with {len(bundle.channels)} "
+                               "channel(s): the chain is not checked"}
+        return bundle.replace(meta=meta)
+    e = bundle.meta["estimator"]
+    fms = [ForceModel.from_dict(d) for d in e["force_models"]]
+    corr = None if e.get("force_corr") is None else np.array(e["force_corr"], dtype=float)
+    comps = [Component.from_dict(c) for c in e.get("force_components", [])]
+    try:  # the lag does not change the innovations: 0
+        d = design_smoother(bundle, fms, 0, float(e.get("model_error", 0.0)), corr=corr,
+                            components=comps, chain=alt)
+    except (EstimatorError, ValueError, np.linalg.LinAlgError) as exc:
+        meta["chain_check"] = {"alternative": alt.as_dict(),
+                               "note": f"the alternative's filter failed: {exc}"}
+        return bundle.replace(meta=meta)
+    kf = dict(bundle.kf)
+    kf.update({"alt_A": d.A, "alt_H": d.H, "alt_K": d.K, "alt_Sinv": d.Sinv})
+    meta["chain_check"] = {"alternative": alt.as_dict()}
+    return bundle.replace(kf=kf, meta=meta)
+
+
+def records_chain_check(bundle: Bundle, records, skip_s: float = 1.0,
+                        max_s: float = 20.0) -> dict:
+    """``{"llr", "ok", "text"}``: the log-likelihood ratio of the records (after ``skip_s``,
+    at most ``max_s`` of each) under the alternative chain against the bundle's, per sample
+    and channel (:func:`edge.estimator.chain_check.llr`); flagged above ``LLR_MAX``."""
+    if "alt_A" not in bundle.kf:
+        note = bundle.meta.get("chain_check", {}).get("note", "no alternative chain")
+        return {"llr": None, "ok": True, "text": f"measurement chain not checked: {note}"}
+    kf = bundle.kf
+    own = Filter(kf["A"], kf["H"], kf["K"], kf["Sinv"])
+    alt = Filter(kf["alt_A"], kf["alt_H"], kf["alt_K"], kf["alt_Sinv"])
+    s0, s1 = int(round(skip_s / bundle.dt)), int(round((skip_s + max_s) / bundle.dt))
+    num = den = 0.0
+    for Y in records:
+        Yr = np.ascontiguousarray(Y[:s1], dtype=float)
+        n = (Yr.shape[0] - s0) * Yr.shape[1]
+        if n <= 0:
+            continue
+        num += llr(own, alt, Yr, 0, s0) * n
+        den += n
+    if den == 0:
+        return {"llr": None, "ok": True, "text": "measurement chain not checked: records "
+                                                 f"shorter than {skip_s:g} s"}
+    v = num / den
+    decl = chain_name(bundle.chain)
+    other = chain_name(bundle.meta["chain_check"]["alternative"])
+    if v > LLR_MAX:
+        return {"llr": v, "ok": False, "text": (
+            f"WARNING: the measurement chain looks wrong: the records fit {other} better "
+            f"than the declared {decl} (log-likelihood +{v:.3g} nats per sample and channel, "
+            f"above {LLR_MAX:g}); the estimates would be biased by the conversion's delay "
+            "and window: declare the converter the records came through in [acquisition] "
+            "(converter, drate, mode) and rebuild")}
+    text = (f"measurement chain: the records fit the declared {decl} ({v:+.3g} nats per "
+            f"sample and channel for {other}; flagged above {LLR_MAX:g})")
+    if abs(v) < 0.1 * LLR_MAX:
+        text += ("; the two chains explain them about equally: with these channels the "
+                 "records cannot tell them apart (one converted sensor: a conversion looks "
+                 "like a delayed load), so a wrong [acquisition] would not be noticed")
+    return {"llr": v, "ok": True, "text": text}
