@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.estimator.operator import EstimatorError, modal_basis
+from edge.estimator.operator import EstimatorError
 from offline._deps import need
-from offline.smoother.gains import _rows
+from offline.smoother.gains import _rows, modal_dynamics
 
 
 #: weights of ``g_k`` and ``g_k-1`` in the direct terms (bundle ``kf_hy_direct``)
@@ -76,16 +76,15 @@ class HybridModel:
 
 
 def _modal(bundle: Bundle):
-    w2, Phi = modal_basis(bundle.M, bundle.K)
-    if np.any(w2 <= 0.0):
-        raise EstimatorError("the hybrid twin needs a supported structure (the reduced model "
-                             "has rigid-body modes)")
-    Ct = Phi.T @ bundle.C @ Phi
-    Ct = 0.5 * (Ct + Ct.T)
-    off = Ct - np.diag(np.diag(Ct))
-    if float(np.max(np.abs(off))) <= 1e-9 * max(float(np.max(np.abs(Ct))), 1e-300):
-        Ct = np.diag(np.diag(Ct))  # proportional damping: as offline.smoother.gains
-    return w2, Phi, Ct
+    """The smoother's structural model of ``bundle`` (:func:`offline.smoother.gains.
+    modal_dynamics`, the same function the smoother's design calls): rigid-body modes
+    anchored as the smoother anchored them (``meta["estimator"]["rigid_anchor_hz"]``)."""
+    est = bundle.meta.get("estimator") or {}
+    anchor = est.get("rigid_anchor_hz") or None
+    try:
+        return modal_dynamics(bundle, anchor_hz=anchor)
+    except EstimatorError as exc:
+        raise EstimatorError(f"the hybrid twin: {exc} (build the smoother first)") from None
 
 
 def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
@@ -120,7 +119,8 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     """
     linalg = need("scipy.linalg")
     n, nf = bundle.n, len(bundle.forces)
-    w2, Phi, Ct = _modal(bundle)
+    md = _modal(bundle)
+    w2, Phi, Ct = md.w2, md.Phi, md.Ct     # true ones: the rows of channels and outputs
     B = np.zeros((n, nf))
     for j, f in enumerate(bundle.forces):
         B[f.dof, j] = 1.0
@@ -131,7 +131,7 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
         Gm = Phi.T @ R.T                                  # generalised force of g at R
         Gs = Gm.copy()
         if f_max is not None:  # the correction's load on the modes up to f_max only
-            drop = np.sqrt(w2) > 2 * np.pi * f_max
+            drop = np.sqrt(md.w2_dyn) > 2 * np.pi * f_max
             Gm[drop] = 0.0
         Sq = R @ Phi                                      # physical displacement from eta
         where = "dofs"
@@ -142,12 +142,9 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
         where = "modes"
     ng = Gm.shape[1]
     m = 2 * n
-    # continuous system in the kernel's layout [eta_1, eta_1', ..., eta_n, eta_n']
-    Ac = np.zeros((m, m))
-    for i in range(n):
-        Ac[2 * i, 2 * i + 1] = 1.0
-        Ac[2 * i + 1, 2 * i] = -w2[i]
-    Ac[1:m:2, 1:m:2] = -Ct
+    # continuous system in the kernel's layout [eta_1, eta_1', ..., eta_n, eta_n']: the
+    # smoother's own (modal_dynamics), rigid-body modes anchored as there
+    Ac = md.Ac()
     Bc = np.zeros((m, nf + ng))
     Bc[1:m:2, :nf] = PhiB
     Bc[1:m:2, nf:] = Gm
@@ -161,17 +158,10 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     A, G1, G2 = E[:m, :m], E[:m, m:m + nb], E[:m, m + nb:]
     # FOH: x+ = A x + (G1 - G2) u_k + G2 u_k+1;  ZOH: x+ = A x + G1 g_k
     B0, B1, Bg = (G1 - G2)[:, :nf], G2[:, :nf], G1[:, nf:]
-    if np.allclose(np.diag(np.diag(Ct)), Ct, rtol=0, atol=0):
-        mask = np.zeros((m, m), bool)  # exact zeros outside the 2x2 blocks, as kf_A
-        for i in range(n):
-            mask[2 * i:2 * i + 2, 2 * i:2 * i + 2] = True
-        A = np.where(mask, A, 0.0)
+    if md.proportional:
+        A = np.where(md.mask(), A, 0.0)  # exact zeros outside the 2x2 blocks, as kf_A
     if "A" in bundle.kf:  # a smoother bundle: its own step, which the edge runs
-        As = np.asarray(bundle.kf["A"], dtype=float)[:m, :m]
-        if not np.allclose(A, As, rtol=0.0, atol=1e-9 * max(float(np.max(np.abs(As))), 1.0)):
-            raise EstimatorError("the hybrid model's step matrix differs from the smoother's "
-                                 f"(largest difference {float(np.max(np.abs(A - As))):.3g})")
-        A = As.copy()
+        A = _smoother_step(bundle, m)
     Hu = _rows(Phi, w2, Ct, PhiB, np.eye(nf), bundle.channels, m + nf)
     Hg = _rows(Phi, w2, Ct, Gm, np.eye(ng), bundle.channels, m + ng)
     Zu = _rows(Phi, w2, Ct, PhiB, np.eye(nf), bundle.outputs, m + nf)
@@ -193,6 +183,21 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     return HybridModel(A=A, B0=B0, B1=B1, Bg=Bg, H=Hu[:, :m], Du=Hu[:, m:], Dg=Hg[:, m:],
                        Cz=Zu[:, :m], Dzu=Zu[:, m:], Dzg=Zg[:, m:], S=S, Gm=Gm, PhiB=PhiB,
                        where=where)
+
+
+def _smoother_step(bundle: Bundle, m: int) -> np.ndarray:
+    """The structural block of the smoother's step ``kf_A`` (the modes come first, then the
+    force-model and chain states, :mod:`offline.smoother.gains`): the hybrid's ``A``. The
+    smoother's and the hybrid's continuous models are one (:func:`_modal`) and both are
+    exponentiated by ``scipy.linalg.expm`` (:func:`offline.smoother.van_loan.van_loan`), so
+    the hybrid's own ``A`` is that block to round-off (tests/test_hybrid_structures.py); the
+    smoother's is taken so the training runs the step the edge runs. A step that is not a
+    smoother's structural block (too small, not finite) is refused."""
+    As = np.asarray(bundle.kf["A"], dtype=float)
+    if As.ndim != 2 or As.shape[0] < m or As.shape[1] < m or not np.all(np.isfinite(As)):
+        raise EstimatorError(f"kf_A of shape {As.shape} is not a smoother's step over the "
+                             f"{m} modal states of the reduced model")
+    return As[:m, :m].copy()
 
 
 def _static(Phi, w2, Gs, drop, items):

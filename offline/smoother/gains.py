@@ -70,6 +70,68 @@ def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
     return R
 
 
+@dataclass
+class ModalDynamics:
+    """The smoother's continuous structural model in the modal coordinates of the reduced
+    model (``q = Phi eta``): the one model of the smoother and the hybrid twin
+    (:mod:`offline.hybrid.discrete`). ``w2``, ``Ct`` are the true ones (rows of the channels
+    and outputs), ``w2_dyn``, ``Ct_dyn`` the dynamics, with rigid-body modes anchored
+    (:func:`_anchor_rigid_modes`; the same as ``w2``, ``Ct`` without rigid modes)."""
+
+    w2: np.ndarray            # (n,) omega^2, rigid modes exactly 0
+    Phi: np.ndarray           # (n, n) mass-normalised modes
+    Ct: np.ndarray            # (n, n) Phi^T C Phi (diagonal when proportional)
+    w2_dyn: np.ndarray
+    Ct_dyn: np.ndarray
+    proportional: bool
+    rigid: np.ndarray         # (n,) bool
+    anchor_hz: float = 0.0
+
+    def Ac(self) -> np.ndarray:
+        """(2n, 2n) ``[eta_1, eta_1', ..., eta_n, eta_n']' = Ac [...]`` (kernel layout):
+        ``eta'' = -W2 eta - Ct eta'`` with the dynamics' ``w2_dyn``, ``Ct_dyn``."""
+        n = self.w2.size
+        Ac = np.zeros((2 * n, 2 * n))
+        for i in range(n):
+            Ac[2 * i, 2 * i + 1] = 1.0
+            Ac[2 * i + 1, 2 * i] = -self.w2_dyn[i]
+        Ac[1::2, 1::2] = -self.Ct_dyn
+        return Ac
+
+    def mask(self) -> np.ndarray:
+        """(2n, 2n) bool, the 2x2 blocks of the modes (proportional damping: the step matrix
+        is exactly 0 outside them; expm leaves round-off there)."""
+        n = self.w2.size
+        m = np.zeros((2 * n, 2 * n), bool)
+        for i in range(n):
+            m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = True
+        return m
+
+
+def modal_dynamics(bundle: Bundle, force_models=None, anchor_hz=None) -> ModalDynamics:
+    """The structural part of the smoother's continuous model (:class:`ModalDynamics`).
+    Rigid-body modes are anchored at ``anchor_hz`` (the smoother's ``meta["estimator"]
+    ["rigid_anchor_hz"]``) or, without it, at the frequency the ``force_models`` set
+    (:func:`_anchor_rigid_modes`)."""
+    w2, Phi = modal_basis(bundle.M, bundle.K)  # rigid-body modes: exactly omega^2 = 0
+    Ct = Phi.T @ bundle.C @ Phi
+    Ct = 0.5 * (Ct + Ct.T)
+    off = Ct - np.diag(np.diag(Ct))
+    proportional = float(np.max(np.abs(off))) <= 1e-9 * max(float(np.max(np.abs(Ct))), 1e-300)
+    if proportional:
+        Ct = np.diag(np.diag(Ct))
+    rigid = w2 <= 0.0
+    w2_dyn, Ct_dyn, anchor = w2, Ct, 0.0  # the dynamics; rows of H use the true w2, Ct
+    if np.any(rigid):
+        if anchor_hz is None and force_models is None:
+            raise EstimatorError("rigid-body modes: their anchor (the smoother's "
+                                 "rigid_anchor_hz) is needed for the dynamics")
+        w2_dyn, Ct_dyn, anchor = _anchor_rigid_modes(w2, Ct, rigid, force_models or (),
+                                                     anchor_hz=anchor_hz)
+    return ModalDynamics(w2=w2, Phi=Phi, Ct=Ct, w2_dyn=w2_dyn, Ct_dyn=Ct_dyn,
+                         proportional=bool(proportional), rigid=rigid, anchor_hz=anchor)
+
+
 def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float = 0.0,
                     corr=None, components=(), chain=None) -> SmootherDesign:
     """Steady-state joint input-state fixed-lag smoother of ``bundle``'s reduced model.
@@ -101,17 +163,8 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
         raise EstimatorError("a random-walk force model with acceleration channels only: the "
                              "force's static part is not observable (the displacement would "
                              "drift); use the bandpass force model")
-    w2, Phi = modal_basis(bundle.M, bundle.K)  # rigid-body modes: exactly omega^2 = 0
-    Ct = Phi.T @ bundle.C @ Phi
-    Ct = 0.5 * (Ct + Ct.T)
-    off = Ct - np.diag(np.diag(Ct))
-    proportional = float(np.max(np.abs(off))) <= 1e-9 * max(float(np.max(np.abs(Ct))), 1e-300)
-    if proportional:
-        Ct = np.diag(np.diag(Ct))
-    rigid = w2 <= 0.0
-    w2_dyn, Ct_dyn, anchor = w2, Ct, 0.0  # the dynamics; rows of H use the true w2, Ct
-    if np.any(rigid):
-        w2_dyn, Ct_dyn, anchor = _anchor_rigid_modes(w2, Ct, rigid, force_models)
+    md = modal_dynamics(bundle, force_models)
+    w2, Phi, Ct, proportional, rigid = md.w2, md.Phi, md.Ct, md.proportional, md.rigid
     B = np.zeros((n, nf))
     for j, f in enumerate(bundle.forces):
         B[f.dof, j] = 1.0
@@ -146,10 +199,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     ns = 2 * n + nfs
     # continuous system in the kernel's layout [q_1, qd_1, ..., xi]
     Ac = np.zeros((ns, ns))
-    for i in range(n):
-        Ac[2 * i, 2 * i + 1] = 1.0
-        Ac[2 * i + 1, 2 * i] = -w2_dyn[i]
-    Ac[1:2 * n:2, 1:2 * n:2] = -Ct_dyn
+    Ac[:2 * n, :2 * n] = md.Ac()
     Ac[1:2 * n:2, 2 * n:] = PhiB @ Cf
     Ac[2 * n:, 2 * n:] = Af
     Qc = np.zeros((ns, ns))
@@ -179,8 +229,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     if proportional:  # exact zeros outside the structure (expm round-off)
         mask = np.ones((ns + nk, ns + nk), bool)
         mask[:ns, :2 * n] = False  # the chain rows depend on every state
-        for i in range(n):
-            mask[2 * i:2 * i + 2, 2 * i:2 * i + 2] = True
+        mask[:2 * n, :2 * n] = md.mask()
         A = np.where(mask, A, 0.0)
     Cz = _rows(Phi, w2, Ct, PhiB, Cf, bundle.outputs, ns)
     Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
@@ -197,7 +246,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
                           Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
                           proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
-                          n_rigid=int(np.sum(rigid)), anchor_hz=anchor, n_chain=nk,
+                          n_rigid=int(np.sum(rigid)), anchor_hz=md.anchor_hz, n_chain=nk,
                           Qd=np.zeros_like(Q) if Qd is None else Qd, walk=walk)
 
 
@@ -237,7 +286,7 @@ def steady_gains(A, H, Q, R, Cq, lag: int, linalg=None, walk=None):
     return P, K, Sinv, G, std, stdf, rho
 
 
-def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.01):
+def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.01, anchor_hz=None):
     """A weak displacement prior on rigid-body modes (free-free, partly constrained models).
 
     A rigid mode is a double integrator: its position (and velocity) is not observable from
@@ -260,6 +309,7 @@ def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.01):
     ``2 w_r / w`` (2 % at f_lo for ratio 0.01; 0.1 gave a 15 % displacement error on the
     test chain, 0.01 6 %, equal to its stated std), at the price of a slow decay of the
     initial condition (time constant ``1 / w_r``: 3 s for f_lo = 5 Hz).
+    ``anchor_hz``: ``w_r / (2 pi)`` given (the smoother's, for the hybrid twin's model).
     Returns ``(w2, Ct, anchor_hz)``.
     """
     if any(fm.kind == "randomwalk" for fm in force_models):
@@ -267,7 +317,7 @@ def _anchor_rigid_modes(w2, Ct, rigid, force_models, ratio: float = 0.01):
                              "moves the free structure without bound; use the bandpass force "
                              "model (its high-pass keeps the rigid motion bounded)")
     f_lo = min(float(fm.band[0]) for fm in force_models) if len(force_models) else 1.0
-    w_r = 2 * np.pi * ratio * f_lo
+    w_r = 2 * np.pi * (ratio * f_lo if anchor_hz is None else float(anchor_hz))
     w2 = np.where(rigid, w_r ** 2, w2)
     Ct = Ct.copy()
     for r in np.flatnonzero(rigid):
