@@ -50,8 +50,9 @@ from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import chain_policy, plot_selection, select, worse_than_zero
-from offline.smoother import smoother_from_spec, with_load_levels
+from offline.selection import (candidates_for, chain_policy, plot_selection, select,
+                               worse_than_zero)
+from offline.smoother import smoother_bundle, smoother_settings, with_load_levels
 
 
 @dataclass
@@ -283,9 +284,9 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     choice = None
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
-    smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
-    smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid),
-                            spec.where("[hybrid]")) or smoother
+    # the one design path of the smoother (offline/smoother/settings.py): by name or chosen
+    settings = smoother_settings(spec, est_spec, bundle.rate, load_model, window=window)
+    forced = chain_policy(bundle.chain, est_spec, meta, bool(hybrid), spec.where("[hybrid]"))
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]
     reference = None
@@ -297,21 +298,20 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
         timings["accuracy limit"] = time.perf_counter() - t4
         t2 += timings["accuracy limit"]
-    chosen_bundle = None
-    if smoother:  # asked for by name (offline/smoother.py): no alpha, no choice
-        alpha_rule, L = 0.0, 1
-        alpha_val = 0.0
-        meta["alpha_method"] = "none (smoother)"
-    else:
+    if forced:  # a measurement chain: only the smoother models it; the runs are point
+        # samples, so nothing is scored (its first model-error level, 0 unless given)
+        made = smoother_bundle(bundle, settings, settings.model_errors[0])
+        L, alpha_val = made.window, 0.0
+    else:  # every candidate [estimator] method asks for, scored on the same runs
         sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
-                     progress=progress, reference=reference, spec=spec,
-                     load_model=load_model)
-        chosen_bundle = sel.pop("_bundle", None)  # a candidate that makes its own bundle
-        meta["selection"] = sel
-        L = int(sel["best"]["window"])
-        alpha_val = float(sel["best"].get("alpha", 0.0))
-        bundle = bundle.replace(window=L, **sel["best"].get("changes", {}))
-        smoother = chosen_bundle is not None
+                     candidates=candidates_for(est_spec.method, alpha_rule),
+                     progress=progress, reference=reference, smoother=settings)
+        made = sel.bundle  # the bundle the chosen candidate designed and was scored as
+        meta["selection"] = sel.report
+        L = int(sel.best["window"])
+        alpha_val = float(sel.best.get("alpha", 0.0))
+        bundle = bundle.replace(window=L, **sel.best.get("changes", {}))
+    smoother = made is not None
     if smoother:
         meta["alpha_method"] = "none (smoother)"
     elif isinstance(alpha_rule, str) and alpha_rule == "auto":
@@ -347,11 +347,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                            "seeds": [r.seed for r in runs],
                            "warmup_s": float(runs[0].start * dt)}
     bundle = bundle.replace(meta=meta)
-    if chosen_bundle is not None:  # the automatic choice designed it (offline/selection.py)
-        bundle = chosen_bundle.replace(meta={**meta, "estimator": chosen_bundle.meta["estimator"]})
-    elif smoother:
-        # kf_* gains, meta["estimator"]
-        bundle = smoother_from_spec(bundle, spec, est_spec, load_model=load_model)
+    if made is not None:  # kf_* gains, meta["estimator"]: designed once, above
+        bundle = made.replace(meta={**meta, "estimator": made.meta["estimator"]})
     if choice is not None:
         bundle.extras.update({"lcurve_alphas": choice.alphas,
                               "lcurve_residual": choice.residual_norm,

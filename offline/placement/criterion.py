@@ -22,7 +22,7 @@ from offline._deps import need
 from offline.model import EstimatorSpec, build_fe_model
 from offline.placement.riccati import riccati
 from offline.reduction import recover
-from offline.smoother import design_smoother
+from offline.smoother import design_smoother, smoother_settings
 
 #: Noise floor of a candidate or sensor declared with ``noise = 0`` (relative std).
 NOISE_FLOOR = 1e-4
@@ -158,12 +158,13 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     cand = [_Channel(c.name, r, c.kind, 1.0) for c, r in zip(candidates, rows)]
     anchor = [_Channel(f"_{f.name}", np.eye(bundle.n)[f.dof], "displacement",
                        1.0 / (1e-3 * s) ** 2) for f, s in zip(bundle.forces, scale)]
-    lag = est.lag if est.lag is not None else int(round(0.02 * bundle.rate))
+    sset = smoother_settings(spec, est, bundle.rate)  # the build's lag and model error
+    lag = sset.lag
     # point samples: the criterion's state model is shared by every channel subset, which a
     # measurement chain's per-channel states are not ([acquisition] is not modelled here)
     b = bundle.replace(channels=fixed + cand + anchor, chain=Chain())
     try:
-        design = design_smoother(b, fms, lag, est.model_error)
+        design = design_smoother(b, fms, lag, sset.model_errors[0])
     except EstimatorError as exc:
         raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
     linalg = need("scipy.linalg")
