@@ -19,7 +19,8 @@ from tests.helpers import strip_toml
 
 # The paper's strip (170 x 13 x 1.2 mm aluminium) as 34 Euler-Bernoulli beams, clamped;
 # force at 110 mm, output d60; 17 candidate positions every 10 mm, displacement (dz..) and
-# acceleration (az..), 1 % noise; smoother lag 20 ms at 1 kHz, random 5-160 Hz force model.
+# acceleration (az..), 1 % noise; smoother lag 20 ms at 1 kHz, random 5-160 Hz force model,
+# no model-error noise (one level: each layout one Riccati solution and one frequency sum).
 HEAD = strip_toml(34) + """[[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 [[boundary]]
@@ -46,6 +47,7 @@ kind = "displacement"
 rate = 1000.0
 method = "smoother"
 lag = 20
+model_error = 0.0
 [calibration]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 2.0
@@ -202,7 +204,7 @@ def test_place_one_sensor_on_the_cantilever_predicts_what_the_build_measures(tmp
     # (tip: 0.18 in the built bundle's calibration runs). Now the prediction is the build's
     # smoother on the full model under the [calibration] load (offline/placement/honest.py).
     p = tmp_path / "cant.toml"
-    p.write_text(HEAD.replace('method = "smoother"\nlag = 20\n', "")
+    p.write_text(HEAD.replace('method = "smoother"\nlag = 20\nmodel_error = 0.0\n', "")
                  + candidates(("displacement",)))
     out = tmp_path / "one.toml"
     assert offline_main(["place", str(p), "-n", "1", "-o", str(out), "--quiet"]) == 0
