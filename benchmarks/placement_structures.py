@@ -1,7 +1,7 @@
 """Placement on three structures against the built and replayed layouts.
 
     python benchmarks/placement_structures.py [--only cantilever,plate,twospan] [--top 3]
-                                              [--all] [--duration 8] [--json OUT]
+                                              [--all] [--n 1,2] [--duration 8] [--json OUT]
 
 For each structure (model files written from docs/modelfile.md and docs/placement.md, the
 default ``[estimator] method = "auto"``, relative noise 1 %):
@@ -179,14 +179,14 @@ def built(path, names, tmp, duration, cache):
     key = tuple(sorted(names))
     if key not in cache:
         out = write_placed(path, Path(tmp) / ("p_" + "_".join(key) + ".toml"), list(names))
-        res = build(out, progress=False, limit=False, maps=False)
+        res = build(out, progress=False, maps=False)  # as vsense-offline build: with the limit
         sel = res.bundle.meta["selection"]
         rep = replay(out, result=res, load="band", duration=duration, seed=7)
         cache[key] = (np.array(sel["best"]["nrmse"]), rep, sel["chosen"])
     return cache[key]
 
 
-def run_structure(name, top, every, duration, tmp) -> list[dict]:
+def run_structure(name, top, every, duration, tmp, ns=(1, 2)) -> list[dict]:
     from offline.model import load_model_file
     from offline.placement import place, placement_model
 
@@ -195,7 +195,7 @@ def run_structure(name, top, every, duration, tmp) -> list[dict]:
     t0 = time.perf_counter()
     pm = placement_model(load_model_file(path), progress=False)
     cache, rows = {}, []
-    for n in (1, 2):
+    for n in ns:
         pl = place(pm, n, progress=False)
         combos = list(itertools.combinations(range(len(pm.candidates)), n))
         pred = {c: pm.nrmse(list(c)) for c in combos}
@@ -239,6 +239,7 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=3, help="best predicted layouts built (3)")
     ap.add_argument("--all", action="store_true", help="build every layout of 1 and 2")
     ap.add_argument("--duration", type=float, default=8.0, help="replayed seconds (8)")
+    ap.add_argument("--n", default="1,2", help="sensor counts (1,2)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     print("| structure | n | place | predicted | calibration runs (chosen) | replayed | "
@@ -247,7 +248,8 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.only.split(","):
-            rows += run_structure(name, a.top, a.all, a.duration, tmp)
+            rows += run_structure(name, a.top, a.all, a.duration, tmp,
+                                  [int(x) for x in a.n.split(",")])
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0
