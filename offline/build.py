@@ -51,8 +51,9 @@ from offline.model import EstimatorSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
 from offline.report import write_build_html
-from offline.selection import chain_policy, default_chain_fallback, plot_selection, select, worse_than_zero
-from offline.smoother import smoother_from_spec, with_load_levels
+from offline.selection import (candidates_for, chain_policy, default_chain_fallback,
+                               plot_selection, select, worse_than_zero)
+from offline.smoother import smoother_settings, with_load_levels
 
 
 @dataclass
@@ -293,10 +294,10 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     choice = None
     if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
         alpha_rule = alpha if alpha is not None else est_spec.alpha
-    smoother = getattr(est_spec, "method", "tikhonov") == "smoother"
+    # the one design path of the smoother (offline/smoother/settings.py): by name or chosen
+    settings = smoother_settings(spec, est_spec, bundle.rate, load_model, window=window)
     default_chain_fallback(spec, bundle, bool(hybrid))
-    smoother = chain_policy(bundle.chain, est_spec, meta, bool(hybrid),
-                            spec.where("[hybrid]")) or smoother
+    forced = chain_policy(bundle.chain, est_spec, meta, bool(hybrid), spec.where("[hybrid]"))
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [L]
     reference = None
@@ -308,21 +309,19 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
         timings["accuracy limit"] = time.perf_counter() - t4
         t2 += timings["accuracy limit"]
-    chosen_bundle = None
-    if smoother:  # asked for by name (offline/smoother.py): no alpha, no choice
-        alpha_rule, L = 0.0, 1
-        alpha_val = 0.0
-        meta["alpha_method"] = "none (smoother)"
-    else:
-        sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
-                     progress=progress, reference=reference, spec=spec,
-                     load_model=load_model)
-        chosen_bundle = sel.pop("_bundle", None)  # a candidate that makes its own bundle
-        meta["selection"] = sel
-        L = int(sel["best"]["window"])
-        alpha_val = float(sel["best"].get("alpha", 0.0))
-        bundle = bundle.replace(window=L, **sel["best"].get("changes", {}))
-        smoother = chosen_bundle is not None
+    # every candidate [estimator] method asks for, scored on the same runs; a measurement
+    # chain (forced): the smoother alone, the only estimator that models it, scored on runs
+    # converted as the chain converts (offline.calibration_runs)
+    sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
+                 candidates=candidates_for("smoother" if forced else est_spec.method,
+                                           alpha_rule),
+                 progress=progress, reference=reference, smoother=settings)
+    made = sel.bundle  # the bundle the chosen candidate designed and was scored as
+    meta["selection"] = sel.report
+    L = int(sel.best["window"])
+    alpha_val = float(sel.best.get("alpha", 0.0))
+    bundle = bundle.replace(window=L, **sel.best.get("changes", {}))
+    smoother = made is not None
     if smoother:
         meta["alpha_method"] = "none (smoother)"
     elif isinstance(alpha_rule, str) and alpha_rule == "auto":
@@ -358,11 +357,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                            "seeds": [r.seed for r in runs],
                            "warmup_s": float(runs[0].start * dt)}
     bundle = bundle.replace(meta=meta)
-    if chosen_bundle is not None:  # the automatic choice designed it (offline/selection.py)
-        bundle = chosen_bundle.replace(meta={**meta, "estimator": chosen_bundle.meta["estimator"]})
-    elif smoother:
-        # kf_* gains, meta["estimator"]
-        bundle = smoother_from_spec(bundle, spec, est_spec, load_model=load_model)
+    if made is not None:  # kf_* gains, meta["estimator"]: designed once, above
+        bundle = made.replace(meta={**meta, "estimator": made.meta["estimator"]})
     if choice is not None:
         bundle.extras.update({"lcurve_alphas": choice.alphas,
                               "lcurve_residual": choice.residual_norm,

@@ -10,6 +10,12 @@ the best (it states its std, follows the load's level and checks its model both 
 the runs are drawn from a declaration that is only a guess). (Counting plain errors instead
 lets a force that cannot be estimated anyway, error ~1, outweigh an output estimated 100x
 better: measured on a 9-DOF strip, that choice gave up the output, 0.14 instead of 0.08.)
+
+``[estimator] method`` picks the families scored (:func:`candidates_for`): ``auto`` all,
+``tikhonov`` the Tikhonov ones, ``smoother`` the smoother alone. The smoother's rows are
+bundles made by :func:`offline.smoother.smoother_bundle` from the build's
+:class:`offline.smoother.SmootherSettings`, the one design path of every smoother; the chosen
+one is returned as it was scored (:class:`Selection`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import numpy as np
 from edge.estimator import Estimator, EstimatorError, derive_operator
 from offline._deps import need, progress as _progress
 from offline.regularization import alpha_grid, choose_alpha
-from offline.smoother import attach_smoother, design_smoother
+from offline.smoother import smoother_bundle
 
 
 def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0) -> np.ndarray:
@@ -88,6 +94,32 @@ class Candidate:
     best: dict
     rows: list = field(default_factory=list)
     bundles: dict = field(default_factory=dict)  # row index -> a bundle the row made itself
+    error: str = ""  # why a setting failed (named when no candidate works)
+
+
+@dataclass
+class Selection:
+    """What :func:`select` chose.
+
+    report : dict     JSON-able: ``chosen`` (family name), ``best`` (its row), ``candidates``
+                      ({name: {"best", "rows"}}), ``max_delay_s``, ``windows``, ``targets``,
+                      ``n_runs``, ``seeds``, ``score``; stored as the bundle's
+                      ``meta["selection"]``
+    bundle : Bundle or None   the bundle the chosen candidate designed itself and was scored
+                      as (the smoother's, :func:`offline.smoother.smoother_bundle`); None for
+                      a Tikhonov setting (``report["best"]``: window, alpha, ``changes``)
+    """
+
+    report: dict
+    bundle: object = None
+
+    @property
+    def chosen(self) -> str:
+        return self.report["chosen"]
+
+    @property
+    def best(self) -> dict:
+        return self.report["best"]
 
 
 def _alpha_search(bundle, runs, window, lo, hi, n=7, refine=2, reference=None):
@@ -152,37 +184,25 @@ def design_tikhonov(bundle, runs, windows, alpha_rule="auto", progress=False,
 
 
 def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
-              spec=None, load_model=None):
-    """The joint input-state fixed-lag Kalman smoother (offline/smoother/) at the longest
-    lag within the delay bound (its error falls with the lag), model-error noise 0 or 0.1.
-
-    Its load model: ``load_model`` when one was learned from records
-    (:mod:`offline.load`); else the declared band-pass models (each force at the order its
-    ``[[forces]] model`` gives, else :data:`offline.smoother.force_model.DEFAULT_ORDER`)."""
-    from offline.load.declared import declared_force_models
-
+              smoother=None):
+    """The joint input-state fixed-lag Kalman smoother (offline/smoother/) of the build's
+    settings ``smoother`` (:class:`offline.smoother.SmootherSettings`: lag, model-error
+    levels, model check, load model), one row per model-error level, each bundle made by
+    :func:`offline.smoother.smoother_bundle`, the function that makes every smoother."""
     c = Candidate("Kalman smoother", {}, [])
-    if spec is None or not isinstance(alpha_rule, str) or alpha_rule != "auto":
+    if smoother is None:
         return c
-
-    lag = max(windows) - 1
-    if load_model is not None and load_model.source == "record":
-        source, fms = "learned", load_model.forces
-        corr = load_model.corr if load_model.correlated else None
-        comps = load_model.components
-    else:
-        source, fms, corr, comps = "declared", declared_force_models(spec, bundle.rate), None, []
-    for me in (0.0, 0.1):
+    for me in smoother.model_errors:
         try:
-            b = attach_smoother(bundle, design_smoother(bundle, fms, lag, me, corr=corr,
-                                                        components=comps),
-                                fms, me, corr=corr, components=comps)
+            b = smoother_bundle(bundle, smoother, me)
             r = score_estimator(Estimator(b), runs, reference)
-        except (EstimatorError, ValueError, np.linalg.LinAlgError):
+        except (EstimatorError, ValueError, np.linalg.LinAlgError) as exc:
+            c.error = str(exc)
             continue
         if r is None:
+            c.error = f"model_error = {me:g}: an estimate on the calibration runs is not finite"
             continue
-        r.update({"load_model": source, "model_error": me, "kind": "smoother"})
+        r.update({"load_model": smoother.source, "model_error": float(me), "kind": "smoother"})
         c.bundles[len(c.rows)] = b
         c.rows.append(r)
     if c.rows:
@@ -223,6 +243,23 @@ SMOOTHER_MARGIN = 0.1
 
 CANDIDATES = [("per-step", _per_step), ("fixed-lag", _fixed_lag),
               ("fixed-lag FOH", _fixed_lag_foh), ("smoother", _smoother)]
+#: ``[estimator] method`` -> the families it scores (``auto``: all of them, the smoother only
+#: with ``alpha = "auto"``: a given alpha or rule asks for a Tikhonov estimator)
+METHODS = ("auto", "tikhonov", "smoother")
+
+
+def candidates_for(method: str, alpha_rule="auto") -> list:
+    """The :data:`CANDIDATES` that ``[estimator] method`` asks for (:data:`METHODS`)."""
+    tik = [c for c in CANDIDATES if c[0] != "smoother"]
+    sm = [c for c in CANDIDATES if c[0] == "smoother"]
+    if method == "tikhonov":
+        return tik
+    if method == "smoother":
+        return sm
+    if method != "auto":
+        raise ValueError(f"[estimator] method: expected one of {', '.join(METHODS)}, "
+                         f"got {method!r}")
+    return tik + sm if isinstance(alpha_rule, str) and alpha_rule == "auto" else tik
 
 
 def default_windows(max_lag: int) -> list[int]:
@@ -235,40 +272,25 @@ def default_windows(max_lag: int) -> list[int]:
 
 
 def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
-           candidates=None, progress=False, reference=None, spec=None,
-           load_model=None) -> dict:
+           candidates=None, progress=False, reference=None, smoother=None) -> Selection:
     """Choose the estimator with the lowest expected error on the runs (module docstring).
 
-    Returns ``{"chosen": name, "best": row, "candidates": {name: {"best": row, "rows": [...]}},
-    "max_delay_s": .., "targets": [...], "_bundle": Bundle or None}`` (``_bundle``: the
-    bundle the chosen candidate made itself, e.g. the smoother's; pop it before storing the
-    rest as JSON); raises EstimatorError if no candidate works.
+    ``candidates``: the families to score (default :data:`CANDIDATES`; see
+    :func:`candidates_for`); ``smoother``: the build's
+    :class:`offline.smoother.SmootherSettings` (without them the smoother is not a
+    candidate). Returns a :class:`Selection`; raises EstimatorError if no candidate works.
     """
     max_lag = int(np.floor(max_delay / bundle.dt + 1e-9))
     windows = default_windows(max_lag) if windows is None else list(windows)
-    cands = {}
+    cands, errors = {}, []
     for name, design in (CANDIDATES if candidates is None else candidates):
-        kw = {"spec": spec} if "spec" in design.__code__.co_varnames else {}
-        if "load_model" in design.__code__.co_varnames:
-            kw["load_model"] = load_model
+        kw = {"smoother": smoother} if "smoother" in design.__code__.co_varnames else {}
         c = design(bundle, runs, windows, alpha_rule, progress, reference, **kw)
         if c.best:
             cands[c.name] = c
-    # the best row whose closed loop is stable (rows of every candidate, best first)
-
-    ranked = sorted(((r["score"], n, i) for n, c in cands.items() for i, r in enumerate(c.rows)))
-    chosen = best = None
-    for _, n, i in ranked:
-        r = cands[n].rows[i]
-        if i not in cands[n].bundles:  # (a bundle made by its candidate was checked there)
-            try:
-                derive_operator(bundle.replace(**r.get("changes", {})), alpha=r["alpha"],
-                                window=r["window"])
-            except EstimatorError:
-                r["unstable"] = True
-                continue
-        chosen, best = cands[n], r
-        break
+        elif c.error:
+            errors.append(f"{c.name}: {c.error}")
+    chosen, best = _best_stable(bundle, cands)
     # the smoother states its std, follows the load's level and checks its model both ways;
     # the runs are drawn from the declaration, a guess, so a lead of another estimator
     # within SMOOTHER_MARGIN there does not carry over to the real load (docs/load.md)
@@ -278,12 +300,13 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
         if r["score"] <= (1.0 + SMOOTHER_MARGIN) * best["score"]:
             chosen, best = sm, r
     if chosen is None:
-        reason = ""
+        reason = "".join(f"; {e}" for e in errors)
         a = alpha_rule if not isinstance(alpha_rule, str) else 1.0
-        try:  # the estimator's own diagnosis of one setting names the real cause
-            derive_operator(bundle, alpha=float(a), window=windows[0])
-        except EstimatorError as exc:
-            reason = f"; e.g. L={windows[0]}, alpha={float(a):g}: {exc}"
+        if any(n != "smoother" for n, _ in (CANDIDATES if candidates is None else candidates)):
+            try:  # the estimator's own diagnosis of one setting names the real cause
+                derive_operator(bundle, alpha=float(a), window=windows[0])
+            except EstimatorError as exc:
+                reason += f"; e.g. L={windows[0]}, alpha={float(a):g}: {exc}"
         raise EstimatorError(f"no estimator setting is stable on the calibration runs "
                              f"(windows {windows}, alpha {alpha_rule!r}){reason}")
     for c in cands.values():  # each candidate's best is its best stable row
@@ -291,13 +314,30 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
         c.best = min(ok, key=lambda r: r["score"]) if ok else c.best
     targets = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
     made = chosen.bundles.get(chosen.rows.index(best))
-    return {"chosen": chosen.name, "best": best, "max_delay_s": float(max_delay),
-            "_bundle": made,
-            "windows": windows, "targets": targets, "n_runs": len(runs),
-            "seeds": [r.seed for r in runs],
-            "score": "geometric mean of nrmse / non-causal limit" if reference is not None
-            else "mean nrmse",
-            "candidates": {n: {"best": c.best, "rows": c.rows} for n, c in cands.items()}}
+    return Selection(bundle=made, report={
+        "chosen": chosen.name, "best": best, "max_delay_s": float(max_delay),
+        "windows": windows, "targets": targets, "n_runs": len(runs),
+        "seeds": [r.seed for r in runs],
+        "score": "geometric mean of nrmse / non-causal limit" if reference is not None
+        else "mean nrmse",
+        "candidates": {n: {"best": c.best, "rows": c.rows} for n, c in cands.items()}})
+
+
+def _best_stable(bundle, cands):
+    """The best row whose closed loop is stable (rows of every candidate, best first):
+    (Candidate, row) or (None, None); an unstable row is marked ``"unstable"``."""
+    ranked = sorted(((r["score"], n, i) for n, c in cands.items() for i, r in enumerate(c.rows)))
+    for _, n, i in ranked:
+        r = cands[n].rows[i]
+        if i not in cands[n].bundles:  # (a bundle made by its candidate was checked there)
+            try:
+                derive_operator(bundle.replace(**r.get("changes", {})), alpha=r["alpha"],
+                                window=r["window"])
+            except EstimatorError:
+                r["unstable"] = True
+                continue
+        return cands[n], r
+    return None, None
 
 
 def worse_than_zero(names, nrmse) -> str | None:
@@ -356,11 +396,11 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
                          f"({what}) yet; build it for converter = \"ideal\" and sensors "
                          f"without dynamics")
     warn = meta.setdefault("warnings", [])
-    if est_spec.method != "smoother":
+    if est_spec.method == "tikhonov":  # asked for by name; "auto" chooses among what fits
         if chain.ideal:  # sensor dynamics only
             warn.append(f"{what}: the Tikhonov estimators do not model the sensors' dynamics; "
-                        f"the Kalman smoother, which models them exactly, is used instead of "
-                        f"the automatic choice ([estimator] method = {est_spec.method!r})")
+                        f"the Kalman smoother, which models them exactly, is used instead "
+                        f"([estimator] method = {est_spec.method!r})")
             return True
         h, spacing = chain.taps()
         # the conversion's group delay: the taps' centroid (symmetric taps: half the window)
@@ -372,8 +412,8 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
                     + (f" (plus up to {1e3 * max(chain.offsets):.3g} ms for a channel converted "
                        f"before the row)" if chain.offsets and max(chain.offsets) > 0 else "")
                     + "; the Kalman smoother, which models "
-                    f"the conversion exactly, is used instead of the automatic choice "
-                    f"([estimator] method = {est_spec.method!r})")
+                    f"the conversion exactly, is used instead ([estimator] method = "
+                    f"{est_spec.method!r})")
     return True
 
 

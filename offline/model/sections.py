@@ -15,6 +15,12 @@ from offline.chain import plan_chain, row_offsets
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, dof_names, entries
 
+#: ``[estimator] method``: ``auto`` (default: every estimator scored on the calibration runs,
+#: the Kalman smoother preferred within a margin; offline/selection.py), ``tikhonov`` (the
+#: paper's Tikhonov estimators only: per step, fixed lag, exact discretisation) or
+#: ``smoother`` (the Kalman fixed-lag smoother only); a bundle's method is never ``auto``
+ESTIMATOR_CHOICES = ("auto",) + tuple(ESTIMATOR_METHODS)
+
 ALPHA_RULES = ("auto", "lcurve", "gcv", "discrepancy")
 
 
@@ -108,9 +114,9 @@ class EstimatorSpec:
     discretization: str = "newmark"
     regularization: str = "tikhonov0"
     max_delay: float = 0.02  # [s] bound on the delay of the automatic choice
-    method: str = "tikhonov"          # or "smoother" (offline/smoother.py)
-    lag: int | None = None            # smoother lag [samples]; None: 20 ms
-    model_error: float = 0.0          # smoother process noise for model error
+    method: str = "auto"              # or "tikhonov", "smoother" (ESTIMATOR_CHOICES)
+    lag: int | None = None            # smoother lag [samples]; None: window - 1 or max_delay
+    model_error: float | None = None  # smoother model-error noise; None: 0 or 0.1, scored
     check_window_s: float = 8.0       # model check window [s]
     check_false_alarm: float = 0.01   # model check false-alarm probability per window
 
@@ -260,9 +266,9 @@ def parse_estimator(raw, f) -> EstimatorSpec | None:
     disc = t.get("discretization", "str", "newmark", choices=DISCRETIZATIONS)
     reg = t.get("regularization", "str", "tikhonov0", choices=REGULARIZATIONS)
     max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
-    meth = t.get("method", "str", "tikhonov", choices=ESTIMATOR_METHODS)
+    meth = t.get("method", "str", "auto", choices=ESTIMATOR_CHOICES)
     lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW
-    merr = t.get("model_error", "num", 0.0, lo=0.0)
+    merr = t.get("model_error", "num", None, lo=0.0)
     cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
     cfa = t.get("check_false_alarm", "num", 0.01, lo=0.0, hi=0.5, lo_open=True)
     t.done()

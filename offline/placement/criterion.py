@@ -20,9 +20,10 @@ from edge.acquisition import Chain
 from edge.estimator.operator import EstimatorError
 from offline._deps import need
 from offline.model import EstimatorSpec, build_fe_model
+from offline.placement.honest import load_grid, smoother_nrmse
 from offline.placement.riccati import riccati
 from offline.reduction import recover
-from offline.smoother import design_smoother
+from offline.smoother import design_smoother, smoother_settings
 
 #: Noise floor of a candidate or sensor declared with ``noise = 0`` (relative std).
 NOISE_FLOOR = 1e-4
@@ -79,10 +80,39 @@ class PlacementModel:
     sens_kinds: list = None
     out_rows: np.ndarray = None   # (nout, n) the outputs'
     out_kinds: list = None
+    grid: object = None           # offline.placement.honest.LoadGrid: the calibration load
+    Qs: tuple = ()                # process noise of each model-error level
+    model_errors: tuple = (0.0,)  # the build's levels (offline.smoother.SmootherSettings)
 
     def nrmse(self, layout) -> np.ndarray:
-        """Predicted normalised RMS error (nq,) of each target with the fixed sensors plus the
-        candidates ``layout`` (indices), at the smoother's lag.
+        """Predicted normalised RMS error (nq,) of each target on the build's calibration
+        runs (:mod:`offline.placement.honest`): the smoother the build designs for the
+        fixed sensors plus the candidates ``layout`` (indices), at each model-error level
+        the build scores, the level with the lowest geometric-mean error (as the build's
+        choice), run on the full model under the ``[calibration]`` load."""
+        return self.evaluate(layout)[0]
+
+    def evaluate(self, layout):
+        """``(nrmse (nq,), model_error)`` of :meth:`nrmse`."""
+        idx = np.asarray(list(layout), dtype=int)
+        H = np.vstack([self.Hs, self.Hc[idx]])
+        r = np.concatenate([self.rs, self.rc[idx]])
+        if H.shape[0] == 0:
+            return np.ones(len(self.targets)), self.model_errors[0]
+        Hy = np.concatenate([self.grid.Hs, self.grid.Hc[:, idx]], axis=1)
+        best = None
+        for me, Q in zip(self.model_errors, self.Qs):
+            P = riccati(self.A, H, Q, np.diag(r), self.d)
+            e = smoother_nrmse(self.A, H, np.diag(r), P, self.Cq, self.lag, Hy, self.grid)
+            score = float(np.mean(np.log(np.maximum(e, 1e-300))))
+            if best is None or score < best[0]:
+                best = (score, e, me)
+        return best[1], best[2]
+
+    def stated(self, layout, model_error=None) -> np.ndarray:
+        """The smoother's own stated error (nq,) under its force models (what its std says),
+        over the targets' stationary std under the same models, at the smoother's lag;
+        ``model_error``: one of :attr:`model_errors` (default the first).
 
         ``P`` from the Riccati equation; ``S = H P H^T + R``; smoothed covariance
         ``P_{k-L|k} = P - sum_{j=0..L} P (Abar^T)^j H^T S^-1 H Abar^j P`` with
@@ -95,7 +125,9 @@ class PlacementModel:
         var0 = self.target_std ** 2
         if H.shape[0] == 0:
             return np.ones_like(var0)
-        P = riccati(self.A, H, self.Q, np.diag(r), self.d)
+        me = self.model_errors[0] if model_error is None else model_error
+        Q = self.Qs[self.model_errors.index(me)] if self.Qs else self.Q
+        P = riccati(self.A, H, Q, np.diag(r), self.d)
         S = H @ P @ H.T + np.diag(r)
         Sinv = np.linalg.inv(0.5 * (S + S.T))
         K = P @ H.T @ Sinv
@@ -158,15 +190,17 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     cand = [_Channel(c.name, r, c.kind, 1.0) for c, r in zip(candidates, rows)]
     anchor = [_Channel(f"_{f.name}", np.eye(bundle.n)[f.dof], "displacement",
                        1.0 / (1e-3 * s) ** 2) for f, s in zip(bundle.forces, scale)]
-    lag = est.lag if est.lag is not None else int(round(0.02 * bundle.rate))
+    sset = smoother_settings(spec, est, bundle.rate)  # the build's smoother (one design path)
+    lag = sset.lag
     # point samples: the criterion's state model is shared by every channel subset, which a
     # measurement chain's per-channel states are not ([acquisition] is not modelled here)
     b = bundle.replace(channels=fixed + cand + anchor, chain=Chain())
-    try:
-        design = design_smoother(b, fms, lag, est.model_error)
+    try:  # one design per model-error level the build scores: A and Cq alike, Q differs
+        designs = [design_smoother(b, fms, lag, me) for me in sset.model_errors]
     except EstimatorError as exc:
         raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
     linalg = need("scipy.linalg")
+    design = designs[0]
     A, Q, Cq = design.A, design.Q, design.Cq
     # stationary covariance X = A X A^T + Q (the load model's response: stable A)
     X = linalg.solve_discrete_lyapunov(A, Q)
@@ -175,12 +209,18 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     d = np.maximum(d, 1e-12 * float(np.max(d)))
     nfix, ncand = len(fixed), len(cand)
     H = design.H
-    std = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", H, X, H), 0.0, None))
-    # noise std = noise level x the signal's stationary std (paper eq. 28, as the build);
+    # the calibration runs' load on the full model (offline/placement/honest.py)
+    grid = load_grid(spec, model, rm.force_dofs,
+                     [(dd, s.kind) for dd, s in zip(rm.chan_dofs, spec.sensors)],
+                     [(dd, c.kind) for dd, c in zip(cdofs, candidates)],
+                     [(dd, o.kind) for dd, o in zip(rm.out_dofs, spec.outputs)], bundle.dt)
+    std = np.sqrt(np.concatenate([grid.var_s, grid.var_c]))
+    # noise std = noise level x the signal's stationary std under the calibration load
+    # (paper eq. 28, exactly as the build's calibration runs and channel weights);
     # [placement] noise = "absolute": x the largest std of its kind and DOF (one floor)
     allsig = list(spec.sensors) + list(candidates)
     lev = np.array([max(s.noise, NOISE_FLOOR) for s in allsig])
-    ref = std[:nfix + ncand].copy()
+    ref = std.copy()
     if spec.placement is not None and spec.placement.noise == "absolute":
         groups = [(s.kind, s.dof) for s in allsig]
         for g in set(groups):
@@ -192,7 +232,7 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     r = np.where(np.isfinite(given), given ** 2, r)
     tstd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, X, Cq), 0.0, None))
     names = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
-    _check_responds(spec, allsig, std[:nfix + ncand], r)
+    _check_responds(spec, allsig, std, r)
     return PlacementModel(A=A, Q=Q, Cq=Cq, Hs=H[:nfix], rs=r[:nfix], Hc=H[nfix:nfix + ncand],
                           rc=r[nfix:], d=d, target_std=tstd, lag=int(lag), targets=names,
                           candidates=[c.name for c in candidates],
@@ -201,7 +241,9 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
                           cand_dofs=cdofs, force_models=fms, dt=bundle.dt, cand_rows=rows,
                           cand_kinds=[c.kind for c in candidates],
                           sens_rows=rm.channel_rows(), sens_kinds=[s.kind for s in spec.sensors],
-                          out_rows=rm.output_rows(), out_kinds=[o.kind for o in spec.outputs])
+                          out_rows=rm.output_rows(), out_kinds=[o.kind for o in spec.outputs],
+                          grid=grid, Qs=tuple(dd.Q for dd in designs),
+                          model_errors=tuple(sset.model_errors))
 
 
 def _check_responds(spec, allsig, std, r) -> None:

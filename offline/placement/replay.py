@@ -51,7 +51,10 @@ def replay(placed_path, *, duration: float = 20.0, oversample: int = 10, seed: i
     dt = b.dt / oversample
     nt = int(round((duration + skip) * b.rate)) * oversample + 1
     cols = []
-    for i, d in enumerate(b.meta["estimator"]["force_models"]):
+    # the smoother's force models, else (a Tikhonov bundle) the build's load model
+    fmd = (b.meta.get("estimator") or {}).get("force_models") or \
+        b.meta["load_model"]["forces"]
+    for i, d in enumerate(fmd):
         fm = ForceModel.from_dict(d)
         if load == "model":
             cols.append(force_path(fm, dt, nt, seed + 1000 * i))

@@ -15,7 +15,7 @@ def summary(pm, res, blind) -> str:
     names = pm.targets
     w = max(10, *(len(n) + 2 for n in names))
     head = f"{'k':>3}  {'added':<14}{'cost':>7}  " + "".join(f"{n:>{w}}" for n in names)
-    lines = ["predicted normalised RMS error (smoother, lag "
+    lines = ["predicted normalised RMS error on the build's calibration runs (its smoother, lag "
              f"{pm.lag} samples = {pm.lag * pm.dt * 1e3:g} ms; sensors kept: "
              f"{', '.join(pm.sensors) or 'none'})", head]
     for k, row in enumerate(res.nrmse):

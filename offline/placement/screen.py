@@ -74,8 +74,12 @@ class Screen:
 
 
 def screen(pm, n_freq: int = 4000) -> Screen:
-    """The proxy of :class:`~offline.placement.criterion.PlacementModel` ``pm`` (its reduced
-    model, force models, candidate rows and noise)."""
+    """The proxy of :class:`~offline.placement.criterion.PlacementModel` ``pm``: with its
+    calibration load (``pm.grid``, the full model under the load the build scores on) the
+    non-causal limit of that load, as the criterion; else of its reduced model and force
+    models."""
+    if getattr(pm, "grid", None) is not None:
+        return _grid_screen(pm)
     rm = pm.rm
     M, K, C = rm.reduction.M, rm.reduction.K, rm.C
     w2, Phi = modal_basis(M, K)
@@ -113,6 +117,23 @@ def screen(pm, n_freq: int = 4000) -> Screen:
     if len(pm.out_rows):
         gz += list(resp(pm.out_rows, pm.out_kinds))
     return Screen(gc=gc, gs=gs, gz=np.array(gz), dw=dw)
+
+
+def _grid_screen(pm) -> Screen:
+    """The proxy on :class:`offline.placement.honest.LoadGrid`: ``g = H sqrt(P_k)`` per
+    one-sided bin of the n-point grid, white noise ``r / n`` per bin (as
+    :func:`offline.limit.wiener.wiener_limit`), bin weights ``w_k``."""
+    g = pm.grid
+    if g.P.ndim != 2:  # pragma: no cover - the declared load's forces are independent
+        raise ValueError("the placement proxy needs independent forces")
+    sq = np.sqrt(g.P)                                          # (nb, nf)
+
+    def white(H, r):
+        return np.transpose(H, (1, 0, 2)) * sq[None] / np.sqrt(np.asarray(r) / g.n)[:, None,
+                                                                                     None]
+
+    gz = np.transpose(g.Hz, (1, 0, 2)) * sq[None]
+    return Screen(gc=white(g.Hc, pm.rc), gs=white(g.Hs, pm.rs), gz=gz, dw=g.w)
 
 
 def _force_psd(fm, w) -> np.ndarray:

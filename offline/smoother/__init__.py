@@ -17,15 +17,20 @@ then the force-model states; the modes couple to the force states only).
 
 Files, by mathematical object: `force_model` (shaping filters), `van_loan` (exact
 discretisation), `gains` (state-space model, Riccati, fixed-lag gains), `model_check` (band
-pairs), `levels` (gains for a grid of load levels), `attach` (bundle arrays, model file).
+pairs), `levels` (gains for a grid of load levels), `attach` (bundle arrays), `settings`
+(the one design path from a model file's ``[estimator]``: lag, model error, model check,
+load model).
 """
 
 from offline.smoother.attach import attach_smoother, smoother_from_spec, with_load_levels
 from offline.smoother.force_model import FORCE_MODELS, ForceModel, parse_force_model
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.model_check import band_filters, check_bands
+from offline.smoother.settings import (MODEL_ERRORS, SmootherSettings, smoother_bundle,
+                                       smoother_settings)
 from offline.smoother.van_loan import van_loan
 
-__all__ = ["FORCE_MODELS", "ForceModel", "SmootherDesign", "attach_smoother", "band_filters",
-           "check_bands", "design_smoother", "parse_force_model", "smoother_from_spec",
+__all__ = ["FORCE_MODELS", "MODEL_ERRORS", "ForceModel", "SmootherDesign", "SmootherSettings",
+           "attach_smoother", "band_filters", "check_bands", "design_smoother",
+           "parse_force_model", "smoother_bundle", "smoother_from_spec", "smoother_settings",
            "van_loan", "with_load_levels"]

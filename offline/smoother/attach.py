@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.estimator.operator import EstimatorError
 from edge.estimator.chi2 import nis_threshold
 from offline.smoother.component import Component
 from offline.smoother.error import startup_variance
 from offline.smoother.force_model import ForceModel
-from offline.smoother.gains import SmootherDesign, design_smoother
+from offline.smoother.gains import SmootherDesign
 from offline.smoother.levels import LEVELS, level_arrays, whitening
 
 #: longest start-up the bundle describes [s]: beyond, the remaining excess is kept
@@ -69,24 +68,17 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
     return bundle.replace(kf=kf, window=design.lag + 1, meta=meta)
 
 
-def smoother_from_spec(bundle: Bundle, spec, est_spec, load_model=None) -> Bundle:
-    """The smoother of a model file: ``[estimator]`` method/lag/model_error/check_* and the
-    load model (``load_model``, an :class:`offline.load.LoadModel`; default the model file's
-    declaration, :func:`offline.load.declared_load_model`: each force's ``model``, else its
-    ``[calibration]`` load times its ``scale``)."""
-    from offline.load.declared import declared_load_model
+def smoother_from_spec(bundle: Bundle, spec, est_spec, load_model=None, model_error=None,
+                       window=None) -> Bundle:
+    """The smoother of a model file (:mod:`offline.smoother.settings`, the one design path):
+    ``[estimator]`` lag/model_error/check_* and the load model (``load_model``, a learned
+    :class:`offline.load.LoadModel`; default the model file's declaration).
+    ``model_error``: one of the settings' levels (default the first: the one given, else 0)."""
+    from offline.smoother.settings import smoother_bundle, smoother_settings
 
-    lm = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
-    lag = est_spec.lag if est_spec.lag is not None else int(round(0.02 * bundle.rate))
-    corr = lm.corr if lm.correlated else None
-    try:
-        design = design_smoother(bundle, lm.forces, lag, est_spec.model_error, corr=corr,
-                                 components=lm.components)
-    except EstimatorError as exc:
-        raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
-    return attach_smoother(bundle, design, lm.forces, est_spec.model_error,
-                           est_spec.check_window_s, est_spec.check_false_alarm, corr=corr,
-                           components=lm.components)
+    s = smoother_settings(spec, est_spec, bundle.rate, load_model, window=window)
+    me = s.model_errors[0] if model_error is None else float(model_error)
+    return smoother_bundle(bundle, s, me)
 
 
 def with_load_levels(bundle: Bundle, grid=LEVELS, scale_noise: bool = False) -> Bundle:
