@@ -44,6 +44,7 @@ def test_split_records_holds_out_the_end_and_refuses_short_parts():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # two fits of 4 loads (with and without source components): ~10 min
 def test_interface_record_is_never_worse_than_the_declaration(tmp_path):
     rate = 400.0
     lm = interface_load()
