@@ -155,6 +155,7 @@ def learn_and_choose(mm, bundle, spec, est_spec, records, prior, progress=None):
     k = choice["chosen"]
     ll = [s["loglik"] for s in choice["scores"][1:]]
     fit = learned[k - 1][1] if k > 0 else learned[int(np.argmax(ll))][1]
+    fit.info["data"] = records           # the build's check and plots: the whole records
     return fit, (None if k == 0 else fit.model), choice
 
 
