@@ -149,14 +149,37 @@ def learn_and_choose(mm, bundle, spec, est_spec, records, prior, progress=None):
         fit_n = learn_load(mm, fits, dt, prior, kinds, progress=progress, chain=bundle.chain,
                            max_components=0, fit_orders=len(prior.forces) <= 2)
         learned = [("learned", fit_n), ("learned with source components", fit_c)]
-    cands = [("declared", prior)] + [(lab, f.model) for lab, f in learned]
+    cands = [("declared", prior), ("declared, at the records' level and noise",
+                                   declared_at_level(fit_c, prior))]
+    cands += [(lab, f.model) for lab, f in learned]
     choice = choose(cands, bundle, spec, est_spec, records, starts)
     choice["text"] = format_choice(choice, 1.0 - HOLD_OUT)
     k = choice["chosen"]
-    ll = [s["loglik"] for s in choice["scores"][1:]]
-    fit = learned[k - 1][1] if k > 0 else learned[int(np.argmax(ll))][1]
+    ll = [s["loglik"] for s in choice["scores"][2:]]
+    fit = learned[k - 2][1] if k > 1 else learned[int(np.argmax(ll))][1]
     fit.info["data"] = records           # the build's check and plots: the whole records
-    return fit, (None if k == 0 else fit.model), choice
+    return fit, (None if k == 0 else cands[k][1]), choice
+
+
+def declared_at_level(fit, prior):
+    """The declaration's loads (shapes, relative sizes, correlation) times the one factor
+    that maximises the records' Whittle likelihood with the noise ``fit`` learned: the
+    declared split between the loads, at the records' level. A learned model may predict the
+    sensors better and still split their response between weakly seen loads worse."""
+    from offline.load.model import LoadModel
+
+    W, noise = fit.info["whittle"], fit.model.noise_std
+    corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
+
+    def scaled(g):
+        return [replace(fm, rms=fm.rms * g) for fm in prior.forces]
+    grid = 10.0 ** np.arange(-3.0, 1.51, 0.05)
+    v = [W.nll_of(W.expected(scaled(g), noise, corr, prior.components)) for g in grid]
+    g = float(grid[int(np.argmin(v))])
+    return LoadModel(forces=scaled(g), corr=prior.corr, noise_std=np.asarray(noise),
+                     source="record", info={"declared_level": g},
+                     components=[replace(c, v=tuple(g * x for x in c.v))
+                                 for c in prior.components])
 
 
 def choice_meta(choice: dict) -> dict:
