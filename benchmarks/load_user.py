@@ -5,7 +5,10 @@ Three model files written from the docs alone (``benchmarks/load_user/``): a cla
 steel beam with two correlated forces and a laser, a velocity sensor and two accelerometers
 (the user asks for the smoother); a plate clamped on two edges, one force whose spectrum
 carries a 140 Hz source resonance, three accelerometers; a two-storey frame (Timoshenko)
-whose pink load is 30x below its declaration, sensors with data-sheet noise (``noise_std``).
+whose pink load is 30x below its declaration, sensors with data-sheet noise (``noise_std``);
+a free-free receiver loaded at an interface of two nodes by a force and a moment at each,
+translational and rotational accelerometers on both sides (``interface``: roll-offs, a source
+resonance, correlated force and moment, one source mode driving all four).
 The truth: the FULL model by sparse Newmark on every DOF, 10 steps per sample
 (:func:`offline.load.zoo.record`), not the estimator's reduced model nor its discretisation.
 Per structure a 20 s record (seed 11) for ``build --record`` and an 8 s test record (seed 23);
@@ -14,7 +17,7 @@ record; per target after 1 s: the normalised RMS error (full band), its ratio to
 limit at the estimator's delay with the TRUE spectra (:func:`offline.limit.model.model_limit`)
 and the share of samples within the stated 1 sigma of each row (68 % for a right model).
 
-    python benchmarks/load_user.py [--cases ccbeam,plate,frame] [--json OUT.json]
+    python benchmarks/load_user.py [--cases ccbeam,plate,frame,interface] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from edge.csvio import read_table, write_table  # noqa: E402
 from edge.estimator import Estimator  # noqa: E402
 from offline.limit.model import model_limit  # noqa: E402
 from offline.load.model import LoadModel  # noqa: E402
-from offline.load.zoo import record  # noqa: E402
+from offline.load.zoo import interface_load, record  # noqa: E402
 from offline.model import build_fe_model, load_model_file  # noqa: E402
 from offline.smoother.force_model import ForceModel  # noqa: E402
 
@@ -57,7 +60,9 @@ def true_load(name: str, spec):
     if name == "frame":  # declared: random 2-100 Hz, 200 N; noise: the sensors' noise_std
         return LoadModel([ForceModel("bandpass", (2.0, 100.0), 200.0 / 30, 2, tilt=1.0)],
                          noise_std=np.array([s.noise_std for s in spec.sensors])), None
-    raise SystemExit(f"unknown case {name!r} (ccbeam, plate, frame)")
+    if name == "interface":  # declared: random 5-160 Hz, forces 10 N, moments 0.5 N m
+        return interface_load(), 0.05
+    raise SystemExit(f"unknown case {name!r} (ccbeam, plate, frame, interface)")
 
 
 def cli(*args) -> tuple[subprocess.CompletedProcess, float]:
@@ -116,6 +121,8 @@ def run_case(name: str, work: Path) -> dict:
         res[label] = {"score": score(work / f"est_{label}.csv", out, F, Z, lim, dt),
                       "build_s": secs, "method": b.method, "delay_ms": 1e3 * delay,
                       "warnings": [x.strip() for x in p.stdout.splitlines() if "WARNING" in x],
+                      "shipped": (b.meta.get("load_model", {}).get("info", {})
+                                  .get("choice", {}).get("shipped")),
                       "timings": fit.strip()}
     return res
 
@@ -130,6 +137,7 @@ def fmt(name: str, res: dict) -> str:
             cov = "-" if s["coverage"] is None else f"{100 * s['coverage']:.0f} %"
             lines.append(f"{name:<7} {label:<9} {n:<6} {s['nrmse']:>8.4f} {s['limit']:>8.4f} "
                          f"{s['ratio']:>7.2f} {cov:>8}  {r['method']}, "
+                         + (f"shipped {r['shipped']}, " if r.get("shipped") else "") +
                          f"{r['delay_ms']:.0f} ms, build {r['build_s']:.0f} s")
         lines += [f"{'':<17}{w}" for w in r["warnings"]]
     return "\n".join(lines)
@@ -137,7 +145,7 @@ def fmt(name: str, res: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cases", default="ccbeam,plate,frame", help="comma-separated")
+    ap.add_argument("--cases", default="ccbeam,plate,frame,interface", help="comma-separated")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
     a = ap.parse_args(argv)
     print("case    bundle    target    nrmse    limit   ratio  1-sigma")

@@ -39,9 +39,10 @@ from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
 from offline.limit.ratio import build_accuracy, format_ratios
-from offline.load import declared_load_model, learn_load, read_records
+from offline.load import declared_load_model, read_records
 from offline.load.check import check_learned
 from offline.smoother.chain_alt import with_chain_alternative
+from offline.load.select import choice_meta, learn_and_choose
 from offline.load.declared import replaced_kinds
 from offline.load.model import total_rms_note
 from offline.load.observability import bundle_blind_warning
@@ -143,6 +144,7 @@ class BuildResult:
         if self.load_fit is not None:
             lines.append("  " + self.load_fit.summary(
                 [f.name for f in b.forces], [c.name for c in b.channels]).replace("\n", "\n  "))
+            lines.append("  " + self.load_fit.info["choice"]["text"].replace("\n", "\n  "))
             chk = self.load_fit.info.get("check")
             if chk:
                 lines.append(f"  {chk['text']}")
@@ -206,12 +208,14 @@ def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True)
     Ys = read_records(records, names, bundle.dt)
     prior = declared_load_model(spec, bundle.rate, noise_std=noise_std(spec, mm, bundle.dt))
     say = (lambda s: print(f"load model: {s}", flush=True)) if progress else None
-    fit = learn_load(mm, Ys, bundle.dt, prior, [c.kind for c in bundle.channels],
-                     progress=say, chain=bundle.chain)
+    est_spec = spec.estimator if spec.estimator is not None else EstimatorSpec()
+    # candidates (declared, learned, with components) chosen by held-out likelihood
+    fit, model, choice = learn_and_choose(mm, bundle, spec, est_spec, Ys, prior, say)
+    fit.info["choice"] = choice
     warn = replaced_kinds(spec, prior.forces, fit.model.forces)
-    if warn:  # the fit's family is the band-pass model
-        fit.model.info.setdefault("warnings", []).append(warn)
-    return fit, fit.model
+    if warn and model is not None:  # the fit's family is the band-pass model
+        model.info.setdefault("warnings", []).append(warn)
+    return fit, model
 
 
 def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
@@ -398,6 +402,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         load_fit.info["check"] = check_learned(bundle, spec, est_spec, load_model,
                                                load_fit.info["data"])
         bundle.meta["load_model"]["info"]["check"] = dict(load_fit.info["check"])
+        bundle.meta["load_model"]["info"]["choice"] = choice_meta(load_fit.info["choice"])
     res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
                       calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
                       timings=timings,

@@ -6,6 +6,8 @@ import hashlib
 import io
 from pathlib import Path
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -393,7 +395,11 @@ def test_build_prefers_the_smoother_when_a_chain_is_declared():
     assert meta == {}  # point samples: the automatic choice as before
     ads = Chain("ads1256", 1000.0, "continuous")
     assert chain_policy(ads, EstimatorSpec(), meta, False, "x.toml: [hybrid]")
-    # (build --record learns through the chain: offline/load/learn.py, no warning)
+    # the default method ("auto") chooses among the estimators that model the chain: no
+    # warning; Tikhonov asked for by name gets one (build --record learns through the chain:
+    # offline/load/learn.py, no warning)
+    assert not meta.get("warnings")
+    assert chain_policy(ads, replace(EstimatorSpec(), method="tikhonov"), meta, False, "x")
     assert len(meta["warnings"]) == 1 and "Kalman smoother" in meta["warnings"][0]
     with pytest.raises(ValueError, match=r"x\.toml: \[hybrid\]: the hybrid twin does not"):
         chain_policy(ads, EstimatorSpec(), {}, True, "x.toml: [hybrid]")

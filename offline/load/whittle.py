@@ -111,14 +111,28 @@ def make_layout(prior_models, noise_sd, rate: float, f_min: float, fit_corr: boo
     for m, c in enumerate(comps):
         L.add(f"ln_cf{m}", np.log(c.f0), 10.0, np.log(f_min), np.log(f_top))
         L.add(f"ln_cz{m}", np.log(c.zeta), 1.5, np.log(0.002), np.log(0.3))
-        # the direction's prior: zero mean, std twice the starting direction's largest entry
-        # (in units of each force's declared PSD^1/2; at least 1): a combination of forces
-        # that barely moves the sensors (a force and a moment at one node) stays small
-        # instead of wandering along the likelihood's flat valley
-        sd = max(1.0, 2.0 * max(abs(x) / s for x, s in zip(c.v, L.vscale)))
-        for j in range(nf):
+        for j, sd in enumerate(direction_prior_sd(prior_models, L.vscale, c, len(comps))):
             L.add(f"cv{m}_{j}", 0.0, sd)
     return L
+
+
+def direction_prior_sd(prior_models, vscale, c: Component, ncomp: int) -> np.ndarray:
+    """Each entry's prior std of a component's direction (zero mean), in units of each
+    force's declared PSD^1/2 ``vscale_j``: the entry at which the components together carry
+    force j's declared variance (``v_j^2 w0 / (4 zeta)`` each, :meth:`Component.variance`),
+    or twice the starting entry when that is larger::
+
+        sd_j = max(rms_j / (vscale_j sqrt(ncomp w0 / (4 zeta))), 2 |v_j| / vscale_j)
+
+    Each load its own: a std shared by all entries (set by the largest force's) let a moment
+    the records barely see carry, through :func:`offline.load.sources.direction_uncertainty`
+    (the posterior second moment of an entry the records do not fix), a resonance of 5-10x
+    its declared size (the interface receiver: learned moments 9x too large, their estimates
+    23-25x the accuracy limit). A combination of loads that barely moves the sensors stays
+    small instead of wandering along the likelihood's flat valley."""
+    gain = np.sqrt(max(ncomp, 1) * 2 * np.pi * c.f0 / (4 * c.zeta))
+    return np.array([max(fm.rms / (s * gain), 2.0 * abs(x) / s)
+                     for fm, s, x in zip(prior_models, vscale, c.v)])
 
 
 def start_theta(L: Layout, models, noise_sd, corr=None, comps=()) -> np.ndarray:

@@ -236,3 +236,35 @@ def source_load() -> LoadModel:
              Component(90.0, 0.03, tuple(0.18 * np.array([1.0, -0.03, -0.9, 0.06]))),
              Component(150.0, 0.03, tuple(0.12 * np.array([0.6, 0.04, 0.5, 0.035])))]
     return LoadModel(forces=floors, components=modes)
+
+
+def interface_load() -> LoadModel:
+    """The load at the interface of ``benchmarks/load_user/interface.toml`` (a force and a
+    moment at each of two nodes; declared: random 5-160 Hz, forces 10 N, moments 0.5 N m):
+    each load rolls off gently (orders 1-3), F55 carries a 70 Hz resonance of its source, the
+    force and the moment at each node are correlated (+0.6, -0.5) and one 40 Hz source mode
+    drives all four along one direction::
+
+        S_ff(f) = D(f) C D(f) + |h(f)|^2 v v^T
+
+    sizes below the declaration (forces 3-4 N, moments 0.1-0.15 N m: a 3-4 cm lever)."""
+    floors = [ForceModel("bandpass", (8.0, 120.0), 3.0, 3, hp_order=2, lp_order=3),
+              ForceModel("bandpass", (6.0, 140.0), 0.12, 2, hp_order=1, lp_order=2),
+              ForceModel("bandpass", (10.0, 150.0), 2.5, 2, hp_order=2, lp_order=2,
+                         peaks=((70.0, 0.03, 4.0),)),
+              ForceModel("bandpass", (6.0, 120.0), 0.09, 2, hp_order=1, lp_order=2)]
+    corr = np.eye(4)
+    corr[0, 1] = corr[1, 0] = 0.6
+    corr[2, 3] = corr[3, 2] = -0.5
+    mode = Component(40.0, 0.04, tuple(0.12 * np.array([1.0, 0.035, -0.7, 0.03])))
+    return LoadModel(forces=floors, corr=corr, components=[mode])
+
+
+def write_load_csv(path, lm: LoadModel, names, seconds: float, dt: float, seed: int,
+                   oversample: int = 10) -> None:
+    """A force history of ``lm`` for ``vsense-offline simulate --load csv`` (``time`` and one
+    column per force, at ``dt / oversample``), ``seconds`` long."""
+    from edge.csvio import write_table
+
+    t = np.arange(int(round(seconds / dt)) * oversample + 1) * dt / oversample
+    write_table(path, t, lm.sample(t, seed), list(names))

@@ -53,16 +53,34 @@ def error_covariances(A, H, Q, R, K, Qn=None) -> list:
     :func:`offline.smoother.levels.innovation_stats` (two Lyapunov solutions per level).
     ``Qn``: process noise counted with the sensor noise (drifting offsets): ``Y = Abar Y
     Abar^T + (A K) R (A K)^T + Qn``."""
-    linalg = need("scipy.linalg")
     out = []
     for Ka in K:
         AK = A @ Ka
         # Abar_a = A (I - K_a H)
         Abar = A - AK @ H
         Rn = AK @ R @ AK.T if Qn is None else AK @ R @ AK.T + Qn
-        out.append((AK, Abar, linalg.solve_discrete_lyapunov(Abar, Q),
-                    linalg.solve_discrete_lyapunov(Abar, Rn)))
+        out.append((AK, Abar, lyapunov_doubling(Abar, Q), lyapunov_doubling(Abar, Rn)))
     return out
+
+
+def lyapunov_doubling(A, Q, max_iter: int = 64, rtol: float = 1e-13) -> np.ndarray:
+    """``X = A X A^T + Q`` by doubling (Smith): ``X = sum_k A^k Q A^kT`` in ``log2`` steps,
+    ``X_{i+1} = X_i + A_i X_i A_i^T``, ``A_{i+1} = A_i^2``. A sum of positive semi-definite
+    terms, so ``X`` stays PSD where the Schur/bilinear solver loses it: error dynamics with
+    an eigenvalue within 1e-5 of the unit circle (a free-free structure seen by
+    accelerometers, a slow force-model state) made variances of the level tables negative.
+    Not convergent (spectral radius >= 1): ``inf``."""
+    X = 0.5 * (Q + Q.T)
+    Ak = np.array(A, dtype=float)
+    for _ in range(max_iter):
+        dX = Ak @ X @ Ak.T
+        X = X + dX
+        Ak = Ak @ Ak
+        if np.max(np.abs(dX)) <= rtol * max(np.max(np.abs(X)), 1e-300):
+            return 0.5 * (X + X.T)
+        if not np.all(np.isfinite(X)):
+            break
+    return np.full_like(X, np.inf)
 
 
 def _diag(T, P):
@@ -86,7 +104,8 @@ def smoothed_variance(A, H, Q, R, K, G, Cq, covs=None, Qn=None) -> np.ndarray:
         out[a, 1] = _diag(Tx, Y) + sum(_diag(T, R) for T in Tv)
         if Qn is not None:
             out[a, 1] += sum(_diag(T, Qn) for T in Tw)
-    return out
+    # diagonals of T X T^T with X PSD: >= 0 but for round-off
+    return np.clip(out, 0.0, None)
 
 
 def startup_variance(A, H, Q, K, G, Cq, P, std, tol: float = 0.01,

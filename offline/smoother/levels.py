@@ -86,14 +86,22 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         std.append(sd)
     covs = error_covariances(d1.A, d1.H, Ql, d1.R, K, Qd)  # once for both tables
     stats = innovation_stats(d1.A, d1.H, Ql, d1.R, K, Sinv, covs)
+    tv = None if scale_noise else smoothed_variance(d1.A, d1.H, Ql, d1.R, K, G, d1.Cq, covs,
+                                                        Qd)
+    # a level whose error dynamics are not stable enough for its Lyapunov solutions (an
+    # extreme level on a free-free structure seen by accelerometers: the rigid-body motion
+    # barely decays) gives negative or non-finite variances: it is left out like a level
+    # with no stabilising Riccati solution
+    good = [a for a in range(len(keep)) if np.isclose(keep[a], 1.0) or (
+        np.all(np.isfinite(stats[a])) and stats[a, 0] >= 0 and stats[a, 1] > 0
+        and (tv is None or (np.all(np.isfinite(tv[a])) and np.all(tv[a] >= 0))))]
+    keep, K, G, Sinv, Wt, std = ([x[a] for a in good] for x in (keep, K, G, Sinv, Wt, std))
+    stats = stats[good]
     nis = expected_nis(stats, keep, scale_noise)
     return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
             "level_std": np.array(std), "level_nis": nis,
-            **({} if scale_noise else {
-                "track_innov": stats,
-                "track_var": smoothed_variance(d1.A, d1.H, Ql, d1.R, K, G, d1.Cq, covs,
-                                               Qd)})}
+            **({} if scale_noise else {"track_innov": stats, "track_var": tv[good]})}
 
 
 def innovation_stats(A, H, Q, R, K, Sinv, covs=None) -> np.ndarray:
