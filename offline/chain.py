@@ -54,6 +54,7 @@ class Chain:
     mode: str | None
     offsets: np.ndarray
     refine: int
+    taps: tuple | None = None  # (h, spacing [s]) of a converter other than the ADS1256
 
     def pad_steps(self, dt_fine: float) -> int:
         """Fine steps simulated after the last row so that every window ends inside."""
@@ -101,6 +102,16 @@ def plan_chain(kind: str, rate: float, n_channels: int, drate=None, mode=None,
                          f"is {rate:g} samples/s{hint}")
     refine = max(1, int(math.ceil(MIN_STEPS_PER_ROW / oversample)))
     return Chain("ads1256", drate, mode, row_offsets(drate, mode, n_channels), refine)
+
+
+def plan_daq(chain, n_channels: int, oversample: int = 10) -> Chain:
+    """The resolved chain of a model file's ``daq`` (:class:`edge.acquisition.Chain`): its
+    FIR taps (:func:`edge.acquisition.daq_taps`), each channel's window end relative to the
+    row (its ``offsets`` negated), the grid refined to :data:`MIN_STEPS_PER_ROW` steps per row
+    as for the ADS1256."""
+    refine = max(1, int(math.ceil(MIN_STEPS_PER_ROW / oversample)))
+    return Chain("daq", float(chain.drate), chain.mode, -chain.offsets_for(n_channels), refine,
+                 taps=chain.taps())
 
 
 def row_offsets(drate: float, mode: str, n_channels: int) -> np.ndarray:

@@ -269,9 +269,12 @@ def main(argv=None) -> int:
             meas, truth = f"{args.out}_measurement.csv", f"{args.out}_truth.csv"
             res.write(meas, truth)
             snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))
-            if res.info["chain"] == "ads1256":
-                print(f"measurements through the ADS1256 at {res.info['drate']:g} SPS, "
+            if res.info["chain"] != "ideal":
+                name = "the ADS1256" if res.info["chain"] == "ads1256" else "the daq's FIR"
+                print(f"measurements through {name} at {res.info['drate']:g} SPS, "
                       f"{res.info['mode']} mode")
+            else:
+                print("measurements: point samples at the row times (ideal)")
             print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
                   f"SNR {snr})")
         elif args.command == "place":

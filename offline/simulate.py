@@ -327,10 +327,11 @@ def model_chain(spec, chain: str, drate, mode):
     c = spec.chain()
     if c.converter == "ideal":
         return "ideal", drate, mode
-    if c.converter != "ads1256":
-        raise ValueError(f"chain (--chain): the model file's [acquisition] converter = "
-                         f"{c.converter!r} cannot be simulated yet; pass --chain ads1256 or "
-                         f"--chain ideal")
+    if c.converter == "daq":
+        if drate is not None or mode is not None:
+            raise ValueError("drate/mode (--drate/--mode) belong to --chain ads1256; the model "
+                             "file's daq converts at its [acquisition] drate and mode")
+        return "daq", None, None
     return "ads1256", c.drate if drate is None else drate, c.mode if mode is None else mode
 
 
@@ -367,14 +368,16 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         Newmark on every DOF (:func:`simulate_sparse`).
     chain, drate, mode : the measurement chain (:mod:`offline.chain`): ``"ideal"`` point
         samples at the row times, or ``"ads1256"`` conversions at ``drate`` SPS in
-        ``"continuous"``/``"cycle"`` mode (defaults: :func:`offline.chain.plan_chain`), each
+        ``"continuous"``/``"cycle"`` mode (defaults: :func:`offline.chain.plan_chain`);
+        ``"model"`` (default) as the model file declares, a ``daq`` included (its FIR,
+        :func:`offline.chain.plan_daq`); each
         channel over its window at its own instant, integrated on a grid refined to at least
         32 steps per row. The truth (``F``, ``Z``, ``Y_clean``) stays point values. Each
         sensor's own dynamics (``[[sensors]]`` highpass_hz, average_s, drift) act on the
         fine grid before the converter (:func:`offline.chain.sensor_outputs`, a seeded
         random-walk offset :func:`offline.chain.offset_walks` added after the noise).
     """
-    from offline.chain import SensorDynamics, plan_chain
+    from offline.chain import SensorDynamics, plan_chain, plan_daq
 
     if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) \
             or oversample < 1:
@@ -401,7 +404,8 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     if engine not in ("modal", "newmark"):
         raise ValueError(f"engine must be 'modal' or 'newmark', got {engine!r}")
     chain, drate, mode = model_chain(spec, chain, drate, mode)
-    ch = plan_chain(chain, 1.0 / dt, len(names_c), drate, mode, oversample)
+    ch = plan_daq(spec.chain(), len(names_c), oversample) if chain == "daq" else \
+        plan_chain(chain, 1.0 / dt, len(names_c), drate, mode, oversample)
     # the load on a grid `oversample` times finer than the samples (a 2 ms pulse sampled
     # only at 1 kHz loses ~20 % of its impulse)
     tf = np.arange((ns - 1) * oversample + 1) * (dt / oversample)
@@ -450,9 +454,9 @@ def _run_chain(ch, reduced: bool, F_fine, dt: float, oversample: int, ns: int, n
     if ch.kind == "ideal":
         Ym, Bm = y[:(ns - 1) * sub + 1:sub], b[:(ns - 1) * sub + 1:sub]
     else:
-        Ym = conversions(y, dt / sub, sub, ns, ch.drate, ch.offsets)
-        Bm = conversions(b, dt / sub, sub, ns, ch.drate, ch.offsets)
-        info.update({"chain": "ads1256", "drate": ch.drate, "mode": ch.mode,
+        Ym = conversions(y, dt / sub, sub, ns, ch.drate, ch.offsets, taps=ch.taps)
+        Bm = conversions(b, dt / sub, sub, ns, ch.drate, ch.offsets, taps=ch.taps)
+        info.update({"chain": ch.kind, "drate": ch.drate, "mode": ch.mode,
                      "offsets_s": ch.offsets.tolist()})
     if dyn.any:
         info["sensor_dynamics"] = {"highpass_hz": dyn.highpass_hz.tolist(),

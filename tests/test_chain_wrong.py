@@ -52,7 +52,8 @@ def beam(tmp_path_factory):
     text = (ROOT / "examples" / "my_beam.toml").read_text().replace(
         "rate = 1000.0 ", "rate = 1082.5 ") + ACCEL
     assert "rate = 1082.5" in text
-    (d / "point.toml").write_text(text)
+    (d / "point.toml").write_text(text.replace(
+        "[estimator]", '[acquisition]\nconverter = "ideal"\n\n[estimator]'))
     (d / "ads.toml").write_text(text.replace("[estimator]", ACQ))
     for name in ("point", "ads"):
         assert offline(["build", str(d / f"{name}.toml"), "-o", str(d / f"{name}.npz"),

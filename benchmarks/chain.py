@@ -1,0 +1,129 @@
+"""The measurement chain declared: accuracy through the ADS1256 and a generic DAQ against
+point samples, on structures written from the docs, through the public command line.
+
+Per structure and chain: the model file with that ``[acquisition]`` (``ideal`` point samples,
+``ads1256`` in continuous mode or multiplexer cycling, or a ``daq`` FIR of cut-off 0.3 x the
+row rate and 2 ms group delay, all channels at once), a record from ``vsense-offline
+simulate`` (default ``--chain model``: the full FE model by exact modal integration on a grid
+of 32 steps per row, converted as the file declares, 1 % noise, 1 s warm-up so the record
+starts moving), ``vsense-offline build`` (no record), ``vsense-edge replay``, ``vsense-offline
+score``. Printed per target: the normalised RMS error (full band) and its ratio to the same
+estimator on point samples, the ratio to the accuracy limit at the estimator's delay (the
+build's, computed with the chain), the 1-sigma coverage; and the point-sample bundle replayed
+on the converted record (a chain left undeclared).
+
+    python benchmarks/chain.py [--cases beam,beam2,plate,frame] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from edge.hw.ads1256_spec import row_rates
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+ACCEL = """
+[[sensors]]
+name = "a_tip"
+select = { at = [1.0, 0.0, 0.0] }
+dof = "uz"
+kind = "acceleration"
+noise = 0.01
+"""
+#: name -> (model file, extra text, rate, ADS1256 (drate, mode) giving that rate)
+CASES = {
+    "beam": (ROOT / "examples" / "my_beam.toml", "", 1000.0, (1000.0, "continuous")),
+    "beam2": (ROOT / "examples" / "my_beam.toml", ACCEL, 1082.5, (3750.0, "cycle")),
+    "plate": (ROOT / "benchmarks" / "load_user" / "plate.toml", "", None, (7500.0, "cycle")),
+    "frame": (ROOT / "benchmarks" / "load_user" / "frame.toml", "", None, (2000.0, "cycle")),
+}
+
+
+def _model(base: Path, extra: str, rate: float, chain: str, ads) -> str:
+    text = base.read_text()
+    m = re.search(r"^rate = ([0-9.e+-]+)", text, re.M)
+    text = text[:m.start(1)] + repr(float(rate)) + text[m.end(1):]
+    text += extra
+    if chain == "ideal":
+        return text + '\n[acquisition]\nconverter = "ideal"\n'
+    if chain == "ads1256":
+        return text + (f'\n[acquisition]\nconverter = "ads1256"\ndrate = {ads[0]!r}\n'
+                       f'mode = "{ads[1]}"\n')
+    return text + (f'\n[acquisition]\nconverter = "daq"\ncutoff = {0.3 * rate!r}\n'
+                   f'group_delay = 2.0e-3\n')
+
+
+def _run(*args) -> str:
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{' '.join(map(str, args))} failed:\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def _score(d: Path, est: str, truth: str) -> dict:
+    s = json.loads(_run(BIN / "vsense-offline", "score", d / est, d / truth, "--json"))
+    return {c["name"]: (c["nrmse"], c["coverage"]) for c in s["rows"]}
+
+
+def _limits(build_out: str) -> dict:
+    """Per target the limit at the estimator's delay, from the build's ratio line."""
+    line = next((x for x in build_out.splitlines() if "ratio to the accuracy limit" in x), "")
+    return {m.group(1): float(m.group(3)) for m in
+            re.finditer(r"(\w+) [0-9.]+x \(([0-9.e+-]+) / ([0-9.e+-]+)\)", line)}
+
+
+def run_case(name: str, seconds: float, d: Path) -> list:
+    base, extra, rate, ads = CASES[name]
+    if rate is None:
+        n = base.read_text().count("[[sensors]]") + extra.count("[[sensors]]")
+        rate = row_rates(n, ads[1])[ads[0]]
+    rows, res = [], {}
+    for chain in ("ideal", "ads1256", "daq"):
+        m = d / f"{name}_{chain}.toml"
+        m.write_text(_model(base, extra, rate, chain, ads))
+        out = _run(BIN / "vsense-offline", "build", m, "-o", d / f"{chain}.npz", "--quiet")
+        _run(BIN / "vsense-offline", "simulate", m, "--load", "random", "--band", "2", "100",
+             "--duration", seconds, "--warmup", "1", "--noise", "0.01", "--seed", "3",
+             "-o", d / chain, "--quiet")
+        _run(BIN / "vsense-edge", "replay", d / f"{chain}_measurement.csv", "--bundle",
+             d / f"{chain}.npz", "-o", d / f"{chain}_est.csv")
+        res[chain] = (_score(d, f"{chain}_est.csv", f"{chain}_truth.csv"), _limits(out))
+        if chain != "ideal":  # the point-sample bundle on this chain's record
+            _run(BIN / "vsense-edge", "replay", d / f"{chain}_measurement.csv", "--bundle",
+                 d / "ideal.npz", "-o", d / f"{chain}_wrong.csv")
+            res[chain + "/wrong"] = (_score(d, f"{chain}_wrong.csv", f"{chain}_truth.csv"),
+                                     {})
+    ideal = res["ideal"][0]
+    for chain, (sc, lim) in res.items():
+        for t, (e, cov) in sc.items():
+            rows.append([name, chain, t, f"{e:.4g}", f"{e / ideal[t][0]:.3f}",
+                         f"{e / lim[t]:.3f}" if t in lim else "-", f"{100 * cov:.1f}"])
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--seconds", type=float, default=10.0)
+    a = ap.parse_args(argv)
+    w = csv.writer(sys.stdout, delimiter="\t")
+    w.writerow(["case", "chain", "target", "nrmse", "x point samples", "x limit",
+                "1-sigma %"])
+    for name in a.cases.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            for r in run_case(name, a.seconds, Path(tmp)):
+                w.writerow(r)
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
