@@ -21,7 +21,11 @@ from tests.helpers import strip_toml
 # force at 110 mm, output d60; 17 candidate positions every 10 mm, displacement (dz..) and
 # acceleration (az..), 1 % noise; smoother lag 20 ms at 1 kHz, random 5-160 Hz force model,
 # no model-error noise (one level: each layout one Riccati solution and one frequency sum).
-HEAD = strip_toml(34) + """[[boundary]]
+# Point samples: placement does not model a measurement chain yet (with the default ADS1256
+# chain the built stated std of d60 differs from the prediction by 4.4 %).
+HEAD = strip_toml(34) + """[acquisition]
+converter = "ideal"
+[[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 [[boundary]]
 select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
