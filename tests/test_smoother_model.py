@@ -14,8 +14,11 @@ from offline.smoother import ForceModel, van_loan
 from tests.helpers import strip_toml
 
 # The paper's strip (170 x 13 x 1.2 mm aluminium) as 34 Euler-Bernoulli beams, clamped;
-# displacement sensor and force at 110 mm, output at 60 mm; f1 = 33.9 Hz, f2 = 212 Hz.
-STRIP = strip_toml(34) + """[[boundary]]
+# displacement sensor and force at 110 mm, output at 60 mm; f1 = 33.9 Hz, f2 = 212 Hz; point
+# samples (the truths below sample the response at points)
+STRIP = strip_toml(34) + """[acquisition]
+converter = "ideal"
+[[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 [[boundary]]
 select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
