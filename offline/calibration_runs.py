@@ -24,7 +24,7 @@ from offline._deps import need
 from offline._deps import progress as _progress
 from offline.limit.model import noise_std
 from offline.limit.transfer import modal_model
-from offline.chain import conversions
+from offline.chain import MIN_STEPS_PER_ROW, conversions, refine_grid
 from offline.simulate import load_profile
 
 
@@ -123,7 +123,8 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     and the noise is its absolute ``noise_std`` where it has one.
 
     ``chain``: an :class:`edge.acquisition.Chain` other than ideal converts the channels as
-    the converter does (:func:`convert`, on a grid of at least ``CHAIN_STEPS`` steps per
+    the converter does (:func:`convert`, on a grid of at least
+    :data:`offline.chain.MIN_STEPS_PER_ROW` steps per
     row); the outputs stay point values (the truth).
     """
     cal = spec.calibration
@@ -155,9 +156,7 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
             out = run_modal(mm, Ff, dtf, oversample, kinds)
             Yc, Z = out[:, :nch], out[:, nch:]
         else:  # the converter's taps on a finer grid (linear between the given steps)
-            from offline.chain import refine_grid
-
-            ref = max(1, -(-CHAIN_STEPS // oversample))
+            ref = max(1, -(-MIN_STEPS_PER_ROW // oversample))
             sub = oversample * ref
             out = run_modal(mm, refine_grid(Ff, ref), dtf / ref, 1, kinds)
             Yc, Z = convert(out[:, :nch], dt / sub, sub, ns, chain), out[::sub, nch:]
@@ -166,11 +165,6 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
         runs.append(CalRun(t=tf[::oversample], F=Ff[::oversample], Y=Y, Y_clean=Yc, Z=Z,
                            sigma=sigma, seed=int(seed), start=int(round(warmup / dt))))
     return runs
-
-
-#: fine steps per row the calibration runs convert on (:func:`offline.chain.
-#: interpolation_gain_error`: 0.08 % at half the row rate)
-CHAIN_STEPS = 32
 
 
 def convert(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,
