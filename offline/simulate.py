@@ -317,22 +317,28 @@ def force_histories(spec, active, kind: str, t: np.ndarray, seed: int, load: dic
     return F
 
 
-def model_chain(spec, chain: str, drate, mode):
-    """``(chain, drate, mode)`` for :func:`offline.chain.plan_chain`: ``chain = "model"``
-    converts as the model file's ``[acquisition]`` declares (or its default,
-    :meth:`offline.model.ModelSpec.chain`), explicit ``drate``/``mode`` taking precedence;
-    other chains pass through."""
-    if chain != "model":
-        return chain, drate, mode
-    c = spec.chain()
-    if c.converter == "ideal":
-        return "ideal", drate, mode
-    if c.converter == "daq":
-        if drate is not None or mode is not None:
-            raise ValueError("drate/mode (--drate/--mode) belong to --chain ads1256; the model "
-                             "file's daq converts at its [acquisition] drate and mode")
-        return "daq", None, None
-    return "ads1256", c.drate if drate is None else drate, c.mode if mode is None else mode
+def model_chain(spec, chain: str, drate, mode, rate: float, oversample: int):
+    """The resolved :class:`offline.chain.Chain` of ``--chain/--drate/--mode``:
+    ``chain = "model"`` converts as the model file's ``[acquisition]`` declares (or its
+    default, :meth:`offline.model.ModelSpec.chain`; a ``daq`` by its FIR,
+    :func:`offline.chain.plan_daq`), explicit ``drate``/``mode`` taking precedence; other
+    chains by :func:`offline.chain.plan_chain`."""
+    from offline.chain import plan_chain, plan_daq
+
+    n = len(spec.sensors)
+    if chain == "model":
+        c = spec.chain()
+        if c.converter == "daq":
+            if drate is not None or mode is not None:
+                raise ValueError("drate/mode (--drate/--mode) belong to --chain ads1256; the "
+                                 "model file's daq converts at its [acquisition] drate and "
+                                 "mode")
+            return plan_daq(c, n, oversample)
+        chain = c.converter
+        if chain == "ads1256":
+            drate = c.drate if drate is None else drate
+            mode = c.mode if mode is None else mode
+    return plan_chain(chain, rate, n, drate, mode, oversample)
 
 
 def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
@@ -377,7 +383,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         fine grid before the converter (:func:`offline.chain.sensor_outputs`, a seeded
         random-walk offset :func:`offline.chain.offset_walks` added after the noise).
     """
-    from offline.chain import SensorDynamics, plan_chain, plan_daq
+    from offline.chain import SensorDynamics
 
     if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) \
             or oversample < 1:
@@ -403,9 +409,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         raise ValueError(f"load force {target!r} is not one of the model's forces {names_f}")
     if engine not in ("modal", "newmark"):
         raise ValueError(f"engine must be 'modal' or 'newmark', got {engine!r}")
-    chain, drate, mode = model_chain(spec, chain, drate, mode)
-    ch = plan_daq(spec.chain(), len(names_c), oversample) if chain == "daq" else \
-        plan_chain(chain, 1.0 / dt, len(names_c), drate, mode, oversample)
+    ch = model_chain(spec, chain, drate, mode, 1.0 / dt, oversample)
     # the load on a grid `oversample` times finer than the samples (a 2 ms pulse sampled
     # only at 1 kHz loses ~20 % of its impulse)
     tf = np.arange((ns - 1) * oversample + 1) * (dt / oversample)
