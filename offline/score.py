@@ -178,8 +178,41 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
     out_csv, tru_csv = str(output_csv), str(truth_csv)
     en, E = read_table(out_csv)
     tn, T = read_table(tru_csv)
+    columns = _columns(en, tn, columns, out_csv, tru_csv)
+    te, tt = E[:, 0], T[:, 0]
+    dt = _uniform_dt(te, tt, out_csv, tru_csv)
+    j = _truth_rows(te, tt, 1e-3 * dt, out_csv, tru_csv)
+    Ee = E[:, [en.index(c) for c in columns]]
+    Tt = T[j][:, [tn.index(c) for c in columns]]
+    flags = E[:, en.index("flags")] if "flags" in en else np.zeros(len(E))
+    warm, nan, start = _left_out(te, flags, Ee, Tt, skip, 1e-3 * dt)
+    table = ScoreTable(output_csv=out_csv, truth_csv=tru_csv, dt=dt, n_rows=len(E),
+                       n_warmup=int(warm.sum()), n_nan=int((nan & ~warm).sum()),
+                       n_start=int((start & ~warm & ~nan).sum()))
+    left_out = warm | nan | start
+    keep_idx = np.flatnonzero(~left_out)
+    if keep_idx.size < 2:
+        raise ScoreError(f"{out_csv}: fewer than 2 rows left after skipping "
+                         f"{table.n_warmup} warm-up, {table.n_nan} NaN and {table.n_start} "
+                         "start rows")
+    table.n_used = int(keep_idx.size)
+    table.n_interior = int(left_out[keep_idx[0]:keep_idx[-1] + 1].sum())
+    r_full, r_band = _fdes(Ee, Tt, left_out, keep_idx, dt, band)
+    table.full_label, table.band_label = r_full.label, r_band.label
+    table.rows = _column_scores(columns, Ee[keep_idx], Tt[keep_idx], r_band, r_full)
+    for i, c in enumerate(columns):  # the stated std's honesty, where a std column is given
+        if f"{c}_std" in en:
+            table.rows[i].coverage, table.rows[i].std_ratio = _honesty(
+                E[keep_idx, en.index(f"{c}_std")], Ee[keep_idx, i] - Tt[keep_idx, i],
+                out_csv, c)
+    return table
+
+
+def _columns(en: list, tn: list, columns, out_csv: str, tru_csv: str) -> list:
+    """The columns to score: ``columns``, else every data column of the estimates (not
+    time, flags or a ``<name>_std`` column: the smoother's uncertainty is not an estimate);
+    each must exist in both files (ScoreError naming the file and column)."""
     data_cols = [n for n in en if n not in ("time", "flags")]
-    # <name>_std columns (the smoother's uncertainty) are not estimates to score
     data_cols = [n for n in data_cols if not (n.endswith("_std") and n[:-4] in data_cols)]
     if columns is None:
         columns = data_cols
@@ -193,22 +226,30 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
     for c in columns:
         if c not in tn:
             raise ScoreError(f"{tru_csv}: column {c!r} is missing (has: {', '.join(tn)})")
+    return columns
 
-    # time grid of the estimate: uniform
-    te, tt = E[:, 0], T[:, 0]
+
+def _uniform_dt(te: np.ndarray, tt: np.ndarray, out_csv: str, tru_csv: str) -> float:
+    """The estimates' sample interval (the median step; every step within 1e-3 of it), the
+    truth's times strictly increasing; ScoreError naming the file and row otherwise."""
     if not (np.all(np.isfinite(te)) and np.all(np.isfinite(tt))):
         raise ScoreError(f"{out_csv if not np.all(np.isfinite(te)) else tru_csv}: "
                          "non-finite value in column 'time'")
     d = np.diff(te)
     dt = float(np.median(d))
-    tol = 1e-3 * dt
-    if dt <= 0 or np.any(np.abs(d - dt) > tol):
+    if dt <= 0 or np.any(np.abs(d - dt) > 1e-3 * dt):
         i = int(np.argmax(np.abs(d - dt))) if dt > 0 else 0
         raise ScoreError(f"{out_csv}: times are not uniformly spaced (dt {dt:g} s, row {i + 2} "
                          f"to {i + 3} steps {d[i]:g} s)")
     if np.any(np.diff(tt) <= 0):
         raise ScoreError(f"{tru_csv}: times are not strictly increasing")
-    # every estimate time must have a truth time within tol
+    return dt
+
+
+def _truth_rows(te: np.ndarray, tt: np.ndarray, tol: float, out_csv: str,
+                tru_csv: str) -> np.ndarray:
+    """Index of the truth row nearest each estimate time; every one within ``tol`` (else
+    ScoreError naming the first estimate time without a truth row)."""
     j = np.clip(np.searchsorted(tt, te), 1, len(tt) - 1)
     j = np.where(np.abs(tt[j - 1] - te) <= np.abs(tt[j] - te), j - 1, j)
     miss = np.abs(tt[j] - te) > tol
@@ -216,51 +257,43 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
         i = int(np.flatnonzero(miss)[0])
         raise ScoreError(f"{tru_csv}: no row at time {te[i]:.9g} s of {out_csv} (row {i + 2}); "
                          f"times do not line up (truth covers {tt[0]:g}..{tt[-1]:g} s)")
+    return j
 
-    ecols = [en.index(c) for c in columns]
-    tcols = [tn.index(c) for c in columns]
-    Ee = E[:, ecols]
-    Tt = T[j][:, tcols]
-    flags = E[:, en.index("flags")] if "flags" in en else np.zeros(len(E))
-    warm = (np.nan_to_num(flags).astype(np.int64) & FLAG_WARMUP) != 0
-    nan = ~np.all(np.isfinite(Ee), axis=1) | ~np.all(np.isfinite(Tt), axis=1)
+
+def _left_out(te, flags, Ee, Tt, skip: float, tol: float) -> tuple:
+    """Boolean masks of the rows left out: ``(warm-up flag, NaN in a scored column of either
+    file, within skip seconds of the first row)``."""
     if not (np.isfinite(skip) and skip >= 0):
         raise ScoreError(f"skip must be a number of seconds >= 0, got {skip!r}")
+    warm = (np.nan_to_num(flags).astype(np.int64) & FLAG_WARMUP) != 0
+    nan = ~np.all(np.isfinite(Ee), axis=1) | ~np.all(np.isfinite(Tt), axis=1)
     start = te < te[0] + skip - tol
-    left_out = warm | nan | start
-    keep_idx = np.flatnonzero(~left_out)
-    table = ScoreTable(output_csv=out_csv, truth_csv=tru_csv, dt=dt, n_rows=len(E),
-                       n_warmup=int(warm.sum()), n_nan=int((nan & ~warm).sum()),
-                       n_start=int((start & ~warm & ~nan).sum()))
-    if keep_idx.size < 2:
-        raise ScoreError(f"{out_csv}: fewer than 2 rows left after skipping "
-                         f"{table.n_warmup} warm-up, {table.n_nan} NaN and {table.n_start} "
-                         "start rows")
+    return warm, nan, start
+
+
+def _fdes(Ee, Tt, left_out, keep_idx, dt: float, band) -> tuple:
+    """FDE results ``(full, band)`` of the scored span: the rows from the first to the last
+    kept one, the left-out rows inside it zeroed in both signals (the grid stays uniform)."""
     lo, hi = keep_idx[0], keep_idx[-1] + 1
-    seg_skip = left_out[lo:hi]
-    Es = np.where(seg_skip[:, None], 0.0, Ee[lo:hi])
-    Ts = np.where(seg_skip[:, None], 0.0, Tt[lo:hi])
-    table.n_used = int(keep_idx.size)
-    table.n_interior = int(seg_skip.sum())
+    seg_skip = left_out[lo:hi, None]
+    Es = np.where(seg_skip, 0.0, Ee[lo:hi])
+    Ts = np.where(seg_skip, 0.0, Tt[lo:hi])
     r_full = fde(Es, Ts, dt)
-    r_band = fde(Es, Ts, dt, band=band) if band is not None else r_full
-    table.full_label = r_full.label
-    table.band_label = r_band.label
-    Ek, Tk = Ee[keep_idx], Tt[keep_idx]
+    return r_full, (fde(Es, Ts, dt, band=band) if band is not None else r_full)
+
+
+def _column_scores(columns, Ek, Tk, r_band, r_full) -> list:
+    """One :class:`ColumnScore` per column from the kept rows ``Ek``, ``Tk`` and the FDE
+    results (without the std's honesty)."""
     rms = np.atleast_1d(rms_error(Ek, Tk))
     # normalised RMS error = RMS(estimate - truth) / std(truth) (full band, time domain)
     sd = np.atleast_1d(np.std(Tk, axis=0))
     nrmse = np.where(sd > 0, rms / np.where(sd > 0, sd, 1.0), np.inf)
     cor = np.atleast_1d(correlation(Ek, Tk))
     fb, ff = np.atleast_1d(r_band.value), np.atleast_1d(r_full.value)
-    table.rows = [ColumnScore(name=c, fde_band=float(fb[i]), fde_full=float(ff[i]),
-                              nrmse=float(nrmse[i]), rms=float(rms[i]), corr=float(cor[i]))
-                  for i, c in enumerate(columns)]
-    for i, c in enumerate(columns):  # the stated std's honesty, where a std column is given
-        if f"{c}_std" in en:
-            table.rows[i].coverage, table.rows[i].std_ratio = _honesty(
-                E[keep_idx, en.index(f"{c}_std")], Ek[:, i] - Tk[:, i], out_csv, c)
-    return table
+    return [ColumnScore(name=c, fde_band=float(fb[i]), fde_full=float(ff[i]),
+                        nrmse=float(nrmse[i]), rms=float(rms[i]), corr=float(cor[i]))
+            for i, c in enumerate(columns)]
 
 
 def _honesty(std: np.ndarray, err: np.ndarray, path: str, name: str) -> tuple:
