@@ -24,6 +24,7 @@ from edge.daemon.loop import Daemon
 from edge.daemon.mqtt import CommandRegistry, Publisher
 from edge.daemon.notify import Notifier
 from edge.daemon.recorder import Recorder, RecordingError
+from edge.daemon.sim_load import bundle_load_meta
 from edge.daemon.sim_signal import LimitedAcquisition, SignalAcquisition, parse_faults
 from edge.daemon.simulate import FileSource, InputSource, StructureSource
 from edge.estimator import Estimator
@@ -248,8 +249,16 @@ def _simulation_source(cfg: Config, est):
             return FileSource(cfg.resolve(sim["file"]), [c["name"] for c in ch], sens, off)
         except ValueError as e:
             raise StartupError(EXIT_CONFIG, f"[simulate] file: {e}") from None
-    return StructureSource(est.bundle, sens, off, sim["load"], sim["amplitude"],
-                           sim["frequency"], sim["noise"], sim["seed"])
+    load = sim["load"]
+    if load == "model" and bundle_load_meta(est.bundle) is None:
+        log.warning("[simulate] load = \"model\": the bundle carries no load model (a bundle "
+                    "not made by vsense-offline build): the simulated load is \"random\"")
+        load = "random"
+    try:
+        return StructureSource(est.bundle, sens, off, load, sim["amplitude"],
+                               sim["frequency"], sim["noise"], sim["seed"])
+    except ValueError as e:
+        raise StartupError(EXIT_CONFIG, f"[simulate] load: {e}") from None
 
 
 def _simulation_faults(cfg: Config):
@@ -286,7 +295,7 @@ def make_acquisition(cfg: Config, est, simulate: bool):
                              for kind, c, at, n in faults if kind == "saturate"),
             dropouts=tuple((at, at + n / rate, ch[c]["pin"])
                            for kind, c, at, n in faults if kind == "nan"))
-        spi, gpio, clock = make_simulated_hardware(InputSource(src, rate, inputs),
+        spi, gpio, clock = make_simulated_hardware(InputSource(src, rate, inputs, seed=sim["seed"]),
                                                    sim["seed"], hw_faults,
                                                    virtual_clock=virtual)
         try:

@@ -231,17 +231,26 @@ SCHEMA: tuple[Section, ...] = (
             "`load`; `file`: a measurement CSV (`time,<channels>`, SI units).",
             choices=("structure", "file")),
         Key("file", "str", "", "Measurement CSV for `source = \"file\"`."),
-        Key("load", "str", "random", "Load profile for `structure`: `random` is white noise "
-            "of standard deviation `amplitude` through a one-pole low-pass at `frequency` "
+        Key("load", "str", "model", "Load for `structure`: `model` (default) is the "
+            "bundle's own load model, the one it was built for (learned with `build "
+            "--record`, else the model file's `[calibration]` declaration; the load `limit "
+            "--bundle` uses) times `amplitude`, with each sensor's noise the bundle's own, so "
+            "the model check says ok unless `amplitude` departs from 1 by more than the "
+            "tracked load levels (a bundle without a load model, not made by `vsense-offline "
+            "build`, falls back to `random` with a warning); `random` is white noise of "
+            "standard deviation `amplitude` through a one-pole low-pass at `frequency` "
             "(10 Hz by default), not the bundle's load model, so the model check may say "
             "SUSPECT; `sine` at `frequency`; `impulse` a 5 ms half-sine once a second; "
             "`chirp` 0 to `frequency` over 10 s, repeating.",
-            choices=("random", "sine", "impulse", "chirp")),
-        Key("amplitude", "float", 1.0, "Load amplitude.", unit="N", min=0.0, max=1e12),
+            choices=("model", "random", "sine", "impulse", "chirp")),
+        Key("amplitude", "float", 1.0, "Load amplitude; with `load = \"model\"` the factor "
+            "on the load model's forces (1: the bundle's load).", unit="N", min=0.0,
+            max=1e12),
         Key("frequency", "float", 10.0, "Sine frequency / chirp end frequency.", unit="Hz",
             min=0.0, max=1e6),
         Key("noise", "float", 0.0, "Measurement noise, standard deviation relative to the "
-            "signal's.", min=0.0, max=10.0),
+            "signal's (with `load = \"model\"`: in addition to the bundle's own sensor "
+            "noise).", min=0.0, max=10.0),
         Key("seed", "int", 0, "Random seed.", min=0, max=2**63 - 1),
         Key("faults", "list[str]", [], "Injected faults, e.g. `nan:ch=0:at=1.5:n=10`, "
             "`saturate:...`, `drdy_dead:at=2.0` (see the simulator)."),
