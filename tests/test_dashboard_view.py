@@ -75,6 +75,10 @@ def test_axis_history_zoom_export_method_and_nis(ws_broker, browser, page_relay,
         "suspect": False}}))
     wait_js(browser, "return document.getElementById('card-check').textContent",
             lambda x: "0.984 x (NIS 2951, expected 3000)" in x and "consistent" in x and "1.067" in x)
+    # the fleet row: a consistent model is a plain "running"
+    row = ("const c = document.querySelector('tr[data-device=\"view0\"] td.c-state'); "
+           "return c ? [c.textContent, c.className] : null")
+    wait_js(browser, row, lambda x: x == ["running", "c-state st-running"])
     # the two-sided check's reason and the tracked load level
     pub.publish(tp + "health", json.dumps({"model_check": {
         "nis": 1500.0, "dof": 3000, "window_s": 3.0, "ratio": 0.5, "threshold": 3200.0,
@@ -83,6 +87,8 @@ def test_axis_history_zoom_export_method_and_nis(ws_broker, browser, page_relay,
     wait_js(browser, "return document.getElementById('card-check').textContent",
             lambda x: "below 0.800 or above 1.067" in x and "innovations too small" in x
             and "0.0316 x the designed force RMS" in x)
+    # and a suspect one is not a green "running" in the fleet table
+    wait_js(browser, row, lambda x: x == ["running (model suspect)", "c-state st-model_suspect"])
 
     # y ticks: engineering notation with the unit; d60 (about 2 um) no longer "0 / 0 / -0"
     s = wait_page(browser, lambda s: len(s["y_ticks"]) == 2 and all(s["y_ticks"]), 10,

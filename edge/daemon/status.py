@@ -10,7 +10,8 @@ the daemon's counters, which only the estimating thread writes).
 * meta (retained): bundle, channels, columns, rate, delay, publishing format;
 * health (every ``[mqtt] health_interval_s``): counters, latency percentiles, CPU, memory;
 * supervisor: health messages, systemd watchdog pings only while the loop advances,
-  degraded/recovered status changes, scheduled identifications.
+  degraded/recovered status changes, the model check's verdict changes in the log (at most
+  one line per :data:`MODEL_LOG_MIN_S`), scheduled identifications.
 """
 
 from __future__ import annotations
@@ -36,6 +37,33 @@ LOSSES = (
     ("publish_drops", "estimates dropped: the MQTT queue is full (count: health publish "
      "drops_samples)"),
 )
+
+
+#: Fewest seconds between two log lines of the model check's verdict (a verdict that flips
+#: faster is logged as it stands when the time has passed)
+MODEL_LOG_MIN_S = 10.0
+
+
+def model_verdict(mc: dict | None) -> str | None:
+    """``"suspect"``, ``"ok"``, or None while the check has not judged (its window not full
+    yet, or no model check: a Tikhonov estimator) of a ``model_check`` payload."""
+    if not isinstance(mc, dict):
+        return None
+    if mc.get("suspect") is True:
+        return "suspect"
+    return None if mc.get("nis") is None else "ok"
+
+
+def verdict_line(mc: dict) -> str:
+    """The log line of a verdict: ``model check: SUSPECT (NIS/dof 14.3 (1 for a right
+    model), load level 17.8x the designed force RMS): <reasons>`` or ``model check: ok
+    (NIS/dof 1.02 (1 for a right model), ...)``."""
+    lv, r = mc.get("load_level"), mc.get("ratio")
+    what = ("NIS/dof " + ("not judged yet" if r is None else f"{r:.3g} (1 for a right model)")
+            + (f", load level {lv:.3g}x the designed force RMS" if lv is not None else ""))
+    if model_verdict(mc) == "suspect":
+        return f"model check: SUSPECT ({what}): " + "; ".join(mc.get("reasons") or [])
+    return f"model check: ok ({what})"
 
 
 class StatusMixin:
@@ -199,6 +227,20 @@ class StatusMixin:
                         "itself (%d time(s) since the last message, %d since the start; "
                         "health model_check hybrid resets)", n - seen, n)
 
+    def _log_model_check(self, now: float) -> None:
+        """Supervisor: one log line when the model check's verdict changed since the last
+        line (ok -> suspect -> ok), at most one per :data:`MODEL_LOG_MIN_S`; the first
+        verdict is logged when it is suspect."""
+        check = getattr(self.est, "model_check", None)
+        if check is None or now < getattr(self, "_verdict_next_s", 0.0):
+            return
+        mc = check()
+        v = model_verdict(mc)
+        if v is None or v == getattr(self, "_verdict_logged", "ok"):
+            return
+        self._verdict_logged, self._verdict_next_s = v, now + MODEL_LOG_MIN_S
+        (log.warning if v == "suspect" else log.info)("%s", verdict_line(mc))
+
     def _supervisor(self):
         """The supervisor as a generator the I/O thread advances once per tick: scheduled
         identifications, degraded/recovered status, systemd watchdog pings (only while
@@ -223,6 +265,7 @@ class StatusMixin:
                 self._identify_due = True  # picked up by the acquisition thread
             self._check_degraded()
             self._log_estimator_resets()
+            self._log_model_check(now)
             if wd is not None and period_wd:
                 # a paused loop still consumes samples, so progress = samples processed;
                 # a dead MQTT thread stops the pings too: systemd restarts the service

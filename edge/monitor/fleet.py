@@ -8,6 +8,9 @@ Subscribes to ``<base>/+/status``, ``meta``, ``health`` (QoS 1) and ``estimates`
 only the sample count of each batch is read) and redraws a table: device, state (``stale``
 when nothing arrived for ``--stale`` s although the device did not say it stopped), bundle,
 received samples/s, samples, loop latency p99, lost samples, publisher drops, CPU, last seen.
+A device whose latest health message says the model check is suspect shows ``running
+(model suspect)``, not ``running``: its estimates run, but the data disagree with the model
+(``vsense-edge monitor --device ID`` names why).
 ``--once`` waits (up to ``--timeout`` s) until every device has sent estimates and a health
 message (or said it stopped), then prints one table.
 :class:`FleetView` is pure (fed with topic and payload) and thread-safe.
@@ -116,10 +119,13 @@ def render_fleet(view: FleetView, broker: str, now: float | None = None,
             ago = None if d["last_seen"] is None else now - d["last_seen"]
             if ago is not None and ago > stale_s and state not in ("offline", "stopped"):
                 state += " (stale)"
+            elif (state not in ("offline", "stopped")
+                  and _g(d, "health", "model_check", "suspect") is True):
+                state += " (model suspect)"
             counts[state] = counts.get(state, 0) + 1
             bundle = _g(d, "meta", "bundle_id") or _g(d, "status", "bundle") or "—"
             r = view.rate(d, now)
-            rows.append(f"{dev[:20]:<20} {state[:18]:<18} {str(bundle)[:22]:<22} "
+            rows.append(f"{dev[:20]:<20} {state[:26]:<26} {str(bundle)[:22]:<22} "
                         f"{_num(r):>7} {d['samples']:>11,} "
                         f"{_num(_g(d, 'health', 'latency_us', 'p99')):>8} "
                         f"{_num(_g(d, 'health', 'lost_samples')):>6} "
@@ -130,7 +136,7 @@ def render_fleet(view: FleetView, broker: str, now: float | None = None,
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     head = [f"vsense fleet @ {broker} — topic root {view.base}: {len(rows)} devices"
             + (f" ({summary})" if summary else ""),
-            f"{'device':<20} {'state':<18} {'bundle':<22} {'rate/s':>7} {'samples':>11} "
+            f"{'device':<20} {'state':<26} {'bundle':<22} {'rate/s':>7} {'samples':>11} "
             f"{'p99 us':>8} {'lost':>6} {'drops':>6} {'cpu %':>6} {'last seen':>9}"]
     if view.last_bad:
         head.append(f"({view.n_bad} malformed payloads; last: {view.last_bad})")

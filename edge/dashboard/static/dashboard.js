@@ -145,8 +145,12 @@
       const d = devices.get(id), r = fleetRow(d);
       const ago = d.lastSeen ? (now - d.lastSeen) / 1000 : Infinity;
       const st = d.state();
-      r.cells.state.textContent = st + (ago > STALE_S && st !== "offline" ? " (stale)" : "");
-      r.cells.state.className = "c-state st-" + st.replace(/[^a-z_]/g, "");
+      // the model check's verdict (health): not a green "running" while the data disagree
+      const mc = d.health && typeof d.health === "object" ? d.health.model_check : null;
+      const suspect = !!mc && typeof mc === "object" && mc.suspect === true && st !== "offline" && st !== "stopped";
+      const stale = ago > STALE_S && st !== "offline";
+      r.cells.state.textContent = st + (stale ? " (stale)" : suspect ? " (model suspect)" : "");
+      r.cells.state.className = "c-state st-" + (suspect && !stale ? "model_suspect" : st.replace(/[^a-z_]/g, ""));
       r.cells.bundle.textContent = str(d.meta ? d.meta.bundle_id : d.status && d.status.bundle);
       const rate = d.receivedRate(now);
       r.cells.rate.textContent = rate === null ? "—" : num(rate, 0);
