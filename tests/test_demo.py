@@ -8,6 +8,8 @@ report and the FDE figures against the bounds stated in docs/quickstart.md.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import threading
@@ -35,13 +37,15 @@ def short_demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     s = DemoSettings(out=str(out), short=True, broker="amqtt", progress=False)
     t0 = time.monotonic()
-    r = run_demo(s)
-    return r, time.monotonic() - t0
+    printed = io.StringIO()  # what the demo prints (the build's summary among it)
+    with contextlib.redirect_stdout(printed):
+        r = run_demo(s)
+    return r, time.monotonic() - t0, printed.getvalue()
 
 
 @pytest.mark.slow
 def test_demo_short_end_to_end(short_demo):
-    r, took = short_demo
+    r, took, _ = short_demo
     assert r.exit_code == 0 and r.broker == "amqtt"
     # every sample of the 4 s record (4001 rows at 1 kHz) but the last L - 1 (fixed-lag
     # window chosen by the build) has its estimate, and all of them arrived over MQTT
@@ -90,6 +94,31 @@ def test_demo_short_end_to_end(short_demo):
 
 
 @pytest.mark.slow
+def test_demo_build_and_limit_print_the_same_ratio(short_demo, capsys):
+    """The ratio to the accuracy limit the demo prints (the build's summary of its bundle)
+    is the one ``vsense-offline limit --bundle`` prints for that bundle: one definition
+    (offline/limit/ratio.py), the bundle's learned load model, its delay."""
+    from offline.cli import main
+    from offline.demo import DEFAULT_MODEL
+
+    r, _, printed = short_demo
+    line = next(ln for ln in printed.splitlines() if "ratio to the accuracy limit" in ln)
+    demo = {m[0]: float(m[1]) for m in re.findall(r"(\w+) ([0-9.]+)x \(", line)}
+    assert set(demo) == {"F110", "d60"}, line
+    assert main(["limit", str(DEFAULT_MODEL), "--delay", "20", "--bundle",
+                 str(r.out / "bundle.npz"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "learned from records" in out
+    rows = {ln.split()[0]: float(ln.split()[-1]) for ln in out.splitlines()
+            if ln.split()[:1] and ln.split()[0] in demo}
+    # the same estimator on the same calibration runs (same seeds and load model) over the
+    # limit at the same delay, computed the same way: equal to the printed 2 decimals
+    # (tolerance: half the last digit)
+    for name, v in demo.items():
+        assert rows[name] == pytest.approx(v, abs=0.005), (name, demo, rows)
+
+
+@pytest.mark.slow
 def test_demo_estimates_match_a_replay_of_the_same_measurement(short_demo):
     """What arrived over MQTT equals the estimator run offline on the same CSV (independent
     path: Estimator.run over the whole record, no daemon, no MQTT)."""
@@ -97,7 +126,7 @@ def test_demo_estimates_match_a_replay_of_the_same_measurement(short_demo):
     from edge.estimator import Estimator
     from offline.simulate import read_csv
 
-    r, _ = short_demo
+    r, _, _ = short_demo
     t, Y, _ = read_csv(r.out / "measurement.csv")
     _, E, names = read_csv(r.out / "estimates.csv")
     est = Estimator(Bundle.load(r.out / "bundle.npz"))
