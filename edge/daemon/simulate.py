@@ -51,7 +51,8 @@ class StructureSource:
     load : "model" | "random" | "sine" | "impulse" | "chirp"
         ``model``: the bundle's load model (``meta["load_model"]``) times ``amplitude``, and
         each channel's noise the bundle's own (``1 / sqrt(channel weight)``, the noise the
-        estimator was designed for) on every converted row; a ValueError for a bundle
+        estimator was designed for; times ``amplitude`` too where the model file declared
+        it relative to the signal) on every converted row; a ValueError for a bundle
         without one
     amplitude : float  [N]; with ``model``: the factor on the load model's forces
     frequency : float  [Hz]
@@ -92,9 +93,12 @@ class StructureSource:
                 raise ValueError(f"load \"model\": the bundle's load model has "
                                  f"{len(lm['forces'])} forces for {len(self.force_dof)}")
             self.model_load = ModelLoad(lm, self.dt, self.amp, seed)
-            # the sensors' noise the estimator was designed for: R = diag(1 / weight) [V]
+            # the sensors' noise the estimator was designed for: R = diag(1 / weight) [V],
+            # scaled with the load where the model file declared it relative to the signal
             w = np.array([c.weight for c in bundle.channels], float)
-            self.row_noise = self.sens / np.sqrt(w)
+            e = bundle.meta.get("estimator") or {}
+            relative = e.get("load_levels_scale_noise", lm.get("noise_std") is None)
+            self.row_noise = self.sens / np.sqrt(w) * (self.amp if relative else 1.0)
         # True: a converter (edge.daemon.simulate.InputSource) adds row_noise per conversion
         self.noise_in_converter = False
 
