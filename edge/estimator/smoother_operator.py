@@ -132,9 +132,9 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
     rebuilt[m2:nz, m2:nz] = Af
     rebuilt[nz:] = Ak
     if not np.array_equal(rebuilt, Ap):
-        raise EstimatorError("kf_A does not have the smoother's structure (coupling into the "
-                             "force-model states from the modes, or into the model from the "
-                             "measurement chain's states)")
+        raise EstimatorError(f"{bundle.path or 'bundle'}: kf_A does not have the smoother's "
+                             "structure (coupling into the force-model states from the modes, "
+                             "or into the model from the measurement chain's states)")
     Cl, Cr = _low_rank(AcT)
     H = np.asarray(kf["H"], dtype=float)
     K = np.asarray(kf["K"], dtype=float)

@@ -7,6 +7,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
+from offline.calibration.data import ABS_MAX as DATA_ABS_MAX
 from offline.calibration.data import read_record
 from offline.hybrid.discrete import DIRECT, HybridModel, hybrid_model
 from offline.hybrid.network import export_onnx
@@ -32,10 +33,10 @@ def read_runs(paths, bundle: Bundle) -> list:
     return out
 
 
-#: largest magnitude of a record's value: the training squares variances of products of the
-#: columns (the filter gain's Riccati equation, the losses), which overflow float64 from about
-#: 1e77 on; no record in SI units comes near
-ABS_MAX = 1e50
+#: largest magnitude of a record's value (the records' own check, read_record, refuses more;
+#: the training squares variances of products of the columns, which overflow float64 from
+#: about 1e77 on)
+ABS_MAX = DATA_ABS_MAX
 #: largest ratio of one column's RMS between two records: the levels of a hybrid training
 #: differ by 10x or so (docs/hybrid.md, 0.7 and 7 mN); 1e6 is a column in another unit or a
 #: corrupted record, and it would leave the smaller record's loss at round-off
