@@ -305,3 +305,50 @@ def test_fuzz_hybrid_networks_and_fields(request):
     assert counts.get("accepted", 0) > 0
 
 
+
+
+# ----------------------------------------------------------------- score
+def _est_truth(d) -> tuple[str, str]:
+    """An estimate file (``time,F,F_std,flags``) and its truth (``time,F``), 300 rows at
+    1 kHz, each line-mutated half of the time (tokens: numeric extremes, blanks)."""
+    rng = np.random.default_rng(d.int(0, 10**6))
+    nt = 300
+    T = rng.standard_normal(nt)
+    E = T + 0.1 * rng.standard_normal(nt)
+    est = ["time,F,F_std,flags"] + [f"{k * 1e-3!r},{float(E[k])!r},0.1,{2 if k < 5 else 0}"
+                                    for k in range(nt)]
+    tru = ["time,F"] + [f"{k * 1e-3!r},{float(T[k])!r}" for k in range(nt)]
+    tokens = [repr(float(x)) for x in EXTREMES] + ["", "x", "nan"]
+    est, tru = "\n".join(est) + "\n", "\n".join(tru) + "\n"
+    if d.bool():
+        est = d.mutated_text(est, tokens)
+    if d.bool():
+        tru = d.mutated_text(tru, tokens)
+    return est, tru
+
+
+def test_fuzz_score_inputs(request):
+    """``vsense-offline score`` (:func:`offline.score.score`) on mutated estimate and truth
+    files: its ScoreError naming one of them, or scores that are finite (or NaN where a
+    column had no usable row, as the table states)."""
+    from offline.score import ScoreError, score
+
+    pe, pt = _DIR / "est.csv", _DIR / "truth.csv"
+
+    def case(d):
+        est, tru = _est_truth(d)
+        pe.write_text(est)
+        pt.write_text(tru)
+        try:
+            tab = score(pe, pt, band=(1.0, 100.0))
+        except ScoreError as e:
+            assert _named(e, pe) or _named(e, pt), f"ScoreError without a file: {e}"
+            return "refused"
+        for r in tab.rows:
+            for v in (r.nrmse, r.rms, r.fde_full, r.fde_band):
+                assert np.isfinite(v) or (np.isnan(v) and tab.n_used == 0), \
+                    f"{r.name}: a score of {v} with {tab.n_used} rows used"
+        return "accepted"
+
+    counts = run_cases("score", case, tier_cases(request), limit_s=CASE_LIMIT_S)
+    assert counts.get("refused", 0) > 0 and counts.get("accepted", 0) > 0
