@@ -108,19 +108,6 @@ if [ ! -e /etc/vsense/env ]; then
   run install -m 0640 -o root -g vsense /dev/null /etc/vsense/env
 fi
 
-# bundle signatures (deploy/signing.sh; docs/deploy.md "Signed bundles"): the daemon verifies
-# with cryptography, from the distribution (the venv sees system packages)
-if [ "$SIGN" -eq 1 ]; then
-  run apt-get install -y python3-cryptography
-  # shellcheck source=deploy/signing.sh
-  . "$(dirname "$0")/signing.sh"
-  vsense_signing_setup /etc/vsense "$PREFIX/venv/bin/python" /etc/vsense/edge.toml \
-    "$FRESH_TOML" "$PUBKEY"
-else
-  echo "# --no-signature: the daemon runs any bundle placed in /var/lib/vsense (docs/deploy.md"
-  echo "#   \"Signed bundles\": when that is acceptable)"
-fi
-
 # local broker with access control (deploy/mosquitto.sh; docs/deploy.md "Access control")
 mosquitto_setup() {
   local toml=/etc/vsense/edge.toml dev
@@ -154,6 +141,19 @@ if [ "$MOSQ" -eq 1 ]; then
 else
   echo "# --no-mosquitto: set [mqtt] host, port, tls, ca_file, username and password_env in"
   echo "#   /etc/vsense/edge.toml for your broker (docs/deploy.md \"Access control\")"
+fi
+
+# bundle signatures (deploy/signing.sh; docs/deploy.md "Signed bundles"): the daemon verifies
+# with cryptography, from the distribution (the venv sees system packages)
+if [ "$SIGN" -eq 1 ]; then
+  run apt-get install -y python3-cryptography
+  # shellcheck source=deploy/signing.sh
+  . "$(dirname "$0")/signing.sh"
+  vsense_signing_setup /etc/vsense "$PREFIX/venv/bin/python" /etc/vsense/edge.toml \
+    "$FRESH_TOML" "$PUBKEY"
+else
+  echo "# --no-signature: the daemon runs any bundle placed in /var/lib/vsense (docs/deploy.md"
+  echo "#   \"Signed bundles\": when that is acceptable)"
 fi
 
 # SPI must be enabled (raspi-config nonint do_spi 0 = enable)
