@@ -5,6 +5,7 @@
 #   sudo deploy/install.sh [--dry-run] [--src DIR] [--no-start] [--board MODEL]
 #       [--listen ADDR]... [--websockets] [--ca-cert FILE --ca-key FILE]
 #       [--tls-cert FILE --tls-key FILE --ca-file FILE] [--insecure] [--no-mosquitto]
+#       [--public-key FILE | --no-signature]
 #
 # Creates the user `vsense` (groups spi, gpio), /opt/vsense/venv, /etc/vsense/edge.toml (kept if
 # present), /var/lib/vsense, the systemd unit and a local Mosquitto broker (deploy/mosquitto.sh)
@@ -14,7 +15,11 @@
 # named with --listen (e.g. --listen 192.168.1.20 for operators on the LAN), WebSockets for the
 # browser dashboard only with --websockets. --insecure: no TLS (credentials and ACL stay);
 # --no-mosquitto: no local broker (set [mqtt] for yours). The shipped edge.toml accepts no
-# commands (`[mqtt] commands = []`): list the ones you want.
+# commands (`[mqtt] commands = []`): list the ones you want. Bundles must be signed: a fresh
+# edge.toml gets `[bundle] public_key = "/etc/vsense/signing.pub"` and `require_signature =
+# true` (deploy/signing.sh), the key being --public-key FILE (your workstation's, from `python
+# -m edge.signing keygen`) or a new Ed25519 pair made here (move its private half off the Pi);
+# --no-signature: neither (a device whose bundles only you can reach; docs/deploy.md).
 # SPI and GPIO come from the distribution's prebuilt packages (python3-spidev, python3-rpi.gpio;
 # python3-rpi-lgpio on a Pi 5), seen by a venv made with --system-site-packages; vsense and its
 # base dependencies are wheels, so nothing is compiled. Only when a package is missing does it
@@ -23,7 +28,7 @@
 # Then put a bundle in place (see docs/daemon.md "Deployment") and start the service.
 set -euo pipefail
 
-DRY=0; MOSQ=1; START=1; BOARD=""; MQ_ARGS=()
+DRY=0; MOSQ=1; START=1; BOARD=""; MQ_ARGS=(); SIGN=1; PUBKEY=""
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 PREFIX=/opt/vsense
 while [ $# -gt 0 ]; do
@@ -34,10 +39,12 @@ while [ $# -gt 0 ]; do
     --src) SRC="$2"; shift ;;
     --board) BOARD="$2"; shift ;;
     --no-mosquitto) MOSQ=0 ;;
+    --no-signature) SIGN=0 ;;
+    --public-key) PUBKEY="$2"; shift ;;
     --insecure|--websockets) MQ_ARGS+=("$1") ;;
     --listen|--ca-cert|--ca-key|--tls-cert|--tls-key|--ca-file|--tls-name)
       MQ_ARGS+=("$1" "$2"); shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -54,6 +61,9 @@ live() {  # run, when systemd is running (`systemctl enable` works without it; d
   else echo "# systemd is not running here (chroot/container): skipped: $*"; fi
 }
 
+if [ -n "$PUBKEY" ] && [ ! -r "$PUBKEY" ]; then
+  echo "install.sh: --public-key $PUBKEY: no such readable file" >&2; exit 2
+fi
 if [ "$DRY" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (sudo), or with --dry-run" >&2; exit 1
 fi
@@ -133,6 +143,19 @@ else
   echo "#   /etc/vsense/edge.toml for your broker (docs/deploy.md \"Access control\")"
 fi
 
+# bundle signatures (deploy/signing.sh; docs/deploy.md "Signed bundles"): the daemon verifies
+# with cryptography, from the distribution (the venv sees system packages)
+if [ "$SIGN" -eq 1 ]; then
+  run apt-get install -y python3-cryptography
+  # shellcheck source=deploy/signing.sh
+  . "$(dirname "$0")/signing.sh"
+  vsense_signing_setup /etc/vsense "$PREFIX/venv/bin/python" /etc/vsense/edge.toml \
+    "$FRESH_TOML" "$PUBKEY"
+else
+  echo "# --no-signature: the daemon runs any bundle placed in /var/lib/vsense (docs/deploy.md"
+  echo "#   \"Signed bundles\": when that is acceptable)"
+fi
+
 # SPI must be enabled (raspi-config nonint do_spi 0 = enable)
 if command -v raspi-config >/dev/null 2>&1; then
   run raspi-config nonint do_spi 0
@@ -146,7 +169,8 @@ run systemctl enable vsense-edge.service
 if [ -e /var/lib/vsense/bundle.npz ] && [ "$START" -eq 1 ]; then
   live systemctl restart vsense-edge.service
 else
-  echo "# no /var/lib/vsense/bundle.npz yet: copy one there (docs/daemon.md), then"
+  echo "# no /var/lib/vsense/bundle.npz yet: copy one there with its bundle.npz.sig"
+  echo "#   (docs/daemon.md), then"
   echo "#   sudo systemctl start vsense-edge"
 fi
 echo "# done"

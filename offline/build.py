@@ -42,6 +42,7 @@ from offline.limit.ratio import build_accuracy, format_ratios
 from offline.load import declared_load_model, read_records
 from offline.load.check import check_learned
 from offline.smoother.chain_alt import with_chain_alternative
+from offline.load.levels import records_at_model_level
 from offline.load.select import choice_meta, learn_and_choose
 from offline.load.declared import replaced_kinds
 from offline.load.model import total_rms_note
@@ -208,6 +209,7 @@ def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True)
     Ys = read_records(records, names, bundle.dt)
     prior = declared_load_model(spec, bundle.rate, noise_std=noise_std(spec, mm, bundle.dt))
     say = (lambda s: print(f"load model: {s}", flush=True)) if progress else None
+    level_warns = records_at_model_level(mm, Ys, bundle, prior, records)  # units (mm for m)
     est_spec = spec.estimator if spec.estimator is not None else EstimatorSpec()
     # candidates (declared, learned, with components) chosen by held-out likelihood
     fit, model, choice = learn_and_choose(mm, bundle, spec, est_spec, Ys, prior, say)
@@ -215,6 +217,8 @@ def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True)
     warn = replaced_kinds(spec, prior.forces, fit.model.forces)
     if warn and model is not None:  # the fit's family is the band-pass model
         model.info.setdefault("warnings", []).append(warn)
+    if model is not None:
+        model.info.setdefault("warnings", []).extend(level_warns)
     return fit, model
 
 

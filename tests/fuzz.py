@@ -137,11 +137,11 @@ class Draw(random.Random):
         return bytes(b)
 
 
-def run_cases(name: str, case, n: int | None = None) -> dict:
+def run_cases(name: str, case, n: int | None = None, limit_s: float | None = None) -> dict:
     """Run ``case(draw) -> outcome label`` for every case of class ``name`` (``n`` cases,
-    default ``N_EXAMPLES``); a failure (any exception escaping ``case``) is re-raised naming
-    seed and case. Returns the count of each outcome label (tests assert the mix is not
-    degenerate)."""
+    default ``N_EXAMPLES``); a failure (any exception escaping ``case``, or a case slower than
+    ``limit_s``: a hang) is re-raised naming seed and case. Returns the count of each outcome
+    label (tests assert the mix is not degenerate)."""
     counts: dict = {}
     cases = [int(ONLY_CASE)] if ONLY_CASE is not None else range(n or N_EXAMPLES)
     slowest = (0.0, -1)
@@ -155,6 +155,9 @@ def run_cases(name: str, case, n: int | None = None) -> dict:
                                  f"{SEED} VSENSE_FUZZ_CASE={i}): {type(e).__name__}: "
                                  f"{str(e)[:300]}") from e
         dt = time.perf_counter() - t0
+        if limit_s is not None and dt > limit_s:
+            raise AssertionError(f"fuzz {name}: case {i} took {dt:.1f} s, more than {limit_s:g} s "
+                                 f"(replay: VSENSE_FUZZ_SEED={SEED} VSENSE_FUZZ_CASE={i})")
         if dt > slowest[0]:
             slowest = (dt, i)
         counts[label] = counts.get(label, 0) + 1

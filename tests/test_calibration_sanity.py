@@ -1,7 +1,8 @@
 """Issue 40 item 2: `vsense-offline calibrate` no longer writes impossible parameters with
-exit 0. A force column in mN or with a flipped sign drives a posterior mean outside its
-parameter's bounds (damping 17.8 for [0.003, 0.05] before): exit 5, no calibrated.toml, the
-parameter and bounds named. An all-zero force column, a dead (all-zero) accelerometer and 200
+exit 0. A force column with a flipped sign drives a posterior mean outside its parameter's
+bounds: exit 5, no calibrated.toml, the parameter and bounds named. A force column in mN
+(damping 17.8 for [0.003, 0.05] before) or kN is refused before calibrating: the measured
+response is 1e3 times off the model's response to it (exit 2, the column and factor named). An all-zero force column, a dead (all-zero) accelerometer and 200
 rows missing from the time stamps are refused before calibrating: exit 2 naming the file and
 the column or the row. Records: the cantilever truth of tests/calib_truth.py (seeded)."""
 
@@ -44,9 +45,34 @@ def _col(names, c):
     return names.index(c)
 
 
-@pytest.mark.parametrize("case", ["mN", "flipped"])
-def test_force_in_mN_or_flipped_is_not_a_calibration(rig, tmp_path, capsys, case):
-    scale = 1e3 if case == "mN" else -1.0
+@pytest.mark.parametrize("scale, unit", [(1e3, "mN"), (1e-3, "kN")])
+def test_force_in_another_unit_is_refused_naming_the_column_and_factor(rig, tmp_path, capsys,
+                                                                        scale, unit):
+    """A force column in mN (x1e3) or kN (x1e-3): the response the model predicts to it at
+    the prior mean is 1e3 off the measured one (offline/calibration/calibrate.py check_units),
+    refused before calibrating (exit 2) naming the record, the sensor column and the factor,
+    whether or not the posterior would stay inside wide bounds."""
+
+    def edit(t, d, names):
+        d[:, _col(names, "F160")] *= scale
+        return t, d
+
+    data = _variant(rig, tmp_path, f"{unit}.csv", edit)
+    out = tmp_path / "out"
+    code = _calibrate(rig, data, out)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{unit}.csv: column '" in err and "with the parameters at their prior mean" in err
+    f = float(err.split("its RMS is ")[1].split(" times")[0])
+    # 1 / scale, to within 10x either way: the prior mean's own misfit (E, the clamp spring,
+    # the damping off their truths) moves the predicted RMS by a few times at most
+    assert 0.1 / scale <= f <= 10.0 / scale
+    assert not (out / "calibrated.toml").exists()
+
+
+@pytest.mark.parametrize("case", ["flipped"])
+def test_force_flipped_is_not_a_calibration(rig, tmp_path, capsys, case):
+    scale = -1.0
 
     def edit(t, d, names):
         d[:, _col(names, "F160")] *= scale

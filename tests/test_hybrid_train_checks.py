@@ -178,3 +178,36 @@ def test_build_cli_refuses_a_network_worse_than_linear(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "estimator refused: strip.toml: [hybrid]: the trained network's validation loss" in err
     assert "must be below 1" in err and not out.exists()
+
+
+def test_network_within_the_validation_noise_is_refused(tmp_path):
+    """A network that has barely moved from the linear model (three Adam steps of 1e-7 from the
+    near-zero start: a validation loss ratio just below 1) improves on it by less than the
+    spread of the validation loss over the record's windows: the build refuses it naming the
+    margin, as it refuses a ratio >= 1 (offline/hybrid/attach.py MIN_GAIN, SHIP_SIGMAS)."""
+    b = _smoother()
+    paths = _records(tmp_path, b, [(0.2, 1e9), (2.0, 1e9), (1.0, 1e9)])
+    with pytest.raises(EstimatorError, match=r"chain\.toml: \[hybrid\]: .*loss ratio "
+                                             r"0\.99[0-9]* is within the validation noise .*"
+                                             r"standard error"):
+        attach_hybrid(b, None, _spec(epochs=3, patience=3, optimizer="adam",
+                                           learning_rate=1e-7), paths,
+                      progress=False)
+
+
+def test_val_spread_is_the_standard_error_of_the_paired_differences():
+    """val_spread against its definition on numbers (the delta method of a ratio of means):
+    one record of 400 independent windows (stride > horizon), linear losses 1 + U(0, 1) (mean
+    1.5), the network's 0.05 lower with noise of std 0.1. R = 1.45 / 1.5; the residual
+    L_net - R L_lin = (1 - R) L_lin - 0.05 + 0.1 N has std sqrt(0.0333^2 / 12 + 0.01) =
+    0.1005, so se = 0.1005 / (sqrt(400) 1.5) = 0.00335 (to the sample std's own spread, 10 %);
+    with stride = (horizon + 1) / 4 (overlapping windows: a quarter as many independent) twice
+    that."""
+    from offline.hybrid.train import val_spread
+
+    rng = np.random.default_rng(3)
+    ll = 1.0 + rng.random(400)
+    ln = ll - 0.05 + 0.1 * rng.standard_normal(400)
+    b = [ll.mean()]
+    np.testing.assert_allclose(val_spread([(ln, ll)], b, h=20, stride=25), 0.00335, rtol=0.1)
+    np.testing.assert_allclose(val_spread([(ln, ll)], b, h=19, stride=5), 0.0067, rtol=0.1)

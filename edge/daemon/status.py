@@ -218,14 +218,14 @@ class StatusMixin:
 
     def _log_estimator_resets(self) -> None:
         """Supervisor: one warning when the estimator has reset itself since the last tick
-        (the hybrid twin after a non-finite state: ``self_resets``), not one per sample."""
+        (after a non-finite state: ``self_resets``), not one per sample."""
         n = int(getattr(self.est, "self_resets", 0))
         seen = getattr(self, "_self_resets_logged", 0)
         if n > seen:
             self._self_resets_logged = n
             log.warning("estimator: the state became non-finite and the estimator reset "
                         "itself (%d time(s) since the last message, %d since the start; "
-                        "health model_check hybrid resets)", n - seen, n)
+                        "health model_check resets)", n - seen, n)
 
     def _log_model_check(self, now: float) -> None:
         """Supervisor: one log line when the model check's verdict changed since the last

@@ -51,7 +51,6 @@ import numpy as np
 from edge.estimator.hybrid_kernel import _hy_input, _hy_sample
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother import SmootherEstimator
-from edge.flags import FLAG_WARMUP
 
 
 def onnx_session(blob: bytes, what: str):
@@ -201,19 +200,6 @@ class HybridEstimator(SmootherEstimator):
         """Resets since the start after the state had become non-finite."""
         return int(self._hyc[1])
 
-    def process(self, Y, F, Z, flags) -> None:
-        """:meth:`SmootherEstimator.process`; after a reset within the block (a non-finite
-        state) the rows of the samples before the start-up std has converged again carry
-        the warm-up flag too (the base class counts them from the block's start)."""
-        r0 = int(self._hyc[1])
-        super().process(Y, F, Z, flags)
-        if int(self._hyc[1]) != r0 and self.n_warm:
-            nb, k = Y.shape[0], int(self._counters[0])  # k samples since the reset
-            # row i estimates sample k - nb + i - lag since the reset
-            lo, hi = max(nb - k, 0), min(nb, self.n_warm + self.op.lag + nb - k)
-            if lo < hi:
-                flags[lo:hi] |= FLAG_WARMUP
-
     def _run(self, Y, Q, flags):
         if not self._hy_ready:  # the linear smoother's warm-up in __init__
             return super()._run(Y, Q, flags)
@@ -270,9 +256,6 @@ class HybridEstimator(SmootherEstimator):
                          "fraction_outside": round(self.outside / n, 6) if n else 0.0,
                          "applied": not recent, "rejected": self.rejected,
                          "resets": self.self_resets}
-        if self.self_resets:
-            out["reasons"] = [*out["reasons"], f"the estimator's state became non-finite and "
-                              f"was reset {self.self_resets} time(s) since the start"]
         if recent:
             out["reasons"] = [*out["reasons"], "the state is outside the hybrid network's "
                               "trained envelope, or its output was not finite or absurd: the "

@@ -77,6 +77,7 @@ class SmootherEstimator(BlockEstimator):
         self._lag1ring = np.zeros(op.nis_window)
         self._eps_prev = np.zeros(nch)
         self._Q = np.zeros((1, nq))
+        self._resets = np.zeros(1, np.int64)  # after a non-finite state, since the start
         self.std = op.std.copy()  # (nf + nout,) standard deviation of each column [SI]
         self._base_std = op.std.copy()  # the steady std of the running gains
         sv = bundle.kf.get("startup_var")
@@ -137,6 +138,7 @@ class SmootherEstimator(BlockEstimator):
             self._Q = np.zeros((nb, self._Q.shape[1]))
         Q = self._Q[:nb]
         c0 = int(self._counters[0])
+        r0 = self.self_resets
         tr = self.tracker
         if tr is None:
             self._run(Y, Q, flags)
@@ -166,6 +168,12 @@ class SmootherEstimator(BlockEstimator):
         lo, hi = max(0, L - c0), min(nb, self.n_warm + L - c0)
         if lo < hi:
             flags[lo:hi] |= FLAG_WARMUP
+        if self.self_resets != r0 and self.n_warm:
+            # a reset within the block: row i estimates sample k - nb + i - lag since it
+            k = int(self._counters[0])
+            lo, hi = max(nb - k, 0), min(nb, self.n_warm + L + nb - k)
+            if lo < hi:
+                flags[lo:hi] |= FLAG_WARMUP
         self._stated_std()
 
     def _stated_std(self) -> None:
@@ -210,13 +218,30 @@ class SmootherEstimator(BlockEstimator):
             np.sqrt(tr.load_power * v[0] + tr.noise_scale * v[1], out=self._base_std)
 
     def _run(self, Y, Q, flags):
-        op = self.op
-        _smooth(Y, Q, flags, op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.Ak, op.AKT, op.H, op.h_span, op.Cq,
-                op.q_span, op.G, op.Sinv, self._x, self._xn, self._e, self._ering,
-                self._zring, self._fring, self._last, self._nisring, self._nis,
-                op.nis_threshold, op.nis_threshold_low, self._counters, op.Wt, op.band_ba, op.band_gain,
-                op.band_threshold, self._bstate, self._bring, self._bsum, self._eps,
-                self._lag1ring, self._eps_prev)
+        """The kernel over the block; a non-finite state ends a piece: :meth:`reset` (counted
+        in :attr:`self_resets`) and go on from the next sample (from rest, warm-up rows)."""
+        a, nb = 0, Y.shape[0]
+        while a < nb:
+            op = self.op
+            stop = _smooth(Y[a:] if a else Y, Q[a:] if a else Q, flags[a:] if a else flags,
+                           op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.Ak, op.AKT, op.H,
+                           op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x, self._xn,
+                           self._e, self._ering, self._zring, self._fring, self._last,
+                           self._nisring, self._nis, op.nis_threshold, op.nis_threshold_low,
+                           self._counters, op.Wt, op.band_ba, op.band_gain, op.band_threshold,
+                           self._bstate, self._bring, self._bsum, self._eps, self._lag1ring,
+                           self._eps_prev)
+            if stop == 0:
+                return
+            self._resets[0] += 1
+            self.reset()
+            a += stop
+
+    @property
+    def self_resets(self) -> int:
+        """Resets since the start after the state had become non-finite (an input so large
+        that the update overflowed): the estimator starts again from rest."""
+        return int(self._resets[0])
 
     def reset(self) -> None:
         """State at 0, rings and the model-check window cleared, the load level back at the
@@ -260,7 +285,8 @@ class SmootherEstimator(BlockEstimator):
         is suspect, in words; ``noise_level``: the tracked sensor noise's std over the designed
         one (1 without ``kf_track_*``); ``load_level``: the tracked load level, a factor of the
         designed force RMS, or None without tracking; ``chain``: the measurement-chain check,
-        :meth:`edge.estimator.chain_check.ChainCheck.as_dict`, or None without ``kf_alt_*``);
+        :meth:`edge.estimator.chain_check.ChainCheck.as_dict`, or None without ``kf_alt_*``;
+        ``resets``: resets after a non-finite state since the start, :attr:`self_resets`);
         ``None`` values until the window has filled once."""
         op = self.op
         W = op.nis_window
@@ -300,6 +326,9 @@ class SmootherEstimator(BlockEstimator):
         if cc is not None and cc.reason():
             suspect = True
             reasons.append(cc.reason())
+        if self.self_resets:
+            reasons.append(f"the estimator's state became non-finite and was reset "
+                           f"{self.self_resets} time(s) since the start")
         return {"nis": None if nis is None else round(nis, 3), "dof": dof,
                 "window_s": W * self.bundle.dt,
                 "p_value": None if nis is None else chi2_sf(nis, dof),
@@ -310,7 +339,7 @@ class SmootherEstimator(BlockEstimator):
                 "load_level": None if self.tracker is None else self.tracker.load_level(),
                 "noise_level": None if self.tracker is None else
                 math.sqrt(self.tracker.noise_scale),
-                "chain": None if cc is None else cc.as_dict()}
+                "chain": None if cc is None else cc.as_dict(), "resets": self.self_resets}
 
     def _warm_up(self) -> None:
         """Compile (or load from the numba cache) on throw-away copies of the state."""

@@ -38,7 +38,10 @@ ABSURD = 1e12
 
 
 def _rho(A: np.ndarray, K: np.ndarray, H: np.ndarray) -> float:
-    return float(np.max(np.abs(np.linalg.eigvals(A - A @ K @ H))))
+    """Spectral radius of ``A (I - K H)``; inf when absurd (finite) gains overflow it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        E = A - A @ K @ H
+    return float(np.max(np.abs(np.linalg.eigvals(E)))) if np.isfinite(E).all() else np.inf
 
 
 def check_levels(kf: dict, where: str, check_stability: bool = True) -> None:

@@ -26,7 +26,9 @@ The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi, a]`` (``a``: chain st
 (factored to its numerical rank: a sweep over the modes per rank) and ``(A K) e`` are unit-stride loops that the
 compiler vectorises; rows of H and Cq are summed over their non-zero span only (a
 displacement row has no velocity or force-state part, a force row only force states).
-Nothing is allocated, logged or locked per sample. The NumPy twin is
+A state that is no longer finite after the update (an input of 1e308 overflowing
+``(A K) e``) ends the block at that sample; the estimator resets and counts it. Nothing is
+allocated, logged or locked per sample. The NumPy twin is
 :class:`edge.estimator.smoother_reference.ReferenceSmoother`.
 """
 
@@ -89,6 +91,10 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
     eps : (nch,)               scratch
     lag1ring : (W,)            lag-1 product c_k per sample (slots as nisring)
     eps_prev : (nch,)          whitened innovation of the previous sample (0 if held)
+
+    Returns 0 when the whole block ran; ``j + 1`` when the state became non-finite at sample
+    ``j`` (row ``j`` is written, the rest of the block is not): the caller resets and goes
+    on with sample ``j + 1`` (:meth:`edge.estimator.smoother.SmootherEstimator._run`).
     """
     nb_band = band_ba.shape[0]
     nb, nch = Y.shape
@@ -221,6 +227,9 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
                 x[s] += AKT[c, s] * ec
         count += 1
         counters[0] = count
+        blown = False  # a non-finite state (an input of 1e308): the caller resets
+        for s in range(ns):
+            blown |= not math.isfinite(x[s])
         susp = np.uint8(0)
         if counters[1] >= W:
             if nis_state[0] > threshold or nis_state[0] < threshold_low:
@@ -236,6 +245,8 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
             for q in range(nq):
                 Q[j, q] = np.nan
             flags[j] = FLAG_WARMUP | flag | susp
+            if blown:
+                return j + 1
             continue
         # z_k-L = zf_k-L + sum_{i=1..L} G_i e_k-L+i                  (fixed-lag smoother)
         old = count % Lp1  # slot of sample k - L
@@ -258,3 +269,6 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
         flags[j] = wflag | susp
         if bad:
             flags[j] |= FLAG_OVERFLOW
+        if blown:
+            return j + 1
+    return 0

@@ -10,7 +10,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
-from edge.estimator.smoother_checks import check_levels, check_scales
+from edge.estimator.smoother_checks import _rho, check_levels, check_scales
 
 
 @dataclass
@@ -132,16 +132,16 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
     rebuilt[m2:nz, m2:nz] = Af
     rebuilt[nz:] = Ak
     if not np.array_equal(rebuilt, Ap):
-        raise EstimatorError("kf_A does not have the smoother's structure (coupling into the "
-                             "force-model states from the modes, or into the model from the "
-                             "measurement chain's states)")
+        raise EstimatorError(f"{bundle.path or 'bundle'}: kf_A does not have the smoother's "
+                             "structure (coupling into the force-model states from the modes, "
+                             "or into the model from the measurement chain's states)")
     Cl, Cr = _low_rank(AcT)
     H = np.asarray(kf["H"], dtype=float)
     K = np.asarray(kf["K"], dtype=float)
     rho = float("nan")
     if check_stability:
         # prediction error dynamics x~+ = A (I - K H) x~ must be stable
-        rho = float(np.max(np.abs(np.linalg.eigvals(A - A @ K @ H))))
+        rho = _rho(A, K, H)  # inf when absurd (finite) kf_K or kf_H overflow the product
         if not rho < 1.0:
             raise EstimatorError(f"smoother gains of {bundle.path or 'the bundle'} are not "
                                  f"stable (spectral radius of A (I - K H) = {rho:.6f})")

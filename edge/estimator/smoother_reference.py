@@ -16,6 +16,13 @@ class ReferenceSmoother:
     """Steady-state fixed-lag smoother from a bundle's ``kf_*`` arrays (dense, NumPy)."""
 
     def __init__(self, bundle: Bundle):
+        self.bundle = bundle
+        self.resets = 0                           # after a non-finite state
+        self._start()
+
+    def _start(self):
+        """The state at rest (the start, and a reset after a non-finite state)."""
+        bundle = self.bundle
         kf = bundle.kf
         self.A, self.H, self.K = kf["A"], kf["H"], kf["K"]
         self.Cq, self.G, self.Sinv = kf["Cq"], kf["G"], kf["Sinv"]
@@ -68,8 +75,17 @@ class ReferenceSmoother:
         self.y_hist[..., 1], self.y_hist[..., 0] = self.y_hist[..., 0], yb
         self.bpow.append(np.sum(yb ** 2, axis=1) / self.gain if flag == 0
                          else np.full(len(self.gain), float(len(e))))
-        # x_k+1|k = A x_k|k
+        # x_k+1|k = A x_k|k; a non-finite one: this row is returned, then a reset to rest
         self.x = self.A @ xf
+        blown = not np.all(np.isfinite(self.x))
+        z, fl = self._row(flag)
+        if blown:
+            self.resets += 1
+            self._start()
+        return z, fl
+
+    def _row(self, flag):
+        """The model check's flag and the smoothed row of sample k - L (after the update)."""
         full = len(self.nis) == self.W
         bad = not self.threshold_low <= sum(self.nis) <= self.threshold
         if len(self.gain):

@@ -246,6 +246,25 @@ class Problem:
         return out
 
 
+def check_units(prob, names, progress: bool = False) -> None:
+    """A force or response column in another unit (kN for N, mm for m): each channel's RMS
+    against the model's response at the prior mean to the records' force columns, refused
+    beyond :data:`offline.load.levels.REFUSE_FACTOR` either way (naming the records, the
+    column and the factor), warned beyond ``WARN_FACTOR`` (a prior that far off moves the
+    response's RMS by a few times at most: damping 10x off, sqrt(10))."""
+    from offline.load.levels import check_record_levels
+
+    sims = prob.simulate(prob.m0, jac=False)
+    meas = np.vstack([r.Y[r.used] for r in prob.records])
+    pred = np.vstack([Y[r.used] for (Y, _), r in zip(sims, prob.records)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factors = np.sqrt(np.mean(meas ** 2, axis=0) / np.mean(pred ** 2, axis=0))
+    what = (f"the records' force columns {list(prob.setup.forces)} with the parameters at "
+            "their prior mean")
+    for w in check_record_levels(factors, prob.setup.sensors, names, what):
+        print(f"warning: {w}", flush=True)
+
+
 def hash_file(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -262,6 +281,7 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
     if records is None:
         records = [read_record(p, setup.forces, setup.sensors, settings.prep) for p in record_paths]
     prob = Problem(setup, records, settings)
+    check_units(prob, [r.name for r in records], progress)
     say = (lambda it, F, m: print(f"  VB iteration {it}: F = {F:.3f}", flush=True)) if progress else None
     modes = []
     if m_init is None and settings.multistart:

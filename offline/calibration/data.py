@@ -30,6 +30,12 @@ from edge.csvio import read_table
 from offline._deps import need
 
 
+#: largest magnitude of a record's value: products and squares of the columns (the
+#: interpolation's slopes, the residuals' sums of squares) overflow float64 from about 1e154
+#: on (a cell of 1e308 interpolated to inf); no record in SI units comes near
+ABS_MAX = 1e50
+
+
 @dataclass(frozen=True)
 class Prep:
     """Data-preparation settings (``[bayes.data]`` of the model file)."""
@@ -151,6 +157,10 @@ def read_record(path, forces, sensors, prep: Prep = Prep()) -> Record:
         x = np.asarray(data[:, names.index(c)], float)
         w = f"{path}: column {c!r}"
         bad = ~np.isfinite(x)
+        top = float(np.max(np.abs(x[~bad]), initial=0.0))
+        if top > ABS_MAX:
+            raise ValueError(f"{w}: values up to {top:.3g} (more than {ABS_MAX:g}): not a "
+                             "physical value in SI units (a corrupted cell or another unit)")
         xf = _repair(x, bad, w) if bad.any() else x
         if c in sensors:  # forces may be impulsive (a hammer): only non-finite samples there
             bad |= _spikes(xf, prep.outlier_k)

@@ -148,15 +148,17 @@ def train(hm: HybridModel, records, weights, hs, progress=None, names=None) -> T
         Yp = _open_loop(jax, (A, B0, B1, Bg, H, Du, Dg, S), lambda s: g(P, s), x0, U, g0)
         return jnp.mean(((Yp - Y[:-1]) / ysj) ** 2)
 
-    def record_loss(P, U, Y):
+    def window_losses(P, U, Y):  # (nw,) the horizon loss of each window of a record
         XF, G = jax.lax.stop_gradient(run_filter(P, U, Y))
         starts = np.arange(0, U.shape[0] - h - 1, stride)
         idx = starts[:, None] + np.arange(h + 1)[None, :]
         # the hold before each start (g_-1 = 0 at rest)
         Gp = jnp.concatenate([jnp.zeros((1, G.shape[1])), G[:-1]])[starts]
-        losses = jax.vmap(horizon_loss, in_axes=(None, 0, 0, 0, 0))(P, XF[starts], Gp, U[idx],
-                                                                    Y[idx])
-        return jnp.mean(losses)
+        return jax.vmap(horizon_loss, in_axes=(None, 0, 0, 0, 0))(P, XF[starts], Gp, U[idx],
+                                                                  Y[idx])
+
+    def record_loss(P, U, Y):
+        return jnp.mean(window_losses(P, U, Y))
 
     P0 = [(jnp.asarray(W), jnp.asarray(b)) for W, b in
           init_params(hm.n_inputs, hm.n_g, hs.hidden, hs.layers, hs.seed)]
@@ -242,7 +244,13 @@ def train(hm: HybridModel, records, weights, hs, progress=None, names=None) -> T
                    history={"train": hist_tr, "val": hist_va, "best_epoch": best_ep,
                             "linear_val": linear_va, "best_val": float(best),
                             "linear_train": float(loss_tr(_zero(P0))),
-                            "seed": rec["seed"], "message": rec.get("message", "")},
+                            "seed": rec["seed"], "message": rec.get("message", ""),
+                            "val_se": val_spread(
+                                [(np.asarray(window_losses(best_P, jnp.asarray(U),
+                                                           jnp.asarray(Y))),
+                                  np.asarray(window_losses(_zero(P0), jnp.asarray(U),
+                                                           jnp.asarray(Y))))
+                                 for U, Y in val_set], base_va, h, stride)},
                    info={"seconds": time.perf_counter() - t0, "epochs": len(hist_tr),
                          "filter_gain": K})
 
@@ -279,6 +287,27 @@ def open_loop(hm: HybridModel, tr: Trained, U, x0=None) -> np.ndarray:
         return apply(P, s, tr.mu, tr.sig, tr.gs, xp=jnp, linear_kept=tr.linear_kept)
     x0 = jnp.zeros(hm.A.shape[0]) if x0 is None else jnp.asarray(x0)
     return np.asarray(_open_loop(jax, mats, g, x0, jnp.asarray(U)))
+
+
+def val_spread(pairs, base, h: int, stride: int) -> float:
+    """Standard error of the validation loss ratio (``best_val / linear_val``, each record's
+    part ``R_r = mean(L_net) / mean(L_lin)`` over its ``nw`` windows) by the delta method of a
+    ratio of means: ``se_r = std(L_net,i - R_r L_lin,i) / (sqrt(n_eff) mean(L_lin))``. A
+    network that improves every window in proportion has residuals near 0 (a measurable
+    improvement); one that fits noise has residuals of the noise's size. Windows that overlap
+    (stride <= horizon) are not independent: ``n_eff = nw * min(1, stride / (h + 1))``. With
+    ``nr`` records (the loss is the records' mean of ``R_r``): ``se = sqrt(sum_r se_r^2) /
+    nr``. ``pairs``: ``(L_net (nw,), L_lin (nw,))`` per record; ``base``: each record's
+    linear loss (``mean(L_lin)``)."""
+    var = 0.0
+    for (ln, ll), b in zip(pairs, base):
+        ln, ll = np.asarray(ln, float), np.asarray(ll, float)
+        if ln.size < 2:
+            return float("inf")
+        R = ln.mean() / b
+        n_eff = max(1.0, ln.size * min(1.0, stride / (h + 1)))
+        var += float(np.var(ln - R * ll, ddof=1)) / b ** 2 / n_eff
+    return float(np.sqrt(var) / max(len(pairs), 1))
 
 
 def _zero(P):
