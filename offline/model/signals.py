@@ -228,7 +228,10 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
             if key == "outputs" and isinstance(e, dict) and e.get("kind") in FIELD_KINDS:
                 fo = _field_output(t, w, e["kind"])
                 name = fo.name
-            elif key == "sensors" and isinstance(e, dict) and e.get("kind") == "strain":
+            elif key == "sensors" and isinstance(e, dict) and e.get("kind") in FIELD_KINDS:
+                if e["kind"] != "strain":
+                    raise ModelFileError(f"{w}.kind: {e['kind']!r} is an output kind; a "
+                                         "measured gauge is kind = \"strain\"")
                 fo = _field_output(t, w, "strain", sensor=True)
                 name = fo.name
             else:
