@@ -240,3 +240,45 @@ def test_cantilever_with_a_root_gauge_through_the_cli(tmp_path, capsys):
         assert res["with", o][0] <= res["without", o][0], (o, res)
     # the force's stated std is honest to within the scatter of a 10 s record (68 %)
     assert 0.5 <= res["with", "F07"][1] <= 0.85, res
+
+
+def test_place_offers_a_gauge_candidate_and_writes_it_back(tmp_path, capsys):
+    # [[placement.candidates]] of kind strain (the keys of a gauge's [[sensors]] entry): the
+    # root gauge anchors the quasi-static response an accelerometer misses, so it is chosen
+    # over a second accelerometer at mid-span, and PLACED.toml reads back with the gauge
+    from offline.cli import main as offline_main
+    from offline.model import load_model_file
+
+    text = CANTILEVER.replace("GAUGE_NOISE", "")
+    i, j = text.index('[[sensors]]\nname = "eps_root"'), text.index("[[forces]]")
+    text = text[:i] + text[j:] + """
+[placement]
+[[placement.candidates]]
+name = "a_mid"
+select = { at = [0.5, 0.0, 0.0] }
+dof = "uz"
+kind = "acceleration"
+noise = 0.02
+[[placement.candidates]]
+name = "eps_root"
+kind = "strain"
+unit = "microstrain"
+at = [0.025, 0.0, 0.005]
+noise = 0.02
+"""
+    m = tmp_path / "place.toml"
+    m.write_text(text)
+    out = tmp_path / "PLACED.toml"
+    assert offline_main(["place", str(m), "-n", "1", "-o", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    row = [ln.split() for ln in printed.splitlines() if ln.strip().startswith("1 ")][0]
+    assert row[1] == "eps_root", printed
+    spec = load_model_file(out)
+    g = spec.sensors[-1]
+    assert (g.name, g.kind, g.unit, g.at) == ("eps_root", "strain", "microstrain",
+                                              (0.025, 0.0, 0.005))
+    with pytest.raises(ModelFileError, match=r"candidates\]\]\[1\]: placement scores point "
+                                             r"samples; remove highpass_hz"):
+        m.write_text(text.replace("at = [0.025, 0.0, 0.005]\n",
+                                  "at = [0.025, 0.0, 0.005]\ndrift = 0.5\n"))
+        load_model_file(m)
