@@ -92,7 +92,8 @@ def _check(tmp_path, d, capsys):
     return rc, capsys.readouterr()
 
 
-def test_expected_strain_beyond_the_pga_range_is_refused(tmp_path, gauge_bundle, capsys):
+def test_expected_strain_beyond_the_pga_range_is_refused(tmp_path, gauge_bundle, capsys,
+                                                          caplog):
     # the bundle states std 2500 microstrain: peak 4 x 2500 = 10000 microstrain = 26.25 mV
     # at the input (2.625e-6 V per microstrain); pga 64 gives +-2 x 2.5 / 64 = 78.1 mV: fits,
     # and no higher PGA exists
@@ -100,6 +101,12 @@ def test_expected_strain_beyond_the_pga_range_is_refused(tmp_path, gauge_bundle,
     d["adc"] = {"pga": 64}
     rc, out = _check(tmp_path, d, capsys)
     assert rc == 0, out.err
+    assert "would still fit" not in caplog.text
+    # pga 1 (+-5 V): the 26.25 mV peak uses 0.53 % of it; pga 64 would still fit: a warning
+    d["adc"] = {"pga": 1}
+    rc, out = _check(tmp_path, d, capsys)
+    assert rc == 0 and "uses 0.53 % of the +-5 V input range; [adc] pga = 64" in caplog.text
+    d["adc"] = {"pga": 64}
     # a declared range of 40000 microstrain: 105 mV > 78.1 mV: refused, naming the numbers
     d["channels"][0]["range"] = 40000.0
     rc, out = _check(tmp_path, d, capsys)
