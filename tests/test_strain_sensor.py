@@ -70,6 +70,13 @@ def test_gauge_row_is_the_element_recovery_and_its_basis_reads_it_as_one_coordin
     eps = float((probe_matrix([g], model.n_dofs) @ u)[0])
     assert eps == pytest.approx(-H / 2 * (1 - 0.025) / (E * I_Y) * 1e6, rel=1e-8)
 
+    # `vsense-offline inspect`'s position check reads the gauge's point, not a node DOF
+    from offline.model.checks import check_positions
+    assert check_positions(spec, model) == []
+    off = _beam([ACC, dict(GAUGE, at=[1.5, 0.0, 0.0])])
+    assert any("[[sensors]][1].at" in e and "beyond the ends" in e
+               for e in check_positions(off, model))
+
     rm = reduce_model(spec, model, progress=False)
     d = int(rm.chan_dofs[1])  # the gauge's master DOF, a plain master of the same reduction
     plain = reduce_model(_beam([ACC], reduction={
