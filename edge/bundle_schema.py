@@ -322,9 +322,12 @@ def _validate_model(a: dict, fail) -> None:
     if len(set(a["force_dof"].tolist())) != nf:
         fail("force_dof", "two forces act on the same DOF")
     nk = len(SIGNAL_KINDS)
-    # a channel is one DOF: displacement, velocity or acceleration (strain/stress are outputs)
-    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] >= 3)):
-        fail("channel_kind", "kinds must be 0 (displacement), 1 (velocity) or 2 (acceleration)")
+    # a channel reads one reduced coordinate: displacement, velocity, acceleration or a strain
+    # gauge (the offline build writes the reduction in a basis where the gauge's strain is a
+    # coordinate, offline/gauge_basis.py); a stress is an output only
+    if np.any((a["channel_kind"] < 0) | (a["channel_kind"] >= 4)):
+        fail("channel_kind", "kinds must be 0 (displacement), 1 (velocity), 2 (acceleration) "
+                             "or 3 (strain)")
     w = a["channel_weight"]
     if not np.all(np.isfinite(w)) or np.any(w <= 0):
         fail("channel_weight", "weights must be finite and > 0")

@@ -347,6 +347,10 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     timings["calibration + choice"] = time.perf_counter() - t2
     Yc, Y, F = runs[0].Y_clean, runs[0].Y, runs[0].F
     tt = runs[0].t
+    # each channel's std under the declared load (all runs): the device checks a strain
+    # gauge's expected peak against its converter's input range (edge/daemon/gauge.py)
+    meta["channel_std"] = {c.name: float(np.std(np.concatenate([r.Y_clean[:, i] for r in runs])))
+                           for i, c in enumerate(bundle.channels)}
     duration = spec.calibration.duration if spec.calibration else 2.0
 
     bundle = bundle.replace(alpha=alpha_val)

@@ -20,8 +20,10 @@ from edge.kinds import DEFAULT_REDUCTION_MODES as DEFAULT_MODES
 from offline.fem.femodel import FEModel
 from offline.model.checks import eigen_error_warning, mechanism_warning
 from offline.fem.strain import probe_matrix
-from offline.model import ModelFileError, ModelSpec, build_fe_model, output_probe, resolve_dofs
+from offline.model import (ModelFileError, ModelSpec, build_fe_model, output_probe, resolve_dofs,
+                           sensor_probe)
 from offline.reduction import Reduction, recover, reduce
+from offline.gauge_basis import gauge_basis, gauge_master
 
 #: Eigenvalue-report length when a model file has no ``[reduction]`` table (the method and
 #: number of modes then are edge.kinds' defaults).
@@ -36,17 +38,23 @@ def master_dofs(spec: ModelSpec, model: FEModel):
     masters : ndarray of int64, shape (nm,)
         Indices into ``model``'s DOFs.
     chan, force : list of int
-        DOF index of each ``[[sensors]]`` / ``[[forces]]`` entry (file order; may repeat).
+        DOF index of each ``[[sensors]]`` / ``[[forces]]`` entry (file order; may repeat); a
+        strain gauge's is a :class:`offline.fem.strain.Probe` whose value is a DOF of its row
+        that no other signal holds (:func:`offline.gauge_basis.gauge_master`).
     """
-    chan = [resolve_dofs(model, s.select, s.dof, s.where or f"[[sensors]] {s.name}")[0]
-            for s in spec.sensors]
+    chan = [sensor_probe(model, s) for s in spec.sensors]
     frc = [resolve_dofs(model, f.select, f.dof, f.where or f"[[forces]] {f.name}")[0]
            for f in spec.forces]
     extra = []
     if spec.reduction is not None:
         for m in spec.reduction.masters:
             extra += resolve_dofs(model, m.select, m.dofs, m.where or "[[reduction.masters]]")
-    order = list(dict.fromkeys(chan + frc + extra))
+    taken = {int(d) for d in chan + frc + extra if not hasattr(d, "coef")}
+    for i, (s, d) in enumerate(zip(spec.sensors, chan)):
+        if hasattr(d, "coef"):
+            chan[i] = gauge_master(d, taken, s.where or f"[[sensors]] {s.name}")
+            taken.add(int(chan[i]))
+    order = list(dict.fromkeys([int(d) for d in chan] + frc + extra))
     return np.array(order, dtype=np.int64), chan, frc
 
 
@@ -117,8 +125,12 @@ class ReducedModel:
         return int(np.flatnonzero(self.masters == int(dof))[0])
 
     def channel_rows(self) -> np.ndarray:
-        """(nch, n): sensor displacements from the reduced coordinates."""
-        return unit_rows(self.masters, self.chan_dofs, self.n)
+        """(nch, n): sensor displacements from the reduced coordinates (a strain gauge's
+        row is ``s @ T``, a unit row in the gauge basis of :mod:`offline.gauge_basis`)."""
+        if not any(hasattr(d, "coef") for d in self.chan_dofs):
+            return unit_rows(self.masters, self.chan_dofs, self.n)
+        T = np.asarray(self.reduction.T)
+        return np.asarray(probe_matrix(self.chan_dofs, T.shape[0]) @ T, dtype=np.float64)
 
     def force_matrix(self) -> np.ndarray:
         """(n, nf): reduced load of unit forces."""
@@ -166,6 +178,7 @@ def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int 
             f"{model.n_dofs - n_slave} masters); set modes to at most {n_slave}")
     red = reduce(model, masters, n_modes=modes, method=rs.method if rs else DEFAULT_METHOD,
                  n_report=n_rep, progress=progress)
+    red = gauge_basis(red, chan, [s.where or f"[[sensors]] {s.name}" for s in spec.sensors])
     outs = [output_probe(model, o) for o in spec.outputs]
     f_band = (spec.estimator.rate if spec.estimator else 1000.0) / 2
     red.report.warnings = [w for w in (mechanism_warning(spec, red.report.freqs_full),

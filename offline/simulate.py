@@ -21,7 +21,8 @@ from edge.kinds import kind_order
 from offline._deps import need, progress as _progress
 from offline.fem.strain import probe_matrix
 from offline.metrics import add_noise as _add
-from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs
+from offline.model import (build_fe_model, load_model_file, output_probe, resolve_dofs,
+                           sensor_probe)
 from offline.reduced import reduce_model
 from offline.reduction.eigen import max_modes, modes
 
@@ -484,7 +485,7 @@ def _run(reduced: bool, F_fine, dt_f: float, decim: int, *, spec, kinds, engine,
         return out, {"model": "reduced", "dt_fine": dt_f}
     model = build_result.model if build_result is not None else \
         build_fe_model(spec, progress=progress)
-    dofs = [resolve_dofs(model, x.select, x.dof, x.name)[0] for x in spec.sensors]
+    dofs = [sensor_probe(model, x, x.name) for x in spec.sensors]
     dofs += [output_probe(model, x, x.name) for x in spec.outputs]
     fd = np.array([resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces])
     probes = list(zip(dofs, kinds))

@@ -140,9 +140,11 @@ def test_a_bad_strain_output_names_its_key(entry, msg):
         pytest.fail("no error")
 
 
-def test_a_strain_sensor_is_refused_with_the_reason():
+def test_a_strain_sensor_placed_like_a_dof_is_refused_with_the_reason():
+    # a gauge is a [[sensors]] entry placed with at (tests/test_strain_sensor.py)
     d = {"name": "g", "select": {"at": [0.5, 0, 0]}, "dof": "uz", "kind": "strain"}
-    with pytest.raises(ModelFileError, match=r"\[\[sensors\]\].*not an estimator channel"):
+    with pytest.raises(ModelFileError, match=r"\[\[sensors\]\]\[1\]\.select: a strain gauge "
+                                             r"is placed with at"):
         spec = _beam()
         raw = dict(spec.raw)
         raw["sensors"] = raw["sensors"] + [d]

@@ -20,6 +20,7 @@ from edge.daemon import realtime
 from edge.daemon.config import Config, ConfigError, mqtt_password
 from edge.daemon.exitcodes import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
                                    EXIT_RECORDER)
+from edge.daemon.gauge import TareAcquisition, range_check
 from edge.daemon.loop import Daemon
 from edge.daemon.mqtt import CommandRegistry, Publisher
 from edge.daemon.notify import Notifier
@@ -134,6 +135,11 @@ def preflight(cfg: Config, simulate: bool = False) -> Checked:
     faults and file; raises StartupError (exit code 2, 3 or 5) naming the cause."""
     est, rate, _ = load_estimator(cfg)
     updates_locked = check_signature(cfg, est)
+    try:  # strain-gauge channels: the expected peak within the PGA's range (edge/daemon/gauge.py)
+        for w in range_check(cfg.channels, est.bundle, cfg["adc"]["vref"], cfg["adc"]["pga"]):
+            log.warning(w)
+    except ValueError as e:
+        raise StartupError(EXIT_CONFIG, str(e)) from None
     if not simulate or cfg["simulate"]["level"] == "adc":
         row, mode = hardware_row_rate(cfg)
         if abs(row - rate) > 1e-6 * rate:
@@ -270,7 +276,20 @@ def _simulation_faults(cfg: Config):
 
 
 def make_acquisition(cfg: Config, est, simulate: bool):
-    """The ADC (real or simulated). Returns ``(acquisition, virtual_clock)``."""
+    """The ADC (real or simulated), with the tare of the channels that ask for one
+    (``tare_samples``, :class:`edge.daemon.gauge.TareAcquisition`). Returns
+    ``(acquisition, virtual_clock)``."""
+    acq, virtual = _make_acquisition(cfg, est, simulate)
+    n = [c["tare_samples"] for c in cfg.channels]
+    if any(n):
+        log.info("tare: the mean of the first %s samples of %s subtracted (structure at rest)",
+                 "/".join(str(k) for k in n if k),
+                 ", ".join(c["name"] for c in cfg.channels if c["tare_samples"]))
+        acq = TareAcquisition(acq, n)
+    return acq, virtual
+
+
+def _make_acquisition(cfg: Config, est, simulate: bool):
     sim = cfg["simulate"]
     ch = cfg.channels
     sens = np.array([c["sensitivity"] for c in ch])

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edge.daemon.gauge import resolve_bridges
 from edge.daemon.schema import (ADS1256_DRATES, ADS1256_PGA, ADS1256_PINS,  # noqa: F401
                                  DEFAULT_PATH, DEPRECATED, EXAMPLE, REQUIRED, SCHEMA, Key,
                                  Section,
@@ -168,6 +169,11 @@ def validate(raw: dict, name: str = "config") -> dict:
                                   f"got {len(items)}")
             data[sec.name] = [_check_table(sec, t, f"{name}: [[{sec.name}]] #{i}")
                               for i, t in enumerate(items)]
+            if sec.name == "channels":  # a bridge's sensitivity (edge/daemon/gauge.py)
+                try:
+                    resolve_bridges(data[sec.name], items, name + ":")
+                except ValueError as e:
+                    raise ConfigError(str(e)) from None
         else:
             data[sec.name] = _check_table(sec, raw.get(sec.name, {}), f"{name}: [{sec.name}]")
     _cross_checks(data, name)

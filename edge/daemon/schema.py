@@ -103,6 +103,24 @@ SCHEMA: tuple[Section, ...] = (
         Key("saturation", "float", 4.9, "|volts| at or above this = saturated sample "
             "(flag bit2, treated like a missing value); full scale is 2 VREF/PGA.",
             unit="V", min=0.0, max=100.0),
+        Key("bridge", "str", "", "Strain-gauge channel: its Wheatstone bridge, `quarter`, "
+            "`half` or `full` (empty: not a gauge). The sensitivity then follows from "
+            "V_out / V_ex = k GF eps / 4 with k = 1, 2, 4 active arms (the quarter bridge "
+            "linearised; docs/strain-gauges.md) and `sensitivity` must not be given; `unit` "
+            "is `strain` or `microstrain`, as the bundle's channel.",
+            choices=("", "quarter", "half", "full")),
+        Key("gauge_factor", "float", 2.0, "Gauge factor GF of a bridge channel (dR/R = GF "
+            "eps; > 0, about 2 for metal foil gauges).", min=-1e6, max=1e6),
+        Key("excitation_v", "float", 5.0, "Bridge excitation voltage of a bridge channel "
+            "(> 0).", unit="V", min=-1e3, max=1e3),
+        Key("tare_samples", "int", 0, "Tare at start: the mean of this channel's first N "
+            "samples (the structure at rest) is subtracted from all its samples; during "
+            "them the running mean is (0: no tare).", unit="samples", min=0,
+            max=10_000_000),
+        Key("range", "float", 0.0, "Expected largest |value| of the channel in its unit; "
+            "a bridge channel whose peak (this, or 4x the channel std the bundle states) "
+            "exceeds the input range 2 VREF/PGA is refused at start-up (0: from the "
+            "bundle).", min=0.0, max=1e12),
     ), array=True, min_items=1, max_items=8),
     Section("faults", "Handling of bad (non-finite or saturated) samples.", (
         Key("bad_sample_limit", "int", 50, "After this many consecutive bad samples of a "

@@ -79,6 +79,11 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     spec = spec_from_dict(_edit(spec0.raw, params, theta0, where), spec0.path)
     if not spec.sensors:
         raise ValueError(f"{where}: no [[sensors]]: nothing to calibrate against")
+    gauges = [s.name for s in spec.sensors if hasattr(s, "at")]
+    if gauges:  # its reduced rows are unit rows of the masters (offline/gauge_basis.py)
+        raise ValueError(f"{where}: [[sensors]] {gauges[0]!r} is a strain gauge; model "
+                         "calibration reads displacement, velocity or acceleration channels "
+                         "only (remove the gauge from the calibration's model file)")
     model = build_fe_model(spec, progress=progress)
     masters, chan_dofs, force_dofs = _masters(spec, model)
     rs = spec.reduction

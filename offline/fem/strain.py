@@ -248,9 +248,10 @@ def field_probe(model, kind: str, point, surface=None, direction=None, scale: fl
     """
     el = model.elements
     if el is None:
-        raise ValueError(f"{where}: strain/stress outputs need a beam, plate or solid model "
-                         "(this one has no element data: imported matrices, or a solid with "
-                         "rigid spiders)")
+        raise ValueError(f"{where}: strain/stress at a point needs a beam, plate or solid "
+                         "model (this one has no element data: imported matrices, or a solid "
+                         "with rigid spiders); give the recovery row instead: row = [[node, "
+                         "\"dof\", coefficient], ...]")
     stress = kind == "stress"
     if el["type"] == "beam":
         if direction is not None or surface is not None:
@@ -281,5 +282,32 @@ def field_probe(model, kind: str, point, surface=None, direction=None, scale: fl
     return Probe(int(idx[np.argmax(np.abs(val))]), idx, val)
 
 
-__all__ = ["Probe", "probe_matrix", "beam_row", "plate_row", "solid_row", "field_probe",
+def user_probe(model, row, scale: float = 1.0, where: str = "row") -> Probe:
+    """The :class:`Probe` of a recovery row given by the user, ``((node, dof name, coefficient
+    [1/m or 1/rad]), ...)``: ``eps = sum_i c_i u_i`` (SI strain; ``scale`` to the unit).
+
+    Every (node, dof) must be a DOF of the model's table; a DOF the boundary holds drops out
+    (it is zero). ``ValueError`` naming ``where[i]`` for a node or DOF not in the model.
+    """
+    from edge import DOF_NAMES
+
+    key = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(model.dof_node, model.dof_kind))}
+    nodes = set(int(n) for n in np.asarray(model.node_ids).tolist())
+    acc: dict = {}
+    for i, (node, dof, c) in enumerate(row):
+        if not np.isfinite(c):
+            raise ValueError(f"{where}[{i}][2] (coefficient): {c!r} is not finite")
+        if int(node) not in nodes:
+            raise ValueError(f"{where}[{i}][0] (node): node {node} is not in the model")
+        j = key.get((int(node), DOF_NAMES.index(dof)))
+        if j is not None and c != 0.0:
+            acc[j] = acc.get(j, 0.0) + float(c) * scale
+    if not acc:
+        raise ValueError(f"{where}: the row reads only held (or absent) DOFs: always 0")
+    idx = np.array(sorted(acc))
+    val = np.array([acc[i] for i in idx])
+    return Probe(int(idx[np.argmax(np.abs(val))]), idx, val)
+
+
+__all__ = ["Probe", "user_probe", "probe_matrix", "beam_row", "plate_row", "solid_row", "field_probe",
            "SURFACES", "UNITS"]

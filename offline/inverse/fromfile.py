@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.kinds import KIND_CODE
+from edge.kinds import kind_order
 from offline.inverse import spec as ispec
 from offline.inverse.parametric import ParametricModel, from_builder
 from offline.model import build_fe_model, load_model_file, spec_from_dict
@@ -155,7 +155,7 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None,
                              f"(have {names})")
         i = names.index(ch)
         chans.append(rm.chan_dofs[i])
-        kinds.append(KIND_CODE[spec.sensors[i].kind])
+        kinds.append(kind_order(spec.sensors[i].kind))  # derivative order (strain: 0)
     rows = unit_rows(rm.masters, chans, rm.n)  # two sensors on one DOF share a row
     fnames = [f.name for f in spec.forces]
     at = exp.excitation.get("at", fnames[0] if fnames else None)

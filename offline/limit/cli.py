@@ -58,7 +58,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     from offline.calibration_runs import calibration_runs
     from edge.estimator import Estimator
     from offline.selection import score_estimator
-    from offline.model import output_probe, resolve_dofs
+    from offline.model import output_probe, resolve_dofs, sensor_probe
 
     b = Bundle.load(bundle_path)
     names_b = [f.name for f in b.forces] + [o.name for o in b.outputs]
@@ -66,7 +66,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     if names_b != names_s or [c.name for c in b.channels] != [s.name for s in spec.sensors]:
         raise ValueError(f"{bundle_path}: its channels/forces/outputs do not match "
                          f"{spec.path.name} (bundle {names_b}, model file {names_s})")
-    cd = [resolve_dofs(model, s.select, s.dof, s.where)[0] for s in spec.sensors]
+    cd = [sensor_probe(model, s) for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where)[0] for f in spec.forces]
     od = [output_probe(model, o) for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,

@@ -16,7 +16,8 @@ from edge.kinds import kind_order
 from offline.limit.transfer import ForceSpectrum, modal_model, power_per_bin
 from offline.limit.wiener import (fixed_lag_limit, half_weights, iir_fixed_lag_limit,
                                  wiener_limit)
-from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs
+from offline.model import (build_fe_model, load_model_file, output_probe, resolve_dofs,
+                           sensor_probe)
 
 #: Relative noise floor used when a sensor declares ``noise = 0`` (as the build does).
 NOISE_FLOOR = 1e-4
@@ -241,7 +242,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
         model = build_fe_model(spec, progress=progress)
     rate = spec.estimator.rate if spec.estimator else 1000.0
     dt = 1.0 / rate
-    cd = [resolve_dofs(model, s.select, s.dof, s.where or s.name)[0] for s in spec.sensors]
+    cd = [sensor_probe(model, s, s.where or s.name) for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where or f.name)[0] for f in spec.forces]
     od = [output_probe(model, o) for o in spec.outputs]
     kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)

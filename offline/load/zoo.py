@@ -14,7 +14,7 @@ from edge.bundle import KINDS
 from offline.calibration_runs import run_modal
 from offline.limit.transfer import modal_model
 from offline.load.model import LoadModel
-from offline.model import resolve_dofs
+from offline.model import resolve_dofs, sensor_probe
 from offline.simulate import simulate_sparse
 from offline.smoother.component import Component
 from offline.smoother.force_model import ForceModel
@@ -112,7 +112,7 @@ def record(spec, model, lm: LoadModel, seconds: float, seed: int, noise=0.01,
     Y (ns, nch) noisy sensors, F (ns, nf) forces, Z (ns, nout) true outputs
     """
     dt = 1.0 / spec.estimator.rate
-    cd = [resolve_dofs(model, s.select, s.dof, s.name)[0] for s in spec.sensors]
+    cd = [sensor_probe(model, s, s.name) for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
     od = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
     kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)

@@ -12,6 +12,7 @@ See docs/modelfile.md for the schema.
 
 from offline.model.modelfile import (BUILDERS, build_fe_model, build_unconstrained, fixed_mask,
                                      load_model_file, output_probe, resolve_dofs,
+                                     sensor_probe,
                                      select_nodes)
 from offline.model.spec import (Boundary, Calibration, Damping, EstimatorSpec, Force, LoadSpec,
                                 Masters, Material, ModelFileError, ModelSpec, Output, PointMass,
@@ -20,7 +21,7 @@ from offline.model.spec import (Boundary, Calibration, Damping, EstimatorSpec, F
 
 __all__ = [
     "load_model_file", "spec_from_dict", "build_fe_model", "build_unconstrained", "fixed_mask",
-    "resolve_dofs", "output_probe", "select_nodes", "parse_selection", "BUILDERS", "ModelFileError", "ModelSpec",
+    "resolve_dofs", "output_probe", "sensor_probe", "select_nodes", "parse_selection", "BUILDERS", "ModelFileError", "ModelSpec",
     "Material", "Selection", "Boundary", "Spring", "PointMass", "Damping", "ReductionSpec",
     "Masters", "EstimatorSpec", "Sensor", "Force", "Output", "LoadSpec", "Calibration",
 ]

@@ -28,7 +28,8 @@ def check_positions(spec, model) -> list[str]:
     nearest nodes with their distances (:func:`offline.model.selection.nodes_of`)."""
     from offline.model.modelfile import output_probe, resolve_dofs
 
-    items = [(s.select, s.dof, s.where or f"[[sensors]] {s.name}") for s in spec.sensors]
+    items = [(s.select, s.dof, s.where or f"[[sensors]] {s.name}") for s in spec.sensors
+             if not hasattr(s, "at")]
     items += [(f.select, f.dof, f.where or f"[[forces]] {f.name}") for f in spec.forces]
     items += [(o.select, o.dof, o.where or f"[[outputs]] {o.name}") for o in spec.outputs
               if not hasattr(o, "at")]
@@ -41,8 +42,8 @@ def check_positions(spec, model) -> list[str]:
             resolve_dofs(model, select, dofs, where)
         except ModelFileError as exc:
             errors.append(str(exc))
-    for o in spec.outputs:
-        if hasattr(o, "at"):  # strain/stress: the point must lie in an element
+    for o in list(spec.sensors) + list(spec.outputs):
+        if hasattr(o, "at"):  # strain/stress, gauges: the point must lie in an element
             try:
                 output_probe(model, o)
             except ModelFileError as exc:

@@ -149,12 +149,23 @@ def output_probe(model: FEModel, o, where: str | None = None) -> int:
     w = where or o.where or f"[[outputs]] {o.name}"
     if not hasattr(o, "at"):
         return resolve_dofs(model, o.select, o.dof, w)[0]
-    from offline.fem.strain import field_probe
+    from offline.fem.strain import field_probe, user_probe
 
     try:
+        if o.row is not None:
+            return user_probe(model, o.row, o.scale, f"{w}.row")
         return field_probe(model, o.kind, o.at, o.surface, o.direction, o.scale, f"{w}.at")
     except ValueError as exc:
         raise ModelFileError(str(exc)) from None
+
+
+def sensor_probe(model: FEModel, s, where: str | None = None) -> int:
+    """Where a ``[[sensors]]`` entry reads ``model``: its DOF index, or for a strain gauge the
+    :class:`offline.fem.strain.Probe` of its recovery row (as :func:`output_probe`)."""
+    w = where or s.where or f"[[sensors]] {s.name}"
+    if hasattr(s, "at"):
+        return output_probe(model, s, w)
+    return resolve_dofs(model, s.select, s.dof, w)[0]
 
 
 # ---------------------------------------------------------------------------- build

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offline.model.signals import Sensor, _signal_common
+from edge.kinds import FIELD_KINDS
+from offline.model.signals import FieldSensor, Sensor, _field_output, _signal_common
 from offline.model.table import ModelFileError, Table, check
 
 #: How the targets' predicted errors are combined (docs/placement.md "Criterion").
@@ -31,6 +32,33 @@ class Candidate(Sensor):
     def as_sensor(self) -> Sensor:
         return Sensor(self.name, self.select, self.dof, self.kind, self.unit, self.where,
                       noise=self.noise, noise_std=self.noise_std)
+
+
+@dataclass(frozen=True)
+class GaugeCandidate(FieldSensor):
+    """A strain gauge that ``place`` may add (the keys of a gauge's ``[[sensors]]`` entry)."""
+
+    cost: float = 1.0
+
+    def as_sensor(self) -> FieldSensor:
+        return FieldSensor(self.name, self.select, self.dof, self.kind, self.unit, self.where,
+                           noise=self.noise, noise_std=self.noise_std, at=self.at,
+                           surface=self.surface, direction=self.direction, scale=self.scale,
+                           row=self.row)
+
+
+def _gauge_candidate(ct, cw: str, kind: str, cost: float) -> GaugeCandidate:
+    """A ``[[placement.candidates]]`` entry of kind strain, parsed as a gauge sensor."""
+    if kind != "strain":
+        raise ModelFileError(f"{cw}.kind: {kind!r} is an output kind; a gauge candidate is "
+                             "kind = \"strain\"")
+    g = _field_output(ct, cw, "strain", sensor=True)
+    if any((g.highpass_hz, g.average_s, g.drift)):
+        raise ModelFileError(f"{cw}: placement scores point samples; remove highpass_hz, "
+                             "average_s and drift from the candidate")
+    return GaugeCandidate(g.name, g.select, "", "strain", g.unit, cw, noise=g.noise,
+                          noise_std=g.noise_std, at=g.at, surface=g.surface,
+                          direction=g.direction, scale=g.scale, row=g.row, cost=cost)
 
 
 @dataclass(frozen=True)
@@ -71,23 +99,30 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
     for i, e in enumerate(cands):
         cw = f"{f}: [[placement.candidates]][{i}]"
         ct = Table(e, cw)
-        name, sel, dof, kind, unit = _signal_common(ct, cw, True)
-        noise = ct.get("noise", "num", 0.0, lo=0.0)
-        noise_std = ct.get("noise_std", "num", None, lo=0.0)
-        cost = ct.get("cost", "num", 1.0, lo=0.0)
-        ct.done()
+        if isinstance(e, dict) and e.get("kind") in FIELD_KINDS:  # a strain gauge
+            cost = ct.get("cost", "num", 1.0, lo=0.0)
+            g = _gauge_candidate(ct, cw, e["kind"], cost)
+            name, sel, dof, kind, unit, noise = g.name, g.select, "", g.kind, g.unit, g.noise
+        else:
+            g = None
+            name, sel, dof, kind, unit = _signal_common(ct, cw, True)
+            noise = ct.get("noise", "num", 0.0, lo=0.0)
+            noise_std = ct.get("noise_std", "num", None, lo=0.0)
+            cost = ct.get("cost", "num", 1.0, lo=0.0)
+            ct.done()
         if name in seen:
             raise ModelFileError(f"{cw}.name: {name!r} is already a candidate")
         seen.add(name)
         if name in taken:
             raise ModelFileError(f"{cw}.name: {name!r} is a force or output name (sensor, "
                                  f"force and output names share the CSV header)")
-        c = Candidate(name, sel, dof, kind, unit, cw, noise=noise, noise_std=noise_std,
-                      cost=cost)
+        c = g if g is not None else Candidate(name, sel, dof, kind, unit, cw, noise=noise,
+                                              noise_std=noise_std, cost=cost)
         if name in by_sensor:
             s = by_sensor[name]
-            if ((s.select.forms, s.select.tol, s.dof, s.kind, s.unit, s.noise)
-                    != (sel.forms, sel.tol, dof, kind, unit, noise)):
+            if ((s.select.forms, s.select.tol, s.dof, s.kind, s.unit, s.noise,
+                 getattr(s, "row", None)) != (sel.forms, sel.tol, dof, kind, unit, noise,
+                                              getattr(c, "row", None))):
                 raise ModelFileError(f"{cw}.name: {name!r} is a [[sensors]] entry with another "
                                      f"position, kind or noise")
             placed.append(name)

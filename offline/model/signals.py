@@ -53,6 +53,7 @@ class FieldOutput(Output):
     surface: str | None = None
     direction: tuple | None = None
     scale: float = 1.0
+    row: tuple | None = None  # user recovery row ((node, dof name, coefficient), ...)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,18 @@ class Sensor(Output):
     highpass_hz: float = 0.0
     average_s: float = 0.0
     drift: float = 0.0
+
+
+@dataclass(frozen=True)
+class FieldSensor(Sensor):
+    """A strain gauge: a :class:`Sensor` whose value is the strain at ``at`` (the element's
+    recovery, as :class:`FieldOutput`) or the user's recovery ``row`` (imported matrices)."""
+
+    at: tuple | None = None
+    surface: str | None = None
+    direction: tuple | None = None
+    scale: float = 1.0
+    row: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -107,18 +120,45 @@ class Calibration:
 
 
 # --------------------------------------------------------------------------- parsing
-def _field_output(t: Table, where: str, kind: str) -> FieldOutput:
-    """``[[outputs]]`` of kind strain/stress: name, at, unit, surface, direction."""
+def _recovery_row(v, where: str) -> tuple:
+    """``row = [[node, "dof", coefficient], ...]``: a strain recovery row given by the user
+    (imported matrices); each entry checked here, the nodes and DOFs against the model when
+    it is built (:func:`offline.fem.strain.user_probe`)."""
+    check(v, where, "list")
+    if not v:
+        raise ModelFileError(f"{where}: empty row (give [[node, \"dof\", coefficient], ...])")
+    out = []
+    for i, e in enumerate(v):
+        w = f"{where}[{i}]"
+        if not (isinstance(e, list) and len(e) == 3):
+            raise ModelFileError(f"{w}: expected [node, \"dof\", coefficient] (3 items), "
+                                 f"got {e!r}")
+        node = check(e[0], f"{w}[0] (node)", "int")
+        out.append((int(node), dof_name(e[1], f"{w}[1] (dof)"), check(e[2], f"{w}[2] (coefficient)")))
+    keys = [(n, d) for n, d, _ in out]
+    if len(set(keys)) != len(keys):
+        raise ModelFileError(f"{where}: a (node, dof) appears twice")
+    return tuple(out)
+
+
+def _field_output(t: Table, where: str, kind: str, sensor: bool = False):
+    """``[[outputs]]`` of kind strain/stress (or a ``[[sensors]]`` strain gauge): name, ``at``
+    (or a user ``row``), unit, surface, direction; a sensor also its noise and dynamics."""
     name = t.get("name", "str")
     t.get("kind", "str")
     if not name.strip():
         raise ModelFileError(f"{where}.name: empty name")
     for k in ("select", "dof"):
         if t.has(k):
-            raise ModelFileError(f"{where}.{k}: a {kind} output is placed with at = [x, y, z] "
-                                 f"(a point on the member's surface or the plate's "
-                                 f"mid-surface), not {k}")
-    at = point(t.get("at", "list"), f"{where}.at")
+            raise ModelFileError(f"{where}.{k}: a {kind} {'gauge' if sensor else 'output'} is "
+                                 f"placed with at = [x, y, z] (a point on the member's surface "
+                                 f"or the plate's mid-surface) or a recovery row, not {k}")
+    if t.has("at") == t.has("row"):
+        raise ModelFileError(f"{where}.at: give at = [x, y, z] (beam, plate, solid models) or "
+                             "row = [[node, \"dof\", coefficient], ...] (imported matrices), "
+                             "one of the two")
+    row = _recovery_row(t.get("row", "list"), f"{where}.row") if t.has("row") else None
+    at = point(t.get("at", "list"), f"{where}.at") if row is None else None
     units = FIELD_UNITS[kind]
     unit = t.get("unit", "str", next(iter(units)), choices=tuple(units))
     surface = t.get("surface", "str", None, choices=tuple(SURFACES))
@@ -126,9 +166,21 @@ def _field_output(t: Table, where: str, kind: str) -> FieldOutput:
     direction = None if d is None else point(d, f"{where}.direction")
     if direction is not None and not any(direction):
         raise ModelFileError(f"{where}.direction: must not be the zero vector")
+    if row is not None and (surface is not None or direction is not None):
+        raise ModelFileError(f"{where}.row: a recovery row is the whole strain; remove "
+                             "surface/direction")
+    sel = Selection((("at", at if at is not None else (0.0, 0.0, 0.0)),), float("inf"),
+                    f"{where}.at")
+    if not sensor:
+        t.done()
+        return FieldOutput(name, sel, "", kind, unit, where, at, surface, direction,
+                           units[unit], row)
+    noise = t.get("noise", "num", 0.0, lo=0.0)
+    noise_abs = t.get("noise_std", "num", None, lo=0.0, lo_open=True)
+    dyn = _sensor_dynamics(t, where, name)
     t.done()
-    sel = Selection((("at", at),), float("inf"), f"{where}.at")
-    return FieldOutput(name, sel, "", kind, unit, where, at, surface, direction, units[unit])
+    return FieldSensor(name, sel, "", kind, unit, where, noise, noise_abs, *dyn, at=at,
+                       surface=surface, direction=direction, scale=units[unit], row=row)
 
 
 def _signal_common(t, where, with_kind):
@@ -140,10 +192,9 @@ def _signal_common(t, where, with_kind):
     if not with_kind:
         return name, select, dof, None, None
     kind = t.get("kind", "str", "displacement", choices=SIGNAL_KINDS)
-    if kind in FIELD_KINDS:
-        raise ModelFileError(f"{where}.kind: {kind!r} is an output kind; a measured strain "
-                             "gauge is not an estimator channel yet (channels are one DOF: "
-                             "displacement, velocity or acceleration)")
+    if kind in FIELD_KINDS:  # a strain sensor is parsed by _field_output
+        raise ModelFileError(f"{where}.kind: {kind!r} is an output kind; a measured gauge "
+                             "is kind = \"strain\"")
     rot = dof in ("rx", "ry", "rz")
     base = "rad" if rot else "m"
     dflt = {"displacement": base, "velocity": f"{base}/s", "acceleration": f"{base}/s^2"}[kind]
@@ -177,6 +228,12 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
             if key == "outputs" and isinstance(e, dict) and e.get("kind") in FIELD_KINDS:
                 fo = _field_output(t, w, e["kind"])
                 name = fo.name
+            elif key == "sensors" and isinstance(e, dict) and e.get("kind") in FIELD_KINDS:
+                if e["kind"] != "strain":
+                    raise ModelFileError(f"{w}.kind: {e['kind']!r} is an output kind; a "
+                                         "measured gauge is kind = \"strain\"")
+                fo = _field_output(t, w, "strain", sensor=True)
+                name = fo.name
             else:
                 fo = None
                 name, sel, dof, kind, unit = _signal_common(t, w, key != "forces")
@@ -187,7 +244,9 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
                 raise ModelFileError(f"{w}.name: {name!r} is reserved: the CSV files have the "
                                      f"columns {', '.join(RESERVED_NAMES)} and <name>_std")
             signal_names[name] = w
-            if fo is not None:
+            if isinstance(fo, FieldSensor):
+                sensors.append(fo)
+            elif fo is not None:
                 outputs.append(fo)
             elif key == "sensors":
                 noise = t.get("noise", "num", 0.0, lo=0.0)

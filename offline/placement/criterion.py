@@ -165,7 +165,8 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     """
     from offline.build import design_bundle
     from offline.reduced import reduce_model
-    from offline.model import resolve_dofs
+    from offline.fem.strain import probe_matrix
+    from offline.model import sensor_probe
 
     if not spec.forces:
         raise ValueError(f"{spec.where('[[forces]]')}: place needs at least one force")
@@ -179,8 +180,10 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     rm = reduce_model(spec, model, n_modes=n_modes, n_report=0, progress=progress)
     bundle = design_bundle(rm, est)
     fms = force_models(spec, bundle.rate)
-    cdofs = [resolve_dofs(model, c.select, c.dof, c.where)[0] for c in candidates]
-    rows = recover(rm.reduction.T, cdofs)
+    cdofs = [sensor_probe(model, c, c.where) for c in candidates]  # a DOF or a gauge's row
+    T = np.asarray(rm.reduction.T)
+    rows = recover(T, cdofs) if not any(hasattr(d, "coef") for d in cdofs) else \
+        np.asarray(probe_matrix(cdofs, T.shape[0]) @ T, dtype=np.float64)
     # the sensors already placed (master rows), then the candidates, then one stiff
     # displacement channel at each force DOF: it makes every force observable in this one
     # design (whose A, Q and rows do not depend on the channels); it is not used after

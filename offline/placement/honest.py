@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from offline.limit.model import _power, force_spectra
 from offline.limit.transfer import modal_model
 from offline.limit.wiener import half_weights
@@ -66,7 +66,7 @@ def load_grid(spec, model, force_dofs, sens, cand, outs, dt: float,
     probes = list(sens) + list(cand) + list(outs)
     mm = modal_model(model, list(force_dofs), [d for d, _ in probes])
     fr = np.fft.rfftfreq(n, dt)
-    H = mm.transfer(fr, [KINDS.index(k) for _, k in probes])     # (nb, nprobe, nf)
+    H = mm.transfer(fr, [kind_order(k) for _, k in probes])      # (nb, nprobe, nf)
     P = _power(force_spectra(spec), n, dt)
     w = half_weights(n)
     ns_, nc = len(sens), len(cand)
