@@ -27,7 +27,7 @@ import numpy as np
 from edge.csvio import read_table
 from edge.fatigue import HistogramBins, Hotspot, RainflowCounter, equivalent_range
 from edge.fatigue.damage import damage_rate, miner_damage, residue_half_cycles
-from edge.fatigue.sn_curve import SNCurveError, curve
+from edge.fatigue.sn_curve import SNCurve, SNCurveError, curve
 from offline._deps import need
 
 UNITS = ("MPa", "Pa", "strain", "microstrain")
@@ -52,6 +52,29 @@ def scale_to_mpa(unit: str, E: float | None) -> float:
     raise FatigueInputError(f"--unit must be one of {', '.join(UNITS)}, got {unit!r}")
 
 
+def parse_curve(text: str):
+    """A preset name (``EN-71``, ``DNV-D-air``) or a user curve ``key=value,...`` with the
+    keys of :meth:`edge.fatigue.sn_curve.SNCurve.from_dict` (``m1=5,S_ref=71,N_ref=2e6``:
+    one slope through 71 MPa at 2e6 cycles, no knee, no cut-off)."""
+    try:
+        if "=" not in text:
+            return curve(text)
+        d = {}
+        for part in text.split(","):
+            key, sep, val = (x.strip() for x in part.partition("="))
+            if not sep or not key:
+                raise SNCurveError(f"--curve {text!r}: expected key=value pairs separated by "
+                                   f"commas, got {part!r}")
+            try:
+                d[key] = float(val)
+            except ValueError:
+                raise SNCurveError(f"--curve {text!r}: {key} = {val!r} is not a number") \
+                    from None
+        return SNCurve.from_dict(d, name=f"user ({text})")
+    except SNCurveError as exc:
+        raise FatigueInputError(str(exc)) from None
+
+
 def _column(path, name):
     t, data, names = read_table(path, min_rows=2)
     if name not in names:
@@ -70,10 +93,7 @@ def _column(path, name):
 def analyse(path, column: str, curve_name: str, unit: str = "MPa", E: float | None = None,
             n_bins: int = 32, n_points: int = 200) -> dict:
     """Count ``column`` of ``path``; returns the summary and the arrays of the figure."""
-    try:
-        sn = curve(curve_name)
-    except SNCurveError as exc:
-        raise FatigueInputError(str(exc)) from None
+    sn = parse_curve(curve_name)
     scale = scale_to_mpa(unit, E)
     t, y, std = _column(path, column)
     lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
