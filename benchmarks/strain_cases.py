@@ -168,6 +168,12 @@ modes = 12
 [[reduction.masters]]
 select = {{ at = [0.8, 0.0, 0.6] }}
 dofs = ["ux", "uz", "ry"]
+[[reduction.masters]]                  # the output's element: the joint and the node below
+select = {{ at = [0.0, 0.0, 0.6] }}
+dofs = ["ux", "uz", "ry"]
+[[reduction.masters]]
+select = {{ at = [0.0, 0.0, 0.55] }}
+dofs = ["ux", "uz", "ry"]
 [[reduction.masters]]
 select = {{ at = [0.4, 0.0, 0.6] }}
 dofs = ["ux", "uz", "ry"]
