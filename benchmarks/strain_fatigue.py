@@ -11,7 +11,9 @@ portal frame's joint), model files written as docs/modelfile.md shows them. The 
 Gaussian force band-limited to 2-100 Hz times an envelope with changing levels (quiet 0.4,
 normal 1.0) and bursts (2.5), written as a CSV and applied with ``simulate --load csv
 --warmup 2`` (the structure is moving when the record starts); the records go through the
-default measurement chain (a model file without ``[acquisition]``: the ADS1256). Each
+default measurement chain (a model file without ``[acquisition]``: the ADS1256 for the
+cantilever's one channel; point samples for the two-channel plate and frame, since no
+ADS1256 data rate gives 1000 rows/s for two cycled channels). Each
 sensor's noise is a property of the sensor (``noise_std`` = 1 % of its response std in the
 training record, the same absolute std in every record). The bundle learns the load from a
 20 s burst record (seed 11); the test record is ``--duration`` s (``--seed``).
