@@ -191,7 +191,8 @@ def _parser() -> argparse.ArgumentParser:
     fa.add_argument("--column", required=True, help="the column to count")
     fa.add_argument("--curve", required=True,
                     help="S-N curve preset: EN-36 .. EN-160 (EN 1993-1-9), DNV-D-air, "
-                         "DNV-D-cp ... (DNV-RP-C203)")
+                         "DNV-D-cp ... (DNV-RP-C203); or a user curve as key=value pairs, "
+                         "e.g. m1=5,S_ref=71,N_ref=2e6 (keys as [[fatigue]] curve tables)")
     fa.add_argument("--unit", default="MPa", help="unit of the column: MPa, Pa, strain, "
                     "microstrain")
     fa.add_argument("--E", type=float, default=None,

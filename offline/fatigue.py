@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from edge.csvio import read_table
+from edge.flags import FLAG_WARMUP
 from edge.fatigue import HistogramBins, Hotspot, RainflowCounter, equivalent_range
 from edge.fatigue.damage import damage_rate, miner_damage, residue_half_cycles
-from edge.fatigue.sn_curve import SNCurveError, curve
+from edge.fatigue.sn_curve import SNCurve, SNCurveError, curve
 from offline._deps import need
 
 UNITS = ("MPa", "Pa", "strain", "microstrain")
@@ -52,30 +53,56 @@ def scale_to_mpa(unit: str, E: float | None) -> float:
     raise FatigueInputError(f"--unit must be one of {', '.join(UNITS)}, got {unit!r}")
 
 
+def parse_curve(text: str):
+    """A preset name (``EN-71``, ``DNV-D-air``) or a user curve ``key=value,...`` with the
+    keys of :meth:`edge.fatigue.sn_curve.SNCurve.from_dict` (``m1=5,S_ref=71,N_ref=2e6``:
+    one slope through 71 MPa at 2e6 cycles, no knee, no cut-off)."""
+    try:
+        if "=" not in text:
+            return curve(text)
+        d = {}
+        for part in text.split(","):
+            key, sep, val = (x.strip() for x in part.partition("="))
+            if not sep or not key:
+                raise SNCurveError(f"--curve {text!r}: expected key=value pairs separated by "
+                                   f"commas, got {part!r}")
+            try:
+                d[key] = float(val)
+            except ValueError:
+                raise SNCurveError(f"--curve {text!r}: {key} = {val!r} is not a number") \
+                    from None
+        return SNCurve.from_dict(d, name=f"user ({text})")
+    except SNCurveError as exc:
+        raise FatigueInputError(str(exc)) from None
+
+
 def _column(path, name):
     t, data, names = read_table(path, min_rows=2)
     if name not in names:
         raise FatigueInputError(f"{path}: no column {name!r}; columns: {', '.join(names)}")
-    y = data[:, names.index(name)]
+    y = data[:, names.index(name)].copy()
+    n_warm = 0
+    if "flags" in names:  # warm-up rows are gaps, as the device's counter sees them
+        warm = (np.nan_to_num(data[:, names.index("flags")]).astype(np.int64)
+                & FLAG_WARMUP) != 0
+        y[warm], n_warm = np.nan, int(warm.sum())
     if not np.any(np.isfinite(y)):
-        raise FatigueInputError(f"{path}: column {name!r} has no finite value")
+        raise FatigueInputError(f"{path}: column {name!r} has no finite value"
+                                + (f" outside the {n_warm} warm-up rows" if n_warm else ""))
     std = None
     if f"{name}_std" in names:
-        std = data[:, names.index(f"{name}_std")]
+        std = np.where(np.isfinite(y), data[:, names.index(f"{name}_std")], np.nan)
         if np.any(np.isfinite(std) & (std < 0)):
             raise FatigueInputError(f"{path}: column {name}_std has negative values")
-    return t, y, std
+    return t, y, std, n_warm
 
 
 def analyse(path, column: str, curve_name: str, unit: str = "MPa", E: float | None = None,
             n_bins: int = 32, n_points: int = 200) -> dict:
     """Count ``column`` of ``path``; returns the summary and the arrays of the figure."""
-    try:
-        sn = curve(curve_name)
-    except SNCurveError as exc:
-        raise FatigueInputError(str(exc)) from None
+    sn = parse_curve(curve_name)
     scale = scale_to_mpa(unit, E)
-    t, y, std = _column(path, column)
+    t, y, std, n_warm = _column(path, column)
     lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
     span = max(hi - lo, abs(hi) * 1e-12, 1e-300)
     bins = HistogramBins(span * (1 + 1e-9), lo, lo + span * (1 + 1e-9))
@@ -98,6 +125,7 @@ def analyse(path, column: str, curve_name: str, unit: str = "MPa", E: float | No
     rate = damage_rate(s["damage_with_residue"], duration)
     out = {"file": str(path), "column": column, "curve": sn.name, "curve_source": sn.source,
            "unit": unit, "scale_to_MPa": scale, "samples": s["samples"], "gaps": s["gaps"],
+           "warmup_rows": n_warm,
            "duration_s": duration, "cycles": s["cycles"], "residue_points": s["residue"],
            "damage": s["damage"], "damage_with_residue": s["damage_with_residue"],
            "damage_rate_per_s": rate, "damage_rate_per_year": rate * SECONDS_PER_YEAR,
@@ -157,7 +185,8 @@ def format_summary(s: dict) -> str:
     iv = s["damage_interval"]
     lines = [f"{s['file']} column {s['column']} ({s['unit']}), curve {s['curve']} "
              f"({s['curve_source']})",
-             f"  samples {s['samples']} ({s['gaps']} gaps), {s['duration_s']:.6g} s, "
+             f"  samples {s['samples']} ({s['gaps']} gaps; {s['warmup_rows']} warm-up rows "
+             f"left out), {s['duration_s']:.6g} s, "
              f"cycles {s['cycles']:.1f}, residue {s['residue_points']} points",
              f"  damage {s['damage']:.6g} (closed cycles), {s['damage_with_residue']:.6g} "
              "with the residue as half cycles",

@@ -11,6 +11,7 @@ language are displays (command synopses, output) and are not run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ["README.md", "docs/quickstart.md", "docs/howto-own-structure.md", "docs/deploy-pi.md",
          "docs/howto-grafana-nodered.md", "docs/deploy.md",
-         "docs/dashboard.md", "docs/calibration.md"]
+         "docs/dashboard.md", "docs/calibration.md", "docs/howto-fatigue.md"]
 RUN = {"bash", "sh", "python"}
 FENCE = re.compile(r"^```(\w*)\s*$")
 MARK = re.compile(r"^<!--\s*(norun|file):\s*(.*?)\s*-->$")
@@ -114,6 +115,14 @@ def test_guide_code_blocks_run(page, workdir):
         est = np.genfromtxt(d / "my_beam_est.csv", delimiter=",", names=True)
         assert est.dtype.names[:3] == ("time", "F07", "d05") and est.size > 1900
         assert list((d / "recordings").glob("*.vsr"))
+    if page == "docs/howto-fatigue.md":
+        # the offline damage of the estimate and of the truth, and the device's saved count
+        est, tru = (json.loads((d / k / "fatigue.json").read_text())
+                    for k in ("strain_fatigue", "strain_fatigue_truth"))
+        assert est["cycles"] > 100 and est["damage_interval"] is not None
+        lo, hi = est["damage_interval"]
+        assert lo <= tru["damage_with_residue"] <= hi, (lo, tru["damage_with_residue"], hi)
+        assert (d / "fatigue-eps_root.state").stat().st_size > 1000
 
 
 @pytest.mark.mqtt

@@ -89,6 +89,9 @@ def test_strain_unit_equals_stress(tmp_path):
     (["--column", "nope", "--curve", "EN-71"], "no column 'nope'"),
     (["--column", "root_stress", "--curve", "EN-72"], "unknown S-N curve"),
     (["--column", "root_stress", "--curve", "EN-71", "--unit", "strain"], "needs --E"),
+    (["--column", "root_stress", "--curve", "m1=5,S_ref=71"], "missing 'N_ref'"),
+    (["--column", "root_stress", "--curve", "m1=five,S_ref=71,N_ref=2e6"], "not a number"),
+    (["--column", "root_stress", "--curve", "m=5,S_ref=71,N_ref=2e6"], "unknown keys ['m']"),
 ])
 def test_errors_name_file_and_column(tmp_path, capsys, args, needle):
     p = _csv(tmp_path, record(2000, seed=74, gaps=False))
@@ -106,3 +109,57 @@ def test_missing_or_broken_csv_exits_2(tmp_path, capsys):
         assert main(["fatigue", str(f), "--column", "x", "--curve", "EN-71", "-o",
                      str(tmp_path / "o")]) == 2
         assert str(f) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("m", [3.0, 5.0])
+def test_user_curve_single_slope(tmp_path, m):
+    # a one-slope curve N = 2e6 (71 / S)^m without knee or cut-off: D = sum n S^m / (2e6 71^m)
+    y = record(50_000, seed=75, gaps=False)          # MPa-sized bursts and level changes
+    p = _csv(tmp_path, y)
+    out = tmp_path / f"m{m:g}"
+    assert main(["fatigue", str(p), "--column", "root_stress", "--curve",
+                 f"m1={m:g},S_ref=71,N_ref=2e6", "-o", str(out)]) == 0
+    s = json.loads((out / "fatigue.json").read_text())
+    # Basquin closed form over the same count: the equivalent range S_eq over the n counted
+    # cycles (n = closed cycles + residue half cycles) gives D = n S_eq^m / (2e6 71^m)
+    # (docs/fatigue.md); two summation orders: rtol 1e-9
+    n = s["cycles"] + 0.5 * (s["residue_points"] - 1)
+    np.testing.assert_allclose(s["damage_with_residue"],
+                               n * s["equivalent_range_MPa"] ** m / (2e6 * 71.0 ** m),
+                               rtol=1e-9)
+    # a user curve, named by its text; a real record (many cycles)
+    assert s["curve"].startswith("user") and s["cycles"] > 1000
+    assert s["curve_source"] == "user"
+
+
+def test_warmup_rows_are_gaps_and_leave_the_interval_alone(tmp_path):
+    # a replay CSV: the first rows carry FLAG_WARMUP (2) with the smoother's unconverged,
+    # large stated std and a poor estimate; the device counts them as gaps (docs/fatigue.md)
+    truth = record(30_000, seed=76, gaps=False)     # MPa
+    rng = np.random.default_rng(77)
+    e = lfilter([1.0], [1.0, -0.95], rng.standard_normal(len(truth)))
+    sigma, n_warm = 0.2, 100
+    est = truth + sigma * e / np.std(e)
+    std = np.full(len(est), sigma)
+    est[:n_warm] += 40.0 * rng.standard_normal(n_warm)
+    std[:n_warm] = 200.0 * sigma
+    flags = np.zeros(len(est))
+    flags[:n_warm] = 2.0
+    t = np.arange(len(est)) / RATE
+    p = tmp_path / "est.csv"
+    write_table(p, t, np.column_stack([est, std, flags]),
+                ["root_stress", "root_stress_std", "flags"])
+    assert main(["fatigue", str(p), "--column", "root_stress", "--curve", "DNV-D-air",
+                 "-o", str(tmp_path / "o")]) == 0
+    s = json.loads((tmp_path / "o" / "fatigue.json").read_text())
+    sn = curve("DNV-D-air")
+    assert s["warmup_rows"] == n_warm and s["sigma"] == sigma
+    # the count is that of the rows after the warm-up (float sums in another order: 1e-9)
+    np.testing.assert_allclose(s["damage_with_residue"],
+                               _fatpack_damage(est[n_warm:], sn, 1.0), rtol=1e-9)
+    # the interval rests on the settled std (sigma), not the warm-up's 200 sigma: ranges
+    # move by 2 x 1.96 x 0.2 = 0.78 MPa against ranges of ~10-40 MPa, so the upper end is
+    # well within 2x the estimate's damage (with 200 sigma it was ~100x); it covers the truth
+    lo, hi = s["damage_interval"]
+    assert hi < 2.0 * s["damage_with_residue"] and lo > 0.5 * s["damage_with_residue"]
+    assert lo <= _fatpack_damage(truth[n_warm:], sn, 1.0) <= hi

@@ -237,8 +237,9 @@ def test_build_and_replay_estimate_the_virtual_strain_within_its_bound(tmp_path)
     lim = Bundle.load(bundle).meta["limit"]  # the build's limit under the learned load
     bound = lim["lag_output_nrmse"][lim["delays_ms"].index(20.0)][0]  # smoother lag 20 ms
     cover = np.mean(np.abs(est - true) <= std)
-    # benchmarks/strain_fatigue.py measured 1.17x on a 60 s record (docs/benchmarks.md);
-    # a 30 s record scatters more: bound 1.3x
+    # on this stationary load, 60 s records, benchmarks/strain_fatigue.py measured 1.16-1.17x
+    # against the build's learned-load limit (52b739d; it now runs burst loads, 0.99x of the
+    # per-level limit: docs/benchmarks.md); a 30 s record scatters more: bound 1.3x
     assert nrmse <= 1.3 * bound, (nrmse, bound, nrmse / bound)
     assert 0.60 <= cover <= 0.76, cover  # an honest 1-sigma std covers 68.3 %
 
