@@ -21,7 +21,8 @@ a right model). The step case (``--step``): a 50 s record whose load runs at x1 
 x0.1 for 20 s, x1 for 15 s (absolute noise), replayed with the declared bundle and the one of
 the longest record; for each step the time until the 1 s running median of the stated std is
 within 10 % of its level (the median of the segment's last 3 s) and stays there, and (in
-brackets) until it first comes within 10 %.
+brackets) until it first comes within 10 %; and the 1-sigma coverage over each segment
+after its first second.
 
     python benchmarks/honest_structures.py [--cases ccbeam,plate,frame] [--lengths 8,20,60]
         [--step] [--json OUT.json]
@@ -53,6 +54,7 @@ BIN = Path(sys.executable).parent
 RESET_AT = 4.0        # [s] the replay after a forced reset starts here
 STEPS = ((0.0, 1.0), (15.0, 0.1), (35.0, 1.0))   # (start [s], level) of the step case
 STEP_LEN = 50.0
+BOUNDS = [a for a, _ in STEPS[1:]] + [STEP_LEN]   # each segment's end
 
 
 def cli(*args) -> str:
@@ -141,6 +143,19 @@ def settle_times(est, targets) -> dict:
     return out
 
 
+def step_levels(t):
+    """The step case's load factor at record times ``t`` (:data:`STEPS`)."""
+    return np.select([t < a for a, _ in STEPS[1:]] + [True], [g for _, g in STEPS])
+
+
+def step_figures(est, T, targets, dt) -> dict:
+    """``step_s`` (:func:`settle_times`) and ``step_cov``: per target the 1-sigma coverage
+    over each segment of :data:`STEPS` after its first second."""
+    cov = {n: [figures(est, T, targets, dt, lambda t, a=a, b=b: (t >= a + 1.0) & (t < b))
+               [n]["coverage"] for (a, _), b in zip(STEPS, BOUNDS)] for n in targets}
+    return {"step_s": settle_times(est, targets), "step_cov": cov}
+
+
 def run_case(name: str, work: Path, lengths, step: bool) -> dict:
     path = FILES / f"{name}.toml"
     spec = load_model_file(path)
@@ -149,7 +164,7 @@ def run_case(name: str, work: Path, lengths, step: bool) -> dict:
     dt = 1.0 / spec.estimator.rate
     targets = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
     _, _, T = simulate(path, spec, lm, noise, work, "test", 9.0, 23)
-    res = {}
+    res, Ts = {}, None
     builds = [("declared", [])]
     for L in lengths:
         simulate(path, spec, lm, noise, work, f"run{L}", float(L), 11)
@@ -175,11 +190,11 @@ def run_case(name: str, work: Path, lengths, step: bool) -> dict:
                       "shipped": info.get("choice", {}).get("shipped"),
                       "warnings": [x.strip() for x in stdout.splitlines() if "WARNING" in x]}
         if step and label in ("declared", builds[-1][0]):
-            def levels(t):
-                return np.select([t < a for a, _ in STEPS[1:]] + [True],
-                                 [g for _, g in STEPS])
-            simulate(path, spec, lm, noise, work, "step", STEP_LEN, 31, levels)
-            res[label]["step_s"] = settle_times(replay(work, "step", out, "est_step"), targets)
+            if Ts is None:
+                _, _, Ts = simulate(path, spec, lm, noise, work, "step", STEP_LEN, 31,
+                                    step_levels)
+            res[label].update(step_figures(replay(work, "step", out, "est_step"), Ts,
+                                           targets, dt))
     return res
 
 
@@ -190,9 +205,12 @@ def fmt(name: str, res: dict) -> str:
     for label, r in res.items():
         for n, s in r["targets"].items():
             st = r.get("step_s", {}).get(n)
+            sc = r.get("step_cov", {}).get(n)
             lines.append(f"{name:<9} {label:<12} {n:<6} {s['nrmse']:7.3f} {s['ratio']:6.2f} "
                          f"{pc(s['cov'])} {pc(s['cov_first'])} {pc(s['cov_reset'])}"
                          + ("" if st is None else "  " + "/".join(f"{a:.1f} ({b:.1f})" for a, b in st))
+                         + ("" if sc is None or sc[0] is None else
+                            "  cov " + "/".join(f"{100 * c:.0f}%" for c in sc))
                          + f"  {r['method']}" + (f", {r['shipped']}" if r["shipped"] else ""))
         lines += [f"{'':<23}{w}" for w in r["warnings"]]
     return "\n".join(lines)
