@@ -8,8 +8,9 @@ at the channel's own instant::
 
     y_j[r] = sum_i h_i x_j(t_r + o_j - i / F_MOD),    o = channel_instants(drate, mode, n)
 
-(``o_j``: 0 in continuous mode, ``j / CYCLING_THROUGHPUT_HZ`` in multiplexer cycling; the
-same function the simulated chip's timing is checked against). The response is known on the
+(``o_j``: 0 in continuous mode, ``(j - n + 1) / CYCLING_THROUGHPUT_HZ`` in multiplexer
+cycling, the row stamped with its last channel's DRDY as the device does; the same function
+the simulated chip's timing is checked against). The response is known on the
 simulation's fine grid and linearly interpolated between its nodes; the taps then become
 weights on the nodes (:func:`edge.hw.ads1256_filter.grid_weights`, exact for that
 interpolant). Linear interpolation on a grid of ``s`` steps per row passes a sine at
@@ -118,11 +119,9 @@ def row_offsets(drate: float, mode: str, n_channels: int) -> np.ndarray:
     """Each channel's window end relative to the row's time [s] (<= 0), the row's time being
     its last channel's conversion, as the estimator's measurement model counts it
     (``[acquisition] offsets`` are these values negated): with the multiplexer cycling,
-    channel ``j`` ends ``(n - 1 - j) / CYCLING_THROUGHPUT_HZ[drate]`` before it
-    (:func:`edge.hw.ads1256_filter.channel_instants` counts from the first channel's DRDY,
-    which the device stamps the row with)."""
-    inst = channel_instants(drate, mode, n_channels)
-    return inst - inst[-1]
+    channel ``j`` ends ``(n - 1 - j) / CYCLING_THROUGHPUT_HZ[drate]`` before it, the
+    instant the device stamps the row with (:func:`edge.hw.ads1256_filter.channel_instants`)."""
+    return channel_instants(drate, mode, n_channels)
 
 
 def refine_grid(F: np.ndarray, refine: int, pad: int = 0) -> np.ndarray:

@@ -188,12 +188,12 @@ def test_cycling_values_and_throughput():
     v, t, f = buffers(300, 4)
     acq.read(v, t, f)
     assert not chip.violations and not f.any()
-    # column a is converted over the window ending at the row's DRDY time; 1 LSB tolerance
-    assert np.max(np.abs(v[:, 0] - chip_sine(1.0, 50.0, t, 30000.0))) <= LSB1
-    assert np.max(np.abs(v[:, 1] - 0.5)) <= LSB1 / 2
-    # b, c, d are converted one channel period (tc) after a, 2 tc, 3 tc
+    # the row is stamped with its last channel's DRDY (d); a, b, c were converted 3, 2 and 1
+    # channel periods (tc) before it; column a over the window ending then, 1 LSB tolerance
     tc = np.mean(np.diff(t)) / 4
-    tb = t + 2 * tc
+    assert np.max(np.abs(v[:, 0] - chip_sine(1.0, 50.0, t - 3 * tc, 30000.0))) <= LSB1
+    assert np.max(np.abs(v[:, 1] - 0.5)) <= LSB1 / 2
+    tb = t - tc
     assert np.max(np.abs(v[:, 2] - (-0.3 + chip_sine(0.01, 7.0, tb, 30000.0)))) <= 2e-6
     # per channel: t18 (Table 13: 0.21 ms) + WREG MUX+ADCON (4 bytes) + SYNC + WAKEUP at
     # 1 MHz (8 us/byte) + t11 (4 + 24 tCLKIN) = 210 + 48 + 0.521 + 3.125 us
@@ -258,9 +258,9 @@ def test_saturation_and_dropout_flagged():
     v, t, f = buffers(900, 2)
     acq.read(v, t, f)
     tc = np.mean(np.diff(t)) / 2
-    ts = t * 1e-9
-    in_sat = (ts >= 0.10) & (ts < 0.12)
-    in_drop = (ts + tc * 1e-9 >= 0.15) & (ts + tc * 1e-9 < 0.16)
+    ts = t * 1e-9  # the row's stamp: channel b's DRDY; channel a was converted tc before
+    in_sat = (ts - tc * 1e-9 >= 0.10) & (ts - tc * 1e-9 < 0.12)
+    in_drop = (ts >= 0.15) & (ts < 0.16)
     sat = (f & FLAG_SATURATED) != 0
     assert in_sat.sum() > 10 and in_drop.sum() > 5
     np.testing.assert_array_equal(sat, in_sat | in_drop)

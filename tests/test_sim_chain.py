@@ -124,15 +124,16 @@ def test_cycled_channels_are_the_ramp_at_their_own_window_centroid(drate):
                             (("a", "AIN0"), ("b", "AIN1"), ("c", "AIN2"))], drate, 30)
     tau = (len(conversion_taps(drate)) - 1) / (2 * F_MOD)
     tc = np.mean(np.diff(t)) / 3  # the simulator's channel period (driver's SPI timing)
-    assert np.max(np.abs(v[:, 0] - (a * (t - tau) - 1.0))) <= 2 * LSB1
-    assert np.max(np.abs(v[:, 1] - (b * (t + tc - tau) + 2.0))) <= 2 * LSB1
-    assert np.max(np.abs(v[:, 2] - 0.5 * a * (t + 2 * tc - tau))) <= 2 * LSB1
-    # channel_instants: j / CYCLING_THROUGHPUT_HZ (Table 14, SCLK = f_CLKIN/4, 3-byte WREG);
-    # the simulated driver's SPI overhead gives the same to 3 % of a channel period (as
+    # the row is stamped with its last channel's DRDY: channel j ended (2 - j) periods before
+    assert np.max(np.abs(v[:, 0] - (a * (t - 2 * tc - tau) - 1.0))) <= 2 * LSB1
+    assert np.max(np.abs(v[:, 1] - (b * (t - tc - tau) + 2.0))) <= 2 * LSB1
+    assert np.max(np.abs(v[:, 2] - 0.5 * a * (t - tau))) <= 2 * LSB1
+    # channel_instants: (j - 2) / CYCLING_THROUGHPUT_HZ (Table 14, SCLK = f_CLKIN/4, 3-byte
+    # WREG); the simulated driver's SPI overhead gives the same to 3 % of a channel period (as
     # test_ads1256's Table 14 check)
     off = channel_instants(drate, "cycle", 3)
-    assert off[0] == 0.0 and off[2] == pytest.approx(2 / CYCLING_THROUGHPUT_HZ[drate])
-    assert off[1] == pytest.approx(tc, rel=0.03)
+    assert off[2] == 0.0 and off[0] == pytest.approx(-2 / CYCLING_THROUGHPUT_HZ[drate])
+    assert -off[1] == pytest.approx(tc, rel=0.03)
 
 
 def test_channel_instants_validation():

@@ -244,7 +244,7 @@ class Acquisition:
         Parameters
         ----------
         out_values : ndarray (n, nch) float64   engineering units
-        out_t_ns : ndarray (n,) int64           clock time of the row's (first) DRDY [ns]
+        out_t_ns : ndarray (n,) int64           clock time of the row's (last) DRDY [ns]
         out_flags : ndarray (n,) uint8          see module docstring
 
         Raises
@@ -285,6 +285,8 @@ class Acquisition:
                 k = j + 1 if j + 1 < nch else 0
                 code, t = step(muxes[k], None if adcons is None else adcons[k])
                 codes[i, j] = code
-                if j == 0:
+                # the row's stamp: its last channel's DRDY, the instant the estimator's
+                # measurement model counts the row from (channel_instants)
+                if j == nch - 1:
                     out_t_ns[i] = t
             self._rows_done = i + 1

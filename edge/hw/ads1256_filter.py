@@ -175,15 +175,16 @@ def _cell_weights(taps, xr: float, spacing: float, kind: str):
 
 def channel_instants(drate: float, mode: str, n_channels: int) -> np.ndarray:
     """When each channel of a row is converted: the end of its conversion window relative to
-    the row's time stamp [s], shape ``(n_channels,)``.
+    the row's time stamp [s] (<= 0), shape ``(n_channels,)``.
 
-    The row's time stamp is the DRDY fall of its first channel (what
-    :class:`edge.hw.acquire.Acquisition` records). ``continuous`` (one channel, RDATAC):
-    ``[0]``. ``cycle``: the datasheet's multiplexer cycling converts the channels one after
-    another, each a settled conversion started by WREG MUX + SYNC + WAKEUP after the previous
-    DRDY: t18 (Table 13) plus the SPI command overhead, ``1 / CYCLING_THROUGHPUT_HZ`` (Table
-    14, t19) per channel, so channel ``j`` ends ``j / CYCLING_THROUGHPUT_HZ[drate]`` after
-    the row's stamp and a row takes ``n_channels`` of them (``row_rates``).
+    The row's time stamp is the DRDY fall of its last channel (what
+    :class:`edge.hw.acquire.Acquisition` records, and the instant the estimator's
+    measurement model counts a row from). ``continuous`` (one channel, RDATAC): ``[0]``.
+    ``cycle``: the datasheet's multiplexer cycling converts the channels one after another,
+    each a settled conversion started by WREG MUX + SYNC + WAKEUP after the previous DRDY:
+    t18 (Table 13) plus the SPI command overhead, ``1 / CYCLING_THROUGHPUT_HZ`` (Table 14,
+    t19) per channel, so channel ``j`` ends ``(n - 1 - j) / CYCLING_THROUGHPUT_HZ[drate]``
+    before the row's stamp and a row takes ``n_channels`` of them (``row_rates``).
     """
     n = int(n_channels)
     if n < 1:
@@ -196,4 +197,4 @@ def channel_instants(drate: float, mode: str, n_channels: int) -> np.ndarray:
         return np.zeros(1)
     if mode != "cycle":
         raise ValueError(f"mode: 'continuous' or 'cycle', got {mode!r}")
-    return np.arange(n) / CYCLING_THROUGHPUT_HZ[r]
+    return (np.arange(n) - (n - 1)) / CYCLING_THROUGHPUT_HZ[r]
