@@ -77,8 +77,7 @@ class Fleet:
                 {"columns": [f"c{j}" for j in range(NCOL)]}), qos=1, retain=True))
         for _ in range(messages_per_device):
             for i, dev in enumerate(self.devices):
-                infos.append(self.client.publish(f"{self.base}/{dev}/estimates",
-                                                 self.payload(i, dev), qos=1))
+                infos.append(self.send(f"{self.base}/{dev}/estimates", self.payload(i, dev)))
         if health:
             for dev in self.devices:
                 infos.append(self.client.publish(f"{self.base}/{dev}/health", orjson.dumps(

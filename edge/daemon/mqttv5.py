@@ -195,9 +195,9 @@ class AckWatch:
 
     def health(self) -> dict:
         """``{"protocol", "denied", "no_subscribers", "resent"}`` (the last two:
-        :class:`Unheard`); under 3.1.1 ``denied`` is None and
+        :class:`Unheard`, under v5 only); under 3.1.1 ``denied`` is None and
         ``denials_visible`` false: a denied publication cannot be seen."""
         v5 = self.protocol == "5"
         return {"protocol": self.protocol, "denials_visible": v5,
                 "denied": dict(self.denied) if v5 or self.denied else None,
-                **(self.unheard.stats if self.unheard is not None else {})}
+                **(self.unheard.stats if self.unheard is not None and v5 else {})}

@@ -232,7 +232,7 @@ class Historian:
             if self.rollup is not None and self.rollup.due() and self.store.conn is not None:
                 delay = self._try(lambda: self.rollup.run(self.store), delay)
             if self.gaps is not None and self.gaps.due() and self.store.conn is not None:
-                delay = self._try(lambda: self.gaps.run(self.store, self.clocks.clock), delay)
+                delay = self._try(lambda: self.gaps.run(self.store), delay)
             self._maybe_status()
             if self._stop.is_set():
                 return
@@ -338,6 +338,8 @@ class Historian:
         st["commits"] += 1
         if self.rollup is not None:
             self.rollup.touched(batch)
+        if self.gaps is not None:
+            self.gaps.touched(batch)
         gen = self._gen
         for r in items:
             if r.qos and r.gen == gen:  # an older connection's message comes again anyway
