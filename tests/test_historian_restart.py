@@ -4,7 +4,8 @@ subscribes again only once it has reconnected): devices on MQTT v5 send again wh
 acknowledged with "No matching subscribers" shortly after their (re)connection
 (``[mqtt] resend_unheard_s``), so nothing is lost; devices on 3.1.1 cannot know, and the
 historian reports the hole in their sequence numbers (device, first and last ``seq``).
-Against the test session's real Mosquitto 2 and a real SQLite file; the daemon's test runs
+Against the test session's real Mosquitto 2, a real SQLite file (the holes also in a real
+PostgreSQL); the daemon's test runs
 the daemon itself."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from edge.historian.store import open_store
 from edge.monitor.connect import plain_settings
 from helpers import chain_bundle
 from historian_fleet import Fleet, count, stored, wait_for
+from test_historian import db, pg  # noqa: F401 - fixtures: a fresh SQLite / PostgreSQL database
 
 pytestmark = pytest.mark.mqtt
 
@@ -91,8 +93,8 @@ def _rows(dev: str, seq0: int, n: int, arrival: float, t0_ns: int = 100_000_000_
     return decode(f"vs/{dev}/estimates", payload, "vs", arrival, Clocks())
 
 
-def test_gaps_settle_are_reported_and_filled(tmp_path):
-    store = open_store(f"sqlite:{tmp_path / 'g.db'}")
+def test_gaps_settle_are_reported_and_filled(db):  # noqa: F811
+    store = open_store(db)
     store.connect()
     g = Gaps(settle_s=10.0)
 
