@@ -5,8 +5,7 @@ acknowledged with "No matching subscribers" shortly after their (re)connection
 (``[mqtt] resend_unheard_s``), so nothing is lost; devices on 3.1.1 cannot know, and the
 historian reports the hole in their sequence numbers (device, first and last ``seq``).
 Against the test session's real Mosquitto 2, a real SQLite file (the holes also in a real
-PostgreSQL); the daemon's test runs
-the daemon itself."""
+PostgreSQL); the daemon's test runs the daemon itself."""
 
 from __future__ import annotations
 
