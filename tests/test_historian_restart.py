@@ -112,14 +112,16 @@ def test_gaps_settle_are_reported_and_filled(db):  # noqa: F811
         assert g.stats["gap_list"] == [["a", 120, 149], ["b", 80, 89]]
         assert g.stats["missing"] == 30 + 10
         write([_rows("a", 120, 30, 1e9), _rows("b", 80, 10, 1e9)])
-        g.run(store, now=130.0)
+        g.run(store, now=130.0)  # looked at again only settle_s after the last look
+        assert g.stats["gap_list"] == [["a", 120, 149], ["b", 80, 89]]
+        g.run(store, now=136.0)
         assert g.stats["gaps"] == 0 and not g.open
         # the device's new run (its ADC clock starts again too): seq 0..4, then 10..14; the
         # earlier run's rows 5..9 do not hide the new hole
         write([_rows("a", 0, 5, 1e9, t0_ns=0)])
         write([_rows("a", 10, 5, 1e9, t0_ns=0)])
-        g.run(store, now=131.0)
-        assert g.checked["a"] == 14 and g.open == {("a", 5, 9): 131.0}
+        g.run(store, now=137.0)
+        assert g.checked["a"] == 14 and g.open == {("a", 5, 9): 137.0}
     finally:
         store.close()
 

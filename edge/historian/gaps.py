@@ -63,6 +63,19 @@ def holes(store, device: str, lo: int, hi: int, t0: int = 0,
     return out
 
 
+def _clusters(keys: list, far: int = 10_000):
+    """Sorted open holes ``(device, first, last)`` grouped per device into runs no more than
+    ``far`` apart: ``(device, first, last, [keys])``, one look at the database each."""
+    out: list = []
+    for k in keys:
+        if out and out[-1][0] == k[0] and k[1] - out[-1][2] <= far:
+            out[-1][2] = max(out[-1][2], k[2])
+            out[-1][3].append(k)
+        else:
+            out.append([k[0], k[1], k[2], [k]])
+    return [tuple(c) for c in out]
+
+
 class Gaps:
     """Per-device holes in the stored ``seq``: found, settled, reported, filled.
     :meth:`touched` with each committed batch (the devices' newest rows: runs, where to look
@@ -75,6 +88,7 @@ class Gaps:
         self.run_of: dict[str, list[int]] = {}  # device: [first t_ns, newest t_ns, its seq]
         self.checked: dict[str, int] = {}  # device: newest seq looked at
         self.open: dict[tuple[str, int, int], float] = {}  # (device, first, last): first seen
+        self.next_check: dict[tuple[str, int, int], float] = {}  # when to look at it again
         self.reported: set[tuple[str, int, int]] = set()
         self._last = time.monotonic()
         self.stats = {"gaps": 0, "missing": 0, "gap_list": []}
@@ -97,21 +111,22 @@ class Gaps:
             elif t > r[1]:
                 r[1], r[2] = t, q
 
-    def _refresh(self, d: str, left: list[tuple[int, int]]) -> None:
-        """``left``: the holes now within the span of the device's open ones; each keeps the
-        time its first row was seen missing, a reported one stays reported."""
-        old = sorted((k, seen) for k, seen in self.open.items() if k[0] == d)
-        for k, _ in old:
-            del self.open[k]
-
+    def _refresh(self, d: str, keys: list, left: list[tuple[int, int]], now: float) -> None:
+        """``left``: the holes now within the span of the open holes ``keys`` of device ``d``
+        that were looked at again; each part keeps the time its hole was first seen, a
+        reported one stays reported. Open holes not in ``keys`` stay as they are."""
+        old = [(k, self.open.pop(k)) for k in keys]
+        for k in keys:
+            self.next_check.pop(k, None)
         starts = [k[1] for k, _ in old]
         new_reported = set()
         for a, b in left:
             i = bisect.bisect_right(starts, a) - 1
-            if i < 0 or a > old[i][0][2]:  # not in an open hole (rows deleted by retention)
+            if i < 0 or a > old[i][0][2]:  # another open hole, or rows deleted by retention
                 continue
             k, seen = old[i]
             self.open[(d, a, b)] = seen
+            self.next_check[(d, a, b)] = now + self.settle_s  # looked at: again after a while
             if k in self.reported:
                 new_reported.add((d, a, b))
         for k, _ in old:
@@ -126,6 +141,7 @@ class Gaps:
     def _forget(self, device: str) -> None:
         for key in [k for k in self.open if k[0] == device]:
             del self.open[key]
+            self.next_check.pop(key, None)
             self.reported.discard(key)
 
     def due(self) -> bool:
@@ -145,14 +161,13 @@ class Gaps:
                 lo = newest if first is None else int(first) - 1
             if newest > lo:
                 for a, b in holes(store, d, lo + 1, newest, t0, t1):
-                    self.open.setdefault((d, a, b), now)
+                    if (d, a, b) not in self.open:  # looked at again once it may be settled
+                        self.open[(d, a, b)] = now
+                        self.next_check[(d, a, b)] = now + self.settle_s
                 self.checked[d] = newest
-        spans: dict[str, list[int]] = {}  # device: [first, last] of its open holes
-        for d, x, y in self.open:
-            sp = spans.setdefault(d, [x, y])
-            sp[0], sp[1] = min(sp[0], x), max(sp[1], y)
-        for d, (x, y) in spans.items():  # filled since, fully or in part? (one look per device)
-            self._refresh(d, holes(store, d, x, y, *self.run_of[d][:2]))
+        due = sorted(k for k in self.open if now >= self.next_check.get(k, 0.0))
+        for d, x, y, keys in _clusters(due):  # filled since, fully or in part?
+            self._refresh(d, keys, holes(store, d, x, y, *self.run_of[d][:2]), now)
         for key, seen in sorted(self.open.items()):
             if key not in self.reported and now - seen >= self.settle_s:
                 d, a, b = key
