@@ -355,6 +355,9 @@ class Historian:
     # ---------------------------------------------------------------- status
     def status(self) -> dict:
         since = self._pending_since
+        if since is None:  # none held by the writer (the database away): the oldest queued
+            with self.queue.mutex:
+                since = self.queue.queue[0].arrival if self.queue.queue else None
         return {"t": round(time.time(), 3), "client_id": self.client_id, "group": self.group,
                 "db": self.db_state, "db_url": self.store.url, "error": self.last_error,
                 "mqtt": self.connected, "queue": self.queue.qsize(),
