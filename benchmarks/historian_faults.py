@@ -227,7 +227,7 @@ def report(url: str, fleet: Fleet, faults: list, samples: list, status: list,
 def progress(fleet: Fleet, samples: list, stop: threading.Event, t0: float,
              every: float) -> None:
     while not stop.wait(every):
-        lags = lag_series(samples[-120:])
+        lags = lag_series(samples[-1200:])  # the last 10 min: a longer lag shows as 10 min
         print(f"{time.monotonic() - t0:6.1f} s  published {sum(published(fleet).values()):,}"
               f", lag {lags[-1][1] if lags else float('nan'):.1f} s", flush=True)
 
