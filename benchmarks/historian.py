@@ -159,6 +159,23 @@ def rollup_speed(name: str, url: str, total: int) -> float:
     return total / dt
 
 
+def summary(res: list[dict], devices: int) -> None:
+    """One line per database: one instance, two, their ratio; and what a fleet of
+    ``devices`` at 1 kHz costs one instance (its CPU per row times the fleet's rows/s)."""
+    print(f"{'':<11} {'1 instance':>27} {'2 instances':>27}  ratio  "
+          f"{'CPU at ' + str(devices) + ' x 1 kHz':>18}")
+    for name in ("sqlite", "postgresql"):
+        one = next((r for r in res if r["case"] == name and r["instances"] == 1), None)
+        two = next((r for r in res if r["case"] == name and r["instances"] == 2), None)
+        if one is None or two is None:
+            continue
+        cells = [f"{r['rows_per_s']:>9,.0f} rows/s {r['peak_rss_mb']:4.0f} MB RSS"
+                 for r in (one, two)]
+        live = 100 * devices * 1000 / one["rows_per_cpu_s"]
+        print(f"{name:<11} {cells[0]:>27} {cells[1]:>27}  {two['rows_per_s'] / one['rows_per_s']:4.2f}x"
+              f"  {live:14.1f} % of a core", flush=True)
+
+
 def main(argv=None) -> int:
     global RECEIVE_MAX
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -182,13 +199,16 @@ def main(argv=None) -> int:
                 pg.start()
             import psycopg
 
+            res = []
             for n in (1, 2):
-                case("sqlite", f"sqlite:{tmp / f'h{n}.db'}", port, n, args)
+                res.append(case("sqlite", f"sqlite:{tmp / f'h{n}.db'}", port, n, args))
                 if pg:
                     db = f"b{n}"
                     with psycopg.connect(pg.url, autocommit=True) as c:
                         c.execute(f"CREATE DATABASE {db}")
-                    case("postgresql", pg.url.rsplit("/", 1)[0] + "/" + db, port, n, args)
+                    res.append(case("postgresql", pg.url.rsplit("/", 1)[0] + "/" + db, port,
+                                    n, args))
+            summary(res, args.devices)
         finally:
             if pg:
                 pg.close()

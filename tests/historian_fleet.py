@@ -21,7 +21,8 @@ class Fleet:
     """``ndev`` devices ``dev00 ..`` under ``base``, ``rows`` estimates per message."""
 
     def __init__(self, host: str, port: int, base: str, ndev: int, rows: int = 50,
-                 seed: int = 0, client_id: str = "fleet"):
+                 seed: int = 0, client_id: str = "fleet", track: bool = True,
+                 resend_unheard_s: float | None = None):
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
 
@@ -29,9 +30,22 @@ class Fleet:
         self.rng = np.random.default_rng(seed)
         self.devices = [f"dev{i:02d}" for i in range(ndev)]
         self.next_seq = dict.fromkeys(self.devices, 0)
+        self.track = track  # False: count (next_seq) only, for runs of millions of rows
         self.sent: set[tuple[str, int]] = set()
         self.values: dict[tuple[str, int], list[float]] = {}
-        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id)
+        # resend_unheard_s: MQTT v5 with the daemon's re-sending of what no subscriber took
+        # after a (re)connection (edge.daemon.mqttv5.Unheard); None: MQTT 3.1.1, none
+        self.unheard = None
+        if resend_unheard_s is None:
+            c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id)
+        else:
+            from edge.daemon.mqttv5 import Unheard
+
+            self.unheard = u = Unheard(resend_unheard_s)
+            c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
+                            protocol=mqtt.MQTTv5)
+            c.on_connect = lambda *a: u.connected()
+            c.on_publish = lambda cl, ud, mid, rc, props: u.acked(mid, rc)
         c.max_inflight_messages_set(100)
         c.max_queued_messages_set(0)
         c.connect(host, port, 30)
@@ -46,6 +60,9 @@ class Fleet:
         flags = self.rng.integers(0, 4, n).astype(np.uint8)
         std = np.full(NCOL, 0.1) if i % 3 == 0 else None
         self.next_seq[dev] = s0 + n
+        if not self.track:
+            return encode_estimates(s0, 1_000_000 * seq, v, flags,
+                                    fmt="json" if i % 2 == 0 else "binary", std=std)
         for k in (0, n - 1):
             self.values[(dev, int(seq[k]))] = v[k].tolist()
         self.sent.update((dev, int(q)) for q in seq)
@@ -60,8 +77,7 @@ class Fleet:
                 {"columns": [f"c{j}" for j in range(NCOL)]}), qos=1, retain=True))
         for _ in range(messages_per_device):
             for i, dev in enumerate(self.devices):
-                infos.append(self.client.publish(f"{self.base}/{dev}/estimates",
-                                                 self.payload(i, dev), qos=1))
+                infos.append(self.send(f"{self.base}/{dev}/estimates", self.payload(i, dev)))
         if health:
             for dev in self.devices:
                 infos.append(self.client.publish(f"{self.base}/{dev}/health", orjson.dumps(
@@ -69,6 +85,19 @@ class Fleet:
         for m in infos:
             m.wait_for_publish(30)
         return len(infos)
+
+    def send(self, topic: str, payload: bytes, delay: float = 0.0):
+        """Publish with QoS 1 (noted for re-sending when v5 says no subscriber took it)."""
+        info = self.client.publish(topic, payload, qos=1)
+        if self.unheard is not None:
+            self.unheard.record(info.mid, (topic, payload), delay)
+        return info
+
+    def resend_due(self) -> None:
+        """Publish again what no subscriber took after a (re)connection, when due."""
+        if self.unheard is not None and self.unheard.due:
+            for (topic, payload), delay in self.unheard.take_due():
+                self.send(topic, payload, delay)
 
     def send_raw(self, topic: str, payload: bytes) -> None:
         self.client.publish(f"{self.base}/{topic}", payload, qos=1).wait_for_publish(10)

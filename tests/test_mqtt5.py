@@ -146,6 +146,34 @@ def test_forced_311_works_and_says_denials_are_invisible(acl_broker, bundle, mon
         view.close()
 
 
+def test_monitor_shows_the_denied_topic(acl_broker, bundle, monkeypatch, tmp_path, capsys):
+    """`vsense-edge monitor` (one device, then --fleet), logged in as `viewer`, names the topic
+    the broker's ACL denies the device, from the device's health."""
+    from edge.cli import main
+
+    pw = tmp_path / "viewer.secret"
+    pw.write_text("v5\n")
+    login = ["--broker", f"127.0.0.1:{acl_broker.port}", "--username", "viewer",
+             "--password-file", str(pw)]
+    view = _viewer(acl_broker)
+    th, codes = _run(_cfg(bundle, acl_broker.port, "auto", 8.0, monkeypatch))
+    try:
+        # the daemon is up and denied (its start takes a while on a loaded machine); health
+        # every 0.5 s: a 2.5 s view holds several
+        assert view.wait(lambda: any(h["mqtt"]["denied"] for h in _health(view)), 20)
+        one = main(["monitor", *login, "--device", DEV, "--duration", "2.5", "--interval",
+                    "0.5"])
+        out_one = capsys.readouterr().out
+        fleet = main(["monitor", *login, "--fleet", "--duration", "1.5", "--interval", "0.5"])
+        out_fleet = capsys.readouterr().out
+    finally:
+        th.join(30)
+        view.close()
+    assert codes == [0] and one == 0 and fleet == 0
+    assert f"mqtt      MQTT 5, DENIED by the broker: {DENIED} (" in out_one, out_one[-1500:]
+    assert f"DENIED: {DENIED}" in out_fleet, out_fleet[-1500:]
+
+
 class OldBroker:
     """A broker that knows no MQTT v5: a loopback gate in front of the real Mosquitto that
     answers a v5 CONNECT as a 3.1.1-only broker does (CONNACK return code 1, "unacceptable

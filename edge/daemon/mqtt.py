@@ -36,7 +36,7 @@ import numpy as np
 # commands live in edge.daemon.commands; re-exported here, where vsense imports them from
 from edge.daemon.commands import (MAX_COMMAND_BYTES, MAX_COMMAND_DEPTH,  # noqa: F401
                                   Command, CommandError, CommandRegistry)
-from edge.daemon.mqttv5 import (MID_MASK, AckWatch, connect_kwargs, make_client,
+from edge.daemon.mqttv5 import (MID_MASK, AckWatch, Unheard, connect_kwargs, make_client,
                                 refused_for_protocol)
 # payloads live in edge.daemon.payloads; re-exported here, where vsense imports them from
 from edge.daemon.payloads import (BIN_HEADER, BIN_MAGIC, Batch,  # noqa: F401
@@ -132,7 +132,8 @@ class Publisher:
         self._factory = client_factory or mqtt.Client
         self._device, self._password = device, password
         proto = cfg_mqtt.get("protocol", "auto")
-        self.acks = AckWatch("3.1.1" if proto == "3.1.1" else "5")
+        self.unheard = Unheard(cfg_mqtt.get("resend_unheard_s", 10.0))
+        self.acks = AckWatch("3.1.1" if proto == "3.1.1" else "5", self.unheard)
         self.client = self._new_client(self.acks.protocol)
         self.where = f"{cfg_mqtt['host']}:{cfg_mqtt['port']}"
         self.last_error: str | None = None  # why the last connection attempt failed
@@ -279,6 +280,7 @@ class Publisher:
             self.failed_event.set()
             return
         self.stats["connects"] += 1
+        self.unheard.connected()
         self.last_error = None
         log.info("MQTT: connected to %s (MQTT %s)", self.where, self.acks.protocol)
         self.connected_event.set()
@@ -377,11 +379,13 @@ class Publisher:
         self.acks.record(self.client.publish(self.topics.cmd_reply, json.dumps(obj), qos=1).mid,
                          self.topics.cmd_reply)
 
-    def send(self, topic: str, payload: bytes, qos: int | None = None, nsamp: int = 0) -> None:
+    def send(self, topic: str, payload: bytes, qos: int | None = None, nsamp: int = 0,
+             retry_s: float = 0.0) -> None:
         """Publish a non-retained message: now when connected and nothing waits, else
-        through the queue (drop-oldest when it is full). Never blocks."""
+        through the queue (drop-oldest when it is full). Never blocks. ``retry_s``: the
+        delay before sending it again if no subscriber takes it (:class:`Unheard`)."""
         qos = self.qos if qos is None else qos
-        item = (topic, payload, qos, nsamp)
+        item = (topic, payload, qos, nsamp, retry_s) if retry_s else (topic, payload, qos, nsamp)
         with self.lock:
             if self.connected and not self.out and not self._stop \
                     and self._publish(item):
@@ -393,10 +397,12 @@ class Publisher:
         it. Taken: success, or QoS > 0 while the connection is down (paho keeps it and
         sends it after reconnecting; retrying would duplicate it). QoS 0 with NO_CONN was
         dropped by paho, and a full paho queue took nothing: retry later."""
-        topic, payload, qos, nsamp = item
+        topic, payload, qos, nsamp = item[:4]
         info = self.client.publish(topic, payload, qos=qos, retain=False)
         rc = info.rc
         self.acks.mid_topic[info.mid & MID_MASK] = topic  # AckWatch.record, inlined
+        if qos == 1 and self.unheard.window_s > 0:
+            self.unheard.record(info.mid, item[:4], item[4] if len(item) > 4 else 0.0)
         if rc == self._rc_ok or (qos > 0 and rc == self._rc_no_conn):
             self.stats["published"] += 1
             self.stats["published_samples"] += nsamp
@@ -428,6 +434,9 @@ class Publisher:
         while connected (I/O thread)."""
         if self._batch.n and time.monotonic() - self._batch.start >= self.max_delay:
             self.flush_batch()
+        if self.unheard.due:  # no subscriber took these after a (re)connection: again
+            for (topic, payload, qos, _), delay in self.unheard.take_due():
+                self.send(topic, payload, qos, 0, retry_s=delay)  # its samples counted once
         if self.out and self.connected:
             self._drain()
 

@@ -12,6 +12,16 @@
   logged once, and named in the status ``degraded`` reason until the broker accepts a
   message on it again.
 
+* :class:`Unheard`: a QoS 1 message the broker acknowledges with reason 0x10 "No matching
+  subscribers" (v5) within ``[mqtt] resend_unheard_s`` of a (re)connection is published
+  again, after 0.25 s, then 0.5, 1, 2, ... s, until a subscriber takes it or the window ends.
+  After a broker restart the consumers subscribe again after the devices may have reconnected:
+  Mosquitto 2.0 restores a persistent session's plain subscriptions but not its shared ones
+  (``$share/...``, the historians'), so what a device publishes before they are back, among
+  it what it buffered while the broker was away, reaches no one; this sends it again. The
+  broker answers 0x10 only when no subscription at all matches (a dashboard watching the
+  topic hides the historians' absence: the historian reports the hole, docs/historian.md).
+
 The publishing path pays one list store per message (``mid -> topic`` in a preallocated
 table of :data:`MID_SLOTS` entries indexed by ``mid & MID_MASK``: far more than the messages
 paho holds unacknowledged, at most its 50 in flight + 200 queued); everything else runs on
@@ -61,6 +71,75 @@ def refused_for_protocol(reason_code) -> bool:
         str(reason_code).lower() == "unsupported protocol version"
 
 
+_EARLY = object()  # Unheard: a PUBACK "No matching subscribers" that came before record()
+
+
+class Unheard:
+    """Re-send what no subscriber took shortly after a (re)connection (module docstring).
+
+    ``record(mid, item)`` on the publishing side; :meth:`acked` from paho's ``on_publish``
+    (network thread); :meth:`take_due` on the publishing side returns the items to publish
+    again (a deque between the threads).
+    """
+
+    NO_MATCHING_SUBSCRIBERS = 0x10
+    FIRST_RETRY_S = 0.25
+
+    def __init__(self, window_s: float):
+        import collections
+
+        self.window_s = window_s
+        self.items: list = [None] * MID_SLOTS  # mid -> (item, retry delay [s])
+        self.connected_at = -1e18
+        self.due: collections.deque = collections.deque()  # (when, item, next delay)
+        self.stats = {"no_subscribers": 0, "resent": 0}
+
+    def connected(self) -> None:
+        import time
+
+        self.connected_at = time.monotonic()
+
+    def record(self, mid: int, item: tuple, delay: float = 0.0) -> None:
+        """Keep ``item`` (what :meth:`take_due` hands back) until message ``mid`` is
+        acknowledged; ``delay``: the wait before its next sending [s]."""
+        import time
+
+        slot = mid & MID_MASK
+        prev, self.items[slot] = self.items[slot], (item, delay or self.FIRST_RETRY_S)
+        if prev is not None and prev[0] is _EARLY and prev[2] == mid \
+                and time.monotonic() - prev[1] < 5.0:  # acknowledged before it was recorded
+            self.items[slot] = None
+            self._schedule(time.monotonic(), item, delay or self.FIRST_RETRY_S, prev[1])
+
+    def acked(self, mid: int, reason_code) -> None:
+        import time
+
+        slot = mid & MID_MASK
+        held, self.items[slot] = self.items[slot], None
+        if getattr(reason_code, "value", 0) != self.NO_MATCHING_SUBSCRIBERS:
+            return
+        self.stats["no_subscribers"] += 1
+        if held is None:  # the PUBACK came before the publisher recorded the message
+            self.items[slot] = (_EARLY, time.monotonic(), mid)
+        else:
+            self._schedule(time.monotonic(), held[0], held[1], time.monotonic())
+
+    def _schedule(self, now: float, item: tuple, delay: float, acked_at: float) -> None:
+        if acked_at - self.connected_at < self.window_s:
+            self.due.append((now + delay, item, 2 * delay))
+
+    def take_due(self) -> list[tuple]:
+        """``[(item, next retry delay)]`` whose time has come, oldest first."""
+        import time
+
+        now, out = time.monotonic(), []
+        while self.due and self.due[0][0] <= now:
+            _, item, delay = self.due.popleft()
+            out.append((item, delay))
+        self.stats["resent"] += len(out)
+        return out
+
+
 class AckWatch:
     """Reason codes of PUBACK/SUBACK: denied topics, counted per topic.
 
@@ -68,7 +147,8 @@ class AckWatch:
     :meth:`on_subscribe` are paho 2.x callbacks (network thread).
     """
 
-    def __init__(self, protocol: str):
+    def __init__(self, protocol: str, unheard: Unheard | None = None):
+        self.unheard = unheard
         self.protocol = protocol  # "5" or "3.1.1": the protocol of the current connection
         self.mid_topic: list = [None] * MID_SLOTS
         self.denied: dict[str, int] = {}  # topic: denials so far
@@ -80,6 +160,8 @@ class AckWatch:
         self.mid_topic[mid & MID_MASK] = topic
 
     def on_publish(self, client, userdata, mid, reason_code, properties) -> None:
+        if self.unheard is not None:
+            self.unheard.acked(mid, reason_code)
         if reason_code.is_failure:
             self._deny(self.mid_topic[mid & MID_MASK], f"publish: {reason_code}")
         elif self.denied_now:
@@ -112,8 +194,10 @@ class AckWatch:
                 + ": check its ACL for this device's user (count: health mqtt denied)")
 
     def health(self) -> dict:
-        """``{"protocol", "denied"}``; under 3.1.1 ``denied`` is None and
+        """``{"protocol", "denied", "no_subscribers", "resent"}`` (the last two:
+        :class:`Unheard`, under v5 only); under 3.1.1 ``denied`` is None and
         ``denials_visible`` false: a denied publication cannot be seen."""
         v5 = self.protocol == "5"
         return {"protocol": self.protocol, "denials_visible": v5,
-                "denied": dict(self.denied) if v5 or self.denied else None}
+                "denied": dict(self.denied) if v5 or self.denied else None,
+                **(self.unheard.stats if self.unheard is not None and v5 else {})}

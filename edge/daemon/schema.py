@@ -178,6 +178,11 @@ SCHEMA: tuple[Section, ...] = (
             "maximum).", unit="s", min=0.1, max=600.0),
         Key("reconnect_max_s", "float", 30.0, "Largest reconnect delay.", unit="s", min=0.1,
             max=3600.0),
+        Key("resend_unheard_s", "float", 10.0, "For this long after each (re)connection a "
+            "QoS 1 message the broker acknowledges with 'No matching subscribers' (MQTT v5) "
+            "is published again (after 0.25, 0.5, 1, ... s): consumers that subscribe again "
+            "after a broker restart (Mosquitto 2.0 does not restore shared subscriptions) "
+            "still get what was sent before; 0 = off.", unit="s", min=0.0, max=600.0),
         Key("tls", "bool", False, "Use TLS."),
         Key("ca_file", "str", "", "CA certificate (PEM); empty = system store."),
         Key("cert_file", "str", "", "Client certificate (PEM) for mutual TLS."),

@@ -53,6 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "them); the per-second aggregates stay")
     p.add_argument("--no-downsample", action="store_true",
                    help="do not write the per-second aggregates (vsense_estimates_1s)")
+    p.add_argument("--gap-settle", type=float, default=30.0, metavar="S",
+                   help="report a hole in a device's stored sequence numbers (estimates "
+                        "missing in the database) once it is still open S seconds after it "
+                        "was seen; 0: do not look for holes")
     p.add_argument("--status-interval", type=float, default=10.0, metavar="S",
                    help="period of the status line (logged, and published retained to "
                         "<base>/historian/<client id>/status) [s]")
@@ -67,6 +71,7 @@ def run_historian(args) -> int:
     import sys
 
     from edge.daemon.config import ConfigError
+    from edge.historian.gaps import Gaps
     from edge.historian.ingest import Historian
     from edge.historian.rollup import Rollup
     from edge.historian.store import open_store
@@ -76,15 +81,17 @@ def run_historian(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("vsense.historian")
     try:
-        if args.session_expiry < 0 or args.status_interval <= 0:
-            raise ValueError("--session-expiry must be >= 0 and --status-interval > 0")
+        if args.session_expiry < 0 or args.status_interval <= 0 or args.gap_settle < 0:
+            raise ValueError("--session-expiry and --gap-settle must be >= 0 and "
+                             "--status-interval > 0")
         settings = broker_settings(args)
         store = open_store(args.db)
         rollup = Rollup(enabled=not args.no_downsample, keep_raw_s=args.keep_raw)
         hist = Historian(settings, store, group=args.group, client_id=args.client_id,
                          receive_max=args.receive_max, session_expiry_s=args.session_expiry,
                          status_interval_s=args.status_interval, rollup=rollup,
-                         share=not args.no_share)
+                         share=not args.no_share,
+                         gaps=Gaps(settle_s=args.gap_settle) if args.gap_settle > 0 else None)
     except (ConfigError, ValueError) as e:
         print(f"vsense-edge historian: error: {e}", file=sys.stderr)
         return 2

@@ -59,7 +59,7 @@ class Historian:
                  client_id: str | None = None, receive_max: int = 500,
                  session_expiry_s: int = 3600,
                  status_interval_s: float = 5.0, status_topic: str | None = None,
-                 retry_max_s: float = 5.0, rollup=None, share: bool = True):
+                 retry_max_s: float = 5.0, rollup=None, share: bool = True, gaps=None):
         for name, val in (("--group", group), ("--client-id", client_id or "x")):
             if not val or any(ch in val for ch in "/+#"):
                 raise ValueError(f"{name} {val!r}: give a non-empty name without / + #")
@@ -89,6 +89,7 @@ class Historian:
         self._gen = 0
         self.clocks = Clocks()
         self.rollup = rollup  # edge.historian.rollup.Rollup, or None: raw rows only
+        self.gaps = gaps  # edge.historian.gaps.Gaps, or None: holes in seq not looked for
         self._pending_since: float | None = None  # arrival of the oldest uncommitted message
         self._held = 0  # messages taken from the queue, not yet committed
         self._stop = threading.Event()
@@ -230,6 +231,8 @@ class Historian:
                 self._pending_since, self._held = None, 0
             if self.rollup is not None and self.rollup.due() and self.store.conn is not None:
                 delay = self._try(lambda: self.rollup.run(self.store), delay)
+            if self.gaps is not None and self.gaps.due() and self.store.conn is not None:
+                delay = self._try(lambda: self.gaps.run(self.store), delay)
             self._maybe_status()
             if self._stop.is_set():
                 return
@@ -335,6 +338,8 @@ class Historian:
         st["commits"] += 1
         if self.rollup is not None:
             self.rollup.touched(batch)
+        if self.gaps is not None:
+            self.gaps.touched(batch)
         gen = self._gen
         for r in items:
             if r.qos and r.gen == gen:  # an older connection's message comes again anyway
@@ -350,12 +355,16 @@ class Historian:
     # ---------------------------------------------------------------- status
     def status(self) -> dict:
         since = self._pending_since
+        if since is None:  # none held by the writer (the database away): the oldest queued
+            with self.queue.mutex:
+                since = self.queue.queue[0].arrival if self.queue.queue else None
         return {"t": round(time.time(), 3), "client_id": self.client_id, "group": self.group,
                 "db": self.db_state, "db_url": self.store.url, "error": self.last_error,
                 "mqtt": self.connected, "queue": self.queue.qsize(),
                 "pending": self.queue.qsize() + self._held,
                 "queue_limit": self.queue.maxsize,
                 **(self.rollup.stats if self.rollup is not None else {}),
+                **(self.gaps.stats if self.gaps is not None else {}),
                 "lag_s": 0.0 if since is None else round(time.time() - since, 3),
                 **self.stats}
 
@@ -365,7 +374,8 @@ class Historian:
                 f"({st['duplicates']} duplicates), {st['messages']} messages, {st['bad']} bad, "
                 f"{st['pending']} pending (queue {st['queue']}/{st['queue_limit']}), "
                 f"lag {st['lag_s']:.1f} s, "
-                f"mqtt {'connected' if st['mqtt'] else 'disconnected'}")
+                + (f"{st['missing']} missing in {st['gaps']} gaps, " if "gaps" in st else "")
+                + f"mqtt {'connected' if st['mqtt'] else 'disconnected'}")
 
     def _maybe_status(self) -> None:
         now = time.monotonic()

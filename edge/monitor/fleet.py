@@ -102,6 +102,11 @@ def _g(obj, *keys):
     return obj
 
 
+def _denied(h: dict | None) -> list[str]:
+    """The topics a device's last health says the broker denies (MQTT v5 reason codes)."""
+    return sorted(((h or {}).get("mqtt") or {}).get("denied") or {})
+
+
 def _num(x, fmt="{:,.0f}"):
     return fmt.format(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else "—"
 
@@ -132,7 +137,9 @@ def render_fleet(view: FleetView, broker: str, now: float | None = None,
                         f"{_num(_g(d, 'health', 'publish', 'drops_samples')):>6} "
                         f"{_num(_g(d, 'health', 'cpu_percent'), '{:.1f}'):>6} "
                         f"{'—' if ago is None else f'{ago:.1f} s':>9}"
-                        + (f"  {d['bad']} bad payloads" if d["bad"] else ""))
+                        + (f"  {d['bad']} bad payloads" if d["bad"] else "")
+                        + (f"  DENIED: {', '.join(_denied(d['health']))}"
+                           if _denied(d["health"]) else ""))
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     head = [f"vsense fleet @ {broker} — topic root {view.base}: {len(rows)} devices"
             + (f" ({summary})" if summary else ""),

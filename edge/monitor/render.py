@@ -79,6 +79,9 @@ def render(view: DeviceView, device: str, broker: str, now: float | None = None,
             lines.append(f"publish   queue {p.get('queue_depth', 0)}, published "
                          f"{p.get('published', 0):,}, dropped {p.get('drops_messages', 0)} msgs"
                          f" / {p.get('drops_samples', 0)} samples")
+        m = h.get("mqtt")
+        if m:
+            lines.append(_mqtt_line(m))
         r = h.get("recorder") or {}
         if r:
             lines.append(f"recorder  queue {r.get('queue_depth', 0)}, files {r.get('files', 0)},"
@@ -134,3 +137,20 @@ def _fatigue_line(name: str, f: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- CSV
+
+
+def _mqtt_line(m: dict) -> str:
+    """The device's MQTT health: protocol, topics the broker denies (v5 PUBACK/SUBACK), what
+    no subscriber took and what was sent again (edge.daemon.mqttv5)."""
+    proto = m.get("protocol", "?")
+    denied = m.get("denied")
+    if not m.get("denials_visible", proto == "5") and not denied:
+        what = "a denied topic cannot be seen under 3.1.1"
+    elif denied:
+        what = "DENIED by the broker: " + ", ".join(f"{t} ({n}x)" for t, n in
+                                                    sorted(denied.items()))
+    else:
+        what = "no topic denied"
+    extra = (f"; no subscriber for {m['no_subscribers']:,} msgs, sent again "
+             f"{m.get('resent', 0):,}" if m.get("no_subscribers") else "")
+    return f"mqtt      MQTT {proto}, {what}{extra}"
