@@ -30,15 +30,17 @@ from offline.regularization import alpha_grid, choose_alpha
 from offline.smoother import smoother_bundle
 
 
-def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0) -> np.ndarray:
+def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0,
+          scale=None) -> np.ndarray:
     """``RMS(estimate - truth) / std(truth)`` per column over truth samples ``start..``;
-    estimate row j describes sample ``j - delay``; non-finite (warm-up) rows are left out."""
+    estimate row j describes sample ``j - delay``; non-finite (warm-up) rows are left out.
+    ``scale`` (ncol,): divide by it instead of the run's own std (e.g. the stationary one)."""
     e = est[delay + start:]
     t = truth[start: truth.shape[0] - delay]
     ok = np.all(np.isfinite(e), axis=1)
     if not ok.any():  # a blown-up candidate: no finite row (no numpy empty-slice warning)
         return np.full(e.shape[1], np.nan)
-    sd = np.std(t[ok], axis=0)
+    sd = np.std(t[ok], axis=0) if scale is None else np.asarray(scale, dtype=float)
     return np.sqrt(np.mean((e[ok] - t[ok]) ** 2, axis=0)) / np.where(sd > 0, sd, np.nan)
 
 
@@ -63,16 +65,19 @@ def evaluate(bundle, runs, alpha: float, window: int, check_stability=False,
     return r
 
 
-def score_estimator(est, runs, reference=None) -> dict | None:
+def score_estimator(est, runs, reference=None, scale=None) -> dict | None:
     """Run any estimator (``run``, ``reset``, ``delay``) on the runs and score it (see
-    :func:`evaluate`); None when an estimate is not finite."""
+    :func:`evaluate`); None when an estimate is not finite. ``scale`` (nf + nout,): the
+    errors' normaliser instead of each run's own std of the truth (:func:`nrmse`)."""
     per = []
     for r in runs:
         est.reset()
         Fe, Ze, _ = est.run(r.Y)
+        nf = r.F.shape[1]
+        sf, sz = (None, None) if scale is None else (scale[:nf], scale[nf:])
         with np.errstate(over="ignore", invalid="ignore"):
-            per.append(np.concatenate([nrmse(Fe, r.F, est.delay, r.start),
-                                       nrmse(Ze, r.Z, est.delay, r.start)]))
+            per.append(np.concatenate([nrmse(Fe, r.F, est.delay, r.start, sf),
+                                       nrmse(Ze, r.Z, est.delay, r.start, sz)]))
     per = np.array(per)  # (nruns, nf + nout)
     if not np.all(np.isfinite(per)):
         return None

@@ -15,6 +15,26 @@ def sampling_spread(every: int, n_channels: int) -> float:
     return math.sqrt(2.0 / max(1, int(every) * int(n_channels)))
 
 
+def grid_nis_drop(grid, nis_table) -> float:
+    """The lowest mean NIS per channel, relative to a tracked level's own ``r(a, a)``, that a
+    load half a grid step (geometric) below level ``a`` gives under the gains of ``a``, over
+    the levels with one below (1 for a single level). A tracker settles on the nearer level,
+    so a right model under such a load reads this far below 1: the model check's lower
+    threshold is widened by it while the level is tracked. ``r(a, b)`` is affine in ``g_b^2``
+    (:func:`offline.smoother.levels.expected_nis`), so the value between two grid levels is
+    exact: ``g^2 = g_(a-1) g_a`` halfway in log. Load-dominated innovations give
+    ``g_(a-1) / g_a`` (0.56 on the quarter-decade grid), noise-dominated ones about 1."""
+    g2 = np.asarray(grid, dtype=float) ** 2
+    r = np.asarray(nis_table, dtype=float)
+    drop = 1.0
+    for a in range(1, g2.size):
+        lo, hi = r[a, a - 1], r[a, a]
+        mid = lo + (math.sqrt(g2[a] * g2[a - 1]) - g2[a - 1]) / (g2[a] - g2[a - 1]) * (hi - lo)
+        if hi > 0 and mid > 0:
+            drop = min(drop, mid / hi)
+    return float(drop)
+
+
 class LevelTracker:
     """Follows the load's level from the innovations: every ``every`` samples the mean NIS
     per channel of the last ``every`` samples (``r``, 1 for a right level) is compared with

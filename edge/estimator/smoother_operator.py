@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.load_level import grid_nis_drop
 from edge.estimator.operator import EstimatorError
 from edge.estimator.smoother_checks import _rho, check_levels, check_scales
 
@@ -177,6 +178,9 @@ def level_operators(bundle: Bundle, op: SmootherOperator, check_stability: bool 
         return []
     check_levels(kf, bundle.path or "bundle", check_stability)
     A = np.asarray(kf["A"], dtype=float)
+    # a load between two tracked levels reads a NIS below 1 under the nearer level's gains:
+    # the lower threshold widened by the largest such drop (edge/estimator/load_level.py)
+    low = op.nis_threshold_low * grid_nis_drop(kf["level_grid"], kf["level_nis"])
     out = []
     for i in range(np.asarray(kf["level_grid"]).size):
         K = np.asarray(kf["level_K"][i], dtype=float)
@@ -185,5 +189,5 @@ def level_operators(bundle: Bundle, op: SmootherOperator, check_stability: bool 
             G=np.ascontiguousarray(kf["level_G"][i], dtype=float),
             Sinv=np.ascontiguousarray(kf["level_Sinv"][i], dtype=float),
             Wt=np.ascontiguousarray(kf["level_Wt"][i], dtype=float),
-            std=np.array(kf["level_std"][i], dtype=float)))
+            std=np.array(kf["level_std"][i], dtype=float), nis_threshold_low=low))
     return out

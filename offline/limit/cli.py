@@ -37,7 +37,7 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
         lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress)
         return lim.format()
     from edge.bundle import Bundle
-    from offline.limit.ratio import bundle_delay_s, bundle_load_model
+    from offline.limit.ratio import bundle_delay_s, bundle_load_model, stationary_std
 
     b = Bundle.load(bundle)
     lm = bundle_load_model(b)
@@ -45,15 +45,16 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     lim = model_limit(spec, model, delays=np.union1d(delays, [delay]), n_modes=n_modes,
                       progress=progress, loads=lm, chain=b.chain)
     achieved, line = bundle_error(spec, model, bundle, n_modes=n_modes, progress=progress,
-                                  load_model=lm)
+                                  load_model=lm, scale=stationary_std(lim.as_dict()))
     return lim.format(achieved, ratio_delay_s=delay) + "\n" + line
 
 
 def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = False,
-                 load_model=None):
+                 load_model=None, scale=None):
     """Mean normalised RMS error of a bundle's estimator over the honest calibration runs
     (under ``load_model``, default the model file's declaration): ``({name: nrmse},
-    description)``."""
+    description)``. ``scale``: the normaliser of each force and output (the limit's
+    stationary std, :func:`offline.limit.ratio.stationary_std`), else each run's own std."""
     from edge.bundle import Bundle
     from offline.calibration_runs import calibration_runs
     from edge.estimator import Estimator
@@ -71,7 +72,7 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     od = [output_probe(model, o) for o in spec.outputs]
     runs = calibration_runs(spec, model, cd, fd, od, b.dt, n_modes=n_modes,
                             progress=progress, load_model=load_model, chain=b.chain)
-    r = score_estimator(Estimator(b), runs)  # whichever estimator the bundle selects
+    r = score_estimator(Estimator(b), runs, scale=scale)  # whichever estimator it selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")
     from offline.limit.ratio import RATIO_DEFINITION

@@ -292,6 +292,10 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                       memory=M, n_grid=n, noise=levels, noise_std=np.sqrt(noise_var),
                       lag_exact=exact,
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
+                            # the stationary std of each force and output under the load:
+                            # the normaliser of every limit above (offline/limit/ratio.py)
+                            "force_std": np.sqrt(lim.force_var).tolist(),
+                            "output_std": np.sqrt(lim.output_var).tolist(),
                             "n_rigid": int(mm.n_rigid),
                             "loads": (loads.as_meta() if is_model
                                       else [ld.__dict__ for ld in loads])})
