@@ -92,8 +92,11 @@ def test_candidates_without_sensors_are_valid_and_build_says_why_not(strip):
     (('noise = 0.01\n', 'noise = -1.0\n'), r"\[\[placement.candidates\]\]\[0\]\.noise"),
     (('noise = 0.01\n', 'noise = 0.01\ncost = "high"\n'),
      r"\[\[placement.candidates\]\]\[0\]\.cost: expected a number"),
-    (('kind = "displacement"\nnoise', 'kind = "strain"\nnoise'),
+    (('kind = "displacement"\nnoise', 'kind = "temperature"\nnoise'),
      r"\[\[placement.candidates\]\]\[0\]\.kind"),
+    # a strain gauge is placed at a point, not on a node's DOF: the key named is select
+    (('kind = "displacement"\nnoise', 'kind = "strain"\nnoise'),
+     r"\[\[placement.candidates\]\]\[0\]\.select: a strain gauge is placed with at"),
     (('name = "az10"', 'name = "dz10"'), r"\[\[placement.candidates\]\]\[1\]\.name: 'dz10' is "
                                          r"already a candidate"),
     (('name = "az10"', 'name = "d60"'), r"\[1\]\.name: 'd60' is a force or output name"),

@@ -20,7 +20,8 @@ from edge.daemon import realtime
 from edge.daemon.config import Config, ConfigError, mqtt_password
 from edge.daemon.exitcodes import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
                                    EXIT_RECORDER)
-from edge.daemon.gauge import TareAcquisition, range_check
+from edge.daemon.gauge import range_check
+from edge.daemon.tare import TareAcquisition
 from edge.daemon.loop import Daemon
 from edge.daemon.mqtt import CommandRegistry, Publisher
 from edge.daemon.notify import Notifier
@@ -277,7 +278,7 @@ def _simulation_faults(cfg: Config):
 
 def make_acquisition(cfg: Config, est, simulate: bool):
     """The ADC (real or simulated), with the tare of the channels that ask for one
-    (``tare_samples``, :class:`edge.daemon.gauge.TareAcquisition`). Returns
+    (``tare_samples``, :class:`edge.daemon.tare.TareAcquisition`). Returns
     ``(acquisition, virtual_clock)``."""
     acq, virtual = _make_acquisition(cfg, est, simulate)
     n = [c["tare_samples"] for c in cfg.channels]

@@ -1,5 +1,7 @@
 """Strain-gauge channels of the daemon: the bridge's sensitivity, the tare at start and the
-check that the expected strain fits the converter's input range (docs/strain-gauges.md).
+check that the expected strain fits the converter's input range (docs/strain-gauges.md). The
+tare is :mod:`edge.daemon.tare`; this module imports no NumPy (the configuration reads it before
+``vsense-edge run`` has asked for single-threaded math).
 
 A Wheatstone bridge excited with ``V_ex`` gives, with gauge factor ``GF`` (``dR / R = GF eps``)
 and ``k`` active arms of equal strain magnitude,
@@ -17,7 +19,6 @@ volts (its codes scaled by ``2 V_ref / PGA``), so the PGA sets the input range
 
 from __future__ import annotations
 
-import numpy as np
 
 #: bridge -> k / 4: the fraction of ``GF eps V_ex`` at the bridge's output (module docstring)
 BRIDGE_FACTOR = {"quarter": 0.25, "half": 0.5, "full": 1.0}
@@ -111,47 +112,5 @@ def range_check(channels: list, bundle, vref: float, pga: int) -> list[str]:
     return warn
 
 
-class TareAcquisition:
-    """Wrap an acquisition: each channel with ``n[c] > 0`` has the mean of its first ``n[c]``
-    finite samples subtracted (the structure at rest: zero strain). During those samples the
-    running mean is subtracted (the first sample reads 0), afterwards the frozen mean; the
-    offsets are in ``offset`` (physical units) and ``done`` says when all are frozen."""
-
-    def __init__(self, acq, n):
-        self.acq = acq
-        self.n = np.asarray(n, dtype=np.int64)
-        self.count = np.zeros(self.n.size, dtype=np.int64)
-        self.total = np.zeros(self.n.size)
-        self.offset = np.zeros(self.n.size)
-
-    def __getattr__(self, name):  # the wrapped acquisition's other attributes
-        return getattr(self.acq, name)
-
-    @property
-    def done(self) -> bool:
-        return bool(np.all(self.count >= self.n))
-
-    def read(self, values, t_ns, flags) -> int:
-        k = self.acq.read(values, t_ns, flags)
-        if not self.done:
-            tare_rows(values[:k], self.n, self.count, self.total, self.offset)
-        else:
-            values[:k] -= self.offset
-        return k
-
-
-def tare_rows(Y, n, count, total, offset) -> None:
-    """In place: per channel, while ``count < n`` add each finite sample to ``total`` and set
-    ``offset = total / count`` (the running mean), then subtract ``offset`` from the sample."""
-    for r in range(Y.shape[0]):
-        for c in range(Y.shape[1]):
-            y = Y[r, c]
-            if count[c] < n[c] and np.isfinite(y):
-                count[c] += 1
-                total[c] += y
-                offset[c] = total[c] / count[c]
-            Y[r, c] = y - offset[c]
-
-
 __all__ = ["BRIDGE_FACTOR", "STRAIN_UNITS", "PEAK_FACTOR", "bridge_sensitivity",
-           "resolve_bridges", "range_check", "TareAcquisition", "tare_rows"]
+           "resolve_bridges", "range_check"]
