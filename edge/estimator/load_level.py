@@ -94,6 +94,7 @@ class LevelTracker:
         self.load_power = 1.0    # g^2: the load's power over the designed one
         self.avg_weight = 0.2    # per window: the statistics' average over ~5 windows
         self._avg = np.full(2, np.nan)   # averaged (r, c) since the last switch
+        self._avg_s2 = 1.0               # its variance over one window's
         self.last_lag1 = float("nan")
         self.unexplained = 0  # decisions whose r no level explains (rule 4, held)
         self.last_ratio = float("nan")
@@ -203,31 +204,53 @@ class LevelTracker:
         rho = c / r
         sd = self.rho_spread
         if not self._rho_lo[a] - 2.0 * sd <= rho <= self._rho_hi[a] + 2.0 * sd:
-            tq, tr = self.innov[a, 0], self.innov[a, 1]
-            row = self._row
-            # log r(a, b) = log(g_b^2 tq + nu tr)
-            np.multiply(self._g2, tq, out=row)
-            row += self.noise_scale * tr
-            np.log(row, out=row)
-            b = self._decide_one(math.log(r), row)
             self._avg[:] = np.nan
-            if b >= 0:
-                self._estimate(a, r, self._g2[b] / self.noise_scale)
-            return self._move(b)
+            return self._by_nis(a, r)
         if abs(rho) > 4.0 * sd:
             s2 = self._ratio(a, rho - math.copysign(2.0 * sd, rho))
             b = int(np.argmin(np.abs(self._log_grid - 0.5 * math.log(s2))))
-            self._estimate(a, r, s2)
+            # one window, likely astride a step: the load moves, the noise stays
+            self.load_power = s2 * self.noise_scale
             self._avg[:] = np.nan
             return self._move(b)
         w = self.avg_weight
-        if math.isnan(self._avg[0]) or abs(math.log(r / self._avg[0])) > self.hysteresis:
-            self._avg[0], self._avg[1] = r, c
+        if math.isnan(self._avg[0]):
+            self._avg[0], self._avg[1], self._avg_s2 = r, c, 1.0
+        elif abs(math.log(r / self._avg[0])) > self.hysteresis:
+            # a step in the NIS: the load changed, the sensors' noise did not
+            self._avg[0], self._avg[1], self._avg_s2 = r, c, 1.0
+            b = self._by_nis(a, r)
+            if b != a:
+                self._avg[:] = np.nan
+                return b
         else:
             self._avg[0] += w * (r - self._avg[0])
             self._avg[1] += w * (c - self._avg[1])
-        self._estimate(a, self._avg[0], self._ratio(a, self._avg[1] / self._avg[0]))
+            # variance factor of the weighted mean: the sum of its squared weights
+            self._avg_s2 = (1.0 - w) ** 2 * self._avg_s2 + w * w
+        rbar, rho_bar = self._avg[0], self._avg[1] / self._avg[0]
+        m = 2.0 * sd * math.sqrt(self._avg_s2)
+        if self._rho_lo[a] + m <= rho_bar <= self._rho_hi[a] - m:
+            self._estimate(a, rbar, self._ratio(a, rho_bar))
+        else:  # rho does not resolve the ratio here: the load from the NIS
+            self._estimate_load(a, rbar)
         return a
+
+    def _by_nis(self, a: int, r: float) -> int:
+        """The level from the NIS ``r`` alone at the tracked noise (rules 1-4 against
+        ``log(g_b^2 tq + nu tr)``), with ``g^2`` that level's; ``nu`` is kept."""
+        tq, tr = self.innov[a, 0], self.innov[a, 1]
+        row = self._row
+        # log r(a, b) = log(g_b^2 tq + nu tr)
+        np.multiply(self._g2, tq, out=row)
+        row += self.noise_scale * tr
+        np.log(row, out=row)
+        b = self._decide_one(math.log(r), row)
+        if b >= 0 and b != a:
+            self.load_power = float(self._g2[b])
+        elif b == a:
+            self._estimate_load(a, r)
+        return self._move(b)
 
     def _ratio(self, a: int, rho: float) -> float:
         """``s2`` of a correlation ``rho`` under the gains of level ``a``, within the grid."""
@@ -242,6 +265,17 @@ class LevelTracker:
             high = (rho * tr - cr) * (cq * tr - cr * tq) > 0.0
             s2 = self.grid[-1] ** 2 if high else self.grid[0] ** 2
         return min(max(s2, self.grid[0] ** 2), self.grid[-1] ** 2)
+
+    def _estimate_load(self, a: int, r: float) -> None:
+        """``load_power`` from a mean NIS ``r`` under the gains of ``a`` at the tracked noise
+        ``nu``: ``g^2 = (r - nu tr) / tq``, at least the lowest level's. Used where the
+        averaged ``rho`` lies beyond every ratio's (a model error colours the innovations):
+        the clipped ratio put the frame's noise at 0.002 of the learned one at its designed
+        load, and its stated std of the outputs then wandered 0.6-1.6x after a step down."""
+        tq, tr = self.innov[a, 0], self.innov[a, 1]
+        if tq > 0:
+            g2 = (r - self.noise_scale * tr) / tq
+            self.load_power = min(max(g2, self.grid[0] ** 2), self.grid[-1] ** 2)
 
     def _estimate(self, a: int, r: float, s2: float) -> None:
         """``noise_scale`` and ``load_power`` from a mean NIS ``r`` under the gains of ``a``
