@@ -94,6 +94,11 @@ def test_the_tracker_holds_and_moves_on_the_two_statistics():
     r, c = g2 * tq + nu * tr_, g2 * cq + nu * cr
     b = tr.decide(r, c)
     assert grid[b] < 1.0
+    # the move keeps the noise (one window may lie astride a step of the load); the next
+    # window, at the new level's gains, gives nu from the two statistics
+    tqb, trb, cqb, crb = stats[b]
+    tr.decide(g2 * tqb + nu * trb, g2 * cqb + nu * crb)
+    assert tr.level == b
     assert tr.noise_scale == pytest.approx(nu, rel=0.5)
 
 

@@ -188,9 +188,14 @@ class LevelTracker:
         dominates, ``rho`` hardly changes with ``s2`` and the nearer, higher level states the
         wider std. While the level is kept, ``(g^2, nu)`` come from the statistics averaged
         over the windows since the last switch (exponentially, ``avg_weight`` per window),
-        restarted when a window's NIS leaves the average by more than the hysteresis (a step
-        in the load or the noise: the old windows no longer describe it; the average took
-        10-20 s to forget them on the frame of ``benchmarks/load_user``).
+        where the averaged ``rho`` resolves the ratio (inside its range by 2 of the average's
+        spreads), else ``g^2`` from the NIS at the tracked ``nu`` (:meth:`_estimate_load`). A
+        window whose NIS leaves the average by more than the hysteresis is a step of the
+        load (the sensors' noise does not step with it): the average restarts and the level
+        follows the NIS at the tracked noise (:meth:`_by_nis`; the old average took 10-20 s
+        to forget the windows before a step on the frame of ``benchmarks/load_user``). A
+        move on one window's ``rho`` sets ``g^2`` and keeps ``nu`` (that window may lie
+        astride a step: it set the frame's noise 1.45x).
 
         A ``rho`` that no ``(g^2, nu)`` gives under the current gains (beyond the range of
         ``rho(s2)``, :func:`rho_range`, by 2 spreads) is not read as a ratio: it says the
