@@ -214,8 +214,7 @@ class LevelTracker:
         if abs(rho) > 4.0 * sd:
             s2 = self._ratio(a, rho - math.copysign(2.0 * sd, rho))
             b = int(np.argmin(np.abs(self._log_grid - 0.5 * math.log(s2))))
-            # one window, likely astride a step: the load moves, the noise stays
-            self.load_power = s2 * self.noise_scale
+            self._estimate(a, r, s2)
             self._avg[:] = np.nan
             return self._move(b)
         w = self.avg_weight
