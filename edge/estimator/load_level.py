@@ -194,8 +194,9 @@ class LevelTracker:
         load (the sensors' noise does not step with it): the average restarts and the level
         follows the NIS at the tracked noise (:meth:`_by_nis`; the old average took 10-20 s
         to forget the windows before a step on the frame of ``benchmarks/load_user``). A
-        move on one window's ``rho`` sets ``g^2`` and keeps ``nu`` (that window may lie
-        astride a step: it set the frame's noise 1.45x).
+        move on one window's ``rho`` sets ``(g^2, nu)`` from that window (keeping ``nu``
+        left a record whose noise differs from the learned one at the wrong std for
+        seconds; a window astride a step, though, set the frame's noise 1.45x).
 
         A ``rho`` that no ``(g^2, nu)`` gives under the current gains (beyond the range of
         ``rho(s2)``, :func:`rho_range`, by 2 spreads) is not read as a ratio: it says the
