@@ -268,15 +268,29 @@ def field_probe(model, kind: str, point, surface=None, direction=None, scale: fl
             raise ValueError(f"{where}: a plate's strain needs surface = \"top\" or "
                              "\"bottom\" and an in-plane direction = [x, y, 0]")
         nodes, kinds, coef = plate_row(el, point, surface, direction, stress, where)
-    # (node id, kind) -> index among the constrained model's DOFs (held DOFs: absent)
-    key = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(model.dof_node, model.dof_kind))}
+    key = _dof_index(model)
     acc: dict = {}
     for nd, k, c in zip(nodes, kinds, coef):
-        i = key.get((int(nd), int(k)))
-        if i is not None and c != 0.0:
-            acc[i] = acc.get(i, 0.0) + float(c) * scale
+        _add(acc, key.get((int(nd), int(k))), c, scale)
+    return _probe(acc, f"{where}: the strain there reads only held DOFs (always 0)")
+
+
+def _dof_index(model) -> dict:
+    """(node id, kind) -> index among the constrained model's DOFs (held DOFs: absent)."""
+    return {(int(a), int(b)): i for i, (a, b) in enumerate(zip(model.dof_node, model.dof_kind))}
+
+
+def _add(acc: dict, i, c: float, scale: float) -> None:
+    """``acc[i] += c scale`` for a free DOF ``i`` (None: held) and a non-zero ``c``."""
+    if i is not None and c != 0.0:
+        acc[i] = acc.get(i, 0.0) + float(c) * scale
+
+
+def _probe(acc: dict, empty: str) -> Probe:
+    """The :class:`Probe` of the coefficients ``acc`` (DOF index -> coefficient), its DOF the
+    largest coefficient's; ``ValueError(empty)`` when no free DOF is read."""
     if not acc:
-        raise ValueError(f"{where}: the strain there reads only held DOFs (always 0)")
+        raise ValueError(empty)
     idx = np.array(sorted(acc))
     val = np.array([acc[i] for i in idx])
     return Probe(int(idx[np.argmax(np.abs(val))]), idx, val)
@@ -291,7 +305,7 @@ def user_probe(model, row, scale: float = 1.0, where: str = "row") -> Probe:
     """
     from edge import DOF_NAMES
 
-    key = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(model.dof_node, model.dof_kind))}
+    key = _dof_index(model)
     nodes = set(int(n) for n in np.asarray(model.node_ids).tolist())
     acc: dict = {}
     for i, (node, dof, c) in enumerate(row):
@@ -299,14 +313,8 @@ def user_probe(model, row, scale: float = 1.0, where: str = "row") -> Probe:
             raise ValueError(f"{where}[{i}][2] (coefficient): {c!r} is not finite")
         if int(node) not in nodes:
             raise ValueError(f"{where}[{i}][0] (node): node {node} is not in the model")
-        j = key.get((int(node), DOF_NAMES.index(dof)))
-        if j is not None and c != 0.0:
-            acc[j] = acc.get(j, 0.0) + float(c) * scale
-    if not acc:
-        raise ValueError(f"{where}: the row reads only held (or absent) DOFs: always 0")
-    idx = np.array(sorted(acc))
-    val = np.array([acc[i] for i in idx])
-    return Probe(int(idx[np.argmax(np.abs(val))]), idx, val)
+        _add(acc, key.get((int(node), DOF_NAMES.index(dof))), c, scale)
+    return _probe(acc, f"{where}: the row reads only held (or absent) DOFs: always 0")
 
 
 __all__ = ["Probe", "user_probe", "probe_matrix", "beam_row", "plate_row", "solid_row", "field_probe",
