@@ -42,7 +42,7 @@ from offline.limit.ratio import build_accuracy, format_ratios
 from offline.load import declared_load_model, read_records
 from offline.load.check import check_learned
 from offline.smoother.chain_alt import with_chain_alternative
-from offline.load.levels import records_at_model_level
+from offline.load.units import records_at_model_level
 from offline.load.select import choice_meta, learn_and_choose
 from offline.load.declared import replaced_kinds
 from offline.load.model import total_rms_note

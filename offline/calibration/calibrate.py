@@ -249,10 +249,10 @@ class Problem:
 def check_units(prob, names, progress: bool = False) -> None:
     """A force or response column in another unit (kN for N, mm for m): each channel's RMS
     against the model's response at the prior mean to the records' force columns, refused
-    beyond :data:`offline.load.levels.REFUSE_FACTOR` either way (naming the records, the
+    beyond :data:`offline.load.units.REFUSE_FACTOR` either way (naming the records, the
     column and the factor), warned beyond ``WARN_FACTOR`` (a prior that far off moves the
     response's RMS by a few times at most: damping 10x off, sqrt(10))."""
-    from offline.load.levels import check_record_levels
+    from offline.load.units import check_record_levels
 
     sims = prob.simulate(prob.m0, jac=False)
     meas = np.vstack([r.Y[r.used] for r in prob.records])
