@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge import DOF_NAMES
 from offline._deps import need
+from offline.fem.plate import _TN, _geometry
+from offline.fem.solid import element_type, lame, shape_functions
 
 #: surface -> sign of the fibre ``z = sign t / 2`` (plate normal +z: ``top``)
 SURFACES = {"top": 1.0, "bottom": -1.0}
@@ -133,8 +136,6 @@ def plate_row(el: dict, point, surface: str, direction, stress: bool = False,
               where: str = "at"):
     """``(node ids, DOF kinds, coefficients)`` of the surface strain (stress) along the
     in-plane ``direction`` at ``point`` (module docstring)."""
-    from offline.fem.plate import _TN, _geometry
-
     p = np.asarray(point, float)
     n = np.asarray(direction, float)
     n = n / np.linalg.norm(n)
@@ -181,8 +182,6 @@ def plate_row(el: dict, point, surface: str, direction, stress: bool = False,
 def _reference_point(name, X, p):
     """Reference coordinates of ``p`` in the element of type ``name`` with nodes ``X``
     (Newton on ``x(xi) = N(xi) X``) and whether it lies inside; ``(xi, inside)``."""
-    from offline.fem.solid import element_type, shape_functions
-
     et = element_type(name)
     xi = et.nodes.mean(axis=0)
     for _ in range(20):
@@ -207,8 +206,6 @@ def solid_row(el: dict, point, direction, stress: bool = False, where: str = "at
     ``direction`` at ``point`` from the B-matrix of the element holding it:
     ``eps_nn = sum_a (n . grad N_a)(n . u_a)``; ``sigma_nn = lam tr(eps) + 2 mu eps_nn``
     (isotropic); a point on a face or an edge takes the mean of its elements."""
-    from offline.fem.solid import lame, shape_functions
-
     p = np.asarray(point, float)
     n = np.asarray(direction, float)
     n = n / np.linalg.norm(n)
@@ -303,8 +300,6 @@ def user_probe(model, row, scale: float = 1.0, where: str = "row") -> Probe:
     Every (node, dof) must be a DOF of the model's table; a DOF the boundary holds drops out
     (it is zero). ``ValueError`` naming ``where[i]`` for a node or DOF not in the model.
     """
-    from edge import DOF_NAMES
-
     key = _dof_index(model)
     nodes = set(int(n) for n in np.asarray(model.node_ids).tolist())
     acc: dict = {}

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.bundle import Bundle
+from edge.estimator import Estimator
+from offline.calibration_runs import calibration_runs
+from offline.limit.model import model_limit
+from offline.limit.ratio import RATIO_DEFINITION, bundle_delay_s, bundle_load_model, stationary_std
+from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs, sensor_probe
+from offline.selection import score_estimator
+
 
 def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bundle=None,
               progress: bool = True) -> str:
@@ -19,9 +27,6 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     measurement chain (``[acquisition]``): the limit's channels see the conversion as a filter
     (``Chain.response`` times the structure's transfer) and the runs' channels are converted.
     """
-    from offline.limit.model import model_limit
-    from offline.model import build_fe_model, load_model_file
-
     spec = load_model_file(model_path)
     if noise is not None:
         if not (np.isfinite(noise) and noise > 0):
@@ -36,8 +41,6 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     if bundle is None:
         lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress)
         return lim.format()
-    from edge.bundle import Bundle
-    from offline.limit.ratio import bundle_delay_s, bundle_load_model, stationary_std
 
     b = Bundle.load(bundle)
     lm = bundle_load_model(b)
@@ -55,12 +58,6 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     (under ``load_model``, default the model file's declaration): ``({name: nrmse},
     description)``. ``scale``: the normaliser of each force and output (the limit's
     stationary std, :func:`offline.limit.ratio.stationary_std`), else each run's own std."""
-    from edge.bundle import Bundle
-    from offline.calibration_runs import calibration_runs
-    from edge.estimator import Estimator
-    from offline.selection import score_estimator
-    from offline.model import output_probe, resolve_dofs, sensor_probe
-
     b = Bundle.load(bundle_path)
     names_b = [f.name for f in b.forces] + [o.name for o in b.outputs]
     names_s = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
@@ -75,7 +72,6 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     r = score_estimator(Estimator(b), runs, scale=scale)  # whichever estimator it selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")
-    from offline.limit.ratio import RATIO_DEFINITION
 
     load = ("the load model learned from records" if load_model is not None
             else "the model file's declared load")

@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from edge.bundle import KINDS
+from edge.csvio import write_table
 from offline.calibration_runs import run_modal
+from offline.forcing.component import Component
+from offline.forcing.force_model import ForceModel
 from offline.limit.transfer import modal_model
 from offline.load.model import LoadModel
 from offline.model import resolve_dofs, sensor_probe
 from offline.simulate import simulate_sparse
-from offline.smoother.component import Component
-from offline.smoother.force_model import ForceModel
-
 
 #: The zoo's structure: the demo rig's 170 x 13 x 1.2 mm aluminium strip as 34
 #: Euler-Bernoulli beam elements, one laser at 110 mm, the force there, the displacement at
@@ -264,7 +264,5 @@ def write_load_csv(path, lm: LoadModel, names, seconds: float, dt: float, seed: 
                    oversample: int = 10) -> None:
     """A force history of ``lm`` for ``vsense-offline simulate --load csv`` (``time`` and one
     column per force, at ``dt / oversample``), ``seconds`` long."""
-    from edge.csvio import write_table
-
     t = np.arange(int(round(seconds / dt)) * oversample + 1) * dt / oversample
     write_table(path, t, lm.sample(t, seed), list(names))

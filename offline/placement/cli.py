@@ -8,6 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from offline.model import load_model_file
+from offline.placement import place, placement_model
+from offline.placement.fisher import place_calibration
+from offline.placement.report import summary, write_report
+from offline.placement.write import write_placed
 
 
 def run_place(model_path, n: int, out, *, target: str = "estimation", report=None,
@@ -23,15 +27,10 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
                          "(none given, or all of them are [[sensors]] already)")
     ps = spec.placement
     if target == "calibration":
-        from offline.placement.fisher import place_calibration
-
         res = place_calibration(spec, n, budget=ps.budget, progress=progress)
         say(res["summary"])
         names = res["names"]
     else:
-        from offline.placement import place, placement_model
-        from offline.placement.report import summary, write_report
-
         pm = placement_model(spec, progress=progress)
         w = np.array([ps.weights.get(t, 1.0) for t in pm.targets])
         pl = place(pm, n, weights=w, budget=ps.budget, linear=ps.criterion == "linear",
@@ -46,7 +45,6 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
         say(f"figures in {rdir}: placement_curve.png, placement_layout.png")
     if len(names) < n:
         say(f"the budget {ps.budget:g} allowed {len(names)} of the {n} sensors asked for")
-    from offline.placement.write import write_placed
 
     comment = (f"sensors added by vsense-offline place ({target}), in the order chosen: "
                + ", ".join(names))

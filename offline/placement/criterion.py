@@ -19,9 +19,13 @@ import numpy as np
 from edge.acquisition import Chain
 from edge.estimator.operator import EstimatorError
 from offline._deps import need
-from offline.model import EstimatorSpec, build_fe_model
+from offline.build import design_bundle
+from offline.fem.strain import probe_matrix
+from offline.load.declared import declared_force_models
+from offline.model import EstimatorSpec, build_fe_model, sensor_probe
 from offline.placement.honest import load_grid, smoother_nrmse
 from offline.placement.riccati import riccati
+from offline.reduced import reduce_model
 from offline.reduction import recover
 from offline.smoother import design_smoother, smoother_settings
 
@@ -145,8 +149,6 @@ def force_models(spec, rate: float) -> list:
     """Each ``[[forces]]`` entry's smoother force model as the build declares it
     (:func:`offline.load.declared.declared_force_models`: its ``model``, else its own
     ``[calibration]`` load times its ``scale``, the default roll-off order)."""
-    from offline.load.declared import declared_force_models
-
     out = declared_force_models(spec, rate)
     for f, fm in zip(spec.forces, out):
         if fm.kind != "bandpass":
@@ -163,11 +165,6 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     ``[[placement.candidates]]``). Raises ``ValueError`` naming the key when the file has no
     forces or no candidates.
     """
-    from offline.build import design_bundle
-    from offline.reduced import reduce_model
-    from offline.fem.strain import probe_matrix
-    from offline.model import sensor_probe
-
     if not spec.forces:
         raise ValueError(f"{spec.where('[[forces]]')}: place needs at least one force")
     if candidates is None:

@@ -26,7 +26,11 @@ import copy
 import numpy as np
 
 from offline._deps import progress as _progress
+from offline.calibration.calibrate import settings_from_raw
+from offline.calibration.forward import TimeModel
+from offline.calibration.setup import from_model_file
 from offline.placement.criterion import NOISE_FLOOR
+from offline.simulate import load_profile
 
 
 def fisher_blocks(spec, seed: int = 0, progress: bool = True):
@@ -40,11 +44,6 @@ def fisher_blocks(spec, seed: int = 0, progress: bool = True):
     names : list of str       sensors then candidates
     params : list of str
     """
-    from offline.calibration.calibrate import settings_from_raw
-    from offline.calibration.forward import TimeModel
-    from offline.calibration.setup import from_model_file
-    from offline.simulate import load_profile
-
     raw = spec.raw
     if not raw.get("parameters"):
         raise ValueError(f"{spec.where('[[parameters]]')}: --for calibration needs "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline._deps import progress as _progress
+from offline.placement.screen import screen as make_screen
 
 
 @dataclass
@@ -95,8 +96,6 @@ def place(pm, n: int, *, weights=None, budget=None, linear: bool = False, screen
     cost = np.asarray(pm.cost, float)
     exact = screen <= 0 or screen >= ncand
     if not exact and proxy is None:
-        from offline.placement.screen import screen as make_screen
-
         proxy = make_screen(pm)
     budget = np.inf if budget is None else float(budget)
 
