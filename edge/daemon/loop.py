@@ -84,7 +84,8 @@ IO_TICK_S = 0.1
 
 # ----------------------------------------------------------------------------- daemon
 class Daemon(SamplePath, StatusMixin):
-    """One running device: acquisition, estimation, publishing, recording.
+    """One running device: acquisition, estimation, publishing, recording; commands act on
+    it through :class:`edge.daemon.control.Controller` (pause, resume, reset, status, health).
 
     Parameters
     ----------
@@ -191,6 +192,25 @@ class Daemon(SamplePath, StatusMixin):
     estimates = _counter(arena.ESTIMATES, "estimate rows attached to samples")
     resets = _counter(arena.RESETS, "estimator resets (gaps, sensor recoveries)")
     del _counter
+
+    # ------------------------------------------------------- controller (edge.daemon.control)
+    def pause(self) -> None:
+        self.paused = True
+        self._set_state("paused")
+        self._refresh_fast()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._reset_estimator()  # the state is stale after a pause
+        self._set_state("sensor_fault" if self.faults.fault.any() else self._ok_state())
+        self._refresh_fast()
+
+    def reset(self) -> None:
+        self._reset_estimator()
+
+    def publish_status(self) -> dict:
+        self._set_state(self.state)
+        return self.status_payload()
 
     # ------------------------------------------------------------------ acquisition
     def _acquire(self) -> None:
@@ -317,7 +337,7 @@ class Daemon(SamplePath, StatusMixin):
                 self.raw_pub.poll()
             # commands run on the acquisition thread; here only once it has ended
             if not self.pub.commands.empty() and not self._acq_thread.is_alive():
-                run_commands(self)
+                run_commands(self.pub, self)
 
     def _handover(self, i: int, n: int) -> None:
         """Raw samples of ring slots ``i .. i+n-1`` to the recorder, their estimate rows to

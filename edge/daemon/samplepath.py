@@ -76,7 +76,7 @@ class SamplePath:
         i = self.ring.head % self.ring.capacity
         pub = self.pub
         if pub is not None and pub.cmd_flag:
-            run_commands(self)
+            run_commands(pub, self)
         b = self.block
         if n <= b:
             self._process(i, n)
@@ -90,7 +90,7 @@ class SamplePath:
         if inv is None or inv.pending is not None:
             return
         try:
-            inv.arm(self, self.cfg["inverse"]["map"] or None)
+            inv.start(self.cfg["inverse"]["map"] or None)
             self.scheduled_identifications += 1
         except (KeyError, ValueError) as e:
             log.warning("scheduled identification not armed: %s", e)
@@ -104,7 +104,7 @@ class SamplePath:
         if self._identify_due:  # scheduled identification: arm on the estimating thread
             self._arm_scheduled()
         if inv is not None and inv.pending is not None:  # an armed identification window
-            inv.on_block(self, ring.values[i:i + n], int(ring.seq[i]))
+            inv.push(ring.values[i:i + n], int(ring.seq[i]))
         V = ring.values[i:i + n]
         seq = ring.seq[i:i + n]
         t_ns = ring.t_ns[i:i + n]
