@@ -27,6 +27,10 @@ _OFF = OFF  # i8[_OFF + field] = offset of the field in its array (edge.packing)
  RSTATE, T_NS, SEQ, STAMP, HSEQ, HT, HCOUNT, SSEQ, ST, LAT_D, LAT_DS, LAT_R, LAT_RS, COUNT, TS,
  FLAGS, EF, HF, SF, SOK) = range(24)
 _N_FIELDS = 24
+#: the fields' names as attributes of an :class:`Arena` (in field order)
+NAMES = ("values", "F", "Z", "sV", "rstate", "t_ns", "seq", "stamp", "hseq", "ht", "hcount",
+         "sseq", "st", "lat_d", "lat_ds", "lat_r", "lat_rs", "count", "ts", "flags", "ef", "hf",
+         "sf", "sok")
 
 # RSTATE: the ring's producer/consumer state (edge.daemon.ring.Ring)
 HEAD, TAIL, ADC, GAP_PENDING, LOST, OVERRUNS = range(6)
@@ -66,6 +70,10 @@ class Arena:
         self.f8, self.i8, self.u8, views = pack(
             [(*shapes[f], None) for f in range(_N_FIELDS)], (cap, nch, nf, nout, block, delay, w))
         self._views = dict(enumerate(views))
+        self.capacity, self.nch, self.nf, self.nout = cap, nch, nf, nout
+        self.block, self.delay, self.latency_window = block, delay, w
+        for f, name in enumerate(NAMES):  # named views: arena.values, arena.sV, ...
+            setattr(self, name, self.view(f))
 
     def view(self, field: int) -> np.ndarray:
         """The NumPy view of ``field`` (:data:`SOK` as bool)."""
