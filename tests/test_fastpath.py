@@ -197,3 +197,26 @@ def test_sample_leaves_everything_untouched_on_a_non_finite_sample():
         assert _sample(*args) == -2  # the general path counts the bad sample
         after = (*ar.args, *est.packed.args)
         assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after))
+
+
+def test_arena_fields_are_named_and_compiled_code_reads_their_lengths():
+    """One table (edge.daemon.arena.FIELDS): the index constants follow its order, every field
+    is an attribute by its name, and the compiled accessor returns exactly the Python view
+    (same memory, same length read from the arena, no literal) for every field."""
+    from edge.daemon import arena as A
+    from edge.daemon.fastpath import _field
+
+    for k, (name, kind, _) in enumerate(A.FIELDS):
+        assert getattr(A, name.upper()) == k, name  # VALUES == 0 ... LENGTHS == 24
+    # sizes all different, so a length read from the wrong place shows
+    ar = A.Arena(7, 2, 3, 4, 5, 6, 11)
+    arrays = {"f8": ar.f8, "i8": ar.i8, "u8": ar.u8}
+    for k, (name, kind, _) in enumerate(A.FIELDS):
+        py = getattr(ar, name)
+        assert py is ar.view(k) or np.shares_memory(py, ar.view(k))
+        got = _field(arrays[kind], ar.i8, k)
+        flat = ar.view(k).view(np.uint8) if name == "sok" else ar.view(k)
+        assert got.size == flat.size, name
+        assert got.size == 0 or np.shares_memory(got, flat), name
+    assert ar.values.shape == (7, 2) and ar.sV.shape == (7, 3 + 4) and ar.hseq.shape == (7,)
+    assert ar.rstate.shape == (len(A.RSTATE_ITEMS),) and ar.count.shape == (len(A.COUNT_ITEMS),)
