@@ -220,3 +220,35 @@ def test_arena_fields_are_named_and_compiled_code_reads_their_lengths():
         assert got.size == 0 or np.shares_memory(got, flat), name
     assert ar.values.shape == (7, 2) and ar.sV.shape == (7, 3 + 4) and ar.hseq.shape == (7,)
     assert ar.rstate.shape == (len(A.RSTATE_ITEMS),) and ar.count.shape == (len(A.COUNT_ITEMS),)
+
+
+def test_done_equals_latency_stats_and_counter():
+    """The end of the per-sample work on both paths (fastpath._done: two latency stores and
+    `processed` per span of slots) against its NumPy twin, LatencyStats.add on the same spans;
+    the DRDY latency only once the clock offset is known. Integers: exact."""
+    from edge.daemon import arena as A
+    from edge.daemon.fastpath import _done
+    from edge.daemon.health import LatencyStats
+
+    rng = np.random.default_rng(5)
+    _, ar, ring = _fast_rig(cap=8, w=16)
+    lat_r, lat_d = LatencyStats(16), LatencyStats(16)
+    count, done = ar.view(A.COUNT), 0
+    for k in range(40):
+        i = int(rng.integers(0, 8))
+        n = int(rng.integers(1, 9 - i))
+        ring.stamp_ns[i:i + n] = rng.integers(0, 10**9, n)
+        ring.t_ns[i:i + n] = rng.integers(0, 10**9, n)
+        if k == 10:  # the DRDY clock offset becomes known
+            count[A.T_OFF], count[A.T_OFF_KNOWN] = 777, 1
+        now = 2 * 10**9 + k
+        _done(*ar.args, i, n, now)
+        lat_r.add(now - ring.stamp_ns[i:i + n])
+        if k >= 10:
+            lat_d.add(now - (ring.t_ns[i:i + n] + 777))
+        done += n
+        for got, ref in ((LatencyStats(16, ar.view(A.LAT_R), ar.view(A.LAT_RS)), lat_r),
+                         (LatencyStats(16, ar.view(A.LAT_D), ar.view(A.LAT_DS)), lat_d)):
+            assert (got.n, got.max_ns) == (ref.n, ref.max_ns)
+            assert np.array_equal(got.buf, ref.buf)
+        assert count[A.PROCESSED] == done

@@ -130,15 +130,31 @@ def _lat_add(buf, state, lat):  # pragma: no cover - compiled
     state[LAT_N] = n + 1
 
 
+@njit(cache=True)
+def _done(f8, i8, u8, i, n, now):  # pragma: no cover - compiled
+    """The end of the per-sample work of ring slots ``i .. i+n-1`` (estimated and aligned at
+    ``now`` [ns], ``time.monotonic_ns``), on both paths: the two latency stores
+    (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
+    now) and the ``processed`` counter. ``f8, i8, u8``: the daemon's arena."""
+    count = _field(i8, i8, COUNT)
+    stamp, t_ns = _field(i8, i8, STAMP), _field(i8, i8, T_NS)
+    lat_r, lat_rs = _field(i8, i8, LAT_R), _field(i8, i8, LAT_RS)
+    lat_d, lat_ds = _field(i8, i8, LAT_D), _field(i8, i8, LAT_DS)
+    for s in range(i, i + n):
+        _lat_add(lat_r, lat_rs, now - stamp[s])
+        if count[T_OFF_KNOWN] != 0:
+            _lat_add(lat_d, lat_ds, now - (t_ns[s] + count[T_OFF]))
+    count[PROCESSED] += n
+
+
 @njit(cache=True)  # the GIL stays held: the loop thread never sees a half-written slot
 def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     """The whole per-sample work of the default configuration on the sample just read into
     the ring's next slot (``head % capacity``), in place.
 
     Stage (``seq`` = ADC sample number, ``stamp_ns`` = ring entry), estimate
-    (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the two latency
-    stores (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
-    now), the counters, then publish (``head += 1``). ``f8, i8, u8``: the daemon's
+    (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the latencies and
+    ``processed`` (:func:`_done`, as the general path), then publish (``head += 1``). ``f8, i8, u8``: the daemon's
     :class:`edge.daemon.arena.Arena`; ``ef8, ei8, eu8``: the Tikhonov estimator's operator
     and state (:class:`edge.estimator.packed.Packed`). Six array arguments: numba's
     dispatch costs per argument.
@@ -184,11 +200,7 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
                _field(i8, i8, SSEQ), _field(i8, i8, ST), _field(u8, i8, SF),
                _field(u8, i8, SOK), i8[H_DELAY])
     # estimated and aligned: the latency of this sample ends now
-    t1 = _now_ns(ts)
-    _lat_add(_field(i8, i8, LAT_R), _field(i8, i8, LAT_RS), t1 - t0)
-    if count[T_OFF_KNOWN] != 0:
-        _lat_add(_field(i8, i8, LAT_D), _field(i8, i8, LAT_DS), t1 - (t_ns[i] + count[T_OFF]))
-    count[PROCESSED] += 1
+    _done(f8, i8, u8, i, 1, _now_ns(ts))
     count[ESTIMATES] += m
     head = ring[HEAD] + 1
     ring[HEAD] = head  # published: the slot was complete before head moved

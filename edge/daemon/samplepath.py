@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from edge.daemon import arena
-from edge.daemon.fastpath import CLOCK_OK, _align, _sample, packed_args
+from edge.daemon.fastpath import CLOCK_OK, _align, _done, _sample, packed_args
 from edge.daemon.faults import FaultTracker
 from edge.daemon.health import LatencyStats
 from edge.flags import FLAG_GAP, FLAG_HELD
@@ -139,6 +139,7 @@ class SamplePath:
             _sample(*self.args)
             v[0, 0] = keep
         s, r = self.state, self.ring
+        _done(*s.args, 0, 0, 0)
         _align(s.F[:0], s.Z[:0], s.ef[:0], r.seq[:0], r.t_ns[:0], r.flags[:0], 0, s.hseq,
                s.ht, s.hf, s.hcount, s.sV, s.sseq, s.st, s.sf, s.sok, self.delay)
 
@@ -205,11 +206,7 @@ class SamplePath:
                 self._estimate(Y, seq, t_ns, fl, i)
         else:
             self.faults.update(bad)
-        now = time.monotonic_ns()
-        self.latency_ring.add(now - ring.stamp_ns[i:i + n])
-        if self.t_off is not None:
-            self.latency.add(now - (t_ns + self.t_off))
-        self.processed += n
+        _done(*self.state.args, i, n, time.monotonic_ns())  # latencies, processed
 
     def _estimate(self, Yk, seq, t_ns, fl, slot: int) -> None:
         """Run the estimator on one gap-free segment (ring slots ``slot ..``); estimate
