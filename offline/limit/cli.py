@@ -26,6 +26,8 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     its delay (:mod:`offline.limit.ratio`, the build's ratio). Both go through the bundle's
     measurement chain (``[acquisition]``): the limit's channels see the conversion as a filter
     (``Chain.response`` times the structure's transfer) and the runs' channels are converted.
+    Without ``bundle`` the limit goes through the model file's chain (``spec.chain()``: the
+    ADS1256 when the file declares no ``[acquisition]``), as the build's does.
     """
     spec = load_model_file(model_path)
     if noise is not None:
@@ -38,9 +40,11 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     delays = np.array([0, 5, 10, 20, 100] if delays_ms is None else delays_ms, float) * 1e-3
     if np.any(delays < 0):
         raise ValueError(f"--delay: delays must be >= 0 ms, got {delays_ms}")
-    if bundle is None:
-        lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress)
-        return lim.format()
+    if bundle is None:  # the model file's chain: its [acquisition], or the ADS1256 default
+        chain = spec.chain()
+        lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress,
+                          chain=chain)
+        return lim.format() + "\n" + chain_line(chain)
 
     b = Bundle.load(bundle)
     lm = bundle_load_model(b)
@@ -80,3 +84,16 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
         f"{(b.window - 1) * b.dt * 1e3:g} ms), alpha={b.alpha:.3g}, on {len(runs)} full-model "
         f"calibration runs (seeds {[x.seed for x in runs]}) under {load}; "
         + RATIO_DEFINITION)
+
+
+def chain_line(chain) -> str:
+    """The measurement chain the limit's channels went through, in words."""
+    if chain.point:
+        return "  measurement chain: point samples at the row times ([acquisition] ideal)"
+    conv = "point samples through the sensors' dynamics" if chain.ideal else (
+        f"{chain.converter} {chain.drate:g} SPS {chain.mode}" if chain.converter == "ads1256"
+        else f"daq FIR cut-off {chain.cutoff:g} Hz, group delay {chain.group_delay * 1e3:g} ms")
+    return (f"  measurement chain: {conv}, each channel's conversion response times the "
+            f"structure's transfer ([acquisition]"
+            + ("; the sensors' drifting offsets are not in the limit)" if any(chain.drift)
+               else ")"))
