@@ -12,7 +12,8 @@ score``. Printed per target: the normalised RMS error (full band) and the ratio 
 error to the same estimator's on point samples (same load, same noise seed), the ratio to
 the accuracy limit at the estimator's delay (the build's, computed with the chain, times the
 target's stationary std: the limit's normaliser), the 1-sigma coverage; and the point-sample
-bundle replayed on the converted record (a chain left undeclared). Each force declares
+bundle replayed on the converted record (a chain left undeclared), and whether replay's
+model check said "measurement chain" (the wrong-chain warning). Each force declares
 ``model = { order = 8 }`` (``--order``): the records' band-limited load has no skirts above
 the band, and the default order 2 declares skirts that an accelerometer sampled at the row
 rate sees aliased (2x the limit on point samples already, the beam with a tip
@@ -73,11 +74,12 @@ def _model(base: Path, extra: str, rate: float, chain: str, ads, order: int = 8)
                    f'group_delay = 2.0e-3\n')
 
 
-def _run(*args) -> str:
+def _run(*args, err: bool = False) -> str:
+    """stdout of the command (``err``: with its stderr, where replay's warnings go)."""
     r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"{' '.join(map(str, args))} failed:\n{r.stdout}\n{r.stderr}")
-    return r.stdout
+    return r.stdout + (r.stderr if err else "")
 
 
 def _score(d: Path, est: str, truth: str) -> dict:
@@ -117,17 +119,18 @@ def run_case(name: str, seconds: float, d: Path, order: int = 8) -> list:
         _run(BIN / "vsense-edge", "replay", d / f"{chain}_measurement.csv", "--bundle",
              d / f"{chain}.npz", "-o", d / f"{chain}_est.csv")
         res[chain] = (_score(d, f"{chain}_est.csv", f"{chain}_truth.csv"),
-                      _limits(out, d / f"{chain}.npz"))
+                      _limits(out, d / f"{chain}.npz"), None)
         if chain != "ideal":  # the point-sample bundle on this chain's record
-            _run(BIN / "vsense-edge", "replay", d / f"{chain}_measurement.csv", "--bundle",
-                 d / "ideal.npz", "-o", d / f"{chain}_wrong.csv")
+            said = _run(BIN / "vsense-edge", "replay", d / f"{chain}_measurement.csv",
+                        "--bundle", d / "ideal.npz", "-o", d / f"{chain}_wrong.csv", err=True)
             res[chain + "/wrong"] = (_score(d, f"{chain}_wrong.csv", f"{chain}_truth.csv"),
-                                     {})
+                                     {}, "measurement chain" in said)
     ideal = res["ideal"][0]
-    for chain, (sc, lim) in res.items():
+    for chain, (sc, lim, warned) in res.items():
         for t, (e, rms, cov) in sc.items():
             rows.append([name, chain, t, f"{e:.4g}", f"{rms / ideal[t][1]:.3f}",
-                         f"{rms / lim[t]:.3f}" if t in lim else "-", f"{100 * cov:.1f}"])
+                         f"{rms / lim[t]:.3f}" if t in lim else "-", f"{100 * cov:.1f}",
+                         "-" if warned is None else ("yes" if warned else "no")])
     return rows
 
 
@@ -141,7 +144,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     w = csv.writer(sys.stdout, delimiter="\t")
     w.writerow(["case", "chain", "target", "nrmse", "x point samples", "x limit",
-                "1-sigma %"])
+                "1-sigma %", "chain warning"])
     for name in a.cases.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             for r in run_case(name, a.seconds, Path(tmp), a.order):
