@@ -7,8 +7,8 @@ row rate and 2 ms group delay, all channels at once), a record from ``vsense-off
 simulate`` (default ``--chain model``: the full FE model by exact modal integration on a grid
 of 32 steps per row, converted as the file declares, random 2-100 Hz, 1 % noise, 1 s warm-up
 so the record starts moving; the file's ``[calibration]`` band and sensor noise are set to
-these, so that every chain's bundle declares what its record holds), ``vsense-offline build`` (no record), ``vsense-edge replay``, ``vsense-offline
-score``. Printed per target: the normalised RMS error (full band) and the ratio of its RMS
+these, so that every chain's bundle declares what its record holds), ``vsense-offline
+build`` (no record), ``vsense-edge replay``, ``vsense-offline score``. Printed per target: the normalised RMS error (full band) and the ratio of its RMS
 error to the same estimator's on point samples (same load, same noise seed), the ratio to
 the accuracy limit at the estimator's delay (the build's, computed with the chain, times the
 target's stationary std: the limit's normaliser), the 1-sigma coverage; and the point-sample
