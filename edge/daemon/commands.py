@@ -18,6 +18,11 @@ from typing import Any, Callable
 log = logging.getLogger("vsense.loop")
 
 
+#: a handler's return value: the command is under way and replies later (its completion,
+#: queued as a command of its own: :mod:`edge.daemon.tare`)
+DEFERRED = object()
+
+
 class CommandError(ValueError):
     """A command was rejected; the message is the reason sent on ``cmd/reply``.
 
@@ -160,7 +165,10 @@ def run_commands(d) -> None:
         except queue.Empty:
             return
         try:
+            d.command_id = cid  # for a handler that replies later (DEFERRED)
             extra = cmd.handler(d, args) or {}
+            if extra is DEFERRED:
+                continue
             d.pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
         except CommandError as e:
             d.pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})
