@@ -28,7 +28,7 @@ from edge.daemon.recorder import Recorder, RecordingError
 from edge.daemon.sim_load import bundle_load_meta
 from edge.daemon.sim_signal import LimitedAcquisition, SignalAcquisition, parse_faults
 from edge.daemon.simulate import FileSource, InputSource, StructureSource
-from edge.daemon.tare import TareAcquisition
+from edge.daemon.tare import TareAcquisition, register_tare_command
 from edge.estimator import Estimator
 from edge.fatigue.monitor import FatigueMonitor
 from edge.hw.acquire import Acquisition, Channel
@@ -279,10 +279,12 @@ def _simulation_faults(cfg: Config):
 
 def make_acquisition(cfg: Config, est, simulate: bool):
     """The ADC (real or simulated), with the tare of the channels that ask for one
-    (``tare_samples``, :class:`edge.daemon.tare.TareAcquisition`). Returns
-    ``(acquisition, virtual_clock)``."""
+    (``tare_samples``, :class:`edge.daemon.tare.TareAcquisition`; with a bridge channel
+    always, for the ``tare`` command). Returns ``(acquisition, virtual_clock)``."""
     acq, virtual = _make_acquisition(cfg, est, simulate)
     n = [c["tare_samples"] for c in cfg.channels]
+    if any(c["bridge"] for c in cfg.channels) and not any(n):
+        acq = TareAcquisition(acq, n)
     if any(n):
         log.info("tare: the mean of the first %s samples of %s subtracted (structure at rest)",
                  "/".join(str(k) for k in n if k),
@@ -382,6 +384,8 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
                  "\"resume\"])")
     if "identify" not in registry.commands:  # inverse maps: identify, update_model
         register_commands(registry)
+    if any(c["bridge"] for c in cfg.channels):
+        register_tare_command(registry)
     if cfg["fatigue"]:
         from edge.fatigue.monitor import register_fatigue_commands
 

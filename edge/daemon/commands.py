@@ -18,6 +18,11 @@ from typing import Any, Callable
 log = logging.getLogger("vsense.loop")
 
 
+#: a handler's return value: the command is under way and replies later (its completion,
+#: queued as a command of its own: :mod:`edge.daemon.tare`)
+DEFERRED = object()
+
+
 class CommandError(ValueError):
     """A command was rejected; the message is the reason sent on ``cmd/reply``.
 
@@ -161,7 +166,10 @@ def run_commands(pub, ctl) -> None:
         except queue.Empty:
             return
         try:
+            ctl.command_id = cid  # for a handler that replies later (DEFERRED)
             extra = cmd.handler(ctl, args) or {}
+            if extra is DEFERRED:
+                continue
             pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
         except CommandError as e:
             pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})

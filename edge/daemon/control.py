@@ -23,10 +23,20 @@ class Controller(Protocol):
         The inverse maps' hook; set once at start-up (:meth:`InverseHook.attach`).
     fatigue : edge.fatigue.monitor.FatigueMonitor or None
         The ``[[fatigue]]`` hotspots.
+    acq : the acquisition (``edge.daemon.tare.TareAcquisition`` with a bridge channel)
+    cfg : edge.daemon.config.Config
+    rate : float
+        Rows per second the bundle was built for.
+    command_id :
+        The id of the command being run (a handler that replies later keeps it).
     """
 
     inverse: Any
     fatigue: Any
+    acq: Any
+    cfg: Any
+    rate: float
+    command_id: Any
 
     @property
     def paused(self) -> bool: ...
@@ -47,3 +57,7 @@ class Controller(Protocol):
 
     def health(self) -> dict:
         """The health statistics now (the payload of a health message)."""
+
+    def later(self, command, cid) -> None:
+        """Run ``command`` (an :class:`edge.daemon.commands.Command`) between two samples
+        as the answer to command ``cid``: how a handler that returned ``DEFERRED`` replies."""

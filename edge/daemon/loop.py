@@ -122,6 +122,7 @@ class Daemon:
         register_builtin_commands(self.registry)
         self.nch = len(cfg.channels)
         self.rate = 1.0 / estimator.bundle.dt
+        self.command_id = None  # the command being run (edge.daemon.commands.run_commands)
         self.block = cfg["bundle"]["block"]
         cap = max(int(RING_S * self.rate), 4 * self.block)
         # the per-sample state in three arrays (ring, alignment, rows by slot, latency
@@ -201,6 +202,10 @@ class Daemon:
     def publish_status(self) -> dict:
         self.status.set_state(self.status.state)
         return self.status.status_payload()
+
+    def later(self, command, cid) -> None:
+        self.pub.commands.put_nowait((command, {}, cid))
+        self.pub.cmd_flag = True
 
     # ------------------------------------------------------------------ acquisition
     def _acquire(self) -> None:
