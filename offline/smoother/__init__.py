@@ -19,7 +19,8 @@ Files, by mathematical object: `force_model` (shaping filters), `van_loan` (exac
 discretisation), `gains` (state-space model, Riccati, fixed-lag gains), `model_check` (band
 pairs), `levels` (gains for a grid of load levels), `attach` (bundle arrays), `settings`
 (the one design path from a model file's ``[estimator]``: lag, model error, model check,
-load model).
+load model), `std_scale` (the model's own error in the stated std, measured on the
+full-model calibration runs).
 """
 
 from offline.smoother.attach import attach_smoother, smoother_from_spec, with_load_levels
