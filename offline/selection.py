@@ -332,16 +332,12 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
 
 
 def _informative(a: dict, b: dict, reference) -> tuple:
-    """The scores of rows ``a`` and ``b`` over the targets not both estimate worse than an
-    estimate of zero (mean normalised RMS error > 1): such a target says nothing about which
-    is better, yet its ratio to the limit can swamp the geometric mean (a1z of the frame of
-    benchmarks/load_user: 3.6 and 1.9, 1,600x and 830x its limit, put the smoother 35 %
-    behind; 11 % on the other two targets). The score's own form (:func:`score_estimator`)
-    on the mean errors; the plain scores when no target or every one is left out."""
+    """The scores (:func:`score_estimator`'s form, on the mean errors) of rows ``a`` and
+    ``b`` over the targets not both estimate worse than zero (nrmse > 1), which say nothing
+    about which is better (the frame of benchmarks/load_user: a1z 3.6 / 1.9, 1,600x / 830x
+    its limit, put the smoother 35 % behind, 11 % on the rest); else the plain scores."""
     ea, eb = (np.asarray(r.get("nrmse", []), dtype=float) for r in (a, b))
-    if ea.size == 0 or ea.shape != eb.shape:
-        return a["score"], b["score"]
-    keep = (ea <= 1.0) | (eb <= 1.0)
+    keep = (ea <= 1.0) | (eb <= 1.0) if ea.size and ea.shape == eb.shape else ea[:0] > 0
     if keep.all() or not keep.any():
         return a["score"], b["score"]
     if reference is None:
