@@ -19,20 +19,16 @@ The force models it is designed for are :mod:`offline.forcing`'s. Files, by math
 object: `van_loan` (exact discretisation), `gains` (state-space model, Riccati, fixed-lag
 gains), `model_check` (band pairs), `levels` (gains for a grid of load levels), `attach`
 (bundle arrays), `settings` (the one design path from a model file's ``[estimator]``: lag,
-model error, model check, load model).
+model error, model check, load model), `std_scale` (the model's own error in the stated
+std, measured on the full-model calibration runs).
 """
 
 from offline.forcing.force_model import FORCE_MODELS, ForceModel
 from offline.smoother.attach import attach_smoother, with_load_levels
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.model_check import band_filters, check_bands
-from offline.smoother.settings import (
-                                       MODEL_ERRORS,
-                                       SmootherSettings,
-                                       smoother_bundle,
-                                       smoother_from_spec,
-                                       smoother_settings,
-)
+from offline.smoother.settings import (MODEL_ERRORS, SmootherSettings, smoother_bundle,
+                                       smoother_from_spec, smoother_settings)
 from offline.smoother.van_loan import van_loan
 
 __all__ = ["FORCE_MODELS", "MODEL_ERRORS", "ForceModel", "SmootherDesign", "SmootherSettings",
