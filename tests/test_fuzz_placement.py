@@ -264,6 +264,7 @@ def check_placed(res: dict, p: Path, out: Path, n: int, target: str) -> str:
     return f"placed ({target})" if names else f"nothing placed ({target}, budget)"
 
 
+@pytest.mark.timeout(5400)  # 2,000 cases: ~0.2-1 s each on a busy 2-core host
 def test_fuzz_placement_files(request):
     """The placement file, ``-n`` and ``--for`` through :func:`run_place` (the figures of
     every 25th case drawn: they cost ~1 s and read only the result checked here)."""
