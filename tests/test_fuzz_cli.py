@@ -233,6 +233,8 @@ def check_outcome(cmd: str, argv: list, rc: int, out: str, err: str, odir: Path)
     # a file of the command line, the default config (check-config without a path), an option
     named = [Path(a).name for a in argv[1:] if a.strip()] + [str(DEFAULT_PATH), "argument",
                                                              "option", "usage"]
+    if "" in argv[1:]:  # an empty file name is the current directory, named "."
+        named.append(".:")
     # (a name with a line break in it spreads the message over the lines it ends)
     assert last and any(n and (n in last or "\n" in n and n in err) for n in named), \
         f"{argv}: exit {rc} without a message naming a file or option: {last!r}"
@@ -363,3 +365,13 @@ def test_a_file_that_opens_but_cannot_be_read_is_exit_2_or_6_naming_it(ws, tmp_p
     rc, out, err = run_inprocess(argv, tmp_path)
     assert rc == {"score": 2, "replay": 6}[cmd] and "Traceback" not in err
     assert "/proc/self/mem" in err.strip().splitlines()[-1], err
+
+
+def test_replay_to_a_directory_is_exit_2_naming_it(ws, tmp_path):
+    """``replay -o DIR`` raised IsADirectoryError from the final rename (a traceback); now
+    exit 2 with the path, no partial file left."""
+    rc, out, err = run_inprocess(["replay", str(ws / "meas.csv"), "--bundle",
+                                  str(ws / "b.npz"), "-o", str(tmp_path)], tmp_path)
+    assert rc == 2 and "Traceback" not in err
+    assert f"{tmp_path}: cannot write the estimates" in err.strip().splitlines()[-1], err
+    assert not Path(f"{tmp_path}.tmp").exists()

@@ -229,11 +229,10 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
         for g in set(groups):
             idx = [i for i, x in enumerate(groups) if x == g]
             ref[idx] = ref[idx].max()
-    r = (lev * ref) ** 2
     # a noise given in the channel's unit (noise_std) is the sensor's own
     given = np.array([np.nan if s.noise_std is None else s.noise_std for s in allsig])
     with np.errstate(over="ignore", under="ignore"):  # refused by _check_responds below
-        r = np.where(np.isfinite(given), given ** 2, r)
+        r = np.where(np.isfinite(given), given ** 2, (lev * ref) ** 2)
     tstd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, X, Cq), 0.0, None))
     names = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
     _check_responds(spec, allsig, std, r)
