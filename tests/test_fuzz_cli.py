@@ -269,7 +269,8 @@ def _no_constant(c):
 @pytest.fixture(scope="module", autouse=True)
 def _quiet():
     """Refusals log by design; one BLAS thread (the strip's matrices are small)."""
-    from threadpoolctl import threadpool_limits
+    import scipy.linalg  # noqa: F401 - loads its own BLAS first: the limit covers the
+    from threadpoolctl import threadpool_limits  # libraries loaded when it is entered
 
     logging.disable(logging.CRITICAL)
     with threadpool_limits(limits=1, user_api="blas"):

@@ -234,7 +234,8 @@ def mutate(d) -> tuple[str, int, str, str]:
 def _quiet():
     """Placement logs nothing by design on refusal; one BLAS thread: the strip's matrices
     are 10 x 10, where threads only cost (0.11 s a placement instead of 3 s on a busy host)."""
-    from threadpoolctl import threadpool_limits
+    import scipy.linalg  # noqa: F401 - loads its own BLAS first: the limit covers the
+    from threadpoolctl import threadpool_limits  # libraries loaded when it is entered
 
     logging.disable(logging.CRITICAL)
     with threadpool_limits(limits=1, user_api="blas"):
