@@ -234,8 +234,8 @@ def check_outcome(cmd: str, argv: list, rc: int, out: str, err: str, odir: Path)
     assert rc in CODES[cmd], f"{argv}: exit {rc}, not one of {sorted(CODES[cmd])}:\n{err[-2000:]}"
     last = err.strip().splitlines()[-1] if err.strip() else ""
     # a file of the command line, the default config (check-config without a path), an option
-    named = [Path(a).name for a in argv[1:] if a.strip()] + [str(DEFAULT_PATH), "argument",
-                                                             "option", "usage"]
+    named = [x for a in argv[1:] if a.strip() for x in (a, Path(a).name)] + [
+        str(DEFAULT_PATH), "argument", "option", "usage"]
     if "" in argv[1:]:  # an empty file name is the current directory, named "."
         named.append(".:")
     # (a name with a line break in it spreads the message over the lines it ends)
