@@ -379,3 +379,15 @@ def test_replay_to_a_directory_is_exit_2_naming_it(ws, tmp_path):
     assert rc == 2 and "Traceback" not in err
     assert f"{tmp_path}: cannot write the estimates" in err.strip().splitlines()[-1], err
     assert not Path(f"{tmp_path}.tmp").exists()
+
+
+@pytest.mark.parametrize("band", [["160", "5"], ["5", "5.1"]])
+def test_simulate_with_a_band_that_holds_no_frequency_is_exit_2(ws, tmp_path, band):
+    """``--band 160 5`` wrote an all-zero load (SNR nan) with exit 0; a band narrower than
+    the record's frequency step (0.3 s: 3.3 Hz) the same."""
+    rc, out, err = run_inprocess(["simulate", str(ws / "model.toml"), "-o", str(tmp_path / "s"),
+                                  "--duration", "0.3", "--quiet", "--band", *band, "--chain",
+                                  "ideal"], tmp_path)
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and ("--band 160 5" in last or "band [5.0, 5.1] Hz holds no" in last), err
+    assert not (tmp_path / "s_measurement.csv").exists()
