@@ -184,7 +184,7 @@ def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> in
         except OSError as exc:  # -o a directory, an unwritable place, a full disk
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            print(f"vsense-edge replay: {out_path}: cannot write the estimates "
+            print(f"vsense-edge replay: -o {out_path}: cannot write the estimates "
                   f"({exc.strerror or exc})", file=sys.stderr)
             return 2
         print(f"wrote {len(t_est)} estimates (delay {bundle.window - 1} samples, stamped with "

@@ -377,7 +377,7 @@ def test_replay_to_a_directory_is_exit_2_naming_it(ws, tmp_path):
     rc, out, err = run_inprocess(["replay", str(ws / "meas.csv"), "--bundle",
                                   str(ws / "b.npz"), "-o", str(tmp_path)], tmp_path)
     assert rc == 2 and "Traceback" not in err
-    assert f"{tmp_path}: cannot write the estimates" in err.strip().splitlines()[-1], err
+    assert f"-o {tmp_path}: cannot write the estimates" in err.strip().splitlines()[-1], err
     assert not Path(f"{tmp_path}.tmp").exists()
 
 
