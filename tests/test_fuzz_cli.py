@@ -391,3 +391,12 @@ def test_simulate_with_a_band_that_holds_no_frequency_is_exit_2(ws, tmp_path, ba
     last = err.strip().splitlines()[-1]
     assert rc == 2 and ("--band 160 5" in last or "band [5.0, 5.1] Hz holds no" in last), err
     assert not (tmp_path / "s_measurement.csv").exists()
+
+
+def test_limit_with_a_delay_beyond_its_memory_names_the_option(ws, tmp_path):
+    """``limit --delay 1e9`` was refused as "fixed-lag limit: need 0 <= lag < memory ..."
+    without the option."""
+    rc, out, err = run_inprocess(["limit", str(ws / "model.toml"), "--quiet", "--delay", "1e9"],
+                                 tmp_path)
+    assert rc == 2 and err.strip().splitlines()[-1].startswith(
+        "vsense-offline limit: error: --delay 1e+09: fixed-lag limit"), err
