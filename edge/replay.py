@@ -176,14 +176,19 @@ def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> in
     if out_path is None:
         write_estimates(sys.stdout, t_est, F, Z, flags, fnames, onames, std)
     else:
-        tmp = f"{out_path}.tmp"
+        # a device or pipe (-o /dev/null) is written directly, never renamed over
+        special = os.path.exists(out_path) and not os.path.isfile(out_path) \
+            and not os.path.isdir(out_path)
+        tmp = str(out_path) if special else f"{out_path}.tmp"
         try:
             with open(tmp, "w", newline="") as fh:
                 write_estimates(fh, t_est, F, Z, flags, fnames, onames, std)
-            os.replace(tmp, out_path)
+            if not special:
+                os.replace(tmp, out_path)
         except OSError as exc:  # -o a directory, an unwritable place, a full disk
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                if not special:
+                    os.unlink(tmp)
             print(f"vsense-edge replay: -o {out_path}: cannot write the estimates "
                   f"({exc.strerror or exc})", file=sys.stderr)
             return 2

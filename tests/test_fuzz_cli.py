@@ -190,9 +190,10 @@ def mutate(d, w: Path, cmd: str, out: Path) -> list:
             k = d.int(1, len(argv) - 1)
             argv[i], argv[k] = argv[k], argv[i]
         elif op == "path":
-            argv[i] = d.choice([str(out / "missing.toml"), str(out), "/dev/null",
-                                str(w / "b.npz"), str(w / "meas.csv"), str(w / "edge.toml"),
-                                "/proc/self/mem", ""])
+            # no /dev or /proc path: a command run as root may write there (an output
+            # renamed over /dev/null made it a regular file)
+            argv[i] = d.choice([str(out / "missing.toml"), str(out), str(w / "b.npz"),
+                                str(w / "meas.csv"), str(w / "edge.toml"), ""])
     return [a.replace("\x00", "") for a in argv]  # execve takes no NUL in an argument
 
 
@@ -402,3 +403,14 @@ def test_limit_with_a_delay_beyond_its_memory_names_the_option(ws, tmp_path):
                                  tmp_path)
     assert rc == 2 and err.strip().splitlines()[-1].startswith(
         "vsense-offline limit: error: --delay 1e+09: fixed-lag limit"), err
+
+
+def test_replay_to_dev_null_keeps_it_a_device(ws, tmp_path):
+    """``replay -o /dev/null`` wrote /dev/null.tmp and renamed it over /dev/null: as root,
+    /dev/null became a regular file (found by this class). A device is written directly."""
+    null = Path("/dev/null")
+    if not null.is_char_device():
+        pytest.skip("no /dev/null device")
+    rc, out, err = run_inprocess(["replay", str(ws / "meas.csv"), "--bundle",
+                                  str(ws / "b.npz"), "-o", str(null)], tmp_path)
+    assert rc == 0 and null.is_char_device() and not Path("/dev/null.tmp").exists(), err
