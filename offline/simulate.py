@@ -79,6 +79,9 @@ def load_profile(kind: str, t: np.ndarray, *, freq=None, amplitude=1.0, band=Non
         spec = np.fft.rfft(rng.standard_normal(n))
         fr = np.fft.rfftfreq(n, dt)
         spec[(fr < band[0]) | (fr > band[1])] = 0.0
+        if not np.any(spec[1:]):  # a reversed band, or none of the record's frequencies
+            raise ValueError(f"random load band {list(band)} Hz holds no frequency of the "
+                             f"record (0 < f0 < f1, f1 - f0 > 1/duration = {1 / (n * dt):.3g} Hz)")
         f = np.fft.irfft(spec, n)
         f *= rms / max(np.std(f), 1e-300)
     elif kind == "pulse":

@@ -38,12 +38,18 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
         spec.sensors = [replace(s, noise=float(noise)) for s in spec.sensors]
     model = build_fe_model(spec, progress=progress)
     delays = np.array([0, 5, 10, 20, 100] if delays_ms is None else delays_ms, float) * 1e-3
-    if np.any(delays < 0):
-        raise ValueError(f"--delay: delays must be >= 0 ms, got {delays_ms}")
+    if np.any(delays < 0) or not np.all(np.isfinite(delays)):
+        raise ValueError(f"--delay: delays must be finite and >= 0 ms, got {delays_ms}")
     if bundle is None:  # the model file's chain: its [acquisition], or the ADS1256 default
         chain = spec.chain()
-        lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress,
-                          chain=chain)
+        try:
+            lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress,
+                              chain=chain)
+        except ValueError as exc:  # a delay longer than the limit's filter memory
+            if str(exc).startswith("fixed-lag limit") and delays_ms is not None:
+                raise ValueError(f"--delay {' '.join(f'{d:g}' for d in delays_ms)}: "
+                                 f"{exc}") from None
+            raise
         return lim.format() + "\n" + chain_line(chain)
 
     b = Bundle.load(bundle)

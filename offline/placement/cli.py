@@ -15,11 +15,13 @@ from offline.placement.write import write_placed
 
 
 def run_place(model_path, n: int, out, *, target: str = "estimation", report=None,
-              screen: int = 6, passes: int = 3, progress: bool = True, say=print) -> dict:
+              screen: int = 6, passes: int = 3, progress: bool = True, say=print,
+              figures: bool = True) -> dict:
     """Run the placement and write ``out``; returns the result fields (for tests).
 
     ``target``: ``estimation`` (forces and outputs, the smoother's predicted NRMSE) or
     ``calibration`` (the ``[[parameters]]``, E-criterion, :mod:`offline.placement.fisher`).
+    ``figures``: draw the estimation report's figures (the command always does).
     """
     spec = load_model_file(model_path)
     if spec.placement is None or not spec.placement.candidates:
@@ -40,9 +42,10 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
         say(summary(pm, pl, blind))
         names = [pm.candidates[i] for i in pl.order]
         res = {"pm": pm, "placement": pl, "blind": blind, "names": names}
-        rdir = Path(report) if report is not None else Path(out).parent
-        write_report(pm, pl, blind, rdir)
-        say(f"figures in {rdir}: placement_curve.png, placement_layout.png")
+        if figures:
+            rdir = Path(report) if report is not None else Path(out).parent
+            write_report(pm, pl, blind, rdir)
+            say(f"figures in {rdir}: placement_curve.png, placement_layout.png")
     if len(names) < n:
         say(f"the budget {ps.budget:g} allowed {len(names)} of the {n} sensors asked for")
 

@@ -150,6 +150,8 @@ def place_calibration(spec, n: int, budget=None, progress: bool = True) -> dict:
     cands = list(spec.placement.candidates)
     if n > len(cands):
         raise ValueError(f"-n {n}: only {len(cands)} candidates")
+    if n < 1:  # as place()
+        raise ValueError(f"-n must be >= 1, got {n}")
     order = choose(Fb, L0, nfix, n, [c.cost for c in cands], budget)
     bar.update()
     bar.close()

@@ -59,6 +59,7 @@ class Criterion:
         w = np.ones(len(pm.targets)) if weights is None else np.asarray(weights, float)
         if not np.any(w > 0):
             raise ValueError("[placement].weights: every weight is 0")
+        w = w / w.max()  # then w.sum() is finite for weights up to the float range's end
         self.w, self.linear = w / w.sum(), linear
         self.cache, self.evaluations = {}, 0
 
