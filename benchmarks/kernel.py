@@ -82,7 +82,7 @@ def four_channel(b):
 
 def smoother_bundle(b, lag, kinds=None, order=None, chain=None):
     from offline.smoother import ForceModel, attach_smoother, design_smoother
-    from offline.smoother.force_model import DEFAULT_ORDER
+    from offline.forcing.force_model import DEFAULT_ORDER
 
     if kinds:
         b = b.replace(channels=[SensorChannel(f"c{i}", dof=b.channels[0].dof, kind=k,
@@ -110,7 +110,7 @@ def smoother_table(b71, args):
     """Smoother kernel at the default force-model order (and order 4), its NumPy twin and
     the Tikhonov kernel at the same delay, alternated in one run; each figure the minimum
     over ``--repeat`` medians (the machine is shared: the minimum is the least disturbed)."""
-    from offline.smoother.force_model import DEFAULT_ORDER
+    from offline.forcing.force_model import DEFAULT_ORDER
 
     def best(fn):
         return min(fn() for _ in range(args.repeat))
@@ -140,7 +140,7 @@ def chain_table(b71, args):
     and order 16), alternated in one run, each figure the minimum over ``--repeat`` medians
     of 5."""
     from edge.acquisition import Chain
-    from offline.smoother.force_model import DEFAULT_ORDER
+    from offline.forcing.force_model import DEFAULT_ORDER
 
     print(f"\nmeasurement chain (cantilever {b71.n} DOF, 1 displacement channel, lag 20), load "
           f"average {os.getloadavg()[0]:.1f} at the start:")

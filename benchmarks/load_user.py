@@ -42,7 +42,7 @@ from offline.limit.model import model_limit  # noqa: E402
 from offline.load.model import LoadModel  # noqa: E402
 from offline.load.zoo import interface_load, record  # noqa: E402
 from offline.model import build_fe_model, load_model_file  # noqa: E402
-from offline.smoother.force_model import ForceModel  # noqa: E402
+from offline.forcing.force_model import ForceModel  # noqa: E402
 
 FILES = Path(__file__).resolve().parent / "load_user"
 BIN = Path(sys.executable).parent

@@ -4,15 +4,17 @@ For each load (a roll-off of order 1, 2 or 4 against the declared band, a pink l
 carrying a source resonance, a load 50x below its declared size) the user declares what
 they know (``[calibration]`` random 5-160 Hz, 1 N, 1 % noise); the truth is the FULL model
 integrated by sparse Newmark on every DOF (``offline.simulate.simulate_sparse``, 10 steps
-per sample: not the estimator's reduced model nor its exact discretisation). Two bundles:
+per sample: not the estimator's reduced model nor its exact discretisation), converted by
+the model file's chain (the strip declares none: the ADS1256 at 1,000 SPS, each conversion
+the sinc5 + averager over its window; ``--chain ideal``: point samples). Two bundles:
 ``build`` with defaults, and ``build --record RUN.csv`` with a separate 20 s record of the
 same operation (other seed). Each runs on an 8 s test record (third seed); reported per
 target: normalised RMS error ``RMS(est - truth) / std(truth)`` (full band), FDE 0-200 Hz
 (paper eq. 33), the ratio to the MMSE limit at the estimator's delay computed with the TRUE
-spectra (:func:`offline.limit.model.model_limit`), and the fraction of samples within the
-stated 1-sigma band (68 % for a right model).
+spectra and the bundle's chain (:func:`offline.limit.model.model_limit`), and the fraction
+of samples within the stated 1-sigma band (68 % for a right model).
 
-    python benchmarks/load_zoo.py [--quick] [--cases NAME,...] [--json OUT.json]
+    python benchmarks/load_zoo.py [--quick] [--cases NAME,...] [--chain ideal] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from offline.build import build  # noqa: E402
 from offline.limit.model import model_limit  # noqa: E402
 from offline.metrics import fde  # noqa: E402
 from offline.model import build_fe_model, load_model_file  # noqa: E402
-from offline.load.zoo import (RECEIVER, STRIP, ZOO as CASES, record,  # noqa: E402
-                              source_load)
+from offline.load.zoo import (RECEIVER, STRIP, STRIP_CHIP, ZOO as CASES,  # noqa: E402
+                              record, source_load)
 
 
 
@@ -89,7 +91,7 @@ def run_case(name, lm, path, spec, model, quick, orders=(), with_record=True, no
         b = built.bundle
         lim_all = model_limit(spec, model, loads=lm, noise=noise,
                               delays=(0.0, (b.window - 1) * b.dt),
-                              exact=False)
+                              exact=False, chain=b.chain)
         lim = lim_all.at_delay((b.window - 1) * b.dt + 1e-9)
         res[label] = {"score": score(b, Y, F, Z, lim), "build_s": time.perf_counter() - t0,
                       "method": b.method, "learn_s": built.timings.get("load model")}
@@ -119,12 +121,16 @@ def main(argv=None) -> int:
     ap.add_argument("--orders", default="", help="also bundles whose [[forces]] model gives "
                     "these Butterworth orders, comma-separated (the prior's roll-off)")
     ap.add_argument("--no-record", action="store_true", help="skip the bundle with --record")
+    ap.add_argument("--chain", choices=("model", "ideal"), default="model",
+                    help="the strip's measurement chain: 'model' (default), no [acquisition], "
+                         "so the ADS1256 at 1,000 SPS in the bundle and the records; 'ideal', "
+                         "point samples (the records before the zoo went through the chip)")
     ap.add_argument("--record-seed", type=int, default=11,
                     help="seed of the record the load is learned from (the test record's is 23)")
     a = ap.parse_args(argv)
     d = Path(tempfile.mkdtemp(prefix="zoo-model-"))
     path = d / "strip.toml"
-    path.write_text(STRIP)
+    path.write_text(STRIP_CHIP if a.chain == "model" else STRIP)
     spec = load_model_file(path)
     model = build_fe_model(spec, progress=False)
     print("case        bundle    target    nrmse  FDE0-200    limit   ratio  1-sigma")

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge.hw.ads1256_filter import F_MOD, conversion_taps
+
 #: converters the estimator models
 CONVERTERS = ("ideal", "ads1256", "daq")
 #: taps per sample interval of the generic DAQ's FIR (:func:`daq_taps`)
@@ -155,7 +157,6 @@ class Chain:
             return np.ones(1), 0.0
         if self.converter == "daq":
             return daq_taps(self.drate, self.cutoff, self.group_delay)
-        from edge.hw.ads1256_filter import F_MOD, conversion_taps
 
         return conversion_taps(self.drate), 1.0 / F_MOD
 

@@ -52,7 +52,8 @@ CHECK_CONFIG_CODES = {
     EXIT_CONFIG: EXIT_CODES[EXIT_CONFIG],
     3: EXIT_CODES[3] + " - with --bundle",
 }
-REPLAY_CODES = {0: "estimates written", 3: EXIT_CODES[3],
+REPLAY_CODES = {0: "estimates written", 2: "bad arguments, or the -o file cannot be written",
+                3: EXIT_CODES[3],
                 6: "bad input file (not a recording or measurement CSV, or its channels do "
                    "not match the bundle's)"}
 MONITOR_CODES = {0: "ok", 1: "--once: no estimates within --timeout",

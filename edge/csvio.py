@@ -36,6 +36,8 @@ def read_table(path, min_rows: int = 1):
                 from None
         except csv.Error as exc:
             raise CsvError(f"{path}: not a CSV table ({exc})") from None
+        except OSError as exc:  # opened but not readable: EIO, a directory's EISDIR
+            raise CsvError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _parse(path, reader, min_rows):

@@ -19,6 +19,7 @@ naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -144,7 +145,8 @@ def _replay_runs(bundle: Bundle, parts: list[tuple]):
 
 
 def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> int:
-    """CLI body: returns the process exit code (0 ok, 3 bad bundle, 6 bad input)."""
+    """CLI body: returns the process exit code (0 ok, 2 -o not writable, 3 bad bundle, 6 bad
+    input)."""
     try:
         bundle = Bundle.load(bundle_path)
     except BundleError as exc:
@@ -174,10 +176,22 @@ def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> in
     if out_path is None:
         write_estimates(sys.stdout, t_est, F, Z, flags, fnames, onames, std)
     else:
-        tmp = f"{out_path}.tmp"
-        with open(tmp, "w", newline="") as fh:
-            write_estimates(fh, t_est, F, Z, flags, fnames, onames, std)
-        os.replace(tmp, out_path)
+        # a device or pipe (-o /dev/null) is written directly, never renamed over
+        special = os.path.exists(out_path) and not os.path.isfile(out_path) \
+            and not os.path.isdir(out_path)
+        tmp = str(out_path) if special else f"{out_path}.tmp"
+        try:
+            with open(tmp, "w", newline="") as fh:
+                write_estimates(fh, t_est, F, Z, flags, fnames, onames, std)
+            if not special:
+                os.replace(tmp, out_path)
+        except OSError as exc:  # -o a directory, an unwritable place, a full disk
+            with contextlib.suppress(OSError):
+                if not special:
+                    os.unlink(tmp)
+            print(f"vsense-edge replay: -o {out_path}: cannot write the estimates "
+                  f"({exc.strerror or exc})", file=sys.stderr)
+            return 2
         print(f"wrote {len(t_est)} estimates (delay {bundle.window - 1} samples, stamped with "
               f"their sample time) to {out_path}",
               file=sys.stderr)

@@ -42,7 +42,7 @@ from offline.limit.ratio import build_accuracy, format_ratios
 from offline.load import declared_load_model, read_records
 from offline.load.check import check_learned
 from offline.smoother.chain_alt import with_chain_alternative
-from offline.load.levels import records_at_model_level
+from offline.load.units import records_at_model_level
 from offline.load.select import choice_meta, learn_and_choose
 from offline.load.declared import replaced_kinds
 from offline.load.model import total_rms_note
@@ -56,6 +56,7 @@ from offline.report import write_build_html
 from offline.selection import (candidates_for, chain_policy, default_chain_fallback,
                                plot_selection, select, worse_than_zero)
 from offline.smoother import smoother_settings, with_load_levels
+from offline.smoother.std_scale import scale_note, with_std_scale
 
 
 @dataclass
@@ -93,7 +94,8 @@ class BuildResult:
                                      f"rms {m['rms']:.3g}" for m in e["force_models"])
                          + total_rms_note(e)
                          + "; std " + ", ".join(f"{n} {v:.3g}" for n, v in zip(
-                             [x.name for x in (*b.forces, *b.outputs)], e["std"])))
+                             [x.name for x in (*b.forces, *b.outputs)], e["std"]))
+                         + scale_note(e))
         sel = b.meta.get("selection")
         if sel:
             best = sel["best"]
@@ -392,6 +394,9 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
         t5 = time.perf_counter()  # the device's measurement-chain check (kf_alt_*)
         bundle = with_chain_alternative(bundle)
         timings["chain check"] = time.perf_counter() - t5
+        t5 = time.perf_counter()  # the model's own error in the stated std (kf_std_scale)
+        bundle = with_std_scale(bundle, runs)
+        timings["std scale"] = time.perf_counter() - t5
     if hybrid:  # the hybrid twin: a neural correction trained on force-and-response records
         t6 = time.perf_counter()
         bundle = attach_hybrid(bundle, rm, spec, hybrid, progress)[0]

@@ -255,6 +255,9 @@ def main(argv=None) -> int:
                     raise ValueError("--load sine needs --freq")
                 load["freq"] = args.freq
             if args.load in ("random", "chirp"):
+                if not 0 <= args.band[0] < args.band[1] < float("inf"):
+                    raise ValueError(f"--band {args.band[0]:g} {args.band[1]:g}: need "
+                                     "0 <= F0 < F1, finite [Hz]")
                 load["band"] = tuple(args.band)
             if args.load == "random":
                 load["rms"] = args.rms

@@ -18,11 +18,21 @@ from edge.csvio import read_table, write_table
 from edge.estimator.expm import foh_matrices
 from edge.estimator.newmark import newmark
 from edge.kinds import kind_order
-from offline._deps import need, progress as _progress
+from offline._deps import need
+from offline._deps import progress as _progress
+from offline.chain import (
+    MIN_STEPS_PER_ROW,
+    SensorDynamics,
+    conversions,
+    offset_walks,
+    plan_chain,
+    plan_daq,
+    refine_grid,
+    sensor_outputs,
+)
 from offline.fem.strain import probe_matrix
 from offline.metrics import add_noise as _add
-from offline.model import (build_fe_model, load_model_file, output_probe, resolve_dofs,
-                           sensor_probe)
+from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs, sensor_probe
 from offline.reduced import reduce_model
 from offline.reduction.eigen import max_modes, modes
 
@@ -69,6 +79,9 @@ def load_profile(kind: str, t: np.ndarray, *, freq=None, amplitude=1.0, band=Non
         spec = np.fft.rfft(rng.standard_normal(n))
         fr = np.fft.rfftfreq(n, dt)
         spec[(fr < band[0]) | (fr > band[1])] = 0.0
+        if not np.any(spec[1:]):  # a reversed band, or none of the record's frequencies
+            raise ValueError(f"random load band {list(band)} Hz holds no frequency of the "
+                             f"record (0 < f0 < f1, f1 - f0 > 1/duration = {1 / (n * dt):.3g} Hz)")
         f = np.fft.irfft(spec, n)
         f *= rms / max(np.std(f), 1e-300)
     elif kind == "pulse":
@@ -324,8 +337,6 @@ def model_chain(spec, chain: str, drate, mode, rate: float, oversample: int):
     default, :meth:`offline.model.ModelSpec.chain`; a ``daq`` by its FIR,
     :func:`offline.chain.plan_daq`), explicit ``drate``/``mode`` taking precedence; other
     chains by :func:`offline.chain.plan_chain`."""
-    from offline.chain import plan_chain, plan_daq
-
     n = len(spec.sensors)
     if chain == "model":
         c = spec.chain()
@@ -384,8 +395,6 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         fine grid before the converter (:func:`offline.chain.sensor_outputs`, a seeded
         random-walk offset :func:`offline.chain.offset_walks` added after the noise).
     """
-    from offline.chain import SensorDynamics
-
     if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) \
             or oversample < 1:
         raise ValueError(f"oversample must be an integer >= 1, got {oversample!r}")
@@ -447,9 +456,6 @@ def _run_chain(ch, reduced: bool, F_fine, dt: float, oversample: int, ns: int, n
     columns through the sensors (:func:`offline.chain.sensor_outputs`) and converted
     (:func:`offline.chain.conversions`; ideal: the rows' nodes). ``(point rows (ns, ...),
     conversions (ns, nc), converted offsets (ns, nc), info)``."""
-    from offline.chain import (MIN_STEPS_PER_ROW, conversions, offset_walks, refine_grid,
-                               sensor_outputs)
-
     refine = max(ch.refine, -(-MIN_STEPS_PER_ROW // oversample)) if dyn.any else ch.refine
     sub = oversample * refine
     Fr = refine_grid(F_fine, refine, ch.pad_steps(dt / sub))

@@ -23,8 +23,8 @@ BEAM = Path(__file__).resolve().parents[1] / "examples" / "my_beam.toml"
 def _load_model():
     """Two correlated band-pass forces (one tilted with a peak) and a source component."""
     from offline.load.model import LoadModel
-    from offline.smoother.component import Component
-    from offline.smoother.force_model import ForceModel
+    from offline.forcing.component import Component
+    from offline.forcing.force_model import ForceModel
 
     fms = [ForceModel("bandpass", (2.0, 100.0), 3.0, 2),
            ForceModel("bandpass", (5.0, 80.0), 1.5, 4, tilt=1.0, peaks=((20.0, 0.05, 3.0),))]

@@ -113,7 +113,8 @@ def test_a_parameter_the_reduction_cannot_see_is_refused_by_name(tmp_path, monke
 
 
 def test_a_fit_that_does_not_converge_is_an_error_exit(tmp_path, capsys):
-    from offline.calibration.cli import EXIT_NOT_CONVERGED, main
+    from offline.calibration.cli import main
+    from offline.calibration.outcome import EXIT_NOT_CONVERGED
     truth = model_text(nel=34, E=0.93 * 69e9, ratios=(0.015, 0.015), params="")
     truth_record(tmp_path / "r.csv", truth, duration=0.5, seed=2)
     path = tmp_path / "m.toml"

@@ -106,7 +106,7 @@ def test_vb_says_which_limit_stopped_it():
     (now 40)": VB had stopped on its back-tracking limit, not on max_iter."""
     from types import SimpleNamespace
 
-    from offline.calibration.cli import not_converged_reason
+    from offline.calibration.outcome import not_converged_reason
     from offline.calibration.vb import MAX_HALVINGS
     groups = [NoiseGroup("g", fixed=1e4)]
     y = np.linspace(0.0, 1.0, 50)

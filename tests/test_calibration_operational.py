@@ -174,7 +174,7 @@ def test_whittle_likelihood_agrees_with_the_prediction_error_decomposition(tmp_p
     from offline.calibration.operational import Likelihood, reduced_modal
     from offline.calibration.setup import from_model_file
     from offline.load.model import LoadModel
-    from offline.smoother.force_model import ForceModel
+    from offline.forcing.force_model import ForceModel
     t = model_text(params=E_ONLY)
     t = t[:t.index('[[sensors]]\nname = "a170"')] + t[t.index("[[forces]]"):]
     (tmp_path / "m.toml").write_text(t)

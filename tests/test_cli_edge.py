@@ -33,7 +33,7 @@ def test_help_lists_every_exit_code_on_its_own_line(capsys):
     assert "  3  bad bundle" in out and "  2  bad configuration" in out
 
 
-@pytest.mark.parametrize("cmd,codes", [("check-config", "023"), ("replay", "036"),
+@pytest.mark.parametrize("cmd,codes", [("check-config", "023"), ("replay", "0236"),
                                        ("monitor", "012"), ("dashboard", "02")])
 def test_each_command_lists_its_own_exit_codes(cmd, codes, capsys):
     """Not the daemon's (`run`: signals, hardware, broker) for commands that cannot exit so."""

@@ -578,3 +578,31 @@ def test_compiler_page_release():
     # the compiled kernel does not need those pages: a new estimator (cached kernel)
     # gives the identical result afterwards
     np.testing.assert_array_equal(Estimator(b).run(Y)[0], ref)
+
+
+def test_daemon_is_the_controller_commands_use(tmp_path, bundle_path):
+    """Commands act through edge.daemon.control.Controller only: the daemon implements it,
+    and pause/resume/reset change its parts as the commands promise (resume and reset
+    reset the estimator: health estimator_resets counts both)."""
+    from edge.daemon.app import build_daemon
+    from edge.daemon.commands import CommandError, CommandRegistry, register_builtin_commands
+    from edge.daemon.control import Controller
+
+    cfg = _cfg(tmp_path, bundle_path, 1883, "ctl", mqtt={"enabled": False})
+    d = build_daemon(cfg, simulate=True)
+    try:
+        assert isinstance(d, Controller)
+        reg = CommandRegistry()
+        register_builtin_commands(reg)
+        run = {n: reg.commands[n].handler for n in reg.commands}
+        run["pause"](d, {})
+        assert d.paused and d.publish_status()["state"] == "paused"
+        with pytest.raises(CommandError, match="already paused"):
+            run["pause"](d, {})
+        run["resume"](d, {})
+        assert not d.paused and d.state == "running" and d.health()["estimator_resets"] == 1
+        run["reset_state"](d, {})
+        assert d.health()["estimator_resets"] == 2
+        assert run["status"](d, {})["status"]["state"] == "running"
+    finally:
+        d.abort()

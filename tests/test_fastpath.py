@@ -197,3 +197,58 @@ def test_sample_leaves_everything_untouched_on_a_non_finite_sample():
         assert _sample(*args) == -2  # the general path counts the bad sample
         after = (*ar.args, *est.packed.args)
         assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, after))
+
+
+def test_arena_fields_are_named_and_compiled_code_reads_their_lengths():
+    """One table (edge.daemon.arena.FIELDS): the index constants follow its order, every field
+    is an attribute by its name, and the compiled accessor returns exactly the Python view
+    (same memory, same length read from the arena, no literal) for every field."""
+    from edge.daemon import arena as A
+    from edge.daemon.fastpath import _field
+
+    for k, (name, kind, _) in enumerate(A.FIELDS):
+        assert getattr(A, name.upper()) == k, name  # VALUES == 0 ... LENGTHS == 24
+    # sizes all different, so a length read from the wrong place shows
+    ar = A.Arena(7, 2, 3, 4, 5, 6, 11)
+    arrays = {"f8": ar.f8, "i8": ar.i8, "u8": ar.u8}
+    for k, (name, kind, _) in enumerate(A.FIELDS):
+        py = getattr(ar, name)
+        assert py is ar.view(k) or np.shares_memory(py, ar.view(k))
+        got = _field(arrays[kind], ar.i8, k)
+        flat = ar.view(k).view(np.uint8) if name == "sok" else ar.view(k)
+        assert got.size == flat.size, name
+        assert got.size == 0 or np.shares_memory(got, flat), name
+    assert ar.values.shape == (7, 2) and ar.sV.shape == (7, 3 + 4) and ar.hseq.shape == (7,)
+    assert ar.rstate.shape == (len(A.RSTATE_ITEMS),) and ar.count.shape == (len(A.COUNT_ITEMS),)
+
+
+def test_done_equals_latency_stats_and_counter():
+    """The end of the per-sample work on both paths (fastpath._done: two latency stores and
+    `processed` per span of slots) against its NumPy twin, LatencyStats.add on the same spans;
+    the DRDY latency only once the clock offset is known. Integers: exact."""
+    from edge.daemon import arena as A
+    from edge.daemon.fastpath import _done
+    from edge.daemon.health import LatencyStats
+
+    rng = np.random.default_rng(5)
+    _, ar, ring = _fast_rig(cap=8, w=16)
+    lat_r, lat_d = LatencyStats(16), LatencyStats(16)
+    count, done = ar.view(A.COUNT), 0
+    for k in range(40):
+        i = int(rng.integers(0, 8))
+        n = int(rng.integers(1, 9 - i))
+        ring.stamp_ns[i:i + n] = rng.integers(0, 10**9, n)
+        ring.t_ns[i:i + n] = rng.integers(0, 10**9, n)
+        if k == 10:  # the DRDY clock offset becomes known
+            count[A.T_OFF], count[A.T_OFF_KNOWN] = 777, 1
+        now = 2 * 10**9 + k
+        _done(*ar.args, i, n, now)
+        lat_r.add(now - ring.stamp_ns[i:i + n])
+        if k >= 10:
+            lat_d.add(now - (ring.t_ns[i:i + n] + 777))
+        done += n
+        for got, ref in ((LatencyStats(16, ar.view(A.LAT_R), ar.view(A.LAT_RS)), lat_r),
+                         (LatencyStats(16, ar.view(A.LAT_D), ar.view(A.LAT_DS)), lat_d)):
+            assert (got.n, got.max_ns) == (ref.n, ref.max_ns)
+            assert np.array_equal(got.buf, ref.buf)
+        assert count[A.PROCESSED] == done

@@ -157,3 +157,119 @@ def test_tare_subtracts_the_mean_of_the_first_samples(tmp_path, gauge_bundle):
     assert vals[0, 0] == pytest.approx(0.0, abs=1e-6)
     run = np.cumsum(y0[:ntare]) / np.arange(1, ntare + 1)
     np.testing.assert_allclose(vals[:ntare, 0], y0[:ntare] - run, atol=1e-6)
+
+
+def _shifted_record(tmp_path, n, shift_at, seed=4):
+    """A gauge at rest: imbalance 37 microstrain, 62 from row ``shift_at`` on (a temperature
+    change), noise 0.5 microstrain; the second channel noise only."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) * 1e-3
+    y0 = np.where(np.arange(n) >= shift_at, 62.0, 37.0) + 0.5 * rng.standard_normal(n)
+    y1 = 0.01 * rng.standard_normal(n)
+    f = tmp_path / "shift.csv"
+    write_table(f, t, np.column_stack([y0, y1]), ["y0", "y1"])
+    return f, y0
+
+
+def test_retare_keeps_the_old_offset_until_the_new_mean_is_in(tmp_path, gauge_bundle):
+    from edge.daemon.app import load_estimator, make_acquisition
+
+    n, ntare, start, nre = 4000, 500, 1500, 800
+    f, y0 = _shifted_record(tmp_path, n, 1000)
+    d = _cfg(gauge_bundle, tare_samples=ntare)
+    d["simulate"].update(source="file", file=str(f), duration_s=n * 1e-3)
+    cfg = config_from_dict(d)
+    est, _, _ = load_estimator(cfg)
+    acq, _ = make_acquisition(cfg, est, simulate=True)
+    vals, tns, flags = np.zeros((n, 2)), np.zeros(n, np.int64), np.zeros(n, np.uint8)
+    done, k = [], 0
+    while k < n:
+        if k >= start and not done and acq.pending is None:
+            acq.retare([nre, 0], lambda prev, short: done.append((prev.copy(), short, k)))
+            with pytest.raises(RuntimeError, match="a tare is running"):
+                acq.retare([nre, 0], None)
+            k0 = k
+        k += acq.read(vals[k:], tns[k:], flags[k:])
+    acq.close()
+    (prev, short, _), = done
+    assert short is None
+    # the start tare: the mean of rows 0..499 (37 +- 0.5 / sqrt(500)); the re-tare: the mean
+    # of the raw rows k0 .. k0+799, to the float round-off of volts -> strain (1e-6)
+    assert prev[0] == pytest.approx(np.mean(y0[:ntare]), abs=1e-6)
+    assert acq.offset[0] == pytest.approx(np.mean(y0[k0:k0 + nre]), abs=1e-6)
+    assert abs(acq.offset[0] - 62.0) < 4 * 0.5 / np.sqrt(nre)
+    assert acq.offset[1] == 0.0 and prev[1] == 0.0  # not asked: untouched
+    # during the re-tare the old offset is subtracted (the shift reads as +25), after it the
+    # new one (the gauge reads its noise about 0 again)
+    np.testing.assert_allclose(vals[k0:k0 + nre, 0], y0[k0:k0 + nre] - prev[0], atol=1e-6)
+    np.testing.assert_allclose(vals[k0 + nre:, 0], y0[k0 + nre:] - acq.offset[0], atol=1e-6)
+
+
+def test_retare_of_a_channel_without_finite_samples_gives_up_naming_it(tmp_path,
+                                                                      gauge_bundle):
+    from edge.daemon.tare import RETARE_PATIENCE, TareAcquisition
+
+    class NaNs:  # a channel in fault: every sample NaN
+        def read(self, values, t_ns, flags):
+            values[:] = np.nan
+            return values.shape[0]
+
+    acq = TareAcquisition(NaNs(), [0, 0])
+    out = []
+    acq.retare([100, 0], lambda prev, short: out.append(short))
+    vals = np.zeros((10, 2))
+    for _ in range(RETARE_PATIENCE * 10 - 1):
+        acq.read(vals, None, None)
+    assert out == [] and acq.pending is not None
+    acq.read(vals, None, None)  # the 400th row: gives up
+    assert out == [[0]] and acq.pending is None and acq.offset[0] == 0.0
+
+
+@pytest.mark.mqtt
+def test_tare_command_through_mosquitto(tmp_path, gauge_bundle, mosquitto, subscriber):
+    """Real clock, 5 s of a gauge at rest whose zero moves from 37 to 62 microstrain at 1 s:
+    the ``tare`` command (in [mqtt] commands) replies when its samples are in, with the new
+    and the previous offset; a second one while it runs, a bad sample count and a device
+    without the command in its allow-list are refused with the reason."""
+    import json
+    import threading
+
+    from edge.daemon.app import run_daemon
+    from edge.daemon.payloads import decode_estimates
+
+    n = 5000
+    f, y0 = _shifted_record(tmp_path, n, 1000)
+    d = _cfg(gauge_bundle, tare_samples=500)
+    d["simulate"].update(source="file", file=str(f), duration_s=n * 1e-3, clock="real")
+    d["mqtt"] = {"host": "127.0.0.1", "port": mosquitto.port, "reconnect_min_s": 0.1,
+                 "reconnect_max_s": 0.5, "commands": ["tare", "status"]}
+    d["device"]["id"] = "tare1"
+    d["recorder"] = {"enabled": False}
+    base = "vsense/tare1"
+    sub = subscriber([f"{base}/estimates", f"{base}/cmd/reply"], "s-tare")
+    codes = []
+    th = threading.Thread(target=lambda: codes.append(
+        run_daemon(config_from_dict(d), simulate=True, install_signals=False)))
+    th.start()
+    replies = lambda: [json.loads(p) for p, _ in sub.get(f"{base}/cmd/reply")]  # noqa: E731
+    try:
+        # past the zero's move (row 1000) and the start tare: the estimates of row 1500
+        assert sub.wait(lambda: any(decode_estimates(p)["seq"][-1] >= 1500
+                                    for p, _ in sub.get(f"{base}/estimates")), 120)
+        for cid, args in ((1, {"samples": 1000}), (2, {}), (3, {"samples": 0})):
+            sub.publish(f"{base}/cmd", json.dumps({"cmd": "tare", "id": cid, "args": args}))
+        assert sub.wait(lambda: len(replies()) >= 3, 30), replies()
+        r = {x["id"]: x for x in replies()}
+        # the second while the first runs (1000 samples: 1 s), the third out of range
+        assert not r[2]["ok"] and "a tare is running" in r[2]["reason"], r
+        assert not r[3]["ok"] and "samples must be 1 .." in r[3]["reason"], r
+        tare = r[1]["tare"]
+        assert r[1]["ok"] and list(tare) == ["y0"], r  # the bridge channel only
+        # previous: the start tare, the mean of rows 0..499 (37 +- 0.5 / sqrt(500), 4 sigma);
+        # new: 1000 samples after the move (62 +- 0.5 / sqrt(1000), 4 sigma)
+        assert tare["y0"]["previous"] == pytest.approx(np.mean(y0[:500]), abs=1e-6)
+        assert abs(tare["y0"]["offset"] - 62.0) < 4 * 0.5 / np.sqrt(1000), tare
+        assert tare["y0"]["samples"] == 1000
+    finally:
+        th.join(30)
+    assert codes == [0]

@@ -121,8 +121,8 @@ def test_dead_network_thread_is_reported_and_stops_the_watchdog(tmp_path, bundle
         dead.join()
         d.pub._net = dead  # paho's network thread (loop_start), ended
         assert d.pub.threads_problem() == "MQTT network thread ended"
-        d.state = "running"
-        d._check_degraded()
+        d.status.state = "running"
+        d.status.check_degraded()
         assert d.state == "degraded" and d.degraded_reason == "MQTT network thread ended"
         assert d.health()["degraded"] == "MQTT network thread ended"
     finally:
@@ -380,11 +380,11 @@ def test_samples_at_another_rate_than_the_bundle_make_the_device_degraded(tmp_pa
 def test_retained_status_is_published_only_when_the_problem_changes():
     """Issue 26 item 6: the degraded reason carried the live rate, so the retained status
     was republished every health interval (589 retained messages in 10 minutes). Through
-    edge.daemon.status.StatusMixin._check_degraded with the real RowRate: a rate that keeps
+    edge.daemon.status.Status.check_degraded with the real RowRate: a rate that keeps
     drifting below the bundle's gives one `degraded` status, a rate back in tolerance one
     `running`, a rate above the bundle's one new `degraded`."""
     from edge.daemon.health import RowRate
-    from edge.daemon.status import StatusMixin
+    from edge.daemon.status import Status
 
     class _Pub:
         topics = type("T", (), {"status": "status"})()
@@ -395,7 +395,7 @@ def test_retained_status_is_published_only_when_the_problem_changes():
         def set_retained(self, topic, payload):
             self.sent.append(payload)
 
-    class _Dev(StatusMixin):
+    class _Dev(Status):
         def __init__(self):
             self.pub, self.notifier, self.rec = _Pub(), None, None
             self.state, self.degraded_reason = "running", None
@@ -414,7 +414,7 @@ def test_retained_status_is_published_only_when_the_problem_changes():
         seq += 1000
         t += int(round(1e9 * 1000 / rate))
         d.rr.update(seq, t)
-        d._check_degraded()
+        d.check_degraded()
     states = [(p["state"], "below" in p.get("reason", ""), "above" in p.get("reason", ""))
               for p in d.pub.sent]
     assert states == [("degraded", True, False), ("running", False, False),

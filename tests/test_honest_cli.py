@@ -51,3 +51,39 @@ def test_a_replay_from_the_middle_of_a_record_is_a_forced_reset(tmp_path):
     # first sample; equal to the CSV's printed precision (read back from text, 1e-9 relative)
     assert got.shape == ref.shape and abs(te[0] - t[cut][0]) < 1e-9
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref)))
+
+
+@pytest.mark.slow  # a build of the frame of benchmarks/load_user (about 3 min at load 10)
+def test_the_frame_without_a_record_states_a_std(tmp_path):
+    """The frame of ``benchmarks/load_user`` (a model file written from the docs, its
+    acceleration output a1z at a point no master describes) without a record: every
+    estimator misses a1z on the calibration runs, which must not decide the choice; the
+    build ships the smoother, whose replay states a std for every force and output: the
+    factor the build measured on its runs (``kf_std_scale``, >= 1) times the design's."""
+    src = Path(__file__).resolve().parents[1] / "benchmarks" / "load_user" / "frame.toml"
+    cli("vsense-offline", "build", src, "-o", tmp_path / "b.npz", "--quiet")
+    b = Bundle.load(tmp_path / "b.npz")
+    sel = b.meta["selection"]
+    assert b.method == "smoother" and sel["chosen"] == "Kalman smoother"
+    names = sel["targets"]
+    # the case the rule covers: the row of the lowest score (a Tikhonov window) more than
+    # 10 % ahead (the margin before), and a1z worse than an estimate of zero in both rows
+    i = names.index("a1z")
+    lowest = min((r for c in sel["candidates"].values() for r in c["rows"]),
+                 key=lambda r: r["score"])
+    assert lowest.get("kind") != "smoother" and sel["best"]["score"] > 1.1 * lowest["score"]
+    assert sel["best"]["nrmse"][i] > 1.0 and lowest["nrmse"][i] > 1.0
+    sc = np.asarray(b.kf["std_scale"])
+    assert sc.shape == (len(names),) and np.all(sc >= 1.0)
+    cli("vsense-offline", "simulate", src, "--duration", 3.0, "--seed", 4, "-o",
+        tmp_path / "rec", "--quiet")
+    cli("vsense-edge", "replay", tmp_path / "rec_measurement.csv", "--bundle",
+        tmp_path / "b.npz", "-o", tmp_path / "est.csv")
+    _, E, cols = read_table(tmp_path / "est.csv")
+    S = E[:, [cols.index(f"{n}_std") for n in names]]
+    # every row: s_i times the std the same estimator states without the factor (the
+    # replay's rows start at the first estimate; the CSV's printed precision, 1e-9)
+    _, Y, _ = read_table(tmp_path / "rec_measurement.csv")
+    plain = Estimator(b.replace(kf={k: v for k, v in b.kf.items() if k != "std_scale"}))
+    S0 = plain.run_std(np.ascontiguousarray(Y))[3][plain.delay:]
+    np.testing.assert_allclose(S, S0 * sc, rtol=1e-9)

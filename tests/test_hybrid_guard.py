@@ -202,10 +202,10 @@ def test_daemon_logs_self_resets_once_per_tick(caplog):
     """The supervisor's tick logs new resets once (not per sample, not again without new)."""
     from types import SimpleNamespace
 
-    from edge.daemon.status import StatusMixin
+    from edge.daemon.status import Status
 
-    d = SimpleNamespace(est=SimpleNamespace(self_resets=0))
-    tick = StatusMixin._log_estimator_resets
+    d = SimpleNamespace(est=SimpleNamespace(self_resets=0), _self_resets_logged=0)
+    tick = Status._log_estimator_resets
     with caplog.at_level("WARNING", logger="vsense.loop"):
         tick(d)
         d.est.self_resets = 3

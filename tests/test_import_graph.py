@@ -159,6 +159,9 @@ def test_function_level_imports_are_seen(tmp_path):
     assert find_cycle(import_graph(tmp_path, ("p",), functions=True)) == ["p.a", "p.b", "p.a"]
 
 
-def test_no_import_cycle_in_edge_function_level_imports_included():
-    cycle = find_cycle(import_graph(packages=("edge",), functions=True))
-    assert cycle is None, "import cycle in edge/: " + " -> ".join(cycle)
+def test_no_import_cycle_function_level_imports_included():
+    # a cycle closed only by an import inside a function still ties the modules together
+    # (neither can be understood or tested without the other); the load vocabulary
+    # (offline/forcing) sits below the model-file parser, the smoother and the load learning
+    cycle = find_cycle(import_graph(functions=True))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)

@@ -468,7 +468,7 @@ def test_command_hook_identify_and_update(trained):
     assert reply["identify"]["samples"] == ex.n and f_inj.shape == ((ex.n - 1) * sub + 1,)
     w = trained["Yte"][7]
     for k in range(0, ex.n, 50):
-        d.inverse.on_block(d, w[k:k + 50])
+        d.inverse.push(w[k:k + 50])
     topic, payload = sent[-1]
     assert topic.endswith("/params") and payload["names"] == list(pm.names)
     # same window straight through the runtime: identical values (same ONNX session)

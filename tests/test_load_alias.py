@@ -20,7 +20,7 @@ from offline.load.model import LoadModel
 from offline.load.whittle import Whittle
 from offline.load.zoo import STRIP, ZOO, record
 from offline.model import build_fe_model, load_model_file, resolve_dofs
-from offline.smoother.force_model import ForceModel
+from offline.forcing.force_model import ForceModel
 
 PLATE = """
 name = "alias-plate"

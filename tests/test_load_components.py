@@ -1,4 +1,4 @@
-"""Source components of a load model (offline/smoother/component.py): one resonance of a
+"""Source components of a load model (offline/forcing/component.py): one resonance of a
 source driving several forces together; their spectrum, their Whittle gradient and the
 smoother's state-space form."""
 
@@ -9,8 +9,8 @@ import pytest
 
 from offline.load.model import LoadModel
 from offline.load.whittle import Whittle, components, make_layout, start_theta
-from offline.smoother.component import Component
-from offline.smoother.force_model import ForceModel
+from offline.forcing.component import Component
+from offline.forcing.force_model import ForceModel
 
 
 def test_component_variance_is_its_closed_form():

@@ -15,7 +15,7 @@ import pytest
 
 from edge.daemon.app import build_daemon
 from edge.daemon.health import LossWatch
-from edge.daemon.status import LOSSES, StatusMixin
+from edge.daemon.status import LOSSES, Status
 from edge.daemon.summary import run_summary
 from edge.flags import FLAG_GAP
 from edge.hw.acquire import Acquisition, Channel
@@ -153,7 +153,7 @@ def test_loss_watch_holds_then_clears():
 
 @pytest.mark.parametrize("counter", [name for name, _ in LOSSES])
 def test_status_is_degraded_exactly_while_a_loss_counter_grows(counter):
-    """StatusMixin._check_degraded with a hold of 0: `degraded` (the loss named) at the ticks
+    """Status.check_degraded with a hold of 0: `degraded` (the loss named) at the ticks
     where the counter grew, `running` at the next tick without growth; the reason text is
     the same every time, so the retained status is sent once per episode."""
 
@@ -172,7 +172,7 @@ def test_status_is_degraded_exactly_while_a_loss_counter_grows(counter):
         def threads_problem(self):
             return None
 
-    class _Dev(StatusMixin):
+    class _Dev(Status):
         def __init__(self):
             self.pub, self.notifier, self.rec = _Pub(), None, None
             self.state, self.degraded_reason = "running", None
@@ -192,7 +192,7 @@ def test_status_is_degraded_exactly_while_a_loss_counter_grows(counter):
     seen = []
     for grow in (0, 2, 1, 0, 0, 5, 0):
         d.counts[counter] += grow
-        d._check_degraded()
+        d.check_degraded()
         seen.append(d.state)
     assert seen == ["running", "degraded", "degraded", "running", "running", "degraded",
                     "running"]

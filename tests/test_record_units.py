@@ -1,5 +1,5 @@
 """A record in another unit (mm where the model's sensor is in m) is caught before the load
-fit would absorb it as a load 1e3 times the declared one (offline/load/levels.py): each
+fit would absorb it as a load 1e3 times the declared one (offline/load/units.py): each
 channel's RMS against the full model's prediction under the declared load. Beyond 300x either
 way ``build --record`` refuses (exit 2) naming the record, the column and the factor; beyond
 30x it warns; a record of the declared load is near 1."""
@@ -9,7 +9,7 @@ import pytest
 
 from edge.csvio import read_table, write_table
 from offline.cli import main as offline_main
-from offline.load.levels import check_record_levels
+from offline.load.units import check_record_levels
 from offline.load.zoo import STRIP
 
 

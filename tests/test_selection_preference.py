@@ -4,6 +4,7 @@ which a lead on runs drawn from the declaration does not outweigh."""
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from offline.selection import SMOOTHER_MARGIN, Candidate, select
@@ -30,3 +31,32 @@ def test_smoother_preferred_within_the_margin(factor, chosen):
     assert sel.report["chosen"] == sel.chosen == chosen
     # the typed result carries the chosen candidate's own bundle, not a hidden key
     assert sel.bundle.method == chosen and "_bundle" not in sel.report
+
+
+def _design_rows(name, score, nrmse):
+    def design(bundle, runs, windows, alpha_rule, progress=False, reference=None):
+        row = {"score": score, "window": 1, "alpha": 0.0, "nrmse": list(nrmse)}
+        return Candidate(name, row, [row], {0: SimpleNamespace(method=name)})
+    return design
+
+
+@pytest.mark.parametrize("missed, chosen", [
+    ((4.0, 2.0), "Kalman smoother"),      # both miss the third target: it does not count
+    ((4.0, 0.5), "Tikhonov fixed-lag"),   # Tikhonov estimates it: it counts
+])
+def test_a_target_both_miss_does_not_decide(missed, chosen):
+    """Scores as the build forms them (geometric mean of nrmse / limit, limits 0.01 each):
+    on the first two targets the smoother is 1.2x / 1.0x Tikhonov's error (within the
+    margin: sqrt(1.2) = 1.095); the third target's 4.0 against 2.0 (both worse than an
+    estimate of zero) makes the plain score 1.34x Tikhonov's, beyond the margin."""
+    ref = [0.01, 0.01, 0.01]
+    sm, tk = (0.12, 0.05, missed[0]), (0.10, 0.05, missed[1])
+
+    def score(e):  # exp(mean log(nrmse / limit))
+        return float(np.exp(np.mean(np.log(np.array(e) / ref))))
+    assert score(sm) > (1.0 + SMOOTHER_MARGIN) * score(tk)  # the plain score: Tikhonov
+    bundle = SimpleNamespace(dt=1e-3, forces=[], outputs=[])
+    sel = select(bundle, [], 0.02, windows=[1], reference=ref, candidates=[
+        ("fixed-lag", _design_rows("Tikhonov fixed-lag", score(tk), tk)),
+        ("smoother", _design_rows("Kalman smoother", score(sm), sm))])
+    assert sel.chosen == chosen

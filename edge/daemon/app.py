@@ -21,7 +21,6 @@ from edge.daemon.config import Config, ConfigError, mqtt_password
 from edge.daemon.exitcodes import (EXIT_BROKER, EXIT_BUNDLE, EXIT_CONFIG, EXIT_HARDWARE,
                                    EXIT_RECORDER)
 from edge.daemon.gauge import range_check
-from edge.daemon.tare import TareAcquisition
 from edge.daemon.loop import Daemon
 from edge.daemon.mqtt import CommandRegistry, Publisher
 from edge.daemon.notify import Notifier
@@ -29,7 +28,9 @@ from edge.daemon.recorder import Recorder, RecordingError
 from edge.daemon.sim_load import bundle_load_meta
 from edge.daemon.sim_signal import LimitedAcquisition, SignalAcquisition, parse_faults
 from edge.daemon.simulate import FileSource, InputSource, StructureSource
+from edge.daemon.tare import TareAcquisition, register_tare_command
 from edge.estimator import Estimator
+from edge.fatigue.monitor import FatigueMonitor
 from edge.hw.acquire import Acquisition, Channel
 from edge.hw.ads1256 import ADS1256, input_index
 from edge.hw.ads1256_spec import rate_mismatch_message, row_rates
@@ -278,10 +279,12 @@ def _simulation_faults(cfg: Config):
 
 def make_acquisition(cfg: Config, est, simulate: bool):
     """The ADC (real or simulated), with the tare of the channels that ask for one
-    (``tare_samples``, :class:`edge.daemon.tare.TareAcquisition`). Returns
-    ``(acquisition, virtual_clock)``."""
+    (``tare_samples``, :class:`edge.daemon.tare.TareAcquisition`; with a bridge channel
+    always, for the ``tare`` command). Returns ``(acquisition, virtual_clock)``."""
     acq, virtual = _make_acquisition(cfg, est, simulate)
     n = [c["tare_samples"] for c in cfg.channels]
+    if any(c["bridge"] for c in cfg.channels) and not any(n):
+        acq = TareAcquisition(acq, n)
     if any(n):
         log.info("tare: the mean of the first %s samples of %s subtracted (structure at rest)",
                  "/".join(str(k) for k in n if k),
@@ -381,6 +384,8 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
                  "\"resume\"])")
     if "identify" not in registry.commands:  # inverse maps: identify, update_model
         register_commands(registry)
+    if any(c["bridge"] for c in cfg.channels):
+        register_tare_command(registry)
     if cfg["fatigue"]:
         from edge.fatigue.monitor import register_fatigue_commands
 
@@ -401,8 +406,6 @@ def build_daemon(cfg: Config, simulate: bool = False, notifier=None, registry=No
 
 def _fatigue(cfg: Config, cols: list[str], pub):
     """The [[fatigue]] hotspots (states restored now); StartupError for an unknown output."""
-    from edge.fatigue.monitor import FatigueMonitor
-
     publish = None
     if pub is not None:
         def publish(name, obj):

@@ -18,6 +18,11 @@ from typing import Any, Callable
 log = logging.getLogger("vsense.loop")
 
 
+#: a handler's return value: the command is under way and replies later (its completion,
+#: queued as a command of its own: :mod:`edge.daemon.tare`)
+DEFERRED = object()
+
+
 class CommandError(ValueError):
     """A command was rejected; the message is the reason sent on ``cmd/reply``.
 
@@ -61,7 +66,7 @@ def _json_depth(payload: str) -> int:
 @dataclass
 class Command:
     name: str
-    handler: Callable[[Any, dict], dict | None]  # (daemon, args) -> extra reply fields
+    handler: Callable[[Any, dict], dict | None]  # (controller, args) -> extra reply fields
     args: dict[str, type | tuple] = field(default_factory=dict)  # name -> type(s)
     required: tuple[str, ...] = ()
     doc: str = ""
@@ -71,8 +76,8 @@ class CommandRegistry:
     """Named commands with argument validation; a hook for other parts of vsense.
 
     ``registry.register("identify", fn, args={"window_s": float}, required=("window_s",),
-    doc="...")``; ``fn(daemon, args) -> dict | None`` runs on the loop thread between two
-    estimator blocks (so it may call ``daemon.estimator.swap(op)``) and raises
+    doc="...")``; ``fn(controller, args) -> dict | None`` runs on the loop thread between two
+    estimator blocks with the daemon's :class:`edge.daemon.control.Controller` and raises
     :class:`CommandError` to reject.
 
     ``allowed`` (``[mqtt] commands``): names accepted from the network; ``None`` = all
@@ -150,52 +155,53 @@ class CommandRegistry:
 
 
 # ----------------------------------------------------------- running (daemon side)
-def run_commands(d) -> None:
-    """Run the accepted commands queued by the MQTT thread, on the estimating thread of
-    daemon ``d`` (between two estimator calls: the estimator needs no lock); reply to each."""
-    d.pub.cmd_flag = False  # cleared before draining: a later command sets it again
+def run_commands(pub, ctl) -> None:
+    """Run the accepted commands queued by the MQTT thread on publisher ``pub``, on the
+    estimating thread (between two estimator calls: the estimator needs no lock), each with
+    the daemon's :class:`edge.daemon.control.Controller` ``ctl``; reply to each."""
+    pub.cmd_flag = False  # cleared before draining: a later command sets it again
     while True:
         try:
-            cmd, args, cid = d.pub.commands.get_nowait()
+            cmd, args, cid = pub.commands.get_nowait()
         except queue.Empty:
             return
         try:
-            extra = cmd.handler(d, args) or {}
-            d.pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
+            ctl.command_id = cid  # for a handler that replies later (DEFERRED)
+            extra = cmd.handler(ctl, args) or {}
+            if extra is DEFERRED:
+                continue
+            pub.reply({"id": cid, "cmd": cmd.name, "ok": True, **extra})
         except CommandError as e:
-            d.pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})
+            pub.reply({"id": cid, "cmd": cmd.name, "ok": False, "reason": str(e)})
         except Exception as e:  # noqa: BLE001 - a hook failed: reject, keep running
             log.exception("command %s failed", cmd.name)
-            d.pub.reply({"id": cid, "cmd": cmd.name, "ok": False,
-                         "reason": f"{type(e).__name__}: {e}"})
+            pub.reply({"id": cid, "cmd": cmd.name, "ok": False,
+                       "reason": f"{type(e).__name__}: {e}"})
 
 
-def _cmd_pause(d, args: dict):
-    if d.paused:
+# the handlers: (controller (edge.daemon.control.Controller), args) -> extra reply fields
+def _cmd_pause(c, args: dict):
+    if c.paused:
         raise CommandError("already paused")
-    d.paused = True
-    d._set_state("paused")
+    c.pause()
 
 
-def _cmd_resume(d, args: dict):
-    if not d.paused:
+def _cmd_resume(c, args: dict):
+    if not c.paused:
         raise CommandError("not paused")
-    d.paused = False
-    d._reset_estimator()  # the state is stale after a pause
-    d._set_state("sensor_fault" if d.faults.fault.any() else d._ok_state())
+    c.resume()
 
 
-def _cmd_reset_state(d, args: dict):
-    d._reset_estimator()
+def _cmd_reset_state(c, args: dict):
+    c.reset()
 
 
-def _cmd_status(d, args: dict):
-    d._set_state(d.state)
-    return {"status": d.status_payload()}
+def _cmd_status(c, args: dict):
+    return {"status": c.publish_status()}
 
 
-def _cmd_health(d, args: dict):
-    return {"health": d.health()}
+def _cmd_health(c, args: dict):
+    return {"health": c.health()}
 
 
 def register_builtin_commands(reg: CommandRegistry) -> None:

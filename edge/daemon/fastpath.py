@@ -24,10 +24,10 @@ import numpy as np
 from numba import njit, types
 
 from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PENDING, H_CAP,
-                               H_DELAY, H_LATW, H_NCH, H_NF, H_NOUT, HCOUNT, HEAD, HF, HSEQ, HT, LAT_D,
-                               LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, PROCESSED, RESETS, RSTATE, SEQ,
-                               SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF, T_OFF_KNOWN, TAIL, TS,
-                               VALUES, Z)
+                               H_DELAY, H_NCH, H_NF, H_NOUT, HCOUNT, HEAD, HF, HSEQ, HT, LAT_D,
+                               LAT_DS, LAT_MAX, LAT_N, LAT_R, LAT_RS, LENGTHS, PROCESSED, RESETS,
+                               RSTATE, SEQ, SF, SOK, SSEQ, ST, STAMP, SV, T_NS, T_OFF,
+                               T_OFF_KNOWN, TAIL, TS, VALUES, Z)
 from edge.estimator.estimator import Estimator
 from edge.estimator.packed import _process_packed, _reset_packed
 from edge.flags import FLAG_GAP, FLAG_SATURATED
@@ -104,11 +104,12 @@ _clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32
 
 
 @njit(cache=True)
-def _field(a, i8, field, n):  # pragma: no cover - compiled
-    """The first ``n`` elements of arena field ``field`` (:mod:`edge.daemon.arena`) in its
-    array ``a`` (``f8``, ``i8`` or ``u8``), as a flat view."""
+def _field(a, i8, field):  # pragma: no cover - compiled
+    """Arena field ``field`` (:mod:`edge.daemon.arena`) in its array ``a`` (``f8``, ``i8`` or
+    ``u8``), as a flat view: offset ``i8[_OFF + field]``, length from the arena's ``lengths``
+    field (:data:`edge.daemon.arena.LENGTHS`)."""
     o = i8[_OFF + field]
-    return a[o:o + n]
+    return a[o:o + i8[i8[_OFF + LENGTHS] + field]]
 
 
 @njit(cache=True)
@@ -129,15 +130,31 @@ def _lat_add(buf, state, lat):  # pragma: no cover - compiled
     state[LAT_N] = n + 1
 
 
+@njit(cache=True)
+def _done(f8, i8, u8, i, n, now):  # pragma: no cover - compiled
+    """The end of the per-sample work of ring slots ``i .. i+n-1`` (estimated and aligned at
+    ``now`` [ns], ``time.monotonic_ns``), on both paths: the two latency stores
+    (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
+    now) and the ``processed`` counter. ``f8, i8, u8``: the daemon's arena."""
+    count = _field(i8, i8, COUNT)
+    stamp, t_ns = _field(i8, i8, STAMP), _field(i8, i8, T_NS)
+    lat_r, lat_rs = _field(i8, i8, LAT_R), _field(i8, i8, LAT_RS)
+    lat_d, lat_ds = _field(i8, i8, LAT_D), _field(i8, i8, LAT_DS)
+    for s in range(i, i + n):
+        _lat_add(lat_r, lat_rs, now - stamp[s])
+        if count[T_OFF_KNOWN] != 0:
+            _lat_add(lat_d, lat_ds, now - (t_ns[s] + count[T_OFF]))
+    count[PROCESSED] += n
+
+
 @njit(cache=True)  # the GIL stays held: the loop thread never sees a half-written slot
 def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
     """The whole per-sample work of the default configuration on the sample just read into
     the ring's next slot (``head % capacity``), in place.
 
     Stage (``seq`` = ADC sample number, ``stamp_ns`` = ring entry), estimate
-    (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the two latency
-    stores (:func:`_lat_add`: ring entry -> now and, once the DRDY clock offset is known, DRDY ->
-    now), the counters, then publish (``head += 1``). ``f8, i8, u8``: the daemon's
+    (:func:`edge.estimator.kernel._process`), align (:func:`_align`), the latencies and
+    ``processed`` (:func:`_done`, as the general path), then publish (``head += 1``). ``f8, i8, u8``: the daemon's
     :class:`edge.daemon.arena.Arena`; ``ef8, ei8, eu8``: the Tikhonov estimator's operator
     and state (:class:`edge.estimator.packed.Packed`). Six array arguments: numba's
     dispatch costs per argument.
@@ -153,18 +170,16 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
         the ring is full.
     """
     cap, nch, nf, nout = i8[H_CAP], i8[H_NCH], i8[H_NF], i8[H_NOUT]
-    h, w, ncol = i8[H_DELAY] + 1, i8[H_LATW], nf + nout
-    ring = _field(i8, i8, RSTATE, 6)  # head, tail, ADC count, gap pending, ...
+    ring = _field(i8, i8, RSTATE)  # head, tail, ADC count, gap pending, ...
     i = ring[HEAD] % cap
-    y = _field(f8, i8, VALUES, cap * nch)[i * nch:(i + 1) * nch].reshape((1, nch))
+    y = _field(f8, i8, VALUES)[i * nch:(i + 1) * nch].reshape((1, nch))
     for c in range(nch):
         if not np.isfinite(y[0, c]):
             return -2
-    ts = _field(i8, i8, TS, 2)
+    ts = _field(i8, i8, TS)
     t0 = _now_ns(ts)
-    count = _field(i8, i8, COUNT, 5)
-    flags, seq = _field(u8, i8, FLAGS, cap), _field(i8, i8, SEQ, cap)
-    t_ns = _field(i8, i8, T_NS, cap)
+    count = _field(i8, i8, COUNT)
+    flags, seq, t_ns = _field(u8, i8, FLAGS), _field(i8, i8, SEQ), _field(i8, i8, T_NS)
     if ring[GAP_PENDING] != 0:  # samples were lost before this one (Ring.stage)
         flags[i] |= _GAP
         ring[GAP_PENDING] = 0
@@ -173,23 +188,19 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
         count[RESETS] += 1
     seq[i] = ring[ADC]
     ring[ADC] += 1
-    _field(i8, i8, STAMP, cap)[i] = t0
-    Fv = _field(f8, i8, F, nf).reshape((1, nf))
-    Zv = _field(f8, i8, Z, nout).reshape((1, nout))
-    ef = _field(u8, i8, EF, 1)
+    _field(i8, i8, STAMP)[i] = t0
+    # the first row of the block-sized estimator outputs
+    Fv = _field(f8, i8, F)[:nf].reshape((1, nf))
+    Zv = _field(f8, i8, Z)[:nout].reshape((1, nout))
+    ef = _field(u8, i8, EF)[:1]
     _process_packed(y, Fv, Zv, ef, ef8, ei8, eu8)
     m = _align(Fv, Zv, ef, seq[i:i + 1], t_ns[i:i + 1], flags[i:i + 1], i,
-               _field(i8, i8, HSEQ, h), _field(i8, i8, HT, h), _field(u8, i8, HF, h),
-               _field(i8, i8, HCOUNT, 1), _field(f8, i8, SV, cap * ncol).reshape((cap, ncol)),
-               _field(i8, i8, SSEQ, cap), _field(i8, i8, ST, cap), _field(u8, i8, SF, cap),
-               _field(u8, i8, SOK, cap), h - 1)
+               _field(i8, i8, HSEQ), _field(i8, i8, HT), _field(u8, i8, HF),
+               _field(i8, i8, HCOUNT), _field(f8, i8, SV).reshape((cap, nf + nout)),
+               _field(i8, i8, SSEQ), _field(i8, i8, ST), _field(u8, i8, SF),
+               _field(u8, i8, SOK), i8[H_DELAY])
     # estimated and aligned: the latency of this sample ends now
-    t1 = _now_ns(ts)
-    _lat_add(_field(i8, i8, LAT_R, w), _field(i8, i8, LAT_RS, 2), t1 - t0)
-    if count[T_OFF_KNOWN] != 0:
-        _lat_add(_field(i8, i8, LAT_D, w), _field(i8, i8, LAT_DS, 2),
-                 t1 - (t_ns[i] + count[T_OFF]))
-    count[PROCESSED] += 1
+    _done(f8, i8, u8, i, 1, _now_ns(ts))
     count[ESTIMATES] += m
     head = ring[HEAD] + 1
     ring[HEAD] = head  # published: the slot was complete before head moved

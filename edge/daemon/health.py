@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edge.daemon.arena import LAT_ITEMS, LAT_MAX, LAT_N
+
 
 class LatencyStats:
     """Sliding window of the last ``window`` per-sample latencies [ns].
@@ -25,10 +27,10 @@ class LatencyStats:
         # buf (window,) int64 and state [recorded so far, max] int64: given by the daemon
         # (fields of edge.daemon.arena.Arena, written by the compiled per-sample call too)
         self.buf = np.zeros(int(window), np.int64) if buf is None else buf
-        self._st = np.zeros(2, np.int64) if state is None else state
+        self._st = np.zeros(len(LAT_ITEMS), np.int64) if state is None else state
 
-    n = property(lambda self: int(self._st[0]), doc="latencies recorded so far")
-    max_ns = property(lambda self: int(self._st[1]), doc="largest latency recorded [ns]")
+    n = property(lambda self: int(self._st[LAT_N]), doc="latencies recorded so far")
+    max_ns = property(lambda self: int(self._st[LAT_MAX]), doc="largest latency recorded [ns]")
 
     def add(self, lat_ns: np.ndarray) -> None:
         """Record latencies ``lat_ns (k,) int64`` [ns]."""
@@ -47,8 +49,8 @@ class LatencyStats:
                 self.buf[:k - j] = lat_ns[j:]
         m = int(lat_ns.max())
         if m > self.max_ns:
-            self._st[1] = m
-        self._st[0] = n + k
+            self._st[LAT_MAX] = m
+        self._st[LAT_N] = n + k
 
     def summary(self) -> dict:
         """``{"p50","p99","p999","max"}`` in microseconds (window percentiles, max ever).

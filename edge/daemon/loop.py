@@ -56,17 +56,16 @@ import time
 
 import numpy as np
 
-from edge.daemon import arena, realtime
+from edge.daemon import realtime
 from edge.daemon.arena import Arena
 from edge.daemon.commands import CommandRegistry, register_builtin_commands, run_commands
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_HARDWARE, EXIT_INTERNAL, EXIT_OK
 from edge.daemon.fastpath import _sample
-from edge.daemon.faults import FaultTracker
-from edge.daemon.health import CpuMeter, LatencyStats, RowRate, drdy_offset_ns
+from edge.daemon.health import drdy_offset_ns
 from edge.daemon.raw import RawPublisher
 from edge.daemon.ring import Ring
 from edge.daemon.samplepath import SamplePath
-from edge.daemon.status import StatusMixin
+from edge.daemon.status import Status
 from edge.daemon.summary import run_summary
 
 log = logging.getLogger("vsense.loop")
@@ -83,8 +82,14 @@ IO_TICK_S = 0.1
 
 
 # ----------------------------------------------------------------------------- daemon
-class Daemon(SamplePath, StatusMixin):
-    """One running device: acquisition, estimation, publishing, recording.
+class Daemon:
+    """One running device: acquisition, estimation, publishing, recording; commands act on
+    it through :class:`edge.daemon.control.Controller` (pause, resume, reset, status, health).
+
+    It owns three parts, each with one job: :attr:`path` (:class:`edge.daemon.samplepath.
+    SamplePath`: the per-sample state and its rules, on the acquisition thread), :attr:`status`
+    (:class:`edge.daemon.status.Status`: state, meta, health, supervisor) and the ring
+    between the two threads; this class runs the threads and wires the parts together.
 
     Parameters
     ----------
@@ -115,87 +120,97 @@ class Daemon(SamplePath, StatusMixin):
         self.registry = registry if registry is not None else (
             publisher.registry if publisher is not None else CommandRegistry())
         register_builtin_commands(self.registry)
-        ch = cfg.channels
-        self.names = [c["name"] for c in ch]
-        self.nch = len(ch)
+        self.nch = len(cfg.channels)
         self.rate = 1.0 / estimator.bundle.dt
-        # the rate the samples really arrive at, against 1/dt (StatusMixin._row_rate)
-        self.row_rate = RowRate(self.rate, cfg["faults"]["rate_tolerance"],
-                                cfg["mqtt"]["health_interval_s"])
+        self.command_id = None  # the command being run (edge.daemon.commands.run_commands)
         self.block = cfg["bundle"]["block"]
         cap = max(int(RING_S * self.rate), 4 * self.block)
-        self.nf, self.nout = estimator.n_forces, estimator.n_outputs
-        self.delay = estimator.delay
         # the per-sample state in three arrays (ring, alignment, rows by slot, latency
         # windows, counters): the compiled per-sample call takes them as three arguments
-        self.arena = ar = Arena(cap, self.nch, self.nf, self.nout, self.block, self.delay,
-                                LATENCY_WINDOW)
-        self.ring = Ring(cap, self.nch, arena=ar)
+        self.arena = Arena(cap, self.nch, estimator.n_forces, estimator.n_outputs, self.block,
+                           estimator.delay, LATENCY_WINDOW)
+        self.ring = Ring(cap, self.nch, arena=self.arena)
         self.raw_pub = None
         if publisher is not None and cfg["mqtt"].get("raw_decimation", 0) > 0:
             self.raw_pub = RawPublisher(publisher, self.nch, cfg["mqtt"]["raw_decimation"],
                                         publisher.topics.raw)
-        self.std = getattr(estimator, "std", None)  # (nf + nout,) or None (Tikhonov)
-        if publisher is not None and self.std is not None:
-            publisher.std = np.asarray(self.std, dtype=np.float64)
-        # estimator output rows of one block; circular history of the stream fed to the
-        # estimator (edge.daemon.fastpath._align)
-        self._F, self._Z, self._ef = ar.view(arena.F), ar.view(arena.Z), ar.view(arena.EF)
-        self._hseq, self._ht = ar.view(arena.HSEQ), ar.view(arena.HT)
-        self._hf, self._hcount = ar.view(arena.HF), ar.view(arena.HCOUNT)
-        self.faults = FaultTracker(self.nch, cfg["faults"]["bad_sample_limit"])
-        # estimate rows by ring slot: the row produced when the slot's sample was estimated
-        self._sV, self._sseq, self._st = ar.view(arena.SV), ar.view(arena.SSEQ), ar.view(arena.ST)
-        self._sf, self._sok = ar.view(arena.SF), ar.view(arena.SOK)
-        self._count = ar.view(arena.COUNT)  # processed, estimates, DRDY offset (+ known)
-        self._sample_op = None  # estimator operator that _sample_args were taken from
-        self._sample_args: tuple | None = None  # (edge.daemon.fastpath._sample arguments)
-        self._fast_ok = False  # see SamplePath._refresh_fast
-        self.inverse = None  # edge.inverse.InverseHook when the bundle carries maps
+        if publisher is not None and getattr(estimator, "std", None) is not None:
+            publisher.std = np.asarray(estimator.std, dtype=np.float64)
+        self.path = SamplePath(estimator, self.ring, self.arena,
+                               [c["name"] for c in cfg.channels],
+                               cfg["faults"]["bad_sample_limit"],
+                               cfg["inverse"]["map"] or None, publisher)
+        self.status = Status(cfg, estimator, acquisition, self.ring, self.path, publisher,
+                             recorder, notifier)
+        self.path.run_commands = self._run_commands
+        self.path.on_faults = lambda: self.status.faults_changed(self.path.paused)
         self.fatigue = None  # edge.fatigue.monitor.FatigueMonitor with [[fatigue]] hotspots
         self.updates_locked: str | None = None  # reason update_model is refused (signature)
-        self._identify_due = False  # set by the supervisor ([inverse] identify_every_s)
-        self.scheduled_identifications = 0
-        # DRDY -> estimate ready; ring entry -> ready
-        self.latency = LatencyStats(LATENCY_WINDOW, ar.view(arena.LAT_D), ar.view(arena.LAT_DS))
-        self.latency_ring = LatencyStats(LATENCY_WINDOW, ar.view(arena.LAT_R),
-                                         ar.view(arena.LAT_RS))
-        self._t_off: int | None = None  # DRDY clock -> time.monotonic_ns offset [ns]
-        self._t_off_known = False
-        self.cpu = CpuMeter()
-        self.state = "starting"
-        self.degraded_reason: str | None = None
-        self.paused = False
         self.stop_event = threading.Event()
         self.stopping = False  # stop() was called: a plain flag the acquisition loop reads
-        self.bad_samples = 0
         self.hw_error: BaseException | None = None
         self.finished = False
         self.first_sample = threading.Event()
         self._acq_thread = threading.Thread(target=self._acquire, name="vsense-acq",
                                             daemon=True)
         self.tick_s = min(IO_TICK_S, max(0.001, cfg["mqtt"]["max_batch_delay_s"]))
-        self.t_start = time.monotonic()
-        self._warm_up()
 
-    # ------------------------------------------------------------------ counters
-    def _counter(k: int, doc: str):  # noqa: N805 - a property factory used in the class body
-        def get(self):
-            return int(self._count[k])
+    def _run_commands(self) -> None:
+        run_commands(self.pub, self)
+        self.path.refresh_fast()
 
-        def put(self, v):
-            self._count[k] = v
-        return property(get, put, doc=doc)
+    # ------------------------------------------------------- what the parts report
+    processed = property(lambda self: self.path.processed, doc="samples through the loop")
+    estimates = property(lambda self: self.path.estimates, doc="estimate rows attached")
+    resets = property(lambda self: self.path.resets, doc="estimator resets")
+    latency = property(lambda self: self.path.latency, doc="DRDY -> estimate ready")
+    latency_ring = property(lambda self: self.path.latency_ring, doc="ring -> ready")
+    state = property(lambda self: self.status.state, doc="the published state")
+    degraded_reason = property(lambda self: self.status.degraded_reason)
 
-    processed = _counter(arena.PROCESSED, "samples through the loop (watchdog progress)")
-    estimates = _counter(arena.ESTIMATES, "estimate rows attached to samples")
-    resets = _counter(arena.RESETS, "estimator resets (gaps, sensor recoveries)")
-    del _counter
+    def health(self) -> dict:
+        return self.status.health()
+
+    # ------------------------------------------------------- controller (edge.daemon.control)
+    @property
+    def paused(self) -> bool:
+        return self.path.paused
+
+    @property
+    def inverse(self):
+        return self.path.inverse
+
+    @inverse.setter
+    def inverse(self, hook) -> None:
+        self.path.inverse = hook
+        self.path.refresh_fast()
+
+    def pause(self) -> None:
+        self.path.paused = True
+        self.status.set_state("paused")
+        self.path.refresh_fast()
+
+    def resume(self) -> None:
+        self.path.paused = False
+        self.path.reset()  # the state is stale after a pause
+        self.status.faults_changed(False)
+        self.path.refresh_fast()
+
+    def reset(self) -> None:
+        self.path.reset()
+
+    def publish_status(self) -> dict:
+        self.status.set_state(self.status.state)
+        return self.status.status_payload()
+
+    def later(self, command, cid) -> None:
+        self.pub.commands.put_nowait((command, {}, cid))
+        self.pub.cmd_flag = True
 
     # ------------------------------------------------------------------ acquisition
     def _acquire(self) -> None:
         realtime.set_fifo(self.cfg["realtime"]["sched_fifo_priority"])
-        ring = self.ring
+        ring, path = self.ring, self.path
         virtual, block = self.virtual, self.block
         read, slots = self.acq.read, ring.slots
         pub = self.pub
@@ -212,25 +227,25 @@ class Daemon(SamplePath, StatusMixin):
                 except BaseException as e:
                     k = int(getattr(e, "n_read", 0) or 0)  # rows before the error
                     if ring.stage(k):
-                        self._estimate_staged(k)
+                        path.estimate_staged(k)
                         ring.publish(k)
                     raise
                 # a clean sample in the plain running state: one compiled call (stage,
                 # estimate, align, latency, publish) that also names the next free slot;
                 # -2: it needs the general path
-                if n == 1 and self._fast_ok and not ring.scratch and not self._identify_due \
+                if n == 1 and path.fast_ok and not ring.scratch and not path.identify_due \
                         and not (pub is not None and pub.cmd_flag):
-                    i = _sample(*self._sample_args)
+                    i = _sample(*path.args)
                     if i != -2:
                         span = slots[i] if i >= 0 else None
                         continue
                 span = None
                 if ring.stage(n):
-                    if not self._t_off_known:
+                    if not path.t_off_known:
                         self._first_sample()
-                    self._estimate_staged(n)
+                    path.estimate_staged(n)
                     ring.publish(n)
-                    self._refresh_fast()
+                    path.refresh_fast()
         except EOFError as e:
             log.info("acquisition finished: %s", e)
             self.finished = True
@@ -243,19 +258,15 @@ class Daemon(SamplePath, StatusMixin):
 
     def _first_sample(self) -> None:
         """The DRDY clock's offset to ``time.monotonic_ns`` (latency), once."""
-        self._t_off = drdy_offset_ns(self.acq, self.virtual)
-        self._t_off_known = True
-        if self._t_off is not None:
-            self._count[arena.T_OFF] = self._t_off
-            self._count[arena.T_OFF_KNOWN] = 1
+        self.path.set_clock_offset(drdy_offset_ns(self.acq, self.virtual))
         self.first_sample.set()
 
     # --------------------------------------------------------------------- the I/O loop
     def run(self) -> int:
         """Run until stopped (:meth:`stop`, a signal handler), the simulation ends, or the
         hardware fails; return the exit code."""
-        self._publish_meta()
-        self._set_state("starting")
+        self.status.publish_meta()
+        self.status.set_state("starting")
         # start-up garbage is frozen, not scanned by every collection while running; what
         # start-up used and the running daemon does not is given back (every kernel is
         # compiled or loaded now)
@@ -264,7 +275,7 @@ class Daemon(SamplePath, StatusMixin):
         self._acq_thread.start()
         self.first_sample.wait()
         if self.hw_error is None:
-            self._set_state("running")
+            self.status.set_state("running")
             if self.notifier is not None:
                 self.notifier.ready(f"running: {self.nch} channels at {self.rate:g} samples/s")
         code = EXIT_OK
@@ -285,7 +296,7 @@ class Daemon(SamplePath, StatusMixin):
 
     def _io_loop(self) -> None:
         ring = self.ring
-        sup = self._supervisor()
+        sup = self.status.supervisor()
         while True:
             n = ring.available()
             if n:
@@ -317,7 +328,7 @@ class Daemon(SamplePath, StatusMixin):
                 self.raw_pub.poll()
             # commands run on the acquisition thread; here only once it has ended
             if not self.pub.commands.empty() and not self._acq_thread.is_alive():
-                run_commands(self)
+                run_commands(self.pub, self)
 
     def _handover(self, i: int, n: int) -> None:
         """Raw samples of ring slots ``i .. i+n-1`` to the recorder, their estimate rows to
@@ -329,7 +340,8 @@ class Daemon(SamplePath, StatusMixin):
         if self.raw_pub is not None:
             self.raw_pub.add(ring.seq[i:i + n], ring.t_ns[i:i + n], ring.values[i:i + n],
                              ring.flags[i:i + n])
-        ok = self._sok[i:i + n]
+        a = self.arena
+        ok = a.sok[i:i + n]
         fat = self.fatigue
         if self.pub is None and fat is None and (self.rec is None
                                                  or "estimates" not in self.rec.streams):
@@ -341,7 +353,7 @@ class Daemon(SamplePath, StatusMixin):
             sel = i + np.nonzero(ok)[0]
         else:
             return
-        seq, t, V, f = self._sseq[sel], self._st[sel], self._sV[sel], self._sf[sel]
+        seq, t, V, f = a.sseq[sel], a.st[sel], a.sV[sel], a.sf[sel]
         if fat is not None:
             fat.feed(V)
         if self.pub is not None:
@@ -380,11 +392,11 @@ class Daemon(SamplePath, StatusMixin):
         final = {"state": "stopped", "exit_code": code}
         if self.hw_error is not None:
             final["error"] = f"hardware: {self.hw_error}"
-        self.state = "stopped"
+        self.status.state = "stopped"
         if self.pub is not None:
             if self.raw_pub is not None:
                 self.raw_pub.flush()
-            self.pub.stop(final_status=self.status_payload(**final))
+            self.pub.stop(final_status=self.status.status_payload(**final))
         log.info("%s", run_summary(self.health()))
         log.info("stopped (exit code %d): %s", code, EXIT_CODES.get(code, ""))
         return code

@@ -30,7 +30,9 @@ paho's network thread when an acknowledgement arrives.
 
 from __future__ import annotations
 
+import collections
 import logging
+import time
 
 log = logging.getLogger("vsense.mqtt")
 
@@ -86,8 +88,6 @@ class Unheard:
     FIRST_RETRY_S = 0.25
 
     def __init__(self, window_s: float):
-        import collections
-
         self.window_s = window_s
         self.items: list = [None] * MID_SLOTS  # mid -> (item, retry delay [s])
         self.connected_at = -1e18
@@ -95,15 +95,11 @@ class Unheard:
         self.stats = {"no_subscribers": 0, "resent": 0}
 
     def connected(self) -> None:
-        import time
-
         self.connected_at = time.monotonic()
 
     def record(self, mid: int, item: tuple, delay: float = 0.0) -> None:
         """Keep ``item`` (what :meth:`take_due` hands back) until message ``mid`` is
         acknowledged; ``delay``: the wait before its next sending [s]."""
-        import time
-
         slot = mid & MID_MASK
         prev, self.items[slot] = self.items[slot], (item, delay or self.FIRST_RETRY_S)
         if prev is not None and prev[0] is _EARLY and prev[2] == mid \
@@ -112,8 +108,6 @@ class Unheard:
             self._schedule(time.monotonic(), item, delay or self.FIRST_RETRY_S, prev[1])
 
     def acked(self, mid: int, reason_code) -> None:
-        import time
-
         slot = mid & MID_MASK
         held, self.items[slot] = self.items[slot], None
         if getattr(reason_code, "value", 0) != self.NO_MATCHING_SUBSCRIBERS:
@@ -130,8 +124,6 @@ class Unheard:
 
     def take_due(self) -> list[tuple]:
         """``[(item, next retry delay)]`` whose time has come, oldest first."""
-        import time
-
         now, out = time.monotonic(), []
         while self.due and self.due[0][0] <= now:
             _, item, delay = self.due.popleft()

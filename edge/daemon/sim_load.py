@@ -39,7 +39,7 @@ def bundle_load_meta(bundle) -> dict | None:
 
 def shape(fm: dict, f: np.ndarray) -> np.ndarray:
     """``|H(j 2 pi f)|^2`` of one force model (``ForceModel.as_dict`` form), up to a constant
-    (offline.smoother.force_model: Butterworth high-pass and low-pass, tilt, peaks)."""
+    (offline.forcing.force_model: Butterworth high-pass and low-pass, tilt, peaks)."""
     f = np.abs(np.asarray(f, dtype=float))
     if fm.get("kind", "bandpass") == "randomwalk":
         with np.errstate(divide="ignore"):

@@ -1,7 +1,8 @@
 """Status, meta and health of the daemon, and its supervisor (run by the I/O thread).
 
-Mixed into :class:`edge.daemon.loop.Daemon` (one responsibility per module; the methods use
-the daemon's counters, which only the estimating thread writes).
+A :class:`Status` object owned by :class:`edge.daemon.loop.Daemon` (one job: what the device
+says about itself). It reads the sample path's counters (:class:`edge.daemon.samplepath.
+SamplePath`), which only the estimating thread writes, and owns the state and its reason.
 
 * status (retained): ``starting``, ``running``, ``degraded`` (with the reason: conversions
   missed at the ADC, samples lost at the ring, estimates dropped by the publisher, recorder
@@ -22,7 +23,7 @@ import time
 
 import numpy as np
 
-from edge.daemon.health import LossWatch, RowRate, cpu_temperature_c, rss_mb
+from edge.daemon.health import CpuMeter, LossWatch, RowRate, cpu_temperature_c, rss_mb
 from edge.daemon.notify import ProgressWatchdog
 
 log = logging.getLogger("vsense.loop")
@@ -66,15 +67,42 @@ def verdict_line(mc: dict) -> str:
     return f"model check: ok ({what})"
 
 
-class StatusMixin:
-    """Status/meta/health payloads and the supervisor loop of :class:`Daemon`."""
+class Status:
+    """Status/meta/health payloads and the supervisor of one daemon.
 
-    _loss_watch: dict | None = None  # counter name: LossWatch (made on first use)
+    Parameters
+    ----------
+    cfg : edge.daemon.config.Config
+    est : edge.estimator.Estimator (bundle, std, delay, model_check, self_resets)
+    acq : the acquisition (``missed_conversions`` when it can miss any)
+    ring : edge.daemon.ring.Ring
+    path : edge.daemon.samplepath.SamplePath (counters, latency, faults, inverse)
+    pub, rec, notifier : publisher, recorder, systemd notifier, each or None
+    """
 
-    def _ok_state(self) -> str:
+    def __init__(self, cfg, est, acq, ring, path, pub=None, rec=None, notifier=None):
+        self.cfg, self.est, self.acq, self.ring, self.path = cfg, est, acq, ring, path
+        self.pub, self.rec, self.notifier = pub, rec, notifier
+        self.names = [c["name"] for c in cfg.channels]
+        self.rate = 1.0 / est.bundle.dt
+        # the rate the samples really arrive at, against 1/dt (_row_rate)
+        self.row_rate = RowRate(self.rate, cfg["faults"]["rate_tolerance"],
+                                cfg["mqtt"]["health_interval_s"])
+        self.std = getattr(est, "std", None)  # (nf + nout,) or None (Tikhonov)
+        self.cpu = CpuMeter()
+        self.t_start = time.monotonic()
+        self.state = "starting"
+        self.degraded_reason: str | None = None
+        self._loss_watch: dict | None = None  # counter name: LossWatch (made on first use)
+        self._self_resets_logged = 0
+        self._verdict_logged, self._verdict_next_s = "ok", 0.0
+
+    def ok_state(self) -> str:
+        """``running``, or ``degraded`` while a part is failing."""
         return "running" if self.degraded_reason is None else "degraded"
 
-    def _set_state(self, state: str, **extra) -> None:
+    def set_state(self, state: str, **extra) -> None:
+        """Change the state; publish the retained status and tell systemd."""
         if state == "degraded" and "reason" not in extra and self.degraded_reason:
             extra["reason"] = self.degraded_reason
         self.state = state
@@ -83,10 +111,16 @@ class StatusMixin:
         if self.notifier is not None:
             self.notifier.status(state)
 
+    def faults_changed(self, paused: bool) -> None:
+        """A channel went into fault or recovered: ``sensor_fault`` while one is, else back
+        (not while paused: resuming sets it)."""
+        if not paused:
+            self.set_state("sensor_fault" if self.path.faults.fault.any() else self.ok_state())
+
     def status_payload(self, **extra) -> dict:
         d = {"state": self.state, "t": round(time.time(), 3),
              "device": self.cfg["device"]["id"], "bundle": self.est.bundle.bundle_id}
-        faulty = [self.names[c] for c in np.nonzero(self.faults.fault)[0]]
+        faulty = [self.names[c] for c in np.nonzero(self.path.faults.fault)[0]]
         if faulty:
             d["faulty_channels"] = faulty
         d.update(extra)
@@ -102,15 +136,15 @@ class StatusMixin:
                 "estimator": b.method,
                 **({"std_columns": [f"{x.name}_std" for x in (*b.forces, *b.outputs)]}
                    if self.std is not None else {}),
-                "rate": self.rate, "delay_samples": self.delay,
-                "delay_s": self.delay / self.rate,
+                "rate": self.rate, "delay_samples": self.est.delay,
+                "delay_s": self.est.delay / self.rate,
                 "format": self.cfg["mqtt"]["format"], "batch": self.cfg["mqtt"]["batch"],
                 "raw_decimation": self.cfg["mqtt"]["raw_decimation"],
                 "method": {"window": int(b.window), "alpha": float(b.alpha),
                            "discretization": b.discretization,
                            "regularization": b.regularization}}
 
-    def _publish_meta(self) -> None:
+    def publish_meta(self) -> None:
         if self.pub is not None:
             self.pub.set_retained(self.pub.topics.meta, self.meta_payload())
 
@@ -125,18 +159,18 @@ class StatusMixin:
                 "publish_drops": 0 if self.pub is None else self.pub.stats["drops_samples"]}
 
     def health(self) -> dict:
-        r = self.ring
+        r, p = self.ring, self.path
+        drdy = p.t_off is not None
         d = {"t": round(time.time(), 3), "state": self.state,
              "uptime_s": round(time.monotonic() - self.t_start, 3),
-             "samples": self.processed, "estimates": self.estimates,
-             "latency_us": (self.latency if self._t_off is not None
-                            else self.latency_ring).summary(),
-             "latency_from": "drdy" if self._t_off is not None else "ring",
-             "latency_ring_us": self.latency_ring.summary(),
+             "samples": p.processed, "estimates": p.estimates,
+             "latency_us": (p.latency if drdy else p.latency_ring).summary(),
+             "latency_from": "drdy" if drdy else "ring",
+             "latency_ring_us": p.latency_ring.summary(),
              "missed_conversions": self.missed_conversions(),
              "overruns": r.overruns, "lost_samples": r.lost, "ring_depth": r.available(),
-             "ring_capacity": r.capacity, "bad_samples": self.bad_samples,
-             "estimator_resets": self.resets, "cpu_percent": self.cpu.percent(),
+             "ring_capacity": r.capacity, "bad_samples": p.bad_samples,
+             "estimator_resets": p.resets, "cpu_percent": self.cpu.percent(),
              "rss_mb": round(rss_mb(), 1), "cpu_temp_c": cpu_temperature_c()}
         rr = self._row_rate()
         d["rate_hz"] = None if rr.rate is None else round(rr.rate, 4)
@@ -201,7 +235,7 @@ class StatusMixin:
                 reasons.append(r)
         return "; ".join(reasons) or None
 
-    def _check_degraded(self) -> None:
+    def check_degraded(self) -> None:
         """Supervisor: status ``degraded`` (with the reason) while a part is failing; back
         to ``running`` when it recovered. Other states (paused, sensor_fault) take
         precedence; the reason is in every health message either way."""
@@ -211,16 +245,16 @@ class StatusMixin:
         if reason is not None and (self.state == "running" or
                                    (self.state == "degraded" and changed)):
             log.warning("degraded: %s", reason)
-            self._set_state("degraded", reason=reason)
+            self.set_state("degraded", reason=reason)
         elif reason is None and self.state == "degraded":
             log.info("recovered: status running again")
-            self._set_state("running")
+            self.set_state("running")
 
     def _log_estimator_resets(self) -> None:
         """Supervisor: one warning when the estimator has reset itself since the last tick
         (after a non-finite state: ``self_resets``), not one per sample."""
         n = int(getattr(self.est, "self_resets", 0))
-        seen = getattr(self, "_self_resets_logged", 0)
+        seen = self._self_resets_logged
         if n > seen:
             self._self_resets_logged = n
             log.warning("estimator: the state became non-finite and the estimator reset "
@@ -232,16 +266,16 @@ class StatusMixin:
         line (ok -> suspect -> ok), at most one per :data:`MODEL_LOG_MIN_S`; the first
         verdict is logged when it is suspect."""
         check = getattr(self.est, "model_check", None)
-        if check is None or now < getattr(self, "_verdict_next_s", 0.0):
+        if check is None or now < self._verdict_next_s:
             return
         mc = check()
         v = model_verdict(mc)
-        if v is None or v == getattr(self, "_verdict_logged", "ok"):
+        if v is None or v == self._verdict_logged:
             return
         self._verdict_logged, self._verdict_next_s = v, now + MODEL_LOG_MIN_S
         (log.warning if v == "suspect" else log.info)("%s", verdict_line(mc))
 
-    def _supervisor(self):
+    def supervisor(self):
         """The supervisor as a generator the I/O thread advances once per tick: scheduled
         identifications, degraded/recovered status, systemd watchdog pings (only while
         samples advance, and not with the MQTT network thread dead), health messages."""
@@ -260,10 +294,10 @@ class StatusMixin:
             if now < next_s:
                 continue
             next_s = now + step
-            if next_id is not None and now >= next_id and self.inverse is not None:
+            if next_id is not None and now >= next_id and self.path.inverse is not None:
                 next_id = now + every
-                self._identify_due = True  # picked up by the acquisition thread
-            self._check_degraded()
+                self.path.identify_due = True  # picked up by the acquisition thread
+            self.check_degraded()
             self._log_estimator_resets()
             self._log_model_check(now)
             if wd is not None and period_wd:
@@ -271,7 +305,7 @@ class StatusMixin:
                 # a dead MQTT thread stops the pings too: systemd restarts the service
                 mqtt_dead = self.pub is not None and self.pub.threads_problem() is not None
                 if not mqtt_dead:
-                    wd.tick(self.processed)
+                    wd.tick(self.path.processed)
             if now >= next_h:
                 next_h = now + hi
                 if self.pub is not None:

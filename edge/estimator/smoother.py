@@ -83,6 +83,9 @@ class SmootherEstimator(BlockEstimator):
         sv = bundle.kf.get("startup_var")
         self._startup = None if sv is None else np.ascontiguousarray(sv, dtype=float)
         self.n_warm = 0 if sv is None else _converged_row(self._startup, op.std)
+        # the model's own error measured by the build (kf_std_scale; schema <= 8: none)
+        sc = bundle.kf.get("std_scale")
+        self._scale = None if sc is None else np.array(sc, dtype=float)
         self._levels = level_operators(bundle, op, check_stability) if track_level else []
         self.tracker = None
         self._track_var = None
@@ -179,16 +182,18 @@ class SmootherEstimator(BlockEstimator):
     def _stated_std(self) -> None:
         """:attr:`std` for the next output row (sample ``m = count - lag``): the steady std
         of the running gains, widened in the start-up by ``kf_startup_var[m]`` (the error of
-        a state started at 0 on a moving structure: :mod:`offline.smoother.error`)."""
+        a state started at 0 on a moving structure: :mod:`offline.smoother.error`), times
+        ``kf_std_scale`` (the model's own error the build measured on the full model)."""
         sv = self._startup
         m = int(self._counters[0]) - self.op.lag
         if sv is None or m >= sv.shape[0]:
             self.std[:] = self._base_std
-            return
-        # std_m^2 = std^2 + excess_m
-        np.multiply(self._base_std, self._base_std, out=self.std)
-        self.std += sv[max(m, 0)]
-        np.sqrt(self.std, out=self.std)
+        else:  # std_m^2 = std^2 + excess_m
+            np.multiply(self._base_std, self._base_std, out=self.std)
+            self.std += sv[max(m, 0)]
+            np.sqrt(self.std, out=self.std)
+        if self._scale is not None:  # s_i std_i (offline/smoother/std_scale.py)
+            self.std *= self._scale
 
     def next_piece(self, n_left: int) -> int:
         """Rows to process before :attr:`std` changes: 1 in the start-up (each row its own

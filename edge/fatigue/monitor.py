@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from edge.daemon.commands import CommandError
 from edge.fatigue.damage import HistogramBins
 from edge.fatigue.persist import PeriodicSaver, restore
 from edge.fatigue.rainflow import Hotspot, RainflowCounter
@@ -117,8 +118,6 @@ def register_fatigue_commands(registry) -> None:
     commands``). Both act through the I/O thread's copies: a reset is queued and applied
     before the next block is counted (and the zeroed state saved at once); an export returns
     the last published summaries."""
-    from edge.daemon.commands import CommandError
-
     def monitor(d, args):
         m = d.fatigue
         if m is None:

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 
 import orjson
 
+from edge.daemon.mqtt import _describe_connect_error
 from edge.historian.messages import BadMessage, Clocks, decode
+from edge.monitor.connect import describe_settings
 
 log = logging.getLogger("vsense.historian")
 
@@ -163,9 +165,6 @@ class Historian:
         """Connect (ConnectionError names the broker and the reason) and start the writer."""
         from paho.mqtt.packettypes import PacketTypes
         from paho.mqtt.properties import Properties
-
-        from edge.daemon.mqtt import _describe_connect_error
-        from edge.monitor.connect import describe_settings
 
         s, where = self.settings, describe_settings(self.settings)
         props = Properties(PacketTypes.CONNECT)

@@ -3,7 +3,8 @@
 The daemon hands the hook a :class:`InversePort` at attach time: the callables through which
 the hook reads the running bundle, swaps the estimator's model, publishes, and (simulated rig
 only) injects the known excitation. The hook never looks inside the daemon; the commands
-``identify`` and ``update_model`` find the hook as ``daemon.inverse``.
+``identify`` and ``update_model`` find the hook as the controller's ``inverse``
+(:class:`edge.daemon.control.Controller`).
 """
 
 from __future__ import annotations
@@ -100,19 +101,14 @@ class InverseHook:
     @classmethod
     def attach(cls, daemon, port: InversePort, auto_update: bool = False,
                runtime: InverseRuntime | None = None) -> "InverseHook":
-        """Set ``daemon.inverse`` to a hook on ``runtime``, by default the runtime of the
-        port's bundle (sessions, check sets; raises :class:`InverseMapError`)."""
+        """Set ``daemon.inverse`` (:class:`edge.daemon.control.Controller`) to a hook on
+        ``runtime``, by default the runtime of the port's bundle (sessions, check sets; raises
+        :class:`InverseMapError`). The daemon's sample path calls :meth:`start` (a scheduled
+        identification) and :meth:`push` (every block while a window is armed)."""
         rt = runtime if runtime is not None else InverseRuntime.from_bundle(port.bundle())
         hook = cls(rt, port, auto_update)
         daemon.inverse = hook
         return hook
-
-    # the loop's calls (it passes itself first; the hook does not use it)
-    def arm(self, _daemon, name: str | None = None) -> dict:
-        return self.start(name)
-
-    def on_block(self, _daemon, Y, seq0: int | None = None) -> dict | None:
-        return self.push(Y, seq0)
 
     def start(self, name: str | None = None) -> dict:
         """Arm a capture for map ``name`` (default map when None); returns the reply."""

@@ -7,6 +7,7 @@ import csv
 import threading
 import time
 
+from edge.monitor.connect import BrokerSession, plain_settings
 from edge.monitor.payload import csv_name
 from edge.monitor.view import CLEAR, DeviceView
 
@@ -63,8 +64,6 @@ class DeviceSubscriber:
     def __init__(self, host: str, port: int, device: str, base: str = "vsense",
                  view: DeviceView | None = None, client_id: str | None = None,
                  settings: dict | None = None):
-        from edge.monitor.connect import BrokerSession, plain_settings
-
         self.view = view or DeviceView()
         self.prefix = f"{base}/{device}/"
         self.view.topic_prefix = self.prefix  # malformed messages are named by topic

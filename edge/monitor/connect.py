@@ -40,6 +40,8 @@ import argparse
 import os
 import threading
 
+from edge.daemon.config import check_section, load_config
+from edge.daemon.mqtt import _describe_connect_error
 from edge.monitor.view import parse_broker
 
 #: The broker options: (flag, metavar, help).
@@ -101,8 +103,6 @@ def broker_settings(args) -> dict:
     edge.daemon.config.ConfigError or ValueError
         A config key or an option is invalid; the message names it.
     """
-    from edge.daemon.config import check_section, load_config
-
     mq: dict = {}
     device = None
     where = "options"
@@ -241,8 +241,6 @@ class BrokerSession:
     def start(self, timeout: float = 10.0) -> None:
         """Connect, log in and subscribe; ConnectionError names the broker and the reason
         (refused login or subscription, TLS, unreachable, no answer within ``timeout`` s)."""
-        from edge.daemon.mqtt import _describe_connect_error  # the daemon's wording
-
         s = self.settings
         try:
             self.client.connect(s["host"], s["port"], keepalive=s.get("keepalive", 30))
@@ -272,8 +270,6 @@ class BrokerSession:
 
 def plain_settings(host: str, port: int, base: str = "vsense") -> dict:
     """:func:`broker_settings` of an anonymous, plain-TCP login to ``host:port``."""
-    from edge.daemon.config import check_section
-
     s = check_section("mqtt", {"host": host, "port": int(port), "base_topic": base})
     s.update(password=None, device=None)
     return s

@@ -23,6 +23,7 @@ import threading
 import time
 
 from edge.monitor.client import redraw
+from edge.monitor.connect import BrokerSession, describe_settings
 from edge.monitor.payload import PayloadError, clean, decode
 
 
@@ -164,8 +165,6 @@ def _complete(view: FleetView, now: float) -> bool:
 def run_fleet(args, out, settings: dict) -> int:
     """``vsense-edge monitor --fleet``; exit codes as for the single-device monitor.
     ``settings``: :func:`edge.monitor.connect.broker_settings`."""
-    from edge.monitor.connect import BrokerSession, describe_settings
-
     b = settings["base_topic"]
     view = FleetView(b)
     session = BrokerSession(settings, [(f"{b}/+/status", 1), (f"{b}/+/meta", 1),

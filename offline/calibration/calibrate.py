@@ -29,13 +29,21 @@ import numpy as np
 
 from offline.calibration.data import Prep, read_record
 from offline.calibration.forward import TimeModel
+from offline.calibration.identify import analyse
 from offline.calibration.noise import NoiseGroup, spectral_weight
 from offline.calibration.nonlinearity import nonlinearity_measure
 from offline.calibration.result import Result
-from offline.calibration.starts import (CLOSE_F, REFINE_GAP, SAME_MODE, polish, screen,
-                                        starting_points)
+from offline.calibration.starts import (
+    CLOSE_F,
+    REFINE_GAP,
+    SAME_MODE,
+    polish,
+    screen,
+    starting_points,
+)
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
+from offline.load.units import check_record_levels
 
 POSITIVE = ("modulus", "spring", "damping_ratio")
 
@@ -249,11 +257,9 @@ class Problem:
 def check_units(prob, names, progress: bool = False) -> None:
     """A force or response column in another unit (kN for N, mm for m): each channel's RMS
     against the model's response at the prior mean to the records' force columns, refused
-    beyond :data:`offline.load.levels.REFUSE_FACTOR` either way (naming the records, the
+    beyond :data:`offline.load.units.REFUSE_FACTOR` either way (naming the records, the
     column and the factor), warned beyond ``WARN_FACTOR`` (a prior that far off moves the
     response's RMS by a few times at most: damping 10x off, sqrt(10))."""
-    from offline.load.levels import check_record_levels
-
     sims = prob.simulate(prob.m0, jac=False)
     meas = np.vstack([r.Y[r.used] for r in prob.records])
     pred = np.vstack([Y[r.used] for (Y, _), r in zip(sims, prob.records)])
@@ -370,8 +376,6 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
 
 def _identify(prob, res, groups, modes, settings, progress):
     """:func:`offline.calibration.identify.analyse` with VB restarts at a better point."""
-    from offline.calibration.identify import analyse
-
     def restart(xi):
         if progress:
             print("  a profile found a better optimum: VB again from there", flush=True)

@@ -41,6 +41,10 @@ import numpy as np
 from edge.inverse import MAX_NONLINEARITY  # a fold whose fits exceed it is inconclusive
 from offline._deps import MissingDependency, need
 from offline.calibration.calibrate import calibrate
+from offline.calibration.folds import fold_groups
+from offline.calibration.modal import frequency_model, identify_frequencies
+from offline.calibration.noise import NoiseGroup
+from offline.calibration.vb import variational_bayes
 
 TOLERANCE = 0.005   # relative fidelity of a discretised, reduced model's parameters (fidelity_cov)
 
@@ -125,10 +129,6 @@ def frequency_start(setup, settings, groups, bands=None, f_split=None, nextra: i
     misfit has a local optimum wherever a mode is off by more than its half-power bandwidth.
     ``bands``: "below"/"above" per group (None without bands); ``nextra``: zeros appended (the
     sensor offsets' ξ). None when no peak is found."""
-    from offline.calibration.modal import frequency_model, identify_frequencies
-    from offline.calibration.noise import NoiseGroup
-    from offline.calibration.vb import variational_bayes
-
     dt = groups[0].dt
     fs, modes = [], []
     try:
@@ -200,8 +200,6 @@ def kfold_inadequacy(setup, records, settings, alpha: float = 0.05, progress: bo
     fits), p_min, p_family (Bonferroni over the k conclusive folds: min(1, k min p)), passed
     (p_family >= alpha), conclusive (any conclusive fold), tolerance, plan}."""
     from scipy.stats import chi2
-
-    from offline.calibration.folds import fold_groups
 
     groups, plan = fold_groups(setup, records, settings, paths=paths, bands=bands)
     if progress:

@@ -32,7 +32,9 @@ import dataclasses
 import numpy as np
 
 from edge.csvio import read_table
+from edge.inverse import modal
 from offline._deps import need
+from offline.calibration.forward import damped_matrices
 
 BLOCK_DECAY_TIMES = 5.0
 FINGERPRINT_ROWS = 32
@@ -40,9 +42,6 @@ FINGERPRINT_ROWS = 32
 
 def first_modes(setup, settings):
     """(f1, f2 [Hz] or None, ζ1) of the model at the prior mean (damping included)."""
-    from edge.inverse import modal
-    from offline.calibration.forward import damped_matrices
-
     theta = np.array([p.transform.to_theta(p.mean) for p in settings.priors])
     M, C, K, *_ = damped_matrices(setup.pm.parts, theta)
     w2, Phi = modal(M, K)

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from offline._deps import need
+
 R_MIN = 0.01          # r_k above this (posterior std > 0.1 prior std) is a candidate direction
 R_PRIOR = 0.8         # r_k above this: the records hardly narrow the prior there (no profile:
                       # the screen's other optima, profiled below, cover distant modes)
@@ -92,7 +94,6 @@ def optimum(res_fn, res, max_nfev: int = 30):
     lies more than ``DPHI`` below Φ(m), with the Gauss-Newton precision there (VB's fixed
     point for fixed noise): a VB run stopped by back-tracking or ``max_iter`` on a ridge is
     otherwise profiled from a point that is not its own optimum."""
-    from offline._deps import need
     opt = need("scipy.optimize")
     r0, _ = res_fn(res.m, False)
     try:
@@ -133,7 +134,6 @@ def candidates(m, cov, L0, modes=(), n_model=None) -> list:
 
 def profile(res_fn, m, direction: Direction, L0, grid=T_GRID) -> Direction:
     """Fill ``direction``'s profile (module docstring, step 2)."""
-    from offline._deps import need
     opt = need("scipy.optimize")
     u, d = direction.u, direction.d
     R = np.linalg.cholesky(L0).T

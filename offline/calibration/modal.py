@@ -26,6 +26,7 @@ import numpy as np
 from edge.inverse import modal
 from offline._deps import need
 from offline.calibration.bilinear import matrices
+from offline.calibration.forward import damped_matrices
 from offline.calibration.noise import NoiseGroup
 from offline.calibration.vb import variational_bayes
 
@@ -162,7 +163,6 @@ def frequency_model(parts, modes):
 def damping_model(parts, modes):
     """Callable θ -> modal damping ratios ζ_r = φ_rᵀ Ĉ φ_r / (2 ω_r) (nm,) of the parametric
     model (Rayleigh damping: exactly modal) for the 1-based ``modes``."""
-    from offline.calibration.forward import damped_matrices
     idx = np.asarray(modes, int) - 1
 
     def fn(theta):

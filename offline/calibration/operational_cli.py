@@ -17,6 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from offline.calibration.calibrate import hash_file
+from offline.calibration.data import check_not_white, read_record
+from offline.calibration.modal import calibrate_frequencies, frequency_model, identify_modes
+from offline.calibration.operational import calibrate_operational
+from offline.calibration.outcome import EXIT_NOT_CONVERGED, calibrated_bundle, outside_bounds
+from offline.calibration.result import calibrated_raw
+from offline.calibration.tomlout import dumps
+
 
 def _refuse(args, n_records: int, say):
     """Options that need force-and-response records: an error naming them."""
@@ -36,8 +44,6 @@ def _refuse(args, n_records: int, say):
 
 
 def _modal(args, setup, settings, recs, say) -> tuple[dict, np.ndarray]:
-    from offline.calibration.modal import calibrate_frequencies, frequency_model, identify_modes
-
     if args.output_only < 1:
         raise ValueError("--output-only needs at least one mode")
     fs, zs = [], []
@@ -74,8 +80,6 @@ def _modal(args, setup, settings, recs, say) -> tuple[dict, np.ndarray]:
 
 
 def _likelihood(args, setup, settings, recs, say) -> tuple[dict, np.ndarray]:
-    from offline.calibration.operational import calibrate_operational
-
     if settings.offsets:
         raise ValueError("[bayes].offsets: sensor offsets are not calibrated from operational "
                          "records (the likelihood uses the records' spectra, blind to offsets)")
@@ -92,12 +96,6 @@ def _likelihood(args, setup, settings, recs, say) -> tuple[dict, np.ndarray]:
 
 def output_only(args, setup, settings, say) -> int:
     """The operational routes of ``vsense-offline calibrate`` (module docstring)."""
-    from offline.calibration.calibrate import hash_file
-    from offline.calibration.cli import _bundle
-    from offline.calibration.data import check_not_white, read_record
-    from offline.calibration.result import calibrated_raw
-    from offline.calibration.tomlout import dumps
-
     _refuse(args, len(args.data), say)
     recs = [read_record(p, [], setup.sensors, settings.prep) for p in args.data]
     for r in recs:
@@ -112,13 +110,11 @@ def output_only(args, setup, settings, say) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "posterior.json").write_text(json.dumps(info, indent=1) + "\n")
     if not info["converged"]:
-        from offline.calibration.cli import EXIT_NOT_CONVERGED
         print(f"vsense-offline calibrate: error: the {info['method']} calibration did not "
               f"converge; no calibrated model written (where it stopped: "
               f"{out / 'posterior.json'}); a longer record or a narrower prior helps",
               file=sys.stderr)
         return EXIT_NOT_CONVERGED
-    from offline.calibration.cli import EXIT_NOT_CONVERGED, outside_bounds
     outside = outside_bounds(info, setup.parameters)
     if outside:
         info["converged"] = False
@@ -136,5 +132,5 @@ def output_only(args, setup, settings, say) -> int:
     (out / "calibrated.toml").write_text(dumps(raw, head))
     say(f"wrote {out / 'posterior.json'}, {out / 'calibrated.toml'}")
     if args.bundle:
-        _bundle(args, raw, head, info, False, say)
+        calibrated_bundle(args, raw, head, info, False, say)
     return 0

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from offline._deps import need
+from offline.reduction.eigen import modes
 
 TOL = 0.05
 N_MODES = 4
@@ -53,7 +54,6 @@ def probe_point(kind: str, theta0: float, bounds) -> float:
 
 def _lams(M, K, T, n: int):
     """(full λ₁..λₙ, reduced λ̂₁..λ̂ₙ) of sparse M, K and the basis T (N, m)."""
-    from offline.reduction.eigen import modes
     lin = need("scipy.linalg")
     full = np.sort(modes(K, M, n).lam)[:n]
     Mr, Kr = T.T @ (M @ T), T.T @ (K @ T)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from edge import DOF_NAMES
 from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
 from offline.build import _masters
 from offline.calibration import sensitivity as sv
@@ -168,7 +169,6 @@ def _reduction(model, masters, rs, build, theta0, bounds, params, where, progres
 def _with_boundaries(model, masters, how, run, progress):
     """``run`` the ``how`` basis; add the boundary DOFs of the parameters it misses as masters
     and run again (once). Returns (Reduction, masters, sensitivities, added DOF dicts)."""
-    from edge import DOF_NAMES
     red, sens = run(masters, how)
     bad = sv.failing(sens)
     extra = (np.setdiff1d(np.concatenate([q.boundary for q in bad]), masters) if bad

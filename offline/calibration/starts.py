@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offline._deps import need
+
 AXIS_LIMIT = 12          # more parameters: no one-at-a-time starts
 AXIS_STEP = 1.5          # prior stds of a one-at-a-time start
 SAME_MODE = 0.25         # prior stds: two optima closer than this in every coordinate merge
@@ -84,7 +86,6 @@ def _local(prob, x, max_nfev: int, s=None):
     """Trust-region least squares of [kᵢ/σᵢ; R (ξ - m₀)] (RᵀR = Λ₀), σᵢ the rms residual at
     ``x`` (or ``s``): robust where a Gauss-Newton step overshoots (a sharp, untempered
     likelihood of thousands of samples in a nonlinear model). Returns (ξ, log posterior)."""
-    from offline._deps import need
     opt = need("scipy.optimize")
     R = np.linalg.cholesky(prob.L0).T
     cache = {}

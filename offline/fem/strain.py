@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge import DOF_NAMES
 from offline._deps import need
+from offline.fem.plate import _TN, _geometry
+from offline.fem.solid import element_type, lame, shape_functions
 
 #: surface -> sign of the fibre ``z = sign t / 2`` (plate normal +z: ``top``)
 SURFACES = {"top": 1.0, "bottom": -1.0}
@@ -133,8 +136,6 @@ def plate_row(el: dict, point, surface: str, direction, stress: bool = False,
               where: str = "at"):
     """``(node ids, DOF kinds, coefficients)`` of the surface strain (stress) along the
     in-plane ``direction`` at ``point`` (module docstring)."""
-    from offline.fem.plate import _TN, _geometry
-
     p = np.asarray(point, float)
     n = np.asarray(direction, float)
     n = n / np.linalg.norm(n)
@@ -181,8 +182,6 @@ def plate_row(el: dict, point, surface: str, direction, stress: bool = False,
 def _reference_point(name, X, p):
     """Reference coordinates of ``p`` in the element of type ``name`` with nodes ``X``
     (Newton on ``x(xi) = N(xi) X``) and whether it lies inside; ``(xi, inside)``."""
-    from offline.fem.solid import element_type, shape_functions
-
     et = element_type(name)
     xi = et.nodes.mean(axis=0)
     for _ in range(20):
@@ -207,8 +206,6 @@ def solid_row(el: dict, point, direction, stress: bool = False, where: str = "at
     ``direction`` at ``point`` from the B-matrix of the element holding it:
     ``eps_nn = sum_a (n . grad N_a)(n . u_a)``; ``sigma_nn = lam tr(eps) + 2 mu eps_nn``
     (isotropic); a point on a face or an edge takes the mean of its elements."""
-    from offline.fem.solid import lame, shape_functions
-
     p = np.asarray(point, float)
     n = np.asarray(direction, float)
     n = n / np.linalg.norm(n)
@@ -268,15 +265,29 @@ def field_probe(model, kind: str, point, surface=None, direction=None, scale: fl
             raise ValueError(f"{where}: a plate's strain needs surface = \"top\" or "
                              "\"bottom\" and an in-plane direction = [x, y, 0]")
         nodes, kinds, coef = plate_row(el, point, surface, direction, stress, where)
-    # (node id, kind) -> index among the constrained model's DOFs (held DOFs: absent)
-    key = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(model.dof_node, model.dof_kind))}
+    key = _dof_index(model)
     acc: dict = {}
     for nd, k, c in zip(nodes, kinds, coef):
-        i = key.get((int(nd), int(k)))
-        if i is not None and c != 0.0:
-            acc[i] = acc.get(i, 0.0) + float(c) * scale
+        _add(acc, key.get((int(nd), int(k))), c, scale)
+    return _probe(acc, f"{where}: the strain there reads only held DOFs (always 0)")
+
+
+def _dof_index(model) -> dict:
+    """(node id, kind) -> index among the constrained model's DOFs (held DOFs: absent)."""
+    return {(int(a), int(b)): i for i, (a, b) in enumerate(zip(model.dof_node, model.dof_kind))}
+
+
+def _add(acc: dict, i, c: float, scale: float) -> None:
+    """``acc[i] += c scale`` for a free DOF ``i`` (None: held) and a non-zero ``c``."""
+    if i is not None and c != 0.0:
+        acc[i] = acc.get(i, 0.0) + float(c) * scale
+
+
+def _probe(acc: dict, empty: str) -> Probe:
+    """The :class:`Probe` of the coefficients ``acc`` (DOF index -> coefficient), its DOF the
+    largest coefficient's; ``ValueError(empty)`` when no free DOF is read."""
     if not acc:
-        raise ValueError(f"{where}: the strain there reads only held DOFs (always 0)")
+        raise ValueError(empty)
     idx = np.array(sorted(acc))
     val = np.array([acc[i] for i in idx])
     return Probe(int(idx[np.argmax(np.abs(val))]), idx, val)
@@ -289,9 +300,7 @@ def user_probe(model, row, scale: float = 1.0, where: str = "row") -> Probe:
     Every (node, dof) must be a DOF of the model's table; a DOF the boundary holds drops out
     (it is zero). ``ValueError`` naming ``where[i]`` for a node or DOF not in the model.
     """
-    from edge import DOF_NAMES
-
-    key = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(model.dof_node, model.dof_kind))}
+    key = _dof_index(model)
     nodes = set(int(n) for n in np.asarray(model.node_ids).tolist())
     acc: dict = {}
     for i, (node, dof, c) in enumerate(row):
@@ -299,14 +308,8 @@ def user_probe(model, row, scale: float = 1.0, where: str = "row") -> Probe:
             raise ValueError(f"{where}[{i}][2] (coefficient): {c!r} is not finite")
         if int(node) not in nodes:
             raise ValueError(f"{where}[{i}][0] (node): node {node} is not in the model")
-        j = key.get((int(node), DOF_NAMES.index(dof)))
-        if j is not None and c != 0.0:
-            acc[j] = acc.get(j, 0.0) + float(c) * scale
-    if not acc:
-        raise ValueError(f"{where}: the row reads only held (or absent) DOFs: always 0")
-    idx = np.array(sorted(acc))
-    val = np.array([acc[i] for i in idx])
-    return Probe(int(idx[np.argmax(np.abs(val))]), idx, val)
+        _add(acc, key.get((int(node), DOF_NAMES.index(dof))), c, scale)
+    return _probe(acc, f"{where}: the row reads only held (or absent) DOFs: always 0")
 
 
 __all__ = ["Probe", "user_probe", "probe_matrix", "beam_row", "plate_row", "solid_row", "field_probe",

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.bundle import KINDS
+from offline.metrics import add_noise
+from offline.model import build_fe_model, load_model_file, resolve_dofs
 from offline.reduction.eigen import modes
+from offline.simulate import load_profile
 
 
 def simulate_cubic(model, force_dofs, spring_dof: int, k3: float, F_fine, dt_fine: float,
@@ -93,11 +97,6 @@ def cubic_record(path, spring, k3: float, rms: float, seed: int, duration: float
     Runge-Kutta step well inside its stability limit 2.8, with room for the spring's
     stiffening), at least 6. Returns ``(t, F (nt, nf), Y (nt, nch) with noise std ``noise``
     relative to each channel, Z (nt, nout) clean outputs)`` at the model's rate."""
-    from edge.bundle import KINDS
-    from offline.metrics import add_noise
-    from offline.model import build_fe_model, load_model_file, resolve_dofs
-    from offline.simulate import load_profile
-
     spec = load_model_file(path)
     model = build_fe_model(spec, progress=False)
     rate = spec.estimator.rate

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.bundle import Bundle
+from edge.estimator import Estimator
+from offline.calibration_runs import calibration_runs
+from offline.limit.model import model_limit
+from offline.limit.ratio import RATIO_DEFINITION, bundle_delay_s, bundle_load_model, stationary_std
+from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs, sensor_probe
+from offline.selection import score_estimator
+
 
 def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bundle=None,
               progress: bool = True) -> str:
@@ -18,10 +26,9 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
     its delay (:mod:`offline.limit.ratio`, the build's ratio). Both go through the bundle's
     measurement chain (``[acquisition]``): the limit's channels see the conversion as a filter
     (``Chain.response`` times the structure's transfer) and the runs' channels are converted.
+    Without ``bundle`` the limit goes through the model file's chain (``spec.chain()``: the
+    ADS1256 when the file declares no ``[acquisition]``), as the build's does.
     """
-    from offline.limit.model import model_limit
-    from offline.model import build_fe_model, load_model_file
-
     spec = load_model_file(model_path)
     if noise is not None:
         if not (np.isfinite(noise) and noise > 0):
@@ -31,13 +38,19 @@ def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bund
         spec.sensors = [replace(s, noise=float(noise)) for s in spec.sensors]
     model = build_fe_model(spec, progress=progress)
     delays = np.array([0, 5, 10, 20, 100] if delays_ms is None else delays_ms, float) * 1e-3
-    if np.any(delays < 0):
-        raise ValueError(f"--delay: delays must be >= 0 ms, got {delays_ms}")
-    if bundle is None:
-        lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress)
-        return lim.format()
-    from edge.bundle import Bundle
-    from offline.limit.ratio import bundle_delay_s, bundle_load_model, stationary_std
+    if np.any(delays < 0) or not np.all(np.isfinite(delays)):
+        raise ValueError(f"--delay: delays must be finite and >= 0 ms, got {delays_ms}")
+    if bundle is None:  # the model file's chain: its [acquisition], or the ADS1256 default
+        chain = spec.chain()
+        try:
+            lim = model_limit(spec, model, delays=delays, n_modes=n_modes, progress=progress,
+                              chain=chain)
+        except ValueError as exc:  # a delay longer than the limit's filter memory
+            if str(exc).startswith("fixed-lag limit") and delays_ms is not None:
+                raise ValueError(f"--delay {' '.join(f'{d:g}' for d in delays_ms)}: "
+                                 f"{exc}") from None
+            raise
+        return lim.format() + "\n" + chain_line(chain)
 
     b = Bundle.load(bundle)
     lm = bundle_load_model(b)
@@ -55,12 +68,6 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     (under ``load_model``, default the model file's declaration): ``({name: nrmse},
     description)``. ``scale``: the normaliser of each force and output (the limit's
     stationary std, :func:`offline.limit.ratio.stationary_std`), else each run's own std."""
-    from edge.bundle import Bundle
-    from offline.calibration_runs import calibration_runs
-    from edge.estimator import Estimator
-    from offline.selection import score_estimator
-    from offline.model import output_probe, resolve_dofs, sensor_probe
-
     b = Bundle.load(bundle_path)
     names_b = [f.name for f in b.forces] + [o.name for o in b.outputs]
     names_s = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
@@ -75,7 +82,6 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     r = score_estimator(Estimator(b), runs, scale=scale)  # whichever estimator it selects
     if r is None:
         raise ValueError(f"{bundle_path}: the estimator diverges on the calibration runs")
-    from offline.limit.ratio import RATIO_DEFINITION
 
     load = ("the load model learned from records" if load_model is not None
             else "the model file's declared load")
@@ -84,3 +90,16 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
         f"{(b.window - 1) * b.dt * 1e3:g} ms), alpha={b.alpha:.3g}, on {len(runs)} full-model "
         f"calibration runs (seeds {[x.seed for x in runs]}) under {load}; "
         + RATIO_DEFINITION)
+
+
+def chain_line(chain) -> str:
+    """The measurement chain the limit's channels went through, in words."""
+    if chain.point:
+        return "  measurement chain: point samples at the row times ([acquisition] ideal)"
+    conv = "point samples through the sensors' dynamics" if chain.ideal else (
+        f"{chain.converter} {chain.drate:g} SPS {chain.mode}" if chain.converter == "ads1256"
+        else f"daq FIR cut-off {chain.cutoff:g} Hz, group delay {chain.group_delay * 1e3:g} ms")
+    return (f"  measurement chain: {conv}, each channel's conversion response times the "
+            f"structure's transfer ([acquisition]"
+            + ("; the sensors' drifting offsets are not in the limit)" if any(chain.drift)
+               else ")"))

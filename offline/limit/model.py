@@ -88,7 +88,7 @@ def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain=None):
     spectra lie below half the row rate: the aliases are left out, as for point samples)."""
     fr = np.fft.rfftfreq(n, dt)
     H = mm.transfer(fr, kinds)
-    if chain is not None and not chain.ideal:
+    if chain is not None and not chain.point:  # a converter or the sensors' own dynamics
         H[:, :nch] *= chain.response(fr, nch)[:, :, None]
     P = _power(loads, n, dt)
     if getattr(loads, "noise_std", None) is not None:  # a load model's absolute noise

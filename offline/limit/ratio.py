@@ -24,6 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.estimator import Estimator
+from offline.limit.model import model_limit
+from offline.load.model import LoadModel
+from offline.selection import score_estimator
+
 #: One line said wherever a ratio is printed.
 RATIO_DEFINITION = ("ratio = estimator's normalised RMS error on the calibration runs / "
                     "accuracy limit at the estimator's delay, same load model, both over the "
@@ -48,8 +53,6 @@ def bundle_load_model(bundle):
     :class:`offline.load.LoadModel` of a ``build --record`` bundle (``meta["load_model"]``,
     with its absolute sensor noise), or None for a declared one (then the model file's
     ``[calibration]`` loads and relative noise, as the build's limit and calibration runs)."""
-    from offline.load.model import LoadModel
-
     lm = bundle.meta.get("load_model")
     if not lm or lm.get("source", "declared") == "declared":
         return None
@@ -100,10 +103,6 @@ def build_accuracy(bundle, runs, spec, model, mm, loads) -> dict | None:
     build's limit table holds the FIR bounds only, which can lie several % above). None
     without a limit in ``bundle.meta`` or when the estimator diverges."""
     import time
-
-    from edge.estimator import Estimator
-    from offline.limit.model import model_limit
-    from offline.selection import score_estimator
 
     if not bundle.meta.get("limit"):
         return None

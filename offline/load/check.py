@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.estimator import EstimatorError
+from offline.smoother import smoother_from_spec
+from offline.smoother.chain_alt import records_chain_check, with_chain_alternative
+
 #: accepted mean variance of the whitened innovations; a lag counts as coloured above the
 #: white-noise band or 0.1, whichever is wider (a long record resolves the slight colour a
 #: reduced model always leaves: 0.02-0.06 on the zoo's strip), at most this share of them,
@@ -78,11 +82,6 @@ def check_learned(bundle, spec, est_spec, load_model, records) -> dict:
     build chose: through the bundle's smoother, else a smoother designed with the model (a
     Tikhonov bundle has no innovations of its own); ``"chain"``: whether the records fit the
     declared measurement chain (:func:`offline.smoother.chain_alt.records_chain_check`)."""
-    from edge.estimator import EstimatorError
-    from offline.smoother import smoother_from_spec
-
-    from offline.smoother.chain_alt import records_chain_check, with_chain_alternative
-
     try:
         chk = bundle if bundle.method == "smoother" else smoother_from_spec(
             bundle, spec, est_spec, load_model=load_model)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from offline.forcing.force_model import DEFAULT_ORDER, ForceModel
 from offline.limit.model import force_spectra
 from offline.load.model import LoadModel
-from offline.smoother.force_model import DEFAULT_ORDER, ForceModel
 
 ROTATIONS = ("rx", "ry", "rz")
 

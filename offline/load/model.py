@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from offline.smoother.component import Component
-from offline.smoother.force_model import ForceModel
+from offline.forcing.component import Component
+from offline.forcing.force_model import ForceModel
 
 
 @dataclass

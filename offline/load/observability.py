@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from offline.limit.model import noise_std
+
 #: singular values below this fraction of the largest count as zero (the structure's own
 #: rank deficiency is at round-off level, ~1e-10; a weakly seen load is far above it)
 RTOL = 1e-6
@@ -97,8 +99,6 @@ def blind_loads_warning(mm, load_model, sensor_kinds, noise_std, dt: float, name
 def bundle_blind_warning(mm, load_model, bundle, spec) -> str | None:
     """:func:`blind_loads_warning` for a bundle built from ``spec``: its channels, forces
     and sample interval; the load model's noise, else the model file's."""
-    from offline.limit.model import noise_std
-
     noise = (load_model.noise_std if load_model.noise_std is not None
              else noise_std(spec, mm, bundle.dt))
     return blind_loads_warning(mm, load_model, [c.kind for c in bundle.channels], noise,

@@ -24,8 +24,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from offline.load.check import (COLOURED_MAX, COLOURED_MIN, PEAK_MAX, VARIANCE_RANGE,
-                                autocorrelation, innovations)
+from edge.estimator import EstimatorError
+from offline.load.check import (
+    COLOURED_MAX,
+    COLOURED_MIN,
+    PEAK_MAX,
+    VARIANCE_RANGE,
+    autocorrelation,
+    innovations,
+)
+from offline.load.learn import MIN_RECORD_S, learn_load
+from offline.load.model import LoadModel
+from offline.smoother import smoother_from_spec
 
 #: share of each record held out for the choice (its end)
 HOLD_OUT = 0.3
@@ -70,8 +80,6 @@ def held_out_score(bundle, records, starts, lags: int = 50) -> dict:
 def candidate_smoother(bundle, spec, est_spec, lm):
     """The smoother of load model ``lm`` on ``bundle``'s structure, its channel weights the
     model's noise (``1 / noise_std^2``)."""
-    from offline.smoother import smoother_from_spec
-
     b = bundle.replace(channels=[replace(c, weight=float(1.0 / s ** 2))
                                  for c, s in zip(bundle.channels, lm.noise_std)])
     return smoother_from_spec(b, spec, est_spec, load_model=lm)
@@ -81,8 +89,6 @@ def choose(candidates, bundle, spec, est_spec, records, starts) -> dict:
     """Score each ``(label, LoadModel)`` of ``candidates`` on the held-out rows and pick the
     one to ship (module docstring). Returns ``{"chosen": index, "scores": [...], "reason":
     str}``; a candidate whose smoother cannot be designed scores ``-inf``."""
-    from edge.estimator import EstimatorError
-
     scores = []
     for label, lm in candidates:
         try:
@@ -132,8 +138,6 @@ def learn_and_choose(mm, bundle, spec, est_spec, records, prior, progress=None):
     and ``choice`` (:func:`choose`'s, plus ``"text"``: what the build prints). Records too
     short to hold a part out: the model learned on all of them, unchosen (``choice`` says
     so)."""
-    from offline.load.learn import MIN_RECORD_S, learn_load
-
     dt, kinds = bundle.dt, [c.kind for c in bundle.channels]
     split = split_records(records, dt, MIN_RECORD_S)
     if split is None:
@@ -166,8 +170,6 @@ def declared_at_level(fit, prior):
     that maximises the records' Whittle likelihood with the noise ``fit`` learned: the
     declared split between the loads, at the records' level. A learned model may predict the
     sensors better and still split their response between weakly seen loads worse."""
-    from offline.load.model import LoadModel
-
     W, noise = fit.info["whittle"], fit.model.noise_std
     corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
 

@@ -1,4 +1,4 @@
-"""Source components of a load (:class:`offline.smoother.component.Component`) from records:
+"""Source components of a load (:class:`offline.forcing.component.Component`) from records:
 where they are (the forces' spectra the records imply, the structure's resonances divided
 out) and how sure the records are of their directions (the Laplace posterior)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from offline.smoother.component import Component
+from offline.forcing.component import Component
 
 
 def force_domain_spectra(W, noise, scale, rcond: float = 0.1):

@@ -19,7 +19,7 @@ prior std is not identified by the records.
 Parameters (unconstrained): per force ``ln rms``, ``ln f_lo``, ``ln(f_hi / f_lo)``, ``tilt``
 and per peak ``ln f``, ``ln zeta``, ``ln(gain - 1)``; per channel ``ln s``; per pair of
 forces an entry of the unnormalised Cholesky factor of the correlation; per source component
-(:class:`offline.smoother.component.Component`) ``ln f0``, ``ln zeta`` and its direction
+(:class:`offline.forcing.component.Component`) ``ln f0``, ``ln zeta`` and its direction
 ``v_j / vscale_j`` (``vscale_j`` the square root of force j's declared PSD at its band's
 centre).
 """
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from offline.smoother.component import Component
-from offline.smoother.force_model import ForceModel
+from offline.forcing.component import Component
+from offline.forcing.force_model import ForceModel
 
 LN10 = np.log(10.0)
 

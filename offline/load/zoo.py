@@ -11,14 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 from edge.bundle import KINDS
+from edge.csvio import write_table
 from offline.calibration_runs import run_modal
+from offline.chain import SensorDynamics, conversions, refine_grid
+from offline.forcing.component import Component
+from offline.forcing.force_model import ForceModel
 from offline.limit.transfer import modal_model
 from offline.load.model import LoadModel
 from offline.model import resolve_dofs, sensor_probe
-from offline.simulate import simulate_sparse
-from offline.smoother.component import Component
-from offline.smoother.force_model import ForceModel
-
+from offline.simulate import model_chain, simulate_sparse
 
 #: The zoo's structure: the demo rig's 170 x 13 x 1.2 mm aluminium strip as 34
 #: Euler-Bernoulli beam elements, one laser at 110 mm, the force there, the displacement at
@@ -52,7 +53,7 @@ select = { at = [0.170, 0.0, 0.0] }
 dofs = ["uz"]
 [estimator]
 rate = 1000.0
-# the zoo's records (:func:`record`) are point samples of the full model
+# the records of the tests (:func:`record`) are point samples of the full model
 [acquisition]
 converter = "ideal"
 [[sensors]]
@@ -76,6 +77,13 @@ duration = 2.0
 """
 
 
+#: The strip as the edge reads it: no ``[acquisition]``, so the default chain (the ADS1256
+#: in continuous mode at 1,000 SPS) in the bundle and in :func:`record`.
+STRIP_CHIP = STRIP.replace(
+    '# the records of the tests (:func:`record`) are point samples of the full model\n'
+    '[acquisition]\nconverter = "ideal"\n', "")
+
+
 def _band(order=2, rms=1.0, band=(5.0, 160.0), **kw) -> ForceModel:
     return ForceModel("bandpass", band, rms, order, **kw)
 
@@ -92,6 +100,15 @@ ZOO = {
 }
 
 
+def _respond(model, fd, probes, kinds, F, dt_f, decim, engine):
+    """The full model's probes at every ``decim``-th step of the force grid ``F`` (step
+    ``dt_f``): sparse Newmark on every DOF or exact modal superposition."""
+    if engine == "newmark":
+        return simulate_sparse(model.M, model.damping_matrix(), model.K, np.array(fd), F,
+                               dt_f, decim, list(zip(probes, kinds)), progress=False)
+    return run_modal(modal_model(model, fd, probes), F, dt_f, decim, kinds)
+
+
 def record(spec, model, lm: LoadModel, seconds: float, seed: int, noise=0.01,
            oversample: int = 10, warmup: float = 1.0, engine: str = "newmark",
            levels=None):
@@ -106,6 +123,12 @@ def record(spec, model, lm: LoadModel, seconds: float, seed: int, noise=0.01,
     engine : "newmark" (sparse Newmark on every DOF, :func:`offline.simulate.simulate_sparse`)
         or "modal" (exact modal superposition, :func:`offline.calibration_runs.run_modal`)
     levels : optional (nt_samples,) factor on the load per sample (a load that changes size)
+
+    The sensors go through the model file's measurement chain (``spec.chain()``, as
+    ``vsense-offline simulate`` converts: the ADS1256 when the file declares no
+    ``[acquisition]``; :mod:`offline.chain`), on a grid refined to at least
+    :data:`offline.chain.MIN_STEPS_PER_ROW` steps per row; ``converter = "ideal"``: point
+    samples at the rows. The truth ``F``, ``Z`` stays point values.
 
     Returns
     -------
@@ -124,18 +147,23 @@ def record(spec, model, lm: LoadModel, seconds: float, seed: int, noise=0.01,
     if levels is not None:
         g = np.concatenate([np.full(nw, levels[0]), np.asarray(levels, dtype=float)])
         Ff *= np.interp(tf, np.arange(g.size) * dt, g)[:, None]
-    if engine == "newmark":
-        out = simulate_sparse(model.M, model.damping_matrix(), model.K, np.array(fd), Ff,
-                              dt / oversample, oversample, list(zip(cd + od, kinds)),
-                              progress=False)
-    elif engine == "modal":
-        mm = modal_model(model, fd, cd + od)
-        out = run_modal(mm, Ff, dt / oversample, oversample, kinds)
-    else:
+    if engine not in ("newmark", "modal"):
         raise ValueError(f"engine must be 'newmark' or 'modal', got {engine!r}")
-    out = out[nw:ns]
     nch = len(cd)
-    Yc = out[:, :nch]
+    if SensorDynamics.of(spec.sensors).any:
+        raise ValueError(f"{spec.path}: [[sensors]] highpass_hz/average_s/drift are not "
+                         "simulated by the zoo's records; use vsense-offline simulate")
+    ch = model_chain(spec, "model", None, None, 1.0 / dt, oversample)
+    if ch.kind == "ideal":
+        out = _respond(model, fd, cd + od, kinds, Ff, dt / oversample, oversample, engine)
+        Yc = out[:, :nch]
+    else:  # each channel converted over its window at its own instant (offline.chain)
+        sub = oversample * ch.refine
+        Fr = refine_grid(Ff, ch.refine, ch.pad_steps(dt / sub))
+        fine = _respond(model, fd, cd + od, kinds, Fr, dt / sub, 1, engine)
+        Yc = conversions(fine[:, :nch], dt / sub, sub, ns, ch.drate, ch.offsets, taps=ch.taps)
+        out = fine[:(ns - 1) * sub + 1:sub]
+    out, Yc = out[nw:ns], Yc[nw:ns]
     rng = np.random.default_rng(seed + 7)
     if noise is None:
         sd = np.array([s.noise_std for s in spec.sensors], dtype=float)
@@ -264,7 +292,5 @@ def write_load_csv(path, lm: LoadModel, names, seconds: float, dt: float, seed: 
                    oversample: int = 10) -> None:
     """A force history of ``lm`` for ``vsense-offline simulate --load csv`` (``time`` and one
     column per force, at ``dt / oversample``), ``seconds`` long."""
-    from edge.csvio import write_table
-
     t = np.arange(int(round(seconds / dt)) * oversample + 1) * dt / oversample
     write_table(path, t, lm.sample(t, seed), list(names))

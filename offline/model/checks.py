@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge import DOF_NAMES
+from offline.model.modelfile import output_probe, resolve_dofs
 from offline.model.table import ModelFileError
 
 #: A mode below this frequency [Hz] of a model whose ``[[boundary]]`` fixes it is a mechanism
@@ -26,8 +27,6 @@ def check_positions(spec, model) -> list[str]:
     ``[[outputs]]`` and ``[[reduction.masters]]`` selection that does not resolve to a free
     DOF of ``model`` (the constrained full model): the key path, and for an ``at`` point the
     nearest nodes with their distances (:func:`offline.model.selection.nodes_of`)."""
-    from offline.model.modelfile import output_probe, resolve_dofs
-
     items = [(s.select, s.dof, s.where or f"[[sensors]] {s.name}") for s in spec.sensors
              if not hasattr(s, "at")]
     items += [(f.select, f.dof, f.where or f"[[forces]] {f.name}") for f in spec.forces]

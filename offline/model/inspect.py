@@ -6,6 +6,7 @@ import numpy as np
 
 from edge import DOF_NAMES
 from offline._deps import need
+from offline.model.checks import check_positions, mechanism_warning
 from offline.model.modelfile import build_unconstrained, fixed_mask, load_model_file
 
 
@@ -61,8 +62,6 @@ def inspect_report(path, n_modes: int = 10, progress: bool = False) -> tuple[str
         (:func:`offline.model.checks.check_positions`), each naming its key and the nearest
         nodes.
     """
-    from offline.model.checks import check_positions, mechanism_warning
-
     spec = load_model_file(path)
     full = build_unconstrained(spec, progress)
     fixed = fixed_mask(spec, full)

@@ -19,6 +19,7 @@ from offline.fem.femodel import FEModel
 from offline.fem.matrices import build_matrices
 from offline.fem.plate import build_plate
 from offline.fem.solid import build_solid
+from offline.fem.strain import field_probe, user_probe
 from offline.model.damage import context as damage_context
 from offline.model.selection import Selection, nodes_of, parse_selection
 from offline.model.spec import ModelFileError, ModelSpec, spec_from_dict
@@ -149,7 +150,6 @@ def output_probe(model: FEModel, o, where: str | None = None) -> int:
     w = where or o.where or f"[[outputs]] {o.name}"
     if not hasattr(o, "at"):
         return resolve_dofs(model, o.select, o.dof, w)[0]
-    from offline.fem.strain import field_probe, user_probe
 
     try:
         if o.row is not None:

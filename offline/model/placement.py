@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edge.kinds import FIELD_KINDS
-from offline.model.signals import FieldSensor, Sensor, _field_output, _signal_common
+from offline.model.signals import (
+    RESERVED_NAMES,
+    FieldSensor,
+    Sensor,
+    _field_output,
+    _signal_common,
+)
 from offline.model.table import ModelFileError, Table, check
 
 #: How the targets' predicted errors are combined (docs/placement.md "Criterion").
@@ -93,9 +99,12 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
             raise ModelFileError(f"{w}.weights.{k}: no [[forces]] or [[outputs]] entry named "
                                  f"{k!r}")
         wt[k] = check(v, f"{w}.weights.{k}", lo=0.0)
+    if targets and all(wt.get(k, 1.0) == 0 for k in targets):
+        raise ModelFileError(f"{w}.weights: every force's and output's weight is 0 (a target "
+                             "not named weighs 1)")
     by_sensor = {s.name: s for s in sensors}
     taken = targets
-    out, placed, seen = [], [], set()
+    out, placed, seen, costs = [], [], set(), []
     for i, e in enumerate(cands):
         cw = f"{f}: [[placement.candidates]][{i}]"
         ct = Table(e, cw)
@@ -107,7 +116,7 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
             g = None
             name, sel, dof, kind, unit = _signal_common(ct, cw, True)
             noise = ct.get("noise", "num", 0.0, lo=0.0)
-            noise_std = ct.get("noise_std", "num", None, lo=0.0)
+            noise_std = ct.get("noise_std", "num", None, lo=0.0, lo_open=True)  # as a sensor's
             cost = ct.get("cost", "num", 1.0, lo=0.0)
             ct.done()
         if name in seen:
@@ -116,18 +125,24 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
         if name in taken:
             raise ModelFileError(f"{cw}.name: {name!r} is a force or output name (sensor, "
                                  f"force and output names share the CSV header)")
+        if name in RESERVED_NAMES or name.endswith("_std"):  # as a [[sensors]] entry's
+            raise ModelFileError(f"{cw}.name: {name!r} is reserved: the CSV files have the "
+                                 f"columns {', '.join(RESERVED_NAMES)} and <name>_std")
         c = g if g is not None else Candidate(name, sel, dof, kind, unit, cw, noise=noise,
                                               noise_std=noise_std, cost=cost)
+        costs.append(c.cost)
         if name in by_sensor:
             s = by_sensor[name]
-            if ((s.select.forms, s.select.tol, s.dof, s.kind, s.unit, s.noise,
+            if ((s.select.forms, s.select.tol, s.dof, s.kind, s.unit, s.noise, s.noise_std,
                  getattr(s, "row", None)) != (sel.forms, sel.tol, dof, kind, unit, noise,
-                                              getattr(c, "row", None))):
+                                              c.noise_std, getattr(c, "row", None))):
                 raise ModelFileError(f"{cw}.name: {name!r} is a [[sensors]] entry with another "
                                      f"position, kind or noise")
             placed.append(name)
             continue
         out.append(c)
-    if budget is not None and out and min(c.cost for c in out) > budget:
+    # against every candidate, the placed ones included: in a file written by `place` the
+    # budget may be spent (each candidate left costs more), and that file must read back
+    if budget is not None and out and min(costs) > budget:
         raise ModelFileError(f"{w}.budget: {budget:g} is below the cheapest candidate's cost")
     return PlacementSpec(tuple(out), wt, budget, criterion, tuple(placed), noise_model)

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edge.kinds import FIELD_KINDS, SIGNAL_KINDS
-from offline.fem.strain import SURFACES, UNITS as FIELD_UNITS
+from offline.fem.strain import SURFACES
+from offline.fem.strain import UNITS as FIELD_UNITS
+from offline.forcing.force_model import FORCE_MODELS
 from offline.model.sections import EstimatorSpec
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, entries, point
-from offline.smoother import parse_force_model
 
 LOAD_TYPES = ("random", "sine", "chirp")
 
@@ -322,3 +323,22 @@ def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None) -> 
         raise ModelFileError(f"{w}.load: two entries drive the same force "
                              f"({'all forces' if None in targets else targets})")
     return Calibration(loads[0], duration, seed, tuple(loads), seeds, warmup)
+
+
+def parse_force_model(d: dict, where: str) -> dict:
+    """Validate a ``[[forces]] model = {kind, band, rms, order}`` table (errors name the key)."""
+    t = Table(d, where)
+    kind = t.get("kind", "str", "bandpass", choices=FORCE_MODELS)
+    band = t.get("band", "list", None)
+    if band is not None:
+        if len(band) != 2:
+            raise ModelFileError(f"{where}.band: expected [f_low, f_high] in Hz")
+        band = tuple(check(x, f"{where}.band[{i}]", lo=0.0, lo_open=True)
+                     for i, x in enumerate(band))
+        if not band[0] < band[1]:
+            raise ModelFileError(f"{where}.band: f_low must be below f_high")
+    rms = t.get("rms", "num", None, lo=0.0, lo_open=True)
+    # None: not given (the build chooses the order; a given order is always kept)
+    order = t.get("order", "int", None, lo=1, hi=32)
+    t.done()
+    return {"kind": kind, "band": band, "rms": rms, "order": order}

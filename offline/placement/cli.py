@@ -8,14 +8,20 @@ from pathlib import Path
 import numpy as np
 
 from offline.model import load_model_file
+from offline.placement import place, placement_model
+from offline.placement.fisher import place_calibration
+from offline.placement.report import summary, write_report
+from offline.placement.write import write_placed
 
 
 def run_place(model_path, n: int, out, *, target: str = "estimation", report=None,
-              screen: int = 6, passes: int = 3, progress: bool = True, say=print) -> dict:
+              screen: int = 6, passes: int = 3, progress: bool = True, say=print,
+              figures: bool = True) -> dict:
     """Run the placement and write ``out``; returns the result fields (for tests).
 
     ``target``: ``estimation`` (forces and outputs, the smoother's predicted NRMSE) or
     ``calibration`` (the ``[[parameters]]``, E-criterion, :mod:`offline.placement.fisher`).
+    ``figures``: draw the estimation report's figures (the command always does).
     """
     spec = load_model_file(model_path)
     if spec.placement is None or not spec.placement.candidates:
@@ -23,15 +29,10 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
                          "(none given, or all of them are [[sensors]] already)")
     ps = spec.placement
     if target == "calibration":
-        from offline.placement.fisher import place_calibration
-
         res = place_calibration(spec, n, budget=ps.budget, progress=progress)
         say(res["summary"])
         names = res["names"]
     else:
-        from offline.placement import place, placement_model
-        from offline.placement.report import summary, write_report
-
         pm = placement_model(spec, progress=progress)
         w = np.array([ps.weights.get(t, 1.0) for t in pm.targets])
         pl = place(pm, n, weights=w, budget=ps.budget, linear=ps.criterion == "linear",
@@ -41,12 +42,12 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
         say(summary(pm, pl, blind))
         names = [pm.candidates[i] for i in pl.order]
         res = {"pm": pm, "placement": pl, "blind": blind, "names": names}
-        rdir = Path(report) if report is not None else Path(out).parent
-        write_report(pm, pl, blind, rdir)
-        say(f"figures in {rdir}: placement_curve.png, placement_layout.png")
+        if figures:
+            rdir = Path(report) if report is not None else Path(out).parent
+            write_report(pm, pl, blind, rdir)
+            say(f"figures in {rdir}: placement_curve.png, placement_layout.png")
     if len(names) < n:
         say(f"the budget {ps.budget:g} allowed {len(names)} of the {n} sensors asked for")
-    from offline.placement.write import write_placed
 
     comment = (f"sensors added by vsense-offline place ({target}), in the order chosen: "
                + ", ".join(names))

@@ -19,9 +19,13 @@ import numpy as np
 from edge.acquisition import Chain
 from edge.estimator.operator import EstimatorError
 from offline._deps import need
-from offline.model import EstimatorSpec, build_fe_model
+from offline.build import design_bundle
+from offline.fem.strain import probe_matrix
+from offline.load.declared import declared_force_models
+from offline.model import EstimatorSpec, build_fe_model, sensor_probe
 from offline.placement.honest import load_grid, smoother_nrmse
 from offline.placement.riccati import riccati
+from offline.reduced import reduce_model
 from offline.reduction import recover
 from offline.smoother import design_smoother, smoother_settings
 
@@ -145,8 +149,6 @@ def force_models(spec, rate: float) -> list:
     """Each ``[[forces]]`` entry's smoother force model as the build declares it
     (:func:`offline.load.declared.declared_force_models`: its ``model``, else its own
     ``[calibration]`` load times its ``scale``, the default roll-off order)."""
-    from offline.load.declared import declared_force_models
-
     out = declared_force_models(spec, rate)
     for f, fm in zip(spec.forces, out):
         if fm.kind != "bandpass":
@@ -163,11 +165,6 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
     ``[[placement.candidates]]``). Raises ``ValueError`` naming the key when the file has no
     forces or no candidates.
     """
-    from offline.build import design_bundle
-    from offline.reduced import reduce_model
-    from offline.fem.strain import probe_matrix
-    from offline.model import sensor_probe
-
     if not spec.forces:
         raise ValueError(f"{spec.where('[[forces]]')}: place needs at least one force")
     if candidates is None:
@@ -229,10 +226,10 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
         for g in set(groups):
             idx = [i for i, x in enumerate(groups) if x == g]
             ref[idx] = ref[idx].max()
-    r = (lev * ref) ** 2
     # a noise given in the channel's unit (noise_std) is the sensor's own
     given = np.array([np.nan if s.noise_std is None else s.noise_std for s in allsig])
-    r = np.where(np.isfinite(given), given ** 2, r)
+    with np.errstate(over="ignore", under="ignore"):  # refused by _check_responds below
+        r = np.where(np.isfinite(given), given ** 2, (lev * ref) ** 2)
     tstd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, X, Cq), 0.0, None))
     names = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
     _check_responds(spec, allsig, std, r)
@@ -252,11 +249,18 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
 def _check_responds(spec, allsig, std, r) -> None:
     """A sensor or candidate on a DOF the forces barely move (a clamped DOF: its stationary
     std is round-off, 1e-18 of its kind's largest) would be a perfect measurement of nothing
-    under a relative noise (variance ~1e-36): a ValueError naming it."""
+    under a relative noise (variance ~1e-36); a noise whose variance is not a finite
+    positive number (``noise_std`` 1e300 or 1e-300) is no noise model: a ValueError naming
+    it."""
     kinds = [s.kind for s in allsig]
     for i, s in enumerate(allsig):
         top = max(std[j] for j in range(len(allsig)) if kinds[j] == s.kind)
-        if r[i] <= 0 or std[i] <= 1e-6 * top:
+        if not (np.isfinite(r[i]) and r[i] > 0) and std[i] > 1e-6 * top:
+            given = f"noise_std {s.noise_std:g}" if s.noise_std is not None else \
+                f"noise {s.noise:g} x its std {std[i]:.3g}"
+            raise ValueError(f"{s.where}: {s.name}: its noise variance ({given}, squared) is "
+                             f"{r[i]:.3g}, not a finite positive number")
+        if not np.isfinite(r[i]) or r[i] <= 0 or std[i] <= 1e-6 * top:
             raise ValueError(f"{spec.where('[[placement.candidates]]')}: {s.name} does not "
                              f"respond to the forces (stationary std {std[i]:.3g}, "
                              f"{std[i] / top if top > 0 else 0:.2g} of the largest "

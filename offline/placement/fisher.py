@@ -26,7 +26,11 @@ import copy
 import numpy as np
 
 from offline._deps import progress as _progress
+from offline.calibration.calibrate import settings_from_raw
+from offline.calibration.forward import TimeModel
+from offline.calibration.setup import from_model_file
 from offline.placement.criterion import NOISE_FLOOR
+from offline.simulate import load_profile
 
 
 def fisher_blocks(spec, seed: int = 0, progress: bool = True):
@@ -40,11 +44,6 @@ def fisher_blocks(spec, seed: int = 0, progress: bool = True):
     names : list of str       sensors then candidates
     params : list of str
     """
-    from offline.calibration.calibrate import settings_from_raw
-    from offline.calibration.forward import TimeModel
-    from offline.calibration.setup import from_model_file
-    from offline.simulate import load_profile
-
     raw = spec.raw
     if not raw.get("parameters"):
         raise ValueError(f"{spec.where('[[parameters]]')}: --for calibration needs "
@@ -151,6 +150,8 @@ def place_calibration(spec, n: int, budget=None, progress: bool = True) -> dict:
     cands = list(spec.placement.candidates)
     if n > len(cands):
         raise ValueError(f"-n {n}: only {len(cands)} candidates")
+    if n < 1:  # as place()
+        raise ValueError(f"-n must be >= 1, got {n}")
     order = choose(Fb, L0, nfix, n, [c.cost for c in cands], budget)
     bar.update()
     bar.close()

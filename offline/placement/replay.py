@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.estimator import Estimator
+from offline.build import build
+from offline.simulate import load_profile, simulate_sparse
 from offline.smoother import ForceModel, van_loan
 
 
@@ -41,10 +44,6 @@ def replay(placed_path, *, duration: float = 20.0, oversample: int = 10, seed: i
         calibration runs)
     result : a :class:`offline.build.BuildResult` of ``placed_path`` (built when None)
     """
-    from edge.estimator import Estimator
-    from offline.build import build
-    from offline.simulate import load_profile, simulate_sparse
-
     res = result if result is not None else build(placed_path, progress=False, limit=False,
                                                   maps=False)
     b, m, fd = res.bundle, res.model, res.full_dofs

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge.kinds import kind_order
 from edge.estimator.operator import modal_basis
+from edge.kinds import kind_order
 
 
 @dataclass

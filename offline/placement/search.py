@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline._deps import progress as _progress
+from offline.placement.screen import screen as make_screen
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Criterion:
         w = np.ones(len(pm.targets)) if weights is None else np.asarray(weights, float)
         if not np.any(w > 0):
             raise ValueError("[placement].weights: every weight is 0")
+        w = w / w.max()  # then w.sum() is finite for weights up to the float range's end
         self.w, self.linear = w / w.sum(), linear
         self.cache, self.evaluations = {}, 0
 
@@ -95,8 +97,6 @@ def place(pm, n: int, *, weights=None, budget=None, linear: bool = False, screen
     cost = np.asarray(pm.cost, float)
     exact = screen <= 0 or screen >= ncand
     if not exact and proxy is None:
-        from offline.placement.screen import screen as make_screen
-
         proxy = make_screen(pm)
     budget = np.inf if budget is None else float(budget)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from offline.calibration.tomlout import _key, _val, dumps
 from offline.model import load_model_file
 
-_SENSOR_KEYS = ("name", "select", "dof", "kind", "unit", "noise",
+_SENSOR_KEYS = ("name", "select", "dof", "kind", "unit", "noise", "noise_std",
                 "at", "surface", "direction", "row")  # the last four: a strain gauge's
 
 

@@ -15,22 +15,23 @@ Continuous model (per force j a shaping filter ``xi_j' = Af_j xi_j + Bf_j w_j``,
 State ``x = [q_1, qd_1, ..., q_n, qd_n, xi]`` (the edge kernel's layout: 2x2 modal blocks,
 then the force-model states; the modes couple to the force states only).
 
-Files, by mathematical object: `force_model` (shaping filters), `van_loan` (exact
-discretisation), `gains` (state-space model, Riccati, fixed-lag gains), `model_check` (band
-pairs), `levels` (gains for a grid of load levels), `attach` (bundle arrays), `settings`
-(the one design path from a model file's ``[estimator]``: lag, model error, model check,
-load model).
+The force models it is designed for are :mod:`offline.forcing`'s. Files, by mathematical
+object: `van_loan` (exact discretisation), `gains` (state-space model, Riccati, fixed-lag
+gains), `model_check` (band pairs), `levels` (gains for a grid of load levels), `attach`
+(bundle arrays), `settings` (the one design path from a model file's ``[estimator]``: lag,
+model error, model check, load model), `std_scale` (the model's own error in the stated
+std, measured on the full-model calibration runs).
 """
 
-from offline.smoother.attach import attach_smoother, smoother_from_spec, with_load_levels
-from offline.smoother.force_model import FORCE_MODELS, ForceModel, parse_force_model
+from offline.forcing.force_model import FORCE_MODELS, ForceModel
+from offline.smoother.attach import attach_smoother, with_load_levels
 from offline.smoother.gains import SmootherDesign, design_smoother
 from offline.smoother.model_check import band_filters, check_bands
 from offline.smoother.settings import (MODEL_ERRORS, SmootherSettings, smoother_bundle,
-                                       smoother_settings)
+                                       smoother_from_spec, smoother_settings)
 from offline.smoother.van_loan import van_loan
 
 __all__ = ["FORCE_MODELS", "MODEL_ERRORS", "ForceModel", "SmootherDesign", "SmootherSettings",
            "attach_smoother", "band_filters", "check_bands", "design_smoother",
-           "parse_force_model", "smoother_bundle", "smoother_from_spec", "smoother_settings",
+           "smoother_bundle", "smoother_from_spec", "smoother_settings",
            "van_loan", "with_load_levels"]

@@ -7,9 +7,9 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.chi2 import nis_threshold
-from offline.smoother.component import Component
+from offline.forcing.component import Component
+from offline.forcing.force_model import ForceModel
 from offline.smoother.error import startup_variance
-from offline.smoother.force_model import ForceModel
 from offline.smoother.gains import SmootherDesign
 from offline.smoother.levels import LEVELS, level_arrays, whitening
 
@@ -66,19 +66,6 @@ def attach_smoother(bundle: Bundle, design: SmootherDesign, force_models, model_
         "std_filtered": design.std_filtered.tolist(), "std": design.std.tolist(),
         "load_levels": None}
     return bundle.replace(kf=kf, window=design.lag + 1, meta=meta)
-
-
-def smoother_from_spec(bundle: Bundle, spec, est_spec, load_model=None, model_error=None,
-                       window=None) -> Bundle:
-    """The smoother of a model file (:mod:`offline.smoother.settings`, the one design path):
-    ``[estimator]`` lag/model_error/check_* and the load model (``load_model``, a learned
-    :class:`offline.load.LoadModel`; default the model file's declaration).
-    ``model_error``: one of the settings' levels (default the first: the one given, else 0)."""
-    from offline.smoother.settings import smoother_bundle, smoother_settings
-
-    s = smoother_settings(spec, est_spec, bundle.rate, load_model, window=window)
-    me = s.model_errors[0] if model_error is None else float(model_error)
-    return smoother_bundle(bundle, s, me)
 
 
 def with_load_levels(bundle: Bundle, grid=LEVELS, scale_noise: bool = False) -> Bundle:

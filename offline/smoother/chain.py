@@ -51,7 +51,7 @@ The augmented continuous state is ``[z, r, b, J]``; the model's ``[z, r, b, a_W-
 (``J`` dropped: 0 at ``s = 0``). Without a conversion window (ideal converter, no average)
 the sample is the point ``y_k = C_c z_k - w_c r_c,k + b_c,k``, the model ``[z, r, b]``
 discretised by Van Loan over ``dt``. The offsets' noise is returned apart (``Qd``, the
-level tracker scales it with the sensor noise).
+load levels keep it at its declared intensity).
 """
 
 from __future__ import annotations

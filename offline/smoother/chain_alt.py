@@ -15,8 +15,9 @@ from edge.acquisition import Chain
 from edge.bundle import Bundle
 from edge.estimator.chain_check import LLR_MAX, Filter, chain_name, llr
 from edge.estimator.operator import EstimatorError
-from offline.smoother.component import Component
-from offline.smoother.force_model import ForceModel
+from offline.chain import plan_chain
+from offline.forcing.component import Component
+from offline.forcing.force_model import ForceModel
 from offline.smoother.gains import design_smoother
 
 
@@ -28,7 +29,6 @@ def alternative_chain(chain: Chain, rate: float, nch: int) -> Chain | None:
     if not chain.ideal:
         return replace(chain, converter="ideal", drate=0.0, mode="continuous", offsets=(),
                        cutoff=0.0, group_delay=0.0)
-    from offline.chain import plan_chain
 
     try:
         plan = plan_chain("ads1256", rate, nch)

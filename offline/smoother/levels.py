@@ -25,8 +25,13 @@ low level overshot to a high one and back every second (issue #40: a ``--record`
 A sensor noise declared *relative* to the signal (``[[sensors]] noise``, paper eq. 28) is tied
 to the load's size: then a level scales the noise as well (``scale_noise``), the whole
 operation at another size. A noise that is a property of the sensor (learned from a record,
-or ``noise_std``) stays where it is. A sensor's drifting offset (``Qd``, schema 8) is counted
-with its noise: ``Q(g, nu) = g^2 (Q - Qd) + nu Qd`` (a relative noise: ``nu = g^2``).
+or ``noise_std``) stays where it is. A sensor's drifting offset (``Qd``, schema 8) is a
+property of the sensor in its own unit per sqrt(s) (``[[sensors]] drift``), never relative to
+the signal: ``Q(g) = g^2 (Q - Qd) + Qd`` at every level. A relative noise scales ``R`` only
+(``R(g) = g^2 R``); scaling the drift with it made the gains of a level below the design
+believe in a drift ``g`` times the declared one, and a record at 0.03x the declared load
+stated a tip displacement std 1/30 of the drift's error (coverage 16 %). The device's noise
+scale (``track_innov``, an absolute noise) still counts ``Qd`` with the noise.
 """
 
 from __future__ import annotations
@@ -69,10 +74,11 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
     Qd = d1.Qd if d1.Qd is not None else np.zeros_like(d1.Q)
     Ql = d1.Q - Qd                      # the load's share (the offsets' drift: the noise's)
     for g in grid:
-        # Q(g) = g^2 Ql + nu Qd; R(g) = nu R, nu = g^2 for a relative noise, else 1
+        # Q(g) = g^2 Ql + Qd (the drift: the sensor's own); R(g) = nu R, nu = g^2 for a
+        # relative noise, else 1
         nu = g ** 2 if scale_noise else 1.0
         try:
-            _, k, si, gg, sd, _, _ = steady_gains(d1.A, d1.H, g ** 2 * Ql + nu * Qd,
+            _, k, si, gg, sd, _, _ = steady_gains(d1.A, d1.H, g ** 2 * Ql + Qd,
                                                   nu * d1.R, d1.Cq, lag, walk=d1.walk)
         except EstimatorError:
             if np.isclose(g, 1.0):
@@ -86,6 +92,11 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         std.append(sd)
     covs = error_covariances(d1.A, d1.H, Ql, d1.R, K, Qd)  # once for both tables
     stats = innovation_stats(d1.A, d1.H, Ql, d1.R, K, Sinv, covs)
+    # a relative noise: the drift's share of the NIS stays at every level (td, the part of tr
+    # from Qd: tr with Qd minus tr without)
+    td = None
+    if scale_noise and np.any(Qd):
+        td = stats[:, 1] - innovation_stats(d1.A, d1.H, Ql, d1.R, K, Sinv)[:, 1]
     tv = None if scale_noise else smoothed_variance(d1.A, d1.H, Ql, d1.R, K, G, d1.Cq, covs,
                                                         Qd)
     # a level whose error dynamics are not stable enough for its Lyapunov solutions (an
@@ -97,7 +108,7 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
         and (tv is None or (np.all(np.isfinite(tv[a])) and np.all(tv[a] >= 0))))]
     keep, K, G, Sinv, Wt, std = ([x[a] for a in good] for x in (keep, K, G, Sinv, Wt, std))
     stats = stats[good]
-    nis = expected_nis(stats, keep, scale_noise)
+    nis = expected_nis(stats, keep, scale_noise, None if td is None else td[good])
     return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
             "level_std": np.array(std), "level_nis": nis,
@@ -133,12 +144,18 @@ def innovation_stats(A, H, Q, R, K, Sinv, covs=None) -> np.ndarray:
     return out
 
 
-def expected_nis(stats: np.ndarray, grid, scale_noise: bool = False) -> np.ndarray:
+def expected_nis(stats: np.ndarray, grid, scale_noise: bool = False,
+                 drift=None) -> np.ndarray:
     """``r(a, b)`` from :func:`innovation_stats`: the mean NIS per channel expected under the
     gains of level ``a`` when the load is at level ``b`` (process noise ``g_b^2 Q``; sensor
     noise ``g_b^2 R`` with ``scale_noise``, else ``R``)::
 
-        r(a, b) = g_b^2 tq_a + c_b tr_a,   c_b = g_b^2 (scale_noise) or 1"""
+        r(a, b) = g_b^2 tq_a + c_b (tr_a - td_a) + td_a,   c_b = g_b^2 (scale_noise) or 1
+
+    ``drift``: ``td_a`` (nl,), the drifting offsets' share of ``tr_a`` (the same at every
+    level: a property of the sensor); None: none."""
     grid = np.asarray(grid, dtype=float)
     c = grid ** 2 if scale_noise else np.ones_like(grid)
-    return np.outer(stats[:, 0], grid ** 2) + np.outer(stats[:, 1], c)
+    td = np.zeros(stats.shape[0]) if drift is None else np.asarray(drift, dtype=float)
+    return (np.outer(stats[:, 0], grid ** 2) + np.outer(stats[:, 1] - td, c)
+            + td[:, None])

@@ -23,6 +23,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
+from offline.load.declared import declared_load_model
 from offline.smoother.attach import attach_smoother
 from offline.smoother.gains import design_smoother
 
@@ -41,7 +42,7 @@ class SmootherSettings:
     check_window_s, check_false_alarm : float   the model check's window and false alarms
     force_models : tuple        one :class:`~offline.smoother.ForceModel` per force
     corr : (nf, nf) or None     correlation of the forces' driving noises
-    components : tuple          source components (:mod:`offline.smoother.component`)
+    components : tuple          source components (:mod:`offline.forcing.component`)
     source : str                ``"declared"`` or ``"learned"`` (from records)
     where : str                 the model file's ``[estimator]``, for messages
     """
@@ -70,8 +71,6 @@ def smoother_settings(spec, est_spec, rate: float, load_model=None,
     """The smoother of a model file (module docstring). ``window``: the build's override of
     ``[estimator] window`` (``build(window=...)``); ``load_model``: a learned
     :class:`offline.load.LoadModel` (source ``"record"``), else the declaration."""
-    from offline.load.declared import declared_load_model
-
     rule = window if window is not None else getattr(est_spec, "window", "auto")
     if est_spec.lag is not None:
         lag = int(est_spec.lag)
@@ -103,3 +102,14 @@ def smoother_bundle(bundle: Bundle, s: SmootherSettings, model_error: float) -> 
         raise EstimatorError(f"{s.where}: {exc}") from None
     return attach_smoother(bundle, design, fms, model_error, s.check_window_s,
                            s.check_false_alarm, corr=s.corr, components=list(s.components))
+
+
+def smoother_from_spec(bundle: Bundle, spec, est_spec, load_model=None, model_error=None,
+                       window=None) -> Bundle:
+    """The smoother of a model file (this module's, the one design path):
+    ``[estimator]`` lag/model_error/check_* and the load model (``load_model``, a learned
+    :class:`offline.load.LoadModel`; default the model file's declaration).
+    ``model_error``: one of the settings' levels (default the first: the one given, else 0)."""
+    s = smoother_settings(spec, est_spec, bundle.rate, load_model, window=window)
+    me = s.model_errors[0] if model_error is None else float(model_error)
+    return smoother_bundle(bundle, s, me)

@@ -20,6 +20,8 @@ import sys
 
 import numpy as np
 
+from offline.load.learn import whittle_of_records
+
 #: warn when a record's level is this far from the prediction (either way; the demo's rig
 #: runs at 1/20 of its declared load)
 WARN_FACTOR = 30.0
@@ -32,8 +34,6 @@ REFUSE_FACTOR = 300.0
 def record_level_factors(mm, records, dt: float, prior, kinds, chain=None) -> np.ndarray:
     """(nch,) each channel's RMS over the RMS the model predicts under ``prior`` (the declared
     :class:`offline.load.LoadModel`, its ``noise_std`` absolute), over the fit's band."""
-    from offline.load.learn import whittle_of_records
-
     W = whittle_of_records(mm, records, dt, kinds, chain=chain)[0]
     corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
     ns = np.zeros(len(kinds)) if prior.noise_std is None else np.asarray(prior.noise_std,

@@ -1,9 +1,10 @@
-"""Stochastic force models of the smoother: each force the output of a shaping filter
-driven by white noise (a band-pass Butterworth cascade, or a random walk), and the
-``[[forces]] model`` table that sets one."""
+"""Stochastic force models: each force the output of a shaping filter driven by white noise
+(a band-pass Butterworth cascade, or a random walk). The ``[[forces]] model`` table that sets
+one is parsed by :func:`offline.model.signals.parse_force_model`."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,8 +168,6 @@ def _cascade(sos, signal):
     B = np.zeros((0, 1))
     C = np.zeros((1, 0))
     D = np.ones((1, 1))
-    import warnings
-
     for sec in sos:
         with warnings.catch_warnings():  # a low-pass section's numerator [0, 0, k] is fine
             warnings.simplefilter("ignore", signal.BadCoefficients)
@@ -183,24 +182,3 @@ def _cascade(sos, signal):
         D = d2 @ D
         A = An
     return A, B, C, D
-
-
-def parse_force_model(d: dict, where: str) -> dict:
-    """Validate a ``[[forces]] model = {kind, band, rms, order}`` table (errors name the key)."""
-    from offline.model.spec import ModelFileError, Table, check
-
-    t = Table(d, where)
-    kind = t.get("kind", "str", "bandpass", choices=FORCE_MODELS)
-    band = t.get("band", "list", None)
-    if band is not None:
-        if len(band) != 2:
-            raise ModelFileError(f"{where}.band: expected [f_low, f_high] in Hz")
-        band = tuple(check(x, f"{where}.band[{i}]", lo=0.0, lo_open=True)
-                     for i, x in enumerate(band))
-        if not band[0] < band[1]:
-            raise ModelFileError(f"{where}.band: f_low must be below f_high")
-    rms = t.get("rms", "num", None, lo=0.0, lo_open=True)
-    # None: not given (the build chooses the order; a given order is always kept)
-    order = t.get("order", "int", None, lo=1, hi=32)
-    t.done()
-    return {"kind": kind, "band": band, "rms": rms, "order": order}
