@@ -237,8 +237,12 @@ class LevelTracker:
         m = 2.0 * sd * math.sqrt(self._avg_s2)
         if self._rho_lo[a] + m <= rho_bar <= self._rho_hi[a] - m:
             self._estimate(a, rbar, self._ratio(a, rho_bar))
-        else:  # rho does not resolve the ratio here: the load from the NIS
-            self._estimate_load(a, rbar)
+        else:  # rho does not resolve the ratio: the NIS gives the term that dominates it
+            s2 = self._ratio(a, rho_bar)
+            if s2 * self.innov[a, 0] <= self.innov[a, 1]:   # the noise's: nu, g^2 = s2 nu
+                self._estimate(a, rbar, s2)
+            else:                                           # the load's: g^2 at the noise
+                self._estimate_load(a, rbar)
         return a
 
     def _by_nis(self, a: int, r: float) -> int:
