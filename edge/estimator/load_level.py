@@ -92,6 +92,7 @@ class LevelTracker:
         self.rho_spread = 1.0 / math.sqrt(max(1, self.every * int(n_channels)))
         self.noise_scale = 1.0   # nu: the sensors' noise variance over the designed one
         self.load_power = 1.0    # g^2: the load's power over the designed one
+        self._nu_avg = 1.0       # nu from averaged windows (a move's one window: a start)
         self.avg_weight = 0.2    # per window: the statistics' average over ~5 windows
         self._avg = np.full(2, np.nan)   # averaged (r, c) since the last switch
         self._avg_s2 = 1.0               # its variance over one window's
@@ -116,7 +117,7 @@ class LevelTracker:
         """Back to ``level`` with the designed noise (an estimator reset)."""
         self.level = int(level)
         self.since = 0
-        self.noise_scale = self.load_power = 1.0
+        self.noise_scale = self.load_power = self._nu_avg = 1.0
         self._avg[:] = np.nan
 
     def decide(self, ratio: float, lag1: float = float("nan")) -> int:
@@ -187,16 +188,23 @@ class LevelTracker:
         current one that the window's ``rho`` allows (2 spreads towards 0): where the noise
         dominates, ``rho`` hardly changes with ``s2`` and the nearer, higher level states the
         wider std. While the level is kept, ``(g^2, nu)`` come from the statistics averaged
-        over the windows since the last switch (exponentially, ``avg_weight`` per window),
-        where the averaged ``rho`` resolves the ratio (inside its range by 2 of the average's
-        spreads), else ``g^2`` from the NIS at the tracked ``nu`` (:meth:`_estimate_load`). A
-        window whose NIS leaves the average by more than the hysteresis is a step of the
-        load (the sensors' noise does not step with it): the average restarts and the level
-        follows the NIS at the tracked noise (:meth:`_by_nis`; the old average took 10-20 s
-        to forget the windows before a step on the frame of ``benchmarks/load_user``). A
-        move on one window's ``rho`` sets ``(g^2, nu)`` from that window (keeping ``nu``
-        left a record whose noise differs from the learned one at the wrong std for
-        seconds; a window astride a step, though, set the frame's noise 1.45x).
+        over the windows since the last switch (exponentially, ``avg_weight`` per window):
+        ``nu`` from the averaged NIS at the averaged ``rho``'s ratio (clipped to the grid)
+        where that ``rho`` resolves the ratio (inside its range by 2 of the average's
+        spreads) or the noise dominates the NIS at it (``s2 tq <= tr``: the NIS then gives
+        ``nu`` well, and ``g^2 = s2 nu``); else the load dominates, and ``g^2`` comes from the
+        NIS (:meth:`_estimate_load`) at the last ``nu`` of averaged windows. A move on one
+        window's ``rho`` sets ``(g^2, nu)`` from that window, a start that the average
+        replaces from the next window on: keeping ``nu`` on a move left a record whose noise
+        is 0.66x the learned one 1.5x its std for seconds; keeping the window's ``nu`` where
+        the NIS cannot refine it left the load of the zoo strip 50x below its declaration
+        read 0.042 (the noise from one window 5 % low, the load's share of the NIS 2 %), and
+        the frame's noise 1.45x after a window astride a step up (its std settled after
+        12 s, not 2.5 s). A window whose NIS leaves the average by more than the hysteresis
+        is a step of the load (the sensors' noise does not step with it): the average
+        restarts and the level follows the NIS at the tracked noise (:meth:`_by_nis`; the old
+        average took 10-20 s to forget the windows before a step on the frame of
+        ``benchmarks/load_user``).
 
         A ``rho`` that no ``(g^2, nu)`` gives under the current gains (beyond the range of
         ``rho(s2)``, :func:`rho_range`, by 2 spreads) is not read as a ratio: it says the
@@ -235,14 +243,16 @@ class LevelTracker:
             self._avg_s2 = (1.0 - w) ** 2 * self._avg_s2 + w * w
         rbar, rho_bar = self._avg[0], self._avg[1] / self._avg[0]
         m = 2.0 * sd * math.sqrt(self._avg_s2)
-        if self._rho_lo[a] + m <= rho_bar <= self._rho_hi[a] - m:
-            self._estimate(a, rbar, self._ratio(a, rho_bar))
-        else:  # rho does not resolve the ratio: the NIS gives the term that dominates it
-            s2 = self._ratio(a, rho_bar)
-            if s2 * self.innov[a, 0] <= self.innov[a, 1]:   # the noise's: nu, g^2 = s2 nu
-                self._estimate(a, rbar, s2)
-            else:                                           # the load's: g^2 at the noise
-                self._estimate_load(a, rbar)
+        s2 = self._ratio(a, rho_bar)
+        if self._rho_lo[a] + m <= rho_bar <= self._rho_hi[a] - m or \
+                s2 * self.innov[a, 0] <= self.innov[a, 1]:
+            # rho resolves the ratio, or the noise dominates the NIS at the (clipped) ratio
+            # s2 tq <= tr: nu from the average, g^2 = s2 nu
+            self._estimate(a, rbar, s2)
+            self._nu_avg = self.noise_scale
+        else:  # the load dominates: g^2 from the NIS at the noise of averaged windows
+            self.noise_scale = self._nu_avg
+            self._estimate_load(a, rbar)
         return a
 
     def _by_nis(self, a: int, r: float) -> int:
