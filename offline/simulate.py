@@ -261,9 +261,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         raise ValueError(f"warmup must be a number of seconds >= 0, got {warmup!r}")
     nw = int(round(warmup / dt))
     ns = int(round(duration / dt)) + 1 + nw
-    names_c = [s.name for s in spec.sensors]
     names_f = [f.name for f in spec.forces]
-    names_o = [o.name for o in spec.outputs]
     kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
                                                            for o in spec.outputs]
     active = [i for i, n in enumerate(names_f) if target in (None, n)]
@@ -278,6 +276,17 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     F_fine = force_histories(spec, active, kind, tf, seed, load)
     run = dict(spec=spec, kinds=kinds, engine=engine, n_modes=n_modes, progress=progress,
                build_result=build_result)
+    return _record(spec, ch, reduced, F_fine, rate_hz, oversample, ns, nw, run, seed, noise,
+                   rng, kind)
+
+
+def _record(spec, ch, reduced: bool, F_fine, rate_hz: float, oversample: int, ns: int, nw: int,
+            run: dict, seed, noise, rng, kind: str) -> SimResult:
+    """The run of :func:`simulate_model` on the fine load ``F_fine``: point samples, or through
+    the measurement chain ``ch`` and the sensors' dynamics; the warm-up's ``nw`` rows dropped,
+    the noise added (paper eq. 28) and the drifting offsets after it."""
+    dt = 1.0 / rate_hz
+    names_c = [s.name for s in spec.sensors]
     nc = len(names_c)
     dyn = SensorDynamics.of(spec.sensors)
     Bm = 0.0
@@ -296,8 +305,9 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
     Ym = Ym + Bm
     info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
     info.setdefault("chain", "ideal")
-    return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c, force_names=names_f,
-                     output_names=names_o, info=info,
+    return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c,
+                     force_names=[f.name for f in spec.forces],
+                     output_names=[o.name for o in spec.outputs], info=info,
                      Y_conv=None if ch.kind == "ideal" and not dyn.any else Ym)
 
 
