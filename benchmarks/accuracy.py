@@ -43,7 +43,7 @@ from edge.estimator import Estimator, EstimatorError  # noqa: E402
 from offline.build import build  # noqa: E402
 from offline.calibration_runs import calibration_runs  # noqa: E402
 from offline.metrics import fde  # noqa: E402
-from offline.selection import nrmse  # noqa: E402
+from offline.calibration_score import nrmse  # noqa: E402
 from offline.model import spec_from_dict  # noqa: E402
 
 STRIP_BEAM = """

@@ -1,29 +1,34 @@
 """From a model file to a bundle: FE model, reduction, calibration, alpha, stability check.
 
-Steps (``vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR]``), each a public function:
+Stages (``vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR]``), each a function over
+one :class:`BuildState` that :func:`build` calls in order:
 
-1. load and validate the model file, assemble the constrained FE model
-   (:func:`offline.model.load_model_file`, :func:`offline.model.build_fe_model`);
-2. the reduced model (:func:`offline.reduced.reduce_model`): masters = measured DOFs first
-   (paper eq. 8-10), then force DOFs, then the declared masters; GMR+ / Craig-Bampton / Guyan;
-   damping (Rayleigh on the reduced matrices, paper eq. 7, plus ``T^T C T`` of explicit damping);
-   virtual outputs = rows of T at their physical DOFs; the estimator's bundle before
-   calibration (:func:`design_bundle`);
-3. honest calibration runs (:func:`calibrate`, :mod:`offline.calibration_runs`): the FULL model,
-   integrated exactly mode by mode (not the estimator's reduced Newmark step), under the
-   ``[calibration]`` load(s) with the sensors' noise, ``[calibration] seeds`` of them; channel
-   weights ``1 / sigma^2``;
+1. load and validate the model file, assemble the constrained FE model (:func:`_stage_model`:
+   :func:`offline.model.load_model_file`, :func:`offline.model.build_fe_model`);
+2. the reduced model (:func:`_stage_reduce`: :func:`offline.reduced.reduce_model`): masters =
+   measured DOFs first (paper eq. 8-10), then force DOFs, then the declared masters; GMR+ /
+   Craig-Bampton / Guyan; damping (Rayleigh on the reduced matrices, paper eq. 7, plus
+   ``T^T C T`` of explicit damping); virtual outputs = rows of T at their physical DOFs; the
+   estimator's bundle before calibration (:func:`offline.reduced.design_bundle`);
+3. honest calibration runs (:func:`_stage_calibrate`: :func:`calibrate`,
+   :mod:`offline.calibration_runs`): the FULL model, integrated exactly mode by mode (not the
+   estimator's reduced Newmark step), under the ``[calibration]`` load(s) or the load model
+   learned from records (:func:`learn_from_records`) with the sensors' noise,
+   ``[calibration] seeds`` of them; channel weights ``1 / sigma^2``;
 4. estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest expected
-   normalised RMS error on them (:func:`offline.selection.select`; or alpha by a rule / given);
-   the MMSE accuracy limit (:mod:`offline.limit`) for the report; the step operator is derived
-   and its spectral radius checked (an unstable estimator is refused, not shipped);
-5. inverse maps of ``[[parameters]]`` (:func:`attach_inverse_maps`, the reduction of step 2
-   reused); the bundle is written.
+   normalised RMS error on them (:func:`_stage_choose`: :func:`offline.selection.select`; or
+   alpha by a rule / given); the MMSE accuracy limit (:mod:`offline.limit`) for the report; the
+   step operator is derived and its spectral radius checked (:func:`_stage_estimator`: an
+   unstable estimator is refused, not shipped);
+5. inverse maps of ``[[parameters]]`` (:func:`_stage_maps`: :func:`attach_inverse_maps`, the
+   reduction of step 2 reused);
+6. the smoother's gains for the device (:func:`_stage_device_gains`), the hybrid twin
+   (:func:`_stage_hybrid`), the load model and accuracy in the bundle's meta
+   (:func:`_stage_load_meta`); the summary and report (:mod:`offline.build_report`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -31,32 +36,29 @@ from pathlib import Path
 
 import numpy as np
 
-from edge import __version__
-from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
+from edge.bundle import Bundle
 from edge.estimator import EstimatorError, derive_operator
 from offline.calibration_runs import calibration_runs
 from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import model_limit, noise_std
-from offline.limit.ratio import build_accuracy, format_ratios
+from offline.limit.ratio import build_accuracy
 from offline.load import declared_load_model, read_records
 from offline.load.check import check_learned
 from offline.smoother.chain_alt import with_chain_alternative
 from offline.load.units import records_at_model_level
 from offline.load.select import choice_meta, learn_and_choose
 from offline.load.declared import replaced_kinds
-from offline.load.model import total_rms_note
 from offline.load.observability import bundle_blind_warning
-from offline.load.plots import plot_spectra, plot_whiteness
 from offline.limit.transfer import modal_model
-from offline.model import EstimatorSpec, build_fe_model, load_model_file
-from offline.reduced import ReducedModel, master_dofs, reduce_model
+from offline.build_report import build_summary, write_build_report
+from offline.model import EstimatorSpec, ModelSpec, build_fe_model, load_model_file
+from offline.reduced import ReducedModel, design_bundle, master_dofs, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
-from offline.report import write_build_html
-from offline.selection import (candidates_for, chain_policy, default_chain_fallback,
-                               plot_selection, select, worse_than_zero)
+from offline.selection import candidates_for, chain_policy, default_chain_fallback, select
+from offline.selection import worse_than_zero  # noqa: F401  (callers import it from here)
 from offline.smoother import smoother_settings, with_load_levels
-from offline.smoother.std_scale import scale_note, with_std_scale
+from offline.smoother.std_scale import with_std_scale
 
 
 @dataclass
@@ -73,132 +75,12 @@ class BuildResult:
     load_fit: object = None  # the load model learned from records (offline.load.LoadFit)
 
     def summary(self) -> str:
-        b = self.bundle
-        lines = [
-            f"bundle {b.bundle_id if b.content_hash else b.meta.get('name')}: {b.n} reduced DOFs "
-            f"({len(self.reduction.masters)} masters + {self.reduction.n_modes} modes, "
-            f"{self.reduction.method}) from {self.model.n_dofs} FE DOFs",
-            f"  rate {b.rate:g} samples/s, Newmark beta={b.beta:g} gamma={b.gamma:g}, "
-            f"window L={b.window} (delay {(b.window - 1) * b.dt * 1e3:g} ms)",
-            f"  channels: {', '.join(f'{c.name} ({c.kind}, {c.unit})' for c in b.channels)}",
-            f"  forces: {', '.join(f.name for f in b.forces)}",
-            f"  outputs: {', '.join(f'{o.name} ({o.kind}, {o.unit})' for o in b.outputs)}",
-            f"  alpha = {b.alpha:.4g} ({b.meta.get('alpha_method', '')}), spectral radius "
-            f"{_radius(b.meta):.6f}",
-        ]
-        if b.method == "smoother":  # Kalman fixed-lag smoother (offline/smoother.py)
-            e = b.meta["estimator"]
-            lines[-1] = (f"  Kalman fixed-lag smoother, lag {e['lag']} "
-                         f"({e['lag'] * b.dt * 1e3:g} ms), force models "
-                         + ", ".join(f"{m['kind']} {m['band'][0]:.3g}-{m['band'][1]:.3g} Hz "
-                                     f"rms {m['rms']:.3g}" for m in e["force_models"])
-                         + total_rms_note(e)
-                         + "; std " + ", ".join(f"{n} {v:.3g}" for n, v in zip(
-                             [x.name for x in (*b.forces, *b.outputs)], e["std"]))
-                         + scale_note(e))
-        sel = b.meta.get("selection")
-        if sel:
-            best = sel["best"]
-            names = sel["targets"]
-            errs = ", ".join(f"{n} {v:.3g} (+/- {s:.2g})"
-                             for n, v, s in zip(names, best["nrmse"], best["spread"]))
-            lines.append(f"  chosen on {sel['n_runs']} full-model calibration runs: "
-                         f"{sel['chosen']} L={best['window']}, normalised RMS error {errs}")
-            worse = worse_than_zero(names, best["nrmse"])
-            if worse:
-                lines.append(f"  WARNING: {worse}")
-        if not b.chain.ideal:
-            c, w = b.chain, b.chain.intervals(b.dt, len(b.channels))
-            lines.append(f"  acquisition: {c.converter} {c.drate:g} SPS {c.mode}, each "
-                         f"conversion modelled by the smoother ({w} states per channel)")
-        if b.chain.dynamic:
-            nr, nb = b.chain.sensor_states(len(b.channels))
-            lines.append(f"  sensor dynamics modelled by the smoother: {nr} high-pass and "
-                         f"{nb} drifting-offset state(s)" + (
-                             f", moving averages over {b.chain.intervals(b.dt, len(b.channels))}"
-                             f" intervals" if b.chain.average else ""))
-        for w in b.meta.get("warnings", []):
-            lines.append(f"  WARNING: {w}")
-        lim = b.meta.get("limit")
-        if lim:
-            nc = lim["force_nrmse"] + lim["output_nrmse"]
-            lines.append("  accuracy limit (lowest normalised RMS error of any estimator; MMSE, "
-                         "non-causal): " + ", ".join(
-                f"{n} {v:.3g}" for n, v in zip(lim["force_names"] + lim["output_names"], nc)))
-        if b.meta.get("accuracy"):  # the one ratio of docs/glossary.md (offline/limit/ratio.py)
-            lines.append("  " + format_ratios(b.meta["accuracy"]))
-        inv = b.meta.get("inverse")  # inverse maps (step 6): begin
-        if inv:
-            for name, mm in inv["maps"].items():
-                mu = mm.get("test_metrics", {}).get("mu_abs", [])
-                errs = ", ".join(f"{p} {100 * v:.2f} %" for p, v in zip(mm["names"], mu))
-                lines.append(f"  inverse map {name} ({mm['kind']}, {len(mm['names'])} parameters, "
-                             f"features {mm['features']['kind']}): mean absolute error on test "
-                             f"data {errs}")  # end
-        hy = b.meta.get("hybrid")
-        if hy:
-            lines.append(f"  hybrid twin: {hy['inputs']} -> {hy['hidden']}x{hy['layers']} -> "
-                         f"{hy['outputs']} ({hy['acts_on']}), validation loss "
-                         f"{hy['loss_best_val']:.4g} (linear {hy['loss_linear_val']:.4g}), "
-                         f"epoch {hy['best_epoch']} of {hy['epochs']}")
-        lm = b.meta.get("load_model") or {}
-        for w in lm.get("info", {}).get("warnings", []):
-            lines.append(f"  WARNING: {w}")
-        if self.load_fit is not None:
-            lines.append("  " + self.load_fit.summary(
-                [f.name for f in b.forces], [c.name for c in b.channels]).replace("\n", "\n  "))
-            lines.append("  " + self.load_fit.info["choice"]["text"].replace("\n", "\n  "))
-            chk = self.load_fit.info.get("check")
-            if chk:
-                lines.append(f"  {chk['text']}")
-                if chk.get("chain"):
-                    lines.append(f"  {chk['chain']['text']}")
-        lines.append("  timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
-        return "\n".join(lines)
-
-
-def _radius(meta: dict) -> float:
-    """Spectral radius of the estimator (Tikhonov step operator or smoother)."""
-    return float(meta.get("spectral_radius",
-                          meta.get("estimator", {}).get("spectral_radius", float("nan"))))
+        """The text ``vsense-offline build`` prints (:func:`offline.build_report.build_summary`)."""
+        return build_summary(self)
 
 
 #: Former private name of :func:`offline.reduced.master_dofs` (kept for callers).
 _masters = master_dofs
-
-
-def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bundle:
-    """The estimator's bundle before calibration: reduced matrices, signals, Newmark settings.
-
-    Channel weights are 1 and ``alpha`` 0 until the calibration runs choose them; ``window``
-    (int or "auto", default ``[estimator] window``) gives ``L`` (1 for "auto").
-    """
-    spec, model, red = rm.spec, rm.model, rm.reduction
-    table = model.dof_table()
-    channels = [SensorChannel(name=s.name, dof=rm.position(d), kind=s.kind, unit=s.unit,
-                              weight=1.0, node=table[d][0], dof_name=table[d][1])
-                for s, d in zip(spec.sensors, rm.chan_dofs)]
-    forces = [IdentifiedForce(name=f.name, dof=rm.position(d), node=table[d][0],
-                              dof_name=table[d][1], scale=float(f.scale))
-              for f, d in zip(spec.forces, rm.force_dofs)]
-    outputs = [VirtualOutput(name=o.name, row=row, kind=o.kind, unit=o.unit, node=table[d][0],
-                             dof_name=table[d][1])
-               for o, d, row in zip(spec.outputs, rm.out_dofs, rm.output_rows())]
-    rule = window if window is not None else est_spec.window
-    meta = {
-        "name": spec.name, "model_file": str(Path(spec.path).name),
-        "reduction": {"method": red.method, "masters": len(rm.masters), "modes": red.n_modes,
-                      "full_dofs": int(model.n_dofs)},
-        "vsense_version": __version__,
-    }
-    return Bundle(M=red.M, C=rm.C, K=red.K, dt=1.0 / est_spec.rate, channels=channels,
-                  forces=forces, outputs=outputs, alpha=0.0, beta=est_spec.beta,
-                  gamma=est_spec.gamma, window=1 if rule == "auto" else int(rule),
-                  discretization=est_spec.discretization, regularization=est_spec.regularization,
-                  meta=meta, chain=spec.chain(),
-                  report={"freqs_full": red.report.freqs_full,
-                          "freqs_reduced": red.report.freqs_reduced,
-                          "eig_error": red.report.eig_error})
 
 
 def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True):
@@ -252,6 +134,259 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
     return runs, mm
 
 
+@dataclass
+class BuildOptions:
+    """The arguments of :func:`build` other than the model file (see its docstring)."""
+    alpha: object = None
+    window: object = None
+    alpha_rule: object = None
+    progress: bool = True
+    report_dir: object = None
+    n_modes: int | None = None
+    maps: bool = True
+    maps_cache: object = None
+    limit: bool = True
+    records: object = None
+    hybrid: object = None
+
+
+@dataclass
+class BuildState:
+    """What the stages of :func:`build` hand on, each stage reading some fields and setting
+    others (the stage that sets a field is named in its comment)."""
+    opts: BuildOptions
+    spec: ModelSpec                       # _stage_model
+    est_spec: EstimatorSpec               # _stage_model
+    model: object                         # _stage_model: the constrained FE model
+    timings: dict = field(default_factory=dict)  # every stage, in the order they run
+    rm: ReducedModel | None = None        # _stage_reduce
+    bundle: Bundle | None = None          # _stage_reduce, then each stage that changes it
+    meta: dict = field(default_factory=dict)  # _stage_reduce: the design bundle's meta
+    mm: object = None                     # _stage_calibrate: ModalModel of the full model
+    load_fit: object = None               # _stage_calibrate: LoadFit of the records
+    load_model: object = None             # _stage_calibrate: LoadModel learned from them
+    runs: list = field(default_factory=list)  # _stage_calibrate: the calibration runs
+    t_calibration: float = 0.0            # _stage_calibrate: its time [s]
+    alpha_rule: object = None             # _stage_choose: a number or a rule name
+    made: Bundle | None = None            # _stage_choose: the smoother bundle the choice designed
+    alpha: float = 0.0                    # _stage_choose: the chosen alpha (0: smoother)
+    choice: AlphaChoice | None = None     # _stage_choose: the L-curve, for the report
+
+
+def _timed(st: BuildState, name: str, t0: float) -> None:
+    st.timings[name] = time.perf_counter() - t0
+
+
+def _stage_model(model_path, opts: BuildOptions) -> BuildState:
+    """Step 1: the model file, validated, and the constrained FE model."""
+    t0 = time.perf_counter()
+    spec = model_path if hasattr(model_path, "sensors") else load_model_file(model_path)
+    if not spec.sensors:
+        raise ValueError(f"{spec.where('[[sensors]]')}: a bundle needs at least one sensor")
+    if not spec.forces:
+        raise ValueError(f"{spec.where('[[forces]]')}: a bundle needs at least one force")
+    est_spec = spec.estimator if spec.estimator is not None else EstimatorSpec()
+    model = build_fe_model(spec, progress=opts.progress)
+    st = BuildState(opts=opts, spec=spec, est_spec=est_spec, model=model)
+    _timed(st, "FE model", t0)
+    return st
+
+
+def _stage_reduce(st: BuildState) -> None:
+    """Step 2: the reduced model and the estimator's bundle before calibration."""
+    t1 = time.perf_counter()
+    st.rm = reduce_model(st.spec, st.model, n_modes=st.opts.n_modes, progress=st.opts.progress)
+    _timed(st, "reduction", t1)
+    st.bundle = design_bundle(st.rm, st.est_spec, st.opts.window)
+    st.meta = st.bundle.meta
+
+
+def _stage_calibrate(st: BuildState) -> None:
+    """Step 3: the load model of the records (if any) and the honest calibration runs, which
+    set the channel weights."""
+    rm, progress = st.rm, st.opts.progress
+    t2 = time.perf_counter()
+    mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
+    st.load_fit, st.load_model = learn_from_records(st.spec, mm, st.bundle, st.opts.records,
+                                                    progress)
+    if st.load_fit is not None:
+        _timed(st, "load model", t2)
+    t2 = time.perf_counter()
+    st.runs, st.mm = calibrate(rm, st.bundle, progress, mm=mm, load_model=st.load_model)
+    st.t_calibration = time.perf_counter() - t2
+
+
+def _stage_limit(st: BuildState, max_delay: float):
+    """Step 4 (report): the MMSE accuracy limit, into ``meta["limit"]``; its normalised RMS
+    errors (the reference of the choice), None without ``limit``."""
+    if not st.opts.limit:
+        return None
+    t4 = time.perf_counter()
+    lim = model_limit(st.spec, st.model, delays=sorted({0.0, max_delay, 0.1}), mm=st.mm,
+                      exact=False, loads=st.load_model, chain=st.bundle.chain)
+    st.meta["limit"] = lim.as_dict()
+    _timed(st, "accuracy limit", t4)
+    return np.concatenate([lim.force_nrmse, lim.output_nrmse])
+
+
+def _alpha_method(smoother: bool, alpha_rule) -> str:
+    """How alpha was chosen, for ``meta["alpha_method"]``."""
+    if smoother:
+        return "none (smoother)"
+    if isinstance(alpha_rule, str) and alpha_rule == "auto":
+        return "minimum calibration error"
+    if isinstance(alpha_rule, str):
+        return alpha_rule
+    return "given"
+
+
+def _stage_choose(st: BuildState) -> None:
+    """Step 4: estimator, window and alpha by the lowest expected normalised RMS error on the
+    calibration runs (:func:`offline.selection.select`); the L-curve for the report."""
+    t2 = time.perf_counter()
+    o, spec, est_spec, bundle, meta = st.opts, st.spec, st.est_spec, st.bundle, st.meta
+    window_rule = o.window if o.window is not None else est_spec.window
+    st.alpha_rule = o.alpha_rule
+    if st.alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
+        st.alpha_rule = o.alpha if o.alpha is not None else est_spec.alpha
+    # the one design path of the smoother (offline/smoother/settings.py): by name or chosen
+    settings = smoother_settings(spec, est_spec, bundle.rate, st.load_model, window=o.window)
+    default_chain_fallback(spec, bundle, bool(o.hybrid))
+    forced = chain_policy(bundle.chain, est_spec, meta, bool(o.hybrid), spec.where("[hybrid]"))
+    max_delay = float(getattr(est_spec, "max_delay", 0.02))
+    windows = None if window_rule == "auto" else [bundle.window]
+    reference = _stage_limit(st, max_delay)
+    t2 += st.timings.get("accuracy limit", 0.0)
+    # every candidate [estimator] method asks for, scored on the same runs; a measurement
+    # chain (forced): the smoother alone, the only estimator that models it, scored on runs
+    # converted as the chain converts (offline.calibration_runs)
+    sel = select(bundle, st.runs, max_delay, windows=windows, alpha_rule=st.alpha_rule,
+                 candidates=candidates_for("smoother" if forced else est_spec.method,
+                                           st.alpha_rule),
+                 progress=o.progress, reference=reference, smoother=settings)
+    st.made = sel.bundle  # the bundle the chosen candidate designed and was scored as
+    meta["selection"] = sel.report
+    L = int(sel.best["window"])
+    st.alpha = float(sel.best.get("alpha", 0.0))
+    st.bundle = bundle.replace(window=L, **sel.best.get("changes", {}))
+    meta["alpha_method"] = _alpha_method(st.made is not None, st.alpha_rule)
+    if o.report_dir is not None:
+        try:  # the L-curve of the chosen window, for the report
+            st.choice = choose_alpha(st.bundle, st.runs[0].Y, window=L, method="lcurve",
+                                     progress=False)
+        except EstimatorError:
+            st.choice = None
+    st.timings["calibration + choice"] = st.t_calibration + time.perf_counter() - t2
+
+
+def _stage_estimator(st: BuildState) -> None:
+    """Step 4 (end): the chosen estimator in the bundle, the Tikhonov step operator derived and
+    its spectral radius checked (an unstable estimator is refused), the calibration's meta."""
+    spec, runs, meta = st.spec, st.runs, st.meta
+    # each channel's std under the declared load (all runs): the device checks a strain
+    # gauge's expected peak against its converter's input range (edge/daemon/gauge.py)
+    meta["channel_std"] = {c.name: float(np.std(np.concatenate([r.Y_clean[:, i] for r in runs])))
+                           for i, c in enumerate(st.bundle.channels)}
+    duration = spec.calibration.duration if spec.calibration else 2.0
+    bundle = st.bundle.replace(alpha=st.alpha)
+    try:
+        op = None if st.made is not None else derive_operator(bundle)
+    except EstimatorError as exc:
+        raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
+    if op is not None:
+        meta["spectral_radius"] = op.spectral_radius
+        meta["condition"] = op.info["condition"]
+    cal = spec.calibration
+    levels = np.array([max(s.noise, 1e-4) for s in spec.sensors])
+    meta["calibration"] = {"duration_s": float(duration), "noise": levels.tolist(),
+                           "load": (cal.load.type if cal else "random"),
+                           "model": "full", "engine": "exact modal (FOH, 10 sub-steps) + "
+                           "residual flexibility", "modes": int(st.mm.lam.size),
+                           "seeds": [r.seed for r in runs],
+                           "warmup_s": float(runs[0].start * bundle.dt)}
+    bundle = bundle.replace(meta=meta)
+    if st.made is not None:  # kf_* gains, meta["estimator"]: designed once, by the choice
+        bundle = st.made.replace(meta={**meta, "estimator": st.made.meta["estimator"]})
+    if st.choice is not None:
+        bundle.extras.update({"lcurve_alphas": st.choice.alphas,
+                              "lcurve_residual": st.choice.residual_norm,
+                              "lcurve_solution": st.choice.solution_norm})
+    st.bundle = bundle
+
+
+def _stage_maps(st: BuildState) -> None:
+    """Step 5: the inverse maps of ``[[parameters]]`` (docs/inverse.md "Build"), the reduction
+    of step 2 reused."""
+    if not (st.opts.maps and st.spec.raw.get("parameters")):
+        return
+    t3 = time.perf_counter()
+    st.bundle = attach_inverse_maps(st.bundle, st.spec.path, cache_dir=st.opts.maps_cache,
+                                    progress=st.opts.progress, reduced=st.rm)
+    _timed(st, "inverse maps", t3)
+
+
+def _stage_device_gains(st: BuildState) -> None:
+    """The smoother's gains for the device: to follow the load's level (kf_level_*), to check
+    the measurement chain (kf_alt_*), and the model's own error in the stated std
+    (kf_std_scale)."""
+    if st.bundle.method != "smoother":
+        return
+    t5 = time.perf_counter()
+    # a noise declared relative to the signal is tied to the load's size
+    relative = st.load_model is None and all(getattr(s, "noise_std", None) is None
+                                             for s in st.spec.sensors)
+    st.bundle = with_load_levels(st.bundle, scale_noise=relative)
+    _timed(st, "load levels", t5)
+    t5 = time.perf_counter()
+    st.bundle = with_chain_alternative(st.bundle)
+    _timed(st, "chain check", t5)
+    t5 = time.perf_counter()
+    st.bundle = with_std_scale(st.bundle, st.runs)
+    _timed(st, "std scale", t5)
+
+
+def _stage_hybrid(st: BuildState) -> None:
+    """The hybrid twin: a neural correction trained on force-and-response records."""
+    if not st.opts.hybrid:
+        return
+    t6 = time.perf_counter()
+    st.bundle = attach_hybrid(st.bundle, st.rm, st.spec, st.opts.hybrid, st.opts.progress)[0]
+    _timed(st, "hybrid", t6)
+
+
+def _stage_load_meta(st: BuildState) -> None:
+    """The final estimator's accuracy over the limit, and the load model the bundle was built
+    for (``meta["load_model"]``) with its warnings and, if learned, its check on the records."""
+    spec, bundle, load_model = st.spec, st.bundle, st.load_model
+    if st.opts.limit:  # the final estimator's error over the limit at its delay, same load
+        acc = build_accuracy(bundle, st.runs, spec, st.model, st.mm, load_model)
+        if acc:
+            bundle.meta["accuracy"] = acc
+    used = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
+    bundle.meta["load_model"] = used.as_meta()
+    blind = bundle_blind_warning(st.mm, used, bundle, spec)  # loads no record tells apart
+    if blind:
+        info = bundle.meta["load_model"]["info"]
+        bundle.meta["load_model"]["info"] = {**info, "warnings": info.get("warnings", []) + [blind]}
+    if st.load_fit is not None:  # does it explain the records? (whatever estimator was chosen)
+        fit = st.load_fit
+        fit.info["check"] = check_learned(bundle, spec, st.est_spec, load_model,
+                                          fit.info["data"])
+        bundle.meta["load_model"]["info"]["check"] = dict(fit.info["check"])
+        bundle.meta["load_model"]["info"]["choice"] = choice_meta(fit.info["choice"])
+
+
+def _result(st: BuildState) -> BuildResult:
+    rm, run = st.rm, st.runs[0]
+    return BuildResult(bundle=st.bundle, reduction=rm.reduction, model=st.model, spec=st.spec,
+                       choice=st.choice,
+                       calibration={"t": run.t, "Y": run.Y, "Y_clean": run.Y_clean, "F": run.F,
+                                    "runs": st.runs},
+                       timings=st.timings,
+                       full_dofs={"channels": rm.chan_dofs, "forces": rm.force_dofs,
+                                  "outputs": rm.out_dofs}, reduced=rm, load_fit=st.load_fit)
+
+
 def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True,
           report_dir=None, n_modes=None, maps=True, maps_cache=None,
           limit=True, records=None, hybrid=None) -> BuildResult:
@@ -261,7 +396,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     (the rule name; not to be confused with the reduction ``method`` of ``[reduction]``).
 
     ``maps``: train and attach the inverse maps when the model file has ``[[parameters]]``
-    (step 6, :func:`attach_inverse_maps`); ``maps_cache``: directory for the cached training
+    (step 5, :func:`attach_inverse_maps`); ``maps_cache``: directory for the cached training
     windows (default :func:`default_maps_cache`); ``limit``: compute the MMSE accuracy limit
     (:mod:`offline.limit`) for the report. ``records``: paths of records of the structure in
     operation (time and sensor columns): the load and noise model is learned from them
@@ -271,156 +406,14 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
     ``hybrid``: paths of force-and-response records: the neural correction of ``[hybrid]`` is
     trained on them (:mod:`offline.hybrid`, docs/hybrid.md).
     """
-    timings = {}
-    t0 = time.perf_counter()
-    spec = model_path if hasattr(model_path, "sensors") else load_model_file(model_path)
-    model_path = spec.path
-    if not spec.sensors:
-        raise ValueError(f"{spec.where('[[sensors]]')}: a bundle needs at least one sensor")
-    if not spec.forces:
-        raise ValueError(f"{spec.where('[[forces]]')}: a bundle needs at least one force")
-    est_spec = spec.estimator if spec.estimator is not None else EstimatorSpec()
-    model = build_fe_model(spec, progress=progress)
-    timings["FE model"] = time.perf_counter() - t0
-
-    t1 = time.perf_counter()
-    rm = reduce_model(spec, model, n_modes=n_modes, progress=progress)
-    red = rm.reduction
-    chan_dofs, force_dofs, out_dofs = rm.chan_dofs, rm.force_dofs, rm.out_dofs
-    timings["reduction"] = time.perf_counter() - t1
-    bundle = design_bundle(rm, est_spec, window)
-    meta, L, dt = bundle.meta, bundle.window, bundle.dt
-    window_rule = window if window is not None else est_spec.window
-
-    # step 3: honest calibration runs, weights 1/sigma^2; step 4: estimator, window and alpha
-    t2 = time.perf_counter()
-    mm = modal_model(rm.model, rm.force_dofs, list(rm.chan_dofs) + list(rm.out_dofs))
-    load_fit, load_model = learn_from_records(spec, mm, bundle, records, progress)
-    if load_fit is not None:
-        timings["load model"] = time.perf_counter() - t2
-    t2 = time.perf_counter()
-    runs, mm = calibrate(rm, bundle, progress, mm=mm, load_model=load_model)
-    levels = np.array([max(s.noise, 1e-4) for s in spec.sensors])
-    choice = None
-    if alpha_rule is None:  # a number or a rule name (auto, lcurve, gcv, discrepancy)
-        alpha_rule = alpha if alpha is not None else est_spec.alpha
-    # the one design path of the smoother (offline/smoother/settings.py): by name or chosen
-    settings = smoother_settings(spec, est_spec, bundle.rate, load_model, window=window)
-    default_chain_fallback(spec, bundle, bool(hybrid))
-    forced = chain_policy(bundle.chain, est_spec, meta, bool(hybrid), spec.where("[hybrid]"))
-    max_delay = float(getattr(est_spec, "max_delay", 0.02))
-    windows = None if window_rule == "auto" else [L]
-    reference = None
-    if limit:
-        t4 = time.perf_counter()
-        lim = model_limit(spec, model, delays=sorted({0.0, max_delay, 0.1}), mm=mm, exact=False,
-                          loads=load_model, chain=bundle.chain)
-        meta["limit"] = lim.as_dict()
-        reference = np.concatenate([lim.force_nrmse, lim.output_nrmse])
-        timings["accuracy limit"] = time.perf_counter() - t4
-        t2 += timings["accuracy limit"]
-    # every candidate [estimator] method asks for, scored on the same runs; a measurement
-    # chain (forced): the smoother alone, the only estimator that models it, scored on runs
-    # converted as the chain converts (offline.calibration_runs)
-    sel = select(bundle, runs, max_delay, windows=windows, alpha_rule=alpha_rule,
-                 candidates=candidates_for("smoother" if forced else est_spec.method,
-                                           alpha_rule),
-                 progress=progress, reference=reference, smoother=settings)
-    made = sel.bundle  # the bundle the chosen candidate designed and was scored as
-    meta["selection"] = sel.report
-    L = int(sel.best["window"])
-    alpha_val = float(sel.best.get("alpha", 0.0))
-    bundle = bundle.replace(window=L, **sel.best.get("changes", {}))
-    smoother = made is not None
-    if smoother:
-        meta["alpha_method"] = "none (smoother)"
-    elif isinstance(alpha_rule, str) and alpha_rule == "auto":
-        meta["alpha_method"] = "minimum calibration error"
-    elif isinstance(alpha_rule, str):
-        meta["alpha_method"] = alpha_rule
-    else:
-        meta["alpha_method"] = "given"
-    if report_dir is not None:
-        try:  # the L-curve of the chosen window, for the report
-            choice = choose_alpha(bundle, runs[0].Y, window=L, method="lcurve",
-                                  progress=False)
-        except EstimatorError:
-            choice = None
-    timings["calibration + choice"] = time.perf_counter() - t2
-    Yc, Y, F = runs[0].Y_clean, runs[0].Y, runs[0].F
-    tt = runs[0].t
-    # each channel's std under the declared load (all runs): the device checks a strain
-    # gauge's expected peak against its converter's input range (edge/daemon/gauge.py)
-    meta["channel_std"] = {c.name: float(np.std(np.concatenate([r.Y_clean[:, i] for r in runs])))
-                           for i, c in enumerate(bundle.channels)}
-    duration = spec.calibration.duration if spec.calibration else 2.0
-
-    bundle = bundle.replace(alpha=alpha_val)
-    try:
-        op = None if smoother else derive_operator(bundle)
-    except EstimatorError as exc:
-        raise EstimatorError(f"{spec.where('[estimator]')}: {exc}") from None
-    if op is not None:
-        meta["spectral_radius"] = op.spectral_radius
-        meta["condition"] = op.info["condition"]
-    cal = spec.calibration
-    meta["calibration"] = {"duration_s": float(duration), "noise": levels.tolist(),
-                           "load": (cal.load.type if cal else "random"),
-                           "model": "full", "engine": "exact modal (FOH, 10 sub-steps) + "
-                           "residual flexibility", "modes": int(mm.lam.size),
-                           "seeds": [r.seed for r in runs],
-                           "warmup_s": float(runs[0].start * dt)}
-    bundle = bundle.replace(meta=meta)
-    if made is not None:  # kf_* gains, meta["estimator"]: designed once, above
-        bundle = made.replace(meta={**meta, "estimator": made.meta["estimator"]})
-    if choice is not None:
-        bundle.extras.update({"lcurve_alphas": choice.alphas,
-                              "lcurve_residual": choice.residual_norm,
-                              "lcurve_solution": choice.solution_norm})
-    # --- inverse maps (step 6; docs/inverse.md "Build"): begin --------------------------
-    if maps and spec.raw.get("parameters"):
-        t3 = time.perf_counter()
-        bundle = attach_inverse_maps(bundle, model_path, cache_dir=maps_cache, progress=progress,
-                                     reduced=rm)
-        timings["inverse maps"] = time.perf_counter() - t3
-    # --- inverse maps: end ---------------------------------------------------------------
-    if bundle.method == "smoother":  # gains for the device to follow the load's level
-        t5 = time.perf_counter()
-        # a noise declared relative to the signal is tied to the load's size
-        relative = load_model is None and all(getattr(s, "noise_std", None) is None
-                                              for s in spec.sensors)
-        bundle = with_load_levels(bundle, scale_noise=relative)
-        timings["load levels"] = time.perf_counter() - t5
-        t5 = time.perf_counter()  # the device's measurement-chain check (kf_alt_*)
-        bundle = with_chain_alternative(bundle)
-        timings["chain check"] = time.perf_counter() - t5
-        t5 = time.perf_counter()  # the model's own error in the stated std (kf_std_scale)
-        bundle = with_std_scale(bundle, runs)
-        timings["std scale"] = time.perf_counter() - t5
-    if hybrid:  # the hybrid twin: a neural correction trained on force-and-response records
-        t6 = time.perf_counter()
-        bundle = attach_hybrid(bundle, rm, spec, hybrid, progress)[0]
-        timings["hybrid"] = time.perf_counter() - t6
-    if limit:  # the final estimator's error over the limit at its delay, same load
-        acc = build_accuracy(bundle, runs, spec, model, mm, load_model)
-        if acc:
-            bundle.meta["accuracy"] = acc
-    used = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
-    bundle.meta["load_model"] = used.as_meta()
-    blind = bundle_blind_warning(mm, used, bundle, spec)  # loads no record tells apart
-    if blind:
-        info = bundle.meta["load_model"]["info"]
-        bundle.meta["load_model"]["info"] = {**info, "warnings": info.get("warnings", []) + [blind]}
-    if load_fit is not None:  # does it explain the records? (whatever estimator was chosen)
-        load_fit.info["check"] = check_learned(bundle, spec, est_spec, load_model,
-                                               load_fit.info["data"])
-        bundle.meta["load_model"]["info"]["check"] = dict(load_fit.info["check"])
-        bundle.meta["load_model"]["info"]["choice"] = choice_meta(load_fit.info["choice"])
-    res = BuildResult(bundle=bundle, reduction=red, model=model, spec=spec, choice=choice,
-                      calibration={"t": tt, "Y": Y, "Y_clean": Yc, "F": F, "runs": runs},
-                      timings=timings,
-                      full_dofs={"channels": chan_dofs, "forces": force_dofs,
-                                 "outputs": out_dofs}, reduced=rm, load_fit=load_fit)
+    opts = BuildOptions(alpha=alpha, window=window, alpha_rule=alpha_rule, progress=progress,
+                        report_dir=report_dir, n_modes=n_modes, maps=maps, maps_cache=maps_cache,
+                        limit=limit, records=records, hybrid=hybrid)
+    st = _stage_model(model_path, opts)
+    for stage in (_stage_reduce, _stage_calibrate, _stage_choose, _stage_estimator, _stage_maps,
+                  _stage_device_gains, _stage_hybrid, _stage_load_meta):
+        stage(st)
+    res = _result(st)
     if report_dir is not None:
         write_build_report(res, report_dir)
     return res
@@ -448,26 +441,3 @@ def attach_inverse_maps(bundle: Bundle, model_path, cache_dir=None, progress=Tru
     out.meta["inverse"]["timings"] = {k: float(v) for k, v in res["timings"].items()}
     return out
 # --- inverse maps: end -----------------------------------------------------------------
-
-
-def write_build_report(res: BuildResult, report_dir) -> Path:
-    """PNG plots (eigenvalue error, L-curve), a summary JSON/text and ``index.html``
-    (:func:`offline.report.write_build_html`) in ``report_dir``."""
-    d = Path(report_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    res.reduction.report.plot(d / "eigenvalue_error.png")
-    if res.choice is not None:
-        res.choice.plot(d / "lcurve.png")
-    if "selection" in res.bundle.meta:
-        plot_selection(res.bundle.meta["selection"], d / "selection.png", res.bundle.dt)
-    if res.load_fit is not None:  # declared vs learned spectra, innovations on the record
-        b = res.bundle
-        plot_spectra(res.load_fit, [f.name for f in b.forces], d / "load_spectra.png")
-        if b.method == "smoother":
-            plot_whiteness(b, res.load_fit.info["data"][0], d / "innovations.png")
-    (d / "build_summary.txt").write_text(res.summary() + "\n\n"
-                                         + res.reduction.report.format(res.bundle.rate / 2)
-                                         + "\n")
-    (d / "build_meta.json").write_text(json.dumps(res.bundle.meta, indent=2, default=float))
-    write_build_html(res, d)  # d/index.html: the same, self-contained (PNGs embedded)
-    return d

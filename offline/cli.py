@@ -57,20 +57,15 @@ def _window(v: str):
     return L
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vsense-offline", description=__doc__.split("\n")[0],
-                                formatter_class=HelpFormatter,
-                                epilog=__doc__.split("\n", 2)[2])
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter,
-                              **kw)
-
+def _add_inspect(command) -> None:
+    """``inspect``: sizes and natural frequencies."""
     i = command("inspect", "sizes and natural frequencies of the full model")
     i.add_argument("model", help="model file (TOML)")
     i.add_argument("--modes", type=int, default=10, help="natural frequencies to list")
+
+
+def _add_build(command) -> None:
+    """``build``: model file -> bundle."""
     b = command("build", "model file -> bundle (model reduction, regularisation alpha, "
                          "stability)")
     b.add_argument("model", help="model file (TOML)")
@@ -97,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--maps-cache", default=None,
                    help="cache directory of the inverse-map training windows "
                         "(default $VSENSE_CACHE/inverse or ~/.cache/vsense/inverse)")
+
+
+def _add_simulate(command) -> None:
+    """``simulate``: a simulated rig's measurement and truth CSVs."""
     s = command("simulate", "simulated rig: measurement and truth CSVs")
     s.add_argument("model", help="model file (TOML)")
     s.add_argument("--load", default="random", choices=("sine", "chirp", "random", "pulse",
@@ -151,6 +150,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--out", required=True,
                    help="prefix: writes PREFIX_measurement.csv and PREFIX_truth.csv")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _add_limit(command) -> None:
+    """``limit``: the accuracy limit of each force and output."""
     lm = command("limit", "the smallest error any estimator can reach for each force and "
                           "output (MMSE or Wiener accuracy limit; docs/glossary.md)")
     lm.add_argument("model", help="model file (TOML)")
@@ -167,6 +170,10 @@ def _parser() -> argparse.ArgumentParser:
                          "to the limit at its delay (the build's ratio; docs/glossary.md); both "
                          "through the bundle's measurement chain ([acquisition])")
     lm.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _add_place(command) -> None:
+    """``place``: sensors chosen from [[placement.candidates]]."""
     pl = command("place", "choose sensors from [[placement.candidates]]")
     pl.add_argument("model", help="model file (TOML) with [[placement.candidates]]")
     pl.add_argument("-n", type=int, required=True, help="number of sensors to add")
@@ -185,6 +192,10 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--passes", type=int, default=3, help="exchange passes after the greedy "
                     "choice")
     pl.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _add_fatigue(command) -> None:
+    """``fatigue``: rainflow count and Miner damage of one column."""
     fa = command("fatigue", "rainflow count, Miner damage and its interval of one CSV "
                             "column, with the device's counter (docs/fatigue.md)")
     fa.add_argument("csv", help="replay or score CSV (time, columns; <NAME>_std optional)")
@@ -199,12 +210,125 @@ def _parser() -> argparse.ArgumentParser:
                     help="Young's modulus [Pa] for --unit strain or microstrain")
     fa.add_argument("-o", "--out", required=True, help="directory for fatigue.json and "
                     "fatigue.png")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vsense-offline", description=__doc__.split("\n")[0],
+                                formatter_class=HelpFormatter,
+                                epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter,
+                              **kw)
+
+    for add in (_add_inspect, _add_build, _add_simulate, _add_limit, _add_place, _add_fatigue):
+        add(command)
     sc = command("score", "compare an estimates CSV with a truth CSV", add_help=False)
     sc.add_argument("rest", nargs=argparse.REMAINDER)
     ca = sub.add_parser("calibrate", help="Bayesian calibration of [[parameters]] from records",
                         add_help=False)
     ca.add_argument("rest", nargs=argparse.REMAINDER)
     return p
+
+
+def _run_inspect(args) -> int:
+    from offline.model.inspect import inspect_report
+
+    text, errors = inspect_report(args.model, n_modes=args.modes, progress=True)
+    print(text)
+    for e in errors:
+        print(f"vsense-offline inspect: error: {e}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def _run_build(args) -> int:
+    from offline.build import build
+
+    res = build(args.model, alpha=args.alpha, window=args.window,
+                progress=not args.quiet, report_dir=args.report,
+                maps=not args.no_maps, maps_cache=args.maps_cache,
+                records=args.record, hybrid=args.hybrid)
+    res.bundle.save(args.out)
+    print(res.summary())
+    print(res.reduction.report.format(f_band=res.bundle.rate / 2))
+    print(f"wrote {args.out}")
+    if args.report:
+        print(f"build report in {args.report}")
+    return 0
+
+
+def _simulate_load(args) -> dict:
+    """The load of ``simulate``'s arguments (:func:`offline.simulate.simulate_model`)."""
+    load = {"type": args.load, "amplitude": args.amplitude}
+    if args.load == "pulse":
+        load["width"] = args.width
+    if args.load == "sine":
+        if args.freq is None:
+            raise ValueError("--load sine needs --freq")
+        load["freq"] = args.freq
+    if args.load in ("random", "chirp"):
+        if not 0 <= args.band[0] < args.band[1] < float("inf"):
+            raise ValueError(f"--band {args.band[0]:g} {args.band[1]:g}: need "
+                             "0 <= F0 < F1, finite [Hz]")
+        load["band"] = tuple(args.band)
+    if args.load == "random":
+        load["rms"] = args.rms
+    if args.load == "csv":
+        if not args.csv:
+            raise ValueError("--load csv needs --csv FILE")
+        load["csv_path"] = args.csv
+    return load
+
+
+def _run_simulate(args) -> int:
+    from offline.simulate import simulate_model
+
+    res = simulate_model(args.model, _simulate_load(args), args.duration, noise=args.noise,
+                         oversample=args.oversample, reduced=args.reduced,
+                         seed=args.seed, progress=not args.quiet,
+                         warmup=args.warmup, engine=args.engine, chain=args.chain,
+                         drate=args.drate, mode=args.mode)
+    meas, truth = f"{args.out}_measurement.csv", f"{args.out}_truth.csv"
+    res.write(meas, truth)
+    snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))
+    if res.info["chain"] != "ideal":
+        name = "the ADS1256" if res.info["chain"] == "ads1256" else "the daq's FIR"
+        print(f"measurements through {name} at {res.info['drate']:g} SPS, "
+              f"{res.info['mode']} mode")
+    else:
+        print("measurements: point samples at the row times (ideal)")
+    print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
+          f"SNR {snr})")
+    return 0
+
+
+def _run_place(args) -> int:
+    from offline.placement.cli import run_place
+
+    run_place(args.model, args.n, args.out, target=args.target, report=args.report,
+              screen=args.screen, passes=args.passes, progress=not args.quiet)
+    return 0
+
+
+def _run_fatigue(args) -> int:
+    from offline.fatigue import run_fatigue
+
+    print(run_fatigue(args.csv, args.column, args.curve, args.out, unit=args.unit, E=args.E))
+    return 0
+
+
+def _run_limit(args) -> int:
+    from offline.limit.cli import run_limit
+
+    print(run_limit(args.model, noise=args.noise, delays_ms=args.delay,
+                    n_modes=args.modes, bundle=args.bundle, progress=not args.quiet))
+    return 0
+
+
+RUN = {"inspect": _run_inspect, "build": _run_build, "simulate": _run_simulate,
+       "place": _run_place, "fatigue": _run_fatigue, "limit": _run_limit}
 
 
 def main(argv=None) -> int:
@@ -222,87 +346,14 @@ def main(argv=None) -> int:
     from offline.model.spec import ModelFileError
 
     try:
-        if args.command == "inspect":
-            from offline.model.inspect import inspect_report
-
-            text, errors = inspect_report(args.model, n_modes=args.modes, progress=True)
-            print(text)
-            for e in errors:
-                print(f"vsense-offline inspect: error: {e}", file=sys.stderr)
-            if errors:
-                return 2
-        elif args.command == "build":
-            from offline.build import build
-
-            res = build(args.model, alpha=args.alpha, window=args.window,
-                        progress=not args.quiet, report_dir=args.report,
-                        maps=not args.no_maps, maps_cache=args.maps_cache,
-                        records=args.record, hybrid=args.hybrid)
-            res.bundle.save(args.out)
-            print(res.summary())
-            print(res.reduction.report.format(f_band=res.bundle.rate / 2))
-            print(f"wrote {args.out}")
-            if args.report:
-                print(f"build report in {args.report}")
-        elif args.command == "simulate":
-            from offline.simulate import simulate_model
-
-            load = {"type": args.load, "amplitude": args.amplitude}
-            if args.load == "pulse":
-                load["width"] = args.width
-            if args.load == "sine":
-                if args.freq is None:
-                    raise ValueError("--load sine needs --freq")
-                load["freq"] = args.freq
-            if args.load in ("random", "chirp"):
-                if not 0 <= args.band[0] < args.band[1] < float("inf"):
-                    raise ValueError(f"--band {args.band[0]:g} {args.band[1]:g}: need "
-                                     "0 <= F0 < F1, finite [Hz]")
-                load["band"] = tuple(args.band)
-            if args.load == "random":
-                load["rms"] = args.rms
-            if args.load == "csv":
-                if not args.csv:
-                    raise ValueError("--load csv needs --csv FILE")
-                load["csv_path"] = args.csv
-            res = simulate_model(args.model, load, args.duration, noise=args.noise,
-                                 oversample=args.oversample, reduced=args.reduced,
-                                 seed=args.seed, progress=not args.quiet,
-                                 warmup=args.warmup, engine=args.engine, chain=args.chain,
-                                 drate=args.drate, mode=args.mode)
-            meas, truth = f"{args.out}_measurement.csv", f"{args.out}_truth.csv"
-            res.write(meas, truth)
-            snr = ", ".join(f"{n} {v:.1f} dB" for n, v in zip(res.channel_names, res.snr_db()))
-            if res.info["chain"] != "ideal":
-                name = "the ADS1256" if res.info["chain"] == "ads1256" else "the daq's FIR"
-                print(f"measurements through {name} at {res.info['drate']:g} SPS, "
-                      f"{res.info['mode']} mode")
-            else:
-                print("measurements: point samples at the row times (ideal)")
-            print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
-                  f"SNR {snr})")
-        elif args.command == "place":
-            from offline.placement.cli import run_place
-
-            run_place(args.model, args.n, args.out, target=args.target, report=args.report,
-                      screen=args.screen, passes=args.passes, progress=not args.quiet)
-        elif args.command == "fatigue":
-            from offline.fatigue import run_fatigue
-
-            print(run_fatigue(args.csv, args.column, args.curve, args.out, unit=args.unit,
-                              E=args.E))
-        elif args.command == "limit":
-            from offline.limit.cli import run_limit
-
-            print(run_limit(args.model, noise=args.noise, delays_ms=args.delay,
-                            n_modes=args.modes, bundle=args.bundle, progress=not args.quiet))
+        run = RUN.get(args.command)  # (score and calibrate are handled above)
+        return run(args) if run is not None else 0
     except (ModelFileError, OSError, ValueError) as exc:
         if isinstance(exc, EstimatorError):
             print(f"vsense-offline {args.command}: estimator refused: {exc}", file=sys.stderr)
             return 3
         print(f"vsense-offline {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,7 +38,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -48,10 +48,8 @@ from edge.estimator import Estimator
 from edge.monitor import DeviceSubscriber, DeviceView
 from offline.broker import find_or_start_broker
 from offline.build import build
-from offline.metrics import fde
-from offline.limit.model import model_limit
-from offline.limit.transfer import ForceSpectrum
-from offline.report import limit_at, nrmse_full_band, write_demo_report
+from offline.demo_compare import align, run_record, score, stated_std, truth_columns
+from offline.report import write_demo_report
 from offline.simulate import simulate_model, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,15 +214,10 @@ def _wait(pred, timeout: float, step: float = 0.05) -> bool:
 
 
 # ---------------------------------------------------------------------- the demo
-def run_demo(s: DemoSettings) -> DemoResult:
-    """Run every step (module docstring); returns the figures and the report path."""
-    out = Path(s.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    rep = out / "report"
-    timings: dict[str, float] = {}
-    t_all = time.perf_counter()
-
-    # 1 + 2: build here, full-model truth in a worker process at the same time
+def _build_and_truth(s: DemoSettings, out: Path, rep: Path, timings: dict):
+    """Steps 1 + 2: the bundle built here (from a record of the rig in operation when
+    ``s.learn``), the full-model truth in a worker process at the same time.
+    ``(BuildResult, bundle as loaded from its file, its path, truth SimResult)``."""
     _say(f"simulating the full FE model ({s.duration:g} s, exact modal superposition, "
          f"{s.oversample} load points per sample) in a second process")
     ex = cf.ProcessPoolExecutor(max_workers=1)
@@ -253,30 +246,31 @@ def run_demo(s: DemoSettings) -> DemoResult:
     finally:
         ex.shutdown()
     timings["build + truth (parallel) [s]"] = time.perf_counter() - t0
-    meas_csv, truth_csv = out / "measurement.csv", out / "truth.csv"
-    truth.write(meas_csv, truth_csv)
-    rate = 1.0 / bundle.dt
-    ns = truth.Y.shape[0]
-    # a fixed-lag bundle (window L) describes sample k once sample k + L - 1 is in: the last
-    # L - 1 samples of the record have no estimate by design
-    n_expected = ns - (res.bundle.window - 1)
-    ch = bundle.channels[0].name
-    peak = float(np.max(np.abs(truth.Y)))
-    sensitivity = 2.0 / peak if peak > 0 else 1.0
+    return res, bundle, bundle_path, truth
 
-    # 3: broker
-    broker = find_or_start_broker(s.broker)
-    _say(f"MQTT broker: {broker.kind} on {broker.address}")
-    _say(f"watch the run live from another terminal: {Path(sys.executable).parent}/vsense-edge "
-         f"monitor --broker {broker.host}:{broker.port} --device {s.device}")
-    rec_dir = out / "recordings"
-    cfg_path = out / "edge.toml"
-    # the embedded amqtt broker leaves a v5 CONNECT unanswered: the daemon speaks 3.1.1 to it
-    proto = "3.1.1" if broker.kind == "amqtt" else "auto"
-    cfg_path.write_text(edge_config(s, bundle_path, meas_csv, broker.host, broker.port, rec_dir,
-                                    ch, sensitivity, rate, ns, protocol=proto))
+
+def _watch(s: DemoSettings, proc, view, ns: int, t1: float) -> int:
+    """Wait for the daemon's process, printing the estimates received every 2 s; terminate it
+    120 s after its run should have ended. Its exit code."""
+    last = -1.0
+    while proc.poll() is None:
+        time.sleep(0.25)
+        if s.progress and view.n_samples and time.monotonic() - last > 2:
+            last = time.monotonic()
+            r = view.measured_rate()
+            print(f"    received {view.n_samples:6d} / {ns} estimates"
+                  + (f", {r:,.0f} samples/s" if r else ""), flush=True)
+        if time.perf_counter() - t1 > s.duration + 120:
+            proc.terminate()
+            proc.wait(10)
+    return proc.returncode
+
+
+def _run_daemon(s: DemoSettings, out: Path, broker, cfg_path: Path, view, ns: int, rate: float,
+                n_expected: int, timings: dict) -> int:
+    """Steps 4 + 5: the subscriber listening first, then the edge daemon as its own process
+    until its run ends; the last estimates awaited. The daemon's exit code."""
     code = -1
-    view = DeviceView(keep=True)
     sub = None
     try:
         # 5 (first): the subscriber is listening before the daemon starts
@@ -293,18 +287,7 @@ def run_demo(s: DemoSettings) -> DemoResult:
             proc = subprocess.Popen([sys.executable, "-m", "edge.cli", "run", "-c",
                                      str(cfg_path), "--simulate"], stdout=logf,
                                     stderr=subprocess.STDOUT, env=env, cwd=str(out))
-            last = -1.0
-            while proc.poll() is None:
-                time.sleep(0.25)
-                if s.progress and view.n_samples and time.monotonic() - last > 2:
-                    last = time.monotonic()
-                    r = view.measured_rate()
-                    print(f"    received {view.n_samples:6d} / {ns} estimates"
-                          + (f", {r:,.0f} samples/s" if r else ""), flush=True)
-                if time.perf_counter() - t1 > s.duration + 120:
-                    proc.terminate()
-                    proc.wait(10)
-            code = proc.returncode
+            code = _watch(s, proc, view, ns, t1)
         timings["daemon run [s]"] = time.perf_counter() - t1
         # the last batches and the final status may still be on their way
         _wait(lambda: view.n_samples >= n_expected
@@ -318,88 +301,67 @@ def run_demo(s: DemoSettings) -> DemoResult:
         tail = (out / "daemon.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"edge daemon exited with code {code}; end of {out / 'daemon.log'}:"
                            f"\n{tail}")
+    return code
 
-    # compare
-    seq, t_ns, V, flags = view.arrays()
-    cols = view.columns
-    keep = (seq >= 0) & (seq < ns)
-    seq, V, flags = seq[keep], V[keep], flags[keep]
-    est = np.full((ns, len(cols)), np.nan)
-    est[seq] = V
-    ok = np.all(np.isfinite(est), axis=1)
-    idx = np.flatnonzero(ok)
-    if idx.size < 16:
-        raise RuntimeError(f"only {idx.size} usable estimates received of {ns} "
-                           f"(see {out / 'daemon.log'})")
-    # longest run of consecutive usable samples (FDE needs a uniform record)
-    breaks = np.flatnonzero(np.diff(idx) != 1)
-    starts = np.r_[idx[0], idx[breaks + 1]]
-    ends = np.r_[idx[breaks], idx[-1]] + 1
-    j = int(np.argmax(ends - starts))
-    a, b = int(starts[j]), int(ends[j])
-    ref = {**{n: truth.F[:, i] for i, n in enumerate(truth.force_names)},
-           **{n: truth.Z[:, i] for i, n in enumerate(truth.output_names)}}
-    dt = bundle.dt
-    scores = {}
-    delay_ms = (view.meta or {}).get("delay_samples", 0) * dt * 1e3
-    # the accuracy limit with the truth's own spectrum (the build's is that of the load it
-    # learned or was declared)
-    true_limit = {"limit": model_limit(res.spec, res.model, loads=[
-        ForceSpectrum("random", tuple(s.band), s.rms) for _ in res.spec.forces],
-        noise=s.noise, delays=(0.0, delay_ms / 1e3), exact=False).as_dict()}
-    # the standard deviation the device stated last (it follows the load's level)
-    stated = view.last_std if view.last_std is not None else (
-        bundle.kf["std"] if bundle.method == "smoother" else None)
-    for i, n in enumerate(cols):
-        if n in ref:
-            scores[n] = {"band": fde(est[a:b, i], ref[n][a:b], dt, band=s.band),
-                         "full": fde(est[a:b, i], ref[n][a:b], dt),
-                         "nrmse": nrmse_full_band(est[a:b, i], ref[n][a:b]),
-                         "limit": limit_at(true_limit, n, delay_ms),
-                         "rms": float(np.sqrt(np.mean((est[a:b, i] - ref[n][a:b]) ** 2))),
-                         "std": None if stated is None else float(stated[i])}
+
+def run_demo(s: DemoSettings) -> DemoResult:
+    """Run every step (module docstring); returns the figures and the report path."""
+    out = Path(s.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    rep = out / "report"
+    timings: dict[str, float] = {}
+    t_all = time.perf_counter()
+    res, bundle, bundle_path, truth = _build_and_truth(s, out, rep, timings)
+    meas_csv, truth_csv = out / "measurement.csv", out / "truth.csv"
+    truth.write(meas_csv, truth_csv)
+    rate = 1.0 / bundle.dt
+    ns = truth.Y.shape[0]
+    # a fixed-lag bundle (window L) describes sample k once sample k + L - 1 is in: the last
+    # L - 1 samples of the record have no estimate by design
+    n_expected = ns - (res.bundle.window - 1)
+    ch = bundle.channels[0].name
+    peak = float(np.max(np.abs(truth.Y)))
+    sensitivity = 2.0 / peak if peak > 0 else 1.0
+
+    # 3: broker
+    broker = find_or_start_broker(s.broker)
+    _say(f"MQTT broker: {broker.kind} on {broker.address}")
+    _say(f"watch the run live from another terminal: {Path(sys.executable).parent}/vsense-edge "
+         f"monitor --broker {broker.host}:{broker.port} --device {s.device}")
+    cfg_path = out / "edge.toml"
+    # the embedded amqtt broker leaves a v5 CONNECT unanswered: the daemon speaks 3.1.1 to it
+    proto = "3.1.1" if broker.kind == "amqtt" else "auto"
+    cfg_path.write_text(edge_config(s, bundle_path, meas_csv, broker.host, broker.port,
+                                    out / "recordings", ch, sensitivity, rate, ns,
+                                    protocol=proto))
+    view = DeviceView(keep=True)
+    code = _run_daemon(s, out, broker, cfg_path, view, ns, rate, n_expected, timings)
+
+    # 6: compare
+    al = align(view, ns, out / "daemon.log")
+    ref = truth_columns(truth)
+    stated = stated_std(view, bundle)
+    scores = score(s, res, view, al, ref, bundle.dt, stated)
     # estimates aligned with the truth rows; "received" = 1 where a usable estimate arrived
-    est_csv = np.column_stack([est, np.isfinite(est).all(axis=1).astype(float)])
-    write_csv(out / "estimates.csv", truth.t, est_csv, cols + ["received"])
+    est_csv = np.column_stack([al.est, np.isfinite(al.est).all(axis=1).astype(float)])
+    write_csv(out / "estimates.csv", truth.t, est_csv, view.columns + ["received"])
 
     _say("timing the estimator kernel per sample over the same measurement")
     step_us = time_kernel(bundle, truth.Y)
     timings["total [s]"] = time.perf_counter() - t_all
-    run = {
-        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(s).items()},
-        "broker": f"{broker.kind} ({broker.address})", "device": s.device,
-        "exit_code": code, "samples": ns, "received": int(len(seq)),
-        "usable": int(idx.size), "compared": [a, b], "rate": rate,
-        "delay_samples": (view.meta or {}).get("delay_samples"),
-        "sensitivity_V_per_m": sensitivity, "truth_info": truth.info,
-        "snr_db": dict(zip(truth.channel_names, map(float, truth.snr_db()))),
-        "health": view.health, "n_health": view.n_health, "duplicates": view.n_duplicates,
-        "timings": timings, "bundle_id": bundle.bundle_id, "columns": cols,
-        "config_path": str(cfg_path),
-        "units": view.units(),
-        "fde": {n: {"band": float(v["band"].value), "full": float(v["full"].value),
-                    "band_label": v["band"].label, "full_label": v["full"].label}
-                for n, v in scores.items()},
-        "stated_std": {n: {"std": v["std"], "rms_error": v["rms"]} for n, v in scores.items()},
-        "nrmse": {n: {"value": v["nrmse"],
-                      "limit": None if v["limit"] is None else v["limit"][0],
-                      "limit_delay_ms": None if v["limit"] is None else v["limit"][1]}
-                  for n, v in scores.items()},
-        "step_time_us": {"mean": float(step_us.mean()), "p50": float(np.median(step_us)),
-                         "p99": float(np.percentile(step_us, 99)),
-                         "max": float(step_us.max()),
-                         "over_budget": int(np.sum(step_us > bundle.dt * 1e6))},
-    }
+    run = run_record(s, broker=broker, code=code, truth=truth, al=al, view=view, scores=scores,
+                     timings=timings, bundle=bundle, cfg_path=cfg_path,
+                     sensitivity=sensitivity, step_us=step_us)
     (out / "run.json").write_text(json.dumps(run, indent=2, default=str))
     _say("writing the report")
-    report = write_demo_report(rep, res, run, t=truth.t, est=est, ref=ref, cols=cols,
+    report = write_demo_report(rep, res, run, t=truth.t, est=al.est, ref=ref, cols=view.columns,
                                units=view.units(), health_log=view.health_log,
                                step_us=step_us, y_meas=truth.Y, y_name=ch,
                                std=stated)
     timings["total [s]"] = time.perf_counter() - t_all
-    return DemoResult(out=out, report=report, fde=scores, received=int(len(seq)), expected=n_expected,
-                      broker=broker.kind, exit_code=code, timings=timings, health=view.health,
-                      step_time_us=run["step_time_us"])
+    return DemoResult(out=out, report=report, fde=scores, received=al.received,
+                      expected=n_expected, broker=broker.kind, exit_code=code, timings=timings,
+                      health=view.health, step_time_us=run["step_time_us"])
 
 
 # ---------------------------------------------------------------------- CLI

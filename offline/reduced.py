@@ -4,6 +4,7 @@
 :func:`reduce_model` is the one place that chooses the master DOFs and reduces; the build
 (:mod:`offline.build`), the inverse maps (:mod:`offline.inverse.fromfile`), the calibration
 setup and ``simulate --reduced`` all take its :class:`ReducedModel`, so one build reduces once.
+:func:`design_bundle` makes the estimator's bundle of it, before calibration.
 
 Reduced coordinates are ``[u_m (masters: sensors, forces, declared masters, in file order,
 each DOF once), q_s (slave modal coordinates)]`` (paper eq. 8-10).
@@ -12,16 +13,19 @@ each DOF once), q_s (slave modal coordinates)]`` (paper eq. 8-10).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from edge import __version__
+from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
 from edge.kinds import DEFAULT_REDUCTION_METHOD as DEFAULT_METHOD
 from edge.kinds import DEFAULT_REDUCTION_MODES as DEFAULT_MODES
 from offline.fem.femodel import FEModel
 from offline.model.checks import eigen_error_warning, mechanism_warning
 from offline.fem.strain import probe_matrix
-from offline.model import (ModelFileError, ModelSpec, build_fe_model, output_probe, resolve_dofs,
-                           sensor_probe)
+from offline.model import (EstimatorSpec, ModelFileError, ModelSpec, build_fe_model, output_probe,
+                           resolve_dofs, sensor_probe)
 from offline.reduction import Reduction, recover, reduce
 from offline.gauge_basis import gauge_basis, gauge_master
 
@@ -184,3 +188,37 @@ def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int 
     red.report.warnings = [w for w in (mechanism_warning(spec, red.report.freqs_full),
                                        eigen_error_warning(red.report, f_band, spec)) if w]
     return ReducedModel(spec, model, red, reduced_damping(model, red), masters, chan, frc, outs)
+
+
+def design_bundle(rm: ReducedModel, est_spec: EstimatorSpec, window=None) -> Bundle:
+    """The estimator's bundle before calibration: reduced matrices, signals, Newmark settings.
+
+    Channel weights are 1 and ``alpha`` 0 until the calibration runs choose them; ``window``
+    (int or "auto", default ``[estimator] window``) gives ``L`` (1 for "auto").
+    """
+    spec, model, red = rm.spec, rm.model, rm.reduction
+    table = model.dof_table()
+    channels = [SensorChannel(name=s.name, dof=rm.position(d), kind=s.kind, unit=s.unit,
+                              weight=1.0, node=table[d][0], dof_name=table[d][1])
+                for s, d in zip(spec.sensors, rm.chan_dofs)]
+    forces = [IdentifiedForce(name=f.name, dof=rm.position(d), node=table[d][0],
+                              dof_name=table[d][1], scale=float(f.scale))
+              for f, d in zip(spec.forces, rm.force_dofs)]
+    outputs = [VirtualOutput(name=o.name, row=row, kind=o.kind, unit=o.unit, node=table[d][0],
+                             dof_name=table[d][1])
+               for o, d, row in zip(spec.outputs, rm.out_dofs, rm.output_rows())]
+    rule = window if window is not None else est_spec.window
+    meta = {
+        "name": spec.name, "model_file": str(Path(spec.path).name),
+        "reduction": {"method": red.method, "masters": len(rm.masters), "modes": red.n_modes,
+                      "full_dofs": int(model.n_dofs)},
+        "vsense_version": __version__,
+    }
+    return Bundle(M=red.M, C=rm.C, K=red.K, dt=1.0 / est_spec.rate, channels=channels,
+                  forces=forces, outputs=outputs, alpha=0.0, beta=est_spec.beta,
+                  gamma=est_spec.gamma, window=1 if rule == "auto" else int(rule),
+                  discretization=est_spec.discretization, regularization=est_spec.regularization,
+                  meta=meta, chain=spec.chain(),
+                  report={"freqs_full": red.report.freqs_full,
+                          "freqs_reduced": red.report.freqs_reduced,
+                          "eig_error": red.report.eig_error})

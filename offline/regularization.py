@@ -183,36 +183,11 @@ def alpha_grid(bundle: Bundle, window: int, n: int = 57, decades=(-10.0, 4.0)) -
     return scale * np.logspace(decades[0], decades[1], n)
 
 
-def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
-                 alphas: np.ndarray | None = None, method: str = "auto",
-                 smooth_decades: float = 0.35, progress: bool = True) -> AlphaChoice:
-    """Sweep alpha on a calibration record and pick it by the L-curve corner or GCV.
-
-    Parameters
-    ----------
-    bundle : Bundle
-        The bundle (its alpha is ignored).
-    Y : ndarray, shape (nt, nch)
-        Calibration measurements in channel units.
-    window : int, optional
-        Fixed-lag window (default: the bundle's).
-    alphas : ndarray, optional
-        Grid (default :func:`alpha_grid`).
-    method : {"auto", "lcurve", "gcv", "discrepancy"}
-    smooth_decades : float
-        Width of the Gaussian smoothing of the L-curve over log10(alpha).
-    """
-    if method not in ("auto", "lcurve", "gcv", "discrepancy"):
-        raise ValueError(f"alpha method must be 'auto', 'lcurve', 'gcv' or 'discrepancy', "
-                         f"got {method!r}")
-    L = int(bundle.window if window is None else window)
-    Y = np.ascontiguousarray(Y, dtype=np.float64)
-    if alphas is None:
-        alphas = alpha_grid(bundle, L)
-    alphas = np.sort(np.asarray(alphas, dtype=float))
-    fit_bundle = _with_channel_outputs(bundle)
-    w = np.array([c.weight for c in bundle.channels])
-    nch = len(bundle.channels)
+def _sweep(fit_bundle: Bundle, Y, alphas, L: int, w, progress: bool):
+    """The L-curve's points and GCV over ``alphas``: residual norm ``rho`` (weighted by ``w``),
+    solution norm ``eta`` and GCV per alpha (NaN where refused or blown up), and the alphas
+    refused. ``fit_bundle``: the bundle with its channels as outputs."""
+    nch = len(w)
     rho = np.full(alphas.size, np.nan)
     eta = np.full(alphas.size, np.nan)
     gcv = np.full(alphas.size, np.nan)
@@ -242,6 +217,53 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
             H = (op.S @ op.Gamma) @ op.Ky[:, :nch]
             denom = 1.0 - np.trace(H) / nch
             gcv[i] = np.mean(w * r * r) / max(denom, 1e-300) ** 2
+    return rho, eta, gcv, unstable
+
+
+def _discrepancy(alphas, good, rho, t, width: float, nobs: int):
+    """The discrepancy principle: the alpha just above the last grid point whose (smoothed)
+    weighted residual per sample and channel ``chi2`` is below 1 (the noise level, weights
+    being 1/sigma^2); taking the last crossing skips small-alpha runs made noisy by a marginal
+    closed loop. ``(chi2 per alpha, alpha)``."""
+    chi2 = np.full(alphas.size, np.nan)
+    chi2[good] = np.exp(smooth_log(np.log(rho[good] ** 2 / nobs), t, width))
+    below = np.flatnonzero(good & (chi2 < 1.0))
+    if below.size == 0:
+        return chi2, float(alphas[np.flatnonzero(good)[0]])
+    nxt = np.flatnonzero(good & (np.arange(alphas.size) > below[-1]))
+    return chi2, float(alphas[nxt[0]]) if nxt.size else float("nan")
+
+
+def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
+                 alphas: np.ndarray | None = None, method: str = "auto",
+                 smooth_decades: float = 0.35, progress: bool = True) -> AlphaChoice:
+    """Sweep alpha on a calibration record and pick it by the L-curve corner or GCV.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        The bundle (its alpha is ignored).
+    Y : ndarray, shape (nt, nch)
+        Calibration measurements in channel units.
+    window : int, optional
+        Fixed-lag window (default: the bundle's).
+    alphas : ndarray, optional
+        Grid (default :func:`alpha_grid`).
+    method : {"auto", "lcurve", "gcv", "discrepancy"}
+    smooth_decades : float
+        Width of the Gaussian smoothing of the L-curve over log10(alpha).
+    """
+    if method not in ("auto", "lcurve", "gcv", "discrepancy"):
+        raise ValueError(f"alpha method must be 'auto', 'lcurve', 'gcv' or 'discrepancy', "
+                         f"got {method!r}")
+    L = int(bundle.window if window is None else window)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    if alphas is None:
+        alphas = alpha_grid(bundle, L)
+    alphas = np.sort(np.asarray(alphas, dtype=float))
+    w = np.array([c.weight for c in bundle.channels])
+    nch = len(bundle.channels)
+    rho, eta, gcv, unstable = _sweep(_with_channel_outputs(bundle), Y, alphas, L, w, progress)
     good = np.isfinite(rho) & np.isfinite(eta) & (rho > 0) & (eta > 0)
     if good.sum() < 5:
         raise EstimatorError(
@@ -256,18 +278,8 @@ def choose_alpha(bundle: Bundle, Y: np.ndarray, window: int | None = None,
     i_corner = np.flatnonzero(good)[corner_index(xs, ys, t)]
     g = np.where(good, gcv, np.inf)
     i_gcv = int(np.argmin(g))
-    # discrepancy: the alpha just above the last grid point whose (smoothed) weighted
-    # residual per sample and channel is below 1 (the noise level, weights being 1/sigma^2);
-    # taking the last crossing skips small-alpha runs made noisy by a marginal closed loop
     nobs = (Y.shape[0] - (L - 1)) * nch
-    chi2 = np.full(alphas.size, np.nan)
-    chi2[good] = np.exp(smooth_log(np.log(rho[good] ** 2 / nobs), t, width))
-    below = np.flatnonzero(good & (chi2 < 1.0))
-    if below.size == 0:
-        alpha_disc = float(alphas[np.flatnonzero(good)[0]])
-    else:
-        nxt = np.flatnonzero(good & (np.arange(alphas.size) > below[-1]))
-        alpha_disc = float(alphas[nxt[0]]) if nxt.size else float("nan")
+    chi2, alpha_disc = _discrepancy(alphas, good, rho, t, width, nobs)
     choice = AlphaChoice(alphas=alphas, residual_norm=rho, solution_norm=eta, curvature=kap,
                        gcv=gcv, alpha_lcurve=float(alphas[i_corner]),
                        alpha_gcv=float(alphas[i_gcv]), alpha_discrepancy=alpha_disc,

@@ -272,27 +272,11 @@ def limit_at(meta: dict, name: str, delay_ms: float) -> tuple[float, float] | No
     return float(rows[k][i]), float(lim["delays_ms"][k])
 
 
-def write_demo_report(report_dir, res, run: dict, *, t, est, ref: dict, cols, units,
-                      health_log, step_us, y_meas=None, y_name="", std=None) -> Path:
-    """Write the figures and ``report_dir/index.html`` for a demo run; returns the HTML path.
-
-    Parameters
-    ----------
-    res : offline.build.BuildResult        the build (its PNGs are already in report_dir)
-    run : dict                              figures of the run (``offline.demo``: run.json)
-    t : (ns,) [s]; est : (ns, ncol) estimates aligned to ``t`` (NaN where none arrived)
-    ref : {name: (ns,)}                     truth per estimate column
-    step_us : (ns,) per-sample kernel time [us]
-    std : (ncol,) or None                   standard deviation of each column (smoother):
-                                            shaded bands in the time plots
-    """
-    d = Path(report_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    s = run["settings"]
-    band = tuple(s["band"])
-    dt = float(t[1] - t[0])
+def _result_parts(res, run: dict, est, ref: dict, cols, units, band, dt: float,
+                  delay_ms: float) -> list[str]:
+    """The demo report's first section: the accuracy of each identified quantity (FDE, its
+    normalised RMS error and the accuracy limit), then the run's figures."""
     b = res.bundle
-    delay_ms = run.get("delay_samples", 0) * dt * 1e3
     parts = []
     fde = run["fde"]
     c0, c1 = run["compared"]
@@ -331,6 +315,31 @@ def write_demo_report(report_dir, res, run: dict, *, t, est, ref: dict, cols, un
          f"{dt * 1e6:.0f} us); {st.get('over_budget', 0)} steps over budget"),
         ("demo wall time", ", ".join(f"{k} {v:.1f}" for k, v in run["timings"].items())),
     ]))
+    return parts
+
+
+def write_demo_report(report_dir, res, run: dict, *, t, est, ref: dict, cols, units,
+                      health_log, step_us, y_meas=None, y_name="", std=None) -> Path:
+    """Write the figures and ``report_dir/index.html`` for a demo run; returns the HTML path.
+
+    Parameters
+    ----------
+    res : offline.build.BuildResult        the build (its PNGs are already in report_dir)
+    run : dict                              figures of the run (``offline.demo``: run.json)
+    t : (ns,) [s]; est : (ns, ncol) estimates aligned to ``t`` (NaN where none arrived)
+    ref : {name: (ns,)}                     truth per estimate column
+    step_us : (ns,) per-sample kernel time [us]
+    std : (ncol,) or None                   standard deviation of each column (smoother):
+                                            shaded bands in the time plots
+    """
+    d = Path(report_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    s = run["settings"]
+    band = tuple(s["band"])
+    dt = float(t[1] - t[0])
+    b = res.bundle
+    delay_ms = run.get("delay_samples", 0) * dt * 1e3
+    parts = _result_parts(res, run, est, ref, cols, units, band, dt, delay_ms)
     # identification figures
     parts.append("<h2>Identified against true (Oh et al., Fig. 13/14 style)</h2>")
     parts.append(f'<p class="note">Truth: {html.escape(_truth_text(run["truth_info"], s))}, '

@@ -15,7 +15,8 @@ better: measured on a 9-DOF strip, that choice gave up the output, 0.14 instead 
 ``tikhonov`` the Tikhonov ones, ``smoother`` the smoother alone. The smoother's rows are
 bundles made by :func:`offline.smoother.smoother_bundle` from the build's
 :class:`offline.smoother.SmootherSettings`, the one design path of every smoother; the chosen
-one is returned as it was scored (:class:`Selection`).
+one is returned as it was scored (:class:`Selection`). The score of one estimator on the runs
+is :mod:`offline.calibration_score`.
 """
 
 from __future__ import annotations
@@ -26,69 +27,9 @@ import numpy as np
 
 from edge.estimator import Estimator, EstimatorError, derive_operator
 from offline._deps import need, progress as _progress
+from offline.calibration_score import evaluate, score_estimator
 from offline.regularization import alpha_grid, choose_alpha
 from offline.smoother import smoother_bundle
-
-
-def nrmse(est: np.ndarray, truth: np.ndarray, delay: int, start: int = 0,
-          scale=None) -> np.ndarray:
-    """``RMS(estimate - truth) / std(truth)`` per column over truth samples ``start..``;
-    estimate row j describes sample ``j - delay``; non-finite (warm-up) rows are left out.
-    ``scale`` (ncol,): divide by it instead of the run's own std (e.g. the stationary one)."""
-    e = est[delay + start:]
-    t = truth[start: truth.shape[0] - delay]
-    ok = np.all(np.isfinite(e), axis=1)
-    if not ok.any():  # a blown-up candidate: no finite row (no numpy empty-slice warning)
-        return np.full(e.shape[1], np.nan)
-    sd = np.std(t[ok], axis=0) if scale is None else np.asarray(scale, dtype=float)
-    return np.sqrt(np.mean((e[ok] - t[ok]) ** 2, axis=0)) / np.where(sd > 0, sd, np.nan)
-
-
-def evaluate(bundle, runs, alpha: float, window: int, check_stability=False,
-             reference=None) -> dict | None:
-    """Errors of the Tikhonov estimator (alpha, window) on the runs; None if refused or
-    non-finite. The closed-loop stability (an eigenvalue problem) is checked by
-    :func:`select` on the chosen setting only, unless ``check_stability``.
-
-    ``score``: with ``reference`` (nf + nout,) (the non-causal MMSE limits) the geometric
-    mean over forces and outputs of ``nrmse / limit`` (how many times the limit, each target
-    counted alike whatever its difficulty), averaged over the runs; else the mean nrmse.
-    """
-    try:
-        est = Estimator(bundle, alpha=float(alpha), window=int(window),
-                        check_stability=check_stability)
-    except EstimatorError:
-        return None
-    r = score_estimator(est, runs, reference)
-    if r is not None:
-        r.update({"alpha": float(alpha), "window": int(window)})
-    return r
-
-
-def score_estimator(est, runs, reference=None, scale=None) -> dict | None:
-    """Run any estimator (``run``, ``reset``, ``delay``) on the runs and score it (see
-    :func:`evaluate`); None when an estimate is not finite. ``scale`` (nf + nout,): the
-    errors' normaliser instead of each run's own std of the truth (:func:`nrmse`)."""
-    per = []
-    for r in runs:
-        est.reset()
-        Fe, Ze, _ = est.run(r.Y)
-        nf = r.F.shape[1]
-        sf, sz = (None, None) if scale is None else (scale[:nf], scale[nf:])
-        with np.errstate(over="ignore", invalid="ignore"):
-            per.append(np.concatenate([nrmse(Fe, r.F, est.delay, r.start, sf),
-                                       nrmse(Ze, r.Z, est.delay, r.start, sz)]))
-    per = np.array(per)  # (nruns, nf + nout)
-    if not np.all(np.isfinite(per)):
-        return None
-    if reference is not None:
-        # score = mean_runs exp(mean_targets log(nrmse / limit))
-        run_score = np.exp(np.mean(np.log(per / np.asarray(reference)[None, :]), axis=1))
-    else:
-        run_score = per.mean(axis=1)
-    return {"delay": int(est.delay), "window": int(est.delay) + 1,
-            "score": float(np.mean(run_score)), "nrmse": per.mean(axis=0).tolist(),
-            "spread": per.std(axis=0).tolist(), "per_run_score": run_score.tolist()}
 
 
 @dataclass
@@ -332,7 +273,7 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
 
 
 def _informative(a: dict, b: dict, reference) -> tuple:
-    """The scores (:func:`score_estimator`'s form, on the mean errors) of rows ``a`` and
+    """The scores (:func:`offline.calibration_score.score_estimator`'s form, on the mean errors) of rows ``a`` and
     ``b`` over the targets not both estimate worse than zero (nrmse > 1), which say nothing
     about which is better (the frame of benchmarks/load_user: a1z 3.6 / 1.9, 1,600x / 830x
     its limit, put the smoother 35 % behind, 11 % on the rest); else the plain scores."""

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from offline.cli import main
-from offline.selection import nrmse
+from offline.calibration_score import nrmse
 
 # the strain benchmark's plate (docs/benchmarks.md): 600 x 400 x 4 mm steel clamped at x = 0,
 # two tip displacement sensors, one force, a strain gauge 25 mm from the clamp; first mode

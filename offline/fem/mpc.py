@@ -115,16 +115,7 @@ def spider_transform(model: FEModel, spiders: list[Spider], where: str = "spider
         Indices into ``ext``'s DOFs of the independent DOFs (the columns of ``T``).
     """
     sp = need("scipy.sparse")
-    if not spiders:
-        raise ValueError(f"{where}: no spiders given")
-    names = [s.name for s in spiders]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ValueError(f"{where}: duplicate spider name(s) {', '.join(dup)}")
-    clash = sorted(set(names) & set(model.groups))
-    if clash:
-        raise ValueError(f"{where}: spider name(s) {', '.join(clash)} already name node groups "
-                          f"of the mesh; choose other names")
+    _check_names(model, spiders, where)
     order = np.argsort(model.node_ids)
     sorted_ids = model.node_ids[order]
     owner: dict[int, str] = {}
@@ -136,53 +127,13 @@ def spider_transform(model: FEModel, spiders: list[Spider], where: str = "spider
     slave_dof = np.zeros(N, dtype=bool)
     per_spider = []
     for k, s in enumerate(spiders):
-        w = f"{where}[{k}] ({s.name!r})"
-        ids = np.unique(np.asarray(s.slaves, dtype=np.int64))
-        if ids.size == 0:
-            raise ValueError(f"{w}: no slave nodes")
-        pos = np.searchsorted(sorted_ids, ids)
-        pos = np.minimum(pos, sorted_ids.size - 1)
-        missing = ids[sorted_ids[pos] != ids]
-        if missing.size:
-            raise ValueError(f"{w}: slave node(s) {missing[:5].tolist()} do not exist")
-        for i in ids.tolist():
-            if i in owner:
-                raise ValueError(f"{w}: node {i} is already a slave of spider {owner[i]!r}; "
-                                  f"slave sets must be disjoint")
-            owner[i] = s.name
-        xs = model.coords[order[pos]]
-        centers[k] = xs.mean(axis=0) if s.center is None else np.asarray(s.center, float)
-        dofs = np.flatnonzero(np.isin(model.dof_node, ids))
-        if dofs.size == 0:
-            raise ValueError(f"{w}: the slave nodes carry no free DOFs")
+        centers[k], dofs, R = _spider_rows(model, s, f"{where}[{k}] ({s.name!r})", order,
+                                           sorted_ids, owner)
         slave_dof[dofs] = True
-        rows_of = order[np.searchsorted(sorted_ids, model.dof_node[dofs])]
-        r = model.coords[rows_of] - centers[k]
-        R = _rows(model.dof_kind[dofs].astype(np.int64), r)
-        # the master DOFs are determined iff R has full column rank 6 (scale-free check)
-        L = max(float(np.sqrt((r ** 2).sum(axis=1).mean())), 1e-300)
-        Rn = R * np.r_[1.0, 1.0, 1.0, L, L, L] ** -1
-        ev = np.linalg.eigvalsh(Rn.T @ Rn)
-        if ev[0] <= 1e-10 * ev[-1]:
-            raise ValueError(f"{w}: its {ids.size} slave node(s) do not determine all six "
-                              f"master DOFs (fewer than 3 nodes, or all on one line)")
         per_spider.append((dofs, R))
-    # extended model ------------------------------------------------------------
-    n_ext = N + 6 * ns
-    Z = sp.csr_matrix((6 * ns, 6 * ns))
-    pad = lambda A: None if A is None else sp.block_diag((A, Z), format="csr")  # noqa: E731
-    groups = dict(model.groups)
-    for k, s in enumerate(spiders):
-        groups[s.name] = master_ids[k:k + 1].copy()
-    ext = FEModel(
-        coords=np.vstack([model.coords, centers]),
-        node_ids=np.concatenate([model.node_ids, master_ids]),
-        dof_node=np.concatenate([model.dof_node, np.repeat(master_ids, 6)]),
-        dof_kind=np.concatenate([model.dof_kind, np.tile(np.arange(6, dtype=np.int8), ns)]
-                                ).astype(np.int8),
-        M=pad(model.M), K=pad(model.K), C=pad(model.C), rayleigh=model.rayleigh,
-        groups=groups, name=model.name)
+    ext = _extended(sp, model, spiders, centers, master_ids)
     # transformation ------------------------------------------------------------
+    n_ext = N + 6 * ns
     is_slave = np.concatenate([slave_dof, np.zeros(6 * ns, dtype=bool)])
     keep = np.flatnonzero(~is_slave)
     col = np.full(n_ext, -1, dtype=np.int64)
@@ -197,6 +148,73 @@ def spider_transform(model: FEModel, spiders: list[Spider], where: str = "spider
     T = sp.csr_matrix((np.concatenate(vi), (np.concatenate(ri), np.concatenate(ci))),
                       shape=(n_ext, keep.size))
     return ext, T, keep
+
+
+def _check_names(model: FEModel, spiders, where: str) -> None:
+    """ValueError for no spiders, a duplicate spider name, or one that names a node group."""
+    if not spiders:
+        raise ValueError(f"{where}: no spiders given")
+    names = [s.name for s in spiders]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"{where}: duplicate spider name(s) {', '.join(dup)}")
+    clash = sorted(set(names) & set(model.groups))
+    if clash:
+        raise ValueError(f"{where}: spider name(s) {', '.join(clash)} already name node groups "
+                          f"of the mesh; choose other names")
+
+
+def _spider_rows(model: FEModel, s: Spider, w: str, order, sorted_ids, owner: dict):
+    """One spider's master node position, its slave DOFs and the rows ``R`` of
+    ``u_slave = R u_master``; ``owner`` (node -> spider name) is updated. ValueError (``w``:
+    where) for missing or shared slave nodes, or slaves that do not determine the master."""
+    ids = np.unique(np.asarray(s.slaves, dtype=np.int64))
+    if ids.size == 0:
+        raise ValueError(f"{w}: no slave nodes")
+    pos = np.searchsorted(sorted_ids, ids)
+    pos = np.minimum(pos, sorted_ids.size - 1)
+    missing = ids[sorted_ids[pos] != ids]
+    if missing.size:
+        raise ValueError(f"{w}: slave node(s) {missing[:5].tolist()} do not exist")
+    for i in ids.tolist():
+        if i in owner:
+            raise ValueError(f"{w}: node {i} is already a slave of spider {owner[i]!r}; "
+                              f"slave sets must be disjoint")
+        owner[i] = s.name
+    xs = model.coords[order[pos]]
+    center = xs.mean(axis=0) if s.center is None else np.asarray(s.center, float)
+    dofs = np.flatnonzero(np.isin(model.dof_node, ids))
+    if dofs.size == 0:
+        raise ValueError(f"{w}: the slave nodes carry no free DOFs")
+    rows_of = order[np.searchsorted(sorted_ids, model.dof_node[dofs])]
+    r = model.coords[rows_of] - center
+    R = _rows(model.dof_kind[dofs].astype(np.int64), r)
+    # the master DOFs are determined iff R has full column rank 6 (scale-free check)
+    L = max(float(np.sqrt((r ** 2).sum(axis=1).mean())), 1e-300)
+    Rn = R * np.r_[1.0, 1.0, 1.0, L, L, L] ** -1
+    ev = np.linalg.eigvalsh(Rn.T @ Rn)
+    if ev[0] <= 1e-10 * ev[-1]:
+        raise ValueError(f"{w}: its {ids.size} slave node(s) do not determine all six "
+                          f"master DOFs (fewer than 3 nodes, or all on one line)")
+    return center, dofs, R
+
+
+def _extended(sp, model: FEModel, spiders, centers, master_ids) -> FEModel:
+    """The model plus the master nodes (zero mass and stiffness rows), a node group each."""
+    ns = len(spiders)
+    Z = sp.csr_matrix((6 * ns, 6 * ns))
+    pad = lambda A: None if A is None else sp.block_diag((A, Z), format="csr")  # noqa: E731
+    groups = dict(model.groups)
+    for k, s in enumerate(spiders):
+        groups[s.name] = master_ids[k:k + 1].copy()
+    return FEModel(
+        coords=np.vstack([model.coords, centers]),
+        node_ids=np.concatenate([model.node_ids, master_ids]),
+        dof_node=np.concatenate([model.dof_node, np.repeat(master_ids, 6)]),
+        dof_kind=np.concatenate([model.dof_kind, np.tile(np.arange(6, dtype=np.int8), ns)]
+                                ).astype(np.int8),
+        M=pad(model.M), K=pad(model.K), C=pad(model.C), rayleigh=model.rayleigh,
+        groups=groups, name=model.name)
 
 
 def add_spiders(model: FEModel, spiders: list[Spider], where: str = "spiders") -> FEModel:

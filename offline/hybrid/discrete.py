@@ -87,6 +87,39 @@ def _modal(bundle: Bundle):
         raise EstimatorError(f"the hybrid twin: {exc} (build the smoother first)") from None
 
 
+def _correction_load(md, rows, modes: int, f_max):
+    """Where the correction ``g`` acts: its generalised force on the modes ``Gm`` (zero on
+    the modes above ``f_max``), the same on every mode ``Gs``, the coordinates the network
+    sees ``Sq`` (physical displacement from the modal ones), the modes dropped, and
+    ``"dofs"`` or ``"modes"``."""
+    n, Phi = md.w2.size, md.Phi
+    drop = np.zeros(n, bool)
+    if rows is None:
+        k = min(int(modes), n)
+        Gm = np.eye(n)[:, :k]
+        return Gm, None, np.eye(n)[:k], drop, "modes"
+    R = np.atleast_2d(np.asarray(rows, dtype=float))
+    Gm = Phi.T @ R.T                                  # generalised force of g at R
+    Gs = Gm.copy()
+    if f_max is not None:  # the correction's load on the modes up to f_max only
+        drop = np.sqrt(md.w2_dyn) > 2 * np.pi * f_max
+        Gm[drop] = 0.0
+    return Gm, Gs, R @ Phi, drop, "dofs"              # physical displacement from eta
+
+
+def _foh(linalg, Ac, Bc, dt: float):
+    """The exact discretisation of ``x' = Ac x + Bc u`` for ``u`` linear over a step (FOH):
+    ``exp([[Ac, Bc, 0], [0, 0, I/dt], [0, 0, 0]] dt)``: ``A``, ``Gamma1 = int e^{As} B``,
+    ``Gamma2``."""
+    m, nb = Bc.shape
+    Z = np.zeros((m + 2 * nb, m + 2 * nb))
+    Z[:m, :m] = Ac
+    Z[:m, m:m + nb] = Bc
+    Z[m:m + nb, m + nb:] = np.eye(nb) / dt
+    E = linalg.expm(Z * dt)
+    return E[:m, :m], E[:m, m:m + nb], E[:m, m + nb:]
+
+
 def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
                  inputs=("displacement", "velocity"), f_max: float | None = None) -> HybridModel:
     """The discrete hybrid model of ``bundle``'s reduced model.
@@ -125,21 +158,7 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     for j, f in enumerate(bundle.forces):
         B[f.dof, j] = 1.0
     PhiB = Phi.T @ B
-    drop = np.zeros(n, bool)
-    if rows is not None:
-        R = np.atleast_2d(np.asarray(rows, dtype=float))
-        Gm = Phi.T @ R.T                                  # generalised force of g at R
-        Gs = Gm.copy()
-        if f_max is not None:  # the correction's load on the modes up to f_max only
-            drop = np.sqrt(md.w2_dyn) > 2 * np.pi * f_max
-            Gm[drop] = 0.0
-        Sq = R @ Phi                                      # physical displacement from eta
-        where = "dofs"
-    else:
-        k = min(int(modes), n)
-        Gm = np.eye(n)[:, :k]
-        Sq = np.eye(n)[:k]
-        where = "modes"
+    Gm, Gs, Sq, drop, where = _correction_load(md, rows, modes, f_max)
     ng = Gm.shape[1]
     m = 2 * n
     # continuous system in the kernel's layout [eta_1, eta_1', ..., eta_n, eta_n']: the
@@ -148,14 +167,7 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     Bc = np.zeros((m, nf + ng))
     Bc[1:m:2, :nf] = PhiB
     Bc[1:m:2, nf:] = Gm
-    nb = nf + ng
-    # exp([[Ac, Bc, 0], [0, 0, I/dt], [0, 0, 0]] dt): A, Gamma1 = int e^{As} B, Gamma2 (FOH)
-    Z = np.zeros((m + 2 * nb, m + 2 * nb))
-    Z[:m, :m] = Ac
-    Z[:m, m:m + nb] = Bc
-    Z[m:m + nb, m + nb:] = np.eye(nb) / bundle.dt
-    E = linalg.expm(Z * bundle.dt)
-    A, G1, G2 = E[:m, :m], E[:m, m:m + nb], E[:m, m + nb:]
+    A, G1, G2 = _foh(linalg, Ac, Bc, bundle.dt)
     # FOH: x+ = A x + (G1 - G2) u_k + G2 u_k+1;  ZOH: x+ = A x + G1 g_k
     B0, B1, Bg = (G1 - G2)[:, :nf], G2[:, :nf], G1[:, nf:]
     if md.proportional:

@@ -93,36 +93,25 @@ def check_base(base_tr, base_va, names, n: int) -> None:
                                  f"the training (check the units of its columns)")
 
 
-def train(hm: HybridModel, records, weights, hs, progress=None, names=None) -> Trained:
-    """Train ``g_theta`` on ``records`` (list of ``(U (nt, nf), Y (nt, nch))``) through the
-    hybrid model ``hm``; ``weights`` the channels' 1 / noise variance, ``hs`` a
-    :class:`offline.hybrid.spec.HybridSpec`. ``progress``: a callable taking a line;
-    ``names``: the records' names (files) for the errors. A record on which the linear
-    model's loss is not finite is ``ValueError`` naming it; the result's ``history["val"]``
-    is empty when no iteration completed (:func:`offline.hybrid.attach.attach_hybrid`
-    refuses it)."""
-    jax = need("jax")
-    jax.config.update("jax_enable_x64", True)
-    jnp = need("jax.numpy")
-    opt = need("jax.example_libraries.optimizers")
-    t0 = time.perf_counter()
-    K = filter_gain(hm, weights, [U for U, _ in records])
-    A, B0, B1, Bg, H, Du, Dg, S = (jnp.asarray(a) for a in (
-        hm.A, hm.B0, hm.B1, hm.Bg, hm.H, hm.Du, hm.Dg, hm.S))
-    Kj = jnp.asarray(K)
-    # paper 002 scaling: inputs to mean 0 / std 1 (on the linear filter's states)
+def _input_scaling(hm: HybridModel, K, records):
+    """Paper 002 scaling: the network's inputs to mean 0 / std 1 (on the linear filter's
+    states), its outputs' scale, and each channel's std. ``(mu, sig, gs, ystd)``."""
     X0 = [_linear_filter(hm, K, U, Y) for U, Y in records]
     Sx = np.concatenate([X @ hm.S.T for X in X0])
     mu, sig = Sx.mean(axis=0), Sx.std(axis=0) + 1e-30
     gs = _output_scale(hm, np.concatenate([U for U, _ in records]))
     ystd = np.concatenate([Y for _, Y in records]).std(axis=0) + 1e-30
-    train_set, val_set = _split(records)
+    return mu, sig, gs, ystd
+
+
+def _losses(jax, jnp, hm: HybridModel, K, hs, scaling):
+    """The hybrid filter and the horizon losses as JAX functions of the weights ``P``:
+    ``(run_filter(P, U, Y) -> (XF, G), window_losses(P, U, Y) -> (nw,))``."""
+    A, B0, B1, Bg, H, Du, Dg, S = (jnp.asarray(a) for a in (
+        hm.A, hm.B0, hm.B1, hm.Bg, hm.H, hm.Du, hm.Dg, hm.S))
+    Kj = jnp.asarray(K)
+    muj, sigj, gsj, ysj = (jnp.asarray(v) for v in scaling)
     h, stride = int(hs.horizon), int(hs.stride)
-    short = min(U.shape[0] for U, _ in train_set + val_set)
-    if short <= h + 1:
-        raise ValueError(f"[hybrid] horizon = {h} samples needs records (and their held-out "
-                         f"parts) longer than {h + 1} samples; the shortest has {short}")
-    muj, sigj, gsj, ysj = (jnp.asarray(v) for v in (mu, sig, gs, ystd))
 
     def g(P, s):
         return apply(P, s, muj, sigj, gsj, xp=jnp, linear_kept=hs.linear_kept)
@@ -157,14 +146,88 @@ def train(hm: HybridModel, records, weights, hs, progress=None, names=None) -> T
         return jax.vmap(horizon_loss, in_axes=(None, 0, 0, 0, 0))(P, XF[starts], Gp, U[idx],
                                                                   Y[idx])
 
-    def record_loss(P, U, Y):
-        return jnp.mean(window_losses(P, U, Y))
+    return run_filter, window_losses
 
-    P0 = [(jnp.asarray(W), jnp.asarray(b)) for W, b in
-          init_params(hm.n_inputs, hm.n_g, hs.hidden, hs.layers, hs.seed)]
+
+def _fit_one(P0, hs, grad, loss_va, linear_va: float, progress, jnp, opt) -> dict:
+    """One start: Adam or L-BFGS from ``P0``, stopped after ``hs.patience`` epochs without a
+    better validation loss; the weights of its best one (``rec["P"]``, ``"best"``, ``"ep"``)
+    and the losses of every epoch (``"train"``, ``"val"``)."""
+    rec = {"best": np.inf, "P": P0, "ep": 0, "train": [], "val": []}
+
+    def seen(P, val):  # one epoch (Adam step or L-BFGS iteration): validation, best so far
+        va = float(loss_va(P))
+        ep = len(rec["train"])
+        rec["train"].append(float(val))
+        rec["val"].append(va)
+        if va < rec["best"]:
+            rec.update(best=va, P=P, ep=ep)
+        if progress and ep % 25 == 0:
+            progress(f"epoch {ep}: training loss {float(val):.4g}, validation {va:.4g} "
+                     f"(linear {linear_va:.4g})")
+        return ep - rec["ep"] >= hs.patience
+
+    if hs.optimizer == "adam":
+        init, update, get = opt.adam(hs.learning_rate)
+        state = init(P0)
+        for ep in range(int(hs.epochs)):
+            P = get(state)
+            val, gr = grad(P)
+            state = update(ep, gr, state)
+            if seen(P, val):
+                break
+    else:  # L-BFGS (scipy) on the flattened weights, the same loss and gradient
+        ravel = need("jax.flatten_util").ravel_pytree
+        v0, unravel = ravel(P0)
+
+        def fun(v):
+            val, gr = grad(unravel(jnp.asarray(v)))
+            return float(val), np.asarray(ravel(gr)[0], dtype=float)
+
+        def cb(intermediate_result):
+            if seen(unravel(jnp.asarray(intermediate_result.x)), intermediate_result.fun):
+                raise StopIteration
+        res = need("scipy.optimize").minimize(
+            fun, np.asarray(v0), jac=True, method="L-BFGS-B", callback=cb,
+            options={"maxiter": int(hs.epochs), "ftol": 1e-12, "gtol": 1e-12})
+        rec["message"] = f"L-BFGS: {res.message}"
+        if progress:
+            progress(rec["message"])
+    return rec
+
+
+def _initial(jnp, hm: HybridModel, hs, seed: int):
+    return [(jnp.asarray(W), jnp.asarray(b)) for W, b in
+            init_params(hm.n_inputs, hm.n_g, hs.hidden, hs.layers, seed)]
+
+
+def train(hm: HybridModel, records, weights, hs, progress=None, names=None) -> Trained:
+    """Train ``g_theta`` on ``records`` (list of ``(U (nt, nf), Y (nt, nch))``) through the
+    hybrid model ``hm``; ``weights`` the channels' 1 / noise variance, ``hs`` a
+    :class:`offline.hybrid.spec.HybridSpec`. ``progress``: a callable taking a line;
+    ``names``: the records' names (files) for the errors. A record on which the linear
+    model's loss is not finite is ``ValueError`` naming it; the result's ``history["val"]``
+    is empty when no iteration completed (:func:`offline.hybrid.attach.attach_hybrid`
+    refuses it)."""
+    jax = need("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = need("jax.numpy")
+    opt = need("jax.example_libraries.optimizers")
+    t0 = time.perf_counter()
+    K = filter_gain(hm, weights, [U for U, _ in records])
+    mu, sig, gs, ystd = _input_scaling(hm, K, records)
+    train_set, val_set = _split(records)
+    h, stride = int(hs.horizon), int(hs.stride)
+    short = min(U.shape[0] for U, _ in train_set + val_set)
+    if short <= h + 1:
+        raise ValueError(f"[hybrid] horizon = {h} samples needs records (and their held-out "
+                         f"parts) longer than {h + 1} samples; the shortest has {short}")
+    run_filter, window_losses = _losses(jax, jnp, hm, K, hs, (mu, sig, gs, ystd))
+    P0 = _initial(jnp, hm, hs, hs.seed)
+
     # each record's loss relative to the linear model's on it (1 = linear): every level counts
     def raw(P, sets):
-        return [record_loss(P, jnp.asarray(U), jnp.asarray(Y)) for U, Y in sets]
+        return [jnp.mean(window_losses(P, jnp.asarray(U), jnp.asarray(Y))) for U, Y in sets]
 
     base_tr = [float(v) for v in raw(_zero(P0), train_set)]
     base_va = [float(v) for v in raw(_zero(P0), val_set)]
@@ -177,81 +240,37 @@ def train(hm: HybridModel, records, weights, hs, progress=None, names=None) -> T
     loss_va = jax.jit(lambda P: total(P, val_set, base_va))
     grad = jax.jit(jax.value_and_grad(lambda P: total(P, train_set, base_tr)))
     linear_va = float(loss_va(_zero(P0)))
-
-    def fit(P0):  # one start: the weights of its best validation loss
-        rec = {"best": np.inf, "P": P0, "ep": 0, "train": [], "val": []}
-
-        def seen(P, val):  # one epoch (Adam step or L-BFGS iteration): validation, best so far
-            va = float(loss_va(P))
-            ep = len(rec["train"])
-            rec["train"].append(float(val))
-            rec["val"].append(va)
-            if va < rec["best"]:
-                rec.update(best=va, P=P, ep=ep)
-            if progress and ep % 25 == 0:
-                progress(f"epoch {ep}: training loss {float(val):.4g}, validation {va:.4g} "
-                         f"(linear {linear_va:.4g})")
-            return ep - rec["ep"] >= hs.patience
-
-        if hs.optimizer == "adam":
-            init, update, get = opt.adam(hs.learning_rate)
-            state = init(P0)
-            for ep in range(int(hs.epochs)):
-                P = get(state)
-                val, gr = grad(P)
-                state = update(ep, gr, state)
-                if seen(P, val):
-                    break
-        else:  # L-BFGS (scipy) on the flattened weights, the same loss and gradient
-            ravel = need("jax.flatten_util").ravel_pytree
-            v0, unravel = ravel(P0)
-
-            def fun(v):
-                val, gr = grad(unravel(jnp.asarray(v)))
-                return float(val), np.asarray(ravel(gr)[0], dtype=float)
-
-            def cb(intermediate_result):
-                if seen(unravel(jnp.asarray(intermediate_result.x)), intermediate_result.fun):
-                    raise StopIteration
-            res = need("scipy.optimize").minimize(
-                fun, np.asarray(v0), jac=True, method="L-BFGS-B", callback=cb,
-                options={"maxiter": int(hs.epochs), "ftol": 1e-12, "gtol": 1e-12})
-            rec["message"] = f"L-BFGS: {res.message}"
-            if progress:
-                progress(rec["message"])
-        return rec
-
     # restarts from other initial weights (seed, seed + 1, ...): the lowest validation loss
     rec = None
     for r in range(int(hs.restarts)):
-        out = fit([(jnp.asarray(W), jnp.asarray(b)) for W, b in
-                   init_params(hm.n_inputs, hm.n_g, hs.hidden, hs.layers, hs.seed + r)])
+        out = _fit_one(_initial(jnp, hm, hs, hs.seed + r), hs, grad, loss_va, linear_va,
+                       progress, jnp, opt)
         if progress and hs.restarts > 1:
             progress(f"start {r + 1} of {hs.restarts} (seed {hs.seed + r}): best validation "
                      f"{out['best']:.4g} at epoch {out['ep']}")
         if rec is None or out["best"] < rec["best"]:
             rec = {**out, "seed": hs.seed + r}
-    best, best_P, best_ep, hist_tr, hist_va = (rec["best"], rec["P"], rec["ep"], rec["train"],
-                                              rec["val"])
+    best_P = rec["P"]
     params = [(np.asarray(W), np.asarray(b)) for W, b in best_P]
     # the trained envelope: the network inputs on the training records' hybrid-filtered states
     Sx = np.concatenate([np.asarray(run_filter(best_P, jnp.asarray(U), jnp.asarray(Y))[0])
                          @ hm.S.T for U, Y in train_set])
     lo, hi = Sx.min(axis=0), Sx.max(axis=0)
     pad = hs.margin * (hi - lo)
+
+    def per_window(P, U, Y):
+        return np.asarray(window_losses(P, jnp.asarray(U), jnp.asarray(Y)))
+
+    val_se = val_spread([(per_window(best_P, U, Y), per_window(_zero(P0), U, Y))
+                         for U, Y in val_set], base_va, h, stride)
     return Trained(params=params, mu=mu, sig=sig, gs=gs, lo=lo - pad, hi=hi + pad,
                    linear_kept=hs.linear_kept,
-                   history={"train": hist_tr, "val": hist_va, "best_epoch": best_ep,
-                            "linear_val": linear_va, "best_val": float(best),
+                   history={"train": rec["train"], "val": rec["val"], "best_epoch": rec["ep"],
+                            "linear_val": linear_va, "best_val": float(rec["best"]),
                             "linear_train": float(loss_tr(_zero(P0))),
                             "seed": rec["seed"], "message": rec.get("message", ""),
-                            "val_se": val_spread(
-                                [(np.asarray(window_losses(best_P, jnp.asarray(U),
-                                                           jnp.asarray(Y))),
-                                  np.asarray(window_losses(_zero(P0), jnp.asarray(U),
-                                                           jnp.asarray(Y))))
-                                 for U, Y in val_set], base_va, h, stride)},
-                   info={"seconds": time.perf_counter() - t0, "epochs": len(hist_tr),
+                            "val_se": val_se},
+                   info={"seconds": time.perf_counter() - t0, "epochs": len(rec["train"]),
                          "filter_gain": K})
 
 

@@ -10,7 +10,7 @@ from offline.calibration_runs import calibration_runs
 from offline.limit.model import model_limit
 from offline.limit.ratio import RATIO_DEFINITION, bundle_delay_s, bundle_load_model, stationary_std
 from offline.model import build_fe_model, load_model_file, output_probe, resolve_dofs, sensor_probe
-from offline.selection import score_estimator
+from offline.calibration_score import score_estimator
 
 
 def run_limit(model_path, *, noise=None, delays_ms=None, n_modes: int = 80, bundle=None,

@@ -204,6 +204,32 @@ class ModelLimit:
         return "\n".join(lines)
 
 
+def _grid_points(mm, dt: float, M: int) -> int:
+    """DFT points: 16 envelope decay times ``2 / c`` of the slowest elastic mode
+    (``c = 2 zeta omega``) and >= 4 M (the FIR's correlations must not wrap), 2^13 .. 2^18."""
+    ce = mm.c[mm.n_rigid:]
+    tau = 2.0 / float(ce[ce > 0].min()) if np.any(ce > 0) else np.inf
+    return 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18)
+
+
+def _with_exact(fir, grid, n: int, lags, on_grid):
+    """The exact IIR limit (:func:`iir_fixed_lag_limit`), kept where it agrees with itself on
+    a grid of twice the length within 1 % and does not exceed the FIR (a filter one can
+    build): an ideal band edge makes the factor's impulse response decay slowly, which a
+    finite grid truncates (then the FIR bound stays, marked in the table). ``grid``: ``(Hy,
+    Hz, P, noise_var)`` on ``n`` points; ``on_grid(n2)`` the same on ``n2``. ``(nrmse at the
+    lags, exact (bool, same shape))``."""
+    Hy, Hz, P, noise_var = grid
+    try:
+        a = _nrmse(iir_fixed_lag_limit(Hy, P, noise_var, n, lags, Hz=Hz))
+        Hy2, Hz2, P2, nv2 = on_grid(2 * n)
+        b = _nrmse(iir_fixed_lag_limit(Hy2, P2, nv2, 2 * n, lags, Hz=Hz2))
+    except ValueError:  # no convergence (a near-singular spectrum): the FIR bound
+        return fir, np.zeros(fir.shape, bool)
+    exact = (np.abs(a - b) <= 0.01 * b) & (b <= fir * (1 + 1e-3))
+    return np.where(exact, np.minimum(b, fir), fir), exact
+
+
 def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02, 0.1),
                 n_modes: int = 80, memory: int | None = None, loads=None, mm=None,
                 progress: bool = False, n_grid: int | None = None,
@@ -240,8 +266,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                          "one sensor and one force")
     if model is None:
         model = build_fe_model(spec, progress=progress)
-    rate = spec.estimator.rate if spec.estimator else 1000.0
-    dt = 1.0 / rate
+    dt = 1.0 / (spec.estimator.rate if spec.estimator else 1000.0)
     cd = [sensor_probe(model, s, s.where or s.name) for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where or f.name)[0] for f in spec.forces]
     od = [output_probe(model, o) for o in spec.outputs]
@@ -257,11 +282,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                                                         for ld in loads))
     M = int(memory or min(4000, max(2500 // nch, 1)))
     M = max(M, int(lags.max()) + 1)
-    # grid: 16 envelope decay times 2 / c of the slowest elastic mode (c = 2 zeta omega)
-    # and >= 4 M (the FIR's correlations must not wrap), 2^13 .. 2^18 points
-    ce = mm.c[mm.n_rigid:]
-    tau = 2.0 / float(ce[ce > 0].min()) if np.any(ce > 0) else np.inf
-    n = int(n_grid or 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18))
+    n = int(n_grid or _grid_points(mm, dt, M))
     Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[calibration]')}: no force is loaded")
@@ -270,19 +291,9 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     fir = _nrmse(fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz))
     lag_nrmse, exact = fir, np.zeros(fir.shape, bool)
     if iir and n >= 4 * (lags.max() + 1):
-        # the exact IIR limit, kept where it agrees with itself on a grid of twice the
-        # length within 1 % and does not exceed the FIR (a filter one can build): an ideal
-        # band edge makes the factor's impulse response decay slowly, which a finite grid
-        # truncates (then the FIR bound stays, marked in the table)
-        try:
-            a = _nrmse(iir_fixed_lag_limit(Hy, P, noise_var, n, lags, Hz=Hz))
-            Hy2, Hz2, P2, nv2 = _on_grid(spec, mm, kinds, nch, loads, noise, dt, 2 * n,
-                                         chain)
-            b = _nrmse(iir_fixed_lag_limit(Hy2, P2, nv2, 2 * n, lags, Hz=Hz2))
-            exact = (np.abs(a - b) <= 0.01 * b) & (b <= fir * (1 + 1e-3))
-            lag_nrmse = np.where(exact, np.minimum(b, fir), fir)
-        except ValueError:  # no convergence (a near-singular spectrum): the FIR bound
-            pass
+        lag_nrmse, exact = _with_exact(fir, (Hy, Hz, P, noise_var), n, lags,
+                                       lambda n2: _on_grid(spec, mm, kinds, nch, loads, noise,
+                                                           dt, n2, chain))
     nf = len(spec.forces)
     lf, lo = lag_nrmse[:, :nf], lag_nrmse[:, nf:]
     return ModelLimit(force_names=[f.name for f in spec.forces],

@@ -27,7 +27,7 @@ import numpy as np
 from edge.estimator import Estimator
 from offline.limit.model import model_limit
 from offline.load.model import LoadModel
-from offline.selection import score_estimator
+from offline.calibration_score import score_estimator
 
 #: One line said wherever a ratio is printed.
 RATIO_DEFINITION = ("ratio = estimator's normalised RMS error on the calibration runs / "

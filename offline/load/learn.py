@@ -38,9 +38,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from edge.bundle import KINDS
-from edge.csvio import read_table
 from offline._deps import need
 from offline.load.model import LoadModel
+# read_records and MIN_RECORD_S are imported from here by the load package and its selection
+from offline.load.records import MIN_RECORD_S, read_records  # noqa: F401
 from offline.load.welch import cross_spectra, segment_length, window_kernel
 from offline.load.sources import candidates, direction_uncertainty
 from offline.load.whittle import LN10, Whittle, components, make_layout, start_theta, unpack
@@ -113,48 +114,6 @@ class LoadFit:
                          + ("" if self.identified.get(key, False) else
                             "  [not identified: kept near the declaration]"))
         return "\n".join(lines)
-
-
-#: shortest record the load fit takes [s]: seven Welch segments of at least half a second
-#: and the second of filter start-up the innovation check leaves out
-MIN_RECORD_S = 4.0
-
-
-def read_records(paths, channel_names, dt: float) -> list[np.ndarray]:
-    """The sensor columns of each record ``(n_i, nch)``, in ``channel_names`` order; errors
-    name the file and the column. The sample interval must be the model's, a record at least
-    :data:`MIN_RECORD_S` long, and no column constant (a dead sensor)."""
-    out = []
-    for p in paths:
-        t, data, names = read_table(p)
-        missing = [c for c in channel_names if c not in names]
-        if missing:
-            raise ValueError(f"{p}: no column {', '.join(repr(m) for m in missing)} (a record "
-                             f"has 'time' and one column per [[sensors]] entry: "
-                             f"{', '.join(channel_names)}; found {', '.join(names)})")
-        Y = data[:, [names.index(c) for c in channel_names]]
-        if not np.all(np.isfinite(Y)):
-            bad = int(np.sum(~np.all(np.isfinite(Y), axis=1)))
-            raise ValueError(f"{p}: {bad} row(s) with a missing or non-finite sensor value; "
-                             f"cut the record where the sensors are valid")
-        if t.size < 2:
-            raise ValueError(f"{p}: fewer than two samples")
-        step = np.diff(t)
-        if np.max(np.abs(step - dt)) > 1e-3 * dt:
-            raise ValueError(f"{p}: sample interval {np.median(step):.6g} s, but the model's "
-                             f"[estimator] rate gives {dt:.6g} s (resample the record or set "
-                             f"the rate)")
-        if t.size * dt < MIN_RECORD_S:
-            raise ValueError(f"{p}: {t.size * dt:.4g} s is too short for the load fit (at "
-                             f"least {MIN_RECORD_S:g} s; 20 s or more of steady operation "
-                             f"is a good record)")
-        dead = [c for c, col in zip(channel_names, Y.T) if np.ptp(col) == 0.0]
-        if dead:
-            raise ValueError(f"{p}: column {', '.join(repr(c) for c in dead)} is constant (a "
-                             f"dead or disconnected sensor): repair it, or leave that "
-                             f"[[sensors]] entry out of the model file")
-        out.append(Y)
-    return out
 
 
 def _optimise(W, L, theta, free=None, maxiter=200):
@@ -283,6 +242,151 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     return W, (float(kmin * df), float(kmax * df)), N, n_seg
 
 
+@dataclass
+class _Fit:
+    """The fit between its steps: the layout ``L``, its parameters ``theta`` and ``-log L``
+    (``nll``), what they unpack to, and what every new layout is made of."""
+    W: Whittle
+    prior_models: list
+    noise_prior: np.ndarray
+    rate: float
+    f_min: float
+    fit_corr: bool
+    L: object = None
+    theta: np.ndarray | None = None
+    nll: float = np.inf
+    models: list = field(default_factory=list)
+    noise: object = None
+    corr: object = None
+    comps: list = field(default_factory=list)
+
+    def relayout(self, models, noise, corr, comps=(), fit_corr=None):
+        """:func:`_relayout` of this fit's records and prior."""
+        return _relayout(self.prior_models, self.noise_prior, self.rate, self.f_min,
+                         self.fit_corr if fit_corr is None else fit_corr, models, noise, corr,
+                         comps)
+
+    def take(self, nll, theta, L) -> None:
+        """Make ``(nll, theta, L)`` the fit, unpacked."""
+        self.nll, self.theta, self.L = nll, theta, L
+        self.models, self.noise, self.corr = unpack(L, theta)
+
+
+def _level_scan(W, L, theta, idx, lo: float, hi: float):
+    """``theta`` with the log-levels ``idx`` shifted by the decade offset (step 0.25 decade in
+    ``[lo, hi]``) of lowest ``-log L``."""
+    best = (np.inf, 0.0)
+    for g in np.arange(lo, hi + 0.01, 0.25) * LN10:
+        th = theta.copy()
+        th[idx] += g
+        best = min(best, (W.nll(L, th), g))
+    theta[idx] += best[1]
+    return theta
+
+
+def _start(fit: _Fit, noise0, say) -> None:
+    """Step 1: the prior's layout at the noise floor, its overall level by a scan."""
+    L, theta = fit.relayout(fit.prior_models, noise0, None)
+    say("level scan")
+    rms_idx = [L.index(f"ln_rms{j}") for j in range(len(fit.prior_models))]
+    theta = _level_scan(fit.W, L, theta, rms_idx, -6.0, 6.0)
+    fit.take(fit.W.nll(L, theta), theta, L)
+
+
+def _fit_components(fit: _Fit, noise0, max_components: int, say) -> None:
+    """Step 2: source components, resonances that drive several forces together, found in the
+    forces' spectra the records imply (the structure's resonances divided out) and fitted
+    before the forces' own shapes (which would otherwise take up their power); the forces'
+    own filters then stay independent (the components carry the coherence). Kept when the
+    likelihood rises by more than their cost (BIC)."""
+    W, nf = fit.W, len(fit.models)
+    if not (nf > 1 and max_components):
+        return
+    cands = candidates(W, noise0, fit.L.vscale, max_components)
+    if not cands:
+        return
+    say("source components near " + ", ".join(f"{c.f0:.1f}" for c in cands) + " Hz")
+    Lt, tt = fit.relayout(fit.prior_models, noise0, np.eye(nf), cands, fit_corr=False)
+    # the forces' own level under the components: a scan of their common offset
+    tt = _level_scan(W, Lt, tt, [Lt.index(f"ln_rms{j}") for j in range(nf)], -6.0, 2.0)
+    levels = [i for i, n in enumerate(Lt.names)
+              if n.startswith(("ln_rms", "ln_noise", "ln_cf", "ln_cz", "cv"))]
+    tt, v = _optimise(W, Lt, tt, levels, maxiter=100)
+    say(f"source components: -log L {v:.6g} against {fit.nll:.6g} without")
+    n_eff = W.nb * W.K_eff
+    if v < fit.nll - 0.5 * (2 + nf) * len(cands) * np.log(n_eff):
+        fit.take(v, tt, Lt)
+        fit.comps = components(Lt, tt)
+        fit.fit_corr = False
+
+
+def _fit_orders(fit: _Fit, say) -> None:
+    """Step 4: roll-off orders, one force at a time: the low-pass order, then the high-pass
+    one, each kept when it lowers ``-log L``."""
+    say("roll-off orders")
+    for j in range(len(fit.models)):
+        for side in ("lp", "hp"):
+            best = (fit.nll, fit.theta, fit.L)
+            hp0, lp0 = fit.models[j].orders
+            for o in (ORDERS_LP if side == "lp" else ORDERS_HP):
+                hp, lp = (hp0, o) if side == "lp" else (o, lp0)
+                if (hp, lp) == (hp0, lp0):
+                    continue
+                trial = list(fit.models)
+                trial[j] = replace(fit.models[j], order=lp, hp_order=hp, lp_order=lp)
+                Lt, tt = fit.relayout(trial, fit.noise, fit.corr, fit.comps)
+                tt, v = _optimise(fit.W, Lt, tt, _force_params(Lt, j), maxiter=30)
+                if v < best[0]:
+                    best = (v, tt, Lt)
+            fit.take(*best)
+
+
+def _fit_peaks(fit: _Fit, max_peaks: int, say) -> None:
+    """Step 5: up to ``max_peaks`` resonant peaks of each force, each kept when the likelihood
+    rises by more than its cost (BIC: 3 parameters)."""
+    W = fit.W
+    bic = 0.5 * 3 * np.log(W.nb * W.K_eff)
+    for j in range(len(fit.models)):
+        for _ in range(max_peaks):
+            cand = _peak_candidate(W, fit.models, fit.noise, fit.corr, j, fit.comps)
+            if cand is None:
+                break
+            say(f"peak of force {j + 1} near {cand[0]:.1f} Hz")
+            trial = list(fit.models)
+            trial[j] = replace(fit.models[j], peaks=fit.models[j].peaks + (cand,))
+            Lt, tt = fit.relayout(trial, fit.noise, fit.corr, fit.comps)
+            # the new peak and the force's level (the rest follows in the joint fit)
+            i = Lt.npeaks[j] - 1
+            free = [Lt.index(f"ln_rms{j}")] + [Lt.index(f"{k}{j}_{i}")
+                                                for k in ("ln_pf", "ln_pz", "ln_pg")]
+            tt, v = _optimise(W, Lt, tt, free, maxiter=40)
+            if not v < fit.nll - bic:  # (a NaN is not kept either)
+                break
+            fit.take(v, tt, Lt)
+
+
+def _identified(L, cov, n_forces: int, nch: int):
+    """Which levels the records tell (posterior sd under half the prior's) and their
+    posterior sd: ``(identified, posterior_sd)`` keyed "force j", "noise c", "component m j"."""
+    post = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    sd = np.asarray(L.sd)
+    ident, psd_ = {}, {}
+    for j in range(n_forces):
+        i = L.index(f"ln_rms{j}")
+        ident[f"force {j}"] = bool(post[i] < 0.5 * sd[i])
+        psd_[f"force {j}"] = float(post[i])
+    for c in range(nch):
+        i = L.index(f"ln_noise{c}")
+        ident[f"noise {c}"] = bool(post[i] < 0.5 * sd[i])
+        psd_[f"noise {c}"] = float(post[i])
+    for m in range(L.ncomp):  # a direction entry the records do not tell stays near zero
+        for j in range(n_forces):
+            i = L.index(f"cv{m}_{j}")
+            ident[f"component {m} {j}"] = bool(post[i] < 0.5 * sd[i])
+            psd_[f"component {m} {j}"] = float(post[i] * L.vscale[j])
+    return ident, psd_
+
+
 def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
                max_peaks: int = 3, fit_orders: bool = True, progress=None,
                max_components: int = 4, chain=None) -> LoadFit:
@@ -299,134 +403,37 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     """
     say = progress or (lambda s: None)
     nch = len(sensor_kinds)
-    rate = 1.0 / dt
     n_total = sum(Y.shape[0] for Y in records)
     W, (f_min, f_max), N, n_seg = whittle_of_records(mm, records, dt, sensor_kinds, seg_s,
                                                       prior, chain=chain)
-    prior_models = prior.forces
     noise_prior = np.asarray(prior.noise_std, dtype=float)
-    fit_corr = len(prior_models) > 1
+    fit = _Fit(W=W, prior_models=prior.forces, noise_prior=noise_prior, rate=1.0 / dt,
+               f_min=f_min, fit_corr=len(prior.forces) > 1)
     # 1. noise from the quietest decile of each channel's spectrum; the overall level
     q = np.quantile(np.real(np.einsum("kii->ki", W.S_hat)), 0.1, axis=0)
     noise0 = np.minimum(np.sqrt(np.maximum(q, 1e-300) / dt), 10 * noise_prior)
-    L, theta = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, prior_models,
-                         noise0, None)
-    say("level scan")
-    rms_idx = [L.index(f"ln_rms{j}") for j in range(len(prior_models))]
-    best = (np.inf, 0.0)
-    for g in np.arange(-6.0, 6.01, 0.25) * LN10:
-        th = theta.copy()
-        th[rms_idx] += g
-        v = W.nll(L, th)
-        best = min(best, (v, g))
-    theta[rms_idx] += best[1]
-    n_eff = W.nb * W.K_eff
-    nll = W.nll(L, theta)
-    models, noise, corr = unpack(L, theta)
-    # 2. source components: resonances that drive several forces together, found in the
-    # forces' spectra the records imply (the structure's resonances divided out) and fitted
-    # before the forces' own shapes (which would otherwise take up their power); the forces'
-    # own filters then stay independent (the components carry the coherence)
-    comps = []
-    nf = len(models)
-    if nf > 1 and max_components:
-        cands = candidates(W, noise0, L.vscale, max_components)
-        if cands:
-            say("source components near " + ", ".join(f"{c.f0:.1f}" for c in cands) + " Hz")
-            Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, False, prior_models,
-                               noise0, np.eye(nf), cands)
-            # the forces' own level under the components: a scan of their common offset
-            own = [Lt.index(f"ln_rms{j}") for j in range(nf)]
-            best = (np.inf, 0.0)
-            for g in np.arange(-6.0, 2.01, 0.25) * LN10:
-                th = tt.copy()
-                th[own] += g
-                best = min(best, (W.nll(Lt, th), g))
-            tt[own] += best[1]
-            levels = [i for i, n in enumerate(Lt.names)
-                      if n.startswith(("ln_rms", "ln_noise", "ln_cf", "ln_cz", "cv"))]
-            tt, v = _optimise(W, Lt, tt, levels, maxiter=100)
-            say(f"source components: -log L {v:.6g} against {nll:.6g} without")
-            # kept when the likelihood rises by more than the components' cost (BIC)
-            if v < nll - 0.5 * (2 + nf) * len(cands) * np.log(n_eff):
-                nll, theta, L = v, tt, Lt
-                models, noise, corr = unpack(L, theta)
-                comps = components(L, theta)
-                fit_corr = False
+    _start(fit, noise0, say)
+    _fit_components(fit, noise0, max_components, say)  # 2.
     # 3.-5. the forces' own shapes; with source components the forces' own filters are
     # the broadband floor under them: their declared orders are kept and the joint fit
     # sets their levels, corners and tilts (the components carry the peaks)
-    if not comps:
+    if not fit.comps:
         # 3. levels, corners, tilts and noise (independent forces first)
         say("levels, bands and noise")
-        free = [i for i, n in enumerate(L.names) if not n.startswith("chol")]
-        theta, nll = _optimise(W, L, theta, free)
-        models, noise, corr = unpack(L, theta)
-        # 4. roll-off orders, one force at a time: the low-pass order, then the high-pass one
+        free = [i for i, n in enumerate(fit.L.names) if not n.startswith("chol")]
+        theta, nll = _optimise(W, fit.L, fit.theta, free)
+        fit.take(nll, theta, fit.L)
         if fit_orders:
-            say("roll-off orders")
-            for j in range(len(models)):
-                for side in ("lp", "hp"):
-                    best = (nll, theta, L)
-                    hp0, lp0 = models[j].orders
-                    for o in (ORDERS_LP if side == "lp" else ORDERS_HP):
-                        hp, lp = (hp0, o) if side == "lp" else (o, lp0)
-                        if (hp, lp) == (hp0, lp0):
-                            continue
-                        trial = list(models)
-                        trial[j] = replace(models[j], order=lp, hp_order=hp, lp_order=lp)
-                        Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr,
-                                           trial, noise, corr, comps)
-                        tt, v = _optimise(W, Lt, tt, _force_params(Lt, j), maxiter=30)
-                        if v < best[0]:
-                            best = (v, tt, Lt)
-                    nll, theta, L = best
-                    models, noise, corr = unpack(L, theta)
-        n_eff = W.nb * W.K_eff
-        # 5. resonant peaks of one force
-        bic = 0.5 * 3 * np.log(n_eff)
-        for j in range(len(models)):
-            for _ in range(max_peaks):
-                cand = _peak_candidate(W, models, noise, corr, j, comps)
-                if cand is None:
-                    break
-                say(f"peak of force {j + 1} near {cand[0]:.1f} Hz")
-                trial = list(models)
-                trial[j] = replace(models[j], peaks=models[j].peaks + (cand,))
-                Lt, tt = _relayout(prior_models, noise_prior, rate, f_min, fit_corr, trial,
-                                   noise, corr, comps)
-                # the new peak and the force's level (the rest follows in the joint fit)
-                i = Lt.npeaks[j] - 1
-                free = [Lt.index(f"ln_rms{j}")] + [Lt.index(f"{k}{j}_{i}")
-                                                    for k in ("ln_pf", "ln_pz", "ln_pg")]
-                tt, v = _optimise(W, Lt, tt, free, maxiter=40)
-                if v < nll - bic:
-                    nll, theta, L = v, tt, Lt
-                    models, noise, corr = unpack(L, theta)
-                else:
-                    break
+            _fit_orders(fit, say)  # 4.
+        _fit_peaks(fit, max_peaks, say)  # 5.
     # 6. everything jointly (with the correlation of several forces)
     say("joint fit")
-    theta, nll = _optimise(W, L, theta)
+    L = fit.L
+    theta, nll = _optimise(W, L, fit.theta)
     models, noise, corr = unpack(L, theta)
     comps = components(L, theta)
     cov = np.linalg.inv(W.fisher(L, theta))
-    post = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    sd = np.asarray(L.sd)
-    ident, psd_ = {}, {}
-    for j in range(len(models)):
-        i = L.index(f"ln_rms{j}")
-        ident[f"force {j}"] = bool(post[i] < 0.5 * sd[i])
-        psd_[f"force {j}"] = float(post[i])
-    for c in range(nch):
-        i = L.index(f"ln_noise{c}")
-        ident[f"noise {c}"] = bool(post[i] < 0.5 * sd[i])
-        psd_[f"noise {c}"] = float(post[i])
-    for m in range(L.ncomp):  # a direction entry the records do not tell stays near zero
-        for j in range(len(models)):
-            i = L.index(f"cv{m}_{j}")
-            ident[f"component {m} {j}"] = bool(post[i] < 0.5 * sd[i])
-            psd_[f"component {m} {j}"] = float(post[i] * L.vscale[j])
+    ident, psd_ = _identified(L, cov, len(models), nch)
     info = {"records": len(records), "seconds": n_total * dt, "segments": int(n_seg),
             "segment_s": N * dt, "bins": int(W.nb), "band_hz": [f_min, f_max],
             "alias_images": bool(W.nimg > 1),

@@ -19,13 +19,12 @@ import numpy as np
 from edge.acquisition import Chain
 from edge.estimator.operator import EstimatorError
 from offline._deps import need
-from offline.build import design_bundle
 from offline.fem.strain import probe_matrix
 from offline.load.declared import declared_force_models
 from offline.model import EstimatorSpec, build_fe_model, sensor_probe
 from offline.placement.honest import load_grid, smoother_nrmse
 from offline.placement.riccati import riccati
-from offline.reduced import reduce_model
+from offline.reduced import design_bundle, reduce_model
 from offline.reduction import recover
 from offline.smoother import design_smoother, smoother_settings
 
@@ -157,6 +156,24 @@ def force_models(spec, rate: float) -> list:
     return out
 
 
+def _noise_variances(spec, allsig, std):
+    """Each sensor's and candidate's noise variance: noise std = noise level x the signal's
+    stationary std ``std`` under the calibration load (paper eq. 28, exactly as the build's
+    calibration runs and channel weights); ``[placement] noise = "absolute"``: x the largest
+    std of its kind and DOF (one floor); a noise given in the channel's unit (``noise_std``)
+    is the sensor's own."""
+    lev = np.array([max(s.noise, NOISE_FLOOR) for s in allsig])
+    ref = std.copy()
+    if spec.placement is not None and spec.placement.noise == "absolute":
+        groups = [(s.kind, s.dof) for s in allsig]
+        for g in set(groups):
+            idx = [i for i, x in enumerate(groups) if x == g]
+            ref[idx] = ref[idx].max()
+    given = np.array([np.nan if s.noise_std is None else s.noise_std for s in allsig])
+    with np.errstate(over="ignore", under="ignore"):  # refused by _check_responds
+        return np.where(np.isfinite(given), given ** 2, (lev * ref) ** 2)
+
+
 def placement_model(spec, *, candidates=None, progress: bool = True,
                     n_modes: int | None = None) -> PlacementModel:
     """Set up the criterion of ``spec`` (a validated model file) once.
@@ -215,21 +232,8 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
                      [(dd, c.kind) for dd, c in zip(cdofs, candidates)],
                      [(dd, o.kind) for dd, o in zip(rm.out_dofs, spec.outputs)], bundle.dt)
     std = np.sqrt(np.concatenate([grid.var_s, grid.var_c]))
-    # noise std = noise level x the signal's stationary std under the calibration load
-    # (paper eq. 28, exactly as the build's calibration runs and channel weights);
-    # [placement] noise = "absolute": x the largest std of its kind and DOF (one floor)
     allsig = list(spec.sensors) + list(candidates)
-    lev = np.array([max(s.noise, NOISE_FLOOR) for s in allsig])
-    ref = std.copy()
-    if spec.placement is not None and spec.placement.noise == "absolute":
-        groups = [(s.kind, s.dof) for s in allsig]
-        for g in set(groups):
-            idx = [i for i, x in enumerate(groups) if x == g]
-            ref[idx] = ref[idx].max()
-    # a noise given in the channel's unit (noise_std) is the sensor's own
-    given = np.array([np.nan if s.noise_std is None else s.noise_std for s in allsig])
-    with np.errstate(over="ignore", under="ignore"):  # refused by _check_responds below
-        r = np.where(np.isfinite(given), given ** 2, (lev * ref) ** 2)
+    r = _noise_variances(spec, allsig, std)
     tstd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", Cq, X, Cq), 0.0, None))
     names = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
     _check_responds(spec, allsig, std, r)

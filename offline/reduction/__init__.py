@@ -152,9 +152,9 @@ def _blas_threads(n: int | None):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
-    sla = need("scipy.linalg")
-    t_all = time.perf_counter()
+def _checked(model, n_modes, method, n_report):
+    """The model's ``(K, M)`` checked (:func:`_check_matrix`) and ``n_modes`` (0 for Guyan);
+    ValueError naming the argument."""
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     for name, v in (("n_modes", n_modes), ("n_report", n_report)):
@@ -169,7 +169,99 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
     n_modes = 0 if method == "guyan" else int(n_modes)
     if method != "guyan" and n_modes < 1:
         raise ValueError(f"n_modes: {method} needs at least one slave mode, got {n_modes}")
+    return K, M, n_modes
 
+
+def _slave_modes(part, n_modes: int, method: str, timings: dict, diag: dict):
+    """The slave eigenproblem (eq. 5) and its factorisation: ``(modes, Flexibility)``;
+    ValueError when the masters do not restrain the structure and the method cannot say so."""
+    sm = modes(part.K_ss, part.M_ss, n_modes)
+    timings["slave_factorise"] = sm.timings["factorise"]
+    timings["slave_eigen"] = sm.timings["eigen"]
+    diag["sigma_slave"] = sm.factor.sigma
+    diag["solver"] = sm.factor.solver
+    diag.update({f"slave_{k}": v for k, v in sm.factor.info.items()})
+    diag["n_rigid_slave"] = sm.n_rigid
+    if sm.n_rigid and method == "guyan":
+        raise ValueError(
+            f"masters: they do not restrain the structure (the slave set has {sm.n_rigid} "
+            f"rigid-body mode(s)); Guyan reduction is undefined - add masters or use "
+            f"method='cb'/'gmr+' with n_modes >= {sm.n_rigid}")
+    if sm.n_rigid > n_modes:
+        raise ValueError(
+            f"n_modes: the slave set has {sm.n_rigid} rigid-body mode(s) (masters do not "
+            f"restrain it); n_modes={n_modes} must be at least that")
+    if np.isfinite(sm.lam_next):
+        diag["gamma_next"] = sm.lam_next
+    return sm, Flexibility(sm.factor, part.M_ss, sm.Phi, sm.lam, n_rigid=sm.n_rigid)
+
+
+def _project(K, M, masters, n_modes, method, progress, phase, bar, timings, diag):
+    """Partition, slave modes, constraint modes, basis ``T`` and the reduced ``M``, ``K``
+    (GMR+: with the residual flexibility). ``(T, Mh, Kh, n_full, masters)``; the slave
+    factorisation is released on return, before the full model is factorised (peak memory)."""
+    # ---------------------------------------------------------------- partition (eq. 3)
+    t0 = phase("partition")
+    part = partition(K, M, masters)
+    n_s = part.s.size
+    if n_modes > n_s:
+        raise ValueError(f"n_modes: {n_modes} exceeds the {n_s} slave DOFs")
+    timings["partition"] = time.perf_counter() - t0
+    bar.update()
+    phase("slave eigen")  # ------------------------------- slave eigenproblem (eq. 5) + LU
+    sm, flex = _slave_modes(part, n_modes, method, timings, diag)
+    bar.update()
+    # ------------------------------------------------------ constraint modes (eq. 4c)
+    t0 = phase("constraint modes")
+    Y = constraint_modes(part, flex, progress=progress)
+    timings["constraint_modes"] = time.perf_counter() - t0
+    bar.update()
+    # ---------------------------------------------------- basis and projection (eq. 6)
+    t0 = phase("projection")
+    psi = None if method == "guyan" else sm.Phi
+    T = guyan_basis(part, Y) if method == "guyan" else craig_bampton_basis(part, Y, psi)
+    Mh, asym_M = project(T, M)
+    Kh, asym_K, coupling = reduced_stiffness(part, Y, psi)
+    timings["projection"] = time.perf_counter() - t0
+    bar.update()
+    if method == "gmr+":
+        # ------------------------------------------- residual flexibility (eq. 4b, 4c)
+        t0 = phase("residual flexibility")
+        Tr_s = gmr_correction(part, Y, flex, Mh, Kh)
+        T[part.s] += Tr_s
+        timings["residual_flexibility"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        Mh, asym_M = project(T, M)
+        Kh, asym_K, coupling = reduced_stiffness(part, Y, psi, Tr_s)
+        timings["projection"] += time.perf_counter() - t0
+        bar.update()
+    diag["K_coupling"] = coupling
+    diag["asym_M"] = asym_M
+    diag["asym_K"] = asym_K
+    if flex.iterations:
+        diag["flex_iterations"] = int(max(flex.iterations))
+    return T, Mh, Kh, part.n, part.m
+
+
+def _full_reference(K, M, nr: int, phase, bar, timings, diag):
+    """The full model's ``nr`` lowest eigenvalues (the reduction's reference) and its number
+    of rigid-body modes among them."""
+    if not nr:
+        return np.zeros(0), 0
+    phase("full eigen")
+    fm = modes(_csr(K), _csr(M), nr)
+    timings["full_factorise"] = fm.timings["factorise"]
+    timings["full_eigen"] = fm.timings["eigen"]
+    diag["sigma_full"] = fm.factor.sigma
+    diag["n_rigid_full"] = fm.n_rigid
+    bar.update()
+    return fm.lam, min(fm.n_rigid, nr)
+
+
+def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
+    sla = need("scipy.linalg")
+    t_all = time.perf_counter()
+    K, M, n_modes = _checked(model, n_modes, method, n_report)
     timings: dict[str, float] = {}
     diag: dict = {}
     phases = ["partition", "slave eigen", "constraint modes", "projection"]
@@ -183,73 +275,8 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
         return time.perf_counter()
 
     try:
-        # ---------------------------------------------------------------- partition (eq. 3)
-        t0 = phase("partition")
-        part = partition(K, M, masters)
-        n_s = part.s.size
-        if n_modes > n_s:
-            raise ValueError(f"n_modes: {n_modes} exceeds the {n_s} slave DOFs")
-        timings["partition"] = time.perf_counter() - t0
-        bar.update()
-
-        # ------------------------------------------------- slave eigenproblem (eq. 5) + LU
-        phase("slave eigen")
-        sm = modes(part.K_ss, part.M_ss, n_modes)
-        timings["slave_factorise"] = sm.timings["factorise"]
-        timings["slave_eigen"] = sm.timings["eigen"]
-        diag["sigma_slave"] = sm.factor.sigma
-        diag["solver"] = sm.factor.solver
-        diag.update({f"slave_{k}": v for k, v in sm.factor.info.items()})
-        diag["n_rigid_slave"] = sm.n_rigid
-        if sm.n_rigid and method == "guyan":
-            raise ValueError(
-                f"masters: they do not restrain the structure (the slave set has {sm.n_rigid} "
-                f"rigid-body mode(s)); Guyan reduction is undefined - add masters or use "
-                f"method='cb'/'gmr+' with n_modes >= {sm.n_rigid}")
-        if sm.n_rigid > n_modes:
-            raise ValueError(
-                f"n_modes: the slave set has {sm.n_rigid} rigid-body mode(s) (masters do not "
-                f"restrain it); n_modes={n_modes} must be at least that")
-        if np.isfinite(sm.lam_next):
-            diag["gamma_next"] = sm.lam_next
-        flex = Flexibility(sm.factor, part.M_ss, sm.Phi, sm.lam, n_rigid=sm.n_rigid)
-        bar.update()
-
-        # ------------------------------------------------------ constraint modes (eq. 4c)
-        t0 = phase("constraint modes")
-        Y = constraint_modes(part, flex, progress=progress)
-        timings["constraint_modes"] = time.perf_counter() - t0
-        bar.update()
-
-        # ---------------------------------------------------- basis and projection (eq. 6)
-        t0 = phase("projection")
-        psi = None if method == "guyan" else sm.Phi
-        T = guyan_basis(part, Y) if method == "guyan" else craig_bampton_basis(part, Y, psi)
-        Mh, asym_M = project(T, M)
-        Kh, asym_K, coupling = reduced_stiffness(part, Y, psi)
-        timings["projection"] = time.perf_counter() - t0
-        bar.update()
-
-        if method == "gmr+":
-            # ------------------------------------------- residual flexibility (eq. 4b, 4c)
-            t0 = phase("residual flexibility")
-            Tr_s = gmr_correction(part, Y, flex, Mh, Kh)
-            T[part.s] += Tr_s
-            timings["residual_flexibility"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            Mh, asym_M = project(T, M)
-            Kh, asym_K, coupling = reduced_stiffness(part, Y, psi, Tr_s)
-            timings["projection"] += time.perf_counter() - t0
-            bar.update()
-        diag["K_coupling"] = coupling
-        diag["asym_M"] = asym_M
-        diag["asym_K"] = asym_K
-        if flex.iterations:
-            diag["flex_iterations"] = int(max(flex.iterations))
-        # release the slave factorisation before the full model is factorised (peak memory)
-        n_full, m_idx = part.n, part.m
-        flex = sm = Y = part = psi = Tr_s = None
-
+        T, Mh, Kh, n_full, m_idx = _project(K, M, masters, n_modes, method, progress, phase,
+                                            bar, timings, diag)
         # -------------------------------------------------------------- reduced eigen
         t0 = phase("reduced eigen")
         try:
@@ -261,20 +288,7 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
         lam_red = sla.eigh(Kh, Mh, eigvals_only=True)
         timings["reduced_eigen"] = time.perf_counter() - t0
         bar.update()
-
-        # ------------------------------------------------------------ full reference
-        lam_full = np.zeros(0)
-        n_rigid_full = 0
-        if nr:
-            phase("full eigen")
-            fm = modes(_csr(K), _csr(M), nr)
-            lam_full = fm.lam
-            n_rigid_full = min(fm.n_rigid, nr)
-            timings["full_factorise"] = fm.timings["factorise"]
-            timings["full_eigen"] = fm.timings["eigen"]
-            diag["sigma_full"] = fm.factor.sigma
-            diag["n_rigid_full"] = fm.n_rigid
-            bar.update()
+        lam_full, n_rigid_full = _full_reference(K, M, nr, phase, bar, timings, diag)
     finally:
         bar.close()
 

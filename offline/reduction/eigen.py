@@ -289,6 +289,32 @@ class Modes:
     lam_next: float = float("nan")
 
 
+def _k_run(k: int, n: int) -> int:
+    """The eigenpairs computed for ``k`` asked of an ``n``-DOF pencil (``PROBE`` more, to
+    recognise rigid-body modes by the gap above them); ValueError when impossible."""
+    if k < 0:
+        raise ValueError(f"number of modes k={k} must be >= 0")
+    k_run = min(k + PROBE, n - 1 if n > DENSE_MAX else n)
+    if k > k_run:
+        raise ValueError(f"number of modes k={k} too large for a {n}-DOF pencil "
+                         f"(at most {k_run})")
+    if k_run < 1:
+        raise ValueError(f"cannot compute modes of a {n}-DOF pencil")
+    return k_run
+
+
+def _scale_shift(K, M) -> float:
+    """A provisional shift from the matrix scale when no elastic eigenvalue is known:
+    ``-1e-8 median(|K_ii| / M_ii)`` (-1 when that is 0)."""
+    d_k = np.asarray(K.diagonal(), dtype=float)
+    d_m = np.asarray(M.diagonal(), dtype=float)
+    ok = d_m > 0
+    if not np.any(ok):
+        raise ValueError("mass matrix has no positive diagonal entry")
+    sig_p = -1e-8 * float(np.median(np.abs(d_k[ok]) / d_m[ok]))
+    return -1.0 if sig_p == 0.0 else sig_p
+
+
 def modes(K, M, k: int, sigma: float | None = None, seed: int = 0,
           solver: str | None = None) -> Modes:
     """Lowest ``k`` eigenpairs and a reusable factorisation, with the automatic shift.
@@ -311,14 +337,7 @@ def modes(K, M, k: int, sigma: float | None = None, seed: int = 0,
     n = K.shape[0]
     t = {"factorise": 0.0, "eigen": 0.0}
     solver = sparse_solver(solver)
-    if k < 0:
-        raise ValueError(f"number of modes k={k} must be >= 0")
-    k_run = min(k + PROBE, n - 1 if n > DENSE_MAX else n)
-    if k > k_run:
-        raise ValueError(f"number of modes k={k} too large for a {n}-DOF pencil "
-                         f"(at most {k_run})")
-    if k_run < 1:
-        raise ValueError(f"cannot compute modes of a {n}-DOF pencil")
+    k_run = _k_run(k, n)
 
     def run(s):
         t0 = time.perf_counter()
@@ -361,14 +380,7 @@ def modes(K, M, k: int, sigma: float | None = None, seed: int = 0,
 
     # 2. provisional shift from the matrix scale when no elastic eigenvalue is known
     if lam_ref is None:
-        d_k = np.asarray(K.diagonal(), dtype=float)
-        d_m = np.asarray(M.diagonal(), dtype=float)
-        ok = d_m > 0
-        if not np.any(ok):
-            raise ValueError("mass matrix has no positive diagonal entry")
-        sig_p = -1e-8 * float(np.median(np.abs(d_k[ok]) / d_m[ok]))
-        if sig_p == 0.0:
-            sig_p = -1.0
+        sig_p = _scale_shift(K, M)
         fac, lam, Phi = run(sig_p)
         nr = rigid_count(lam)
         lam_ref = float(lam[nr]) if nr < lam.size else None

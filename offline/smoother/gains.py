@@ -169,7 +169,31 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     for j, f in enumerate(bundle.forces):
         B[f.dof, j] = 1.0
     PhiB = Phi.T @ B
-    # force-model states, block diagonal over the forces
+    Af, Bf, Bc, Cf, qc = _force_states(force_models, components, nf)
+    nfs = Af.shape[0]
+    ns = 2 * n + nfs
+    Ac, Qc = _continuous(md, PhiB, (Af, Bf, Bc, Cf, qc), corr, model_error, force_models)
+    H = _rows(Phi, w2, Ct, PhiB, Cf, bundle.channels, ns)
+    chain = bundle.chain if chain is None else chain
+    A, Q, Qd, H, nk, walk = _discretise(bundle, chain, Ac, Qc, H, md)
+    Cz = _rows(Phi, w2, Ct, PhiB, Cf, bundle.outputs, ns)
+    Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
+    Cq = np.pad(Cq, ((0, 0), (0, nk)))
+    R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
+    P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg, walk=walk)
+    _check_identifiable(bundle, force_models, components, std)
+    return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
+                          Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
+                          proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
+                          n_rigid=int(np.sum(rigid)), anchor_hz=md.anchor_hz, n_chain=nk,
+                          Qd=np.zeros_like(Q) if Qd is None else Qd, walk=walk)
+
+
+def _force_states(force_models, components, nf: int):
+    """The force-model states, block diagonal over the forces, then the source components
+    (a resonator each, ``f += v q``, driven by its own unit white noise):
+    ``xi' = Af xi + Bf w + Bc wc``, ``f = Cf xi``; ``qc`` the forces' white-noise levels.
+    ``(Af, Bf, Bc, Cf, qc)``."""
     parts = [fm.realise() for fm in force_models]
     nfs = sum(p[0].shape[0] for p in parts)
     Af = np.zeros((nfs, nfs))
@@ -184,7 +208,6 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
         Cf[j, o:o + m] = c[0]
         qc[j] = q
         o += m
-    # source components: a resonator each, f += v q, driven by its own unit white noise
     comp = [c.realise() + (np.asarray(c.v, dtype=float),) for c in components]
     ncs = 2 * len(comp)
     Af = np.pad(Af, ((0, ncs), (0, ncs)))
@@ -195,24 +218,36 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
         Bc[nfs + 2 * m:nfs + 2 * m + 2, m] = b[:, 0]
         Cf[:, nfs + 2 * m:nfs + 2 * m + 2] = np.outer(v, c[0])
     Bf = np.pad(Bf, ((0, ncs), (0, 0)))
-    nfs += ncs
-    ns = 2 * n + nfs
-    # continuous system in the kernel's layout [q_1, qd_1, ..., xi]
+    return Af, Bf, Bc, Cf, qc
+
+
+def _continuous(md: ModalDynamics, PhiB, forces, corr, model_error: float, force_models):
+    """The continuous system in the kernel's layout ``[q_1, qd_1, ..., xi]``: ``(Ac, Qc)``."""
+    Af, Bf, Bc, Cf, qc = forces
+    As = md.Ac()
+    n2, nf = As.shape[0], Cf.shape[0]
+    ns = n2 + Af.shape[0]
     Ac = np.zeros((ns, ns))
-    Ac[:2 * n, :2 * n] = md.Ac()
-    Ac[1:2 * n:2, 2 * n:] = PhiB @ Cf
-    Ac[2 * n:, 2 * n:] = Af
+    Ac[:n2, :n2] = As
+    Ac[1:n2:2, n2:] = PhiB @ Cf
+    Ac[n2:, n2:] = Af
     Qc = np.zeros((ns, ns))
     # E[w w^T] = diag(sqrt qc) rho diag(sqrt qc)   (correlated driving noises)
     rho = np.eye(nf) if corr is None else np.asarray(corr, dtype=float)
     Qw = np.sqrt(qc)[:, None] * rho * np.sqrt(qc)[None, :]
-    Qc[2 * n:, 2 * n:] = Bf @ Qw @ Bf.T + Bc @ Bc.T
+    Qc[n2:, n2:] = Bf @ Qw @ Bf.T + Bc @ Bc.T
     if model_error > 0:
         # q' noise: eps^2 x (modal load level of the forces)        (model error)
         S0 = np.array([fm.level() for fm in force_models])
-        Qc[1:2 * n:2, 1:2 * n:2] += np.diag(model_error ** 2 * (PhiB ** 2 @ S0))
-    H = _rows(Phi, w2, Ct, PhiB, Cf, bundle.channels, ns)
-    chain = bundle.chain if chain is None else chain
+        Qc[1:n2:2, 1:n2:2] += np.diag(model_error ** 2 * (PhiB ** 2 @ S0))
+    return Ac, Qc
+
+
+def _discretise(bundle: Bundle, chain, Ac, Qc, H, md: ModalDynamics):
+    """The sampled system with the measurement chain's states: point samples (Van Loan), the
+    conversions' exact model, or the sensors' dynamics (offline/smoother/chain.py).
+    ``(A, Q, Qd or None, H, chain states nk, indices of the drifting offsets)``."""
+    ns, n2 = Ac.shape[0], 2 * bundle.n
     nch = len(bundle.channels)
     nk = chain.n_states(nch, bundle.dt)
     nr, nb = chain.sensor_states(nch)
@@ -226,16 +261,18 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
                               chain.offsets_for(len(bundle.channels)))
     else:
         A, Q = van_loan(Ac, Qc, bundle.dt)
-    if proportional:  # exact zeros outside the structure (expm round-off)
+    if md.proportional:  # exact zeros outside the structure (expm round-off)
         mask = np.ones((ns + nk, ns + nk), bool)
-        mask[:ns, :2 * n] = False  # the chain rows depend on every state
-        mask[:2 * n, :2 * n] = md.mask()
+        mask[:ns, :n2] = False  # the chain rows depend on every state
+        mask[:n2, :n2] = md.mask()
         A = np.where(mask, A, 0.0)
-    Cz = _rows(Phi, w2, Ct, PhiB, Cf, bundle.outputs, ns)
-    Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
-    Cq = np.pad(Cq, ((0, 0), (0, nk)))
-    R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
-    P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg, walk=walk)
+    return A, Q, Qd, H, nk, walk
+
+
+def _check_identifiable(bundle: Bundle, force_models, components, std) -> None:
+    """EstimatorError when a band-pass force's smoothed std is its prior's: the sensors say
+    nothing about it."""
+    nf = len(bundle.forces)
     prior_sd = np.sqrt(np.array([fm.rms ** 2 for fm in force_models])
                        + sum((c.variance() for c in components), np.zeros(nf)))
     blind = [f.name for f, fm, sd, s0 in zip(bundle.forces, force_models, std, prior_sd)
@@ -243,11 +280,6 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     if blind:  # the smoothed force is its prior: the sensors say nothing about it
         raise EstimatorError(f"forces are not identifiable from the sensors (not seen by any "
                              f"channel: {', '.join(blind)}); add a sensor at or near each force")
-    return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
-                          Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
-                          proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
-                          n_rigid=int(np.sum(rigid)), anchor_hz=md.anchor_hz, n_chain=nk,
-                          Qd=np.zeros_like(Q) if Qd is None else Qd, walk=walk)
 
 
 def steady_gains(A, H, Q, R, Cq, lag: int, linalg=None, walk=None):
