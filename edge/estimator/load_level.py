@@ -241,8 +241,14 @@ class LevelTracker:
             self._avg[1] += w * (c - self._avg[1])
             # variance factor of the weighted mean: the sum of its squared weights
             self._avg_s2 = (1.0 - w) ** 2 * self._avg_s2 + w * w
+        self._refine(a)
+        return a
+
+    def _refine(self, a: int) -> None:
+        """``(g^2, nu)`` at the kept level ``a`` from the windows averaged since the last
+        switch (the rule in :meth:`_decide_two`)."""
         rbar, rho_bar = self._avg[0], self._avg[1] / self._avg[0]
-        m = 2.0 * sd * math.sqrt(self._avg_s2)
+        m = 2.0 * self.rho_spread * math.sqrt(self._avg_s2)
         s2 = self._ratio(a, rho_bar)
         if self._rho_lo[a] + m <= rho_bar <= self._rho_hi[a] - m or \
                 s2 * self.innov[a, 0] <= self.innov[a, 1]:
@@ -253,7 +259,6 @@ class LevelTracker:
         else:  # the load dominates: g^2 from the NIS at the noise of averaged windows
             self.noise_scale = self._nu_avg
             self._estimate_load(a, rbar)
-        return a
 
     def _by_nis(self, a: int, r: float) -> int:
         """The level from the NIS ``r`` alone at the tracked noise (rules 1-4 against
