@@ -25,10 +25,9 @@ from offline.model.selection import Selection, parse_selection  # noqa: F401
 from offline.model.signals import (LOAD_TYPES, SIGNAL_KINDS, Calibration, Force,  # noqa: F401
                                    LoadSpec, Output, Sensor, parse_calibration, parse_signals)
 from offline.model.placement import PlacementSpec, parse_placement
-from offline.model.table import ModelFileError, Table, check  # noqa: F401
+from offline.model.schema_model import MODEL_TYPES, TOP
+from offline.model.table import READ, ModelFileError, Table, check  # noqa: F401
 
-#: Model types and the section that describes their mesh.
-MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 #: Top-level sections owned by other parts, accepted without validation (kept in ``spec.raw``).
 PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage", "hybrid")
 TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
@@ -112,12 +111,13 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     if extra:
         raise ModelFileError(f"{f}: {extra[0]}: unknown top-level key (allowed: "
                              f"{', '.join(sorted(TOP_KEYS))})")
-    name = check(raw.get("name", path.stem), f"{f}: name", "str")
+    READ.update((TOP.name, k) for k in TOP.names)
+    name = check(raw.get("name", path.stem), f"{f}: name", TOP.key("name").kind)
     if "description" in raw:
-        check(raw["description"], f"{f}: description", "str")
+        check(raw["description"], f"{f}: description", TOP.key("description").kind)
     if "type" not in raw:
         raise ModelFileError(f"{f}: type: missing (one of {', '.join(MODEL_TYPES)})")
-    mtype = check(raw["type"], f"{f}: type", "str", choices=MODEL_TYPES)
+    mtype = check(raw["type"], f"{f}: type", "str", choices=TOP.key("type").choices)
     for other in MODEL_TYPES:
         if other != mtype and other in raw:
             raise ModelFileError(f"{f}: [{other}]: section does not match type = {mtype!r}")
