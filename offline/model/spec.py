@@ -24,24 +24,23 @@ from offline.model.sections import (ALPHA_RULES, REDUCTION_METHODS,  # noqa: F40
 from offline.model.selection import Selection, parse_selection  # noqa: F401
 from offline.model.signals import (LOAD_TYPES, SIGNAL_KINDS, Calibration, Force,  # noqa: F401
                                    LoadSpec, Output, Sensor, parse_calibration, parse_signals)
+from offline.model.experiment import Experiment, InverseSettings, parse_experiment, parse_inverse
+from offline.model.experiment import parse_hybrid as parse_hybrid_table
 from offline.model.placement import PlacementSpec, parse_placement
+from offline.model.schema import TOP_TABLES
 from offline.model.schema_model import MODEL_TYPES, TOP
+from offline.model.update import parse_bayes, parse_damage, parse_parameters
 from offline.model.table import READ, ModelFileError, Table, check  # noqa: F401
 
-#: Top-level sections owned by other parts, accepted without validation (kept in ``spec.raw``).
-PASSTHROUGH = ("parameters", "experiment", "inverse", "bayes", "damage", "hybrid")
-TOP_KEYS = {"name", "type", "description", "materials", "boundary", "spring", "mass", "damping",
-            "reduction", "estimator", "acquisition", "sensors", "forces", "outputs", "calibration",
-            "placement", *MODEL_TYPES, *PASSTHROUGH}
+TOP_KEYS = {*TOP.names, *TOP_TABLES}
 
 
 @dataclass
 class ModelSpec:
     """A validated model file.
 
-    ``raw`` is the whole parsed TOML dict (sections of other parts such as ``[[parameters]]``,
-    ``[experiment]``, ``[inverse]`` are only available there); ``section`` is the raw table of
-    the model type (``[plate]`` etc.); :meth:`element` is its typed spec
+    ``raw`` is the whole parsed TOML dict; ``section`` is the raw table of the model type
+    (``[plate]`` etc.); :meth:`element` is its typed spec
     (:mod:`offline.model.elements`), parsed when the FE model is built (it may read mesh or
     matrix files) and handed to the element builder.
     """
@@ -64,6 +63,14 @@ class ModelSpec:
     calibration: Calibration | None = None
     placement: PlacementSpec | None = None  # [placement] (offline/placement, `place`)
     acquisition: AcquisitionSpec | None = None  # [acquisition] (edge/acquisition.py)
+    # the tables of model updating and the hybrid twin, validated (offline/model/update.py,
+    # offline/model/experiment.py); their users read them from ``raw`` with the same parsers
+    parameters: list = field(default_factory=list)  # [[parameters]]: ParameterSpec
+    damage: list = field(default_factory=list)      # [[damage]]: (name, box, omega)
+    bayes: dict | None = None                       # [bayes]
+    experiment: Experiment | None = None            # [experiment]
+    inverse: InverseSettings | None = None          # [inverse]
+    hybrid: dict | None = None                      # [hybrid]
 
     def chain(self):
         """The measurement chain (:class:`edge.acquisition.Chain`) of ``[acquisition]`` at
@@ -133,9 +140,20 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     calibration = parse_calibration(raw, f, forces, estimator)
     placement = parse_placement(raw, f, sensors, forces, outputs)
     acquisition = parse_acquisition(raw, f, estimator, len(sensors))
-    # [[parameters]], [experiment], [inverse], ...: accepted as they are, available in spec.raw
+    upd = _updating(raw, f, sensors, forces)
     return ModelSpec(path=path, raw=raw, name=name, type=mtype, materials=materials,
                      section=section, boundary=boundary, springs=springs,
                      masses=masses, damping=damping, reduction=reduction, estimator=estimator,
                      sensors=sensors, forces=forces, outputs=outputs, calibration=calibration,
-                     placement=placement, acquisition=acquisition)
+                     placement=placement, acquisition=acquisition, **upd)
+
+
+def _updating(raw: dict, f: str, sensors: list, forces: list) -> dict:
+    """The tables of model updating and the hybrid twin (:class:`ModelSpec` fields)."""
+    parameters = parse_parameters(raw, f)
+    sn, fn = [s.name for s in sensors], [s.name for s in forces]
+    return {"parameters": parameters, "damage": parse_damage(raw, f),
+            "bayes": parse_bayes(raw, f, parameters, sn) if "bayes" in raw else None,
+            "experiment": parse_experiment(raw, f, sn, fn),
+            "inverse": parse_inverse(raw, f) if "inverse" in raw else None,
+            "hybrid": parse_hybrid_table(raw, f) if "hybrid" in raw else None}

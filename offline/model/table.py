@@ -159,8 +159,10 @@ def check(v, where, kind="num", lo=None, hi=None, lo_open=False, hi_open=False, 
     elif kind == "table":
         if not isinstance(v, dict):
             raise ModelFileError(f"{where}: expected a table, got {_tname(v)}")
-    if choices is not None and v not in choices:
-        raise ModelFileError(f"{where}: expected one of {', '.join(map(repr, choices))}, got {v!r}")
+    for w, x in ([(f"{where}[{i}]", x) for i, x in enumerate(v)] if kind == "list" else
+                 [(where, v)]) if choices is not None else ():  # an array: each item
+        if x not in choices:
+            raise ModelFileError(f"{w}: expected one of {', '.join(map(repr, choices))}, got {x!r}")
     if kind == "int" and lo is not None and not lo_open and v < lo:
         raise ModelFileError(f"{where}: expected an integer >= {lo}, got {v!r}")
     if lo is not None and (v <= lo if lo_open else v < lo):
