@@ -36,7 +36,7 @@ PARAMETERS = Section("[[parameters]]", "Updating parameters of `calibrate` and t
 ))
 
 DAMAGE = Section("[[damage]]", "Stiffness reduction E_z = (1 - omega) E of the elements in a "
-                 "region (paper 003 eq. 23; not for `matrices`).", (
+                 "region (Titscher et al. 2023, eq. 23; not for `matrices`).", (
     Key("name", "str", None, "Zone name."),
     Key("region", "table", REQUIRED, "`{box = [[x0, y0, z0], [x1, y1, z1]]}`: the elements "
         "whose centroid is inside.", "m"),
