@@ -64,7 +64,7 @@ KITCHEN = {
         {"name": "s1", "kind": "stress", "at": [0.5, 0.0, 0.005], "unit": "MPa",
          "surface": "top", "direction": [1.0, 0.0, 0.0]},
         {"name": "s2", "kind": "strain", "row": [[2, "ux", 1.0]]}],
-    "calibration": {"duration": 1.0, "seed": 1, "seeds": 2, "warmup": 0.5,
+    "design_load": {"duration": 1.0, "seed": 1, "seeds": 2, "warmup": 0.5,
                     "load": [{"type": "random", "band": [5.0, 100.0], "rms": 1.0,
                               "force": "F"}]},
     "placement": {"weights": {"o1": 1.0}, "budget": 3.0, "criterion": "linear",
@@ -113,9 +113,9 @@ VARIANTS = [
     ("plate", {**_PLATE, "rectangle": {"length": 1.0, "width": 0.5, "nx": 4, "ny": 2,
                                        "origin": [0.0, 0.0], "pattern": "alternate"}},
      {"damping": {"rayleigh": [0.1, 1e-5]},
-      "calibration": {"load": {"type": "sine", "freq": 10.0, "amplitude": 1.0}}}),
+      "design_load": {"load": {"type": "sine", "freq": 10.0, "amplitude": 1.0}}}),
     ("plate", {**_PLATE, "nodes": [[1, 0, 0], [2, 1, 0], [3, 0, 1]], "triangles": [[1, 2, 3]]},
-     {"calibration": {"load": {"type": "chirp", "band": [1.0, 50.0], "amplitude": 1.0}}}),
+     {"design_load": {"load": {"type": "chirp", "band": [1.0, 50.0], "amplitude": 1.0}}}),
     ("solid", {"mesh": "part.msh", "material": "steel", "scale": 1e-3, "mesh_size": 0.01,
                "order": 2, "spiders": [{"name": "hole", "select": {"group": "h"},
                                         "center": [0, 0, 0]}]}, {}),
@@ -246,3 +246,19 @@ def test_reference_page_is_the_generated_one():
     assert page == reference_markdown() + "\n", \
         "docs/modelfile-reference.md is stale: run python docs/make_readme.py"
     assert "modelfile-reference.md" in (ROOT / "docs" / "modelfile.md").read_text()
+
+
+def test_the_former_name_calibration_reads_with_a_warning(tmp_path):
+    """``[calibration]`` declares the design load: it is read as ``[design_load]``, with a
+    DeprecationWarning naming the new name; the two together are an error."""
+    new = spec_from_dict(copy.deepcopy(KITCHEN), "k.toml")
+    old = {("calibration" if k == "design_load" else k): v
+           for k, v in copy.deepcopy(KITCHEN).items()}
+    with pytest.warns(DeprecationWarning, match=r"k\.toml: \[calibration\] is now called "
+                      r"\[design_load\]"):
+        spec = spec_from_dict(old, "k.toml")
+    assert spec.calibration == new.calibration and spec.calibration.seeds == 2
+    assert "design_load" in spec.raw and "calibration" not in spec.raw
+    with pytest.raises(ModelFileError, match=r"^k\.toml: \[calibration\]: the former name of "
+                       r"\[design_load\], which the file also has"):
+        spec_from_dict({**copy.deepcopy(KITCHEN), "calibration": old["calibration"]}, "k.toml")

@@ -24,10 +24,13 @@ SCHEMA: tuple[Section, ...] = (schema_model.SECTIONS
 #: the top-level tables: name -> whether an array of tables (``[[name]]``)
 TOP_TABLES = {"materials": False, "boundary": True, "spring": True, "mass": True,
               "damping": False, "reduction": False, "estimator": False, "acquisition": False,
-              "sensors": True, "forces": True, "outputs": True, "calibration": False,
+              "sensors": True, "forces": True, "outputs": True, "design_load": False,
               "placement": False, "beam": False, "plate": False, "solid": False,
               "matrices": False, "parameters": True, "damage": True, "bayes": False,
               "experiment": False, "inverse": False, "hybrid": False}
+
+#: former names of top-level tables -> the name now (read with a DeprecationWarning)
+RENAMED = {"calibration": "design_load"}
 
 _KIND = {"num": "number", "int": "integer", "str": "string", "bool": "boolean",
          "list": "array", "table": "table", "any": "value"}

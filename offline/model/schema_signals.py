@@ -1,5 +1,5 @@
 """Schema of the model file's signal tables: ``[[sensors]]``, ``[[forces]]`` (and their
-``model``), ``[[outputs]]``, ``[calibration]`` (and its ``load``), ``[placement]`` and its
+``model``), ``[[outputs]]``, ``[design_load]`` (and its ``load``), ``[placement]`` and its
 ``[[placement.candidates]]`` (:mod:`offline.model.schema` gathers every table)."""
 
 from __future__ import annotations
@@ -74,8 +74,9 @@ FORCE_MODEL = Section("[[forces]].model", "The Kalman smoother's model of the fo
 OUTPUTS = Section("[[outputs]]", "Virtual outputs (estimated, not measured).",
                   _signal("Output"))
 
-CALIBRATION = Section("[calibration]", "The design load: the simulated runs the build "
-                      "scores the estimators on.", (
+CALIBRATION = Section("[design_load]", "The design load: the simulated runs the build "
+                      "scores the estimators on (`[calibration]`, its former name, is read "
+                      "with a deprecation warning).", (
     Key("duration", "num", 2.0, "Scored length of each run.", "s", lo=0.0, lo_open=True),
     Key("seed", "int", 0, "Seed of the first run.", lo=0),
     Key("seeds", "int", 3, "Independent runs.", lo=1, hi=20),
@@ -84,7 +85,7 @@ CALIBRATION = Section("[calibration]", "The design load: the simulated runs the 
         "or one for all)."),
 ))
 
-LOAD = Section("[calibration].load", "One calibration load.", (
+LOAD = Section("[design_load].load", "One load of the design load.", (
     Key("type", "str", "random", "Load type.", choices=LOAD_TYPES),
     Key("band", "list", REQUIRED, "random, chirp: `[f_low, f_high]` (at most Nyquist).", "Hz"),
     Key("rms", "num", REQUIRED, "random: RMS of the force.", "N", lo=0.0, lo_open=True),

@@ -295,12 +295,15 @@ def _load_entry(lt: Table, lw: str, forces: list, estimator: EstimatorSpec | Non
     return LoadSpec(typ, band, rms, freq, amp, force)
 
 
-def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None) -> Calibration | None:
-    """``[calibration]``: duration, seeds, warm-up and one load per force or one for all."""
-    if "calibration" not in raw:
+def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None,
+                      name: str = "design_load") -> Calibration | None:
+    """``[design_load]``: duration, seeds, warm-up and one load per force or one for all;
+    ``name``: the table's name in errors (``calibration``, its former name, when the file
+    uses that)."""
+    if "design_load" not in raw:
         return None
-    w = f"{f}: [calibration]"
-    t = Table(raw["calibration"], w, CALIBRATION)
+    w = f"{f}: [{name}]"
+    t = Table(raw["design_load"], w, CALIBRATION)
     duration, seed, seeds = t.get("duration"), t.get("seed"), t.get("seeds")
     warmup, raw_load = t.get("warmup"), t.get("load")
     t.done()

@@ -11,6 +11,7 @@ function there, plus one line here. Names are re-exported here for callers.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,12 +28,12 @@ from offline.model.signals import (LOAD_TYPES, SIGNAL_KINDS, Calibration, Force,
 from offline.model.experiment import Experiment, InverseSettings, parse_experiment, parse_inverse
 from offline.model.experiment import parse_hybrid as parse_hybrid_table
 from offline.model.placement import PlacementSpec, parse_placement
-from offline.model.schema import TOP_TABLES
+from offline.model.schema import RENAMED, TOP_TABLES
 from offline.model.schema_model import MODEL_TYPES, TOP
 from offline.model.update import parse_bayes, parse_damage, parse_parameters
 from offline.model.table import READ, ModelFileError, Table, check  # noqa: F401
 
-TOP_KEYS = {*TOP.names, *TOP_TABLES}
+TOP_KEYS = {*TOP.names, *TOP_TABLES, *RENAMED}
 
 
 @dataclass
@@ -60,7 +61,7 @@ class ModelSpec:
     sensors: list = field(default_factory=list)
     forces: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
-    calibration: Calibration | None = None
+    calibration: Calibration | None = None  # [design_load] (formerly [calibration])
     placement: PlacementSpec | None = None  # [placement] (offline/placement, `place`)
     acquisition: AcquisitionSpec | None = None  # [acquisition] (edge/acquisition.py)
     # the tables of model updating and the hybrid twin, validated (offline/model/update.py,
@@ -114,6 +115,8 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     f = path.name
     if not isinstance(raw, dict):
         raise ModelFileError(f"{f}: expected a TOML document (table)")
+    cal = "calibration" if "calibration" in raw else "design_load"  # as errors name it
+    raw = _renamed(raw, f)
     extra = sorted(set(raw) - TOP_KEYS)
     if extra:
         raise ModelFileError(f"{f}: {extra[0]}: unknown top-level key (allowed: "
@@ -137,7 +140,7 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     damping, reduction = parse_damping(raw, f), parse_reduction(raw, f)
     estimator = parse_estimator(raw, f)
     sensors, forces, outputs = parse_signals(raw, f)
-    calibration = parse_calibration(raw, f, forces, estimator)
+    calibration = parse_calibration(raw, f, forces, estimator, cal)
     placement = parse_placement(raw, f, sensors, forces, outputs)
     acquisition = parse_acquisition(raw, f, estimator, len(sensors))
     upd = _updating(raw, f, sensors, forces)
@@ -157,3 +160,19 @@ def _updating(raw: dict, f: str, sensors: list, forces: list) -> dict:
             "experiment": parse_experiment(raw, f, sn, fn),
             "inverse": parse_inverse(raw, f) if "inverse" in raw else None,
             "hybrid": parse_hybrid_table(raw, f) if "hybrid" in raw else None}
+
+
+def _renamed(raw: dict, f: str) -> dict:
+    """``raw`` with former table names (:data:`RENAMED`) under their names now, each with a
+    DeprecationWarning naming the new name; both names at once are an error."""
+    old = [k for k in RENAMED if k in raw]
+    for k in old:
+        new = RENAMED[k]
+        if new in raw:
+            raise ModelFileError(f"{f}: [{k}]: the former name of [{new}], which the file "
+                                 f"also has; keep [{new}] only")
+        warnings.warn(f"{f}: [{k}] is now called [{new}] (it declares the design load, not "
+                      f"a calibration); rename the table", DeprecationWarning, stacklevel=3)
+    if not old:
+        return raw
+    return {(RENAMED.get(k, k)): v for k, v in raw.items()}
