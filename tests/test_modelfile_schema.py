@@ -148,6 +148,13 @@ def test_reading_an_undeclared_key_is_a_programming_error():
         t.get("hiden")
 
 
+def test_a_list_default_is_the_caller_s_own():
+    sec = section("[reduction]")
+    T.Table({}, "x.toml: [reduction]", sec).get("masters").append("edited")
+    assert T.Table({}, "x.toml: [reduction]", sec).get("masters") == []
+    assert sec.key("masters").default == []
+
+
 def test_the_top_level_tables_are_the_schema_s():
     tops = {re.match(r"\[\[?(\w+)", s.name)[1] for s in SCHEMA if s.name.startswith("[")}
     assert tops == set(TOP_TABLES)

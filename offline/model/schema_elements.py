@@ -21,14 +21,20 @@ BEAM = Section("[beam]", "A frame of beam elements (6 DOFs per node).", (
 BEAM_SECTION = Section("[beam.sections.<name>]", "A cross-section: exactly one of `A` (with "
                        "`Iy`, `Iz`, `J`), `rectangle`, `tube`.", (
     _MATERIAL,
-    Key("A", "num", REQUIRED, "Area.", "m^2", lo=0.0, lo_open=True),
-    Key("Iy", "num", REQUIRED, "Second moment about local y.", "m^4", lo=0.0, lo_open=True),
-    Key("Iz", "num", REQUIRED, "Second moment about local z.", "m^4", lo=0.0, lo_open=True),
-    Key("J", "num", REQUIRED, "Torsion constant.", "m^4", lo=0.0, lo_open=True),
+    Key("A", "num", REQUIRED, "Area (with Iy, Iz, J).", "m^2", lo=0.0, lo_open=True,
+        default_text="one form required"),
+    Key("Iy", "num", REQUIRED, "Second moment about local y.", "m^4", lo=0.0, lo_open=True,
+        default_text="required with A"),
+    Key("Iz", "num", REQUIRED, "Second moment about local z.", "m^4", lo=0.0, lo_open=True,
+        default_text="required with A"),
+    Key("J", "num", REQUIRED, "Torsion constant.", "m^4", lo=0.0, lo_open=True,
+        default_text="required with A"),
     Key("shear_factor", "any", None, "Timoshenko shear factor k or `[ky, kz]`, > 0.",
         default_text="Cowper's for the shape, 5/6 for A"),
-    Key("rectangle", "table", REQUIRED, "`{b, h}` solid rectangle."),
-    Key("tube", "table", REQUIRED, "`{d, t}` circular tube (no `t`: solid)."),
+    Key("rectangle", "table", REQUIRED, "`{b, h}` solid rectangle.",
+        default_text="one form required"),
+    Key("tube", "table", REQUIRED, "`{d, t}` circular tube (no `t`: solid).",
+        default_text="one form required"),
 ))
 
 RECTANGLE = Section("[beam.sections.<name>].rectangle", "A solid rectangular section.", (
@@ -46,8 +52,10 @@ MEMBER = Section("[[beam.members]]", "A member: a straight `line` or explicit `e
                  "(exactly one).", (
     Key("name", "str", None, "Member name."),
     Key("section", "str", REQUIRED, "A `[beam.sections.<name>]` name."),
-    Key("line", "table", REQUIRED, "`{start, end, n}` straight line of n elements."),
-    Key("elements", "list", REQUIRED, "`[[n1, n2], ...]` of `nodes` ids."),
+    Key("line", "table", REQUIRED, "`{start, end, n}` straight line of n elements.",
+        default_text="this or elements"),
+    Key("elements", "list", REQUIRED, "`[[n1, n2], ...]` of `nodes` ids.",
+        default_text="this or line"),
     Key("orientation", "list", None, "A vector `[x, y, z]` in the local x-z plane.",
         default_text="the builder's"),
 ))
@@ -65,9 +73,12 @@ PLATE = Section("[plate]", "A plate of triangles: a generated `rectangle` or `no
     Key("formulation", "str", "mitc3", "Element formulation.", choices=FORMULATIONS),
     Key("shear_factor", "num", 5.0 / 6.0, "Transverse shear factor.", lo=0.0, hi=1.0,
         lo_open=True),
-    Key("rectangle", "table", REQUIRED, "The generated mesh (its table below)."),
-    Key("nodes", "list", REQUIRED, "Explicit nodes `[[id, x, y], ...]`.", "m"),
-    Key("triangles", "list", REQUIRED, "Triangles `[[n1, n2, n3], ...]` of node ids."),
+    Key("rectangle", "table", REQUIRED, "The generated mesh (its table below).",
+        default_text="this or nodes + triangles"),
+    Key("nodes", "list", REQUIRED, "Explicit nodes `[[id, x, y], ...]`.", "m",
+        default_text="with triangles, or rectangle"),
+    Key("triangles", "list", REQUIRED, "Triangles `[[n1, n2, n3], ...]` of node ids.",
+        default_text="with nodes, or rectangle"),
 ))
 
 PLATE_RECTANGLE = Section("[plate.rectangle]", "A rectangle of nx x ny divisions, two "

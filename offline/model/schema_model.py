@@ -32,16 +32,18 @@ MATERIAL = Section("[materials.<name>]", "A linear elastic isotropic material; t
     Key("rho", "num", REQUIRED, "Density.", "kg/m^3", lo=0.0, lo_open=True),
 ))
 
-SELECT = Section("select", "A node selection (every `select` table, and `region`-free "
-                 "places): `nodes`, `group`, `box` and `cylinder` may be combined (the nodes "
-                 "matching all), `at` stands alone.", (
-    Key("nodes", "list", REQUIRED, "Node ids, in the given order."),
-    Key("group", "str", REQUIRED, "A node group (mesh physical group, spider master)."),
+SELECT = Section("select", "A node selection (every `select` table): `nodes`, `group`, "
+                 "`box` and `cylinder` may be combined (the nodes matching all), `at` stands "
+                 "alone.", (
+    Key("nodes", "list", REQUIRED, "Node ids, in the given order.", default_text="one form required"),
+    Key("group", "str", REQUIRED, "A node group (mesh physical group, spider master).",
+        default_text="one form required"),
     Key("box", "list", REQUIRED, "Nodes inside the box `[[x0, y0, z0], [x1, y1, z1]]` "
-        "enlarged by `tol`.", "m"),
+        "enlarged by `tol`.", "m", default_text="one form required"),
     Key("at", "list", REQUIRED, "The node nearest `[x, y, z]`, which must lie within `tol`.",
-        "m"),
-    Key("cylinder", "table", REQUIRED, "Nodes on a cylinder surface (its own table below)."),
+        "m", default_text="one form required"),
+    Key("cylinder", "table", REQUIRED, "Nodes on a cylinder surface (its own table below).",
+        default_text="one form required"),
     Key("tol", "num", None, "Distance tolerance of `box` (>= 0) and `at` (> 0).", "m", lo=0.0,
         default_text="1e-6 of the model's bounding-box diagonal"),
 ))
@@ -77,9 +79,10 @@ MASS = Section("[[mass]]", "A lumped mass on every translation, split over the s
 
 DAMPING = Section("[damping]", "Rayleigh damping C = a M + b K: exactly one of the two "
                   "keys.", (
-    Key("rayleigh", "list", REQUIRED, "`[a, b]`, both >= 0.", "[1/s, s]"),
+    Key("rayleigh", "list", REQUIRED, "`[a, b]`, both >= 0.", "[1/s, s]",
+        default_text="this or ratios"),
     Key("ratios", "list", REQUIRED, "`[[f1, zeta1], [f2, zeta2]]`: two modal damping ratios "
-        "(f > 0 Hz, 0 <= zeta < 1, f1 != f2).", "[Hz, -]"),
+        "(f > 0 Hz, 0 <= zeta < 1, f1 != f2).", "[Hz, -]", default_text="this or rayleigh"),
 ))
 
 REDUCTION = Section("[reduction]", "Model reduction to master DOFs.", (
@@ -129,9 +132,9 @@ ACQUISITION = Section("[acquisition]", "What one sample of a channel is (the con
         "row's time stamp, in [0, 1/rate).", "s",
         default_text="0; an ADS1256 cycling: the datasheet's"),
     Key("cutoff", "num", REQUIRED, "`daq` only: anti-alias FIR cut-off, in (0, drate/2].",
-        "Hz", lo=0.0, lo_open=True),
+        "Hz", lo=0.0, lo_open=True, default_text="required for daq"),
     Key("group_delay", "num", REQUIRED, "`daq` only: the FIR's group delay.", "s", lo=0.0,
-        lo_open=True),
+        lo_open=True, default_text="required for daq"),
 ))
 
 SECTIONS = (TOP, MATERIAL, SELECT, CYLINDER, BOUNDARY, SPRING, MASS, DAMPING, REDUCTION,

@@ -22,15 +22,18 @@ def _signal(what: str, kinds=SIGNAL_KINDS) -> tuple:
     return (
         Key("name", "str", REQUIRED, f"{what} name: a CSV column (unique across sensors, "
             "forces and outputs; not `time`, `flags` or `*_std`)."),
-        Key("select", "table", REQUIRED, "The node (`select` table); not for strain/stress."),
-        Key("dof", "str", REQUIRED, "DOF name (ux uy uz rx ry rz); not for strain/stress."),
+        Key("select", "table", REQUIRED, "The node (`select` table); not for strain/stress.",
+            default_text="required (not strain/stress)"),
+        Key("dof", "str", REQUIRED, "DOF name (ux uy uz rx ry rz); not for strain/stress.",
+            default_text="required (not strain/stress)"),
         Key("kind", "str", "displacement", "What the signal is.", choices=kinds),
         Key("unit", "str", REQUIRED, "Unit of the signal: strain/microstrain, Pa/kPa/MPa for "
             "strain/stress.", default_text="m, m/s, m/s^2 (rad for rotations); strain; Pa"),
         Key("at", "list", REQUIRED, "Strain/stress: the point `[x, y, z]` (member surface "
-            "or plate mid-surface).", "m"),
+            "or plate mid-surface).", "m", default_text="strain/stress: this or row"),
         Key("row", "list", REQUIRED, "Strain/stress of imported matrices: the recovery row "
-            "`[[node, \"dof\", coefficient], ...]` (instead of `at`)."),
+            "`[[node, \"dof\", coefficient], ...]` (instead of `at`).",
+            default_text="strain/stress: this or at"),
         Key("surface", "str", None, "Strain/stress of a plate: the surface.",
             choices=tuple(SURFACES)),
         Key("direction", "list", None, "Strain/stress: in-plane direction `[x, y, z]` (not "
@@ -87,11 +90,14 @@ CALIBRATION = Section("[design_load]", "The design load: the simulated runs the 
 
 LOAD = Section("[design_load].load", "One load of the design load.", (
     Key("type", "str", "random", "Load type.", choices=LOAD_TYPES),
-    Key("band", "list", REQUIRED, "random, chirp: `[f_low, f_high]` (at most Nyquist).", "Hz"),
-    Key("rms", "num", REQUIRED, "random: RMS of the force.", "N", lo=0.0, lo_open=True),
-    Key("amplitude", "num", REQUIRED, "sine, chirp: amplitude.", "N", lo=0.0, lo_open=True),
+    Key("band", "list", REQUIRED, "random, chirp: `[f_low, f_high]` (at most Nyquist).", "Hz",
+        default_text="required for random, chirp"),
+    Key("rms", "num", REQUIRED, "random: RMS of the force.", "N", lo=0.0, lo_open=True,
+        default_text="required for random"),
+    Key("amplitude", "num", REQUIRED, "sine, chirp: amplitude.", "N", lo=0.0, lo_open=True,
+        default_text="required for sine, chirp"),
     Key("freq", "num", REQUIRED, "sine: frequency (at most Nyquist).", "Hz", lo=0.0,
-        lo_open=True),
+        lo_open=True, default_text="required for sine"),
     Key("force", "str", None, "The `[[forces]]` entry it drives (none: every force)."),
 ))
 

@@ -28,11 +28,14 @@ PARAMETERS = Section("[[parameters]]", "Updating parameters of `calibrate` and t
         "mass >= 0; damping ratio in [0, 1); damage < 1).", "SI"),
     Key("nominal", "num", None, "Nominal value.", "SI", default_text="the bounds' centre"),
     Key("modes", "list", [1, 2], "damping_ratio only: the two 1-based modes with ratio zeta."),
-    Key("material", "str", REQUIRED, "modulus only: the `[materials.<name>]` name."),
-    Key("spring", "str", REQUIRED, "spring only: the `[[spring]]` name."),
-    Key("mass", "str", REQUIRED, "mass only: the `[[mass]]` name."),
+    Key("material", "str", REQUIRED, "modulus only: the `[materials.<name>]` name.",
+        default_text="required for modulus"),
+    Key("spring", "str", REQUIRED, "spring only: the `[[spring]]` name.",
+        default_text="required for spring"),
+    Key("mass", "str", REQUIRED, "mass only: the `[[mass]]` name.",
+        default_text="required for mass"),
     Key("region", "table", REQUIRED, "damage only: `{box = [[x0, y0, z0], [x1, y1, z1]]}`, "
-        "the elements whose centroid is inside.", "m"),
+        "the elements whose centroid is inside.", "m", default_text="required for damage"),
 ))
 
 DAMAGE = Section("[[damage]]", "Stiffness reduction E_z = (1 - omega) E of the elements in a "
@@ -74,11 +77,14 @@ PRIOR = Section("[bayes.prior.<parameter>]", "The Gaussian prior of one paramete
                 "transform's scale.", (
     Key("transform", "str", "log", "Transform of the parameter.", choices=TRANSFORMS,
         default_text="log for modulus, spring, damping_ratio; else identity"),
-    Key("median", "num", REQUIRED, "log, logit: the prior median (log: > 0).", "SI",
-        default_text="logit: the nominal value"),
-    Key("log_std", "num", REQUIRED, "log: std of log(theta).", lo=0.0, lo_open=True),
-    Key("mean", "num", REQUIRED, "identity: the prior mean.", "SI"),
-    Key("std", "num", REQUIRED, "identity: the prior std.", "SI", lo=0.0, lo_open=True),
+    Key("median", "num", REQUIRED, "log, logit: the prior median (log: > 0; logit: inside "
+        "the bounds).", "SI", default_text="required for log; logit: the nominal value"),
+    Key("log_std", "num", REQUIRED, "log: std of log(theta).", lo=0.0, lo_open=True,
+        default_text="required for log"),
+    Key("mean", "num", REQUIRED, "identity: the prior mean.", "SI",
+        default_text="required for identity"),
+    Key("std", "num", REQUIRED, "identity: the prior std.", "SI", lo=0.0, lo_open=True,
+        default_text="required for identity"),
     Key("logit_std", "num", 1.0, "logit: std on the logit scale.", lo=0.0, lo_open=True),
 ))
 

@@ -8,6 +8,7 @@ path, e.g. ``cantilever.toml: [[boundary]][1].select.box: expected two points``.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -119,7 +120,8 @@ class Table:
         if k not in self.d:
             if a["default"] is _REQ:
                 raise ModelFileError(f"{self.key(k)}: missing")
-            return a["default"]
+            # a list or table default is the caller's own (the schema's must not change)
+            return copy.deepcopy(a["default"])
         return check(self.d[k], self.key(k), a["kind"], a["lo"], a["hi"], a["lo_open"],
                      a["hi_open"], a["choices"])
 
