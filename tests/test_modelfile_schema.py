@@ -202,6 +202,9 @@ def test_every_example_parses(path):
     ("parameters", [{"name": "E", "kind": "modulus", "material": "steel", "bounds": [1, 2],
                      "modes": [1, 2]}], r"^beam\.toml: \[\[parameters\]\]\[0\]\.modes: unknown "
      r"key"),
+    ("parameters", [{"name": "k", "kind": "spring", "spring": "clamp", "bounds": [1, 2]}],
+     r"^beam\.toml: \[\[parameters\]\]\[0\]\.spring: parameter 'k': no \[\[spring\]\] named "
+     r"'clamp' \(have: root\)$"),
     ("damage", [{"region": {"box": [[0, 0, 0], [1, 1, 1]]}, "omega": 1.5}],
      r"^beam\.toml: \[\[damage\]\]\[0\]\.omega: 1\.5 is out of range \(must be < 1\)$"),
 ])

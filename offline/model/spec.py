@@ -30,7 +30,7 @@ from offline.model.experiment import parse_hybrid as parse_hybrid_table
 from offline.model.placement import PlacementSpec, parse_placement
 from offline.model.schema import RENAMED, TOP_TABLES
 from offline.model.schema_model import MODEL_TYPES, TOP
-from offline.model.update import parse_bayes, parse_damage, parse_parameters
+from offline.model.update import TARGET, parse_bayes, parse_damage, parse_parameters
 from offline.model.table import READ, ModelFileError, Table, check  # noqa: F401
 
 TOP_KEYS = {*TOP.names, *TOP_TABLES, *RENAMED}
@@ -143,7 +143,9 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
     calibration = parse_calibration(raw, f, forces, estimator, cal)
     placement = parse_placement(raw, f, sensors, forces, outputs)
     acquisition = parse_acquisition(raw, f, estimator, len(sensors))
-    upd = _updating(raw, f, sensors, forces)
+    upd = _updating(raw, f, sensors, forces, {"material": set(materials),
+                                              "spring": {s.name for s in springs if s.name},
+                                              "mass": {m.name for m in masses if m.name}})
     return ModelSpec(path=path, raw=raw, name=name, type=mtype, materials=materials,
                      section=section, boundary=boundary, springs=springs,
                      masses=masses, damping=damping, reduction=reduction, estimator=estimator,
@@ -151,9 +153,11 @@ def spec_from_dict(raw: dict, path) -> ModelSpec:
                      placement=placement, acquisition=acquisition, **upd)
 
 
-def _updating(raw: dict, f: str, sensors: list, forces: list) -> dict:
-    """The tables of model updating and the hybrid twin (:class:`ModelSpec` fields)."""
+def _updating(raw: dict, f: str, sensors: list, forces: list, targets: dict) -> dict:
+    """The tables of model updating and the hybrid twin (:class:`ModelSpec` fields);
+    ``targets``: the names a parameter may act on, per kind of target."""
     parameters = parse_parameters(raw, f)
+    _targets(parameters, f, targets)
     sn, fn = [s.name for s in sensors], [s.name for s in forces]
     return {"parameters": parameters, "damage": parse_damage(raw, f),
             "bayes": parse_bayes(raw, f, parameters, sn) if "bayes" in raw else None,
@@ -176,3 +180,14 @@ def _renamed(raw: dict, f: str) -> dict:
     if not old:
         return raw
     return {(RENAMED.get(k, k)): v for k, v in raw.items()}
+
+
+def _targets(parameters: list, f: str, have: dict) -> None:
+    """Each ``[[parameters]]`` entry's material, spring or mass exists (by name)."""
+    for i, p in enumerate(parameters):
+        key = TARGET[p.kind]
+        if key is not None and p.target not in have[key]:
+            what = "[materials.<name>]" if key == "material" else f"[[{key}]]"
+            raise ModelFileError(f"{f}: [[parameters]][{i}].{key}: parameter {p.name!r}: no "
+                                 f"{what} named {p.target!r} (have: "
+                                 f"{', '.join(sorted(have[key])) or 'none'})")
