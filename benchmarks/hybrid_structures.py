@@ -54,7 +54,7 @@ method = "smoother"
 lag = 20
 [acquisition]
 converter = "ideal"
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 150.0], rms = 0.6 }
 duration = 2.0
 [hybrid]

@@ -81,7 +81,7 @@ dofs = ["uz"]
 rate = 1000.0
 method = "smoother"
 lag = 20
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 150.0], rms = 1.0 }
 [[forces]]
 name = "F1"
@@ -124,8 +124,8 @@ def cantilever_toml():
     text = (ROOT / "examples" / "paper_cantilever.toml").read_text()
     text = re.sub(r"\[\[sensors\]\].*?(?=\n\[\[forces\]\])", "", text, flags=re.S)
     text = text.replace('window = "auto"', 'window = "auto"\nmethod = "smoother"\nlag = 20')
-    if "[calibration]" not in text:
-        text += '\n[calibration]\nload = { type = "random", band = [5.0, 160.0], rms = 1.0 }\n'
+    if "[design_load]" not in text and "[calibration]" not in text:
+        text += '\n[design_load]\nload = { type = "random", band = [5.0, 160.0], rms = 1.0 }\n'
     text += "\n[placement]\n"
     for i in range(1, 11):
         x = 0.017 * i
@@ -157,7 +157,7 @@ dofs = ["uz"]
 rate = 2000.0
 method = "smoother"
 lag = 40
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 400.0], rms = 1.0 }
 [[forces]]
 name = "F1"

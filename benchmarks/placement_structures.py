@@ -68,7 +68,7 @@ dof = "uz"
 kind = "displacement"
 [estimator]
 rate = 1000.0
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 2.0
 [placement]
@@ -153,7 +153,7 @@ select = { at = [0.5, 0.1, 0.0] }
 dof = "uz"
 [estimator]
 rate = 1000.0
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 150.0], rms = 1.0 }
 duration = 2.0
 [placement]

@@ -85,7 +85,7 @@ kind = "strain"
 unit = "microstrain"
 at = [0.05, 0.0, 0.005]
 
-[calibration]
+[design_load]
 load = {{ type = "random", band = [2.0, 100.0], rms = RMS }}
 """
 
@@ -138,7 +138,7 @@ at = [0.025, 0.15, 0.0]
 surface = "top"
 direction = [1.0, 0.0, 0.0]
 
-[calibration]
+[design_load]
 load = {{ type = "random", band = [2.0, 100.0], rms = RMS }}
 """
 
@@ -213,7 +213,7 @@ kind = "strain"
 unit = "microstrain"
 at = [-0.005, 0.0, 0.58]               # outer face of the left column, 20 mm below the joint
 
-[calibration]
+[design_load]
 load = {{ type = "random", band = [2.0, 100.0], rms = RMS }}
 """
 

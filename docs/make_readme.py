@@ -1,15 +1,18 @@
 """Regenerate the documentation pages that are made from the code (a test checks they are current).
 
-    python docs/make_readme.py                      # docs/cli.md and docs/bundle.md
+    python docs/make_readme.py                      # docs/cli.md, docs/bundle.md and
+                                                    # docs/modelfile-reference.md
     python docs/make_readme.py --picture DIR        # also copy DIR/identified_F110.png of a demo
                                                     # report to docs/img/demo.png (the README's)
 
 README.md is written by hand (at most 250 lines, checked by tests/test_readme.py); the pages of
-docs/ are written by hand too, except these two:
+docs/ are written by hand too, except these three:
 
 * docs/cli.md: the ``--help`` of every ``vsense-offline`` and ``vsense-edge`` command;
 * docs/bundle.md: the bundle format, from ``edge.bundle`` (its docstring, schema version and the
-  table of required arrays the loader checks).
+  table of required arrays the loader checks);
+* docs/modelfile-reference.md: every table and key of the model file, from its schema
+  (``offline/model/schema.py``).
 
 The daemon's configuration reference is embedded in docs/daemon.md by ``vsense-edge
 config-reference`` (tests/test_config.py checks it).
@@ -104,7 +107,15 @@ def _md(rst: str) -> str:
     return rst.replace("``", "`").rstrip(":")
 
 
-PAGES = {"cli.md": render_cli, "bundle.md": render_bundle}
+def render_modelfile_reference() -> str:
+    """docs/modelfile-reference.md: every model-file table and key, from the schema the
+    parsers read through (offline/model/schema.py)."""
+    from offline.model.schema import reference_markdown
+    return reference_markdown() + "\n"
+
+
+PAGES = {"cli.md": render_cli, "bundle.md": render_bundle,
+         "modelfile-reference.md": render_modelfile_reference}
 
 
 def copy_picture(report_dir: str | Path) -> Path:

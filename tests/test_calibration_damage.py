@@ -64,9 +64,9 @@ def test_damage_transform_is_the_papers_sigmoid():
 
 def test_bad_damage_entries_are_named(tmp_path):
     base = damage_model_text(20)
-    with pytest.raises(ModelFileError, match=r"\[\[damage\]\]\[0\]\.omega must be a number below 1"):
+    with pytest.raises(ModelFileError, match=r"\[\[damage\]\]\[0\]\.omega: 1\.0 is out of range \(must be < 1\)"):
         _fe(base + damage_truth(omega=1.0), tmp_path)
-    with pytest.raises(ModelFileError, match=r"\[\[damage\]\]\[0\]\.region must be a table"):
+    with pytest.raises(ModelFileError, match=r"\[\[damage\]\]\[0\]\.region: expected a table"):
         _fe(base + '[[damage]]\nregion = [0, 1]\nomega = 0.2\n', tmp_path)
     path = tmp_path / "empty.toml"
     path.write_text(damage_model_text(20, damage_params(2).replace(

@@ -93,8 +93,6 @@ name = "E"
 kind = "modulus"
 material = "aluminium"
 bounds = [60e9, 78e9]
-[experiment]
-excitation = { type = "pulse", amplitude = 1.0, width = 0.002, at = "F" }
 """
 
 

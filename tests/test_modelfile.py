@@ -160,11 +160,20 @@ def test_edited_young_modulus_scales_frequencies():
     np.testing.assert_allclose(f1 / f0, 1.1, rtol=1e-6)
 
 
-def test_passthrough_sections_kept_raw():
-    raw = edited(parameters=[{"name": "E", "path": "materials.al.E", "range": [60e9, 75e9]}],
-                 experiment={"anything": 1}, inverse={"whatever": [1, 2]})
+def test_updating_sections_are_validated_and_kept_raw():
+    """[[parameters]], [experiment], [inverse] are validated with the file (they were passed
+    through unchecked once: a parameter with keys of another format read without error)."""
+    raw = edited(parameters=[{"name": "E", "path": "materials.al.E", "range": [60e9, 75e9]}])
+    with pytest.raises(ModelFileError, match=r"^strip\.toml: \[\[parameters\]\]\[0\]\.kind: "
+                       r"missing$"):
+        spec_from_dict(raw, P)
+    with pytest.raises(ModelFileError, match=r"^strip\.toml: \[inverse\]\.whatever: unknown key"):
+        spec_from_dict(edited(inverse={"whatever": [1, 2]}), P)
+    raw = edited(parameters=[{"name": "E", "kind": "modulus", "material": "al",
+                              "bounds": [60e9, 75e9]}], inverse={"samples": 20})
     spec = spec_from_dict(raw, P)
-    assert spec.raw["parameters"][0]["name"] == "E" and spec.raw["inverse"]["whatever"] == [1, 2]
+    assert spec.raw["parameters"][0]["name"] == "E" and spec.raw["inverse"]["samples"] == 20
+    assert spec.parameters[0].bounds == (60e9, 75e9) and spec.inverse.samples == 20
     assert spec.path == P
 
 

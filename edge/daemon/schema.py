@@ -256,7 +256,7 @@ SCHEMA: tuple[Section, ...] = (
         Key("file", "str", "", "Measurement CSV for `source = \"file\"`."),
         Key("load", "str", "model", "Load for `structure`: `model` (default) is the "
             "bundle's own load model, the one it was built for (learned with `build "
-            "--record`, else the model file's `[calibration]` declaration; the load `limit "
+            "--record`, else the model file's `[design_load]` declaration; the load `limit "
             "--bundle` uses) times `amplitude`, with each sensor's noise the bundle's own, so "
             "the model check says ok unless `amplitude` departs from 1 by more than the "
             "tracked load levels (a bundle without a load model, not made by `vsense-offline "

@@ -3,7 +3,7 @@
 Parameters live on ξ = t⁻¹(θ) (:mod:`transforms`) with a Gaussian prior; by default positive
 kinds (modulus, spring, damping ratio) get ``log`` with the prior median at the nominal value
 and the ``bounds`` at ±2σ, masses ``identity`` with the box centre ± 2σ at the bounds. The
-``[bayes]`` table of the model file overrides this::
+``[bayes]`` table of the model file overrides this (its keys: offline/model/schema_update.py)::
 
     [bayes]
     noise = "channel"            # one noise group per sensor ("channel") or one for all ("one")
@@ -44,8 +44,8 @@ from offline.calibration.starts import (
 from offline.calibration.transforms import Transform
 from offline.calibration.vb import variational_bayes
 from offline.load.units import check_record_levels
-
-POSITIVE = ("modulus", "spring", "damping_ratio")
+from offline.model.table import ModelFileError
+from offline.model.update import POSITIVE, parse_bayes
 
 
 @dataclass(frozen=True)
@@ -91,67 +91,32 @@ def default_prior(p) -> Prior:
 
 
 def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
-    """Parse ``[bayes]`` (absent: defaults) -> :class:`Settings`. Errors name the key."""
-    b = raw.get("bayes", {}) or {}
-    w = f"{where}: [bayes]"
-    known = {"noise", "offsets", "autocorrelation", "prior", "data", "substeps", "tol", "max_iter",
-             "step_tol", "multistart", "draws", "screen_iter", "screen_s", "identifiability"}
-    extra = sorted(set(b) - known)
-    if extra:
-        raise ValueError(f"{w}: unknown key(s) {extra}; allowed {sorted(known)}")
-    names = [p.name for p in parameters]
-    pri = b.get("prior", {})
-    unknown = sorted(set(pri) - set(names))
-    if unknown:
-        raise ValueError(f"{w}.prior: {unknown} are not [[parameters]] (have {names})")
+    """Parse ``[bayes]`` (absent: defaults) -> :class:`Settings`, through the model file's
+    schema (:func:`offline.model.update.parse_bayes`; errors are ``ModelFileError`` naming the
+    key)."""
+    b = parse_bayes(raw, where, parameters)
     priors = []
     for p in parameters:
-        d = pri.get(p.name)
+        d = b["prior"].get(p.name)
         if d is None:
             priors.append(default_prior(p))
             continue
-        ww = f"{w}.prior.{p.name}"
-        tk = d.get("transform", "log" if p.kind in POSITIVE else "identity")
-        try:
-            if tk == "log":
-                tr, mean, std = Transform("log"), float(np.log(d["median"])), float(d["log_std"])
-            elif tk == "identity":
-                tr, mean, std = Transform("identity"), float(d["mean"]), float(d["std"])
-            else:
-                lo, hi = p.bounds
-                tr = Transform("logit", lo, hi)
-                mean, std = float(tr.to_xi(d.get("median", p.theta0))), float(d.get("logit_std", 1.0))
-        except KeyError as exc:
-            raise ValueError(f"{ww}: missing {exc} for transform {tk!r} (log: median, log_std; "
-                             f"identity: mean, std; logit: median, logit_std)") from None
-        except ValueError as exc:
-            raise ValueError(f"{ww}: {exc}") from None
-        if not (np.isfinite(mean) and std > 0):
-            raise ValueError(f"{ww}: the prior needs a finite centre and a std > 0")
-        priors.append(Prior(p.name, tr, mean, std))
-    noise = b.get("noise", "channel")
-    if noise not in ("channel", "one"):
-        raise ValueError(f"{w}.noise must be 'channel' or 'one', got {noise!r}")
-    for key, lo in (("draws", 0), ("screen_iter", 1), ("max_iter", 1), ("substeps", 1)):
-        v = b.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
-            raise ValueError(f"{w}.{key} must be an integer >= {lo}, got {v!r}")
-    sc = b.get("screen_s", 2.0)
-    if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not sc > 0:
-        raise ValueError(f"{w}.screen_s must be a duration > 0 [s], got {sc!r}")
-    for key in ("multistart", "identifiability"):
-        if not isinstance(b.get(key, True), bool):
-            raise ValueError(f"{w}.{key} must be true or false, got {b.get(key)!r}")
-    return Settings(priors=priors, noise=noise, offsets=tuple(b.get("offsets", ())),
-                    autocorrelation=bool(b.get("autocorrelation", True)),
-                    prep=Prep.from_dict(b.get("data"), f"{w}.data"),
-                    substeps=int(b.get("substeps", 16)), tol=float(b.get("tol", 1e-3)),
-                    max_iter=int(b.get("max_iter", 40)),
-                    step_tol=float(b.get("step_tol", 0.01)),
-                    multistart=b.get("multistart", True), draws=int(b.get("draws", 2)),
-                    screen_iter=int(b.get("screen_iter", 20)),
-                    screen_s=float(b.get("screen_s", 2.0)),
-                    identifiability=b.get("identifiability", True))
+        tk, c, std = d["transform"], d["centre"], d["std"]
+        if tk == "log":      # log theta ~ N(log median, log_std^2)
+            tr, mean = Transform("log"), float(np.log(c))
+        elif tk == "identity":
+            tr, mean = Transform("identity"), float(c)
+        else:                # logit on the bounds, centred on the median
+            tr = Transform("logit", *p.bounds)
+            mean = float(tr.to_xi(c))
+        if not np.isfinite(mean):
+            raise ModelFileError(f"{where}: [bayes].prior.{p.name}: the prior needs a finite "
+                                 "centre")
+        priors.append(Prior(p.name, tr, mean, float(std)))
+    keep = ("noise", "autocorrelation", "substeps", "tol", "max_iter", "step_tol", "multistart",
+            "draws", "screen_iter", "screen_s", "identifiability")
+    return Settings(priors=priors, offsets=b["offsets"], prep=Prep(**b["data"]),
+                    **{k: b[k] for k in keep})
 
 
 class Problem:
@@ -163,7 +128,8 @@ class Problem:
         self.nmodel = len(setup.parameters)
         bad = [o for o in settings.offsets if o not in setup.sensors]
         if bad:
-            raise ValueError(f"{setup.where}: [bayes].offsets {bad} are not [[sensors]] {setup.sensors}")
+            raise ModelFileError(f"{setup.where}: [bayes].offsets: {bad[0]!r} is not a "
+                                 f"[[sensors]] name (have {', '.join(setup.sensors)})")
         self.off_ch = [setup.sensors.index(o) for o in settings.offsets]
         dts = {round(r.dt, 12) for r in self.records}
         if len(dts) != 1:

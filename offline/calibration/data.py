@@ -28,6 +28,7 @@ import numpy as np
 
 from edge.csvio import read_table
 from offline._deps import need
+from offline.model.update import parse_data
 
 
 #: largest magnitude of a record's value: products and squares of the columns (the
@@ -49,19 +50,9 @@ class Prep:
 
     @classmethod
     def from_dict(cls, d: dict | None, where: str = "[bayes.data]") -> "Prep":
-        d = dict(d or {})
-        known = {"filter_hz", "decimate", "outlier_k", "max_bad", "delays", "skip_s"}
-        extra = sorted(set(d) - known)
-        if extra:
-            raise ValueError(f"{where}: unknown key(s) {extra}; allowed {sorted(known)}")
-        out = cls(**d)
-        if out.filter_hz is not None and not out.filter_hz > 0:
-            raise ValueError(f"{where}.filter_hz must be > 0, got {out.filter_hz}")
-        if not (isinstance(out.decimate, int) and out.decimate >= 1):
-            raise ValueError(f"{where}.decimate must be an integer >= 1, got {out.decimate!r}")
-        if not out.outlier_k > 0 or not 0 <= out.max_bad < 1 or out.skip_s < 0:
-            raise ValueError(f"{where}: outlier_k > 0, 0 <= max_bad < 1, skip_s >= 0 needed")
-        return out
+        """From a ``[bayes.data]`` table, checked through the model file's schema
+        (:func:`offline.model.update.parse_data`)."""
+        return cls(**parse_data(d, where))
 
 
 @dataclass

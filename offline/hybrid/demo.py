@@ -74,7 +74,7 @@ kind = "displacement"
 rate = 1000.0
 method = "smoother"
 lag = 20
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 150.0], rms = RMS }
 duration = 2.0
 [hybrid]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offline.model.table import ModelFileError, Table
+from offline.model.experiment import parse_hybrid as parse_hybrid_table
+from offline.model.schema_update import HYBRID
 
-#: keys of ``[hybrid]``
-KEYS = ("select", "dofs", "modes", "max_hz", "inputs", "linear_kept", "hidden", "layers", "epochs", "optimizer", "learning_rate", "horizon",
-        "stride", "patience", "margin", "seed", "restarts")
+#: keys of ``[hybrid]`` (offline/model/schema_update.py)
+KEYS = HYBRID.names
 
 
 @dataclass(frozen=True)
@@ -70,34 +70,8 @@ class HybridSpec:
 
 
 def parse_hybrid(spec) -> HybridSpec:
-    """The ``[hybrid]`` table of a model spec (defaults when it has none)."""
-    raw = spec.raw.get("hybrid")
-    if raw is None:
+    """The ``[hybrid]`` table of a model spec (defaults when it has none), validated through
+    the model file's schema (:func:`offline.model.experiment.parse_hybrid`)."""
+    if spec.raw.get("hybrid") is None:
         return HybridSpec()
-    t = Table(raw, spec.where("[hybrid]"), keys=KEYS)
-    sel = t.get("select", "table", default=None)
-    dofs = t.get("dofs", "any", default=["uz"])
-    dofs = (dofs,) if isinstance(dofs, str) else tuple(dofs)
-    if sel is None and t.has("dofs"):
-        raise ModelFileError(f"{t.key('dofs')}: needs a select (where the correction acts)")
-    inputs = t.get("inputs", "list", default=["displacement", "velocity"])
-    bad = [i for i in inputs if i not in ("displacement", "velocity")]
-    if bad or not inputs or len(set(inputs)) != len(inputs):
-        raise ModelFileError(f"{t.key('inputs')}: a non-empty list of distinct "
-                             f"\"displacement\", \"velocity\" (got {inputs!r})")
-    return HybridSpec(
-        select=sel, dofs=dofs, inputs=tuple(inputs),
-        modes=t.get("modes", "int", default=3, lo=1),
-        max_hz=t.get("max_hz", default=None, lo=0.0, lo_open=True),
-        linear_kept=t.get("linear_kept", "bool", default=True),
-        hidden=t.get("hidden", "int", default=16, lo=1, hi=256),
-        layers=t.get("layers", "int", default=2, lo=1, hi=4),
-        epochs=t.get("epochs", "int", default=400, lo=1),
-        optimizer=t.get("optimizer", "str", default="lbfgs", choices=("lbfgs", "adam")),
-        learning_rate=t.get("learning_rate", default=1e-3, lo=0.0, lo_open=True),
-        horizon=t.get("horizon", "int", default=100, lo=2),
-        stride=t.get("stride", "int", default=25, lo=1),
-        patience=t.get("patience", "int", default=40, lo=1),
-        margin=t.get("margin", default=0.05, lo=0.0),
-        seed=t.get("seed", "int", default=0),
-        restarts=t.get("restarts", "int", default=1, lo=1, hi=20))
+    return HybridSpec(**parse_hybrid_table(spec.raw, spec.where("").rstrip(": ")))

@@ -285,7 +285,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     n = int(n_grid or _grid_points(mm, dt, M))
     Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain)
     if not np.any(P > 0):
-        raise ValueError(f"{spec.where('[calibration]')}: no force is loaded")
+        raise ValueError(f"{spec.where('[design_load]')}: no force is loaded")
     levels = _levels(spec, noise)
     lim = wiener_limit(Hy, P, noise_var, n, Hz=Hz)
     fir = _nrmse(fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz))

@@ -73,7 +73,7 @@ def mixed_units_warning(spec) -> str | None:
     if rot and tra:
         return (f"one load RMS drives the forces {', '.join(tra)} [N] and the moments "
                 f"{', '.join(rot)} [N m] alike: give each its own size ([[forces]] scale or "
-                f"model.rms, or a [calibration] load entry with force = NAME), or learn it "
+                f"model.rms, or a [design_load] load entry with force = NAME), or learn it "
                 f"from a record (build --record RUN.csv)")
     return None
 

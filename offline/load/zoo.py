@@ -56,7 +56,7 @@ name = "d60"
 select = { at = [0.060, 0.0, 0.0] }
 dof = "uz"
 kind = "displacement"
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 2.0
 """
@@ -228,7 +228,7 @@ name = "u_tip"
 select = { at = [1.0, 0.0, 0.0] }
 dof = "uz"
 kind = "displacement"
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 2.0
 """

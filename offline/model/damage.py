@@ -14,45 +14,20 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-import numpy as np
-
 from offline.fem.assembly import stiffness_zones
 from offline.model.table import ModelFileError
+from offline.model.update import parse_damage, parse_region
 
 
-def parse_box(region, where: str) -> np.ndarray:
-    """``region = {box = [[x0, y0, z0], [x1, y1, z1]]}`` -> (2, 3) [m]."""
-    if not isinstance(region, dict) or set(region) != {"box"}:
-        raise ModelFileError(f"{where}.region must be a table {{box = [[x0, y0, z0], [x1, y1, z1]]}}, "
-                         f"got {region!r}")
-    try:
-        b = np.array(region["box"], dtype=float)
-    except (TypeError, ValueError):
-        b = None
-    if b is None or b.shape != (2, 3) or not np.all(np.isfinite(b)):
-        raise ModelFileError(f"{where}.region.box must be two finite points [[x0, y0, z0], "
-                         f"[x1, y1, z1]], got {region.get('box')!r}")
-    return b
+def parse_box(region, where: str):
+    """``region = {box = [[x0, y0, z0], [x1, y1, z1]]}`` of the entry at ``where`` -> (2, 3)
+    [m] (:func:`offline.model.update.parse_region`)."""
+    return parse_region(region, f"{where}.region")
 
 
-def zones(raw: dict, where: str) -> list[tuple[np.ndarray, float]]:
-    """Validated ``[[damage]]`` entries -> [(box (2, 3), stiffness factor 1 - ω)]."""
-    items = raw.get("damage", [])
-    if not isinstance(items, list):
-        raise ModelFileError(f"{where}: 'damage' must be an array of tables ([[damage]])")
-    out = []
-    for i, it in enumerate(items):
-        w = f"{where}: [[damage]][{i}]"
-        if not isinstance(it, dict):
-            raise ModelFileError(f"{w} must be a table")
-        extra = sorted(set(it) - {"name", "region", "omega"})
-        if extra:
-            raise ModelFileError(f"{w}: unknown key(s) {extra}; allowed ['name', 'omega', 'region']")
-        om = it.get("omega")
-        if isinstance(om, bool) or not isinstance(om, (int, float)) or not np.isfinite(om) or om >= 1:
-            raise ModelFileError(f"{w}.omega must be a number below 1 (E_z = (1 - omega) E), got {om!r}")
-        out.append((parse_box(it.get("region"), w), 1.0 - float(om)))
-    return out
+def zones(raw: dict, where: str) -> list:
+    """Validated ``[[damage]]`` entries -> [(box (2, 3), stiffness factor 1 - omega)]."""
+    return [(box, 1.0 - float(om)) for _, box, om in parse_damage(raw, where)]
 
 
 def context(raw: dict, where: str, model_type: str):

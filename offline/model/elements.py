@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from offline.fem.beam import THEORIES
 from offline.fem.matrices import SYMMETRY_RTOL
 from offline.fem.mpc import Spider, spider_of
-from offline.fem.plate import FORMULATIONS, PATTERNS
+from offline.model.schema_elements import (BEAM, BEAM_SECTION, LINE, MATRICES, MEMBER, PLATE,
+                                           PLATE_RECTANGLE, RECTANGLE, SOLID, SPIDER, TUBE)
 from offline.model.sections import Material
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, point
@@ -24,7 +24,7 @@ MAX_PLATE_ELEMENTS = 2_000_000
 
 
 def _material(t: Table, materials: dict) -> Material:
-    name = t.get("material", "str")
+    name = t.get("material")
     if name not in materials:
         raise ModelFileError(f"{t.key('material')}: unknown material {name!r} (defined: "
                              f"{', '.join(sorted(materials)) or 'none'})")
@@ -105,27 +105,25 @@ class BeamSpec:
 
 
 def _beam_section(d, materials, where) -> BeamSectionSpec:
-    t = Table(d, where, keys=("material", "A", "Iy", "Iz", "J", "shear_factor", "rectangle",
-                              "tube"))
+    t = Table(d, where, BEAM_SECTION, strict=True)
     mat = _material(t, materials)
     forms = [k for k in ("rectangle", "tube", "A") if k in d]
     if len(forms) != 1:
         raise ModelFileError(f"{where}: give exactly one of A (with Iy, Iz, J), rectangle, tube")
     if "rectangle" in d:
-        r = Table(t.get("rectangle", "table"), f"{where}.rectangle")
-        shape = ("rectangle", r.get("b", lo=0.0, lo_open=True), r.get("h", lo=0.0, lo_open=True))
+        r = Table(t.get("rectangle"), f"{where}.rectangle", RECTANGLE)
+        shape = ("rectangle", r.get("b"), r.get("h"))
         r.done()
     elif "tube" in d:
-        r = Table(t.get("tube", "table"), f"{where}.tube")
-        dd = r.get("d", lo=0.0, lo_open=True)
-        wall = r.get("t", "num", None, lo=0.0, lo_open=True)
+        r = Table(t.get("tube"), f"{where}.tube", TUBE)
+        dd, wall = r.get("d"), r.get("t")
         r.done()
         if wall is not None and wall > dd / 2:
             raise ModelFileError(f"{where}.tube.t: wall {wall} exceeds d/2 = {dd / 2}")
         shape = ("tube", dd, wall)
     else:
-        shape = ("general",) + tuple(t.get(k, lo=0.0, lo_open=True) for k in ("A", "Iy", "Iz", "J"))
-    sf = t.get("shear_factor", "any", None)
+        shape = ("general",) + tuple(t.get(k) for k in ("A", "Iy", "Iz", "J"))
+    sf = t.get("shear_factor")
     if isinstance(sf, list):
         if len(sf) != 2:
             raise ModelFileError(f"{where}.shear_factor: expected k or [ky, kz]")
@@ -138,28 +136,28 @@ def _beam_section(d, materials, where) -> BeamSectionSpec:
 
 
 def _beam_member(d, sections, known, where) -> BeamMember:
-    t = Table(d, where, keys=("name", "section", "line", "elements", "orientation"))
-    sname = t.get("section", "str")
+    t = Table(d, where, MEMBER, strict=True)
+    sname = t.get("section")
     if sname not in sections:
         raise ModelFileError(f"{where}.section: unknown section {sname!r} (defined: "
                              f"{', '.join(sorted(sections))})")
-    ori = point(t.get("orientation", "list"), f"{where}.orientation") \
+    ori = point(t.get("orientation"), f"{where}.orientation") \
         if t.has("orientation") else None
-    name = t.get("name", "str", None)
+    name = t.get("name")
     if t.has("line") == t.has("elements"):
         raise ModelFileError(f"{where}: give exactly one of line or elements")
     line = elements = None
     if t.has("line"):
-        ln = Table(t.get("line", "table"), f"{where}.line")
-        a, b = (point(ln.get(k, "list"), f"{where}.line.{k}") for k in ("start", "end"))
-        n = ln.get("n", "int", lo=1)
+        ln = Table(t.get("line"), f"{where}.line", LINE)
+        a, b = (point(ln.get(k), f"{where}.line.{k}") for k in ("start", "end"))
+        n = ln.get("n")
         ln.done()
         if n > MAX_BEAM_ELEMENTS:
             raise ModelFileError(f"{where}.line.n: {n} elements; at most {MAX_BEAM_ELEMENTS:,} "
                                  "(a reduced model needs far fewer)")
         line = (a, b, n)
     else:
-        elements = _connectivity(t.get("elements", "list"), f"{where}.elements", known, 2)
+        elements = _connectivity(t.get("elements"), f"{where}.elements", known, 2)
         if any(e[0] == e[1] for e in elements):
             raise ModelFileError(f"{where}: element with identical end nodes")
     t.done()
@@ -168,15 +166,15 @@ def _beam_member(d, sections, known, where) -> BeamMember:
 
 def parse_beam(section: dict, materials: dict, where: str) -> BeamSpec:
     """``[beam]``: theory, optional explicit nodes, ``sections`` and ``members``."""
-    t = Table(section, where, keys=("theory", "nodes", "sections", "members"))
-    theory = t.get("theory", "str", "euler-bernoulli", choices=THEORIES)
-    nodes = _node_rows(t.get("nodes", "list", []), f"{where}.nodes", 3)
-    secs = t.get("sections", "table", {})
+    t = Table(section, where, BEAM, strict=True)
+    theory = t.get("theory")
+    nodes = _node_rows(t.get("nodes"), f"{where}.nodes", 3)
+    secs = t.get("sections")
     if not secs:
         raise ModelFileError(f"{where}.sections: expected at least one [beam.sections.<name>] "
                              "table")
     sections = {n: _beam_section(d, materials, f"{where}.sections.{n}") for n, d in secs.items()}
-    members = t.get("members", "list", [])
+    members = t.get("members")
     if not members:
         raise ModelFileError(f"{where}.members: expected at least one [[beam.members]] entry")
     known = {n for n, _ in nodes}
@@ -204,37 +202,33 @@ class PlateSpec:
 
 def parse_plate(section: dict, materials: dict, where: str) -> PlateSpec:
     """``[plate]`` (docs/modelfile.md)."""
-    t = Table(section, where, keys=("material", "thickness", "formulation", "shear_factor",
-                                    "rectangle", "nodes", "triangles"))
+    t = Table(section, where, PLATE, strict=True)
     mat = _material(t, materials)
-    thick = t.get("thickness", lo=0.0, lo_open=True)
-    form = t.get("formulation", "str", "mitc3", choices=FORMULATIONS)
-    kappa = t.get("shear_factor", "num", 5.0 / 6.0, lo=0.0, hi=1.0, lo_open=True)
+    thick, form, kappa = t.get("thickness"), t.get("formulation"), t.get("shear_factor")
     if t.has("rectangle") == (t.has("nodes") or t.has("triangles")):
         raise ModelFileError(f"{where}: give exactly one mesh: [plate.rectangle] or nodes + "
                              "triangles")
     rect, nodes, tris = None, (), ()
     if t.has("rectangle"):
         w = f"{where}.rectangle"
-        r = Table(t.get("rectangle", "table"), w,
-                  keys=("length", "width", "nx", "ny", "origin", "pattern"))
-        length, width = r.get("length", lo=0.0, lo_open=True), r.get("width", lo=0.0, lo_open=True)
-        nx, ny = r.get("nx", "int", lo=1), r.get("ny", "int", lo=1)
-        origin = r.get("origin", "list", [0.0, 0.0])
+        r = Table(t.get("rectangle"), w, PLATE_RECTANGLE, strict=True)
+        length, width = r.get("length"), r.get("width")
+        nx, ny = r.get("nx"), r.get("ny")
+        origin = r.get("origin")
         if len(origin) != 2:
             raise ModelFileError(f"{w}.origin: expected [x, y]")
         origin = tuple(check(o, f"{w}.origin[{i}]") for i, o in enumerate(origin))
-        pattern = r.get("pattern", "str", "alternate", choices=PATTERNS)
+        pattern = r.get("pattern")
         r.done()
         if 2 * nx * ny > MAX_PLATE_ELEMENTS:
             raise ModelFileError(f"{w}.nx: {nx} x {ny} divisions make {2 * nx * ny:,} "
                                  f"triangles; at most {MAX_PLATE_ELEMENTS:,}")
         rect = (length, width, nx, ny, origin, pattern)
     else:
-        nodes = _node_rows(t.get("nodes", "list"), f"{where}.nodes", 2)
+        nodes = _node_rows(t.get("nodes"), f"{where}.nodes", 2)
         if not nodes:
             raise ModelFileError(f"{where}.nodes: expected a list of [id, x, y]")
-        tris = _connectivity(t.get("triangles", "list"), f"{where}.triangles",
+        tris = _connectivity(t.get("triangles"), f"{where}.triangles",
                              {n for n, _ in nodes}, 3)
         used = {n for tr in tris for n in tr}
         unused = [n for n, _ in nodes if n not in used]
@@ -269,14 +263,14 @@ class SolidSpec:
 
 def parse_spider(d, where: str) -> SpiderSpec:
     """One ``[[solid.spiders]]`` table (``name``, ``select``, ``center``)."""
-    t = Table(d, where, keys=("name", "select", "center"))
-    name = t.get("name", "str")
+    t = Table(d, where, SPIDER, strict=True)
+    name = t.get("name")
     if not name:
         raise ModelFileError(f"{where}.name: empty name")
     if not t.has("select"):
         raise ModelFileError(f"{where}.select: missing (e.g. select = {{ group = \"hole1\" }})")
-    sel = parse_selection(t.get("select", "table"), f"{where}.select")
-    center = t.get("center", "list", None)
+    sel = parse_selection(t.get("select"), f"{where}.select")
+    center = t.get("center")
     t.done()
     return SpiderSpec(name, sel, None if center is None else point(center, f"{where}.center"),
                       where)
@@ -290,14 +284,12 @@ def spider_from_dict(d: dict, model, where: str) -> Spider:
 
 def parse_solid(section: dict, materials: dict, base_dir, where: str) -> SolidSpec:
     """``[solid]`` (docs/solid.md)."""
-    t = Table(section, where, keys=("mesh", "material", "spiders", "scale", "mesh_size", "order"))
-    mesh = _path(t.get("mesh", "str"), base_dir)
+    t = Table(section, where, SOLID, strict=True)
+    mesh = _path(t.get("mesh"), base_dir)
     mat = _material(t, materials)
-    scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
-    mesh_size = t.get("mesh_size", "num", None)
-    order = t.get("order", "int", None)
+    scale, mesh_size, order = t.get("scale"), t.get("mesh_size"), t.get("order")
     spiders = tuple(parse_spider(e, f"{where}.spiders[{i}]")
-                    for i, e in enumerate(t.get("spiders", "list", [])))
+                    for i, e in enumerate(t.get("spiders")))
     t.done()
     return SolidSpec(mesh, mat, scale, mesh_size, order, spiders, where)
 
@@ -318,10 +310,9 @@ class MatricesSpec:
 
 def parse_matrices(section: dict, base_dir, where: str) -> MatricesSpec:
     """``[matrices]`` (docs/solid.md)."""
-    t = Table(section, where, keys=("mass", "stiffness", "damping", "dofs", "symmetry_rtol"))
-    paths = {k: _path(t.get(k, "str"), base_dir) for k in ("mass", "stiffness", "dofs")}
-    damping = t.get("damping", "str", None)
-    rtol = t.get("symmetry_rtol", "num", SYMMETRY_RTOL, lo=0.0)
+    t = Table(section, where, MATRICES, strict=True)
+    paths = {k: _path(t.get(k), base_dir) for k in ("mass", "stiffness", "dofs")}
+    damping, rtol = t.get("damping"), t.get("symmetry_rtol")
     t.done()
     return MatricesSpec(paths["mass"], paths["stiffness"], paths["dofs"],
                         None if damping is None else _path(damping, base_dir), rtol, where)

@@ -19,14 +19,8 @@ from offline.model.signals import (
     _field_output,
     _signal_common,
 )
+from offline.model.schema_signals import CANDIDATES, CRITERIA, NOISE_MODELS, PLACEMENT  # noqa: F401
 from offline.model.table import ModelFileError, Table, check
-
-#: How the targets' predicted errors are combined (docs/placement.md "Criterion").
-CRITERIA = ("log", "linear")
-#: What a sensor's relative ``noise`` is relative to: its own signal's std (as the build's
-#: calibration runs) or the largest std of the candidates of its kind and DOF (one absolute
-#: noise floor for identical sensors).
-NOISE_MODELS = ("relative", "absolute")
 
 
 @dataclass(frozen=True)
@@ -85,12 +79,9 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
     if "placement" not in raw:
         return None
     w = f"{f}: [placement]"
-    t = Table(raw["placement"], w)
-    weights = t.get("weights", "table", {})
-    budget = t.get("budget", "num", None, lo=0.0, lo_open=True)
-    criterion = t.get("criterion", "str", "log", choices=CRITERIA)
-    noise_model = t.get("noise", "str", "relative", choices=NOISE_MODELS)
-    cands = t.get("candidates", "list", [])
+    t = Table(raw["placement"], w, PLACEMENT)
+    weights, budget, criterion = t.get("weights"), t.get("budget"), t.get("criterion")
+    noise_model, cands = t.get("noise"), t.get("candidates")
     t.done()
     targets = {s.name for s in forces} | {o.name for o in outputs}
     wt = {}
@@ -107,17 +98,16 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
     out, placed, seen, costs = [], [], set(), []
     for i, e in enumerate(cands):
         cw = f"{f}: [[placement.candidates]][{i}]"
-        ct = Table(e, cw)
+        ct = Table(e, cw, CANDIDATES)
         if isinstance(e, dict) and e.get("kind") in FIELD_KINDS:  # a strain gauge
-            cost = ct.get("cost", "num", 1.0, lo=0.0)
+            cost = ct.get("cost")
             g = _gauge_candidate(ct, cw, e["kind"], cost)
             name, sel, dof, kind, unit, noise = g.name, g.select, "", g.kind, g.unit, g.noise
         else:
             g = None
             name, sel, dof, kind, unit = _signal_common(ct, cw, True)
-            noise = ct.get("noise", "num", 0.0, lo=0.0)
-            noise_std = ct.get("noise_std", "num", None, lo=0.0, lo_open=True)  # as a sensor's
-            cost = ct.get("cost", "num", 1.0, lo=0.0)
+            noise, noise_std = ct.get("noise"), ct.get("noise_std")  # as a sensor's
+            cost = ct.get("cost")
             ct.done()
         if name in seen:
             raise ModelFileError(f"{cw}.name: {name!r} is already a candidate")

@@ -7,22 +7,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from edge.acquisition import CONVERTERS, MODES, Chain
+from edge.acquisition import Chain
 from edge.hw.ads1256_filter import num_ave
-from edge.kinds import (DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, DISCRETIZATIONS,
-                        ESTIMATOR_METHODS, REDUCTION_METHODS, REGULARIZATIONS)
+from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, REDUCTION_METHODS  # noqa: F401
 from offline.chain import plan_chain, row_offsets
+from offline.model.schema_model import (ACQUISITION, ALPHA_RULES, BOUNDARY,  # noqa: F401
+                                        DAMPING, ESTIMATOR, ESTIMATOR_CHOICES, MASS, MASTERS,
+                                        MATERIAL, REDUCTION, SPRING)
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, dof_names, entries
-
-#: ``[estimator] method``: ``auto`` (default: every estimator scored on the calibration runs,
-#: the Kalman smoother preferred within a margin; offline/selection.py), ``tikhonov`` (the
-#: paper's Tikhonov estimators only: per step, fixed lag, exact discretisation) or
-#: ``smoother`` (the Kalman fixed-lag smoother only); a bundle's method is never ``auto``
-ESTIMATOR_CHOICES = ("auto",) + tuple(ESTIMATOR_METHODS)
-
-ALPHA_RULES = ("auto", "lcurve", "gcv", "discrepancy")
-
 
 @dataclass(frozen=True)
 class Material:
@@ -129,10 +122,8 @@ def parse_materials(raw, f) -> dict:
     if not isinstance(mt, dict):
         raise ModelFileError(f"{f}: [materials]: expected a table of [materials.<name>]")
     for name, d in mt.items():
-        t = Table(d, f"{f}: [materials.{name}]")
-        E = t.get("E", lo=0.0, lo_open=True)
-        nu = t.get("nu", lo=-1.0, hi=0.5, lo_open=True, hi_open=True)
-        rho = t.get("rho", lo=0.0, lo_open=True)
+        t = Table(d, f"{f}: [materials.{name}]", MATERIAL)
+        E, nu, rho = t.get("E"), t.get("nu"), t.get("rho")
         t.done()
         mats[name] = Material(name, E, nu, rho)
     return mats
@@ -142,9 +133,9 @@ def parse_boundary(raw, f) -> list:
     """``[[boundary]]`` -> [Boundary]."""
     out = []
     for e, w in entries(raw, "boundary", f):
-        t = Table(e, w)
-        sel = parse_selection(t.get("select", "table"), f"{w}.select")
-        dofs = dof_names(t.get("dofs", "list"), f"{w}.dofs") if t.has("dofs") else None
+        t = Table(e, w, BOUNDARY)
+        sel = parse_selection(t.get("select"), f"{w}.select")
+        dofs = dof_names(t.get("dofs"), f"{w}.dofs") if t.has("dofs") else None
         t.done()
         out.append(Boundary(sel, dofs, w))
     return out
@@ -163,19 +154,19 @@ def parse_springs_masses(raw, f) -> tuple[list, list]:
         names[(kind, n)] = w
 
     for e, w in entries(raw, "spring", f):
-        t = Table(e, w)
-        sel = parse_selection(t.get("select", "table"), f"{w}.select")
-        dof = dof_name(t.get("dof", "str"), f"{w}.dof")
-        k = t.get("k", lo=0.0)
-        n = t.get("name", "str", None)
+        t = Table(e, w, SPRING)
+        sel = parse_selection(t.get("select"), f"{w}.select")
+        dof = dof_name(t.get("dof"), f"{w}.dof")
+        k = t.get("k")
+        n = t.get("name")
         unique(n, w, "spring")
         t.done()
         springs.append(Spring(sel, dof, k, n, w))
     for e, w in entries(raw, "mass", f):
-        t = Table(e, w)
-        sel = parse_selection(t.get("select", "table"), f"{w}.select")
-        m = t.get("m", lo=0.0)
-        n = t.get("name", "str", None)
+        t = Table(e, w, MASS)
+        sel = parse_selection(t.get("select"), f"{w}.select")
+        m = t.get("m")
+        n = t.get("name")
         unique(n, w, "mass")
         t.done()
         masses.append(PointMass(sel, m, n, w))
@@ -187,18 +178,18 @@ def parse_damping(raw, f) -> Damping | None:
     if "damping" not in raw:
         return None
     w = f"{f}: [damping]"
-    t = Table(raw["damping"], w)
+    t = Table(raw["damping"], w, DAMPING)
     if t.has("rayleigh") == t.has("ratios"):
         raise ModelFileError(f"{w}: give exactly one of rayleigh = [a, b] or "
                              "ratios = [[f1, z1], [f2, z2]]")
     if t.has("rayleigh"):
-        r = t.get("rayleigh", "list")
+        r = t.get("rayleigh")
         if len(r) != 2:
             raise ModelFileError(f"{w}.rayleigh: expected [a, b]")
         ab = tuple(check(x, f"{w}.rayleigh[{i}]", lo=0.0) for i, x in enumerate(r))
         damping = Damping(rayleigh=ab)
     else:
-        r = t.get("ratios", "list")
+        r = t.get("ratios")
         if len(r) != 2:
             raise ModelFileError(f"{w}.ratios: expected two pairs [[f1, zeta1], [f2, zeta2]]")
         pairs = []
@@ -223,18 +214,18 @@ def parse_reduction(raw, f) -> ReductionSpec | None:
     if "reduction" not in raw:
         return None
     w = f"{f}: [reduction]"
-    t = Table(raw["reduction"], w)
-    method = t.get("method", "str", DEFAULT_REDUCTION_METHOD, choices=REDUCTION_METHODS)
-    modes = t.get("modes", "int", 0 if method == "guyan" else DEFAULT_REDUCTION_MODES, lo=0)
-    n_report = t.get("n_report", "int", 30, lo=1)
-    mlist = t.get("masters", "list", [])
+    t = Table(raw["reduction"], w, REDUCTION)
+    method = t.get("method")
+    modes = t.get("modes", default=0 if method == "guyan" else DEFAULT_REDUCTION_MODES)
+    n_report = t.get("n_report")
+    mlist = t.get("masters")
     t.done()
     masters = []
     for i, e in enumerate(mlist):
         mw = f"{f}: [[reduction.masters]][{i}]"
-        mt = Table(e, mw)
-        sel = parse_selection(mt.get("select", "table"), f"{mw}.select")
-        dofs = dof_names(mt.get("dofs", "list"), f"{mw}.dofs")
+        mt = Table(e, mw, MASTERS)
+        sel = parse_selection(mt.get("select"), f"{mw}.select")
+        dofs = dof_names(mt.get("dofs"), f"{mw}.dofs")
         mt.done()
         masters.append(Masters(sel, dofs, mw))
     if not masters:
@@ -249,28 +240,24 @@ def parse_estimator(raw, f) -> EstimatorSpec | None:
     if "estimator" not in raw:
         return None
     w = f"{f}: [estimator]"
-    t = Table(raw["estimator"], w)
-    rate = t.get("rate", lo=0.0, lo_open=True)
-    beta = t.get("beta", "num", 0.25, lo=0.0, hi=0.5, lo_open=True)
-    gamma = t.get("gamma", "num", 0.5, lo=0.5, hi=1.0)
-    alpha = t.get("alpha", "any", "auto")
+    t = Table(raw["estimator"], w, ESTIMATOR)
+    rate, beta, gamma = t.get("rate"), t.get("beta"), t.get("gamma")
+    alpha = t.get("alpha")
     if isinstance(alpha, str):
         check(alpha, f"{w}.alpha", "str", choices=ALPHA_RULES)
     else:
         alpha = check(alpha, f"{w}.alpha", "num", lo=0.0)
-    window = t.get("window", "any", "auto")
+    window = t.get("window")
     if isinstance(window, str):
         check(window, f"{w}.window", "str", choices=("auto",))
     else:
-        window = check(window, f"{w}.window", "int", lo=1, hi=200)
-    disc = t.get("discretization", "str", "newmark", choices=DISCRETIZATIONS)
-    reg = t.get("regularization", "str", "tikhonov0", choices=REGULARIZATIONS)
-    max_delay = t.get("max_delay", "num", 0.02, lo=0.0)
-    meth = t.get("method", "str", "auto", choices=ESTIMATOR_CHOICES)
-    lag = t.get("lag", "int", None, lo=0, hi=511)  # window = lag + 1 <= MAX_WINDOW
-    merr = t.get("model_error", "num", None, lo=0.0)
-    cws = t.get("check_window_s", "num", 8.0, lo=0.0, lo_open=True)
-    cfa = t.get("check_false_alarm", "num", 0.01, lo=0.0, hi=0.5, lo_open=True)
+        k = ESTIMATOR.key("window")
+        window = check(window, f"{w}.window", "int", lo=k.lo, hi=k.hi)
+    disc, reg = t.get("discretization"), t.get("regularization")
+    max_delay, meth = t.get("max_delay"), t.get("method")
+    lag = t.get("lag")  # window = lag + 1 <= MAX_WINDOW
+    merr = t.get("model_error")
+    cws, cfa = t.get("check_window_s"), t.get("check_false_alarm")
     t.done()
     return EstimatorSpec(rate, beta, gamma, alpha, window, disc, reg, max_delay, meth, lag, merr,
                          cws, cfa)
@@ -323,11 +310,11 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
     if "acquisition" not in raw:
         return None
     w = f"{f}: [acquisition]"
-    t = Table(raw["acquisition"], w)
-    conv = t.get("converter", "str", "ads1256", choices=CONVERTERS)
+    t = Table(raw["acquisition"], w, ACQUISITION)
+    conv = t.get("converter")
     auto = "cycle" if conv == "ads1256" and n_sensors > 1 else "continuous"
-    mode = t.get("mode", "str", auto, choices=MODES)
-    drate = t.get("drate", "num", None, lo=0.0, lo_open=True)
+    mode = t.get("mode", default=auto)
+    drate = t.get("drate")
     rate = estimator.rate if estimator is not None else 1000.0
     if conv == "ads1256" and drate is None:  # the data rate that gives `rate` rows/s
         try:
@@ -340,7 +327,7 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
             num_ave(drate)
         except ValueError as exc:
             raise ModelFileError(f"{w}.drate: {exc}") from None
-    offsets = t.get("offsets", "list", None)
+    offsets = t.get("offsets")
     if offsets is None:
         if conv == "daq" and mode == "cycle":
             raise ModelFileError(f"{w}.offsets: missing (required with a daq cycling its "
@@ -358,8 +345,8 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
     fc = tau = 0.0
     if conv == "daq":
         fs = drate if drate is not None else rate
-        fc = t.get("cutoff", "num", lo=0.0, hi=0.5 * fs, lo_open=True)
-        tau = t.get("group_delay", "num", lo=0.0, lo_open=True)
+        fc = t.get("cutoff", hi=0.5 * fs)
+        tau = t.get("group_delay")
     t.done()
     return AcquisitionSpec(conv, None if drate is None else float(drate), mode, offsets,
                            float(fc), float(tau))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offline.model.schema_model import CYLINDER, SELECT
 from offline.model.table import ModelFileError, Table, check, point
 
 #: Default ``tol`` of ``box`` and ``at``, relative to the model's bounding-box diagonal.
@@ -68,15 +69,15 @@ class Selection:
 
 
 def _cylinder(v, where) -> Cylinder:
-    t = Table(v, where)
-    p0 = point(t.get("point", "list"), f"{where}.point")
-    ax = np.asarray(point(t.get("axis", "list"), f"{where}.axis"))
+    t = Table(v, where, CYLINDER)
+    p0 = point(t.get("point"), f"{where}.point")
+    ax = np.asarray(point(t.get("axis"), f"{where}.axis"))
     n = float(np.linalg.norm(ax))
     if n == 0:
         raise ModelFileError(f"{where}.axis: must not be the zero vector")
-    r = t.get("radius", lo=0.0, lo_open=True)
-    tol = t.get("tol", "num", 0.01 * r, lo=0.0, lo_open=True)
-    rg = t.get("range", "list", None)
+    r = t.get("radius")
+    tol = t.get("tol", default=0.01 * r)
+    rg = t.get("range")
     t.done()
     if rg is not None:
         if len(rg) != 2:
@@ -89,7 +90,7 @@ def _cylinder(v, where) -> Cylinder:
 
 def parse_selection(v, where) -> Selection:
     """A ``select`` table (see the module docstring) -> :class:`Selection`."""
-    t = Table(v, where)
+    t = Table(v, where, SELECT)
     kinds = [k for k in FORMS if k in v]
     if not kinds or ("at" in kinds and len(kinds) > 1):
         raise ModelFileError(f"{where}: give exactly one of {', '.join(FORMS)} (nodes, box, "
@@ -97,12 +98,12 @@ def parse_selection(v, where) -> Selection:
     forms = []
     for kind in kinds:
         if kind == "nodes":
-            ids = t.get("nodes", "list")
+            ids = t.get("nodes")
             if not ids:
                 raise ModelFileError(f"{where}.nodes: empty list")
             value = tuple(check(n, f"{where}.nodes[{i}]", "int") for i, n in enumerate(ids))
         elif kind == "box":
-            b = t.get("box", "list")
+            b = t.get("box")
             if len(b) != 2:
                 raise ModelFileError(f"{where}.box: expected two points [[x0,y0,z0],[x1,y1,z1]]")
             p0, p1 = point(b[0], f"{where}.box[0]"), point(b[1], f"{where}.box[1]")
@@ -110,15 +111,15 @@ def parse_selection(v, where) -> Selection:
                 raise ModelFileError(f"{where}.box: first point must be the lower corner")
             value = (p0, p1)
         elif kind == "group":
-            value = t.get("group", "str")
+            value = t.get("group")
         elif kind == "at":
-            value = point(t.get("at", "list"), f"{where}.at")
+            value = point(t.get("at"), f"{where}.at")
         else:
-            value = _cylinder(t.get("cylinder", "table"), f"{where}.cylinder")
+            value = _cylinder(t.get("cylinder"), f"{where}.cylinder")
         forms.append((kind, value))
     tol = None
     if "box" in kinds or "at" in kinds:
-        tol = t.get("tol", "num", None, lo=0.0, lo_open="at" in kinds)
+        tol = t.get("tol", lo_open="at" in kinds)
     t.done()
     return Selection(tuple(forms), tol, where)
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge.kinds import FIELD_KINDS, SIGNAL_KINDS
-from offline.fem.strain import SURFACES
+from edge.kinds import FIELD_KINDS, SIGNAL_KINDS  # noqa: F401
 from offline.fem.strain import UNITS as FIELD_UNITS
-from offline.forcing.force_model import FORCE_MODELS
+from offline.model.schema_signals import (CALIBRATION, FORCE_MODEL, FORCES, LOAD,  # noqa: F401
+                                          LOAD_TYPES, OUTPUTS, SENSORS)
 from offline.model.sections import EstimatorSpec
 from offline.model.selection import Selection, parse_selection
 from offline.model.table import ModelFileError, Table, check, dof_name, entries, point
 
-LOAD_TYPES = ("random", "sine", "chirp")
 
 
 @dataclass(frozen=True)
@@ -145,8 +144,8 @@ def _recovery_row(v, where: str) -> tuple:
 def _field_output(t: Table, where: str, kind: str, sensor: bool = False):
     """``[[outputs]]`` of kind strain/stress (or a ``[[sensors]]`` strain gauge): name, ``at``
     (or a user ``row``), unit, surface, direction; a sensor also its noise and dynamics."""
-    name = t.get("name", "str")
-    t.get("kind", "str")
+    name = t.get("name")
+    t.get("kind")
     if not name.strip():
         raise ModelFileError(f"{where}.name: empty name")
     for k in ("select", "dof"):
@@ -158,12 +157,12 @@ def _field_output(t: Table, where: str, kind: str, sensor: bool = False):
         raise ModelFileError(f"{where}.at: give at = [x, y, z] (beam, plate, solid models) or "
                              "row = [[node, \"dof\", coefficient], ...] (imported matrices), "
                              "one of the two")
-    row = _recovery_row(t.get("row", "list"), f"{where}.row") if t.has("row") else None
-    at = point(t.get("at", "list"), f"{where}.at") if row is None else None
+    row = _recovery_row(t.get("row"), f"{where}.row") if t.has("row") else None
+    at = point(t.get("at"), f"{where}.at") if row is None else None
     units = FIELD_UNITS[kind]
-    unit = t.get("unit", "str", next(iter(units)), choices=tuple(units))
-    surface = t.get("surface", "str", None, choices=tuple(SURFACES))
-    d = t.get("direction", "list", None)
+    unit = t.get("unit", default=next(iter(units)), choices=tuple(units))
+    surface = t.get("surface")
+    d = t.get("direction")
     direction = None if d is None else point(d, f"{where}.direction")
     if direction is not None and not any(direction):
         raise ModelFileError(f"{where}.direction: must not be the zero vector")
@@ -176,8 +175,7 @@ def _field_output(t: Table, where: str, kind: str, sensor: bool = False):
         t.done()
         return FieldOutput(name, sel, "", kind, unit, where, at, surface, direction,
                            units[unit], row)
-    noise = t.get("noise", "num", 0.0, lo=0.0)
-    noise_abs = t.get("noise_std", "num", None, lo=0.0, lo_open=True)
+    noise, noise_abs = t.get("noise"), t.get("noise_std")
     dyn = _sensor_dynamics(t, where, name)
     t.done()
     return FieldSensor(name, sel, "", kind, unit, where, noise, noise_abs, *dyn, at=at,
@@ -185,21 +183,21 @@ def _field_output(t: Table, where: str, kind: str, sensor: bool = False):
 
 
 def _signal_common(t, where, with_kind):
-    name = t.get("name", "str")
+    name = t.get("name")
     if not name.strip():
         raise ModelFileError(f"{where}.name: empty name")
-    select = parse_selection(t.get("select", "table"), f"{where}.select")
-    dof = dof_name(t.get("dof", "str"), f"{where}.dof")
+    select = parse_selection(t.get("select"), f"{where}.select")
+    dof = dof_name(t.get("dof"), f"{where}.dof")
     if not with_kind:
         return name, select, dof, None, None
-    kind = t.get("kind", "str", "displacement", choices=SIGNAL_KINDS)
+    kind = t.get("kind")
     if kind in FIELD_KINDS:  # a strain sensor is parsed by _field_output
         raise ModelFileError(f"{where}.kind: {kind!r} is an output kind; a measured gauge "
                              "is kind = \"strain\"")
     rot = dof in ("rx", "ry", "rz")
     base = "rad" if rot else "m"
     dflt = {"displacement": base, "velocity": f"{base}/s", "acceleration": f"{base}/s^2"}[kind]
-    unit = t.get("unit", "str", dflt)
+    unit = t.get("unit", default=dflt)
     return name, select, dof, kind, unit
 
 
@@ -211,9 +209,9 @@ def _sensor_dynamics(t: Table, w: str, name: str) -> tuple:
     """``(highpass_hz, average_s, drift)`` of a ``[[sensors]]`` entry (0: none); a corner or
     window must be > 0 and finite, a drift >= 0 and finite; errors name key and sensor."""
     out = []
-    for key, lo_open in (("highpass_hz", True), ("average_s", True), ("drift", False)):
+    for key in ("highpass_hz", "average_s", "drift"):
         try:
-            out.append(float(t.get(key, "num", 0.0, lo=0.0, lo_open=lo_open)))
+            out.append(float(t.get(key)))
         except ModelFileError as exc:
             raise ModelFileError(f"{exc} (sensor {name!r})") from None
     return tuple(out)
@@ -223,9 +221,9 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
     """``[[sensors]]``, ``[[forces]]``, ``[[outputs]]``; names unique across all three."""
     sensors, forces, outputs = [], [], []
     signal_names = {}
-    for key, cls in (("sensors", Sensor), ("forces", Force), ("outputs", Output)):
+    for key, sec in (("sensors", SENSORS), ("forces", FORCES), ("outputs", OUTPUTS)):
         for e, w in entries(raw, key, f):
-            t = Table(e, w)
+            t = Table(e, w, sec)
             if key == "outputs" and isinstance(e, dict) and e.get("kind") in FIELD_KINDS:
                 fo = _field_output(t, w, e["kind"])
                 name = fo.name
@@ -250,14 +248,12 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
             elif fo is not None:
                 outputs.append(fo)
             elif key == "sensors":
-                noise = t.get("noise", "num", 0.0, lo=0.0)
-                noise_abs = t.get("noise_std", "num", None, lo=0.0, lo_open=True)
+                noise, noise_abs = t.get("noise"), t.get("noise_std")
                 dyn = _sensor_dynamics(t, w, name)
                 t.done()
                 sensors.append(Sensor(name, sel, dof, kind, unit, w, noise, noise_abs, *dyn))
             elif key == "forces":
-                scale = t.get("scale", "num", 1.0, lo=0.0, lo_open=True)
-                fmod = t.get("model", "table", None)
+                scale, fmod = t.get("scale"), t.get("model")
                 t.done()
                 if fmod is not None:
                     fmod = parse_force_model(fmod, f"{w}.model")
@@ -271,22 +267,22 @@ def parse_signals(raw, f) -> tuple[list, list, list]:
 
 def _load_entry(lt: Table, lw: str, forces: list, estimator: EstimatorSpec | None) -> LoadSpec:
     """One calibration load table (random: band, rms; sine: freq, amplitude; chirp)."""
-    typ = lt.get("type", "str", "random", choices=LOAD_TYPES)
+    typ = lt.get("type")
     band = rms = freq = amp = None
     if typ in ("random", "chirp"):
-        b = lt.get("band", "list")
+        b = lt.get("band")
         if len(b) != 2:
             raise ModelFileError(f"{lw}.band: expected [f_low, f_high] in Hz")
         band = tuple(check(x, f"{lw}.band[{i}]", lo=0.0) for i, x in enumerate(b))
         if not band[0] < band[1]:
             raise ModelFileError(f"{lw}.band: f_low must be below f_high")
     if typ == "random":
-        rms = lt.get("rms", "num", lo=0.0, lo_open=True)
+        rms = lt.get("rms")
     else:
-        amp = lt.get("amplitude", "num", lo=0.0, lo_open=True)
+        amp = lt.get("amplitude")
     if typ == "sine":
-        freq = lt.get("freq", "num", lo=0.0, lo_open=True)
-    force = lt.get("force", "str", None)
+        freq = lt.get("freq")
+    force = lt.get("force")
     lt.done()
     if force is not None and force not in {fo.name for fo in forces}:
         raise ModelFileError(f"{lw}.force: no [[forces]] entry named {force!r}")
@@ -299,17 +295,17 @@ def _load_entry(lt: Table, lw: str, forces: list, estimator: EstimatorSpec | Non
     return LoadSpec(typ, band, rms, freq, amp, force)
 
 
-def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None) -> Calibration | None:
-    """``[calibration]``: duration, seeds, warm-up and one load per force or one for all."""
-    if "calibration" not in raw:
+def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None,
+                      name: str = "design_load") -> Calibration | None:
+    """``[design_load]``: duration, seeds, warm-up and one load per force or one for all;
+    ``name``: the table's name in errors (``calibration``, its former name, when the file
+    uses that)."""
+    if "design_load" not in raw:
         return None
-    w = f"{f}: [calibration]"
-    t = Table(raw["calibration"], w)
-    duration = t.get("duration", "num", 2.0, lo=0.0, lo_open=True)
-    seed = t.get("seed", "int", 0, lo=0)
-    seeds = t.get("seeds", "int", 3, lo=1, hi=20)
-    warmup = t.get("warmup", "num", 1.0, lo=0.0)
-    raw_load = t.get("load", "any")
+    w = f"{f}: [{name}]"
+    t = Table(raw["design_load"], w, CALIBRATION)
+    duration, seed, seeds = t.get("duration"), t.get("seed"), t.get("seeds")
+    warmup, raw_load = t.get("warmup"), t.get("load")
     t.done()
     entries = raw_load if isinstance(raw_load, list) else [raw_load]
     if not entries:
@@ -317,7 +313,7 @@ def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None) -> 
     loads = []
     for i, e in enumerate(entries):
         lw = f"{w}.load" + (f"[{i}]" if isinstance(raw_load, list) else "")
-        loads.append(_load_entry(Table(e, lw), lw, forces, estimator))
+        loads.append(_load_entry(Table(e, lw, LOAD), lw, forces, estimator))
     targets = [ld.force for ld in loads]
     if len(set(targets)) != len(targets):
         raise ModelFileError(f"{w}.load: two entries drive the same force "
@@ -327,9 +323,9 @@ def parse_calibration(raw, f, forces: list, estimator: EstimatorSpec | None) -> 
 
 def parse_force_model(d: dict, where: str) -> dict:
     """Validate a ``[[forces]] model = {kind, band, rms, order}`` table (errors name the key)."""
-    t = Table(d, where)
-    kind = t.get("kind", "str", "bandpass", choices=FORCE_MODELS)
-    band = t.get("band", "list", None)
+    t = Table(d, where, FORCE_MODEL)
+    kind = t.get("kind")
+    band = t.get("band")
     if band is not None:
         if len(band) != 2:
             raise ModelFileError(f"{where}.band: expected [f_low, f_high] in Hz")
@@ -337,8 +333,8 @@ def parse_force_model(d: dict, where: str) -> dict:
                      for i, x in enumerate(band))
         if not band[0] < band[1]:
             raise ModelFileError(f"{where}.band: f_low must be below f_high")
-    rms = t.get("rms", "num", None, lo=0.0, lo_open=True)
+    rms = t.get("rms")
     # None: not given (the build chooses the order; a given order is always kept)
-    order = t.get("order", "int", None, lo=1, hi=32)
+    order = t.get("order")
     t.done()
     return {"kind": kind, "band": band, "rms": rms, "order": order}
