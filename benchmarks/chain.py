@@ -6,7 +6,7 @@ Per structure and chain: the model file with that ``[acquisition]`` (``ideal`` p
 row rate and 2 ms group delay, all channels at once), a record from ``vsense-offline
 simulate`` (default ``--chain model``: the full FE model by exact modal integration on a grid
 of 32 steps per row, converted as the file declares, random 2-100 Hz, 1 % noise, 1 s warm-up
-so the record starts moving; the file's ``[calibration]`` band and sensor noise are set to
+so the record starts moving; the file's ``[design_load]`` band and sensor noise are set to
 these, so that every chain's bundle declares what its record holds), ``vsense-offline
 build`` (no record), ``vsense-edge replay``, ``vsense-offline score``. Printed per target: the normalised RMS error (full band) and the ratio of its RMS
 error to the same estimator's on point samples (same load, same noise seed), the ratio to

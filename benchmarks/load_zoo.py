@@ -2,7 +2,7 @@
 
 For each load (a roll-off of order 1, 2 or 4 against the declared band, a pink load, a load
 carrying a source resonance, a load 50x below its declared size) the user declares what
-they know (``[calibration]`` random 5-160 Hz, 1 N, 1 % noise); the truth is the FULL model
+they know (``[design_load]`` random 5-160 Hz, 1 N, 1 % noise); the truth is the FULL model
 integrated by sparse Newmark on every DOF (``offline.simulate.simulate_sparse``, 10 steps
 per sample: not the estimator's reduced model nor its exact discretisation), converted by
 the model file's chain (the strip declares none: the ADS1256 at 1,000 SPS, each conversion

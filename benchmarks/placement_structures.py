@@ -19,7 +19,7 @@ default ``[estimator] method = "auto"``, relative noise 1 %):
 candidates is predicted (exhaustive on the prediction); the place layout and the ``--top``
 best predicted layouts (``--all``: every layout) are each written, built
 (:func:`offline.build.build`) and replayed (truth from the FULL model by sparse Newmark on 10x
-finer steps under the ``[calibration]`` ideal-band load, 1 % noise; offline/placement/replay.py).
+finer steps under the ``[design_load]`` ideal-band load, 1 % noise; offline/placement/replay.py).
 Printed per structure and n: the place layout, its predicted NRMSE, the built bundle's
 calibration-run NRMSE and the chosen estimator, the replayed NRMSE, the largest
 |predicted / calibration-run - 1|, and the replayed criterion (geometric mean over the targets,

@@ -12,9 +12,9 @@ one :class:`BuildState` that :func:`build` calls in order:
    estimator's bundle before calibration (:func:`offline.reduced.design_bundle`);
 3. honest calibration runs (:func:`_stage_calibrate`: :func:`calibrate`,
    :mod:`offline.calibration_runs`): the FULL model, integrated exactly mode by mode (not the
-   estimator's reduced Newmark step), under the ``[calibration]`` load(s) or the load model
+   estimator's reduced Newmark step), under the ``[design_load]`` load(s) or the load model
    learned from records (:func:`learn_from_records`) with the sensors' noise,
-   ``[calibration] seeds`` of them; channel weights ``1 / sigma^2``;
+   ``[design_load] seeds`` of them; channel weights ``1 / sigma^2``;
 4. estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest expected
    normalised RMS error on them (:func:`_stage_choose`: :func:`offline.selection.select`; or
    alpha by a rule / given); the MMSE accuracy limit (:mod:`offline.limit`) for the report; the
@@ -111,10 +111,10 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
     """Step 3: the honest calibration runs and the channel weights.
 
     The FULL model, integrated exactly mode by mode (not the estimator's reduced step), under
-    the ``[calibration]`` load(s) with the sensors' noise (:mod:`offline.calibration_runs`).
+    the ``[design_load]`` load(s) with the sensors' noise (:mod:`offline.calibration_runs`).
     Sets ``weight = 1 / sigma^2`` on ``bundle.channels`` (sigma: the mean noise std of the
     runs, per channel). ``load_model``: a load model learned from records
-    (:mod:`offline.load`) drives the runs instead of the ``[calibration]`` loads.
+    (:mod:`offline.load`) drives the runs instead of the ``[design_load]`` loads.
 
     Returns
     -------

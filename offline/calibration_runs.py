@@ -119,7 +119,7 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     same in every run, as a sensor's noise is.
 
     ``load_model``: an :class:`offline.load.LoadModel` (e.g. learned from records) instead of
-    the ``[calibration]`` loads: the forces are drawn jointly from its spectra (seed ``seed``)
+    the ``[design_load]`` loads: the forces are drawn jointly from its spectra (seed ``seed``)
     and the noise is its absolute ``noise_std`` where it has one.
 
     ``chain``: an :class:`edge.acquisition.Chain` other than ideal converts the channels as
@@ -182,7 +182,7 @@ def convert(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,
 
 
 def _declared_forces(spec, cal, tf, dt: float, seed: int) -> np.ndarray:
-    """The ``[calibration]`` load of each force (its own realisation, seed ``seed + 1000 i``)
+    """The ``[design_load]`` load of each force (its own realisation, seed ``seed + 1000 i``)
     times its ``scale`` on the grid ``tf``, ``(nt, nf)``."""
     Ff = np.zeros((tf.size, len(spec.forces)))
     for i, f in enumerate(spec.forces):

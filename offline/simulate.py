@@ -224,7 +224,7 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         Seconds simulated before the record starts and then dropped (default 0: the record
         starts at rest, with the load's first value applied at once, a step). With a warm-up
         the record is a piece of the stationary response, like the build's calibration runs
-        scored after their ``[calibration] warmup``; the noise level refers to the record.
+        scored after their ``[design_load] warmup``; the noise level refers to the record.
         A ``csv`` load's time 0 is the warm-up's start (record time 0 = CSV time ``warmup``,
         to a sample; 0 N outside the CSV's times). Record times: ``k / rate``.
     noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %), added to

@@ -49,7 +49,7 @@ dof = "uz"
 kind = "displacement"
 [estimator]
 rate = 1000.0
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 1.0
 seeds = 2

@@ -82,7 +82,7 @@ rate = 1000.0
 method = "smoother"
 lag = 10
 model_error = 0.0
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 1.0
 """

@@ -273,7 +273,7 @@ name = "amid"
 select = { at = [0.25, 0, 0] }
 dof = "uz"
 kind = "acceleration"
-[calibration]
+[design_load]
 duration = 0.5
 load = { type = "random", band = [2.0, 100.0], rms = 1.0 }
 """

@@ -73,7 +73,7 @@ name = "F"
 select = { at = [0.2, 0.25, 0.0] }
 dof = "uz"
 scale = 5.0
-[calibration]
+[design_load]
 load = { type = "random", band = [10.0, 300.0], rms = 1.0 }
 """
 

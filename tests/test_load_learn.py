@@ -108,7 +108,7 @@ def test_bad_records_are_named(strip, tmp_path):
 
 def test_declared_model_keeps_scale_per_force_load_and_given_order(strip, tmp_path):
     # regressions (issue 23): method = "smoother" took neither the force's scale nor its own
-    # [calibration] load entry; window = "auto" ignored a [[forces]] model.order
+    # [design_load] load entry; window = "auto" ignored a [[forces]] model.order
     d, path, spec, model = strip
     text = STRIP.replace('dof = "uz"\n[[outputs]]',
                          'dof = "uz"\nscale = 3.0\nmodel = { order = 3 }\n[[outputs]]')

@@ -29,7 +29,7 @@ BASE = {
     "sensors": [{"name": "d110", "select": {"at": [0.11, 0.0065, 0]}, "dof": "uz"}],
     "forces": [{"name": "F", "select": {"at": [0.11, 0.0065, 0]}, "dof": "uz"}],
     "outputs": [{"name": "d60", "select": {"at": [0.06, 0.0065, 0]}, "dof": "uz"}],
-    "calibration": {"load": {"type": "random", "band": [5.0, 160.0], "rms": 1.0}},
+    "design_load": {"load": {"type": "random", "band": [5.0, 160.0], "rms": 1.0}},
 }
 
 
@@ -69,7 +69,7 @@ def test_base_spec_parses_with_defaults():
     ({"estimator__beta": 0.7}, r"\[estimator\]\.beta: 0\.7 is out of range"),
     ({"materials__al__nu": 0.5}, r"\[materials\.al\]\.nu: 0\.5 is out of range"),
     ({"sensors__0__noise": -0.1}, r"\[\[sensors\]\]\[0\]\.noise: -0\.1 is out of range"),
-    ({"estimator__rate": 200.0}, r"\[calibration\]\.load: 160 Hz is above the Nyquist"),
+    ({"estimator__rate": 200.0}, r"\[design_load\]\.load: 160 Hz is above the Nyquist"),
     ({"boundary__0__select": {"box": [[0, 0, 0]]}}, r"\[\[boundary\]\]\[0\]\.select\.box: expected two points"),
     ({"boundary__0__select": {"group": "x0", "at": [0, 0, 0]}}, r"\.select: give exactly one of"),
     ({"type": "shell"}, r"strip\.toml: type: expected one of"),
@@ -79,7 +79,7 @@ def test_base_spec_parses_with_defaults():
     ({"sensors__0__name": "d_std"}, r"\[\[sensors\]\]\[0\]\.name: 'd_std' is reserved"),
     ({"damping": {"ratios": [[10.0, 0.01], [10.0, 0.02]]}}, r"\[damping\]\.ratios: the two frequencies"),
     ({"reduction__method": "krylov"}, r"\[reduction\]\.method: expected one of"),
-    ({"calibration__load__force": "G"}, r"\[calibration\]\.load\.force: no \[\[forces\]\] entry named 'G'"),
+    ({"design_load__load__force": "G"}, r"\[design_load\]\.load\.force: no \[\[forces\]\] entry named 'G'"),
 ])
 def test_bad_input_names_file_and_key(edit, match):
     with pytest.raises(ModelFileError, match=match):

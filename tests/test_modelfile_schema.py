@@ -260,11 +260,11 @@ def test_reference_page_is_the_generated_one():
 
 def test_the_former_name_calibration_reads_with_a_warning(tmp_path):
     """``[calibration]`` declares the design load: it is read as ``[design_load]``, with a
-    DeprecationWarning naming the new name; the two together are an error."""
+    FutureWarning naming the new name; the two together are an error."""
     new = spec_from_dict(copy.deepcopy(KITCHEN), "k.toml")
     old = {("calibration" if k == "design_load" else k): v
            for k, v in copy.deepcopy(KITCHEN).items()}
-    with pytest.warns(DeprecationWarning, match=r"k\.toml: \[calibration\] is now called "
+    with pytest.warns(FutureWarning, match=r"k\.toml: \[calibration\] is now called "
                       r"\[design_load\]"):
         spec = spec_from_dict(old, "k.toml")
     assert spec.calibration == new.calibration and spec.calibration.seeds == 2

@@ -52,7 +52,7 @@ rate = 1000.0
 method = "smoother"
 lag = 20
 model_error = 0.0
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 2.0
 """
@@ -166,7 +166,7 @@ def test_prediction_equals_the_built_smoothers_stated_std(strip, tmp_path, layou
 def replay(path, tmp_path, names, T=28.0, seed=3):
     """Simulated NRMSE of each target: PLACED.toml built, truth from the FULL 68-DOF model by
     sparse Newmark on 10x finer steps (not the estimator's reduced exact discretisation), the
-    [calibration] ideal-band load the build scores on, 1 % noise
+    [design_load] ideal-band load the build scores on, 1 % noise
     (offline/placement/replay.py)."""
     out = write_placed(path, tmp_path / ("r_" + "_".join(names) + ".toml"), names)
     return replay_nrmse(out, duration=T, seed=seed, load="band")
@@ -209,7 +209,7 @@ def test_place_one_sensor_on_the_cantilever_predicts_what_the_build_measures(tmp
     # dz10, whose built error was 2.1x the tip's, because it predicted the smoother's error
     # under its own order-2 force model (tip: 0.32) instead of on the build's calibration load
     # (tip: 0.18 in the built bundle's calibration runs). Now the prediction is the build's
-    # smoother on the full model under the [calibration] load (offline/placement/honest.py).
+    # smoother on the full model under the [design_load] load (offline/placement/honest.py).
     p = tmp_path / "cant.toml"
     p.write_text(HEAD.replace('method = "smoother"\nlag = 20\nmodel_error = 0.0\n', "")
                  + candidates(("displacement",)))
@@ -286,7 +286,7 @@ def zones_text(band=(5.0, 450.0)):
     t = localisation_text(20, n_sensors=5, params=damage_params(5))
     a, b = t.index("[[sensors]]"), t.index("[[forces]]")
     t = t[:a] + t[b:]
-    t += ("\n[estimator]\nrate = 1000.0\n[calibration]\nduration = 1.0\n"
+    t += ("\n[estimator]\nrate = 1000.0\n[design_load]\nduration = 1.0\n"
           f"load = {{ type = \"random\", band = [{band[0]}, {band[1]}], rms = 0.05 }}\n"
           "[placement]\n")
     for i in range(1, 21):

@@ -73,7 +73,7 @@ at = [0.025, 0.15, 0.0]
 surface = "top"
 direction = [1.0, 0.0, 0.0]
 
-[calibration]
+[design_load]
 load = { type = "random", band = [2.0, 100.0], rms = 16.0 }
 """
 

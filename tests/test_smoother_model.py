@@ -51,7 +51,7 @@ kind = "displacement"
 rate = 1000.0
 method = "smoother"
 lag = 20
-[calibration]
+[design_load]
 load = { type = "random", band = [5.0, 160.0], rms = 1.0 }
 duration = 2.0
 """
@@ -102,7 +102,7 @@ def test_build_from_model_file(strip):
     b = res.bundle
     assert b.method == "smoother" and b.window == 21
     fm = b.meta["estimator"]["force_models"][0]
-    # band and rms default to the [calibration] random load; order from the model file
+    # band and rms default to the [design_load] random load; order from the model file
     assert fm == {"kind": "bandpass", "band": [5.0, 160.0], "rms": 1.0, "order": 4,
                   "hp_order": 4, "lp_order": 4, "tilt": 0.0, "peaks": []}
     # one check-band pair around f1 = 33.9 Hz (f2 = 212 Hz lies outside the load band)

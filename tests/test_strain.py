@@ -195,7 +195,7 @@ name = "eps"
 kind = "strain"
 unit = "microstrain"
 at = [0.05, 0.0, 0.005]
-[calibration]
+[design_load]
 load = { type = "random", band = [2.0, 100.0], rms = 1.0 }
 """
 

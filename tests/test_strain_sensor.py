@@ -203,7 +203,7 @@ dof = "uz"
 name = "d_tip"
 select = { at = [1.0, 0.0, 0.0] }
 dof = "uz"
-[calibration]
+[design_load]
 load = { type = "random", band = [0.5, 100.0], rms = 20.0 }
 """
 

@@ -1,7 +1,7 @@
 """The accuracy limit of a model file: ``vsense-offline limit MODEL.toml``.
 
 The full FE model's transfer functions (:mod:`offline.limit.transfer`), the force spectra of
-the ``[calibration]`` load(s) times each ``[[forces]] scale``, the sensors' ``noise`` (paper
+the ``[design_load]`` load(s) times each ``[[forces]] scale``, the sensors' ``noise`` (paper
 eq. 28, relative to each channel's standard deviation under that load) give the MMSE limit of
 every force and output, non-causal and at the delays asked for (:mod:`offline.limit.wiener`).
 """
@@ -27,7 +27,7 @@ def force_spectra(spec) -> list[ForceSpectrum]:
     """Spectrum of each ``[[forces]]`` entry under the calibration load, times its scale.
 
     ``chirp`` counts as random over its band with rms ``amplitude / sqrt(2)``; without a
-    ``[calibration]`` every force is random over 1 Hz .. 0.4 rate with rms = its scale.
+    ``[design_load]`` every force is random over 1 Hz .. 0.4 rate with rms = its scale.
     """
     rate = spec.estimator.rate if spec.estimator else 1000.0
     out = []

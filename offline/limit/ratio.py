@@ -12,7 +12,7 @@ docs/benchmarks.md, first mode 9.6 Hz at 1 % damping: its near-clamp strain read
 from 2.0x to 3.3x although the estimator's error was the same.
 
 Both figures rest on the same load: the one the bundle was built for (learned from records
-with ``build --record``, else the model file's ``[calibration]`` declaration) and the same
+with ``build --record``, else the model file's ``[design_load]`` declaration) and the same
 sensor noise. The delay is the estimator's (the smoother's lag, a Tikhonov window's L - 1
 samples); the limit at that delay is the exact (IIR) one where the spectral factorisation is
 verified, else the FIR upper bound (:func:`offline.limit.model.model_limit`), the same in
@@ -52,7 +52,7 @@ def bundle_load_model(bundle):
     """The load model a bundle was built for, as the build used it: the learned
     :class:`offline.load.LoadModel` of a ``build --record`` bundle (``meta["load_model"]``,
     with its absolute sensor noise), or None for a declared one (then the model file's
-    ``[calibration]`` loads and relative noise, as the build's limit and calibration runs)."""
+    ``[design_load]`` loads and relative noise, as the build's limit and calibration runs)."""
     lm = bundle.meta.get("load_model")
     if not lm or lm.get("source", "declared") == "declared":
         return None

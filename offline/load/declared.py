@@ -2,9 +2,9 @@
 no record is given.
 
 Each force's shaping filter takes, key by key, its ``[[forces]] model`` table, else the
-``[calibration]`` load that drives it (its own entry, else the one for all) times its
+``[design_load]`` load that drives it (its own entry, else the one for all) times its
 ``scale``: a random or chirp load gives its band and RMS, a sine load a band of +/-20 % around
-its frequency. Without ``[calibration]``: 1 Hz .. 0.4 rate, RMS = scale.
+its frequency. Without ``[design_load]``: 1 Hz .. 0.4 rate, RMS = scale.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ ROTATIONS = ("rx", "ry", "rz")
 
 
 def declared_band_rms(spec, rate: float) -> list[tuple[tuple, float]]:
-    """``[(band, rms)]`` per force from its ``[calibration]`` load times its ``scale``."""
+    """``[(band, rms)]`` per force from its ``[design_load]`` load times its ``scale``."""
     out = []
     for fs in force_spectra(spec):
         if fs.type == "random":
@@ -57,7 +57,7 @@ def mixed_units_warning(spec) -> str | None:
     """A warning when one calibration RMS drives forces [N] and moments [N m] alike.
 
     A moment and a force of the same number are not the same size: with no size of its own
-    (a ``[[forces]] model.rms``, a ``scale`` other than 1 or a ``[calibration]`` load entry
+    (a ``[[forces]] model.rms``, a ``scale`` other than 1 or a ``[design_load]`` load entry
     of its own) one of them is mis-stated by the ratio of a typical lever arm.
     """
     own = set()

@@ -29,7 +29,7 @@ TOP_TABLES = {"materials": False, "boundary": True, "spring": True, "mass": True
               "matrices": False, "parameters": True, "damage": True, "bayes": False,
               "experiment": False, "inverse": False, "hybrid": False}
 
-#: former names of top-level tables -> the name now (read with a DeprecationWarning)
+#: former names of top-level tables -> the name now (read with a FutureWarning, which the command line shows)
 RENAMED = {"calibration": "design_load"}
 
 _KIND = {"num": "number", "int": "integer", "str": "string", "bool": "boolean",

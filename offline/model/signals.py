@@ -1,5 +1,5 @@
 """Model-file sections of the signals: ``[[sensors]]``, ``[[forces]]``, ``[[outputs]]`` and the
-``[calibration]`` load(s) that drive the forces.
+``[design_load]`` load(s) that drive the forces.
 """
 
 from __future__ import annotations

@@ -168,7 +168,8 @@ def _updating(raw: dict, f: str, sensors: list, forces: list, targets: dict) -> 
 
 def _renamed(raw: dict, f: str) -> dict:
     """``raw`` with former table names (:data:`RENAMED`) under their names now, each with a
-    DeprecationWarning naming the new name; both names at once are an error."""
+    FutureWarning (shown on the command line, unlike a DeprecationWarning) naming the new
+    name; both names at once are an error."""
     old = [k for k in RENAMED if k in raw]
     for k in old:
         new = RENAMED[k]
@@ -176,7 +177,7 @@ def _renamed(raw: dict, f: str) -> dict:
             raise ModelFileError(f"{f}: [{k}]: the former name of [{new}], which the file "
                                  f"also has; keep [{new}] only")
         warnings.warn(f"{f}: [{k}] is now called [{new}] (it declares the design load, not "
-                      f"a calibration); rename the table", DeprecationWarning, stacklevel=3)
+                      f"a calibration); rename the table", FutureWarning, stacklevel=3)
     if not old:
         return raw
     return {(RENAMED.get(k, k)): v for k, v in raw.items()}

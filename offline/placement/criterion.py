@@ -92,7 +92,7 @@ class PlacementModel:
         runs (:mod:`offline.placement.honest`): the smoother the build designs for the
         fixed sensors plus the candidates ``layout`` (indices), at each model-error level
         the build scores, the level with the lowest geometric-mean error (as the build's
-        choice), run on the full model under the ``[calibration]`` load."""
+        choice), run on the full model under the ``[design_load]`` load."""
         return self.evaluate(layout)[0]
 
     def evaluate(self, layout):
@@ -147,7 +147,7 @@ class PlacementModel:
 def force_models(spec, rate: float) -> list:
     """Each ``[[forces]]`` entry's smoother force model as the build declares it
     (:func:`offline.load.declared.declared_force_models`: its ``model``, else its own
-    ``[calibration]`` load times its ``scale``, the default roll-off order)."""
+    ``[design_load]`` load times its ``scale``, the default roll-off order)."""
     out = declared_force_models(spec, rate)
     for f, fm in zip(spec.forces, out):
         if fm.kind != "bandpass":

@@ -13,7 +13,7 @@ prior is vague)::
 
 ``dy/dxi`` are the calibration forward model's exact sensitivities
 (:class:`offline.calibration.forward.TimeModel`, Newmark with ``[bayes] substeps``) at the
-nominal parameters under the declared ``[calibration]`` load (a random load of its band and
+nominal parameters under the declared ``[design_load]`` load (a random load of its band and
 rms, ``duration`` s), ``sigma_c = noise_c std(y_c)``. The paper relaxes the binary sensor
 weights and solves with gradients; here the weights stay binary and are chosen greedily (each
 step the candidate that raises ``lambda_min`` most), then exchanged while that improves.

@@ -1,6 +1,6 @@
 """The error a layout's smoother makes on the build's calibration runs, predicted: the
 steady-state fixed-lag smoother the build designs (its reduced model, force models, lag,
-noise) run on the FULL model under the ``[calibration]`` load, in the frequency domain.
+noise) run on the FULL model under the ``[design_load]`` load, in the frequency domain.
 
 The smoother's model (a band-pass force model of order 2 by default) is not the load of the
 calibration runs (an ideal band): the smoother's own stated error is the error under its

@@ -2,7 +2,7 @@
 (``offline.build.build``), the truth from the FULL FE model by sparse Newmark (average
 acceleration) on finer steps -- not the estimator's reduced model nor its exact
 discretisation -- under a sample path of each force's declared force model (or the
-``[calibration]`` ideal-band random load), relative sensor noise, and the bundle's estimator
+``[design_load]`` ideal-band random load), relative sensor noise, and the bundle's estimator
 run over the record."""
 
 from __future__ import annotations
