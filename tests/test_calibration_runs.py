@@ -93,7 +93,7 @@ def test_model_file_keys_of_issue_11(tmp_path):
     with pytest.raises(ModelFileError, match=r"\[\[forces\]\]\[1\]\.scale"):
         spec_from_dict(bad, tmp_path / "b.toml")
     bad = tomllib.loads(TWO_FORCES)
-    bad["calibration"]["load"][1]["force"] = "Ftip"
+    bad["design_load"]["load"][1]["force"] = "Ftip"
     with pytest.raises(ModelFileError, match="two entries drive the same force"):
         spec_from_dict(bad, tmp_path / "b.toml")
     bad = tomllib.loads(TWO_FORCES)
