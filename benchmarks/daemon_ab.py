@@ -1,7 +1,7 @@
 """The daemon of this tree against the daemon of another source tree, interleaved.
 
     python benchmarks/daemon_ab.py --other /tmp/main-tree [--repeat 3] [--seconds 10]
-                                   [--levels signal,adc]
+                                   [--levels signal,adc] [--bundle my_beam.npz]
 
 Each run is a fresh interpreter importing ``edge`` from one tree (``PYTHONPATH``), with the
 default configuration (MQTT QoS 1 to one private Mosquitto, recorder on), 1,000 samples/s,
@@ -11,13 +11,18 @@ after the first sample), conversions missed (adc), samples lost, estimates undel
 resident memory at the end, latency p99 as health reports it; at the end, per level, the
 median and range of each tree and of the paired differences (this - other, run by run). Get
 another tree with e.g.
-``git archive main | tar -x -C /tmp/main-tree``.
+``git archive main | tar -x -C /tmp/main-tree``. ``--bundle``: a built bundle instead of the
+Tikhonov chain bundle of ``benchmarks/daemon.py`` (e.g. the Kalman smoother that
+``vsense-offline build examples/my_beam.toml`` ships), its channels read as in
+``examples/my_beam_edge.toml`` (500 V per unit, 2.5 V offset), the simulated source its
+own reduced model under its load model.
 """
 import argparse, json, os, subprocess, sys, tempfile, statistics
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks")); sys.path.insert(0, str(ROOT / "tests"))
 import daemon as B  # noqa: E402
+from edge.bundle import Bundle  # noqa: E402
 CHILD = r'''
 import json, os, sys, threading, time, resource, shutil
 sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[1] + "/tests")
@@ -51,6 +56,7 @@ ap.add_argument("--other", required=True)
 ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--seconds", type=float, default=10.0)
 ap.add_argument("--levels", default="signal,adc")
+ap.add_argument("--bundle", default=None, help="a built bundle (default: the chain bundle)")
 a = ap.parse_args()
 tmp = Path(tempfile.mkdtemp()); broker, port = B._broker(tmp)
 trees = {"other": a.other, "this": str(ROOT)}
@@ -60,6 +66,11 @@ try:
         for level in a.levels.split(","):
             for name, tree in trees.items():
                 cfg = B._cfg(tmp, port, level, a.seconds + 1.0); cfg.pop("realtime", None)
+                if a.bundle:
+                    cfg["bundle"]["path"] = str(Path(a.bundle).resolve())
+                    cfg["channels"] = [{"name": c.name, "pin": f"AIN{k}", "pin_neg": "AINCOM",
+                                        "sensitivity": 500.0, "offset": 2.5, "unit": "m"}
+                                       for k, c in enumerate(Bundle.load(a.bundle).channels)]
                 env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=tree)
                 out = subprocess.run([sys.executable, "-c", CHILD, tree, json.dumps(cfg), level],
                                      capture_output=True, text=True, env=env, cwd=tree)
