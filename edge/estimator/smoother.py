@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.estimator.chain_check import ChainCheck, chain_name
+from edge.estimator.chain_check import ChainCheck, chain_name, llr
 from edge.estimator.chi2 import chi2_sf
 from edge.estimator.common import BlockEstimator
 from edge.estimator.load_level import LevelTracker
@@ -384,12 +384,20 @@ class SmootherEstimator(BlockEstimator):
                 "chain": None if cc is None else cc.as_dict(), "resets": self.self_resets}
 
     def _warm_up(self) -> None:
-        """Compile (or load from the numba cache) on throw-away copies of the state."""
+        """Compile (or load from the numba cache) on throw-away copies of the state: the
+        daemon gives the compiler's memory back before the first sample
+        (:func:`edge.daemon.realtime.release_after_startup`)."""
         saved = [a.copy() for a in (*self._state(), self._tick, self._resets)]
         self._run(np.zeros((1, self.n_channels)), np.empty((1, self._Q.shape[1])),
                   np.empty(1, np.uint8))
         for a, s in zip((*self._state(), self._tick, self._resets), saved):
             a[...] = s
+        cc = self.chain_check
+        if cc is not None:  # its kernels too: nothing compiles or loads once running
+            ring, st = cc.ring.copy(), cc.st.copy()
+            cc.push(np.zeros((1, self.n_channels)))
+            llr(cc.bundle_filter, cc.alt, cc.ring, 0, 0)
+            cc.ring[...], cc.st[...] = ring, st
 
 
 def _last_sum(ring: np.ndarray, end: int, n: int) -> float:
