@@ -295,40 +295,11 @@ def _smoother_stream(n):
 
 
 def _run_path(fast: bool, n: int):
-    """The acquisition loop's choice per sample (edge.daemon.loop.Daemon._acquire, block 1):
-    the compiled call when the path allows it, else (or when it returns -2) the general path.
-    ``fast=False``: the general path always. Returns the rows by sample, the stated std
-    after each sample, the compiled calls taken and the estimator."""
-    from edge.daemon.arena import Arena
-    from edge.daemon.ring import Ring
-    from edge.daemon.samplepath import SamplePath
+    """:func:`helpers.run_sample_path` on :func:`_smoother_bundle` and :func:`_smoother_stream`."""
+    from helpers import run_sample_path
 
-    est = Estimator(_smoother_bundle())
-    cap = 8
-    ar = Arena(cap, 1, est.n_forces, est.n_outputs, 1, est.delay, 16)
-    ring = Ring(cap, 1, arena=ar)
-    path = SamplePath(est, ring, ar, ["y0"], 10)
-    path.set_clock_offset(0)
-    path.refresh_fast()
     y, fl = _smoother_stream(n)
-    rows, stds, taken = [], [], 0
-    for k in range(n):
-        v, t, f = ring.write_span(1)
-        v[0, 0], t[0], f[0] = y[k], 1_000_000 * k, fl[k]
-        i = ring.head % cap
-        if not (fast and path.fast_ok and path.call(*path.args) != -2):
-            assert ring.stage(1)
-            path.estimate_staged(1)
-            ring.publish(1)
-            path.refresh_fast()
-        else:
-            taken += 1
-        rows.append((bool(ar.sok[i]), int(ar.sseq[i]), int(ar.st[i]), int(ar.sf[i]),
-                     ar.sV[i].copy()))
-        ar.sok[i] = False
-        stds.append(est.std.copy())
-        ring.release(ring.available())
-    return rows, np.array(stds), taken, est, path
+    return run_sample_path(Estimator(_smoother_bundle()), y[:, None], fl, fast)
 
 
 def test_smoother_compiled_path_equals_the_general_path_bit_for_bit():
