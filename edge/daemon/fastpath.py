@@ -11,6 +11,11 @@ sample whose arrival completed it (``edge.daemon.loop``: published from there in
 :func:`_sample` is the whole per-sample work of a clean sample in one compiled call: stage,
 estimate (the Tikhonov kernel on the estimator's packed arrays), align, the two latency
 stores, publish. Nothing is allocated; no Python object is created per sample.
+:func:`_sample_smooth` is the same for the Kalman smoother: its estimate is the smoother's
+own compiled step (:func:`edge.estimator.smoother_pack._fast_step`, the kernel
+:func:`edge.estimator.smoother_kernel._smooth` on its packed state, the one place of its
+per-sample rules), and it returns -2 to the general path wherever the smoother's Python side
+is due (a countdown the smoother keeps in its arrays). :func:`fast_call` picks one of them.
 
 NumPy twins: ``tests/test_fastpath.py``.
 """
