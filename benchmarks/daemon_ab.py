@@ -22,7 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks")); sys.path.insert(0, str(ROOT / "tests"))
 import daemon as B  # noqa: E402
-from edge.bundle import Bundle  # noqa: E402
 CHILD = r'''
 import json, os, sys, threading, time, resource, shutil
 sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[1] + "/tests")
@@ -58,6 +57,7 @@ ap.add_argument("--seconds", type=float, default=10.0)
 ap.add_argument("--levels", default="signal,adc")
 ap.add_argument("--bundle", default=None, help="a built bundle (default: the chain bundle)")
 a = ap.parse_args()
+B.BUNDLE = a.bundle
 tmp = Path(tempfile.mkdtemp()); broker, port = B._broker(tmp)
 trees = {"other": a.other, "this": str(ROOT)}
 res = {}
@@ -66,11 +66,6 @@ try:
         for level in a.levels.split(","):
             for name, tree in trees.items():
                 cfg = B._cfg(tmp, port, level, a.seconds + 1.0); cfg.pop("realtime", None)
-                if a.bundle:
-                    cfg["bundle"]["path"] = str(Path(a.bundle).resolve())
-                    cfg["channels"] = [{"name": c.name, "pin": f"AIN{k}", "pin_neg": "AINCOM",
-                                        "sensitivity": 500.0, "offset": 2.5, "unit": "m"}
-                                       for k, c in enumerate(Bundle.load(a.bundle).channels)]
                 env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=tree)
                 out = subprocess.run([sys.executable, "-c", CHILD, tree, json.dumps(cfg), level],
                                      capture_output=True, text=True, env=env, cwd=tree)
