@@ -376,3 +376,38 @@ def test_smoother_call_returns_to_python_with_nothing_changed():
     ring.values[0, 0], ring.flags[0] = 1e-4, 0
     assert _sample_smooth(*args) == 1  # taken: published, the next slot
     assert est.pack.view(TICK)[BUDGET] == 0 and ring.head == 1
+
+
+def test_chain_check_push_equals_its_numpy_twin():
+    """edge.estimator.chain_check._push (the ring push of the chain check, compiled once for
+    the block method and the smoother's compiled step) against its NumPy twin, the former
+    block rule (pieces of min(rows left, slots to the ring's end, rows to the evaluation)),
+    over uneven blocks: the same ring, counters and evaluation points. Copies: exact."""
+    from edge.estimator.chain_check import EVERY, FILLED, HEAD, SINCE, _push
+
+    rng = np.random.default_rng(3)
+    n, every, nch = 8, 13, 2
+    ring, st = np.zeros((n, nch)), np.array([0, 0, 0, every], np.int64)
+    tw_ring, head, filled, since = np.zeros((n, nch)), 0, 0, 0
+    due, tw_due = [], []
+    k = 0
+    while k < 200:
+        Y = rng.normal(size=(int(rng.integers(1, 30)), nch))
+        a = 0
+        while a < Y.shape[0]:
+            a = _push(Y, a, ring, st)
+            if st[SINCE] >= st[EVERY] and st[FILLED] == n:
+                st[SINCE] = 0
+                due.append(k + a)
+        a = 0
+        while a < Y.shape[0]:  # the twin
+            m = min(Y.shape[0] - a, n - head, every - since)
+            tw_ring[head:head + m] = Y[a:a + m]
+            head, filled, since, a = (head + m) % n, min(n, filled + m), since + m, a + m
+            if since >= every and filled == n:
+                since = 0
+                tw_due.append(k + a)
+        k += Y.shape[0]
+        assert np.array_equal(ring, tw_ring)
+        assert (st[HEAD], st[FILLED], st[SINCE]) == (head, filled, since)
+    assert due == tw_due and len(due) == k // every  # one per 13 rows (the ring is full)
