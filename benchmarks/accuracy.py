@@ -45,24 +45,9 @@ from offline.calibration_runs import calibration_runs  # noqa: E402
 from offline.metrics import fde  # noqa: E402
 from offline.calibration_score import nrmse  # noqa: E402
 from offline.model import spec_from_dict  # noqa: E402
+from offline.model.strip import strip_head  # noqa: E402
 
-STRIP_BEAM = """
-name = "strip-eb"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = { b = 0.013, h = 0.0012 }
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = 170 }
-orientation = [0.0, 0.0, 1.0]
+STRIP_BEAM = strip_head(170, "strip-eb") + """
 [[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 [[boundary]]

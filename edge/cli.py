@@ -22,6 +22,7 @@ import os
 import sys
 import textwrap
 
+from edge import __version__
 from edge.daemon.config import (
     DEFAULT_PATH,
     ConfigError,
@@ -30,6 +31,25 @@ from edge.daemon.config import (
 )
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_CONFIG
 from edge.helpformat import HelpFormatter
+from edge.lazy import resolve
+
+#: What the commands borrow from modules that load NumPy, numba or paho: imported by
+#: :func:`edge.lazy.resolve` when the parser is built (after :func:`single_threaded_math`) or
+#: the command runs, never at ``import edge.cli``.
+LAZY = {
+    "monitor": "edge.monitor:run_monitor",
+    "monitor.arguments": "edge.monitor:add_arguments",
+    "monitor.parse_broker": "edge.monitor:parse_broker",
+    "dashboard": "edge.dashboard:run_dashboard",
+    "dashboard.arguments": "edge.dashboard:add_arguments",
+    "historian": "edge.historian:run_historian",
+    "historian.arguments": "edge.historian:add_arguments",
+    "historian.codes": "edge.historian:HISTORIAN_CODES",
+    "replay": "edge.replay:replay",
+    "run": "edge.daemon.app:run_daemon",
+    "check-config.preflight": "edge.daemon.app:preflight",
+    "check-config.error": "edge.daemon.app:StartupError",
+}
 
 #: the daemon never multiplies large matrices and numba's kernels are single-threaded: no BLAS
 #: or OpenMP thread pool (OpenBLAS otherwise starts one thread per core at NumPy's import)
@@ -77,8 +97,6 @@ def exit_code_lines(codes=None, title: str = "exit codes") -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from edge import __version__
-
     p = argparse.ArgumentParser(prog="vsense-edge", description=__doc__.split("\n")[0],
                                 epilog=exit_code_lines(title="exit codes of run (the other "
                                                        "commands: their --help)"),
@@ -127,20 +145,15 @@ def _parser() -> argparse.ArgumentParser:
                     help="a recording directory holding several runs (one per daemon start): "
                          "replay only the K-th, oldest = 1 (default: all, one after another, "
                          "the estimator reset between runs)")
-    from edge.monitor import add_arguments as monitor_arguments
-
-    monitor_arguments(command("monitor", "live terminal view of a device over MQTT "
-                                         "(edge.monitor)", codes=MONITOR_CODES))
-    from edge.dashboard import add_arguments as dashboard_arguments
-
-    dashboard_arguments(command("dashboard", "serve the live browser dashboard "
-                                             "(edge.dashboard)", codes=DASHBOARD_CODES))
-    from edge.historian import HISTORIAN_CODES
-    from edge.historian import add_arguments as historian_arguments
-
-    historian_arguments(command("historian", "store a fleet's estimates and health in a "
-                                             "database (edge.historian)",
-                                codes=HISTORIAN_CODES))
+    resolve(LAZY["monitor.arguments"])(command(
+        "monitor", "live terminal view of a device over MQTT (edge.monitor)",
+        codes=MONITOR_CODES))
+    resolve(LAZY["dashboard.arguments"])(command(
+        "dashboard", "serve the live browser dashboard (edge.dashboard)",
+        codes=DASHBOARD_CODES))
+    resolve(LAZY["historian.arguments"])(command(
+        "historian", "store a fleet's estimates and health in a database (edge.historian)",
+        codes=resolve(LAZY["historian.codes"])))
     return p
 
 
@@ -167,8 +180,7 @@ def apply_overrides(cfg, args) -> None:
     if args.clock is not None:
         cfg["simulate"]["clock"] = args.clock
     if args.broker is not None:
-        from edge.monitor import parse_broker
-
+        parse_broker = resolve(LAZY["monitor.parse_broker"])
         cfg["mqtt"]["host"], cfg["mqtt"]["port"] = parse_broker(args.broker,
                                                                 cfg["mqtt"]["port"])
 
@@ -181,11 +193,11 @@ def _dispatch(args) -> int:
         try:
             cfg = load_config(args.path)
             if args.bundle:
-                from edge.daemon.app import StartupError, preflight
-
+                preflight = resolve(LAZY["check-config.preflight"])
+                startup_error = resolve(LAZY["check-config.error"])
                 try:
                     preflight(cfg, simulate=args.simulate)
-                except StartupError as e:
+                except startup_error as e:
                     print(f"error: {e}", file=sys.stderr)
                     return e.code
         except ConfigError as e:
@@ -203,21 +215,10 @@ def _dispatch(args) -> int:
                   f"bundle's rate, the bundle's hash and signature, inverse maps, MQTT "
                   f"password and TLS files")
         return 0
-    if args.command == "monitor":
-        from edge.monitor import run_monitor
-
-        return run_monitor(args)
-    if args.command == "dashboard":
-        from edge.dashboard import run_dashboard
-
-        return run_dashboard(args)
-    if args.command == "historian":
-        from edge.historian import run_historian
-
-        return run_historian(args)
+    if args.command in ("monitor", "dashboard", "historian"):
+        return resolve(LAZY[args.command])(args)
     if args.command == "replay":
-        from edge.replay import replay
-
+        replay = resolve(LAZY["replay"])
         return int(replay(args.recording, args.bundle, args.out, args.run) or 0)
     # run
     try:
@@ -227,9 +228,7 @@ def _dispatch(args) -> int:
         print(f"vsense-edge run: error: {e}", file=sys.stderr)
         return EXIT_CONFIG
     _logging(args.log_level or cfg["device"]["log_level"])
-    from edge.daemon.app import run_daemon
-
-    return run_daemon(cfg, simulate=args.simulate, require_broker=args.require_broker)
+    return resolve(LAZY["run"])(cfg, simulate=args.simulate, require_broker=args.require_broker)
 
 
 if __name__ == "__main__":  # pragma: no cover

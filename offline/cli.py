@@ -28,11 +28,26 @@ import argparse
 import sys
 
 from edge.helpformat import HelpFormatter
+from edge.lazy import resolve
 from offline import __version__
 
-# The subcommands' modules are imported in their branch of main(): `vsense-offline --help` and
-# argument errors stay fast and import neither numba nor scipy's solvers
-# (tests/test_offline_path.py::test_cli_help_imports_no_solver_or_numba).
+#: What each command runs ("module:name") and the errors main() reports: imported by
+#: :func:`edge.lazy.resolve` when the command runs, so `vsense-offline --help` and argument
+#: errors stay fast and import neither numba nor scipy's solvers
+#: (tests/test_offline_path.py::test_cli_help_imports_no_solver_or_numba,
+#: tests/test_cli_startup.py).
+LAZY = {
+    "inspect": "offline.model.inspect:inspect_report",
+    "build": "offline.build:build",
+    "simulate": "offline.simulate:simulate_model",
+    "place": "offline.placement.cli:run_place",
+    "fatigue": "offline.fatigue:run_fatigue",
+    "limit": "offline.limit.cli:run_limit",
+    "score": "offline.score:main",
+    "calibrate": "offline.calibration.cli:main",
+    "EstimatorError": "edge.estimator:EstimatorError",
+    "ModelFileError": "offline.model.spec:ModelFileError",
+}
 
 
 def _alpha(v: str):
@@ -234,9 +249,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run_inspect(args) -> int:
-    from offline.model.inspect import inspect_report
-
-    text, errors = inspect_report(args.model, n_modes=args.modes, progress=True)
+    text, errors = resolve(LAZY["inspect"])(args.model, n_modes=args.modes, progress=True)
     print(text)
     for e in errors:
         print(f"vsense-offline inspect: error: {e}", file=sys.stderr)
@@ -244,8 +257,7 @@ def _run_inspect(args) -> int:
 
 
 def _run_build(args) -> int:
-    from offline.build import build
-
+    build = resolve(LAZY["build"])
     res = build(args.model, alpha=args.alpha, window=args.window,
                 progress=not args.quiet, report_dir=args.report,
                 maps=not args.no_maps, maps_cache=args.maps_cache,
@@ -283,8 +295,7 @@ def _simulate_load(args) -> dict:
 
 
 def _run_simulate(args) -> int:
-    from offline.simulate import simulate_model
-
+    simulate_model = resolve(LAZY["simulate"])
     res = simulate_model(args.model, _simulate_load(args), args.duration, noise=args.noise,
                          oversample=args.oversample, reduced=args.reduced,
                          seed=args.seed, progress=not args.quiet,
@@ -305,23 +316,20 @@ def _run_simulate(args) -> int:
 
 
 def _run_place(args) -> int:
-    from offline.placement.cli import run_place
-
+    run_place = resolve(LAZY["place"])
     run_place(args.model, args.n, args.out, target=args.target, report=args.report,
               screen=args.screen, passes=args.passes, progress=not args.quiet)
     return 0
 
 
 def _run_fatigue(args) -> int:
-    from offline.fatigue import run_fatigue
-
+    run_fatigue = resolve(LAZY["fatigue"])
     print(run_fatigue(args.csv, args.column, args.curve, args.out, unit=args.unit, E=args.E))
     return 0
 
 
 def _run_limit(args) -> int:
-    from offline.limit.cli import run_limit
-
+    run_limit = resolve(LAZY["limit"])
     print(run_limit(args.model, noise=args.noise, delays_ms=args.delay,
                     n_modes=args.modes, bundle=args.bundle, progress=not args.quiet))
     return 0
@@ -333,18 +341,11 @@ RUN = {"inspect": _run_inspect, "build": _run_build, "simulate": _run_simulate,
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["score"]:
-        from offline.score import main as score_main
-
-        return score_main(argv[1:])
-    if argv[:1] == ["calibrate"]:
-        from offline.calibration.cli import main as calibrate_main
-
-        return calibrate_main(argv[1:])
+    if argv[:1] in (["score"], ["calibrate"]):  # their own parsers
+        return resolve(LAZY[argv[0]])(argv[1:])
     args = _parser().parse_args(argv)
-    from edge.estimator import EstimatorError
-    from offline.model.spec import ModelFileError
-
+    EstimatorError, ModelFileError = (resolve(LAZY[k]) for k in ("EstimatorError",
+                                                                 "ModelFileError"))
     try:
         run = RUN.get(args.command)  # (score and calibrate are handled above)
         return run(args) if run is not None else 0

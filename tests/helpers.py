@@ -9,24 +9,9 @@ def strip_toml(n_elements) -> str:
     """Model-file head of the paper's strip (170 x 13 x 1.2 mm aluminium, E 69 GPa, rho 2700
     kg/m^3) as ``n_elements`` Euler-Bernoulli beams along x; boundaries, sensors and the rest
     are the caller's. ``n_elements`` may be a placeholder string replaced later."""
-    return f"""
-name = "strip"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = {{ b = 0.013, h = 0.0012 }}
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = {{ start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = {n_elements} }}
-orientation = [0.0, 0.0, 1.0]
-"""
+    # imported here: the edge tier imports this module without the offline stack (no scipy)
+    from offline.model.strip import strip_head
+    return strip_head(n_elements)
 
 
 def chain_matrices(n=8, k=1e4, m=0.1, rayleigh=(1.0, 1e-4)):

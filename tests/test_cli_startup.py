@@ -1,8 +1,9 @@
-"""The command lines import their subcommands' modules inside ``main()`` (the function-local
-imports of ``edge/cli.py``, ``offline/cli.py``, ``offline/calibration/cli.py`` and
-``offline/limit/cli.py``): ``--help`` must answer without loading numba, paho, onnxruntime or
-scipy's solvers, which take seconds on a Raspberry Pi. These tests show why those imports stay
-local; ``tests/test_import_graph.py`` shows it for the ones that would close an import cycle."""
+"""The command lines import their subcommands' modules only when a command is built or runs
+(``edge/cli.py`` and ``offline/cli.py`` through their ``LAZY`` tables and
+:func:`edge.lazy.resolve`, ``offline/calibration/cli.py`` inside ``main()``): ``--help`` must
+answer without loading numba, paho, onnxruntime or scipy's solvers, which take seconds on a
+Raspberry Pi. These tests show why those imports stay late; ``tests/test_import_graph.py``
+lists every import inside a function with its reason."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 import copy
 import math
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,24 @@ def test_inspect_model_reports_sizes_mass_and_frequencies():
     for fi in f:
         assert f"{fi:12.4f}" in txt
     assert full.n_elements == 40
+
+
+def test_strip_example_is_the_one_strip_of_the_zoo_the_hybrid_demo_and_the_tests():
+    # examples/strip.toml is the only place the demo rig's strip is written
+    from offline.hybrid.demo import STRIP as HYBRID_STRIP
+    from offline.load.zoo import STRIP as ZOO_STRIP
+    from offline.model.strip import strip_head
+
+    spec = load_model_file(EXAMPLES / "strip.toml")
+    m = build_fe_model(spec, progress=False)
+    # clamped Euler-Bernoulli strip: f1 = (1.8751^2 / 2 pi) sqrt(E I / (rho A L^4)) (textbook
+    # cantilever; 34 cubic elements converge f1 to far below 1 %)
+    f1 = natural_frequencies(m, 1)[0]
+    assert f1 == pytest.approx(1.875104068711961**2 / (2 * math.pi) * math.sqrt(
+        69e9 * 0.0012**2 / 12 / (2700 * 0.17**4)), rel=1e-3)
+    head = tomllib.loads(strip_head(34))
+    for text in (ZOO_STRIP, HYBRID_STRIP.replace("RMS", "1.0")):
+        raw = tomllib.loads(text)
+        assert {k: raw[k] for k in ("materials", "beam")} == \
+            {k: head[k] for k in ("materials", "beam")}
+    assert tomllib.loads(strip_head(170))["beam"]["members"][0]["line"]["n"] == 170

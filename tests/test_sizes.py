@@ -19,7 +19,6 @@ MAX_FUNCTION = 80
 
 #: module -> (lines when listed, why it is still longer)
 MODULES = {
-    "edge/bundle_schema.py": (502, "the bundle file's one schema table; not split yet (by table)"),
 }
 
 #: (module, qualified function name) -> (lines when listed, why it is still longer)
@@ -29,10 +28,6 @@ FUNCTIONS = {
     ("edge/estimator/kernel.py", "_process"):
         (89, "numba kernel of the Tikhonov sample step: one compiled body"),
     ("offline/calibration/calibrate.py", "calibrate"): (97, "the calibration command's flow; not split yet (slow tests)"),
-    ("offline/calibration/operational.py", "calibrate_operational"):
-        (91, "output-only calibration's flow; not split yet (slow tests)"),
-    ("edge/estimator/operator.py", "derive_operator"): (87, "the step operator's derivation; edge/estimator reworked separately"),
-    ("offline/calibration/vb.py", "variational_bayes"): (84, "the VB iteration; not split yet (slow tests)"),
 }
 
 

@@ -38,6 +38,11 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from edge.daemon.config import mqtt_password
+from edge.dashboard.relay import serve_websocket
+from edge.monitor.connect import (BrokerSession, add_broker_arguments, broker_settings,
+                                  describe_settings)
+
 STATIC = Path(__file__).resolve().parent / "static"
 DEFAULT_WS_PORT = 9001
 DEFAULT_HTTP_PORT = 8090
@@ -75,8 +80,6 @@ def page_config(cfg=None, url: str | None = None, ws_port: int = DEFAULT_WS_PORT
     if url != "relay" and not url.startswith(("ws://", "wss://")):
         raise ValueError(f"--url: {url!r} must start with ws:// or wss://")
     if password is None and cfg is not None:
-        from edge.daemon.config import mqtt_password
-
         password = mqtt_password(cfg)  # ConfigError names the missing variable
     if not 0 < history_s <= 3600:
         raise ValueError(f"--history: {history_s} s: expected 0 < S <= 3600")
@@ -100,8 +103,6 @@ class _Handler(SimpleHTTPRequestHandler):
     def do_GET(self):
         path = self.path.split("?")[0]
         if path == "/mqtt" and self.mqtt_cfg is not None:
-            from edge.dashboard.relay import serve_websocket
-
             serve_websocket(self, self.mqtt_cfg)
             return
         if path == "/config.js":
@@ -141,8 +142,6 @@ def export(page_cfg: dict, out: str | Path) -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    from edge.monitor.connect import add_broker_arguments
-
     add_broker_arguments(p)  # -c, --broker, --base, --username, --password-file, TLS
     p.add_argument("--direct", action="store_true",
                    help="no relay: the page connects to the broker's websockets listener")
@@ -170,8 +169,6 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def check_login(settings: dict, timeout: float = 10.0) -> None:
     """Log in to the broker once as the relay's pages will (ConnectionError names a refused
     login, a refused subscription, a TLS failure or an unreachable broker)."""
-    from edge.monitor.connect import BrokerSession
-
     s = BrokerSession(settings, [(f"{settings['base_topic']}/+/status", 1)],
                       lambda topic, payload: None, "vsense-dashboard-check")
     s.start(timeout)
@@ -179,8 +176,6 @@ def check_login(settings: dict, timeout: float = 10.0) -> None:
 
 
 def run_dashboard(args) -> int:
-    from edge.monitor.connect import broker_settings, describe_settings
-
     direct = bool(args.direct or args.url or args.export)
     try:
         mq = broker_settings(args)

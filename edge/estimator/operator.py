@@ -191,27 +191,10 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
         When a force is not identifiable from the channels, or the closed-loop estimator is
         unstable (spectral radius > 1), with an explanation.
     """
-    alpha = float(bundle.alpha if alpha is None else alpha)
-    L = int(bundle.window if window is None else window)
-    if L < 1:
-        raise EstimatorError(f"window must be >= 1, got {L}")
-    if alpha < 0 or not np.isfinite(alpha):
-        raise EstimatorError(f"alpha must be finite and >= 0, got {alpha}")
-    M, C, K = bundle.M, bundle.C, bundle.K
-    n = M.shape[0]
-    nf = len(bundle.forces)
+    alpha, L = _settings(bundle, alpha, window)
     disc = getattr(bundle, "discretization", "newmark")
-
-    # modal coordinates: Phi^T M Phi = I, Phi^T K Phi = diag(w^2), Phi^T C Phi = Ct
-    w2, Phi = modal_basis(M, K)
-    Ct = Phi.T @ C @ Phi
-    Ct = 0.5 * (Ct + Ct.T)
-    off = Ct - np.diag(np.diag(Ct))
-    scale = max(float(np.max(np.abs(np.diag(Ct)))), 1e-300)
-    proportional = float(np.max(np.abs(off))) <= 1e-9 * scale if n > 1 else True
-    if proportional:
-        Ct = np.diag(np.diag(Ct))
-    B = np.zeros((n, nf))
+    w2, Phi, Ct, proportional = _modal_damping(bundle.M, bundle.C, bundle.K)
+    B = np.zeros((bundle.M.shape[0], len(bundle.forces)))
     for j, f in enumerate(bundle.forces):
         B[f.dof, j] = 1.0
     PhiB = Phi.T @ B  # modal load per unit force: p = Phi^T B f
@@ -226,8 +209,51 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     nc = Acoup.shape[1]
     if nc:
         A[:, A.shape[0] - nc:] += Acoup
-    w = np.array([ch.weight for ch in bundle.channels])
+    Kx, Ky, cond = _window_gains(bundle, A, Gamma, S, alpha, L)
+    rho = _closed_loop_radius(A, Gamma, Kx, alpha, L, stability_tol) if check_stability \
+        else float("nan")
+    freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
+    return StepOperator(
+        blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
+        Acoup=np.ascontiguousarray(Acoup), Gamma=np.ascontiguousarray(Gamma), Kx=np.ascontiguousarray(Kx),
+        Ky=np.ascontiguousarray(Ky), E=np.ascontiguousarray(E), S=S, P=P, Pinv=Pinv,
+        window=L, alpha=alpha, dt=bundle.dt, spectral_radius=rho, freqs_hz=freqs,
+        info={"proportional_damping": bool(proportional), "condition": cond,
+              "n_state": int(Gamma.shape[0]), "n_blocks": int(len(blk_ptr) - 1),
+              "discretization": disc})
 
+
+def _settings(bundle: Bundle, alpha, window) -> tuple[float, int]:
+    """``(alpha, L)``: the bundle's, or the overrides; EstimatorError names a bad one."""
+    alpha = float(bundle.alpha if alpha is None else alpha)
+    L = int(bundle.window if window is None else window)
+    if L < 1:
+        raise EstimatorError(f"window must be >= 1, got {L}")
+    if alpha < 0 or not np.isfinite(alpha):
+        raise EstimatorError(f"alpha must be finite and >= 0, got {alpha}")
+    return alpha, L
+
+
+def _modal_damping(M, C, K):
+    """``(w2, Phi, Ct, proportional)``: modal coordinates Phi^T M Phi = I,
+    Phi^T K Phi = diag(w^2), Phi^T C Phi = Ct; Ct made diagonal when its off-diagonal part is
+    below 1e-9 of its largest diagonal term (proportional damping)."""
+    n = M.shape[0]
+    w2, Phi = modal_basis(M, K)
+    Ct = Phi.T @ C @ Phi
+    Ct = 0.5 * (Ct + Ct.T)
+    off = Ct - np.diag(np.diag(Ct))
+    scale = max(float(np.max(np.abs(np.diag(Ct)))), 1e-300)
+    proportional = float(np.max(np.abs(off))) <= 1e-9 * scale if n > 1 else True
+    if proportional:
+        Ct = np.diag(np.diag(Ct))
+    return w2, Phi, Ct, proportional
+
+
+def _window_gains(bundle: Bundle, A, Gamma, S, alpha: float, L: int):
+    """``(Kx, Ky, cond)``: the Tikhonov gains of the window, f = Ky Y - Kx x."""
+    nf = len(bundle.forces)
+    w = np.array([ch.weight for ch in bundle.channels])
     O, J = window_matrices(A, Gamma, S, L)
     Wbar = np.tile(w, L)
     reg = getattr(bundle, "regularization", "tikhonov0")
@@ -248,26 +274,20 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
         r0 = np.zeros((L * nf, nf))
         r0[:nf] = np.eye(nf)
         Kx = Kx - alpha * Hinv1 @ R.T @ (Sinv @ r0) @ Ptail
-    # closed loop: x_{k+1} = (A - Gamma Kx) x_k + Gamma Ky Y
-    rho = float("nan")
-    if check_stability:
-        Acl = A - Gamma @ Kx
-        rho = float(np.max(np.abs(np.linalg.eigvals(Acl))))
-    if check_stability and not rho <= 1.0 + stability_tol:
+    return Kx, Ky, cond
+
+
+def _closed_loop_radius(A, Gamma, Kx, alpha: float, L: int, stability_tol: float) -> float:
+    """Spectral radius of the closed loop x_{k+1} = (A - Gamma Kx) x_k + Gamma Ky Y;
+    EstimatorError when it is above 1 + ``stability_tol``."""
+    rho = float(np.max(np.abs(np.linalg.eigvals(A - Gamma @ Kx))))
+    if not rho <= 1.0 + stability_tol:
         raise EstimatorError(
             f"the estimator is unstable: spectral radius of the closed-loop step operator is "
             f"{rho:.6f} > 1 (alpha={alpha:g}, window={L}). The identified force feeds back "
             "into the state faster than the model damps it; increase alpha, use a longer "
             "window, or add damping/sensors. Not shipping an unstable estimator.")
-    freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
-    return StepOperator(
-        blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
-        Acoup=np.ascontiguousarray(Acoup), Gamma=np.ascontiguousarray(Gamma), Kx=np.ascontiguousarray(Kx),
-        Ky=np.ascontiguousarray(Ky), E=np.ascontiguousarray(E), S=S, P=P, Pinv=Pinv,
-        window=L, alpha=alpha, dt=bundle.dt, spectral_radius=rho, freqs_hz=freqs,
-        info={"proportional_damping": bool(proportional), "condition": cond,
-              "n_state": int(Gamma.shape[0]), "n_blocks": int(len(blk_ptr) - 1),
-              "discretization": disc})
+    return rho
 
 
 def _block_layout(A, size, n, proportional):

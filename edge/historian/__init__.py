@@ -15,7 +15,15 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
+
+from edge.daemon.config import ConfigError
+from edge.historian.gaps import Gaps
+from edge.historian.ingest import Historian
+from edge.historian.rollup import Rollup
+from edge.historian.store import open_store
+from edge.monitor.connect import add_broker_arguments, broker_settings
 
 #: exit codes of ``vsense-edge historian``
 HISTORIAN_CODES = {0: "stopped (SIGTERM, Ctrl-C or --duration)",
@@ -24,8 +32,6 @@ HISTORIAN_CODES = {0: "stopped (SIGTERM, Ctrl-C or --duration)",
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    from edge.monitor.connect import add_broker_arguments
-
     p.add_argument("--db", required=True, metavar="URL",
                    help="database: sqlite:PATH (or PATH.db; the embedded default, no server) "
                         "or postgresql://USER@HOST:PORT/DBNAME (needs the historian extra; "
@@ -68,15 +74,6 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_historian(args) -> int:
     """``vsense-edge historian``: exit code (:data:`HISTORIAN_CODES`)."""
-    import sys
-
-    from edge.daemon.config import ConfigError
-    from edge.historian.gaps import Gaps
-    from edge.historian.ingest import Historian
-    from edge.historian.rollup import Rollup
-    from edge.historian.store import open_store
-    from edge.monitor.connect import broker_settings
-
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("vsense.historian")

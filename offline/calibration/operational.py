@@ -292,56 +292,26 @@ def calibrate_operational(setup, priors, records, *, n_draws: int = 3, seed: int
     t0 = time.perf_counter()
     say = (lambda s: progress(f"[{time.perf_counter() - t0:6.1f} s] {s}")) if progress \
         else (lambda s: None)
-    if len({round(r.dt, 12) for r in records}) != 1:
-        raise ValueError("records have different sample intervals "
-                         f"{sorted({r.dt for r in records})}")
-    if not setup.forces:
-        raise ValueError(f"{setup.where}: no [[forces]]: the operational likelihood needs "
-                         f"where the unknown forces act (their spectra are fitted)")
-    dt = records[0].dt
+    dt = _common_dt(setup, records)
     Ys = [r.Y[r.used[0]:] for r in records]
     kinds = [p.kind for p in setup.parameters]
     m0 = np.array([p.mean for p in priors])
     starts = starts_of(priors, kinds, n_draws, seed, extra_starts)
     say(f"coarse stage: {len(starts)} starts on {COARSE_SEG_S:g} s Welch segments")
     coarse = Likelihood(setup, priors, Ys, dt, COARSE_SEG_S, m0)
-    ends = []
-    for label, xi in starts:
-        xi1, lam1, v, _ = coarse.optimise(xi)
-        ends.append((v, label, xi1, lam1))
-        say(f"  start {label}: nll {v:.1f}, theta {np.round(coarse.theta(xi1), 5).tolist()}")
-    ends.sort(key=lambda e: e[0])
+    ends = _optimised_starts(coarse, starts, say)
     # the force's roll-off orders at the best coarse structure (the coarse grid sees a
     # force's band edges as well as the fine one, at an eighth of the cost)
-    xi_b = ends[0][2]
     say("load model's roll-off orders at the best coarse point")
-    lm = Likelihood(setup, priors, Ys, dt, COARSE_SEG_S, xi_b, orders=True)
+    lm = Likelihood(setup, priors, Ys, dt, COARSE_SEG_S, ends[0][2], orders=True)
     f_models, f_noise, f_corr = unpack(lm.L, lm.lam0)
     load0 = LoadModel(forces=f_models, corr=f_corr, noise_std=f_noise)
-    distinct = []
-    for e in ends:      # coarse ends within 0.2 prior std of a better one are the same optimum
-        if all(np.max(np.abs(e[2] - d[2]) / coarse.s0) > 0.2 for d in distinct):
-            distinct.append(e)
+    distinct = _distinct_ends(ends, coarse.s0)
     say(f"fine stage: the best {min(keep, len(distinct))} distinct start(s) refined")
-    fine_ends = []
-    for v, label, xi, _ in distinct[:keep]:
-        fine = Likelihood(setup, priors, Ys, dt, seg_s, xi, load_start=load0)
-        xi3, lam3, v3, ok = fine.optimise(xi)
-        fine_ends.append((v3, label, xi3, lam3, ok, fine))
-        say(f"  from {label}: nll {v3:.1f}, theta {np.round(fine.theta(xi3), 5).tolist()}")
-    fine_ends.sort(key=lambda e: e[0])
+    fine_ends = _refined_ends(distinct[:keep], lambda xi: Likelihood(
+        setup, priors, Ys, dt, seg_s, xi, load_start=load0), say)
     v, label, xi, lam, ok, lik = fine_ends[0]
-    F = lik.fisher(xi, lam)
-    cov_u = np.linalg.inv(F)
-    p = m0.size
-    s0 = lik.s0
-    cov = cov_u[:p, :p] * np.outer(s0, s0)
-    # Laplace: log Z ≈ -nll* + ½ log det(2π Σ_u) - Σ log(σ_prior √2π)   (u-space prior of ξ
-    # has unit std; λ's prior stds from the layout)
-    sd_all = np.concatenate([np.ones(p), np.asarray(lik.L.sd)])
-    logdet = np.linalg.slogdet(cov_u)[1]
-    log_z = -v + 0.5 * (logdet + cov_u.shape[0] * np.log(2 * np.pi)) \
-        - float(np.sum(np.log(sd_all * np.sqrt(2 * np.pi))))
+    cov, log_z = _laplace(lik, xi, lam, v, m0.size)
     th = lik.theta(xi)
     dth = np.array([abs(float(t.dtheta_dxi(x))) for t, x in zip(lik.tr, xi)])
     models, noise, corr = unpack(lik.L, lam)
@@ -350,7 +320,7 @@ def calibrate_operational(setup, priors, records, *, n_draws: int = 3, seed: int
                            "segment_s": lik.seg_len})
     modes = [{"start": lb, "theta": lk.theta(x).tolist(), "nll": vv, "delta_nll": vv - v}
              for vv, lb, x, _, _, lk in fine_ends[1:]
-             if vv - v < close_nats and np.max(np.abs((x - xi) / s0)) > 0.5]
+             if vv - v < close_nats and np.max(np.abs((x - xi) / lik.s0)) > 0.5]
     res = OperationalResult(
         names=[p_.name for p_ in priors], kinds=kinds, transforms=lik.tr, xi=xi, cov=cov,
         theta=th, theta_std=dth * np.sqrt(np.diag(cov)), load=load, nll=v, log_evidence=log_z,
@@ -367,3 +337,63 @@ def calibrate_operational(setup, priors, records, *, n_draws: int = 3, seed: int
               "band_hz": list(lik.band), "welch_segments": lik.segments,
               "segment_s": lik.seg_len})
     return res
+
+
+def _common_dt(setup, records) -> float:
+    """The records' one sample interval; ValueError when they differ or there is no force."""
+    if len({round(r.dt, 12) for r in records}) != 1:
+        raise ValueError("records have different sample intervals "
+                         f"{sorted({r.dt for r in records})}")
+    if not setup.forces:
+        raise ValueError(f"{setup.where}: no [[forces]]: the operational likelihood needs "
+                         f"where the unknown forces act (their spectra are fitted)")
+    return records[0].dt
+
+
+def _optimised_starts(coarse, starts, say) -> list:
+    """``[(nll, label, ξ, λ)]`` of each start optimised on ``coarse``, best first."""
+    ends = []
+    for label, xi in starts:
+        xi1, lam1, v, _ = coarse.optimise(xi)
+        ends.append((v, label, xi1, lam1))
+        say(f"  start {label}: nll {v:.1f}, theta {np.round(coarse.theta(xi1), 5).tolist()}")
+    ends.sort(key=lambda e: e[0])
+    return ends
+
+
+def _distinct_ends(ends, s0) -> list:
+    """The ends (best first) not within 0.2 prior std ``s0`` of a better one (the same
+    optimum)."""
+    distinct = []
+    for e in ends:
+        if all(np.max(np.abs(e[2] - d[2]) / s0) > 0.2 for d in distinct):
+            distinct.append(e)
+    return distinct
+
+
+def _refined_ends(ends, likelihood_at, say) -> list:
+    """``[(nll, label, ξ, λ, converged, likelihood)]``: each end optimised again on the fine
+    likelihood ``likelihood_at(ξ)`` built at it, best first."""
+    fine_ends = []
+    for v, label, xi, _ in ends:
+        fine = likelihood_at(xi)
+        xi3, lam3, v3, ok = fine.optimise(xi)
+        fine_ends.append((v3, label, xi3, lam3, ok, fine))
+        say(f"  from {label}: nll {v3:.1f}, theta {np.round(fine.theta(xi3), 5).tolist()}")
+    fine_ends.sort(key=lambda e: e[0])
+    return fine_ends
+
+
+def _laplace(lik, xi, lam, nll: float, p: int):
+    """``(cov, log_z)``: the ξ posterior covariance (the inverse Fisher information in
+    u-space, scaled by the prior stds) and the Laplace evidence."""
+    cov_u = np.linalg.inv(lik.fisher(xi, lam))
+    s0 = lik.s0
+    cov = cov_u[:p, :p] * np.outer(s0, s0)
+    # Laplace: log Z ≈ -nll* + ½ log det(2π Σ_u) - Σ log(σ_prior √2π)   (u-space prior of ξ
+    # has unit std; λ's prior stds from the layout)
+    sd_all = np.concatenate([np.ones(p), np.asarray(lik.L.sd)])
+    logdet = np.linalg.slogdet(cov_u)[1]
+    log_z = -nll + 0.5 * (logdet + cov_u.shape[0] * np.log(2 * np.pi)) \
+        - float(np.sum(np.log(sd_all * np.sqrt(2 * np.pi))))
+    return cov, log_z

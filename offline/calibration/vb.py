@@ -185,14 +185,8 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
     VBResult
     """
     t0 = time.perf_counter()
-    m0 = np.asarray(m0, float).reshape(-1)
-    L0 = np.atleast_2d(np.asarray(precision0, float))
+    m0, L0, groups = _prior(m0, precision0, groups)
     p = m0.size
-    if L0.shape != (p, p):
-        raise ValueError(f"prior precision has shape {L0.shape}, expected ({p}, {p})")
-    groups = list(groups)
-    if not groups:
-        raise ValueError("at least one noise group is needed")
     m = m0.copy() if m_init is None else np.asarray(m_init, float).reshape(p).copy()
     L = L0.copy()
     noise = noise0 or [GammaPosterior(g.name, s=float(g.fixed), c=1.0, fixed=True) if g.fixed
@@ -201,14 +195,8 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
     F_best, best, prev_acc = -np.inf, None, None
     shrink, it, m_prop = 1.0, 0, m  # m_prop: the last proposed step (back-tracking target)
     for it in range(1, max_iter + 1):
-        k, J = model_error(m)
+        k, J = _linearised(model_error, m, groups)
         n_evals += 1
-        k = [np.asarray(x, float).reshape(-1) for x in _as_list(k, len(groups), "residual arrays")]
-        J = [np.asarray(x, float).reshape(-1, p) for x in _as_list(J, len(groups), "Jacobians")]
-        for g, ki, Ji in zip(groups, k, J):
-            if ki.shape[0] != Ji.shape[0] or not (np.all(np.isfinite(ki)) and np.all(np.isfinite(Ji))):
-                raise ValueError(f"noise group {g.name!r}: residual/Jacobian non-finite or of "
-                                 f"mismatched length ({ki.shape[0]} vs {Ji.shape[0]}) at ξ = {m.tolist()}")
         # q(Φ) for the current q(ξ) and linearisation                          (eq. 13-14)
         noise = _noise_update(groups, k, J, np.linalg.inv(L))
         F = free_energy(m, L, noise, k, J, m0, L0, groups)
@@ -244,3 +232,32 @@ def variational_bayes(model_error, m0, precision0, groups, tol: float = 1e-6,
     m, L, noise = best
     return VBResult(m=m, precision=L, noise=noise, F=F_best, n_evals=n_evals, iterations=it,
                     converged=converged, history=hist, seconds=time.perf_counter() - t0, stop=stop)
+
+
+def _prior(m0, precision0, groups):
+    """``(m0, L0, groups)`` as arrays and a list; ValueError for a precision of the wrong
+    shape or no noise group."""
+    m0 = np.asarray(m0, float).reshape(-1)
+    L0 = np.atleast_2d(np.asarray(precision0, float))
+    p = m0.size
+    if L0.shape != (p, p):
+        raise ValueError(f"prior precision has shape {L0.shape}, expected ({p}, {p})")
+    groups = list(groups)
+    if not groups:
+        raise ValueError("at least one noise group is needed")
+    return m0, L0, groups
+
+
+def _linearised(model_error, m, groups):
+    """``(k, J)``: the residuals kᵢ (Nᵢ,) and Jacobians Jᵢ (Nᵢ, p) of each noise group at
+    ξ = ``m`` (one model evaluation); ValueError names a group whose arrays are non-finite
+    or of mismatched length."""
+    p = m.size
+    k, J = model_error(m)
+    k = [np.asarray(x, float).reshape(-1) for x in _as_list(k, len(groups), "residual arrays")]
+    J = [np.asarray(x, float).reshape(-1, p) for x in _as_list(J, len(groups), "Jacobians")]
+    for g, ki, Ji in zip(groups, k, J):
+        if ki.shape[0] != Ji.shape[0] or not (np.all(np.isfinite(ki)) and np.all(np.isfinite(Ji))):
+            raise ValueError(f"noise group {g.name!r}: residual/Jacobian non-finite or of "
+                             f"mismatched length ({ki.shape[0]} vs {Ji.shape[0]}) at ξ = {m.tolist()}")
+    return k, J

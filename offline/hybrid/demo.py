@@ -20,6 +20,7 @@ from edge.csvio import write_table
 from offline.hybrid.truth import simulate_cubic
 from offline.metrics import add_noise
 from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.model.strip import strip_head
 from offline.simulate import load_profile
 
 #: cubic spring at the tip [N/m^3]: k3 u^2 equals the tip's linear stiffness (79 N/m) at
@@ -27,22 +28,7 @@ from offline.simulate import load_profile
 K3 = 7.9e7
 BAND = (5.0, 150.0)
 
-STRIP = """name = "strip-cubic"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = { b = 0.013, h = 0.0012 }
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = 34 }
-orientation = [0.0, 0.0, 1.0]
+STRIP = strip_head(34, "strip-cubic") + """
 [[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 [[boundary]]

@@ -19,28 +19,13 @@ from offline.forcing.force_model import ForceModel
 from offline.limit.transfer import modal_model
 from offline.load.model import LoadModel
 from offline.model import resolve_dofs, sensor_probe
+from offline.model.strip import strip_head
 from offline.simulate import model_chain, simulate_sparse
 
 #: The zoo's structure: the demo rig's 170 x 13 x 1.2 mm aluminium strip as 34
 #: Euler-Bernoulli beam elements, one laser at 110 mm, the force there, the displacement at
 #: 60 mm as the virtual output, 1 kHz; the user's declaration: random 5-160 Hz, 1 N, 1 % noise.
-STRIP = """
-name = "zoo-strip"
-type = "beam"
-[materials.aluminium]
-E = 69e9
-nu = 0.3
-rho = 2700.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.strip]
-material = "aluminium"
-rectangle = { b = 0.013, h = 0.0012 }
-[[beam.members]]
-name = "strip"
-section = "strip"
-line = { start = [0.0, 0.0, 0.0], end = [0.17, 0.0, 0.0], n = 34 }
-orientation = [0.0, 0.0, 1.0]
+STRIP = strip_head(34, "zoo-strip") + """
 [[boundary]]
 select = { at = [0.0, 0.0, 0.0] }
 [damping]
