@@ -1,7 +1,7 @@
 """Daemon benchmark: CPU at 1 kHz beside the sleep floor, latency, losses, memory.
 
     python benchmarks/daemon.py [--seconds 10] [--repeat 3] [--only cpu,rate,memory]
-                                [--python /tmp/edge-venv/bin/python]
+                                [--python /tmp/edge-venv/bin/python] [--bundle my_beam.npz]
 
 ``cpu``: the real daemon in this process (ring, estimator, recorder to a temporary
 directory, MQTT to a private Mosquitto), **default configuration** (QoS 1, JSON, batch 50,
@@ -30,6 +30,10 @@ estimator call), signal and adc level, real clock, MQTT off.
 clock, MQTT and recorder on) in a subprocess of each interpreter given (this one and
 ``--python``, e.g. a venv with the base install only), sampled from 2 s after READY to
 the end; steady = median, and the largest.
+
+``--bundle``: the cpu section with a built bundle instead of the Tikhonov chain bundle (e.g.
+the Kalman smoother of ``vsense-offline build examples/my_beam.toml``);
+``benchmarks/daemon_ab.py --bundle`` runs it against another tree, interleaved.
 
 Figures depend on the machine and its load: the load average is printed with each run.
 """
@@ -121,12 +125,27 @@ def _broker(tmp: Path):
 FIFO = 0  # [realtime] sched_fifo_priority of the runs (--fifo)
 
 
+#: a built bundle to run instead of the chain bundle (``--bundle``), or None
+BUNDLE: str | None = None
+
+
+def _channels() -> list:
+    """``[[channels]]``: the chain bundle's one, or :data:`BUNDLE`'s channels read as in
+    ``examples/my_beam_edge.toml`` (500 V per unit, 2.5 V at zero)."""
+    if BUNDLE is None:
+        return [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}]
+    from edge.bundle import Bundle
+
+    return [{"name": c.name, "pin": f"AIN{k}", "pin_neg": "AINCOM", "sensitivity": 500.0,
+             "offset": 2.5, "unit": "m"} for k, c in enumerate(Bundle.load(BUNDLE).channels)]
+
+
 def _cfg(tmp: Path, port: int, level: str, seconds: float) -> dict:
     """The default configuration, but for the device, broker, recorder directory and the
-    simulation itself."""
+    simulation itself (and the bundle, :data:`BUNDLE`)."""
     return {"device": {"id": f"bench-{level}"},
-            "bundle": {"path": str(_bundle(tmp))},
-            "channels": [{"name": "y0", "pin": "AIN0", "sensitivity": 1000.0, "unit": "m"}],
+            "bundle": {"path": str(Path(BUNDLE).resolve() if BUNDLE else _bundle(tmp))},
+            "channels": _channels(),
             "adc": {"drate": RATE},
             "mqtt": {"host": "127.0.0.1", "port": port},
             "recorder": {"dir": str(tmp / f"rec-{level}")},
@@ -364,10 +383,12 @@ def main(argv=None) -> int:
                     help="[realtime] sched_fifo_priority of the runs (0: the default)")
     ap.add_argument("--python", action="append", default=[],
                     help="another interpreter for the memory figure (repeatable)")
+    ap.add_argument("--bundle", default=None,
+                    help="a built bundle for the cpu section (default: the chain bundle)")
     a = ap.parse_args(argv)
     only = set(a.only.split(","))
-    global FIFO
-    FIFO = a.fifo
+    global FIFO, BUNDLE
+    FIFO, BUNDLE = a.fifo, a.bundle
     print(f"# benchmarks/daemon.py  {time.strftime('%Y-%m-%d %H:%M')}  "
           f"{os.cpu_count()} CPUs  load {loadavg()}")
     if "cpu" in only:

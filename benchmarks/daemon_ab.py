@@ -1,7 +1,7 @@
 """The daemon of this tree against the daemon of another source tree, interleaved.
 
     python benchmarks/daemon_ab.py --other /tmp/main-tree [--repeat 3] [--seconds 10]
-                                   [--levels signal,adc]
+                                   [--levels signal,adc] [--bundle my_beam.npz]
 
 Each run is a fresh interpreter importing ``edge`` from one tree (``PYTHONPATH``), with the
 default configuration (MQTT QoS 1 to one private Mosquitto, recorder on), 1,000 samples/s,
@@ -11,7 +11,11 @@ after the first sample), conversions missed (adc), samples lost, estimates undel
 resident memory at the end, latency p99 as health reports it; at the end, per level, the
 median and range of each tree and of the paired differences (this - other, run by run). Get
 another tree with e.g.
-``git archive main | tar -x -C /tmp/main-tree``.
+``git archive main | tar -x -C /tmp/main-tree``. ``--bundle``: a built bundle instead of the
+Tikhonov chain bundle of ``benchmarks/daemon.py`` (e.g. the Kalman smoother that
+``vsense-offline build examples/my_beam.toml`` ships), its channels read as in
+``examples/my_beam_edge.toml`` (500 V per unit, 2.5 V offset), the simulated source its
+own reduced model under its load model.
 """
 import argparse, json, os, subprocess, sys, tempfile, statistics
 from pathlib import Path
@@ -51,7 +55,9 @@ ap.add_argument("--other", required=True)
 ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--seconds", type=float, default=10.0)
 ap.add_argument("--levels", default="signal,adc")
+ap.add_argument("--bundle", default=None, help="a built bundle (default: the chain bundle)")
 a = ap.parse_args()
+B.BUNDLE = a.bundle
 tmp = Path(tempfile.mkdtemp()); broker, port = B._broker(tmp)
 trees = {"other": a.other, "this": str(ROOT)}
 res = {}

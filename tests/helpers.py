@@ -183,3 +183,41 @@ def numpy_smoother_bundle(n=3, lag=5, dt=1e-3):
           "band_threshold": np.zeros(0), "band_hz": np.zeros((0, 2))}
     meta = {"name": "chain-smoother", "estimator": {"method": "smoother", "lag": lag}}
     return b.replace(kf=kf, window=lag + 1, meta=meta)
+
+
+def run_sample_path(est, y, fl, fast: bool):
+    """Samples ``y`` (n, nch) with driver flags ``fl`` (n,) through the daemon's per-sample
+    path of ``est`` (``edge.daemon.samplepath.SamplePath`` on its own arena and ring of 8
+    slots), with the acquisition loop's choice per sample (``edge.daemon.loop.Daemon.
+    _acquire``, block 1): the compiled call when the path allows it, else (or when it returns
+    -2) the general path; ``fast=False``: the general path always. Returns ``(rows, stds,
+    taken, est, path)``: per sample ``(row ready, seq, t_ns, flags, values)`` of its ring
+    slot, the stated std after it, the compiled calls taken."""
+    from edge.daemon.arena import Arena
+    from edge.daemon.ring import Ring
+    from edge.daemon.samplepath import SamplePath
+
+    cap, nch = 8, y.shape[1]
+    ar = Arena(cap, nch, est.n_forces, est.n_outputs, 1, est.delay, 16)
+    ring = Ring(cap, nch, arena=ar)
+    path = SamplePath(est, ring, ar, [f"y{c}" for c in range(nch)], 10)
+    path.set_clock_offset(0)
+    path.refresh_fast()
+    rows, stds, taken = [], [], 0
+    for k in range(y.shape[0]):
+        v, t, f = ring.write_span(1)
+        v[0], t[0], f[0] = y[k], 1_000_000 * k, fl[k]
+        i = ring.head % cap
+        if fast and path.fast_ok and path.call(*path.args) != -2:
+            taken += 1
+        else:
+            assert ring.stage(1)
+            path.estimate_staged(1)
+            ring.publish(1)
+            path.refresh_fast()
+        rows.append((bool(ar.sok[i]), int(ar.sseq[i]), int(ar.st[i]), int(ar.sf[i]),
+                     ar.sV[i].copy()))
+        ar.sok[i] = False
+        stds.append(est.std.copy())
+        ring.release(ring.available())
+    return rows, np.array(stds), taken, est, path

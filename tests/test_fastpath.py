@@ -252,3 +252,162 @@ def test_done_equals_latency_stats_and_counter():
             assert (got.n, got.max_ns) == (ref.n, ref.max_ns)
             assert np.array_equal(got.buf, ref.buf)
         assert count[A.PROCESSED] == done
+
+
+# ------------------------------------------------------------------ the smoother's compiled path
+def _smoother_bundle():
+    """:func:`helpers.numpy_smoother_bundle` at 100 samples/s (the level tracker decides every
+    100 samples, the chain check every 1,000) with what a built bundle adds that makes the
+    smoother decide in Python: a start-up std (``kf_startup_var``, 40 rows), three load
+    levels (the design's gains scaled; ``kf_level_nis`` the one-statistic table) and a chain
+    check whose alternative is the bundle's own filter. Not a design: both paths run it."""
+    from helpers import numpy_smoother_bundle
+
+    b = numpy_smoother_bundle(n=3, lag=5, dt=0.01)
+    kf = dict(b.kf)
+    nq = kf["Cq"].shape[0]
+    std = np.asarray(kf["std"])
+    kf["startup_var"] = 3.0 * std ** 2 * np.exp(-np.arange(40.0) / 8.0)[:, None] * np.ones(nq)
+    s = np.array([0.6, 0.8, 1.0])  # gains of the three levels (all stable)
+    kf.update(level_grid=np.array([0.3, 1.0, 3.0]),
+              level_nis=np.array([[1.0, 1.5, 4.0], [0.7, 1.0, 3.0], [0.5, 0.8, 1.0]]),
+              level_K=np.stack([kf["K"] * x for x in s]),
+              level_G=np.stack([kf["G"] * x for x in s]),
+              level_Sinv=np.stack([kf["Sinv"] / x ** 2 for x in s]),
+              level_Wt=np.stack([kf["Wt"] / x for x in s]),
+              level_std=np.stack([std * x for x in s]))
+    kf.update(alt_A=kf["A"], alt_H=kf["H"], alt_K=kf["K"], alt_Sinv=kf["Sinv"])
+    return b.replace(kf=kf)
+
+
+def _smoother_stream(n):
+    """Samples, driver flags and what to inject: a displacement of about 0.1 mm, 3x louder from
+    sample 700 (the tracker moves up), a gap at 450, a non-finite run at 1,200-1,203 (held,
+    no fault: the limit is 10) and an input that overflows the state at 300."""
+    rng = np.random.default_rng(23)
+    y = 1e-4 * np.sin(0.07 * np.arange(n)) + 5e-5 * rng.normal(size=n)
+    y[700:] *= 3.0
+    y[1200:1204] = np.nan
+    y[300] = 1e308
+    fl = np.zeros(n, np.uint8)
+    fl[450] = FLAG_GAP
+    return y, fl
+
+
+def _run_path(fast: bool, n: int):
+    """:func:`helpers.run_sample_path` on :func:`_smoother_bundle` and :func:`_smoother_stream`."""
+    from helpers import run_sample_path
+
+    y, fl = _smoother_stream(n)
+    return run_sample_path(Estimator(_smoother_bundle()), y[:, None], fl, fast)
+
+
+def test_smoother_compiled_path_equals_the_general_path_bit_for_bit():
+    """The same stream through the daemon's per-sample path twice: with the smoother's
+    compiled call (edge.daemon.fastpath._sample_smooth) where it serves, and through the
+    general path only (the estimator's block method). Every row (estimates, flags, seq,
+    t_ns), the stated std after every sample (one sample late after an overflow), the level
+    tracker's decisions, the chain check, the resets and the whole packed state at the end
+    are equal bit for bit: both paths run the one compiled kernel on the same arrays (no
+    tolerance)."""
+    from edge.daemon.fastpath import CLOCK_OK
+
+    if not CLOCK_OK:
+        return
+    n = 2500
+    got, s_got, taken, est, path = _run_path(True, n)
+    ref, s_ref, none, est_r, path_r = _run_path(False, n)
+    assert none == 0
+    # the compiled call served most samples; Python had the start-up (40 + lag rows after
+    # the start, the gap and the overflow), each tracker window's last sample (every 100),
+    # the chain check's evaluations, the non-finite run and the rest of its fault window
+    assert taken > 0.8 * n, taken
+    assert path.call.__name__ == "_sample_smooth"
+    for k, (a, b) in enumerate(zip(got, ref)):
+        assert a[:4] == b[:4], (k, a[:4], b[:4])
+        assert np.array_equal(a[4], b[4], equal_nan=True), k
+    # the stated std after every sample, but one: after the overflowing sample (300) the
+    # compiled call leaves the reset pending and the smoother makes it at the next sample, so
+    # its std restarts one sample period later (the publisher reads the std once a batch)
+    same = np.all(s_got == s_ref, axis=1)
+    assert np.array_equal(np.nonzero(~same)[0], [300])
+    from edge.estimator.smoother_pack import QROW
+
+    est.pack.view(QROW)[:] = est_r.pack.view(QROW)  # the compiled call's output row (scratch)
+    for x, y in zip(est.pack.args, est_r.pack.args):
+        assert np.array_equal(x, y, equal_nan=True)
+    tr, tr_r = est.tracker, est_r.tracker
+    assert tr.switches == tr_r.switches >= 1 and tr.level == tr_r.level
+    assert est.self_resets == est_r.self_resets == 1
+    assert est.chain_check.count == est_r.chain_check.count >= 1
+    assert np.array_equal(est.chain_check.values, est_r.chain_check.values, equal_nan=True)
+    assert path.resets == path_r.resets == 1  # the gap
+
+
+def test_smoother_call_returns_to_python_with_nothing_changed():
+    """_sample_smooth returns -2 and changes nothing (arena and smoother arrays) where the
+    general path must take the sample: a non-finite channel, a gap (flagged, or samples lost
+    before it), the smoother's budget spent (here: the start-up, each row its own std)."""
+    from edge.daemon import arena as A
+    from edge.daemon.arena import Arena
+    from edge.daemon.fastpath import CLOCK_OK, _sample_smooth
+    from edge.daemon.ring import Ring
+    from edge.estimator.smoother_pack import BUDGET, TICK
+
+    if not CLOCK_OK:
+        return
+    est = Estimator(_smoother_bundle())
+    ar = Arena(8, 1, est.n_forces, est.n_outputs, 1, est.delay, 16)
+    ring = Ring(8, 1, arena=ar)
+    args = (*ar.args, *est.pack.args)
+    assert est.pack.view(TICK)[BUDGET] == 0  # in the start-up
+    est.pack.view(TICK)[BUDGET] = 5  # as after the start-up: the other three causes
+    for value, flag, pending, budget in ((np.nan, 0, 0, 5), (1e-4, FLAG_GAP, 0, 5),
+                                         (1e-4, 0, 1, 5), (1e-4, 0, 0, 0)):
+        v, _, f = ring.write_span(1)
+        v[0, 0], f[0] = value, flag
+        ar.view(A.RSTATE)[A.GAP_PENDING] = pending
+        est.pack.view(TICK)[BUDGET] = budget
+        before = [a.copy() for a in args]
+        assert _sample_smooth(*args) == -2
+        assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(before, args))
+    est.pack.view(TICK)[BUDGET] = 1
+    ar.view(A.RSTATE)[A.GAP_PENDING] = 0
+    ring.values[0, 0], ring.flags[0] = 1e-4, 0
+    assert _sample_smooth(*args) == 1  # taken: published, the next slot
+    assert est.pack.view(TICK)[BUDGET] == 0 and ring.head == 1
+
+
+def test_chain_check_push_equals_its_numpy_twin():
+    """edge.estimator.chain_check._push (the ring push of the chain check, compiled once for
+    the block method and the smoother's compiled step) against its NumPy twin, the former
+    block rule (pieces of min(rows left, slots to the ring's end, rows to the evaluation)),
+    over uneven blocks: the same ring, counters and evaluation points. Copies: exact."""
+    from edge.estimator.chain_check import EVERY, FILLED, HEAD, SINCE, _push
+
+    rng = np.random.default_rng(3)
+    n, every, nch = 8, 13, 2
+    ring, st = np.zeros((n, nch)), np.array([0, 0, 0, every], np.int64)
+    tw_ring, head, filled, since = np.zeros((n, nch)), 0, 0, 0
+    due, tw_due = [], []
+    k = 0
+    while k < 200:
+        Y = rng.normal(size=(int(rng.integers(1, 30)), nch))
+        a = 0
+        while a < Y.shape[0]:
+            a = _push(Y, a, ring, st)
+            if st[SINCE] >= st[EVERY] and st[FILLED] == n:
+                st[SINCE] = 0
+                due.append(k + a)
+        a = 0
+        while a < Y.shape[0]:  # the twin
+            m = min(Y.shape[0] - a, n - head, every - since)
+            tw_ring[head:head + m] = Y[a:a + m]
+            head, filled, since, a = (head + m) % n, min(n, filled + m), since + m, a + m
+            if since >= every and filled == n:
+                since = 0
+                tw_due.append(k + a)
+        k += Y.shape[0]
+        assert np.array_equal(ring, tw_ring)
+        assert (st[HEAD], st[FILLED], st[SINCE]) == (head, filled, since)
+    assert due == tw_due and len(due) == k // every  # one per 13 rows (the ring is full)

@@ -11,6 +11,11 @@ sample whose arrival completed it (``edge.daemon.loop``: published from there in
 :func:`_sample` is the whole per-sample work of a clean sample in one compiled call: stage,
 estimate (the Tikhonov kernel on the estimator's packed arrays), align, the two latency
 stores, publish. Nothing is allocated; no Python object is created per sample.
+:func:`_sample_smooth` is the same for the Kalman smoother: its estimate is the smoother's
+own compiled step (:func:`edge.estimator.smoother_pack._fast_step`, the kernel
+:func:`edge.estimator.smoother_kernel._smooth` on its packed state, the one place of its
+per-sample rules), and it returns -2 to the general path wherever the smoother's Python side
+is due (a countdown the smoother keeps in its arrays). :func:`fast_call` picks one of them.
 
 NumPy twins: ``tests/test_fastpath.py``.
 """
@@ -30,6 +35,10 @@ from edge.daemon.arena import (_OFF, ADC, COUNT, EF, ESTIMATES, F, FLAGS, GAP_PE
                                T_OFF_KNOWN, TAIL, TS, VALUES, Z)
 from edge.estimator.estimator import Estimator
 from edge.estimator.packed import _process_packed, _reset_packed
+from edge.estimator.smoother import SmootherEstimator
+from edge.estimator.smoother_pack import BUDGET as _BUDGET
+from edge.estimator.smoother_pack import TICK as _TICK
+from edge.estimator.smoother_pack import _fast_step
 from edge.flags import FLAG_GAP, FLAG_SATURATED
 
 _SAT_GAP = np.uint8(FLAG_SATURATED | FLAG_GAP)
@@ -92,6 +101,17 @@ def packed_args(est) -> tuple | None:
     """The Tikhonov estimator's packed operator and state ``(f8, i8, u8)`` (the last three
     arguments of :func:`_sample`), or None (not the Tikhonov estimator)."""
     return est.packed.args if type(est) is Estimator else None
+
+
+def fast_call(est) -> tuple:
+    """``(call, estimator arrays)``: the compiled per-sample call that serves ``est`` and its
+    last three arguments (:func:`_sample` for the Tikhonov estimator, :func:`_sample_smooth`
+    for the Kalman smoother), or ``(None, None)`` (another estimator: the general path)."""
+    if type(est) is Estimator:
+        return _sample, est.packed.args
+    if type(est) is SmootherEstimator:
+        return _sample_smooth, est.pack.args
+    return None, None
 
 
 # ----------------------------------------------------------------- one compiled call per sample
@@ -169,41 +189,108 @@ def _sample(f8, i8, u8, ef8, ei8, eu8):  # pragma: no cover - compiled
         Else the sample is published and the result is the next sample's slot, or -1 when
         the ring is full.
     """
-    cap, nch, nf, nout = i8[H_CAP], i8[H_NCH], i8[H_NF], i8[H_NOUT]
+    i = _clean(f8, i8)
+    if i < 0:
+        return -2
+    t0 = _now_ns(_field(i8, i8, TS))
+    nf, nout = i8[H_NF], i8[H_NOUT]
     ring = _field(i8, i8, RSTATE)  # head, tail, ADC count, gap pending, ...
-    i = ring[HEAD] % cap
-    y = _field(f8, i8, VALUES)[i * nch:(i + 1) * nch].reshape((1, nch))
-    for c in range(nch):
-        if not np.isfinite(y[0, c]):
-            return -2
-    ts = _field(i8, i8, TS)
-    t0 = _now_ns(ts)
     count = _field(i8, i8, COUNT)
-    flags, seq, t_ns = _field(u8, i8, FLAGS), _field(i8, i8, SEQ), _field(i8, i8, T_NS)
+    flags = _field(u8, i8, FLAGS)
     if ring[GAP_PENDING] != 0:  # samples were lost before this one (Ring.stage)
         flags[i] |= _GAP
         ring[GAP_PENDING] = 0
     if flags[i] & _GAP:  # the stream is discontinuous: estimator reset before the sample
         _reset_packed(ef8, ei8, eu8)
         count[RESETS] += 1
-    seq[i] = ring[ADC]
-    ring[ADC] += 1
-    _field(i8, i8, STAMP)[i] = t0
+    _stage(i8, i, t0)
     # the first row of the block-sized estimator outputs
     Fv = _field(f8, i8, F)[:nf].reshape((1, nf))
     Zv = _field(f8, i8, Z)[:nout].reshape((1, nout))
     ef = _field(u8, i8, EF)[:1]
-    _process_packed(y, Fv, Zv, ef, ef8, ei8, eu8)
+    _process_packed(_row(f8, i8, i), Fv, Zv, ef, ef8, ei8, eu8)
+    return _publish(f8, i8, u8, i, Fv, Zv, ef, t0)
+
+
+@njit(cache=True)
+def _clean(f8, i8):  # pragma: no cover - compiled
+    """The ring's next slot (``head % capacity``), or -1 when a channel of its sample is not
+    finite (the general path counts faults)."""
+    cap, nch = i8[H_CAP], i8[H_NCH]
+    i = _field(i8, i8, RSTATE)[HEAD] % cap
+    y = _field(f8, i8, VALUES)[i * nch:(i + 1) * nch]
+    for c in range(nch):
+        if not np.isfinite(y[c]):
+            return -1
+    return i
+
+
+@njit(cache=True)
+def _row(f8, i8, i):  # pragma: no cover - compiled
+    """The sample of ring slot ``i`` as a (1, nch) view."""
+    nch = i8[H_NCH]
+    return _field(f8, i8, VALUES)[i * nch:(i + 1) * nch].reshape((1, nch))
+
+
+@njit(cache=True)
+def _stage(i8, i, t0):  # pragma: no cover - compiled
+    """Stage slot ``i`` (:meth:`edge.daemon.ring.Ring.stage` of a clean sample): ``seq`` =
+    the ADC sample number, ``stamp_ns`` = ``t0``, its ring entry [ns]."""
+    ring = _field(i8, i8, RSTATE)
+    _field(i8, i8, SEQ)[i] = ring[ADC]
+    ring[ADC] += 1
+    _field(i8, i8, STAMP)[i] = t0
+
+
+@njit(cache=True)
+def _publish(f8, i8, u8, i, Fv, Zv, ef, t0):  # pragma: no cover - compiled
+    """The end of the compiled per-sample call of slot ``i`` whose estimator row is ``Fv,
+    Zv, ef``: align (:func:`_align`), the latencies and ``processed`` (:func:`_done`),
+    ``estimates``, publish (``head += 1``). Returns the next sample's slot, or -1 when the
+    ring is full."""
+    cap, nf, nout = i8[H_CAP], i8[H_NF], i8[H_NOUT]
+    ring = _field(i8, i8, RSTATE)
+    seq, t_ns, flags = _field(i8, i8, SEQ), _field(i8, i8, T_NS), _field(u8, i8, FLAGS)
     m = _align(Fv, Zv, ef, seq[i:i + 1], t_ns[i:i + 1], flags[i:i + 1], i,
                _field(i8, i8, HSEQ), _field(i8, i8, HT), _field(u8, i8, HF),
                _field(i8, i8, HCOUNT), _field(f8, i8, SV).reshape((cap, nf + nout)),
                _field(i8, i8, SSEQ), _field(i8, i8, ST), _field(u8, i8, SF),
                _field(u8, i8, SOK), i8[H_DELAY])
     # estimated and aligned: the latency of this sample ends now
-    _done(f8, i8, u8, i, 1, _now_ns(ts))
-    count[ESTIMATES] += m
+    _done(f8, i8, u8, i, 1, _now_ns(_field(i8, i8, TS)))
+    _field(i8, i8, COUNT)[ESTIMATES] += m
     head = ring[HEAD] + 1
     ring[HEAD] = head  # published: the slot was complete before head moved
     if head - ring[TAIL] < cap:
         return head % cap
     return -1
+
+
+@njit(cache=True)  # the GIL stays held: the loop thread never sees a half-written slot
+def _sample_smooth(f8, i8, u8, sf8, si8, su8):  # pragma: no cover - compiled
+    """:func:`_sample` for the Kalman smoother: ``sf8, si8, su8`` its
+    :class:`edge.estimator.smoother_pack.SmootherPack`. The estimate is the smoother's own
+    compiled step (:func:`edge.estimator.smoother_pack._fast_step`: the kernel on the packed
+    state, the level tracker's count, the chain check's ring); it runs while the
+    smoother's budget of samples without a Python decision lasts.
+
+    Returns -2 with nothing changed when the sample needs the general path: a non-finite
+    channel, a gap (the smoother's reset is Python), or the budget spent (the level tracker,
+    the start-up std, the chain check or a pending reset is due). Else as :func:`_sample`."""
+    i = _clean(f8, i8)
+    if i < 0 or _field(si8, si8, _TICK)[_BUDGET] <= 0:
+        return -2
+    if _field(i8, i8, RSTATE)[GAP_PENDING] != 0 or _field(u8, i8, FLAGS)[i] & _GAP:
+        return -2
+    t0 = _now_ns(_field(i8, i8, TS))
+    _stage(i8, i, t0)
+    nf, nout = i8[H_NF], i8[H_NOUT]
+    Fv = _field(f8, i8, F)[:nf].reshape((1, nf))
+    Zv = _field(f8, i8, Z)[:nout].reshape((1, nout))
+    ef = _field(u8, i8, EF)[:1]
+    Q = _fast_step(_row(f8, i8, i), sf8, si8, su8, ef)
+    for c in range(nf):  # the smoother's row: forces then outputs
+        Fv[0, c] = Q[0, c]
+    for c in range(nout):
+        Zv[0, c] = Q[0, nf + c]
+    return _publish(f8, i8, u8, i, Fv, Zv, ef, t0)

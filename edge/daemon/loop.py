@@ -5,10 +5,11 @@
     ADC (driver or simulator)
       │ acq.read(slot views)                       acquisition thread (SCHED_FIFO optional)
       ▼
-    ring slot ── one compiled call per clean sample (edge.daemon.fastpath._sample):
-      │          stage, estimate, align, latency, publish (head += 1), the next slot
-      │          otherwise the general path (edge.daemon.samplepath): faults, gaps,
-      │          pause, commands, identification windows, blocks, the smoother
+    ring slot ── one compiled call per clean sample (edge.daemon.fastpath._sample, the
+      │          smoother's _sample_smooth): stage, estimate, align, latency, publish
+      │          (head += 1), the next slot; otherwise the general path
+      │          (edge.daemon.samplepath): faults, gaps, pause, commands, identification
+      │          windows, blocks, the smoother's Python decisions
       ▼
     ring (preallocated; estimate rows by slot)
       │ every tick (<= 100 ms)                     I/O thread (Daemon.run)
@@ -60,7 +61,6 @@ from edge.daemon import realtime
 from edge.daemon.arena import Arena
 from edge.daemon.commands import CommandRegistry, register_builtin_commands, run_commands
 from edge.daemon.exitcodes import EXIT_CODES, EXIT_HARDWARE, EXIT_INTERNAL, EXIT_OK
-from edge.daemon.fastpath import _sample
 from edge.daemon.health import drdy_offset_ns
 from edge.daemon.raw import RawPublisher
 from edge.daemon.ring import Ring
@@ -235,7 +235,7 @@ class Daemon:
                 # -2: it needs the general path
                 if n == 1 and path.fast_ok and not ring.scratch and not path.identify_due \
                         and not (pub is not None and pub.cmd_flag):
-                    i = _sample(*path.args)
+                    i = path.call(*path.args)
                     if i != -2:
                         span = slots[i] if i >= 0 else None
                         continue

@@ -36,33 +36,14 @@ import numpy as np
 # commands live in edge.daemon.commands; re-exported here, where vsense imports them from
 from edge.daemon.commands import (MAX_COMMAND_BYTES, MAX_COMMAND_DEPTH,  # noqa: F401
                                   Command, CommandError, CommandRegistry)
-from edge.daemon.mqttv5 import (MID_MASK, AckWatch, Unheard, connect_kwargs, make_client,
+from edge.daemon.mqttv5 import (MID_MASK, AckWatch, Unheard,  # noqa: F401
+                                _describe_connect_error, connect_kwargs, make_client,
                                 refused_for_protocol)
 # payloads live in edge.daemon.payloads; re-exported here, where vsense imports them from
 from edge.daemon.payloads import (BIN_HEADER, BIN_MAGIC, Batch,  # noqa: F401
                                   decode_estimates, encode_estimates)
 
 log = logging.getLogger("vsense.mqtt")
-
-def _describe_connect_error(e: BaseException) -> str:
-    """One line naming the kind of connection failure (DNS, refused, TLS, timeout)."""
-    import socket
-    import ssl
-
-    if isinstance(e, socket.gaierror):
-        return f"host name not resolved ({e.strerror or e})"
-    if isinstance(e, ssl.SSLCertVerificationError):
-        return f"TLS certificate verification failed ({e.verify_message or e}); check [mqtt] ca_file"
-    if isinstance(e, ssl.SSLError):
-        return f"TLS error ({e.reason or e})"
-    if isinstance(e, ConnectionRefusedError):
-        return "connection refused (no broker listening on that port?)"
-    if isinstance(e, (TimeoutError, socket.timeout)):
-        return "connection timed out"
-    if isinstance(e, OSError):
-        return f"{type(e).__name__}: {e.strerror or e}"
-    return f"{type(e).__name__}: {e}"
-
 
 
 class Topics:

@@ -26,6 +26,10 @@ The publishing path pays one list store per message (``mid -> topic`` in a preal
 table of :data:`MID_SLOTS` entries indexed by ``mid & MID_MASK``: far more than the messages
 paho holds unacknowledged, at most its 50 in flight + 200 queued); everything else runs on
 paho's network thread when an acknowledgement arrives.
+
+:func:`_describe_connect_error` names a failed connection's cause in one line (the
+publisher's ``last_error``; the historian and the monitor import it from here through
+:mod:`edge.daemon.mqtt`).
 """
 
 from __future__ import annotations
@@ -193,3 +197,23 @@ class AckWatch:
         return {"protocol": self.protocol, "denials_visible": v5,
                 "denied": dict(self.denied) if v5 or self.denied else None,
                 **(self.unheard.stats if self.unheard is not None and v5 else {})}
+
+
+def _describe_connect_error(e: BaseException) -> str:
+    """One line naming the kind of connection failure (DNS, refused, TLS, timeout)."""
+    import socket
+    import ssl
+
+    if isinstance(e, socket.gaierror):
+        return f"host name not resolved ({e.strerror or e})"
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed ({e.verify_message or e}); check [mqtt] ca_file"
+    if isinstance(e, ssl.SSLError):
+        return f"TLS error ({e.reason or e})"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (no broker listening on that port?)"
+    if isinstance(e, (TimeoutError, socket.timeout)):
+        return "connection timed out"
+    if isinstance(e, OSError):
+        return f"{type(e).__name__}: {e.strerror or e}"
+    return f"{type(e).__name__}: {e}"

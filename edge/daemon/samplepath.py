@@ -5,12 +5,14 @@ acquisition thread and holds every per-sample state: the arena (:mod:`edge.daemo
 named views of three arrays), the counters, the two latency windows, the fault tracker, the
 pause flag and the inverse maps' hook. A clean sample in the plain running state (Tikhonov
 estimator, no channel counting bad samples, not paused, no identification window armed, no
-command waiting) takes one compiled call instead (:func:`edge.daemon.fastpath._sample`,
-bound by :meth:`SamplePath.refresh_fast`); everything else comes here
+command waiting) takes one compiled call instead (:func:`edge.daemon.fastpath._sample`;
+for the Kalman smoother :func:`~edge.daemon.fastpath._sample_smooth`, between the samples
+where its Python side decides: the level tracker's window end, the start-up, the chain
+check, a gap; bound by :meth:`SamplePath.refresh_fast`); everything else comes here
 (:meth:`SamplePath.process`): blocks, non-finite or saturated channels (flags bit0/bit2,
 fault counting, status ``sensor_fault``), gaps and recoveries (estimator reset before the
-sample), pause, identification windows of the inverse maps, the smoother. Alignment is the
-same compiled :func:`edge.daemon.fastpath._align` on both.
+sample), pause, identification windows of the inverse maps, the smoother's decisions.
+Alignment is the same compiled :func:`edge.daemon.fastpath._align` on both.
 
 Bad samples: a sample of a channel is *bad* when it is non-finite (flags bit0) or
 ``|volts| >= saturation`` or at an ADC rail (bit2; the driver returns NaN for it). The
@@ -30,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from edge.daemon import arena
-from edge.daemon.fastpath import CLOCK_OK, _align, _done, _sample, packed_args
+from edge.daemon.fastpath import CLOCK_OK, _align, _done, fast_call
 from edge.daemon.faults import FaultTracker
 from edge.daemon.health import LatencyStats
 from edge.flags import FLAG_GAP, FLAG_HELD
@@ -97,6 +99,7 @@ class SamplePath:
         self.on_faults: Callable[[], None] = lambda: None
         self._sample_op = None  # estimator operator that ``args`` were taken from
         self.args: tuple | None = None  # (edge.daemon.fastpath._sample arguments)
+        self.call = None  # the compiled per-sample call (fastpath._sample or _sample_smooth)
         self.fast_ok = False  # see refresh_fast
         self.warm_up()
 
@@ -110,8 +113,9 @@ class SamplePath:
 
     def refresh_fast(self) -> None:
         """Whether the next clean sample may take the compiled per-sample call
-        (:func:`edge.daemon.fastpath._sample`): the Tikhonov estimator, the DRDY clock
-        offset known, running (not paused), no channel counting bad samples, no
+        (:func:`edge.daemon.fastpath._sample`, or :func:`~edge.daemon.fastpath.
+        _sample_smooth`, which also returns -2 where the smoother's Python side is due):
+        the Tikhonov estimator or the Kalman smoother, the DRDY clock offset known, running (not paused), no channel counting bad samples, no
         identification window armed. Called on the acquisition thread after anything that
         can change one of these (the general path, commands); the two flags other threads
         set (a command queued, a scheduled identification due) are read per sample. Takes
@@ -119,7 +123,7 @@ class SamplePath:
         est = self.est
         op = getattr(est, "op", None)
         if op is not self._sample_op:
-            pa = packed_args(est)
+            self.call, pa = fast_call(est)
             self.args = None if pa is None or not CLOCK_OK else (*self.state.args, *pa)
             self._sample_op = op
         inv = self.inverse
@@ -136,7 +140,7 @@ class SamplePath:
             v = self.ring.values
             keep = v[0, 0]
             v[0, 0] = np.nan
-            _sample(*self.args)
+            self.call(*self.args)
             v[0, 0] = keep
         s, r = self.state, self.ring
         _done(*s.args, 0, 0, 0)

@@ -132,10 +132,38 @@ def chain_name(d) -> str:
     return f"{d['converter']} {float(d['drate']):g} SPS {d['mode']}"
 
 
+#: the ring's counters (:attr:`ChainCheck.st`): next slot, rows held, rows since the last
+#: evaluation, rows between evaluations
+HEAD, FILLED, SINCE, EVERY = range(4)
+
+
+@njit(cache=True, nogil=True)
+def _push(Y, a, ring, st):  # pragma: no cover - compiled
+    """Rows ``Y[a:]`` into the circular ``ring`` (counters ``st``: :data:`HEAD`...) up to the
+    row after which an evaluation is due (:data:`SINCE` reaches :data:`EVERY` with the ring
+    full); returns the index of the next row not pushed. The one place of the rule, for
+    :meth:`ChainCheck.push` and the smoother's compiled step."""
+    n = ring.shape[0]
+    nb = Y.shape[0]
+    while a < nb:
+        h = st[HEAD]
+        for c in range(Y.shape[1]):
+            ring[h, c] = Y[a, c]
+        st[HEAD] = (h + 1) % n
+        if st[FILLED] < n:
+            st[FILLED] += 1
+        st[SINCE] += 1
+        a += 1
+        if st[SINCE] >= st[EVERY] and st[FILLED] == n:
+            break
+    return a
+
+
 class ChainCheck:
     """The device's check: rows into a ring of :data:`BUFFER_S`; every :data:`EVERY_S` the
     LLR of the buffer (:func:`llr`), the mean of the last :data:`KEEP` evaluations
-    reported. No allocation per row."""
+    reported. No allocation per row. The ring and its counters may live in another
+    object's arrays (:meth:`bind`: the smoother's, so that its compiled step pushes rows)."""
 
     def __init__(self, kf: dict, dt: float, declared: str, alternative: str):
         self.bundle_filter = Filter(kf["A"], kf["H"], kf["K"], kf["Sinv"])
@@ -145,30 +173,36 @@ class ChainCheck:
         self.every = max(self.n, int(round(EVERY_S / dt)))
         self.skip = int(BURN * self.n)
         self.ring = np.zeros((self.n, nch))
-        self.head = 0       # next slot
-        self.filled = 0
-        self.since = 0
+        self.st = np.array([0, 0, 0, self.every], np.int64)  # HEAD, FILLED, SINCE, EVERY
         self.values = np.full(KEEP, np.nan)
         self.count = 0
         self.declared, self.alternative = declared, alternative
 
+    def bind(self, ring: np.ndarray, st: np.ndarray) -> None:
+        """Keep the ring and its counters in ``ring`` (n, nch) and ``st`` (4,) int64 from now
+        on (their current values copied)."""
+        ring[...] = self.ring
+        st[...] = self.st
+        self.ring, self.st = ring, st
+
+    head = property(lambda self: int(self.st[HEAD]), doc="the ring's next slot")
+    filled = property(lambda self: int(self.st[FILLED]), doc="rows in the ring")
+    since = property(lambda self: int(self.st[SINCE]), doc="rows since the last evaluation")
+
     def reset(self) -> None:
-        self.head = self.filled = self.since = self.count = 0
+        self.st[HEAD] = self.st[FILLED] = self.st[SINCE] = 0
+        self.count = 0
         self.values[:] = np.nan
 
     def push(self, Y: np.ndarray) -> None:
-        """Rows ``Y`` (nb, nch) into the ring; evaluate when due."""
+        """Rows ``Y`` (nb, nch) into the ring (:func:`_push`); evaluate when due."""
+        Y = np.ascontiguousarray(Y, dtype=np.float64)
         nb = Y.shape[0]
         a = 0
         while a < nb:
-            m = min(nb - a, self.n - self.head, self.every - self.since)
-            self.ring[self.head:self.head + m] = Y[a:a + m]
-            self.head = (self.head + m) % self.n
-            self.filled = min(self.n, self.filled + m)
-            self.since += m
-            a += m
-            if self.since >= self.every and self.filled == self.n:
-                self.since = 0
+            a = _push(Y, a, self.ring, self.st)
+            if self.st[SINCE] >= self.every and self.st[FILLED] == self.n:
+                self.st[SINCE] = 0
                 v = llr(self.bundle_filter, self.alt, self.ring, self.head, self.skip)
                 if math.isfinite(v):
                     self.values[self.count % KEEP] = v

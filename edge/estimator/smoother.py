@@ -19,12 +19,13 @@ import math
 import numpy as np
 
 from edge.bundle import Bundle
-from edge.estimator.chain_check import ChainCheck, chain_name
+from edge.estimator.chain_check import ChainCheck, chain_name, llr
 from edge.estimator.chi2 import chi2_sf
 from edge.estimator.common import BlockEstimator
 from edge.estimator.load_level import LevelTracker
 from edge.estimator.operator import EstimatorError
-from edge.estimator.smoother_kernel import _smooth
+from edge.estimator import smoother_pack as P
+from edge.estimator.smoother_pack import _smooth_packed
 from edge.estimator.smoother_operator import derive_smoother, level_operators
 from edge.flags import FLAG_MODEL_SUSPECT, FLAG_WARMUP
 
@@ -58,26 +59,26 @@ class SmootherEstimator(BlockEstimator):
         self.output_names = [o.name for o in bundle.outputs]
         self.op = derive_smoother(bundle, check_stability=check_stability)
         op = self.op
-        ns, nch, nq, Lp1 = op.n_state, op.n_channels, op.Cq.shape[0], op.lag + 1
-        self._x = np.zeros(ns)
-        self._xn = np.zeros(ns)
-        self._e = np.zeros(nch)
-        self._ering = np.zeros((Lp1, nch))
-        self._zring = np.zeros((Lp1, nq))
-        self._fring = np.zeros(Lp1, np.uint8)
-        self._last = np.zeros(nch)
-        self._nisring = np.zeros(op.nis_window)
-        self._nis = np.zeros(2)
-        self._counters = np.zeros(2, np.int64)
-        nb = op.band_ba.shape[0]
-        self._bstate = np.zeros((nb, nch, 2))
-        self._bring = np.zeros((op.nis_window, nb))
-        self._bsum = np.zeros(nb)
-        self._eps = np.zeros(nch)
-        self._lag1ring = np.zeros(op.nis_window)
-        self._eps_prev = np.zeros(nch)
-        self._Q = np.zeros((1, nq))
-        self._resets = np.zeros(1, np.int64)  # after a non-finite state, since the start
+        self._levels = level_operators(bundle, op, check_stability) if track_level else []
+        self.chain_check = None  # the innovations' likelihood against another chain
+        if "alt_A" in bundle.kf:
+            alt = bundle.meta.get("chain_check", {}).get("alternative", {})
+            self.chain_check = ChainCheck(bundle.kf, bundle.dt, chain_name(bundle.chain),
+                                          chain_name(alt) if alt else "another chain")
+        # the state, the level operators and the Python side's counters in three arrays
+        # (edge.estimator.smoother_pack): the kernel runs on them on every path
+        cc = self.chain_check
+        self.pack = P.SmootherPack(self._levels or [op], 0 if cc is None else cc.n)
+        v = self.pack.view
+        if cc is not None:
+            cc.bind(v(P.CRING), v(P.CST))
+        (self._x, self._xn, self._e, self._ering, self._zring, self._fring, self._last,
+         self._nisring, self._nis, self._counters, self._bstate, self._bring, self._bsum,
+         self._eps, self._lag1ring, self._eps_prev, self._resets, self._tick) = (
+            v(k) for k in (P.X, P.XN, P.E, P.ERING, P.ZRING, P.FRING, P.LAST, P.NISRING,
+                           P.NIS, P.COUNTERS, P.BSTATE, P.BRING, P.BSUM, P.EPS, P.LAG1RING,
+                           P.EPS_PREV, P.RESETS, P.TICK))
+        self._Q = np.zeros((1, op.Cq.shape[0]))
         self.std = op.std.copy()  # (nf + nout,) standard deviation of each column [SI]
         self._base_std = op.std.copy()  # the steady std of the running gains
         sv = bundle.kf.get("startup_var")
@@ -86,7 +87,6 @@ class SmootherEstimator(BlockEstimator):
         # the model's own error measured by the build (kf_std_scale; schema <= 8: none)
         sc = bundle.kf.get("std_scale")
         self._scale = None if sc is None else np.array(sc, dtype=float)
-        self._levels = level_operators(bundle, op, check_stability) if track_level else []
         self.tracker = None
         self._track_var = None
         if self._levels:
@@ -98,15 +98,12 @@ class SmootherEstimator(BlockEstimator):
                                         innov=bundle.kf.get("track_innov"))
             tv = bundle.kf.get("track_var")
             self._track_var = None if tv is None else np.asarray(tv, dtype=float)
-            self.op = op = self._levels[start]
-            self._base_std[:] = op.std
-        self.chain_check = None  # the innovations' likelihood against another chain
-        if "alt_A" in bundle.kf:
-            alt = bundle.meta.get("chain_check", {}).get("alternative", {})
-            self.chain_check = ChainCheck(bundle.kf, bundle.dt, chain_name(bundle.chain),
-                                          chain_name(alt) if alt else "another chain")
+            self._tick[P.TRACK] = 1
+            self._use(start)
+            self._base_std[:] = self.op.std
         self._warm_up()
         self._stated_std()
+        self._set_budget()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -137,27 +134,29 @@ class SmootherEstimator(BlockEstimator):
                 or flags.shape != (nb,) or flags.dtype != np.uint8:
             raise ValueError("F, Z, flags must be preallocated as (nb, nf), (nb, nout), "
                              "(nb,) uint8")
+        if self._tick[P.PENDING]:  # the compiled step left a reset (non-finite state)
+            self._blown_fast()
         if self._Q.shape[0] < nb:  # grows once to the largest block, then reused
             self._Q = np.zeros((nb, self._Q.shape[1]))
         Q = self._Q[:nb]
         c0 = int(self._counters[0])
         r0 = self.self_resets
-        tr = self.tracker
+        tr, t = self.tracker, self._tick  # t[P.SINCE]: samples since the tracker's decision
         if tr is None:
             self._run(Y, Q, flags)
-        elif tr.since + nb < tr.every:  # the tracker is not due in this block
+        elif t[P.SINCE] + nb < tr.every:  # the tracker is not due in this block
             self._run(Y, Q, flags)
-            tr.since += nb
+            t[P.SINCE] += nb
         else:  # pieces that end where the level tracker is due (a long block: several)
             a = 0
             while a < nb:
-                b = min(nb, a + tr.every - tr.since)
+                b = min(nb, a + tr.every - int(t[P.SINCE]))
                 self._run(Y[a:b], Q[a:b], flags[a:b])
-                tr.since += b - a
-                if tr.since >= tr.every:
+                t[P.SINCE] += b - a
+                if t[P.SINCE] >= tr.every:
                     if int(self._counters[0]) >= tr.every + self.op.lag:
                         self._track()
-                    tr.since = 0
+                    t[P.SINCE] = 0
                 a = b
         F[:] = Q[:, :nf]
         Z[:] = Q[:, nf:]
@@ -178,6 +177,7 @@ class SmootherEstimator(BlockEstimator):
             if lo < hi:
                 flags[lo:hi] |= FLAG_WARMUP
         self._stated_std()
+        self._set_budget()
 
     def _stated_std(self) -> None:
         """:attr:`std` for the next output row (sample ``m = count - lag``): the steady std
@@ -202,7 +202,47 @@ class SmootherEstimator(BlockEstimator):
         if self._startup is not None and m < self._startup.shape[0]:
             return 1
         tr = self.tracker
-        return n_left if tr is None else min(n_left, tr.every - tr.since)
+        return n_left if tr is None else min(n_left, tr.every - int(self._tick[P.SINCE]))
+
+    def _use(self, level: int) -> None:
+        """Run the gains of load level ``level`` from the next sample on (the operator of
+        :attr:`op`; the kernel reads ``TICK[LEVEL]``)."""
+        self.op = self._levels[level]
+        self._tick[P.LEVEL] = level
+
+    def _set_budget(self) -> None:
+        """``TICK[BUDGET]``: samples the compiled step (:func:`edge.estimator.smoother_pack.
+        _fast_step`) may take before a Python decision is due, the sample that brings it
+        excluded: none in the start-up (each row its own std, warm-up flags) or with a reset
+        pending; else up to the level tracker's and the chain check's next decision.
+        ``TICK[EXTRA]``: the chain check's verdict, carried by every row until then."""
+        t = self._tick
+        m = int(self._counters[0]) - self.op.lag
+        if t[P.PENDING] or (self._startup is not None and m < self._startup.shape[0]):
+            t[P.BUDGET] = 0
+            return
+        b = 1 << 62
+        if self.tracker is not None:
+            b = min(b, self.tracker.every - int(t[P.SINCE]) - 1)
+        cc = self.chain_check
+        if cc is not None:
+            b = min(b, cc.every - cc.since - 1)
+            t[P.EXTRA] = FLAG_MODEL_SUSPECT if cc.suspect else 0
+        t[P.BUDGET] = max(b, 0)
+
+    def _blown_fast(self) -> None:
+        """The reset the compiled step left pending (its state became non-finite; the reset
+        is already counted): what :meth:`process` does after such a row, late by the time
+        between two samples. The row went to the chain check before the reset there: again,
+        into the emptied ring."""
+        cc = self.chain_check
+        y = None if cc is None else cc.ring[(cc.head - 1) % cc.n].copy()
+        self.reset()
+        if self.tracker is not None:
+            self._tick[P.SINCE] += 1
+        if cc is not None:
+            cc.push(y[None])
+        self._set_budget()
 
     def _track(self) -> None:
         """Mean NIS per channel of the last ``every`` samples -> the load level; switching
@@ -215,7 +255,7 @@ class SmootherEstimator(BlockEstimator):
         level = tr.decide(_last_sum(self._nisring, end, n) / per,
                           _last_sum(self._lag1ring, end, n) / per)
         if self._levels[level] is not op:
-            self.op = self._levels[level]
+            self._use(level)
         if self._track_var is None:
             self._base_std[:] = self.op.std
         else:  # std^2 = g^2 v_q + nu v_r under the gains of the level (kf_track_var)
@@ -227,15 +267,10 @@ class SmootherEstimator(BlockEstimator):
         in :attr:`self_resets`) and go on from the next sample (from rest, warm-up rows)."""
         a, nb = 0, Y.shape[0]
         while a < nb:
-            op = self.op
-            stop = _smooth(Y[a:] if a else Y, Q[a:] if a else Q, flags[a:] if a else flags,
-                           op.Am, op.Ad, op.Cl, op.Cr, op.Af, op.f_span, op.Ak, op.AKT, op.H,
-                           op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x, self._xn,
-                           self._e, self._ering, self._zring, self._fring, self._last,
-                           self._nisring, self._nis, op.nis_threshold, op.nis_threshold_low,
-                           self._counters, op.Wt, op.band_ba, op.band_gain, op.band_threshold,
-                           self._bstate, self._bring, self._bsum, self._eps, self._lag1ring,
-                           self._eps_prev)
+            # the kernel on the packed state and the level's operator (the compiled
+            # per-sample step runs the same call)
+            stop = _smooth_packed(Y[a:] if a else Y, Q[a:] if a else Q,
+                                  flags[a:] if a else flags, *self.pack.args)
             if stop == 0:
                 return
             self._resets[0] += 1
@@ -254,14 +289,16 @@ class SmootherEstimator(BlockEstimator):
         (``kf_startup_var``) and narrows as the data arrive."""
         for a in self._state():
             a[...] = 0
+        self._tick[P.SINCE] = self._tick[P.PENDING] = self._tick[P.EXTRA] = 0
         tr = self.tracker
         if tr is not None:
             tr.restart(int(np.argmin(np.abs(np.log(tr.grid)))))
-            self.op = self._levels[tr.level]
+            self._use(tr.level)
             self._base_std[:] = self.op.std
         if self.chain_check is not None:
             self.chain_check.reset()
         self._stated_std()
+        self._set_budget()
 
     def _state(self):
         return (self._x, self._ering, self._zring, self._fring, self._last, self._nisring,
@@ -347,12 +384,20 @@ class SmootherEstimator(BlockEstimator):
                 "chain": None if cc is None else cc.as_dict(), "resets": self.self_resets}
 
     def _warm_up(self) -> None:
-        """Compile (or load from the numba cache) on throw-away copies of the state."""
-        saved = [a.copy() for a in self._state()]
+        """Compile (or load from the numba cache) on throw-away copies of the state: the
+        daemon gives the compiler's memory back before the first sample
+        (:func:`edge.daemon.realtime.release_after_startup`)."""
+        saved = [a.copy() for a in (*self._state(), self._tick, self._resets)]
         self._run(np.zeros((1, self.n_channels)), np.empty((1, self._Q.shape[1])),
                   np.empty(1, np.uint8))
-        for a, s in zip(self._state(), saved):
+        for a, s in zip((*self._state(), self._tick, self._resets), saved):
             a[...] = s
+        cc = self.chain_check
+        if cc is not None:  # its kernels too: nothing compiles or loads once running
+            ring, st = cc.ring.copy(), cc.st.copy()
+            cc.push(np.zeros((1, self.n_channels)))
+            llr(cc.bundle_filter, cc.alt, cc.ring, 0, 0)
+            cc.ring[...], cc.st[...] = ring, st
 
 
 def _last_sum(ring: np.ndarray, end: int, n: int) -> float:
