@@ -71,6 +71,8 @@ def _selection_lines(b) -> list[str]:
     worse = worse_than_zero(names, best["nrmse"])
     if worse:
         lines.append(f"  WARNING: {worse}")
+    if sel.get("note"):  # why the smoother was not preferred (offline.selection.far_worse)
+        lines.append(f"  note: {sel['note']}")
     return lines
 
 

@@ -188,6 +188,8 @@ def _fixed_lag_foh(bundle, runs, windows, alpha_rule, progress=False, reference=
 #: (the frame of benchmarks/load_user: Tikhonov chosen for 11 % on the declared runs, 11.8x
 #: its limit and no std under the real load, a 30x lower pink one; 10 % until then)
 SMOOTHER_MARGIN = 0.25
+#: ... but not when it estimates a target more than this many times worse (:func:`far_worse`)
+FAR_WORSE = 10.0
 
 CANDIDATES = [("per-step", _per_step), ("fixed-lag", _fixed_lag),
               ("fixed-lag FOH", _fixed_lag_foh), ("smoother", _smoother)]
@@ -242,12 +244,15 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
     # the smoother states its std, follows the load's level and checks its model both ways;
     # the runs are drawn from the declaration, a guess, so a lead of another estimator
     # within SMOOTHER_MARGIN there does not carry over to the real load (docs/load.md)
-    sm = cands.get("Kalman smoother")
+    sm, note = cands.get("Kalman smoother"), ""
     if chosen is not None and chosen is not sm and sm is not None and sm.rows:
         r = min(sm.rows, key=lambda x: x["score"])
         s_sm, s_best = _informative(r, best, reference)
         if s_sm <= (1.0 + SMOOTHER_MARGIN) * s_best:
-            chosen, best = sm, r
+            note = far_worse(r, best, [f.name for f in bundle.forces]
+                             + [o.name for o in bundle.outputs], chosen.name)
+            if not note:
+                chosen, best = sm, r
     if chosen is None:
         reason = "".join(f"; {e}" for e in errors)
         a = alpha_rule if not isinstance(alpha_rule, str) else 1.0
@@ -268,7 +273,7 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
         "windows": windows, "targets": targets, "n_runs": len(runs),
         "seeds": [r.seed for r in runs],
         "score": "geometric mean of nrmse / non-causal limit" if reference is not None
-        else "mean nrmse",
+        else "mean nrmse", "note": note,
         "candidates": {n: {"best": c.best, "rows": c.rows} for n, c in cands.items()}})
 
 
@@ -286,6 +291,24 @@ def _informative(a: dict, b: dict, reference) -> tuple:
     ref = np.asarray(reference, dtype=float)[keep]
     # geometric mean of nrmse / limit over the kept targets
     return tuple(float(np.exp(np.mean(np.log(e[keep] / ref)))) for e in (ea, eb))
+
+
+def far_worse(a: dict, b: dict, names, b_name: str) -> str:
+    """Why the smoother's row ``a``, within :data:`SMOOTHER_MARGIN` of the best row ``b``,
+    is not preferred: a target it estimates more than :data:`FAR_WORSE` times worse (nrmse on
+    the runs; "" if none). A preference for its std must not cost one target an order of
+    magnitude (the frame of benchmarks/load_user: the smoother's a1z 36 against 2.5)."""
+    ea, eb = (np.asarray(r.get("nrmse", []), dtype=float) for r in (a, b))
+    if not ea.size or ea.shape != eb.shape:
+        return ""
+    names = list(names) + [f"target {i + 1}" for i in range(len(names), ea.size)]
+    bad = [f"{n} {x:.3g} against {y:.3g}" for n, x, y in zip(names, ea, eb)
+           if x > FAR_WORSE * y]
+    if not bad:
+        return ""
+    return (f"the Kalman smoother, within {100 * SMOOTHER_MARGIN:.0f} % of the best score, "
+            f"is not preferred to {b_name}: on the calibration runs it estimates "
+            f"{', '.join(bad)} (normalised RMS error), more than {FAR_WORSE:g}x worse")
 
 
 def _best_stable(bundle, cands):

@@ -56,23 +56,23 @@ def test_a_replay_from_the_middle_of_a_record_is_a_forced_reset(tmp_path):
 @pytest.mark.slow  # a build of the frame of benchmarks/load_user (about 3 min at load 10)
 def test_the_frame_without_a_record_states_a_std(tmp_path):
     """The frame of ``benchmarks/load_user`` (a model file written from the docs, its
-    acceleration output a1z at a point no master describes) without a record: every
-    estimator misses a1z on the calibration runs, which must not decide the choice; the
-    build ships the smoother, whose replay states a std for every force and output: the
-    factor the build measured on its runs (``kf_std_scale``, >= 1) times the design's."""
+    unmeasured acceleration output a1z) without a record: the Tikhonov estimators miss a1z on
+    the calibration runs (worse than an estimate of zero); the smoother's a1z leaves out the
+    two modes the reduction misses (the 641 Hz pseudo-mode, the 21st by 4 %) and estimates
+    it; the build ships the smoother, whose replay states a std for every force and output:
+    the factor the build measured on its runs (``kf_std_scale``, >= 1) times the design's."""
     src = Path(__file__).resolve().parents[1] / "benchmarks" / "load_user" / "frame.toml"
     cli("vsense-offline", "build", src, "-o", tmp_path / "b.npz", "--quiet")
     b = Bundle.load(tmp_path / "b.npz")
     sel = b.meta["selection"]
     assert b.method == "smoother" and sel["chosen"] == "Kalman smoother"
     names = sel["targets"]
-    # the case the rule covers: the row of the lowest score (a Tikhonov window) more than
-    # 10 % ahead (the margin before), and a1z worse than an estimate of zero in both rows
+    # a1z on the runs: the smoother better than an estimate of zero (measured 0.11 with the
+    # two modes out, 3.6 with them), the best Tikhonov row worse (measured 1.9)
     i = names.index("a1z")
-    lowest = min((r for c in sel["candidates"].values() for r in c["rows"]),
-                 key=lambda r: r["score"])
-    assert lowest.get("kind") != "smoother" and sel["best"]["score"] > 1.1 * lowest["score"]
-    assert sel["best"]["nrmse"][i] > 1.0 and lowest["nrmse"][i] > 1.0
+    tik = min((r for c in sel["candidates"].values() for r in c["rows"]
+               if r.get("kind") != "smoother"), key=lambda r: r["score"])
+    assert sel["best"]["nrmse"][i] < 1.0 < tik["nrmse"][i], (sel["best"]["nrmse"], tik)
     sc = np.asarray(b.kf["std_scale"])
     assert sc.shape == (len(names),) and np.all(sc >= 1.0)
     cli("vsense-offline", "simulate", src, "--duration", 3.0, "--seed", 4, "-o",

@@ -60,3 +60,27 @@ def test_a_target_both_miss_does_not_decide(missed, chosen):
         ("fixed-lag", _design_rows("Tikhonov fixed-lag", score(tk), tk)),
         ("smoother", _design_rows("Kalman smoother", score(sm), sm))])
     assert sel.chosen == chosen
+
+
+@pytest.mark.parametrize("worse, chosen", [
+    (8.0, "Kalman smoother"),      # within FAR_WORSE on every target: preferred
+    (12.0, "Tikhonov fixed-lag"),  # one target 12x worse: the best score is kept, and said
+])
+def test_the_smoother_is_not_preferred_at_an_order_of_magnitude_on_a_target(worse, chosen):
+    """Plain scores (mean nrmse): the smoother 1.2x Tikhonov's (within the 25 % margin), but
+    its second target ``worse`` times Tikhonov's 0.01 (its first target's error set so that
+    the means stay at 1.2x: 0.316 / 0.276 against 0.32)."""
+    from offline.selection import FAR_WORSE
+    tk = (0.32, 0.01)
+    sm_second = worse * tk[1]
+    sm = (1.2 * sum(tk) - sm_second, sm_second)
+    bundle = SimpleNamespace(dt=1e-3, forces=[SimpleNamespace(name="F")],
+                             outputs=[SimpleNamespace(name="a1z")])
+    sel = select(bundle, [], 0.02, windows=[1], candidates=[
+        ("fixed-lag", _design_rows("Tikhonov fixed-lag", float(np.mean(tk)), tk)),
+        ("smoother", _design_rows("Kalman smoother", float(np.mean(sm)), sm))])
+    assert sel.chosen == chosen
+    if worse > FAR_WORSE:
+        assert "a1z 0.12 against 0.01" in sel.report["note"], sel.report["note"]
+    else:
+        assert sel.report["note"] == ""

@@ -2,6 +2,7 @@
 ``s_i std_i``; the build measures ``s_i`` on its calibration runs; older bundles state the
 design's std unchanged; a factor below 1 or of the wrong shape is refused by name."""
 
+import functools
 import io
 
 import numpy as np
@@ -111,3 +112,96 @@ def test_a_right_model_gets_no_factor_and_a_wrong_one_its_excess(bundle):
     sc = wrong.kf["std_scale"]
     assert np.all(sc > 1.3) and np.all(sc <= 3.0), sc
     assert wrong.meta["estimator"]["std_scale"] == pytest.approx(sc.tolist(), rel=1e-12)
+
+
+# --- the lower confidence bound on constructed series (offline/smoother/std_scale.py, (1)-(3))
+
+def _ar2(n_runs, n, r, f, seed, burn=3000):
+    """``n_runs`` seeded runs of ``n`` rows of a stationary AR(2) of poles ``r e^{+-i 2 pi
+    f}`` (a lightly damped error) and its exact ``(sigma, tau)``: ``sigma^2`` and the
+    autocorrelation from the Yule-Walker recursion ``rho_k = a1 rho_k-1 + a2 rho_k-2``,
+    ``tau = 1 + 2 sum rho_k^2`` over 20,000 lags (the series' own process, not an estimate)."""
+    from scipy.signal import lfilter
+    a1, a2 = 2 * r * np.cos(2 * np.pi * f), -r * r
+    sigma, tau = _ar2_exact(a1, a2)
+    rng = np.random.default_rng(seed)
+    runs = [lfilter([1.0], [1.0, -a1, -a2], rng.standard_normal(n + burn))[burn:, None]
+            for _ in range(n_runs)]
+    return runs, sigma, tau
+
+
+@functools.lru_cache
+def _ar2_exact(a1, a2):
+    rho = np.empty(20000)
+    rho[0], rho[1] = 1.0, a1 / (1 - a2)
+    for k in range(2, rho.size):
+        rho[k] = a1 * rho[k - 1] + a2 * rho[k - 2]
+    # sigma^2 = 1 / (1 - a1 rho_1 - a2 rho_2) for a unit white innovation
+    return np.sqrt(1.0 / (1 - a1 * rho[1] - a2 * rho[2])), 1.0 + 2.0 * np.sum(rho[1:] ** 2)
+
+
+def _ar1(n_runs, n, phi, seed):
+    """Stationary AR(1) runs of unit variance; its ``tau = (1 + phi^2) / (1 - phi^2)``."""
+    from scipy.signal import lfilter
+    rng = np.random.default_rng(seed)
+    runs = [lfilter([np.sqrt(1 - phi * phi)], [1.0, -phi], rng.standard_normal(n + 2000),
+                    zi=[0.0])[0][2000:, None] for _ in range(n_runs)]
+    return runs, (1 + phi * phi) / (1 - phi * phi)
+
+
+def test_the_effective_samples_of_white_and_correlated_errors():
+    from offline.smoother.std_scale import ratio_statistics
+    # white: tau = 1 exactly; the estimate adds ~2 M / N (M ~ 5 lags of noise ~1/N each)
+    w = [np.random.default_rng(s).standard_normal((2000, 1)) for s in (1, 2, 3)]
+    r, n_eff = ratio_statistics(w, [np.ones_like(e) for e in w])
+    assert n_eff[0] == pytest.approx(6000, rel=0.02), n_eff
+    # the ratio of a right std: 1 within 3 of its sampling sd 1 / sqrt(2 N) = 0.009
+    assert abs(r[0] - 1) < 0.03, r
+    # AR(1) phi = 0.9: tau = 9.53; AR(2) of pole radius 0.99 at 100 rows per cycle
+    # (a lightly damped displacement error): tau = 54.7 from its exact ACF. Three runs of
+    # 20,000 rows: the estimate of tau scattered 2-6 % (AR(1)) and 2-13 % (AR(2)) over
+    # seeds 7-12; tolerance 20 % (Bartlett's sqrt(4 M / N), M ~ 5 tau the window: 6 % / 13 %)
+    a1, tau1 = _ar1(3, 20000, 0.9, seed=7)
+    _, n1 = ratio_statistics(a1, [np.ones_like(e) for e in a1])
+    assert 60000 / n1[0] == pytest.approx(tau1, rel=0.2), (60000 / n1[0], tau1)
+    a2, sig, tau2 = _ar2(3, 20000, 0.99, 0.01, seed=8)
+    _, n2 = ratio_statistics(a2, [np.full_like(e, sig) for e in a2])
+    assert 60000 / n2[0] == pytest.approx(tau2, rel=0.2), (60000 / n2[0], tau2)
+    # the mean's tau (1 + 2 sum rho_k) of that oscillating error is ~0.01: it would call
+    # every row independent; the squares' tau is what the spread of r^2 follows
+    assert tau2 > 40
+
+
+def test_the_bound_rarely_widens_a_right_std_and_keeps_a_wrong_ones_excess():
+    """Right std of a lightly damped error (the AR(2) above, exact std), three runs of 2000
+    rows as the build's 3 runs of 2 s at 1 kHz, 400 seeded builds: the plain ratio exceeds
+    1 in about half of them (its median is ~1; measured 187); the bound (3) at 95 % in
+    about 5 % (measured 9; binomial sd 1.1 % over 400; allowed 10 %: the window's
+    truncation and n_eff's own spread). A std 1.3x too narrow on white errors (N = 6000): the bound is 1.3 / (1 +
+    1.645 / sqrt(12000)) = 1.281 within the ratio's spread (1.3 / sqrt(12000) = 0.012)."""
+    from offline.smoother.std_scale import ratio_lower_bound, ratio_statistics
+    plain = bound = 0
+    for s in range(400):
+        runs, sig, _ = _ar2(3, 2000, 0.99, 0.01, seed=100 + s, burn=2000)
+        r, n_eff = ratio_statistics(runs, [np.full_like(e, sig) for e in runs])
+        plain += r[0] > 1.0
+        bound += ratio_lower_bound(r, n_eff)[0] > 1.0
+    assert plain >= 140 and bound <= 40, (plain, bound)
+    w = [1.3 * np.random.default_rng(s).standard_normal((2000, 1)) for s in (4, 5, 6)]
+    r, n_eff = ratio_statistics(w, [np.ones_like(e) for e in w])
+    lo = ratio_lower_bound(r, n_eff)
+    assert lo[0] == pytest.approx(1.281, abs=0.04) and lo[0] < r[0], (lo, r)
+    # large n_eff: the chi-square bound is the normal one r / (1 + z / sqrt(2 n_eff))
+    assert ratio_lower_bound([1.0], [1e4])[0] == pytest.approx(
+        1 / (1 + 1.6449 / np.sqrt(2e4)), rel=2e-3)
+
+
+def test_rows_left_out_and_an_exact_std_give_no_factor():
+    from offline.smoother.std_scale import ratio_lower_bound, ratio_statistics
+    e = np.random.default_rng(9).standard_normal((500, 2))
+    e[:100] = np.nan                    # the start-up's rows: not counted
+    s = np.ones_like(e)
+    s[:, 1] = 0.0                       # a target stated exactly (clamped): no factor
+    r, n_eff = ratio_statistics([e], [s])
+    assert n_eff[0] == pytest.approx(400, rel=0.05) and r[1] == 1.0, (r, n_eff)
+    assert ratio_lower_bound([2.0], [0.0])[0] == 0.0   # nothing measured: no bound above 0

@@ -18,6 +18,7 @@ from edge.bundle import Bundle
 from edge.kinds import kind_order
 from edge.estimator.operator import EstimatorError, modal_basis
 from offline._deps import need
+from offline.model.checks import EIG_ERROR_WARN_PCT
 from offline.smoother.chain import chain_model, sensor_model
 from offline.smoother.van_loan import van_loan
 
@@ -49,8 +50,9 @@ class SmootherDesign:
     walk: np.ndarray = None   # indices of the offset states (random walks; never outputs)
 
 
-def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
-    """Rows of H (channels) or of the outputs over the state (see module docstring)."""
+def _rows(Phi, w2, Ct, PhiB, Cf, items, ns, drop=None):
+    """Rows of H (channels) or of the outputs over the state (see module docstring).
+    ``drop`` (n,) bool: modes left out of the acceleration rows (:func:`_misreduced`)."""
     n = Phi.shape[0]
     R = np.zeros((len(items), ns))
     for i, it in enumerate(items):
@@ -64,10 +66,39 @@ def _rows(Phi, w2, Ct, PhiB, Cf, items, ns):
         elif k == 1:
             R[i, 1:2 * n:2] = r
         else:  # a = Phi (PhiB Cf xi - Ct qd - W2 q)
+            if drop is not None:
+                r = np.where(drop, 0.0, r)
             R[i, 0:2 * n:2] = -r * w2
             R[i, 1:2 * n:2] = -r @ Ct
             R[i, 2 * n:] = r @ PhiB @ Cf
     return R
+
+
+def _misreduced(bundle: Bundle, w2) -> np.ndarray:
+    """(n,) bool: the reduced modes whose eigenvalue the reduction misses by more than
+    ``EIG_ERROR_WARN_PCT`` (1 %, the build's warning) against the full model (the bundle's
+    reduction report; a mode the report does not list, or no report: kept). An acceleration
+    OUTPUT leaves them out: it weighs a mode by ``omega^2``, and such a mode's shape and
+    ``omega^2 q`` are not the structure's, so the output would carry what the estimator makes
+    of a mode the structure does not have. On the frame of benchmarks/load_user (500 rows/s)
+    GMR+'s 25th reduced mode is at 641 Hz (the full model's at 261 Hz: its residual
+    flexibility) and its 21st misses by 4 %: they put the sensors' noise into the unmeasured
+    acceleration a1z, 36x its signal. Channels keep every mode (the filter's model of the data
+    is unchanged), and so do displacement and velocity outputs (a high mode's static part is
+    the residual flexibility)."""
+    rep = getattr(bundle, "report", None) or {}
+    err = np.asarray(rep.get("eig_error", ()), dtype=float)
+    fr = np.asarray(rep.get("freqs_reduced", ()), dtype=float)
+    out = np.zeros(len(w2), bool)
+    if err.size == 0 or fr.size != err.size:
+        return out
+    f = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
+    for j, fj in enumerate(f):
+        i = int(np.argmin(np.abs(fr - fj)))
+        # the report's reduced frequency is this mode's (the same eigenproblem)
+        if abs(fr[i] - fj) <= 1e-6 * max(fj, 1e-9) and abs(err[i]) > EIG_ERROR_WARN_PCT:
+            out[j] = True
+    return out
 
 
 @dataclass
@@ -176,7 +207,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     H = _rows(Phi, w2, Ct, PhiB, Cf, bundle.channels, ns)
     chain = bundle.chain if chain is None else chain
     A, Q, Qd, H, nk, walk = _discretise(bundle, chain, Ac, Qc, H, md)
-    Cz = _rows(Phi, w2, Ct, PhiB, Cf, bundle.outputs, ns)
+    Cz = _rows(Phi, w2, Ct, PhiB, Cf, bundle.outputs, ns, drop=_misreduced(bundle, w2))
     Cq = np.vstack([np.hstack([np.zeros((nf, 2 * n)), Cf]), Cz])
     Cq = np.pad(Cq, ((0, 0), (0, nk)))
     R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
