@@ -241,6 +241,8 @@ class Bundle:
         are checked against :func:`max_bundle_bytes` (a crafted archive cannot make the
         loader allocate more than that)."""
         path = str(path)
+        if not path:
+            raise BundleError("the bundle file name is empty")
         if not os.path.exists(path):
             raise BundleError(f"{path}: bundle file does not exist")
         try:

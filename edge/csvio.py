@@ -23,6 +23,8 @@ def read_table(path, min_rows: int = 1):
     -------
     t : ndarray (n,), data : ndarray (n, m), names : list of m str
     """
+    if not str(path):  # Path("") is "." (a directory)
+        raise CsvError("the CSV file name is empty")
     path = Path(path)
     try:
         fh = open(path, newline="", encoding="utf-8")

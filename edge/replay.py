@@ -49,6 +49,8 @@ def load_inputs(path, run: int | None = None, warn=None) -> list[tuple]:
     """Measurement CSV or daemon recording -> ``[(label, t, Y, names)]``: one entry for a
     CSV, one per run (oldest first) for a recording, or only run ``run`` (1-based).
     ``warn(text)`` gets what was skipped or trimmed, naming the file."""
+    if not str(path):  # Path("") is "." (a directory)
+        raise ReplayError("the measurement file name is empty")
     p = Path(path)
     if p.is_dir() or p.suffix == ".vsr":
         runs = read_runs(p, "raw", warn)

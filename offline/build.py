@@ -16,7 +16,7 @@ one :class:`BuildState` that :func:`build` calls in order:
    learned from records (:func:`learn_from_records`) with the sensors' noise,
    ``[design_load] seeds`` of them; channel weights ``1 / sigma^2``;
 4. estimator, window (delay <= ``[estimator] max_delay``) and alpha chosen by the lowest expected
-   normalised RMS error on them (:func:`_stage_choose`: :func:`offline.selection.select`; or
+   normalised RMS error on them (:func:`_stage_choose`: :func:`offline.estimator_choice.select`; or
    alpha by a rule / given); the MMSE accuracy limit (:mod:`offline.limit`) for the report; the
    step operator is derived and its spectral radius checked (:func:`_stage_estimator`: an
    unstable estimator is refused, not shipped);
@@ -53,10 +53,10 @@ from offline.load.observability import bundle_blind_warning
 from offline.limit.transfer import modal_model
 from offline.build_report import build_summary, write_build_report
 from offline.model import EstimatorSpec, ModelSpec, build_fe_model, load_model_file
-from offline.reduced import ReducedModel, design_bundle, master_dofs, reduce_model
+from offline.reduced import ReducedModel, design_bundle, reduce_model
 from offline.regularization import AlphaChoice, choose_alpha
-from offline.selection import candidates_for, chain_policy, default_chain_fallback, select
-from offline.selection import worse_than_zero  # noqa: F401  (callers import it from here)
+from offline.estimator_choice import candidates_for, chain_policy, default_chain_fallback, select
+from offline.estimator_choice import worse_than_zero  # noqa: F401  (callers import it from here)
 from offline.smoother import smoother_settings, with_load_levels
 from offline.smoother.std_scale import with_std_scale
 
@@ -77,10 +77,6 @@ class BuildResult:
     def summary(self) -> str:
         """The text ``vsense-offline build`` prints (:func:`offline.build_report.build_summary`)."""
         return build_summary(self)
-
-
-#: Former private name of :func:`offline.reduced.master_dofs` (kept for callers).
-_masters = master_dofs
 
 
 def learn_from_records(spec, mm, bundle: Bundle, records, progress: bool = True):
@@ -242,7 +238,7 @@ def _alpha_method(smoother: bool, alpha_rule) -> str:
 
 def _stage_choose(st: BuildState) -> None:
     """Step 4: estimator, window and alpha by the lowest expected normalised RMS error on the
-    calibration runs (:func:`offline.selection.select`); the L-curve for the report."""
+    calibration runs (:func:`offline.estimator_choice.select`); the L-curve for the report."""
     t2 = time.perf_counter()
     o, spec, est_spec, bundle, meta = st.opts, st.spec, st.est_spec, st.bundle, st.meta
     window_rule = o.window if o.window is not None else est_spec.window

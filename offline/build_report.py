@@ -16,7 +16,7 @@ from offline.limit.ratio import format_ratios
 from offline.load.model import total_rms_note
 from offline.load.plots import plot_spectra, plot_whiteness
 from offline.report import write_build_html
-from offline.selection import plot_selection, worse_than_zero
+from offline.estimator_choice import plot_selection, worse_than_zero
 from offline.smoother.std_scale import scale_note
 
 
@@ -71,7 +71,7 @@ def _selection_lines(b) -> list[str]:
     worse = worse_than_zero(names, best["nrmse"])
     if worse:
         lines.append(f"  WARNING: {worse}")
-    if sel.get("note"):  # why the smoother was not preferred (offline.selection.far_worse)
+    if sel.get("note"):  # why the smoother was not preferred (offline.estimator_choice.far_worse)
         lines.append(f"  note: {sel['note']}")
     return lines
 

@@ -9,7 +9,7 @@ channel Gaussian noise ``level * std`` (paper eq. 28). Several seeds make the ch
 and give its spread. Each run is ``warmup + duration`` long and scored over the last
 ``duration`` only: structure and estimator start at rest, and the error of the first second
 is not the steady one (measured on a small beam: 0.42 over the first 0.5 s, 0.56 in steady
-state). The choice made on them: :mod:`offline.selection`.
+state). The choice made on them: :mod:`offline.estimator_choice`.
 """
 
 from __future__ import annotations

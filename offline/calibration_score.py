@@ -1,5 +1,5 @@
 """The score of an estimator on the honest calibration runs (:mod:`offline.calibration_runs`):
-what the automatic choice (:mod:`offline.selection`) and the accuracy ratio
+what the automatic choice (:mod:`offline.estimator_choice`) and the accuracy ratio
 (:mod:`offline.limit.ratio`) minimise and report.
 
 Per force and output the normalised RMS error ``nrmse = RMS(estimate - truth) / std(truth)``

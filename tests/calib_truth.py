@@ -184,14 +184,14 @@ def truth_run(truth_toml: str, duration: float = 4.0, rate: float = 1000.0, nois
     """Run of the truth model file text (exact modal engine, random force on the fine grid):
     force F (nt, nf), noisy sensors Y (nt, nch) (noise x each channel's std, seeded),
     clean [[outputs]] Z (nt, nout) and clean sensors (nt, nch)."""
-    from offline.build import _masters
+    from offline.reduced import master_dofs
     from offline.model import build_fe_model, resolve_dofs, spec_from_dict
     from offline.simulate import load_profile, simulate_modal
     import tomllib
 
     spec = spec_from_dict(tomllib.loads(truth_toml), Path(where))
     model = build_fe_model(spec, progress=False)
-    _, chans, forces = _masters(spec, model)
+    _, chans, forces = master_dofs(spec, model)
     outs = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
     n = int(round(duration * rate))
     t_fine = np.arange((n - 1) * oversample + 1) / (rate * oversample)

@@ -10,7 +10,7 @@ from edge.flags import FLAG_HELD, FLAG_WARMUP
 from edge.replay import replay
 from offline.build import build
 from offline.cli import main as offline_main
-from offline.selection import SMOOTHER_MARGIN
+from offline.estimator_choice import SMOOTHER_MARGIN
 from offline.simulate import simulate_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ def test_bundle_of_the_paper_rig(built):
     assert (b.window - 1) * b.dt <= 0.020 + 1e-12 and b.window == sel["best"]["window"]
     rows = [r for c in sel["candidates"].values() for r in c["rows"] if not r.get("unstable")]
     lowest = min(r["score"] for r in rows)
-    # the smoother is preferred within SMOOTHER_MARGIN of the best score (offline/selection.py)
+    # the smoother is preferred within SMOOTHER_MARGIN of the best score (offline/estimator_choice.py)
     assert sel["best"]["score"] <= (1.0 + SMOOTHER_MARGIN if sel["chosen"] == "Kalman smoother"
                                     else 1.0) * lowest
     # measured: per-step force error ~1.0 (alpha so large the force is ~0), fixed lag ~0.48

@@ -37,7 +37,7 @@ channels = ["d110"]
 
 def _full_record(path, E_true, sub=8):
     """Full FE model at E_true, its own [damping], exact modal engine (no Newmark)."""
-    from offline.build import _masters
+    from offline.reduced import master_dofs
     from offline.model import build_fe_model, load_model_file, spec_from_dict
     from offline.simulate import simulate_modal
     spec = load_model_file(path)
@@ -45,7 +45,7 @@ def _full_record(path, E_true, sub=8):
     raw["materials"] = {"aluminium": {**raw["materials"]["aluminium"], "E": E_true}}
     sp = spec_from_dict(raw, path)
     model = build_fe_model(sp, progress=False)
-    _, ch, fd = _masters(sp, model)
+    _, ch, fd = master_dofs(sp, model)
     exc = {"type": "pulse", "amplitude": 1.0, "width": 0.002}
     g = EI.excitation_signal(exc, 500, 1000.0, sub)
     return simulate_modal(model, fd, g[:, None], 1 / (1000.0 * sub), sub, [(int(ch[0]), 0)],

@@ -1,5 +1,5 @@
 """The automatic choice prefers the Kalman smoother within SMOOTHER_MARGIN of the best
-candidate's score (offline/selection.py): it states its std and follows the load's level,
+candidate's score (offline/estimator_choice.py): it states its std and follows the load's level,
 which a lead on runs drawn from the declaration does not outweigh."""
 
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from offline.selection import SMOOTHER_MARGIN, Candidate, select
+from offline.estimator_choice import SMOOTHER_MARGIN, Candidate, select
 
 
 def _design(name, score):
@@ -70,7 +70,7 @@ def test_the_smoother_is_not_preferred_at_an_order_of_magnitude_on_a_target(wors
     """Plain scores (mean nrmse): the smoother 1.2x Tikhonov's (within the 25 % margin), but
     its second target ``worse`` times Tikhonov's 0.01 (its first target's error set so that
     the means stay at 1.2x: 0.316 / 0.276 against 0.32)."""
-    from offline.selection import FAR_WORSE
+    from offline.estimator_choice import FAR_WORSE
     tk = (0.32, 0.01)
     sm_second = worse * tk[1]
     sm = (1.2 * sum(tk) - sm_second, sm_second)

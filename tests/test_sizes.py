@@ -27,7 +27,6 @@ FUNCTIONS = {
         (227, "numba kernel of the smoother's sample step: one compiled body"),
     ("edge/estimator/kernel.py", "_process"):
         (89, "numba kernel of the Tikhonov sample step: one compiled body"),
-    ("offline/calibration/calibrate.py", "calibrate"): (97, "the calibration command's flow; not split yet (slow tests)"),
 }
 
 

@@ -388,7 +388,7 @@ def test_chain_smoother_with_the_multiplexer_cycling():
 
 def test_build_prefers_the_smoother_when_a_chain_is_declared():
     from offline.model.sections import EstimatorSpec
-    from offline.selection import chain_policy
+    from offline.estimator_choice import chain_policy
 
     meta = {}
     assert not chain_policy(Chain(), EstimatorSpec(), meta, True, "x.toml: [hybrid]")

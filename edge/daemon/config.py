@@ -235,6 +235,8 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     ConfigError
         File missing, not TOML, or a key invalid; the message names file and key.
     """
+    if path is not None and not str(path):  # Path("") is "." (a directory)
+        raise ConfigError("the config file name is empty")
     p = Path(path) if path is not None else DEFAULT_PATH
     try:
         if p.stat().st_size > MAX_CONFIG_BYTES:

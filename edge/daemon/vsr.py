@@ -98,6 +98,8 @@ def read_file(path: str | os.PathLike) -> Recording:
 
 def recording_files(path: str | os.PathLike, kind: str = "raw") -> list[Path]:
     """The ``kind`` files of a recording directory in time order (or ``[path]`` for a file)."""
+    if not str(path):  # Path("") is "." (a directory)
+        raise RecordingError("the recording's file name is empty")
     p = Path(path)
     if p.is_dir():
         prefix = "raw-" if kind == "raw" else "est-"

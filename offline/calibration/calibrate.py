@@ -254,27 +254,53 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
         records = [read_record(p, setup.forces, setup.sensors, settings.prep) for p in record_paths]
     prob = Problem(setup, records, settings)
     check_units(prob, [r.name for r in records], progress)
-    say = (lambda it, F, m: print(f"  VB iteration {it}: F = {F:.3f}", flush=True)) if progress else None
     modes = []
     if m_init is None and settings.multistart:
-        kinds = [q.kind for q in setup.parameters] + ["offset"] * len(prob.off_ch)
-        starts = starting_points(prob.m0, 1.0 / np.sqrt(np.diag(prob.L0)), prob.names, kinds,
-                                 draws=settings.draws)
-        if progress:
-            print(f"  screening {len(starts)} starting points ...", flush=True)
-        # the screen fits the first screen_s seconds of each record: it looks for the basin,
-        # the calibration below fits everything
-        head = [replace(r, F=r.F[:n], Y=r.Y[:n], used=r.used[r.used < n]) for r in records
-                for n in [max(int(round(settings.screen_s / r.dt)), 16)]]
-        sprob = Problem(setup, head, settings)
-        modes = screen(sprob, starts, max_iter=settings.screen_iter)
-        prob.n_evals += sprob.n_evals
-        # the best basin's optimum on the whole records: the likelihood weights below are
-        # measured there (at a point off the optimum they measure the misfit and come out tiny)
-        m_init = polish(prob, modes[0].m, settings.screen_iter)
-        if progress:
-            print(f"  {len(modes)} distinct optimum/optima; best from {modes[0].start} "
-                  f"(log posterior {modes[0].F:.3f})", flush=True)
+        modes, m_init = _screen_starts(prob, setup, records, settings, progress)
+    res, groups, rho = _weighted_vb(prob, settings, m_init, progress)
+    res, competing = _runner_up(prob, res, groups, modes, settings, progress)
+    undetermined, profiles = [], []
+    if settings.identifiability:
+        res, undetermined, profiles = _identify(prob, res, groups, modes, settings, progress)
+    k, J = prob.residuals(res.m)
+    scale = [np.sqrt(g.weight * q.mean) for g, q in zip(groups, res.noise)]
+    L, _ = nonlinearity_measure(lambda xi: prob.residuals(xi, jac=False)[0], res.m, res.std,
+                                k, J, scale=scale)
+    return Result(problem=prob, vb=res, groups=groups, rho=rho, nonlinearity=L,
+                  seconds=time.perf_counter() - t0, modes=competing, undetermined=undetermined,
+                  profiles=profiles)
+
+
+def _screen_starts(prob, setup, records, settings, progress):
+    """``(modes, m_init)``: the distinct optima of a screen of starting points on the
+    records' first ``screen_s`` seconds (best first), and the best one polished on the whole
+    records."""
+    kinds = [q.kind for q in setup.parameters] + ["offset"] * len(prob.off_ch)
+    starts = starting_points(prob.m0, 1.0 / np.sqrt(np.diag(prob.L0)), prob.names, kinds,
+                             draws=settings.draws)
+    if progress:
+        print(f"  screening {len(starts)} starting points ...", flush=True)
+    # the screen fits the first screen_s seconds of each record: it looks for the basin,
+    # the calibration below fits everything
+    head = [replace(r, F=r.F[:n], Y=r.Y[:n], used=r.used[r.used < n]) for r in records
+            for n in [max(int(round(settings.screen_s / r.dt)), 16)]]
+    sprob = Problem(setup, head, settings)
+    modes = screen(sprob, starts, max_iter=settings.screen_iter)
+    prob.n_evals += sprob.n_evals
+    # the best basin's optimum on the whole records: the likelihood weights below are
+    # measured there (at a point off the optimum they measure the misfit and come out tiny)
+    m_init = polish(prob, modes[0].m, settings.screen_iter)
+    if progress:
+        print(f"  {len(modes)} distinct optimum/optima; best from {modes[0].start} "
+              f"(log posterior {modes[0].F:.3f})", flush=True)
+    return modes, m_init
+
+
+def _weighted_vb(prob, settings, m_init, progress):
+    """``(res, groups, rho)``: VB with each noise group's likelihood weight (its effective
+    sample share from the residuals' spectrum), re-estimated at the posterior mean until the
+    weights settle within 25 % (at most 4 passes)."""
+    say = (lambda it, F, m: print(f"  VB iteration {it}: F = {F:.3f}", flush=True)) if progress else None
     rho = [0.0] * len(prob.group_names)
     weights = [1.0] * len(rho)
 
@@ -307,37 +333,35 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
             break
         weights = new
     res.n_evals = n_vb
-    competing = []
-    if len(modes) > 1 and modes[0].F - modes[1].F < REFINE_GAP:
-        # the runner-up refined with the same likelihood weights: the free energies compare
-        alt = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
-                                max_iter=settings.max_iter, m_init=modes[1].m,
-                                step_tol=settings.step_tol)
-        res.n_evals += alt.n_evals
-        alt_start, best_start = modes[1].start, modes[0].start
-        if alt.F > res.F:
-            res, alt = alt, res
-            best_start, alt_start = alt_start, best_start
-        std0 = 1.0 / np.sqrt(np.diag(prob.L0))
-        if np.max(np.abs(alt.m - res.m) / std0) >= SAME_MODE:   # else both runs met
-            competing = [{"start": best_start, "free_energy": float(res.F),
-                          "theta": prob.theta(res.m).tolist()},
-                         {"start": alt_start, "free_energy": float(alt.F),
-                          "theta": prob.theta(alt.m).tolist()}]
-            if progress:
-                print(f"  runner-up optimum (from {alt_start}): free energy {alt.F:.3f} against "
-                      f"{res.F:.3f}" + (" -- CLOSE: the records hardly prefer the answer"
-                                        if res.F - alt.F < CLOSE_F else ""), flush=True)
-    undetermined, profiles = [], []
-    if settings.identifiability:
-        res, undetermined, profiles = _identify(prob, res, groups, modes, settings, progress)
-    k, J = prob.residuals(res.m)
-    scale = [np.sqrt(g.weight * q.mean) for g, q in zip(groups, res.noise)]
-    L, _ = nonlinearity_measure(lambda xi: prob.residuals(xi, jac=False)[0], res.m, res.std,
-                                k, J, scale=scale)
-    return Result(problem=prob, vb=res, groups=groups, rho=rho, nonlinearity=L,
-                  seconds=time.perf_counter() - t0, modes=competing, undetermined=undetermined,
-                  profiles=profiles)
+    return res, groups, rho
+
+
+def _runner_up(prob, res, groups, modes, settings, progress):
+    """``(res, competing)``: where the screen's runner-up basin is within ``REFINE_GAP`` of the
+    best, it is refined with the same likelihood weights (the free energies then compare);
+    the better one is ``res``, and both are listed when they are distinct optima."""
+    if not (len(modes) > 1 and modes[0].F - modes[1].F < REFINE_GAP):
+        return res, []
+    alt = variational_bayes(prob.residuals, prob.m0, prob.L0, groups, tol=settings.tol,
+                            max_iter=settings.max_iter, m_init=modes[1].m,
+                            step_tol=settings.step_tol)
+    res.n_evals += alt.n_evals
+    alt_start, best_start = modes[1].start, modes[0].start
+    if alt.F > res.F:
+        res, alt = alt, res
+        best_start, alt_start = alt_start, best_start
+    std0 = 1.0 / np.sqrt(np.diag(prob.L0))
+    if np.max(np.abs(alt.m - res.m) / std0) < SAME_MODE:   # both runs met
+        return res, []
+    competing = [{"start": best_start, "free_energy": float(res.F),
+                  "theta": prob.theta(res.m).tolist()},
+                 {"start": alt_start, "free_energy": float(alt.F),
+                  "theta": prob.theta(alt.m).tolist()}]
+    if progress:
+        print(f"  runner-up optimum (from {alt_start}): free energy {alt.F:.3f} against "
+              f"{res.F:.3f}" + (" -- CLOSE: the records hardly prefer the answer"
+                                if res.F - alt.F < CLOSE_F else ""), flush=True)
+    return res, competing
 
 
 def _identify(prob, res, groups, modes, settings, progress):

@@ -16,7 +16,7 @@ import numpy as np
 
 from edge import DOF_NAMES
 from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
-from offline.build import _masters
+from offline.reduced import master_dofs
 from offline.calibration import sensitivity as sv
 from offline.calibration.bilinear import with_products
 from offline.inverse import spec as ispec
@@ -86,7 +86,7 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
                          "calibration reads displacement, velocity or acceleration channels "
                          "only (remove the gauge from the calibration's model file)")
     model = build_fe_model(spec, progress=progress)
-    masters, chan_dofs, force_dofs = _masters(spec, model)
+    masters, chan_dofs, force_dofs = master_dofs(spec, model)
     rs = spec.reduction
     full = full_builder(spec0, params, where, model.n_dofs)
 

@@ -42,6 +42,8 @@ def load_model_file(path) -> ModelSpec:
     -------
     ModelSpec
     """
+    if not str(path):  # Path("") is "." (a directory): say what is wrong
+        raise ModelFileError("the model file name is empty")
     path = Path(path)
     try:
         with open(path, "rb") as fh:

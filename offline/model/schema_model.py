@@ -12,7 +12,7 @@ from offline.model.table import REQUIRED, Key, Section
 #: Model types and the section that describes their mesh.
 MODEL_TYPES = ("beam", "plate", "solid", "matrices")
 #: ``[estimator] method``: ``auto`` (every estimator scored on the calibration runs, the Kalman
-#: smoother preferred within a margin; offline/selection.py), ``tikhonov`` or ``smoother``
+#: smoother preferred within a margin; offline/estimator_choice.py), ``tikhonov`` or ``smoother``
 ESTIMATOR_CHOICES = ("auto",) + tuple(ESTIMATOR_METHODS)
 ALPHA_RULES = ("auto", "lcurve", "gcv", "discrepancy")
 

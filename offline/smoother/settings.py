@@ -4,7 +4,7 @@ from the model file (:func:`smoother_settings`), and the bundle made from it
 
 Every smoother a build ships, placement predicts or a learned load model is checked with is
 made here, whether ``[estimator] method = "smoother"`` asked for it by name or the automatic
-choice (``method = "auto"``, :mod:`offline.selection`) picked it. The ``[estimator]`` keys:
+choice (``method = "auto"``, :mod:`offline.estimator_choice`) picked it. The ``[estimator]`` keys:
 
 * ``lag``: given, else ``window - 1`` when ``window`` is a number, else the longest lag
   within ``max_delay`` (:func:`longest_lag`: 20 samples at 1 kHz and the default 20 ms);
@@ -61,7 +61,7 @@ class SmootherSettings:
 def longest_lag(max_delay: float, dt: float) -> int:
     """The longest lag [samples] within ``max_delay`` [s] that the automatic choice tries:
     ``floor(max_delay / dt)``, or 100 beyond :data:`MAX_AUTO_WINDOW` (its window list,
-    :func:`offline.selection.default_windows`)."""
+    :func:`offline.estimator_choice.default_windows`)."""
     max_lag = int(np.floor(max_delay / dt + 1e-9))
     return max_lag if max_lag + 1 <= MAX_AUTO_WINDOW else 100
 
