@@ -237,8 +237,8 @@ def check_outcome(cmd: str, argv: list, rc: int, out: str, err: str, odir: Path)
     # a file of the command line, the default config (check-config without a path), an option
     named = [x for a in argv[1:] if a.strip() for x in (a, Path(a).name)] + [
         str(DEFAULT_PATH), "argument", "option", "usage"]
-    if "" in argv[1:]:  # an empty file name is the current directory, named "."
-        named.append(".:")
+    if "" in argv[1:]:  # an empty file name: said so, or (where not yet) named "." (Path(""))
+        named += ["file name is empty", ".:"]
     # a blank or empty name, as given (known weakness: an empty one shows as nothing)
     named += [f"{x}: {a}: " for a in argv[1:] if not a.strip() for x in ("error", cmd)]
     # (a name with a line break in it spreads the message over the lines it ends)
