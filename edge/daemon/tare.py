@@ -80,28 +80,31 @@ class TareAcquisition:
         return k
 
 
+def _add_row(y, n, count, total) -> None:
+    """Per channel ``c`` of the row ``y``: while ``count[c] < n[c]`` add a finite sample to
+    ``total[c]`` and count it."""
+    for c in range(y.shape[0]):
+        if count[c] < n[c] and np.isfinite(y[c]):
+            count[c] += 1
+            total[c] += y[c]
+
+
 def tare_rows(Y, n, count, total, offset) -> None:
     """In place: per channel, while ``count < n`` add each finite sample to ``total`` and set
     ``offset = total / count`` (the running mean), then subtract ``offset`` from the sample."""
     for r in range(Y.shape[0]):
+        _add_row(Y[r], n, count, total)
         for c in range(Y.shape[1]):
-            y = Y[r, c]
-            if count[c] < n[c] and np.isfinite(y):
-                count[c] += 1
-                total[c] += y
+            if count[c]:
                 offset[c] = total[c] / count[c]
-            Y[r, c] = y - offset[c]
+            Y[r, c] -= offset[c]
 
 
 def collect_rows(Y, n, count, total) -> int:
     """Per channel, while ``count < n`` add each finite sample of ``Y`` to ``total``; returns
     the number of rows up to the one at which every count reached ``n`` (all rows if not)."""
     for r in range(Y.shape[0]):
-        for c in range(Y.shape[1]):
-            y = Y[r, c]
-            if count[c] < n[c] and np.isfinite(y):
-                count[c] += 1
-                total[c] += y
+        _add_row(Y[r], n, count, total)
         if np.all(count >= n):
             return r + 1
     return Y.shape[0]
