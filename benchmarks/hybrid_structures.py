@@ -16,9 +16,12 @@ and-response records of 6 s, at 0.15 N (seed 1) and 0.6 N RMS (seed 2), 5-150 Hz
 of each is the validation data (docs/hybrid.md). Scoring at 0.6 N on other seeds (101, ...), force unknown: normalised RMS error (full band)
 and 1-sigma coverage of the force and an unmeasured output for the linear smoother, the hybrid
 twin and the linear smoother on the linear twin (the same structure without the spring, the
-same force and seed). Two diagnostic rows: the same hybrid bundle with its envelope widened to
-``[hybrid] margin = 0.25`` (:func:`widened`), and with the exact law ``-k3 s^3`` in place of
-the network (``benchmarks/hybrid.py``'s ``exact_law``, no envelope).
+same force and seed). Diagnostic rows: the same hybrid bundle (built with the defaults
+``[hybrid] margin = 0.25``, ``outside = "saturate"``: beyond the envelope each network input
+is held at its bound) with the correction off beyond its envelope (``outside = "off"``,
+:func:`guard_off`), with its envelope narrowed to ``margin = 0.05`` (:func:`widened`), both,
+and with the exact law ``-k3 s^3`` in place of the network (``benchmarks/hybrid.py``'s
+``exact_law``, no envelope).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from hybrid import exact_law  # noqa: E402  (benchmarks/hybrid.py)
 LOW, HIGH = 0.15, 0.6                    # force RMS [N] of the records (5-150 Hz)
 TRAIN_S = 6.0                            # training records' length [s]
 #: the estimators scored (NRMSE full band / 1-sigma coverage per column)
-LABELS = ("linear", "hybrid", "hybrid, margin 0.25", "hybrid, exact law", "linear twin")
+LABELS = ("linear", "hybrid", "hybrid, outside off", "hybrid, margin 0.05",
+          "hybrid, margin 0.05, off", "hybrid, exact law", "linear twin")
 #: tangent stiffness of the spring at the high level's linear RMS displacement, over the
 #: structure's static stiffness at that point (0.064 for the strip of benchmarks/hybrid.py)
 STIFFENING = 0.1
@@ -272,13 +276,23 @@ def score(Q, std, T, skip):
 
 def widened(bundle, margin: float):
     """``bundle`` with its trained envelope widened by ``margin`` of the inputs' range on
-    each side instead of the build's ``[hybrid] margin`` (0.05): the margin enters only the
-    envelope (offline/hybrid/train.py), so this is the bundle ``margin = ...`` builds."""
+    each side instead of the build's ``[hybrid] margin`` (``meta["hybrid"]["margin"]``): the
+    margin enters only the envelope (offline/hybrid/train.py), so this is the bundle
+    ``margin = ...`` builds."""
     lo, hi = bundle.kf["hy_lo"], bundle.kf["hy_hi"]
-    w0 = (hi - lo) / (1.0 + 2 * 0.05)             # the training records' range
-    lo0, hi0 = lo + 0.05 * w0, hi - 0.05 * w0
+    m0 = float(bundle.meta["hybrid"]["margin"])
+    w0 = (hi - lo) / (1.0 + 2 * m0)               # the training records' range
+    lo0, hi0 = lo + m0 * w0, hi - m0 * w0
     kf = dict(bundle.kf)
     kf.update(hy_lo=lo0 - margin * w0, hy_hi=hi0 + margin * w0)
+    return bundle.replace(kf=kf)
+
+
+def guard_off(bundle):
+    """``bundle`` with ``kf_hy_guard = 0``: no correction outside the trained envelope, the
+    bundle ``[hybrid] outside = "off"`` builds (the guard enters only that field)."""
+    kf = dict(bundle.kf)
+    kf.update(hy_guard=np.array(0, dtype=np.int64))
     return bundle.replace(kf=kf)
 
 
@@ -308,7 +322,7 @@ def run_structure(name, path, duration, seeds, tmp, train_s=TRAIN_S):
     names = [f.name for f in lin.forces] + [o.name for o in lin.outputs]
     cols = [0, names.index(out_name)]
     skip = int(round(0.5 / lin.dt))
-    wide, exact = widened(hyb, 0.25), exact_law(hyb, k3)
+    narrow, exact = widened(hyb, 0.05), exact_law(hyb, k3)
     rows = {k: [] for k in LABELS}
     for k in range(seeds):
         seed = 101 + k
@@ -316,7 +330,10 @@ def run_structure(name, path, duration, seeds, tmp, train_s=TRAIN_S):
         _, _, Yl, Zl = cubic_record(path, spring, 0.0, HIGH, seed, duration)
         for lab, b, Yin, T in (("linear", lin, Y, np.hstack([F, Z])),
                                ("hybrid", hyb, Y, np.hstack([F, Z])),
-                               ("hybrid, margin 0.25", wide, Y, np.hstack([F, Z])),
+                               ("hybrid, outside off", guard_off(hyb), Y, np.hstack([F, Z])),
+                               ("hybrid, margin 0.05", narrow, Y, np.hstack([F, Z])),
+                               ("hybrid, margin 0.05, off", guard_off(narrow), Y,
+                                np.hstack([F, Z])),
                                ("hybrid, exact law", exact, Y, np.hstack([F, Z])),
                                ("linear twin", lin, Yl, np.hstack([F, Zl]))):
             Q, std, flagged = estimate(b, Yin)
@@ -358,10 +375,10 @@ def main(argv=None) -> int:
         for i, n in enumerate(r["names"]):
             tw = r["linear twin"][i]["nrmse"]
             print(f"  {n}: linear / hybrid " + ", ".join(
-                f"{r['linear'][i]['nrmse'] / r[h][i]['nrmse']:.2f}x" for h in LABELS[1:4])
+                f"{r['linear'][i]['nrmse'] / r[h][i]['nrmse']:.2f}x" for h in LABELS[1:-1])
                 + "; over the linear twin " + ", ".join(
-                f"{r[h][i]['nrmse'] / tw:.2f}x" for h in LABELS[1:4])
-                + f" ({', '.join(LABELS[1:4])})")
+                f"{r[h][i]['nrmse'] / tw:.2f}x" for h in LABELS[1:-1])
+                + f" ({', '.join(LABELS[1:-1])})")
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=2))
     return 0

@@ -299,6 +299,8 @@ class Bundle:
         kf = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("kf_")}
         if "hy_onnx" in kf and "hy_direct" not in kf:  # schema 5: direct terms from g_k alone
             kf["hy_direct"] = np.array([1.0, 0.0])
+        if "hy_onnx" in kf and "hy_guard" not in kf:  # schema <= 9: the correction off outside
+            kf["hy_guard"] = np.array(0, dtype=np.int64)
         return cls(
             M=np.array(arrays["M"]), C=np.array(arrays["C"]), K=np.array(arrays["K"]),
             dt=float(arrays["dt"]), channels=channels, forces=forces, outputs=outputs,

@@ -123,6 +123,7 @@ hy_Cqg            | f | (nq, ng)          | 5 | hybrid: forces and outputs += Cq
 hy_lo             | f | (ni,)             | 5 | hybrid: trained envelope of s, lower bound
 hy_hi             | f | (ni,)             | 5 | hybrid: trained envelope of s, upper bound
 hy_direct         | f | (2,)              | 6 | hybrid: direct terms see w0 g_k + w1 g_k-1 (schema 5: (1, 0))
+hy_guard          | i | ()                | 10 | hybrid: outside the trained envelope 1 = the network's input held at the envelope's bound (saturated), 0 = the correction off (schema <= 9: 0)
 """)
 #: ``{name: ndim}`` of the smoother arrays (without the ``kf_`` prefix)
 KF_FIELDS = {f.name: f.ndim for f in KF_ARRAYS + KF_OPTIONAL}

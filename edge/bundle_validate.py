@@ -231,7 +231,8 @@ def _group_present(a: dict, prefix: str, fail, version: int | None = None) -> bo
 
 
 def _validate_kf_hybrid(a: dict, version: int, ns: int, nch: int, nq: int, fail) -> None:
-    """The optional ``kf_hy_*`` arrays of schema 5 (all or none; ``hy_direct`` from 6)."""
+    """The optional ``kf_hy_*`` arrays of schema 5 (all or none; ``hy_direct`` from 6,
+    ``hy_guard`` from 10)."""
     if not _group_present(a, "hy_", fail, version):
         return
     if a["kf_hy_onnx"].dtype != np.uint8 or a["kf_hy_onnx"].size == 0:
@@ -241,8 +242,13 @@ def _validate_kf_hybrid(a: dict, version: int, ns: int, nch: int, nq: int, fail)
               "hy_lo": (ni,), "hy_hi": (ni,)}
     if version >= 6:
         shapes["hy_direct"] = (2,)
+    if version >= 10:
+        shapes["hy_guard"] = ()
     for name, shape in shapes.items():
         if a[f"kf_{name}"].shape != shape:
             fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
+    if version >= 10 and int(a["kf_hy_guard"]) not in (0, 1):
+        fail("kf_hy_guard", f"must be 0 (correction off outside the envelope) or 1 (input held "
+             f"at its bound), got {a['kf_hy_guard']!r}")
     if ni < 1 or ng < 1 or np.any(a["kf_hy_lo"] > a["kf_hy_hi"]):
         fail("kf_hy_lo", "the envelope needs lo <= hi and at least one input and output")

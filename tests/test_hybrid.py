@@ -197,6 +197,10 @@ def test_build_hybrid_cli_and_edge(tmp_path):
     assert isinstance(hy, HybridEstimator)
     meta = hy.bundle.meta["hybrid"]
     assert meta["loss_best_val"] < 0.7 * meta["loss_linear_val"]
+    # the defaults written: the envelope 0.25 of the range wider on each side, the input held
+    # at its bound beyond it (offline/hybrid/spec.py; docs/hybrid.md "Safety")
+    assert meta["margin"] == 0.25 and meta["outside"] == "saturate"
+    assert int(hy.bundle.kf["hy_guard"]) == 1 and hy.hy_clip
     t, F, Y, Z = demo.records(path, 0.007, 150, 3.0)
     errs = []
     for est in (Estimator(str(tmp_path / "l.npz")), hy):

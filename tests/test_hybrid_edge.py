@@ -19,7 +19,7 @@ from tests.helpers import numpy_smoother_bundle, tiny_g
 ONNX = (Path(__file__).parent / "data" / "hybrid_tiny.onnx").read_bytes()
 
 
-def _hybrid(b, gain=1.0, lo=-1e3, hi=1e3, direct=(0.5, 0.5)):
+def _hybrid(b, gain=1.0, lo=-1e3, hi=1e3, direct=(0.5, 0.5), guard=0):
     """``b`` with the tiny network acting as a force at the chain's free end (DOF n-1), its
     input the displacement and velocity there scaled to O(1)."""
     kf = dict(b.kf)
@@ -35,7 +35,7 @@ def _hybrid(b, gain=1.0, lo=-1e3, hi=1e3, direct=(0.5, 0.5)):
     Cqg[2, 0] = gain * 0.3                              # the acceleration output sees g
     kf.update({"hy_onnx": np.frombuffer(ONNX, np.uint8).copy(), "hy_S": S, "hy_Bg": Bg,
                "hy_Dg": Dg, "hy_Cqg": Cqg, "hy_lo": np.full(2, lo), "hy_hi": np.full(2, hi),
-               "hy_direct": np.array(direct, dtype=float)})
+               "hy_direct": np.array(direct, dtype=float), "hy_guard": np.array(guard)})
     return b.replace(kf=kf)
 
 
@@ -55,12 +55,14 @@ def _reference(b, Y, net=tiny_g):
     """NumPy twin: the reference smoother on y - Dg gd, x += Bg g, outputs + Cqg gd_k-L,
     gd_k = w0 g_k + w1 g_k-1 (w = kf_hy_direct, (1, 0) without it); an output that is not
     finite or beyond gmax_i = min_j (hi_j - lo_j) / |(S Bg)_ji| is not applied (as outside
-    the envelope). ``net``: the network's NumPy value, (1, ni) -> (1, ng)."""
+    the envelope). Outside ``[lo, hi]`` g = 0, or with ``kf_hy_guard = 1`` g = g_theta(clip(s,
+    lo, hi)), flagged either way. ``net``: the network's NumPy value, (1, ni) -> (1, ng)."""
     kf = b.kf
     ref = ReferenceSmoother(b)
     L = ref.L
     lo, hi = kf["hy_lo"], kf["hy_hi"]
     w = kf.get("hy_direct", (1.0, 0.0))
+    clip = bool(int(kf.get("hy_guard", 0)))
     with np.errstate(divide="ignore"):
         gmax = np.min((hi - lo)[:, None] / np.abs(kf["hy_S"] @ kf["hy_Bg"]), axis=0)
     Fs, Zs, fl, gs, outs = [], [], [], [], []
@@ -70,11 +72,13 @@ def _reference(b, Y, net=tiny_g):
         yh = np.where(np.isfinite(y), y, ref.last)
         s = kf["hy_S"] @ (ref.x + kf["K"] @ (yh - kf["H"] @ ref.x))
         out = bool(np.any(s < lo) or np.any(s > hi))
-        if not out:
+        off = out and not clip
+        if not off:
             with np.errstate(invalid="ignore"):
-                g = net(s[None])[0]
-            out = not np.all(np.abs(g) <= gmax)
-        g = np.zeros(1) if out else g
+                g = net(np.clip(s, lo, hi)[None])[0]
+            off = not np.all(np.abs(g) <= gmax)
+            out = out or off
+        g = np.zeros(1) if off else g
         gd = w[0] * g + w[1] * g_prev                   # the correction at sample k
         g_prev = g
         q, f = ref.step(y - kf["hy_Dg"] @ gd)
@@ -184,6 +188,51 @@ def test_bundle_contract(tmp_path):
         Estimator(bad)
 
 
+def test_saturating_guard_matches_numpy_twin(tmp_path):
+    """``kf_hy_guard = 1`` (what a build writes): an envelope the state leaves often (the
+    record's inputs reach 2.4 and 5.3 while the envelope ends at 0.5: 1,464 of 1,500 samples
+    outside) holds the input at the bound and applies the network there; the kernel equals the NumPy twin (1e-9 relative,
+    as test_kernel_matches_numpy_twin), the estimates are flagged, and they differ both from
+    the switched-off guard's and from the unguarded network's (the test can fail either way)."""
+    Y = _record()
+    runs = {}
+    for guard, (lo, hi) in ((1, (-0.5, 0.5)), (0, (-0.5, 0.5)), (1, (-1e3, 1e3))):
+        b = _reload(_hybrid(numpy_smoother_bundle(), gain=0.05, lo=lo, hi=hi, guard=guard),
+                    tmp_path, f"g{guard}{hi}.npz")
+        est = Estimator(b)
+        runs[guard, hi] = (_run(est, Y), _reference(b, Y), est)
+    (F, Z, fl), (Fr, Zr, flr, nout), est = runs[1, 0.5]
+    ok = ~np.isnan(F[:, 0])
+    assert nout > 100 and est.outside == nout
+    for a, r in ((F, Fr), (Z, Zr)):
+        scale = np.max(np.abs(r[ok]), axis=0)
+        np.testing.assert_allclose(a[ok] / scale, r[ok] / scale, atol=1e-9)
+    np.testing.assert_array_equal(fl, flr)
+    assert np.any(fl[ok] & FLAG_ENVELOPE)
+    mc = est.model_check()["hybrid"]
+    assert mc["guard"] == "saturate" and mc["applied"] is True
+    scale = np.max(np.abs(F[ok]))
+    for other in ((0, 0.5), (1, 1e3)):
+        assert np.max(np.abs(runs[other][0][0][ok] - F[ok])) > 1e-3 * scale
+    assert runs[0, 0.5][2].model_check()["hybrid"]["guard"] == "off"
+
+
+def test_schema9_hybrid_bundle_is_read_with_the_guard_off(tmp_path):
+    """A hybrid bundle of schema 9 (no kf_hy_guard) is read with the guard it was written
+    with: the correction off outside the envelope."""
+    b = _hybrid(numpy_smoother_bundle(), gain=0.05, lo=-0.5, hi=0.5, guard=0)
+    b.save(tmp_path / "b.npz")
+    a = dict(np.load(tmp_path / "b.npz"))
+    del a["kf_hy_guard"]
+    a["schema_version"] = np.array(9, dtype=np.int64)
+    from edge.bundle import content_hash
+    a["content_hash"] = np.array(content_hash(a))
+    old = Bundle.from_arrays(a, "v9.npz")
+    assert int(old.kf["hy_guard"]) == 0
+    Y = _record()
+    np.testing.assert_array_equal(_run(Estimator(old), Y)[0], _run(Estimator(b), Y)[0])
+
+
 def test_schema5_hybrid_bundle_keeps_its_direct_terms(tmp_path):
     """A hybrid bundle written by schema 5 (no kf_hy_direct) loads and runs with the direct
     terms it was written with, g_k alone: the NumPy twin with w = (1, 0), also after saving
@@ -192,7 +241,7 @@ def test_schema5_hybrid_bundle_keeps_its_direct_terms(tmp_path):
     b = _hybrid(numpy_smoother_bundle(), gain=0.05)
     b.save(tmp_path / "b.npz")
     a = dict(np.load(tmp_path / "b.npz"))
-    del a["kf_hy_direct"]
+    del a["kf_hy_direct"], a["kf_hy_guard"]
     a["schema_version"] = np.array(5, dtype=np.int64)
     from edge.bundle import content_hash
     a["content_hash"] = np.array(content_hash(a))

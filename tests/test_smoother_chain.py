@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from edge.acquisition import Chain
-from edge.bundle import Bundle
+from edge.bundle import SCHEMA_VERSION, Bundle
 from edge.estimator import EstimatorError
 from edge.hw.ads1256_filter import F_MOD, conversion_taps
 from offline.cli import main as offline_main
@@ -154,7 +154,7 @@ def test_bundle_carries_the_chain_and_old_bundles_are_ideal():
     assert r.chain == ch and r.kf["A"].shape == (14, 14)
     z = np.load(io.BytesIO(sb.to_bytes()))
     a = {k: z[k] for k in z.files}
-    assert int(a["schema_version"]) == 9
+    assert int(a["schema_version"]) == SCHEMA_VERSION
     # a schema-6 bundle (no chain_* fields) is read as ideal point samples
     ideal = chain_bundle(n=3)
     z = np.load(io.BytesIO(ideal.to_bytes()))

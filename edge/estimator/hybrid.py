@@ -7,7 +7,8 @@ of ``x_k``, at which the training's discretisation evaluates ``g``), with the in
 the linear part (the correction's own part of an acceleration channel is not known before
 ``g``)::
 
-    g_k      = g_theta(S (x_k|k-1 + K (y_k - H x_k|k-1)))   (0 outside the trained envelope)
+    g_k      = g_theta(S (x_k|k-1 + K (y_k - H x_k|k-1)))   (outside the trained envelope:
+               the input held at its bound, or g_k = 0; kf_hy_guard)
     gd_k     = w0 g_k + w1 g_k-1                    (the correction at the sample instant)
     e_k      = y_k - H x_k|k-1 - Dg gd_k            (innovation of the hybrid model)
     x_k+1|k  = A (x_k|k-1 + K e_k) + Bg g_k
@@ -23,9 +24,13 @@ std and the model check (NIS, band pairs: now of the hybrid model's innovations)
 linear smoother's. The std neglects the network's Jacobian (an extended filter would need a
 Riccati step per sample); docs/hybrid.md has the measured coverage. Outside the trained
 envelope (any network input beyond the range seen in training, widened by the margin) the
-correction is not applied -- the estimate is the linear model's -- and the estimates whose
-window contains such a sample carry :data:`edge.flags.FLAG_ENVELOPE`. The same for an output
-that is not finite or absurd (:func:`output_bound`: one that alone would move a network input
+bundle's ``kf_hy_guard`` decides: 1 (what a build writes) holds each input at its bound, so
+the correction is the network's at the envelope's edge (a saturated correction, not an
+extrapolation); 0 (a bundle of schema <= 9) does not apply it -- the linear model's
+estimate. Either way the estimates whose window contains such a sample carry
+:data:`edge.flags.FLAG_ENVELOPE`. An output
+that is not finite or absurd is not applied
+(:func:`output_bound`: one that alone would move a network input
 by more than the envelope's width in one step), counted in ``model_check()["hybrid"]
 ["rejected"]``. Should the state still become non-finite (an input far out of range), the
 estimator resets itself (``"resets"``; the daemon logs it once per supervisor tick).
@@ -148,6 +153,7 @@ class HybridEstimator(SmootherEstimator):
         self.hy_lo = np.ascontiguousarray(kf["hy_lo"], dtype=float)
         self.hy_hi = np.ascontiguousarray(kf["hy_hi"], dtype=float)
         self.hy_w = np.ascontiguousarray(kf["hy_direct"], dtype=float)
+        self.hy_clip = bool(int(kf["hy_guard"]))  # saturate outside the envelope (else off)
         ni, ng = self.hy_S.shape[0], self.hy_Bg.shape[1]
         self.session = onnx_session(np.asarray(kf["hy_onnx"], np.uint8).tobytes(),
                                     f"{self.bundle.path or 'bundle'}: kf_hy_onnx")
@@ -214,11 +220,12 @@ class HybridEstimator(SmootherEstimator):
         run = self.session.run_with_iobinding
         s, g, y1, b = self._s, self._g, self._y1, self._binding
         Sx, Sy = self._hy_ops[id(op)]
-        out = _hy_input(Y[a], self._last, self._x, Sx, Sy, self.hy_lo, self.hy_hi, s)
+        clip = self.hy_clip
+        out = _hy_input(Y[a], self._last, self._x, Sx, Sy, self.hy_lo, self.hy_hi, s, clip)
         for j in range(a, Y.shape[0]):
             if out:
                 self._outside[0] += 1
-            else:
+            if clip or not out:
                 run(b)  # g = g_theta(s), in place
             r = _hy_sample(
                 j, Y, Q, flags, g, out, self.hy_Dg, y1, op.Am, op.Ad, op.Cl, op.Cr, op.Af,
@@ -229,7 +236,7 @@ class HybridEstimator(SmootherEstimator):
                 self._bstate, self._bring, self._bsum, self._eps, self._lag1ring,
                 self._eps_prev, self.hy_Bg, self.hy_Cqg,
                 self._gring, self._envring, op.lag, Sx, Sy, self.hy_lo, self.hy_hi, s,
-                self._gp, self.hy_w, self.hy_gmax, self._hyc)
+                self._gp, self.hy_w, self.hy_gmax, self._hyc, clip)
             if r == 2:  # the state is not finite: start again from rest
                 self._hyc[1] += 1
                 self.reset()
@@ -246,18 +253,21 @@ class HybridEstimator(SmootherEstimator):
     def model_check(self) -> dict:
         """:meth:`SmootherEstimator.model_check` plus ``"hybrid"``: samples outside the
         trained envelope (since the start or the last reset), whether the correction is
-        applied now (``False``: a sample of the current window was outside, the linear
-        estimate), ``rejected`` outputs (not finite or absurd) and ``resets`` after a
+        applied now (``False``: a sample of the current window was outside and the guard is
+        ``"off"``, the linear estimate; the ``"saturate"`` guard applies it at the envelope's
+        edge), ``rejected`` outputs (not finite or absurd) and ``resets`` after a
         non-finite state, both since the start."""
         out = super().model_check()
         n = int(self._counters[0])
         recent = bool(self._envring.any())
         out["hybrid"] = {"outside": self.outside, "samples": n,
                          "fraction_outside": round(self.outside / n, 6) if n else 0.0,
-                         "applied": not recent, "rejected": self.rejected,
-                         "resets": self.self_resets}
+                         "applied": not recent or self.hy_clip, "rejected": self.rejected,
+                         "resets": self.self_resets, "guard": "saturate" if self.hy_clip
+                         else "off"}
         if recent:
+            what = ("the correction is the network's at the envelope's edge (saturated)"
+                    if self.hy_clip else "the correction is off (linear estimate)")
             out["reasons"] = [*out["reasons"], "the state is outside the hybrid network's "
-                              "trained envelope, or its output was not finite or absurd: the "
-                              "correction is off (linear estimate)"]
+                              f"trained envelope, or its output was not finite or absurd: {what}"]
         return out

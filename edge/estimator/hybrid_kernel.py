@@ -6,8 +6,9 @@ Per sample k, with the prediction ``x = x_k|k-1`` (permuted state)::
 
     s      = S (x + K (y - H x))                   (network input at the filtered state)
     out    = any(s < lo or s > hi)                 (outside the trained envelope)
-    g      = g_theta(s), or 0 when out              (ONNX, between the two calls here)
-    out   |= any(not |g_i| <= gmax_i)              (a non-finite or absurd output: 0 too)
+    s      = min(max(s, lo), hi)                   (when saturating: kf_hy_guard = 1)
+    g      = g_theta(s), or 0 when out and not saturating   (ONNX, between the calls here)
+    g      = 0 when any(not |g_i| <= gmax_i)       (a non-finite or absurd output)
     gd     = w0 g + w1 g_k-1                       (the correction at the sample instant)
     y'     = y - Dg gd                             (the correction's part of the channels)
     ... smoother step on y' (edge.estimator.smoother_kernel._smooth) ...
@@ -25,10 +26,11 @@ from edge.flags import FLAG_ENVELOPE
 
 
 @njit(cache=True, nogil=True)
-def _hy_input(y, last, x, Sx, Sy, lo, hi, s):  # pragma: no cover - compiled
+def _hy_input(y, last, x, Sx, Sy, lo, hi, s, clip):  # pragma: no cover - compiled
     """``s[0] = Sx x + Sy y`` = ``S (x + K (y - H x))``, the network input at the filtered
     state (a non-finite channel at its last finite value); returns True when ``s`` is outside
-    ``[lo, hi]`` (or not finite).
+    ``[lo, hi]`` (or not finite). ``clip``: an input outside is held at its bound (a
+    non-finite one at the envelope's centre).
 
     y : (nch,) sample; last : (nch,) last finite values; x : (ns,) permuted prediction;
     Sx : (ni, ns), Sy : (ni, nch); lo, hi : (ni,); s : (1, ni) out."""
@@ -39,9 +41,12 @@ def _hy_input(y, last, x, Sx, Sy, lo, hi, s):  # pragma: no cover - compiled
             acc += Sx[i, j] * x[j]
         for c in range(y.shape[0]):
             acc += Sy[i, c] * (y[c] if np.isfinite(y[c]) else last[c])
-        s[0, i] = acc
         if not (lo[i] <= acc <= hi[i]):
             out = True
+            if clip:
+                # s_i = min(max(s_i, lo_i), hi_i)
+                acc = lo[i] if acc < lo[i] else hi[i] if acc > hi[i] else 0.5 * (lo[i] + hi[i])
+        s[0, i] = acc
     return out
 
 
@@ -107,18 +112,22 @@ def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, Ak, A
                Cq, q_span, G, Sinv, x, xn, e, ering, zring, fring, last, nisring, nis_state,
                threshold, threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate,
                bring, bsum, eps, lag1ring, eps_prev, Bg, Cqg, gring, envring, lag, Sx, Sy,
-               lo, hi, s, gp, w, gmax, hyc):  # pragma: no cover - compiled
-    """Sample ``j`` after the network call (``g`` holds ``g_theta(s)``): the output guard
+               lo, hi, s, gp, w, gmax, hyc, clip):  # pragma: no cover - compiled
+    """Sample ``j`` after the network call (``g`` holds ``g_theta(s)``; ``out``: the input
+    was outside the envelope, where ``g`` is applied only when ``clip``, the input saturated):
+    the output guard
     (:func:`_hy_guard`: a non-finite or absurd ``g`` is not applied, counted in ``hyc[0]``),
     the channels less the correction (:func:`_hy_channels`), the smoother step
     (:func:`edge.estimator.smoother_kernel._smooth`) on row ``j`` of ``Q``/``flags``,
     :func:`_hy_after`, then the next sample's network input (:func:`_hy_input`) when there
     is one. One compiled call per sample; returns 1 when the next input is outside the
     envelope, 0 when inside, 2 when the state has become non-finite (the caller resets)."""
-    if not out and _hy_guard(g, gmax):
+    off = out and not clip
+    if not off and _hy_guard(g, gmax):
+        off = True
         out = True
         hyc[0] += 1
-    _hy_channels(Y[j], g, out, Dg, y1, gp, w)
+    _hy_channels(Y[j], g, off, Dg, y1, gp, w)
     q1 = Q[j:j + 1]
     f1 = flags[j:j + 1]
     _smooth(y1, q1, f1, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_span, G, Sinv, x,
@@ -130,7 +139,7 @@ def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, Ak, A
         if not np.isfinite(x[i]):
             return 2
     if j + 1 < Y.shape[0]:
-        return 1 if _hy_input(Y[j + 1], last, x, Sx, Sy, lo, hi, s) else 0
+        return 1 if _hy_input(Y[j + 1], last, x, Sx, Sy, lo, hi, s, clip) else 0
     return 0
 
 

@@ -146,7 +146,7 @@ def max_hz(bundle: Bundle, hs) -> float:
     return bundle.rate / 4
 
 
-def hybrid_arrays(bundle: Bundle, hm: HybridModel, tr: Trained, onnx: bytes) -> dict:
+def hybrid_arrays(bundle: Bundle, hm: HybridModel, tr: Trained, onnx: bytes, hs) -> dict:
     """The ``kf_hy_*`` arrays (edge/bundle_schema.py) in the smoother's full state."""
     ns = np.asarray(bundle.kf["A"]).shape[0]
     m = hm.A.shape[0]
@@ -158,7 +158,8 @@ def hybrid_arrays(bundle: Bundle, hm: HybridModel, tr: Trained, onnx: bytes) -> 
     Cqg = np.vstack([np.zeros((nf, hm.n_g)), hm.Dzg])
     return {"hy_onnx": np.frombuffer(onnx, dtype=np.uint8).copy(), "hy_S": S, "hy_Bg": Bg,
             "hy_Dg": hm.Dg.copy(), "hy_Cqg": Cqg, "hy_lo": tr.lo.copy(), "hy_hi": tr.hi.copy(),
-            "hy_direct": np.array(DIRECT, dtype=float)}
+            "hy_direct": np.array(DIRECT, dtype=float),
+            "hy_guard": np.array(1 if hs.outside == "saturate" else 0, dtype=np.int64)}
 
 
 def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
@@ -178,7 +179,7 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
     check_quality(tr, hs, spec)
     onnx = export_onnx(tr.params, tr.mu, tr.sig, tr.gs, tr.linear_kept)
     kf = dict(bundle.kf)
-    kf.update(hybrid_arrays(bundle, hm, tr, onnx))
+    kf.update(hybrid_arrays(bundle, hm, tr, onnx, hs))
     meta = dict(bundle.meta)
     h = tr.history
     meta["hybrid"] = {
@@ -194,6 +195,7 @@ def attach_hybrid(bundle: Bundle, rm, spec, paths, progress: bool = True):
         "train_seconds": round(tr.info["seconds"], 2), "horizon": hs.horizon,
         "stride": hs.stride, "learning_rate": hs.learning_rate,
         "restarts": hs.restarts, "seed": h["seed"],
-        "envelope": [tr.lo.tolist(), tr.hi.tolist()],
+        "envelope": [tr.lo.tolist(), tr.hi.tolist()], "margin": hs.margin,
+        "outside": hs.outside,
         "jacobian": "not used: the correction is a known input from the filtered state"}
     return bundle.replace(kf=kf, meta=meta), hm, tr

@@ -45,6 +45,9 @@ class HybridSpec:
     patience : int          epochs without a better validation loss before stopping
     margin : float          the trained envelope: input range of the training records widened
                             by this fraction of its width on each side
+    outside : str           beyond the envelope: ``"saturate"`` (default) holds each input
+                            at its bound, ``"off"`` applies no correction (bundle
+                            ``kf_hy_guard`` 1 / 0)
     seed : int              initial weights
     restarts : int          trainings from the initial weights of ``seed``, ``seed + 1``, ...;
                             the one of the lowest validation loss is kept (default 1)
@@ -64,7 +67,8 @@ class HybridSpec:
     horizon: int = 100
     stride: int = 25
     patience: int = 40
-    margin: float = 0.05
+    margin: float = 0.25
+    outside: str = "saturate"
     seed: int = 0
     restarts: int = 1
 

@@ -172,8 +172,11 @@ HYBRID = Section("[hybrid]", "The hybrid twin's neural correction (docs/hybrid.m
     Key("stride", "int", 25, "Samples between the horizons' starts.", "samples", lo=1),
     Key("patience", "int", 40, "Epochs without a better validation loss before stopping.",
         lo=1),
-    Key("margin", "num", 0.05, "Trained envelope: the input range widened by this fraction "
+    Key("margin", "num", 0.25, "Trained envelope: the input range widened by this fraction "
         "on each side.", lo=0.0),
+    Key("outside", "str", "saturate", "Beyond the trained envelope: `saturate` holds each "
+        "network input at the envelope's bound (the correction at its edge), `off` applies no "
+        "correction (the linear estimate).", choices=("saturate", "off")),
     Key("seed", "int", 0, "Initial weights."),
     Key("restarts", "int", 1, "Trainings from seeds seed, seed + 1, ...; the best is kept.",
         lo=1, hi=20),
