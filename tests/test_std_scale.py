@@ -4,6 +4,7 @@ design's std unchanged; a factor below 1 or of the wrong shape is refused by nam
 
 import functools
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from scipy import linalg
 
 from edge.bundle import Bundle, BundleError
 from edge.bundle_schema import content_hash
+from edge.csvio import read_table, write_table
 from edge.estimator import Estimator
 from offline.calibration_runs import CalRun
 from offline.smoother.std_scale import measured_std_ratio, with_std_scale
@@ -205,3 +207,75 @@ def test_rows_left_out_and_an_exact_std_give_no_factor():
     r, n_eff = ratio_statistics([e], [s])
     assert n_eff[0] == pytest.approx(400, rel=0.05) and r[1] == 1.0, (r, n_eff)
     assert ratio_lower_bound([2.0], [0.0])[0] == 0.0   # nothing measured: no bound above 0
+
+
+def test_a_ratio_above_the_old_cap_of_3_is_shipped(bundle):
+    """The frame of benchmarks/load_user with an 8 s record: its runs measured 6.2 for the
+    acceleration output a1z (the reduction misses a mode a1z sees) and the cap of 3 stated a
+    third of its error (test record coverage 36 %). Here the sensors' noise 8x its design on
+    runs from the smoother's own model: the (noise-driven) error's ratio exceeds 3, and the
+    factor is the runs' lower bound (3) itself, not cut at 3; at most STD_SCALE_MAX
+    (measured: ratios 4.9 / 8.1 / 7.9, factors 4.85 / 7.17 / 7.72; the old cap gave 3 / 3 / 3)."""
+    from offline.smoother.std_scale import STD_SCALE_MAX, ratio_lower_bound
+    b = with_std_scale(bundle, _runs(bundle, noise_factor=8.0))
+    e = b.meta["estimator"]
+    r, n_eff = np.array(e["std_ratio_runs"]), np.array(e["std_ratio_neff"])
+    sc = b.kf["std_scale"]
+    assert np.any(sc > 3.0), (sc, r)
+    # the shipped factor is the bound of the runs' own ratio (to rounding), within [1, max]
+    np.testing.assert_allclose(sc, np.clip(ratio_lower_bound(r, n_eff), 1.0, STD_SCALE_MAX),
+                               rtol=1e-12)
+    assert STD_SCALE_MAX >= 10.0
+
+
+FRAME = Path(__file__).resolve().parents[1] / "benchmarks" / "load_user" / "frame.toml"
+
+
+def _frame_record(d, name, seconds, seed):
+    """The frame's sensors under a pink 2-100 Hz load 30x below its declaration (the load of
+    benchmarks/honest_structures.py), through ``simulate --load csv`` (full model, the
+    model's converter), then the sensors' ``noise_std`` (seeded): measurement and truth."""
+    from offline.cli import main as offline_main
+    from offline.forcing.force_model import ForceModel
+    from offline.load.model import LoadModel
+    fine = 1.0 / 5000.0                                   # 10 points per 500 Hz sample
+    t = np.arange(int(round((seconds + 1.0) / fine)) + 1) * fine
+    F = LoadModel([ForceModel("bandpass", (2.0, 100.0), 200.0 / 30, 2, tilt=1.0)]).sample(t, seed)
+    write_table(d / f"{name}_load.csv", t, F, ["Fx"])
+    assert offline_main([str(a) for a in (
+        "simulate", FRAME, "--load", "csv", "--csv", d / f"{name}_load.csv", "--duration",
+        seconds, "--warmup", 1.0, "--noise", 0.0, "--seed", seed, "-o", d / name,
+        "--quiet")]) == 0
+    tm, Y, cols = read_table(d / f"{name}_measurement.csv")
+    sd = np.array([0.002, 0.002, 1e-7])                   # frame.toml: noise_std a1x a2x v2z
+    write_table(d / f"{name}.csv", tm, Y + sd * np.random.default_rng(seed + 7).standard_normal(
+        Y.shape), cols)
+    return d / f"{name}.csv", d / f"{name}_truth.csv"
+
+
+@pytest.mark.slow  # two simulations and a build with a record: 54 s at load ~5 on 2 cores
+def test_the_frames_acceleration_output_is_covered_with_a_record(tmp_path):
+    """The frame of benchmarks/load_user built with an 8 s record (seed 11): its runs measure
+    6.2 for a1z (the reduction places the full model's 261 Hz mode, which a1z sees, at
+    641 Hz); the cap of 3 stated a third of the error, coverage 36 % on a 9 s test record
+    (seed 23; benchmarks/honest_structures.py --cases frame --lengths 8 before the fix).
+    Now the factor is the runs' bound (6.0) and a1z's coverage after 1 s is within the
+    61-75 % the stated std must reach with a record (measured 66 %)."""
+    from edge.cli import main as edge_main
+    from offline.cli import main as offline_main
+    run, _ = _frame_record(tmp_path, "run8", 8.0, 11)
+    meas, truth = _frame_record(tmp_path, "test", 9.0, 23)
+    b = tmp_path / "rec8.npz"
+    assert offline_main([str(a) for a in ("build", FRAME, "-o", b, "--quiet", "--record",
+                                          run)]) == 0
+    sc = Bundle.load(b).kf["std_scale"]
+    assert sc[2] > 3.0, sc                                # a1z: forces, then d1x, a1z
+    assert edge_main(["replay", str(meas), "--bundle", str(b), "-o",
+                      str(tmp_path / "est.csv")]) == 0
+    te, E, cols = read_table(tmp_path / "est.csv")
+    _, T, tc = read_table(truth)
+    k = te >= 1.0
+    idx = np.rint(te[k] * 500).astype(int)
+    err = E[k, cols.index("a1z")] - T[idx, tc.index("a1z")]
+    cov = np.mean(np.abs(err) <= E[k, cols.index("a1z_std")])
+    assert 0.61 <= cov <= 0.75, cov

@@ -63,8 +63,12 @@ from edge.estimator import Estimator
 from edge.flags import FLAG_WARMUP
 from offline._deps import need
 
-#: the largest factor shipped: a larger one says the model is wrong, not its std
-STD_SCALE_MAX = 3.0
+#: the largest factor shipped: beyond it the stated band is wider than the estimate is worth
+#: (a std 10x the design's). The frame of benchmarks/load_user with an 8 s record measured
+#: 6.2 for its acceleration output a1z on its runs (the reduction misses the full model's
+#: 261 Hz mode, which a1z sees; its test record showed 6-9x the load's part of the std):
+#: a cap of 3 stated a third of that error (1-sigma coverage 36 %; 66 % with the runs' 6.0)
+STD_SCALE_MAX = 10.0
 #: the one-sided confidence of the lower bound (3) of the module docstring (z = 1.645)
 CONFIDENCE = 0.95
 #: Sokal's window: the autocorrelation is summed up to the first lag M >= SOKAL_C tau(M)
