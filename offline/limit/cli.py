@@ -101,5 +101,5 @@ def chain_line(chain) -> str:
         else f"daq FIR cut-off {chain.cutoff:g} Hz, group delay {chain.group_delay * 1e3:g} ms")
     return (f"  measurement chain: {conv}, each channel's conversion response times the "
             f"structure's transfer ([acquisition]"
-            + ("; the sensors' drifting offsets are not in the limit)" if any(chain.drift)
-               else ")"))
+            + ("; the sensors' drifting offsets are in the channels' noise: a random walk's "
+               "power q / (4 sin^2(pi f dt)), q = drift^2 dt)" if any(chain.drift) else ")"))

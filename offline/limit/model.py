@@ -97,6 +97,28 @@ def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain=None):
     return H[:, :nch], H[:, nch:], P, noise_std(spec, mm, dt, loads, noise, n) ** 2
 
 
+def with_drift(noise_var: np.ndarray, chain, n: int, dt: float) -> np.ndarray:
+    """The channels' noise on the one-sided bins of an n-point grid: the white variance
+    ``noise_var`` (nch,) plus, for a channel whose ``chain`` declares a drifting offset (a
+    random walk ``b' = w``, ``E[w w] = drift^2 delta``: increments of variance ``q = drift^2
+    dt`` per row), its power ``q / (4 sin^2(pi k / n))`` per bin (times n, the convention of
+    :func:`offline.limit.wiener.noise_matrix`); at DC, where it has no finite value, the
+    half-bin's. (nch,) unchanged without drift, else (n // 2 + 1, nch)."""
+    if chain is None or not any(getattr(chain, "drift", ())):
+        return noise_var
+    q = chain.drift_for(noise_var.size) ** 2 * dt
+    k = np.arange(n // 2 + 1, dtype=float)
+    k[0] = 0.5
+    s2 = 4.0 * np.sin(np.pi * k / n) ** 2
+    return noise_var[None, :] + q[None, :] / s2[:, None]
+
+
+def _drifting(grid: tuple, chain, n: int, dt: float) -> tuple:
+    """``(Hy, Hz, P, noise_var)`` of :func:`_on_grid` with the drift added (:func:`with_drift`)."""
+    Hy, Hz, P, white = grid
+    return Hy, Hz, P, with_drift(white, chain, n, dt)
+
+
 def _nrmse(fl: dict) -> np.ndarray:
     """(nl, nf + nout) normalised errors of a fixed-lag result."""
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -283,7 +305,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     M = int(memory or min(4000, max(2500 // nch, 1)))
     M = max(M, int(lags.max()) + 1)
     n = int(n_grid or _grid_points(mm, dt, M))
-    Hy, Hz, P, noise_var = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain)
+    Hy, Hz, P, white = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain)
+    noise_var = with_drift(white, chain, n, dt)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[design_load]')}: no force is loaded")
     levels = _levels(spec, noise)
@@ -292,15 +315,16 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     lag_nrmse, exact = fir, np.zeros(fir.shape, bool)
     if iir and n >= 4 * (lags.max() + 1):
         lag_nrmse, exact = _with_exact(fir, (Hy, Hz, P, noise_var), n, lags,
-                                       lambda n2: _on_grid(spec, mm, kinds, nch, loads, noise,
-                                                           dt, n2, chain))
+                                       lambda n2: _drifting(_on_grid(spec, mm, kinds, nch,
+                                                                     loads, noise, dt, n2,
+                                                                     chain), chain, n2, dt))
     nf = len(spec.forces)
     lf, lo = lag_nrmse[:, :nf], lag_nrmse[:, nf:]
     return ModelLimit(force_names=[f.name for f in spec.forces],
                       output_names=[o.name for o in spec.outputs],
                       force_nrmse=lim.force_nrmse, output_nrmse=lim.output_nrmse,
                       delays_s=lags * dt, lag_force_nrmse=lf, lag_output_nrmse=lo, dt=dt,
-                      memory=M, n_grid=n, noise=levels, noise_std=np.sqrt(noise_var),
+                      memory=M, n_grid=n, noise=levels, noise_std=np.sqrt(white),
                       lag_exact=exact,
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
                             # the stationary std of each force and output under the load:

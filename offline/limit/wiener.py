@@ -103,14 +103,26 @@ def _check(Hy, P, noise_var, Hz):
                          f"(a power matrix per bin), got {P.shape}")
     if not np.all(np.isfinite(P)) or np.any(np.einsum("kii->ki", P) < 0):
         raise ValueError("P: force power per bin must be finite and >= 0")
-    noise_var = np.broadcast_to(np.asarray(noise_var, dtype=float), (nch,))
+    noise_var = np.asarray(noise_var, dtype=float)
+    noise_var = np.broadcast_to(noise_var, (nb, nch) if noise_var.ndim == 2 else (nch,))
     if np.any(noise_var <= 0) or not np.all(np.isfinite(noise_var)):
         raise ValueError(f"noise_var: each channel needs a finite noise variance > 0, got "
-                         f"{noise_var.tolist()} (a noise-free sensor has no finite limit)")
+                         f"{np.min(noise_var, axis=0).tolist()} (smallest per channel; a "
+                         "noise-free sensor has no finite limit)")
     Hz = np.zeros((nb, 0, nf), complex) if Hz is None else np.asarray(Hz, dtype=complex)
     if Hz.shape[0] != nb or Hz.shape[2] != nf:
         raise ValueError(f"Hz: expected shape (nbins={nb}, nout, nf={nf}), got {Hz.shape}")
     return Hy, P, noise_var, Hz
+
+
+def noise_matrix(noise_var: np.ndarray, nb: int, n: int) -> np.ndarray:
+    """``R_k = diag(sigma_k^2) / n`` (nb, nch, nch): white noise of variance ``sigma^2`` spread
+    over the n bins; ``noise_var`` (nch,) the same in every bin, or (nb, nch) per bin (a
+    coloured noise: its two-sided power in bin k times n, e.g. a drifting offset's)."""
+    v = np.broadcast_to(noise_var, (nb, noise_var.shape[-1]))
+    R = np.zeros((nb, v.shape[1], v.shape[1]))
+    R[:, np.arange(v.shape[1]), np.arange(v.shape[1])] = v / n
+    return R
 
 
 def wiener_limit(Hy, P, noise_var, n: int, Hz=None) -> WienerLimit:
@@ -122,8 +134,9 @@ def wiener_limit(Hy, P, noise_var, n: int, Hz=None) -> WienerLimit:
         Sampled transfer functions force -> channel at ``f_k = k / (n dt)``.
     P : ndarray, shape (n // 2 + 1, nf)
         Two-sided force power per bin [unit^2] (sum over the two-sided grid = variance).
-    noise_var : float or ndarray, shape (nch,)
-        Variance of each channel's white noise [channel unit^2].
+    noise_var : float or ndarray, shape (nch,) or (n // 2 + 1, nch)
+        Variance of each channel's white noise [channel unit^2]; per bin, a coloured noise's
+        two-sided power in the bin times n (:func:`noise_matrix`).
     n : int
         Grid length (two-sided number of bins).
     Hz : complex ndarray, shape (n // 2 + 1, nout, nf), optional
@@ -135,7 +148,7 @@ def wiener_limit(Hy, P, noise_var, n: int, Hz=None) -> WienerLimit:
         raise ValueError(f"Hy has {Hy.shape[0]} bins; an n={n} grid has {w.size}")
     # S_yy = H P H^H + R,  R = diag(sigma^2) / n  (white noise spread over n bins)
     HP = Hy @ P                                                    # (nb, nch, nf)
-    Syy = HP @ np.conj(np.transpose(Hy, (0, 2, 1))) + np.diag(noise_var / n)[None]
+    Syy = HP @ np.conj(np.transpose(Hy, (0, 2, 1))) + noise_matrix(noise_var, Hy.shape[0], n)
     # E = P - P H^H S_yy^-1 H P   (per bin)
     X = np.linalg.solve(Syy, HP)                                   # S_yy^-1 H P
     E = P - np.conj(np.transpose(HP, (0, 2, 1))) @ X
@@ -164,7 +177,7 @@ def _target_spectra(Hy, P, noise_var, n: int, Hz):
     targets' variances (nt,)."""
     nb, nch, nf = Hy.shape
     HH = np.conj(np.transpose(Hy, (0, 2, 1)))
-    Syy = Hy @ P @ HH + np.diag(noise_var / n)[None]
+    Syy = Hy @ P @ HH + noise_matrix(noise_var, nb, n)
     T = np.concatenate([np.broadcast_to(np.eye(nf), (nb, nf, nf)), Hz], axis=1)
     Sty = T @ P @ HH
     w = half_weights(n)
