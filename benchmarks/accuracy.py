@@ -269,13 +269,15 @@ def fmt(case) -> str:
     out = []
     for r in case["rows"]:
         for n, t in r["targets"].items():
-            pt = t.get("point", float("nan"))
+            pt, cv = t.get("point", float("nan")), t.get("coverage", float("nan"))
+            # "-": no stated std (Tikhonov), no point-sample twin (point samples already)
+            cov = "-" if np.isnan(cv) else f"{100 * cv:.0f} %"
+            vs = "- | -" if np.isnan(pt) else f"{pt:.3g} | {t['nrmse'] / pt:.3f}"
             out.append(f"| {case['model']} | {case['kind']} | {lname} | {100 * case['noise']:g} % "
                        f"| {r['estimator']}{' *' if r['chosen'] else ''} (L={r['window']}) | {n} "
                        f"| {t['nrmse']:.3g} | {t['fde_0_200']:.3g} | {t['fde_full']:.3g} "
                        f"| {t['limit']:.3g} | {t['limit_at_delay']:.3g} | {t['ratio']:.2f} "
-                       f"| {t['ratio_at_delay']:.2f} | {100 * t['coverage']:.0f} % "
-                       f"| {pt:.3g} | {t['nrmse'] / pt:.3f} |")
+                       f"| {t['ratio_at_delay']:.2f} | {cov} | {vs} |")
     return "\n".join(out)
 
 
