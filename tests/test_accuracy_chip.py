@@ -63,3 +63,31 @@ def test_the_gap_to_the_limit_through_the_chip_is_the_force_models_not_the_chain
         # the sharp band declared: within 1.15x of the chain's limit at the 20 ms delay
         # (measured 1.12x / 1.04x), a right 1-sigma (issue 35's 61-75 %; measured 73 / 68 %)
         assert t["ratio_at_delay"] <= 1.15 and 0.61 <= t["coverage"] <= 0.75, (name, t)
+
+
+def test_the_build_names_the_second_order_roll_off_when_it_is_far_from_the_limit():
+    # the build's summary line (offline/build_report.order_hint) from the meta a build writes:
+    # its ratios (offline.limit.ratio.ratios, the paper cantilever's 5-80 Hz figures of the
+    # benchmark, 0.168 / 0.0636 and 0.00937 / 0.00393 at 20 ms) and the declared force model
+    from offline.build_report import order_hint
+    from offline.forcing.force_model import ForceModel
+    from offline.limit.ratio import ratios
+
+    lim = {"force_names": ["F110"], "output_names": ["d60"], "delays_ms": [20.0],
+           "lag_force_nrmse": [[0.0636]], "lag_output_nrmse": [[0.00393]],
+           "force_nrmse": [0.0483], "output_nrmse": [0.0037]}
+    acc = ratios(lim, {"F110": 0.168, "d60": 0.00937}, 20.0)
+
+    def meta(order, source="declared", load="random", rows=acc):
+        fm = ForceModel(kind="bandpass", band=(5.0, 80.0), rms=1.0, order=order)
+        return {"estimator": {"method": "smoother", "force_models": [fm.as_dict()]},
+                "accuracy": rows, "load_model": {"source": source},
+                "calibration": {"load": load}}
+
+    hint = order_hint(meta(2))
+    assert hint is not None and "F110 2.64x, d60 2.38x" in hint, hint
+    assert "model = { order = 8 }" in hint and "build --record" in hint, hint
+    # a sharp roll-off declared, a learned load, a sine declaration, near the limit: silent
+    near = ratios(lim, {"F110": 0.0714, "d60": 0.00398}, 20.0)  # order 16: 1.12x / 1.01x
+    assert order_hint(meta(16)) is None and order_hint(meta(2, source="record")) is None
+    assert order_hint(meta(2, load="sine")) is None and order_hint(meta(2, rows=near)) is None
