@@ -104,7 +104,41 @@ def _accuracy_lines(b) -> list[str]:
                                                          nc)))
     if b.meta.get("accuracy"):  # the one ratio of docs/glossary.md (offline/limit/ratio.py)
         lines.append("  " + format_ratios(b.meta["accuracy"]))
+    hint = order_hint(b.meta)
+    if hint:
+        lines.append("  " + hint)
     return lines
+
+
+#: ratio to the limit above which the build names the force model's roll-off
+ORDER_HINT_RATIO = 1.5
+
+
+def order_hint(meta: dict) -> str | None:
+    """What a second-order force model costs on a declared ideal band, or None.
+
+    A ``random`` ``[design_load]`` has ideal band edges in the calibration runs and the
+    limit; a declared band without ``[[forces]] model.order`` gives the smoother a
+    second-order roll-off (a real load's gentle edges, docs/load.md "Without a record"). On
+    the paper cantilever's 5-80 Hz band that is 2.65x the 20 ms limit, 1.12x with order 16
+    (docs/estimator.md "Through the chip's chain"). Said when a target of the build's ratio
+    (``meta["accuracy"]``) is above :data:`ORDER_HINT_RATIO` and the smoother runs the
+    declared load model with a band-pass force of order <= 2."""
+    e, acc = meta.get("estimator") or {}, meta.get("accuracy") or {}
+    if e.get("method") != "smoother" or (meta.get("load_model") or {}).get("source") not in (
+            None, "declared") or (meta.get("calibration") or {}).get("load") != "random":
+        return None
+    low = [fm for fm in e.get("force_models", []) if fm.get("kind") == "bandpass"
+           and min(fm.get("hp_order") or fm["order"], fm.get("lp_order") or fm["order"]) <= 2]
+    far = [r for r in acc.get("rows", []) if r["ratio"] > ORDER_HINT_RATIO]
+    if not (low and far):
+        return None
+    return ("hint: " + ", ".join(f"{r['name']} {r['ratio']:.2f}x" for r in far)
+            + " the accuracy limit on calibration runs whose load has the declared band's "
+            "ideal edges, and the smoother's force model rolls off at second order there (the "
+            "default of a band without [[forces]] model.order); if the real load's band is "
+            "sharp, declare it ([[forces]] model = { order = 8 }), else learn it (build "
+            "--record)")
 
 
 def _attached_lines(b) -> list[str]:
