@@ -24,7 +24,10 @@ as ``ideal`` (point samples), the mathematics it was written with; 8 adds each s
 dynamics before the converter (``chain_highpass_hz``, ``chain_average_s``, ``chain_drift``: a
 high-pass, a moving average, a drifting offset; :mod:`edge.acquisition`), none in a bundle of
 schema <= 7; and the steady filter of an
-alternative measurement chain (``kf_alt_*``, optional: :mod:`edge.estimator.chain_check`).
+alternative measurement chain (``kf_alt_*``, optional: :mod:`edge.estimator.chain_check`);
+9 adds ``kf_std_scale``; 10 adds ``chain_markov``: 1 makes the Tikhonov estimators' Markov
+parameters the conversions' (:mod:`edge.estimator.chain_window`), a bundle of schema <= 9 is
+read with 0 (point samples), the mathematics it was written with.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from edge.bundle_fields import (EXTRAS_DOC, FIELDS, KF_ARRAYS,  # noqa: F401 (re
 from edge.bundle_validate import check_meta, check_model, check_smoother
 from edge.kinds import DISCRETIZATIONS, REGULARIZATIONS
 
-SCHEMA_VERSION = 9
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+SCHEMA_VERSION = 10
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 
 def field_table() -> str:
