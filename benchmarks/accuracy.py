@@ -137,8 +137,11 @@ def case_spec(path: Path, load: dict, noise: float, kind: str | None,
     return spec_from_dict(raw, path)
 
 
-def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None):
-    """Build with defaults, test every candidate on independent full-model records."""
+def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None,
+             point_markov=False):
+    """Build with defaults, test every candidate on independent full-model records;
+    ``point_markov``: each Tikhonov candidate of a converter's bundle also with the
+    point-sample Markov parameters (``chain.markov = False``, a schema <= 9 bundle's)."""
     from dataclasses import replace
 
     spec = case_spec(path, load, noise, kind, max_delay)
@@ -161,8 +164,11 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None):
     at_d = np.array(lim["lag_force_nrmse"][i_d] + lim["lag_output_nrmse"][i_d])
     rows = []
     tik = b.replace(meta={k: v for k, v in b.meta.items() if k != "estimator"}, kf={})
-    for cname, c in sel["candidates"].items():
-        best = c["best"]
+    todo = [(n, c["best"], True) for n, c in sel["candidates"].items()]
+    if point_markov and not b.chain.ideal:
+        todo += [(n + " [point Markov]", c["best"], False)
+                 for n, c in sel["candidates"].items() if c["best"].get("kind") != "smoother"]
+    for cname, best, markov in todo:
         if best.get("kind") == "smoother":  # the smoother of that row
             if b.method == "smoother":
                 sb = b
@@ -177,8 +183,9 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None):
             est = Estimator(sb)
         else:
             try:
-                est = Estimator(tik.replace(**best.get("changes", {})), alpha=best["alpha"],
-                                window=best["window"])
+                est = Estimator(tik.replace(chain=replace(tik.chain, markov=markov),
+                                            **best.get("changes", {})),
+                                alpha=best["alpha"], window=best["window"])
             except EstimatorError as exc:  # no stable setting of this candidate: say so
                 print(f"  {cname}: not run ({exc})", file=sys.stderr, flush=True)
                 continue
@@ -246,6 +253,9 @@ def main(argv=None) -> int:
                     help="sensor kinds (default both)")
     ap.add_argument("--loads", nargs="+", default=None, choices=("random", "sine"),
                     help="load types (default both)")
+    ap.add_argument("--point-markov", action="store_true",
+                    help="also run each Tikhonov candidate of a converter's bundle with the "
+                         "point-sample Markov parameters (as a schema <= 9 bundle)")
     ap.add_argument("--max-delay", type=float, default=None,
                     help="[estimator] max_delay in ms (default: the model file's, 20 ms)")
     args = ap.parse_args(argv)
@@ -275,7 +285,7 @@ def main(argv=None) -> int:
     for i, (m, ld, nz, k) in enumerate(cases):
         t0 = time.perf_counter()
         case = run_case(m, ld, nz, k, max_delay=None if args.max_delay is None
-                        else args.max_delay * 1e-3)
+                        else args.max_delay * 1e-3, point_markov=args.point_markov)
         results.append(case)
         print(fmt(case), flush=True)
         print(f"[{i + 1}/{len(cases)}] {m.stem} {k} {ld['type']} {100 * nz:g} %: "

@@ -31,7 +31,7 @@ A bundle of schema <= 7 has none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -80,8 +80,9 @@ class Chain:
     average: tuple = ()    # per channel: moving-average window [s] (0: none)
     drift: tuple = ()      # per channel: random-walk offset intensity [unit / sqrt(s)]
     #: the Tikhonov estimators' Markov parameters are the conversions' (schema 10,
-    #: :mod:`edge.estimator.chain_window`); False: a point sample's (schema <= 9)
-    markov: bool = True
+    #: :mod:`edge.estimator.chain_window`); False: a point sample's (schema <= 9). How an
+    #: estimator models the chain, not the chain: not compared
+    markov: bool = field(default=True, compare=False)
 
     def __post_init__(self):
         if self.converter not in CONVERTERS:

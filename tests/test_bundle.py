@@ -130,7 +130,7 @@ def test_schema3_stores_the_estimator_settings_as_fields(tmp_path):
     b.discretization, b.regularization = "foh", "tikhonov1"
     b.save(tmp_path / "b.npz")
     with np.load(tmp_path / "b.npz") as z:
-        assert int(z["schema_version"]) == SCHEMA_VERSION == 9
+        assert int(z["schema_version"]) == SCHEMA_VERSION == 10
         assert str(z["discretization"]) == "foh" and str(z["regularization"]) == "tikhonov1"
         meta = json.loads(str(z["meta"]))
     assert "discretization" not in meta and "regularization" not in meta
@@ -172,9 +172,9 @@ def test_older_schemas_are_read_with_their_settings(tmp_path, version, disc, reg
 def test_unknown_schema_and_bad_settings_are_named(tmp_path):
     path = tmp_path / "b.npz"
     chain_bundle().save(path)
-    _rewrite(path, schema_version=np.array(10, dtype=np.int64))
-    with pytest.raises(BundleError, match=r"b\.npz: field 'schema_version': 10 is not supported.*"
-                                          r"reads schema 1, 2, 3, 4, 5, 6, 7, 8, 9"):
+    _rewrite(path, schema_version=np.array(11, dtype=np.int64))
+    with pytest.raises(BundleError, match=r"b\.npz: field 'schema_version': 11 is not supported.*"
+                                          r"reads schema 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"):
         Bundle.load(path)
     chain_bundle().save(path)
     _rewrite(path, discretization=np.array("rk4"))

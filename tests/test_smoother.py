@@ -206,9 +206,9 @@ def test_bundle_round_trip_and_schema_versions():
     a["content_hash"] = np.array(content_hash(a))
     assert Bundle.from_arrays(a).method == "tikhonov"
     # unknown version refused with a message naming the field and the readable ones
-    a["schema_version"] = np.array(10, dtype=np.int64)
+    a["schema_version"] = np.array(11, dtype=np.int64)
     a["content_hash"] = np.array(content_hash(a))
-    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2, 3, 4, 5, 6, 7, 8, 9"):
+    with pytest.raises(BundleError, match="schema_version.*reads schema 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"):
         Bundle.from_arrays(a)
 
 

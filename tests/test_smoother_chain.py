@@ -154,7 +154,7 @@ def test_bundle_carries_the_chain_and_old_bundles_are_ideal():
     assert r.chain == ch and r.kf["A"].shape == (14, 14)
     z = np.load(io.BytesIO(sb.to_bytes()))
     a = {k: z[k] for k in z.files}
-    assert int(a["schema_version"]) == 9
+    assert int(a["schema_version"]) == 10
     # a schema-6 bundle (no chain_* fields) is read as ideal point samples
     ideal = chain_bundle(n=3)
     z = np.load(io.BytesIO(ideal.to_bytes()))

@@ -208,7 +208,10 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
         window=L, alpha=alpha, dt=bundle.dt, spectral_radius=rho, freqs_hz=freqs,
         info={"proportional_damping": bool(proportional), "condition": cond,
               "n_state": int(Gamma.shape[0]), "n_blocks": int(len(blk_ptr) - 1),
-              "discretization": disc})
+              "discretization": disc,
+              # the forces at the state's end: the previous one, and the older ones a
+              # converter's window reaches (edge.estimator.chain_window)
+              "force_tail": int(Gamma.shape[0] - 2 * len(w2))})
 
 
 def window_model(bundle: Bundle, L: int):
