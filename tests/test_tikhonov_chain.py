@@ -2,6 +2,7 @@
 channels (edge/estimator/chain_window.py) against a brute-force simulation, and bundles of
 schema <= 9 read as point samples (the mathematics they were written with)."""
 
+import copy
 from dataclasses import replace
 
 import numpy as np
@@ -10,9 +11,15 @@ from scipy.linalg import expm
 
 from edge.acquisition import Chain
 from edge.bundle import Bundle
+from edge.bundle_schema import content_hash
 from edge.estimator import Estimator, derive_operator
+from edge.estimator.chain_window import augment
 from edge.estimator.operator import window_model
 from edge.hw.ads1256_filter import F_MOD
+from offline.build import build
+from offline.calibration_runs import calibration_runs
+from offline.calibration_score import nrmse
+from offline.model.strip import strip_head
 from tests.helpers import chain_bundle
 
 
@@ -68,20 +75,23 @@ def test_chain_window_equals_a_brute_force_simulation_through_the_taps(mode):
     # y_r,c = sum_m h_m y_c(t_r - offset_c - m spacing), on the fine grid
     Y = np.array([[h @ fine[r * sub - lag[c] - np.arange(h.size), c] for c in range(2)]
                   for r in range(k + 1, k + L + 1)]).ravel()
-    (blk, dat, Ad, Acoup, Gamma, S, E, P, Pinv), (O, J), _, _ = window_model(b, L)
-    W = O.shape[1] - 2 * 6  # z_k = [modal state (12), f_(k-W+1) .. f_k]
-    assert W == 2  # the 1.133 ms window (plus 0.5 ms) reaches into the row before
-    # the estimator's state at row k: the modal state from the brute force's physical state
-    # at t_k, and the forces f_(k-1), f_k
-    _, xk = _fine_response(b, F, k, sub)
-    n = 6
-    acc = np.linalg.solve(b.M, np.eye(n)[:, [5]] @ F[k] - b.C @ xk[n:] - b.K @ xk[:n])
-    z = Pinv @ np.concatenate([xk[:n], xk[n:], acc])
-    z[2 * n:] = F[k - 1:k + 1, 0]
+    _, (O, J), _, _ = window_model(b, L)
+    n, W = 6, 2  # the 1.133 ms window (plus 0.5 ms) reaches into the row before
+    assert O.shape[1] == W * (2 * n + 1)  # z_k: the last W grid states and forces
+    # the estimator's state at row k: the modal states at rows k and k-1 from the brute
+    # force's physical states (through the point realisation's Pinv), the forces f_(k-1), f_k
+    point, _, _, _ = window_model(b.replace(chain=Chain()), L)
+    _, cols = augment(point, W, 1)
+    z = np.zeros(O.shape[1])
+    for q in range(W):
+        _, xq = _fine_response(b, F, k - q, sub)
+        acc = np.linalg.solve(b.M, np.eye(n)[:, [5]] @ F[k - q] - b.C @ xq[n:] - b.K @ xq[:n])
+        z[cols[q]] = (point[-1] @ np.concatenate([xq[:n], xq[n:], acc]))[:2 * n]
+    z[-W:] = F[k - 1:k + 1, 0]
     model = O @ z + J @ F[k + 1:k + L + 1, 0]
     # reference: the brute force above; the two differ by round-off in the exponentials
-    # (1920 fine steps) and the taps' stepping (2172 products): measured 6.8e-13 (continuous)
-    # and 6.2e-13 (cycle) of each channel's largest value; the point samples at the rows
+    # (1920 fine steps) and the taps' stepping (2172 products): measured 3.7e-13 (continuous
+    # and cycle) of each channel's largest value; the point samples at the rows
     # differ from these conversions by 1.05 and 1.10 of it
     scale = np.max(np.abs(Y.reshape(L, 2)), axis=0)
     err = np.abs(model - Y).reshape(L, 2) / scale
@@ -111,15 +121,14 @@ def test_schema_9_bundle_reads_as_point_samples(tmp_path):
     with np.load(tmp_path / "b10.npz") as z:
         a = {k: z[k] for k in z.files if k != "chain_markov"}
     a["schema_version"] = np.array(9, dtype=np.int64)
-    from edge.bundle_schema import content_hash
-
     a["content_hash"] = np.array(content_hash(a))
     np.savez(tmp_path / "b9.npz", **a)
     b9 = Bundle.load(tmp_path / "b9.npz")
     assert not b9.chain.markov and b9.chain.converter == "ads1256"
     point = derive_operator(b9.replace(chain=Chain()))
     assert np.array_equal(derive_operator(b9).Ky, point.Ky)
-    assert derive_operator(b10).n_state == point.n_state + 1  # one older force: f_(k-1)
+    # the last 2 grid states and forces: 2 (10 + 1)
+    assert derive_operator(b10).n_state == 2 * point.n_state
     # the compiled kernel (unchanged) on the augmented state equals its plain NumPy twin,
     # f = Ky Y - Kx z, z+ = A z + Gamma f (A dense: the shift register of the older forces)
     est = Estimator(b10)
@@ -142,8 +151,6 @@ def test_a_bad_chain_markov_is_named(tmp_path):
     with np.load(tmp_path / "b.npz") as z:
         a = {k: z[k] for k in z.files}
     a["chain_markov"] = np.array(2, dtype=np.int64)
-    from edge.bundle_schema import content_hash
-
     a["content_hash"] = np.array(content_hash(a))
     np.savez(tmp_path / "bad.npz", **a)
     with pytest.raises(ValueError, match="chain_markov"):
@@ -196,8 +203,6 @@ noise = 0.01
 
 def _nrmse(b, runs):
     """Mean normalised RMS error per target (force, output) of ``b``'s estimator on runs."""
-    from offline.calibration_score import nrmse
-
     est = Estimator(b)
     out = []
     for r in runs:
@@ -213,12 +218,6 @@ def test_tikhonov_built_for_the_chip_is_as_accurate_as_on_point_samples(tmp_path
     # the ADS1256, one laser at 1000 SPS continuous (1000 rows/s), two by the multiplexer
     # cycling at 2000 SPS (719 rows/s, the first channel 0.70 ms before the row); Tikhonov
     # asked for by name, window 21, alpha chosen on the chip-converted calibration runs
-    import copy
-
-    from offline.build import build
-    from offline.calibration_runs import calibration_runs
-    from offline.model.strip import strip_head
-
     p = tmp_path / "strip.toml"
     p.write_text(strip_head(17) + STRIP_TAIL.format(rate=rate,
         sensors="".join(SENSOR.format(x=x) for x in where)))

@@ -211,7 +211,7 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
               "discretization": disc,
               # the forces at the state's end: the previous one, and the older ones a
               # converter's window reaches (edge.estimator.chain_window)
-              "force_tail": int(Gamma.shape[0] - 2 * len(w2))})
+              "force_tail": int(blk_ptr[-1] - blk_ptr[-2])})
 
 
 def window_model(bundle: Bundle, L: int):
