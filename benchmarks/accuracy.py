@@ -195,12 +195,14 @@ def _scores(est, runs, dt):
     return tuple(np.array(x) for x in (per, fb, ff, cov))
 
 
-def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None, order=None):
+def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None, order=None,
+             point_markov=False):
     """Build with defaults, test every candidate on independent full-model records. A
     smoother through a converter (the bundle's chain not point samples) is also run, as the
     same design for point samples (``design_smoother(..., chain=ideal)``, no load levels), on
     point-sample records of the same seeds: ``point`` and ``chip/point`` (the chain's own
-    cost)."""
+    cost). ``point_markov``: each Tikhonov candidate of a converter's bundle also with the
+    point-sample Markov parameters (``chain.markov = False``, a schema <= 9 bundle's)."""
     from dataclasses import replace
 
     spec = case_spec(path, load, noise, kind, max_delay, order)
@@ -227,8 +229,11 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None, orde
     at_d = np.array(lim["lag_force_nrmse"][i_d] + lim["lag_output_nrmse"][i_d])
     rows = []
     tik = b.replace(meta={k: v for k, v in b.meta.items() if k != "estimator"}, kf={})
-    for cname, c in sel["candidates"].items():
-        best = c["best"]
+    todo = [(n, c["best"], True) for n, c in sel["candidates"].items()]
+    if point_markov and not b.chain.ideal:
+        todo += [(n + " [point Markov]", c["best"], False)
+                 for n, c in sel["candidates"].items() if c["best"].get("kind") != "smoother"]
+    for cname, best, markov in todo:
         point = None
         if best.get("kind") == "smoother":  # the smoother of that row
             est = _smoother_of(tik, spec, b, best)
@@ -236,8 +241,9 @@ def run_case(path, load, noise, kind, n_test=3, test_s=4.0, max_delay=None, orde
                 point = _scores(_smoother_of(tik, spec, b, best, Chain()), pruns, b.dt)[0]
         else:
             try:
-                est = Estimator(tik.replace(**best.get("changes", {})), alpha=best["alpha"],
-                                window=best["window"])
+                est = Estimator(tik.replace(chain=replace(tik.chain, markov=markov),
+                                            **best.get("changes", {})),
+                                alpha=best["alpha"], window=best["window"])
             except EstimatorError as exc:  # no stable setting of this candidate: say so
                 print(f"  {cname}: not run ({exc})", file=sys.stderr, flush=True)
                 continue
@@ -307,6 +313,9 @@ def main(argv=None) -> int:
                     help="sensor kinds (default both)")
     ap.add_argument("--loads", nargs="+", default=None, choices=("random", "sine"),
                     help="load types (default both)")
+    ap.add_argument("--point-markov", action="store_true",
+                    help="also run each Tikhonov candidate of a converter's bundle with the "
+                         "point-sample Markov parameters (as a schema <= 9 bundle)")
     ap.add_argument("--max-delay", type=float, default=None,
                     help="[estimator] max_delay in ms (default: the model file's, 20 ms)")
     ap.add_argument("--order", type=int, default=None,
@@ -340,7 +349,8 @@ def main(argv=None) -> int:
     for i, (m, ld, nz, k) in enumerate(cases):
         t0 = time.perf_counter()
         case = run_case(m, ld, nz, k, max_delay=None if args.max_delay is None
-                        else args.max_delay * 1e-3, order=args.order)
+                        else args.max_delay * 1e-3, order=args.order,
+                        point_markov=args.point_markov)
         results.append(case)
         print(fmt(case), flush=True)
         print(f"[{i + 1}/{len(cases)}] {m.stem} {k} {ld['type']} {100 * nz:g} %: "

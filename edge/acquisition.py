@@ -14,7 +14,9 @@ Blackman-windowed sinc over ``[0, 2 tau]`` at 64 times the data rate, unity DC g
 channel of a row is converted in its own window and ``offset_c`` is how long before the row's
 time stamp that channel's window ends. The bundle stores the chain (fields ``chain_*``,
 schema 7) so that the estimator's measurement model and the device's ADC configuration can be
-compared; a bundle of schema <= 6 is ``ideal``.
+compared; a bundle of schema <= 6 is ``ideal``. ``chain_markov`` (schema 10; 0 before): the
+Tikhonov estimators' Markov parameters are those of the conversions
+(:mod:`edge.estimator.chain_window`), not of point samples.
 
 Each sensor's own dynamics come before the converter (schema 8, per channel, 0 = none): a
 first-order high-pass of corner ``highpass_hz`` (an IEPE accelerometer's coupling), a moving
@@ -29,7 +31,7 @@ A bundle of schema <= 7 has none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,6 +79,10 @@ class Chain:
     highpass: tuple = ()   # per channel: first-order high-pass corner [Hz] (0: none)
     average: tuple = ()    # per channel: moving-average window [s] (0: none)
     drift: tuple = ()      # per channel: random-walk offset intensity [unit / sqrt(s)]
+    #: the Tikhonov estimators' Markov parameters are the conversions' (schema 10,
+    #: :mod:`edge.estimator.chain_window`); False: a point sample's (schema <= 9). How an
+    #: estimator models the chain, not the chain: not compared
+    markov: bool = field(default=True, compare=False)
 
     def __post_init__(self):
         if self.converter not in CONVERTERS:
@@ -227,8 +233,9 @@ def chain_of(a: dict):
     fc, tau = (float(v) for v in np.asarray(a["chain_filter"], dtype=float))
     dyn = [tuple(np.asarray(a[k], dtype=float).tolist()) if version >= 8 else ()
            for k in SENSOR_FIELDS]
+    markov = bool(int(a["chain_markov"])) if version >= 10 else False
     return Chain(str(a["chain_converter"]), float(a["chain_drate"]), str(a["chain_mode"]),
-                 tuple(off.tolist()), fc, tau, *dyn)
+                 tuple(off.tolist()), fc, tau, *dyn, markov=markov)
 
 
 #: the per-channel sensor dynamics fields of a bundle (schema 8), in Chain's order
@@ -264,4 +271,6 @@ def validate_chain(a: dict, version: int, nch: int, fail) -> int:
             fail(k, f"shape {v.shape}, expected ({nch},)")
         if not np.all(np.isfinite(v)) or np.any(v < 0):
             fail(k, f"values must be finite and >= 0 (0: none), got {v.tolist()}")
+    if version >= 10 and int(a["chain_markov"]) not in (0, 1):
+        fail("chain_markov", f"must be 0 or 1, got {int(a['chain_markov'])}")
     return chain_of(a).n_states(nch, float(a["dt"]))

@@ -214,6 +214,7 @@ class Bundle:
         arrays["chain_highpass_hz"] = self.chain.highpass_for(nch)
         arrays["chain_average_s"] = self.chain.average_for(nch)
         arrays["chain_drift"] = self.chain.drift_for(nch)
+        arrays["chain_markov"] = np.array(int(self.chain.markov), dtype=np.int64)
         for key in ("freqs_full", "freqs_reduced", "eig_error"):
             arrays[f"report_{key}"] = np.asarray(self.report.get(key, np.zeros(0)), dtype=np.float64)
         for key, val in self.extras.items():

@@ -74,6 +74,7 @@ chain_filter         | f | (2,)      | 7 | `daq`: cut-off [Hz] and group delay [
 chain_highpass_hz    | f | (nch,)    | 8 | each sensor's first-order high-pass corner [Hz] before the converter (0: none; schema <= 7: none)
 chain_average_s      | f | (nch,)    | 8 | each sensor's moving-average window [s] (0: none)
 chain_drift          | f | (nch,)    | 8 | each sensor's random-walk offset intensity [unit/sqrt(s)] (0: none)
+chain_markov         | i | ()        | 10 | 1: the Tikhonov estimator's Markov parameters are the conversions' (the converter's taps and offsets through the continuous model); 0: point samples' (schema <= 9: 0)
 content_hash         | U | ()        | 1 | sha256 over every other array (name, dtype, shape, bytes)
 """)
 

@@ -27,7 +27,10 @@ schema <= 7; and the steady filter of an
 alternative measurement chain (``kf_alt_*``, optional: :mod:`edge.estimator.chain_check`); 9
 adds each force's and output's model-error factor of the stated std (``kf_std_scale``); 10 adds
 ``kf_hy_guard``, what the hybrid twin does outside its trained envelope (1: the network's input
-held at the envelope's bound; 0: the correction off, as a hybrid bundle of schema <= 9 is read).
+held at the envelope's bound; 0: the correction off, as a hybrid bundle of schema <= 9 is read),
+and ``chain_markov``: 1 makes the Tikhonov estimators' Markov parameters the conversions'
+(:mod:`edge.estimator.chain_window`), a bundle of schema <= 9 is read with 0 (point samples),
+the mathematics it was written with.
 """
 
 from __future__ import annotations

@@ -253,9 +253,9 @@ def _stage_choose(st: BuildState) -> None:
     windows = None if window_rule == "auto" else [bundle.window]
     reference = _stage_limit(st, max_delay)
     t2 += st.timings.get("accuracy limit", 0.0)
-    # every candidate [estimator] method asks for, scored on the same runs; a measurement
-    # chain (forced): the smoother alone, the only estimator that models it, scored on runs
-    # converted as the chain converts (offline.calibration_runs)
+    # every candidate [estimator] method asks for, scored on the same runs, converted as the
+    # chain converts (offline.calibration_runs); sensor dynamics (forced): the smoother alone,
+    # the only estimator that models them
     sel = select(bundle, st.runs, max_delay, windows=windows, alpha_rule=st.alpha_rule,
                  candidates=candidates_for("smoother" if forced else est_spec.method,
                                            st.alpha_rule),

@@ -370,49 +370,42 @@ def plot_selection(sel: dict, path, dt: float) -> str:
 
 def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     """Whether a build must use the Kalman smoother for its measurement chain
-    (:class:`edge.acquisition.Chain`): only the smoother models a converter's window (the
-    Tikhonov estimators' Markov parameters are a point sample's), so a chain other than
-    ``ideal`` makes the build use it instead of the automatic choice; the warnings go to
-    ``meta["warnings"]``. The hybrid twin does not model the chain: refused (``where``).
-    Sensor dynamics (``[[sensors]]`` highpass_hz, average_s, drift) are a chain too."""
+    (:class:`edge.acquisition.Chain`). A converter (``ads1256``, ``daq``: its taps and each
+    channel's offset) is modelled by every estimator: the Tikhonov estimators' Markov
+    parameters are the conversions' (:mod:`edge.estimator.chain_window`), so the automatic
+    choice scores every candidate on the same converted calibration runs. Sensor dynamics
+    (``[[sensors]]`` highpass_hz, average_s, drift) only the smoother models: they make the
+    build use it instead, with a warning in ``meta["warnings"]``. The hybrid twin does not
+    model the chain: refused (``where``)."""
     if chain.point:
         return False
-    what = (f"[acquisition] converter = {chain.converter!r}" if not chain.ideal else
+    what = (f"[acquisition] converter = {chain.converter!r}" if not chain.dynamic else
             "[[sensors]] highpass_hz / average_s / drift")
     if hybrid:
         raise ValueError(f"{where}: the hybrid twin does not model the measurement chain "
                          f"({what}) yet; build it for converter = \"ideal\" and sensors "
                          f"without dynamics")
-    warn = meta.setdefault("warnings", [])
+    if not chain.dynamic:  # a converter: the Tikhonov estimators model it too
+        return False
     if est_spec.method == "tikhonov":  # asked for by name; "auto" chooses among what fits
-        if chain.ideal:  # sensor dynamics only
-            warn.append(f"{what}: the Tikhonov estimators do not model the sensors' dynamics; "
-                        f"the Kalman smoother, which models them exactly, is used instead "
-                        f"([estimator] method = {est_spec.method!r})")
-            return True
-        h, spacing = chain.taps()
-        # the conversion's group delay: the taps' centroid (symmetric taps: half the window)
-        delay = float(h @ np.arange(h.size)) * spacing / float(h.sum())
-        warn.append(f"[acquisition] converter = {chain.converter!r}: the Tikhonov estimators' "
-                    f"Markov parameters are those of point samples, and here each sample is "
-                    f"the input low-passed over a {1e3 * (h.size - 1) * spacing:.3g} ms window "
-                    f"and delayed by {1e3 * delay:.3g} ms"
-                    + (f" (plus up to {1e3 * max(chain.offsets):.3g} ms for a channel converted "
-                       f"before the row)" if chain.offsets and max(chain.offsets) > 0 else "")
-                    + "; the Kalman smoother, which models "
-                    f"the conversion exactly, is used instead ([estimator] method = "
-                    f"{est_spec.method!r})")
+        meta.setdefault("warnings", []).append(
+            f"{what}: the Tikhonov estimators do not model the sensors' dynamics; the Kalman "
+            f"smoother, which models them exactly, is used instead ([estimator] method = "
+            f"{est_spec.method!r})")
     return True
 
 
 def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
     """A model file without ``[acquisition]`` gets the ADS1256's chain
-    (:meth:`offline.model.ModelSpec.chain`), which only the Kalman smoother models; the hybrid
-    twin and the device's model update (``[[parameters]]``: ``update_model`` needs a Tikhonov
-    bundle) need point samples, so such a build falls back to ``ideal``, with a warning."""
+    (:meth:`offline.model.ModelSpec.chain`), which every estimator models but the hybrid twin
+    does not; a hybrid build falls back to ``ideal``, with a warning. So does a build with
+    ``[[parameters]]``: ``update_model`` derives the updated Tikhonov operator with the
+    bundle's chain, but the model update's experiment, inverse maps and end-to-end check
+    (tests/test_model_update.py: the per-step estimator, an L-curve alpha) are point samples'
+    (through the chip that check's FDE was 0.58 against 0.0078)."""
     why = ("the hybrid twin does not model the measurement chain" if hybrid else
-           "the device's model update ([[parameters]], update_model) needs a Tikhonov "
-           "estimator, which does not model the measurement chain"
+           "the device's model update ([[parameters]], update_model: its experiment and "
+           "inverse maps) is made for point samples"
            if spec.raw.get("parameters") else None)
     if why is None or spec.acquisition is not None or bundle.chain.ideal:
         return
@@ -420,5 +413,5 @@ def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
     bundle.meta.setdefault("warnings", []).append(
         f"{why}: built for point samples, not for the default ADS1256 chain "
         f"({c.drate:g} SPS {c.mode}); declare [acquisition] converter = \"ideal\" to say so, "
-        f"or \"ads1256\" to model the conversions with the Kalman smoother")
+        f"or \"ads1256\" to model the conversions")
     bundle.chain = replace(c, converter="ideal", drate=0.0, mode="continuous", offsets=())

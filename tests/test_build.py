@@ -18,8 +18,8 @@ MODEL = ROOT / "examples" / "paper_cantilever.toml"
 
 
 #: the paper's rig as its authors sampled it: point samples (the shipped file has no
-#: [acquisition], so it is built for the ADS1256, which only the smoother models; these tests
-#: compare the paper's Tikhonov estimators too)
+#: [acquisition], so it is built for the ADS1256; these tests compare the paper's estimators
+#: on the paper's point samples)
 POINT = '\n[acquisition]\nconverter = "ideal"\n'
 
 

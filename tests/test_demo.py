@@ -322,13 +322,14 @@ def test_build_report_html_for_any_model(tmp_path):
     from offline.cli import main
 
     model = tmp_path / "beam.toml"
-    # as shipped (the default ADS1256 chain: the smoother alone is scored): the eigenvalue
-    # error and the estimator choice, embedded, no L-curve (no Tikhonov candidate)
+    # as shipped (the default ADS1256 chain, which every estimator models: every candidate
+    # scored on the converted runs): the eigenvalue error, the L-curve and the estimator
+    # choice, embedded
     model.write_text(BEAM_TOML)
     assert main(["build", str(model), "-o", str(tmp_path / "a.npz"), "--report",
                  str(tmp_path / "rep0"), "--quiet"]) == 0
     html = (tmp_path / "rep0" / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 2 and "Estimator choice" in html
+    assert html.count("data:image/png;base64,") == 3 and "Estimator choice" in html
     # point samples: every candidate, so also the L-curve
     model.write_text(BEAM_TOML + '\n[acquisition]\nconverter = "ideal"\n')
     code = main(["build", str(model), "-o", str(tmp_path / "b.npz"), "--report",

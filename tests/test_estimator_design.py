@@ -15,8 +15,8 @@ from tests.helpers import strip_toml
 
 # The paper's strip (170 x 13 x 1.2 mm aluminium) as 12 Euler-Bernoulli beams, clamped; tip
 # displacement sensor and force, output at 85 mm; 1 % noise, random 5-160 Hz; two 1 s runs
-# (a small model: each build takes 1-2 s); point samples, so that the automatic choice has
-# every candidate (an ADS1256 chain, the default, is modelled by the smoother alone)
+# (a small model: each build takes 1-2 s); point samples (the ADS1256 chain, the default, is
+# modelled by every candidate too, at the cost of converting the runs)
 STRIP = strip_toml(12) + """[acquisition]
 converter = "ideal"
 [[boundary]]

@@ -386,7 +386,7 @@ def test_chain_smoother_with_the_multiplexer_cycling():
     assert wrong[2] > 3.0 * ch[2] and wrong[3] < 0.4, (wrong, ch)  # measured 6.7x, 13 %
 
 
-def test_build_prefers_the_smoother_when_a_chain_is_declared():
+def test_chain_policy_forces_the_smoother_for_sensor_dynamics_only():
     from offline.model.sections import EstimatorSpec
     from offline.estimator_choice import chain_policy
 
@@ -394,12 +394,16 @@ def test_build_prefers_the_smoother_when_a_chain_is_declared():
     assert not chain_policy(Chain(), EstimatorSpec(), meta, True, "x.toml: [hybrid]")
     assert meta == {}  # point samples: the automatic choice as before
     ads = Chain("ads1256", 1000.0, "continuous")
-    assert chain_policy(ads, EstimatorSpec(), meta, False, "x.toml: [hybrid]")
-    # the default method ("auto") chooses among the estimators that model the chain: no
-    # warning; Tikhonov asked for by name gets one (build --record learns through the chain:
-    # offline/load/learn.py, no warning)
+    tik = replace(EstimatorSpec(), method="tikhonov")
+    # a converter: every estimator models it (the Tikhonov estimators' Markov parameters are
+    # the conversions', edge/estimator/chain_window.py), "auto" and "tikhonov" as asked
+    assert not chain_policy(ads, EstimatorSpec(), meta, False, "x")
+    assert not chain_policy(ads, tik, meta, False, "x")
     assert not meta.get("warnings")
-    assert chain_policy(ads, replace(EstimatorSpec(), method="tikhonov"), meta, False, "x")
+    # sensor dynamics: only the smoother models them; Tikhonov asked for by name is warned
+    hp = replace(ads, highpass=(0.5,))
+    assert chain_policy(hp, EstimatorSpec(), meta, False, "x") and not meta.get("warnings")
+    assert chain_policy(hp, tik, meta, False, "x")
     assert len(meta["warnings"]) == 1 and "Kalman smoother" in meta["warnings"][0]
     with pytest.raises(ValueError, match=r"x\.toml: \[hybrid\]: the hybrid twin does not"):
         chain_policy(ads, EstimatorSpec(), {}, True, "x.toml: [hybrid]")

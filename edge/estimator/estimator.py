@@ -114,11 +114,12 @@ class Estimator(BlockEstimator):
                 self.n_channels, self.n_forces, self.n_outputs, self.op.window):
             raise ValueError("the new operator must keep channels, forces, outputs and window")
         phys = self.op.P @ self._x
-        nc_old, nc_new = self.op.Acoup.shape[1], op.Acoup.shape[1]
+        # the forces at the state's end (previous force; older ones for a converter)
+        nc_old, nc_new = (o.info.get("force_tail", o.Acoup.shape[1]) for o in (self.op, op))
         tail = self._x[self._x.shape[0] - nc_old:].copy()
         self._install(op, keep_state=True, phys=phys)
         if nc_new and nc_new == nc_old:
-            self._x[self._x.shape[0] - nc_new:] = tail  # previous force
+            self._x[self._x.shape[0] - nc_new:] = tail
         if bundle is not None:
             self.bundle = bundle
 

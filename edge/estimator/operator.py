@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.chain_window import chain_realisation, models_chain
 from edge.estimator.expm import foh_matrices
 from edge.estimator.tikhonov import (EstimatorError, first_difference,  # noqa: F401
                                      force_scales, tikhonov_gain, window_matrices)
@@ -193,6 +194,33 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     """
     alpha, L = _settings(bundle, alpha, window)
     disc = getattr(bundle, "discretization", "newmark")
+    real, OJ, w2, proportional = window_model(bundle, L)
+    blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv = real
+    A = _dense(real)
+    Kx, Ky, cond = _window_gains(bundle, A, Gamma, S, alpha, L, OJ)
+    rho = _closed_loop_radius(A, Gamma, Kx, alpha, L, stability_tol) if check_stability \
+        else float("nan")
+    freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
+    return StepOperator(
+        blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
+        Acoup=np.ascontiguousarray(Acoup), Gamma=np.ascontiguousarray(Gamma), Kx=np.ascontiguousarray(Kx),
+        Ky=np.ascontiguousarray(Ky), E=np.ascontiguousarray(E), S=S, P=P, Pinv=Pinv,
+        window=L, alpha=alpha, dt=bundle.dt, spectral_radius=rho, freqs_hz=freqs,
+        info={"proportional_damping": bool(proportional), "condition": cond,
+              "n_state": int(Gamma.shape[0]), "n_blocks": int(len(blk_ptr) - 1),
+              "discretization": disc,
+              # the forces at the state's end: the previous one, and the older ones a
+              # converter's window reaches (edge.estimator.chain_window)
+              "force_tail": int(blk_ptr[-1] - blk_ptr[-2])})
+
+
+def window_model(bundle: Bundle, L: int):
+    """``(real, OJ, w2, proportional)``: the realisation (:func:`_two_state_realisation`), the window
+    ``Y = O x_k + J F`` of the next L samples when the bundle's Tikhonov estimator models its
+    converter (``OJ = (O, J)``, :mod:`edge.estimator.chain_window`; None: point samples,
+    :func:`window_matrices` of the realisation), the squared modal frequencies and whether
+    the damping is proportional."""
+    disc = getattr(bundle, "discretization", "newmark")
     w2, Phi, Ct, proportional = _modal_damping(bundle.M, bundle.C, bundle.K)
     B = np.zeros((bundle.M.shape[0], len(bundle.forces)))
     for j, f in enumerate(bundle.forces):
@@ -204,23 +232,19 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
         real = _foh_realisation(bundle, Phi, w2, Ct, PhiB, proportional)
     else:
         raise EstimatorError(f"unknown discretization {disc!r} ({' or '.join(DISCRETIZATIONS)})")
-    blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv = real
-    A = blocks_to_dense(blk_ptr, dat_ptr, A_data)
-    nc = Acoup.shape[1]
+    OJ = None
+    if models_chain(bundle):  # conversions, not point samples
+        real, *OJ = chain_realisation(bundle, real, _dense(real), w2, Ct, PhiB, L)
+    return real, OJ, w2, proportional
+
+
+def _dense(real) -> np.ndarray:
+    """The dense state matrix A of a realisation (its blocks plus the coupling)."""
+    A = blocks_to_dense(*real[:3])
+    nc = real[3].shape[1]
     if nc:
-        A[:, A.shape[0] - nc:] += Acoup
-    Kx, Ky, cond = _window_gains(bundle, A, Gamma, S, alpha, L)
-    rho = _closed_loop_radius(A, Gamma, Kx, alpha, L, stability_tol) if check_stability \
-        else float("nan")
-    freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
-    return StepOperator(
-        blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
-        Acoup=np.ascontiguousarray(Acoup), Gamma=np.ascontiguousarray(Gamma), Kx=np.ascontiguousarray(Kx),
-        Ky=np.ascontiguousarray(Ky), E=np.ascontiguousarray(E), S=S, P=P, Pinv=Pinv,
-        window=L, alpha=alpha, dt=bundle.dt, spectral_radius=rho, freqs_hz=freqs,
-        info={"proportional_damping": bool(proportional), "condition": cond,
-              "n_state": int(Gamma.shape[0]), "n_blocks": int(len(blk_ptr) - 1),
-              "discretization": disc})
+        A[:, A.shape[0] - nc:] += real[3]
+    return A
 
 
 def _settings(bundle: Bundle, alpha, window) -> tuple[float, int]:
@@ -250,11 +274,12 @@ def _modal_damping(M, C, K):
     return w2, Phi, Ct, proportional
 
 
-def _window_gains(bundle: Bundle, A, Gamma, S, alpha: float, L: int):
-    """``(Kx, Ky, cond)``: the Tikhonov gains of the window, f = Ky Y - Kx x."""
+def _window_gains(bundle: Bundle, A, Gamma, S, alpha: float, L: int, OJ=None):
+    """``(Kx, Ky, cond)``: the Tikhonov gains of the window, f = Ky Y - Kx x; ``OJ``: the
+    window's ``(O, J)`` (default: point samples, :func:`window_matrices`)."""
     nf = len(bundle.forces)
     w = np.array([ch.weight for ch in bundle.channels])
-    O, J = window_matrices(A, Gamma, S, L)
+    O, J = window_matrices(A, Gamma, S, L) if OJ is None else OJ
     Wbar = np.tile(w, L)
     reg = getattr(bundle, "regularization", "tikhonov0")
     if reg not in REGULARIZATIONS:
