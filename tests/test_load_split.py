@@ -2,7 +2,7 @@
 (offline/load/split.py): the learned candidates give way to the declaration's split with the
 level and shape the record tells.
 
-The receiver: a free-free steel strip, a force and a moment at one interface node (x = 0.21 m),
+The receiver: a free-free steel strip, a force and a moment at one interface node (x = 0.2 m),
 every sensor on one side of it (three translational and one rotational accelerometer at
 x >= 0.3 m). At the declared sizes (10 N, 0.2 N m) and 5 % noise the sensors see one of the
 two load combinations above their noise, so the records cannot tell how the response splits
@@ -47,7 +47,7 @@ rectangle = { b = 0.04, h = 0.01 }
 [[beam.members]]
 name = "span"
 section = "main"
-line = { start = [0.0, 0.0, 0.0], end = [0.6, 0.0, 0.0], n = 20 }
+line = { start = [0.0, 0.0, 0.0], end = [0.6, 0.0, 0.0], n = 12 }
 orientation = [0.0, 0.0, 1.0]
 [[boundary]]
 select = { box = [[-0.01, -0.01, -0.01], [0.61, 0.01, 0.01]] }
@@ -56,9 +56,9 @@ dofs = ["ux", "uy", "rx", "rz"]
 ratios = [[20.0, 0.01], [180.0, 0.01]]
 [reduction]
 method = "gmr+"
-modes = 12
+modes = 8
 [[reduction.masters]]
-select = { at = [0.21, 0.0, 0.0] }
+select = { at = [0.2, 0.0, 0.0] }
 dofs = ["uz", "ry"]
 [estimator]
 rate = 400.0
@@ -74,20 +74,21 @@ dof = "{d}"
 kind = "acceleration"
 noise = 0.05
 """ for n, x, d in (("a30", 0.3, "uz"), ("a45", 0.45, "uz"), ("a60", 0.6, "uz"),
-                    ("r51", 0.51, "ry"))) + """
+                    ("r50", 0.5, "ry"))) + """
 [[forces]]
 name = "F"
-select = { at = [0.21, 0.0, 0.0] }
+select = { at = [0.2, 0.0, 0.0] }
 dof = "uz"
 scale = 10.0
 [[forces]]
 name = "M"
-select = { at = [0.21, 0.0, 0.0] }
+select = { at = [0.2, 0.0, 0.0] }
 dof = "ry"
 scale = 0.2
 [design_load]
 load = { type = "random", band = [5.0, 150.0], rms = 1.0 }
 duration = 2.0
+seeds = 1
 """
 
 
@@ -128,7 +129,7 @@ def test_record_is_never_worse_where_the_split_is_blind(tmp_path):
     path = tmp_path / "strip.toml"
     path.write_text(MODEL)
     lm = true_load()
-    for name, secs, seed in (("run", 12.0, 11), ("test", 6.0, 23)):
+    for name, secs, seed in (("run", 8.0, 11), ("test", 5.0, 23)):
         write_load_csv(tmp_path / f"{name}_load.csv", lm, NAMES, secs + 1.0, 1 / RATE, seed)
         cli("vsense-offline", "simulate", path, "--load", "csv", "--csv",
             tmp_path / f"{name}_load.csv", "--duration", secs - 1.0, "--warmup", 1.0,
@@ -150,7 +151,7 @@ def test_record_is_never_worse_where_the_split_is_blind(tmp_path):
         nrmse[label] = np.sqrt(np.mean(err ** 2, axis=0)) / np.std(T[idx], axis=0)
         assert Estimator(Bundle.load(bpath)).delay >= 0
     # never worse on any load: within 10 % of the declared bundle's normalised RMS error
-    # (the sampling spread of a 5 s test record, about +/- 5 %: docs/load.md)
+    # (the sampling spread of a 4 s test record, about +/- 5-7 %: docs/load.md's 8 s, +/- 5 %)
     assert np.all(nrmse["record"] <= 1.10 * nrmse["declared"]), nrmse
     # the build says that the records cannot tell the split, which candidate it shipped
     # and why; the bundle records the choice

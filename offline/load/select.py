@@ -37,7 +37,7 @@ from offline.load.check import (
     autocorrelation,
     innovations,
 )
-from offline.load.learn import MIN_RECORD_S, learn_load
+from offline.load.learn import MIN_RECORD_S, learn_load, whittle_of_records
 from offline.load.model import LoadModel
 from offline.load.split import declared_split_fit, weak_split
 from offline.load.whittle import LN10
@@ -165,8 +165,13 @@ def learn_and_choose(mm, bundle, spec, est_spec, records, prior, progress=None):
                 "learned on all of them is shipped without a held-out choice")
         return fit, fit.model, {"text": text, "chosen": None, "scores": []}
     fits, starts = split
-    fit_c = learn_load(mm, fits, dt, prior, kinds, progress=progress, chain=bundle.chain)
-    weak = weak_split(fit_c.info["whittle"], prior)
+    # where the records cannot tell the split no learned shape is a candidate: the fit then
+    # gives the noise and the records' likelihood only (no roll-off orders, peaks, components)
+    weak = weak_split(whittle_of_records(mm, fits, dt, kinds, prior=prior,
+                                         chain=bundle.chain)[0], prior)
+    fit_c = learn_load(mm, fits, dt, prior, kinds, progress=progress, chain=bundle.chain,
+                       **({} if weak is None else
+                          {"fit_orders": False, "max_peaks": 0, "max_components": 0}))
     cands = [("declared", prior), ("declared, at the records' level and noise",
                                    declared_at_level(fit_c, prior))]
     if weak is None:
