@@ -17,8 +17,8 @@ and, when the fit found them, the one learned with them. Where the sensors see f
 combinations above their noise than there are loads (:mod:`offline.load.split`), the sensors'
 likelihood cannot judge how a model splits their response between the loads, and the freely
 learned models are left out: the third candidate is then the declaration's split with the
-spectrum's level and shape learned from the records. The highest ``l`` among the candidates whose held-out innovations pass the
-records check (:mod:`offline.load.check`: variance 0.8-1.25, whiteness) is shipped; when none
+spectrum's level and shape learned from the records. The highest ``l`` among the candidates
+whose held-out innovations pass the records check (:mod:`offline.load.check`: variance 0.8-1.25, whiteness) is shipped; when none
 passes, the highest ``l``, and the build says so.
 """
 
