@@ -18,8 +18,8 @@ combinations above their noise than there are loads (:mod:`offline.load.split`),
 likelihood cannot judge how a model splits their response between the loads, and the freely
 learned models are left out: the third candidate is then the declaration's split with the
 spectrum's level and shape learned from the records. The highest ``l`` among the candidates
-whose held-out innovations pass the records check (:mod:`offline.load.check`: variance 0.8-1.25, whiteness) is shipped; when none
-passes, the highest ``l``, and the build says so.
+whose held-out innovations pass the records check (:mod:`offline.load.check`: variance
+0.8-1.25, whiteness) is shipped; when none passes, the highest ``l``, and the build says so.
 """
 
 from __future__ import annotations
