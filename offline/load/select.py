@@ -12,10 +12,14 @@ log-likelihood of the smoother designed with each candidate::
 (``Wt^T Wt = S^-1``, ``S`` the innovation covariance the candidate's design states; the
 filter runs from the record's start, so the held-out innovations are true predictions of
 samples it has not used). The candidates: the declaration (the model file's load and noise),
-the model learned without source components and, when the fit found them, the one learned
-with them. The highest ``l`` among the candidates whose held-out innovations pass the
-records check (:mod:`offline.load.check`: variance 0.8-1.25, whiteness) is shipped; when none
-passes, the highest ``l``, and the build says so.
+the declaration at the records' level and noise, the model learned without source components
+and, when the fit found them, the one learned with them. Where the sensors see fewer load
+combinations above their noise than there are loads (:mod:`offline.load.split`), the sensors'
+likelihood cannot judge how a model splits their response between the loads, and the freely
+learned models are left out: the third candidate is then the declaration's split with the
+spectrum's level and shape learned from the records. The highest ``l`` among the candidates
+whose held-out innovations pass the records check (:mod:`offline.load.check`: variance
+0.8-1.25, whiteness) is shipped; when none passes, the highest ``l``, and the build says so.
 """
 
 from __future__ import annotations
@@ -33,14 +37,18 @@ from offline.load.check import (
     autocorrelation,
     innovations,
 )
-from offline.load.learn import MIN_RECORD_S, learn_load
+from offline.load.learn import MIN_RECORD_S, learn_load, whittle_of_records
 from offline.load.model import LoadModel
+from offline.load.split import declared_split_fit, weak_split
+from offline.load.whittle import LN10
 from offline.smoother import smoother_from_spec
 
 #: share of each record held out for the choice (its end)
 HOLD_OUT = 0.3
 #: shortest held-out part [s]
 MIN_HELD_S = 2.0
+#: the candidate that learns only what the records tell where they cannot tell the split
+SPLIT_LABEL = "declared split, the records' level and shape"
 
 
 def split_records(records, dt: float, min_fit_s: float, share: float = HOLD_OUT):
@@ -125,6 +133,14 @@ def format_choice(choice: dict, fit_share: float) -> str:
                      f"and channel, innovation variance {s['variance']:.3g}, largest "
                      f"autocorrelation {s['peak']:.2g}"
                      + ("" if s["ok"] else " (fails the records check)"))
+    weak = choice.get("weak_split")
+    if weak:
+        lines.append(f"  not candidates: the models learned freely. The sensors see "
+                     f"{weak['seen']} of the {weak['loads']} load combinations above their "
+                     f"noise in {100 * weak['share']:.0f} % of the records' band, so no "
+                     "record tells how the response splits between the loads (nor can the "
+                     "held-out likelihood judge it): the declaration's split is kept, only "
+                     "the level and shape the records tell are learned")
     lines.append(f"  shipped: {choice['scores'][choice['chosen']]['label']} ({choice['reason']})")
     return "\n".join(lines)
 
@@ -137,7 +153,9 @@ def learn_and_choose(mm, bundle, spec, est_spec, records, prior, progress=None):
     load model to ship (None: the declaration, the build then is the one without records)
     and ``choice`` (:func:`choose`'s, plus ``"text"``: what the build prints). Records too
     short to hold a part out: the model learned on all of them, unchosen (``choice`` says
-    so)."""
+    so). Where the records cannot tell the split of the loads (:func:`offline.load.split.
+    weak_split`) the learned candidates give way to the declaration's split with the level
+    and shape the records tell (:func:`offline.load.split.declared_split_fit`)."""
     dt, kinds = bundle.dt, [c.kind for c in bundle.channels]
     split = split_records(records, dt, MIN_RECORD_S)
     if split is None:
@@ -147,22 +165,46 @@ def learn_and_choose(mm, bundle, spec, est_spec, records, prior, progress=None):
                 "learned on all of them is shipped without a held-out choice")
         return fit, fit.model, {"text": text, "chosen": None, "scores": []}
     fits, starts = split
-    fit_c = learn_load(mm, fits, dt, prior, kinds, progress=progress, chain=bundle.chain)
-    learned = [("learned", fit_c)]
-    if fit_c.model.components:  # the same family without them (roll-offs searched for <= 2)
-        fit_n = learn_load(mm, fits, dt, prior, kinds, progress=progress, chain=bundle.chain,
-                           max_components=0, fit_orders=len(prior.forces) <= 2)
-        learned = [("learned", fit_n), ("learned with source components", fit_c)]
+    # where the records cannot tell the split no learned shape is a candidate: the fit then
+    # gives the noise and the records' likelihood only (no roll-off orders, peaks, components)
+    weak = weak_split(whittle_of_records(mm, fits, dt, kinds, prior=prior,
+                                         chain=bundle.chain)[0], prior)
+    fit_c = learn_load(mm, fits, dt, prior, kinds, progress=progress, chain=bundle.chain,
+                       **({} if weak is None else
+                          {"fit_orders": False, "max_peaks": 0, "max_components": 0}))
     cands = [("declared", prior), ("declared, at the records' level and noise",
                                    declared_at_level(fit_c, prior))]
-    cands += [(lab, f.model) for lab, f in learned]
+    if weak is None:
+        learned = [("learned", fit_c)]
+        if fit_c.model.components:  # the same family without them (roll-offs searched for <= 2)
+            fit_n = learn_load(mm, fits, dt, prior, kinds, progress=progress,
+                               chain=bundle.chain, max_components=0,
+                               fit_orders=len(prior.forces) <= 2)
+            learned = [("learned", fit_n), ("learned with source components", fit_c)]
+        cands += [(lab, f.model) for lab, f in learned]
+    else:
+        shaped = declared_split_fit(fit_c, prior, progress)
+        cands += [] if shaped is None else [(SPLIT_LABEL, shaped)]
     choice = choose(cands, bundle, spec, est_spec, records, starts)
+    choice["weak_split"] = weak
     choice["text"] = format_choice(choice, 1.0 - HOLD_OUT)
     k = choice["chosen"]
-    ll = [s["loglik"] for s in choice["scores"][2:]]
-    fit = learned[k - 2][1] if k > 1 else learned[int(np.argmax(ll))][1]
+    if weak is not None:   # the summary: the shipped declared split, else the learned model
+        fit = fit_c if k == 0 else declared_split_summary(fit_c, cands[k][1])
+    else:
+        ll = [s["loglik"] for s in choice["scores"][2:]]
+        fit = learned[k - 2][1] if k > 1 else learned[int(np.argmax(ll))][1]
     fit.info["data"] = records           # the build's check and plots: the whole records
     return fit, (None if k == 0 else cands[k][1]), choice
+
+
+def declared_split_summary(fit, model):
+    """``fit`` (a :class:`offline.load.LoadFit`) describing ``model``, a declared split at
+    the records' level: no force's own level identified (its posterior std the prior's)."""
+    nf = len(model.forces)
+    ident = {**fit.identified, **{f"force {j}": False for j in range(nf)}}
+    sd = {**fit.posterior_sd, **{f"force {j}": float(LN10) for j in range(nf)}}
+    return replace(fit, model=model, identified=ident, posterior_sd=sd, info=dict(fit.info))
 
 
 def declared_at_level(fit, prior):
@@ -191,7 +233,7 @@ def choice_meta(choice: dict) -> dict:
     shipped = (None if choice.get("chosen") is None
                else choice["scores"][choice["chosen"]]["label"])
     return {"shipped": shipped, "reason": choice.get("reason", choice["text"]),
-            "held_out_share": HOLD_OUT,
+            "held_out_share": HOLD_OUT, "weak_split": choice.get("weak_split"),
             "candidates": [{"label": s["label"], "loglik": num(s["loglik"]),
                             "variance": num(s["variance"]), "peak": num(s["peak"]),
                             "passes_check": bool(s["ok"])} for s in choice["scores"]]}
