@@ -191,8 +191,9 @@ def test_bundle_contract(tmp_path):
 def test_saturating_guard_matches_numpy_twin(tmp_path):
     """``kf_hy_guard = 1`` (what a build writes): an envelope the state leaves often (the
     record's inputs reach 2.4 and 5.3 while the envelope ends at 0.5: 1,464 of 1,500 samples
-    outside) holds the input at the bound and applies the network there; the kernel equals the NumPy twin (1e-9 relative,
-    as test_kernel_matches_numpy_twin), the estimates are flagged, and they differ both from
+    outside) holds the input at the bound and applies the network there; the kernel equals
+    the NumPy twin (1e-9 relative, as test_kernel_matches_numpy_twin), the estimates are
+    flagged, and they differ both from
     the switched-off guard's and from the unguarded network's (the test can fail either way)."""
     Y = _record()
     runs = {}

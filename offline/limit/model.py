@@ -309,22 +309,19 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     noise_var = with_drift(white, chain, n, dt)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[design_load]')}: no force is loaded")
-    levels = _levels(spec, noise)
     lim = wiener_limit(Hy, P, noise_var, n, Hz=Hz)
     fir = _nrmse(fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz))
     lag_nrmse, exact = fir, np.zeros(fir.shape, bool)
     if iir and n >= 4 * (lags.max() + 1):
-        lag_nrmse, exact = _with_exact(fir, (Hy, Hz, P, noise_var), n, lags,
-                                       lambda n2: _drifting(_on_grid(spec, mm, kinds, nch,
-                                                                     loads, noise, dt, n2,
-                                                                     chain), chain, n2, dt))
+        lag_nrmse, exact = _with_exact(fir, (Hy, Hz, P, noise_var), n, lags, lambda n2: _drifting(
+            _on_grid(spec, mm, kinds, nch, loads, noise, dt, n2, chain), chain, n2, dt))
     nf = len(spec.forces)
     lf, lo = lag_nrmse[:, :nf], lag_nrmse[:, nf:]
     return ModelLimit(force_names=[f.name for f in spec.forces],
                       output_names=[o.name for o in spec.outputs],
                       force_nrmse=lim.force_nrmse, output_nrmse=lim.output_nrmse,
                       delays_s=lags * dt, lag_force_nrmse=lf, lag_output_nrmse=lo, dt=dt,
-                      memory=M, n_grid=n, noise=levels, noise_std=np.sqrt(white),
+                      memory=M, n_grid=n, noise=_levels(spec, noise), noise_std=np.sqrt(white),
                       lag_exact=exact,
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
                             # the stationary std of each force and output under the load:
