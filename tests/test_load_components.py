@@ -193,8 +193,12 @@ def test_summary_states_each_force_total_rms_when_components_carry_it():
                   posterior_sd={"force 0": 2.25, "force 1": 0.05, "noise 0": 0.01}, nll=0.0)
     text = fit.summary(["F0", "F1"], ["a0"])
     f0 = next(x for x in text.splitlines() if x.strip().startswith("F0:"))
-    assert f"rms 20 -> {total[0]:.3g} (floor 0.2 +/- 225 %" in f0
-    assert "[floor not identified" in f0
+    # an unidentified floor's posterior width is the prior's (225 %): not printed as a
+    # measured uncertainty; an identified level's is (F1: 5 %)
+    assert f"rms 20 -> {total[0]:.3g} (floor 0.2, plus the components" in f0
+    assert "[floor not identified" in f0 and "225" not in f0
+    f1 = next(x for x in text.splitlines() if x.strip().startswith("F1:"))
+    assert "+/- 5 %" in f1
     e = {"force_models": [fm.as_dict() for fm in fms],
          "force_components": [c.as_dict() for c in comps]}
     assert total_rms_note(e).endswith(f"total rms {total[0]:.3g}, {total[1]:.3g}")

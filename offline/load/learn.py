@@ -78,10 +78,11 @@ class LoadFit:
             hp, lp = fm.orders
             pk = "; peaks " + ", ".join(f"{p[0]:.1f} Hz x{p[2]:.2g}" for p in fm.peaks) \
                 if fm.peaks else ""
-            sd = f"+/- {100 * self.posterior_sd[key]:.0f} %"
-            level = (f"rms {pm.rms:.3g} -> {total[j]:.3g} (floor {fm.rms:.3g} {sd}, plus the "
+            # an unidentified level's posterior width is the prior's: not a measurement
+            sd = f" +/- {100 * self.posterior_sd[key]:.0f} %" if ok else ""
+            level = (f"rms {pm.rms:.3g} -> {total[j]:.3g} (floor {fm.rms:.3g}{sd}, plus the "
                      "components below)" if self.model.components else
-                     f"rms {pm.rms:.3g} -> {fm.rms:.3g} ({sd})")
+                     f"rms {pm.rms:.3g} -> {fm.rms:.3g}" + (f" ({sd.strip()})" if ok else ""))
             lines.append(
                 f"  {n}: {level}, band {pm.band[0]:.3g}-{pm.band[1]:.3g} -> {fm.band[0]:.3g}-"
                 f"{fm.band[1]:.3g} Hz, roll-off orders {hp}/{lp}, tilt {fm.tilt:+.2f}{pk}"
