@@ -42,7 +42,7 @@ from offline._deps import need
 from offline.load.model import LoadModel
 # read_records and MIN_RECORD_S are imported from here by the load package and its selection
 from offline.load.records import MIN_RECORD_S, read_records  # noqa: F401
-from offline.load.welch import cross_spectra, segment_length, window_kernel
+from offline.load.welch import cross_spectra, peak_of_ratio, segment_length, window_kernel
 from offline.load.sources import candidates, direction_uncertainty
 from offline.load.whittle import LN10, Whittle, components, make_layout, start_theta, unpack
 
@@ -169,20 +169,8 @@ def _peak_candidate(W, models, noise, corr, j, comps=()):
     """Where the records' expected force-j spectrum most exceeds the model's (E-step ratio):
     ``(f, zeta, gain)`` or None when nowhere by 2x."""
     f_bins, S, M = W.posterior_force_spectra(models, noise, corr, comps)
-    ratio = np.real(M[:, j, j]) / np.maximum(np.real(S[:, j, j]), 1e-300)
-    ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
-    k = int(np.argmax(ratio))
-    if ratio[k] < 2.0:
-        return None
-    half = ratio > 1.0 + 0.5 * (ratio[k] - 1.0)
-    a = b = k
-    while a > 0 and half[a - 1]:
-        a -= 1
-    while b < ratio.size - 1 and half[b + 1]:
-        b += 1
-    f0 = float(f_bins[k])
-    width = max(float(f_bins[b] - f_bins[a]), float(f_bins[1] - f_bins[0]))
-    return f0, float(np.clip(width / (2 * f0), 0.003, 0.25)), float(np.sqrt(ratio[k]))
+    peak = peak_of_ratio(f_bins, np.real(M[:, j, j]) / np.maximum(np.real(S[:, j, j]), 1e-300))
+    return None if peak is None else (peak[0], peak[1], float(np.sqrt(peak[2])))
 
 
 def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=None,

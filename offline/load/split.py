@@ -37,6 +37,7 @@ import numpy as np
 
 from offline._deps import need
 from offline.load.model import LoadModel
+from offline.load.welch import peak_of_ratio
 from offline.load.whittle import LN10
 
 #: a load combination is seen in a bin when its whitened singular value reaches this (its
@@ -155,19 +156,12 @@ def _peak_start(W, m: LoadModel):
     f, S, M = W.posterior_force_spectra(m.forces, m.noise_std, corr, m.components)
     Li = np.linalg.inv(np.linalg.cholesky(S))
     X = Li @ M @ np.conj(np.transpose(Li, (0, 2, 1)))
-    ratio = np.convolve(np.linalg.eigvalsh(0.5 * (X + np.conj(np.transpose(X, (0, 2, 1)))))
-                        [:, -1], np.ones(3) / 3, mode="same")
-    k = int(np.argmax(ratio))
-    if ratio[k] < 2.0:
+    peak = peak_of_ratio(f, np.linalg.eigvalsh(0.5 * (X + np.conj(np.transpose(X, (0, 2, 1)))))
+                         [:, -1])
+    if peak is None:
         return None
-    half = ratio > 1.0 + 0.5 * (ratio[k] - 1.0)
-    a = b = k
-    while a > 0 and half[a - 1]:
-        a -= 1
-    while b < ratio.size - 1 and half[b + 1]:
-        b += 1
-    zeta = np.clip(max(float(f[b] - f[a]), float(f[1] - f[0])) / (2 * f[k]), 0.003, 0.25)
-    return np.array([np.log(f[k]), np.log(zeta), np.log(max(np.sqrt(ratio[k]) - 1.0, 0.05))])
+    f0, zeta, r = peak
+    return np.array([np.log(f0), np.log(zeta), np.log(max(np.sqrt(r) - 1.0, 0.05))])
 
 
 def declared_split_fit(fit, prior: LoadModel, say=None) -> LoadModel | None:

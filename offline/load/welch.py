@@ -66,3 +66,22 @@ def window_kernel(N: int, over: int = 4, half_width: int = 3) -> np.ndarray:
     m = half_width * over
     k = np.concatenate([K[-m:], K[: m + 1]])
     return k / k.sum()
+
+
+def peak_of_ratio(f_bins, ratio):
+    """The largest excess of a records' spectrum over a model's (``ratio`` per bin, smoothed
+    over 3 bins): ``(f0, zeta, r)``, its frequency, the damping of its half-excess width
+    (clipped to 0.003-0.25) and the smoothed ratio there; None when nowhere by 2x."""
+    ratio = np.convolve(ratio, np.ones(3) / 3, mode="same")
+    k = int(np.argmax(ratio))
+    if ratio[k] < 2.0:
+        return None
+    half = ratio > 1.0 + 0.5 * (ratio[k] - 1.0)
+    a = b = k
+    while a > 0 and half[a - 1]:
+        a -= 1
+    while b < ratio.size - 1 and half[b + 1]:
+        b += 1
+    f0 = float(f_bins[k])
+    width = max(float(f_bins[b] - f_bins[a]), float(f_bins[1] - f_bins[0]))
+    return f0, float(np.clip(width / (2 * f0), 0.003, 0.25)), float(ratio[k])
