@@ -249,6 +249,6 @@ def _validate_kf_hybrid(a: dict, version: int, ns: int, nch: int, nq: int, fail)
             fail(f"kf_{name}", f"shape {a[f'kf_{name}'].shape}, expected {shape}")
     if version >= 10 and int(a["kf_hy_guard"]) not in (0, 1):
         fail("kf_hy_guard", f"must be 0 (correction off outside the envelope) or 1 (input held "
-             f"at its bound), got {a['kf_hy_guard']!r}")
+             f"at its bound), got {np.asarray(a['kf_hy_guard']).tolist()!r}")
     if ni < 1 or ng < 1 or np.any(a["kf_hy_lo"] > a["kf_hy_hi"]):
         fail("kf_hy_lo", "the envelope needs lo <= hi and at least one input and output")

@@ -183,6 +183,11 @@ def test_bundle_contract(tmp_path):
         Bundle.from_arrays(broken(kf_hy_direct=np.zeros(3)))
     with pytest.raises(BundleError, match="kf_hy_onnx"):
         Bundle.from_arrays(broken(kf_hy_onnx=np.zeros(3)))
+    # schema 10: the guard is part of the group, and only 0 (off) or 1 (saturate)
+    with pytest.raises(BundleError, match="kf_hy_guard"):
+        Bundle.from_arrays(broken(kf_hy_guard=None))
+    with pytest.raises(BundleError, match="kf_hy_guard.*got 2"):
+        Bundle.from_arrays(broken(kf_hy_guard=np.array(2)))
     bad = Bundle.from_arrays(broken(kf_hy_onnx=np.frombuffer(b"not onnx", np.uint8).copy()))
     with pytest.raises(EstimatorError, match="kf_hy_onnx"):
         Estimator(bad)
