@@ -14,6 +14,7 @@ import numpy as np
 from edge.estimator import EstimatorError
 from offline.smoother import smoother_from_spec
 from offline.smoother.chain_alt import records_chain_check, with_chain_alternative
+from offline.smoother.std_scale import lag_products
 
 #: accepted mean variance of the whitened innovations; a lag counts as coloured above the
 #: white-noise band or 0.1, whichever is wider (a long record resolves the slight colour a
@@ -43,11 +44,9 @@ def innovations(bundle, Y: np.ndarray) -> np.ndarray:
 
 def autocorrelation(e: np.ndarray, lags: int) -> np.ndarray:
     """Normalised autocorrelation of one series at lags ``1..lags``."""
-    e = e - e.mean()
-    # r_m = sum_k e_k e_k+m / sum_k e_k^2, by FFT (zero-padded: no wrap-around)
-    f = np.fft.rfft(e, 2 * e.size)
-    r = np.fft.irfft(np.abs(f) ** 2)
-    return r[1:lags + 1] / r[0]
+    # r_m = sum_k e_k e_k+m / sum_k e_k^2 (the lag products by FFT, zero-padded)
+    r = lag_products((e - e.mean())[:, None], lags)[:, 0]
+    return r[1:] / r[0]
 
 
 def innovation_check(bundle, records, skip_s: float = 1.0, max_s: float = 20.0,
