@@ -44,11 +44,6 @@ def test_split_records_holds_out_the_end_and_refuses_short_parts():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="not met on M55: through benchmarks/load_user.py the "
-                   "build ships the declared split at the records' level and shape (the sensors "
-                   "see 2 of the 4 load combinations): forces 1.38-1.42x, moments 1.31-1.49x "
-                   "the limit (targets met), but M55's error 20 % above the declaration's "
-                   "(docs/benchmarks.md, load-learning section)")
 @pytest.mark.timeout(1800)  # a fit of 4 loads and the declared split's shape: ~5-9 min
 def test_interface_record_is_never_worse_than_the_declaration(tmp_path):
     rate = 400.0
@@ -83,9 +78,6 @@ def test_interface_record_is_never_worse_than_the_declaration(tmp_path):
         nrmse = np.sqrt(np.mean(err ** 2, axis=0)) / np.std(T[idx], axis=0)
         res[label] = (nrmse, nrmse / lim, b)
     dec, rec = res["declared"][0], res["record"][0]
-    # never worse: each target within 10 % of the declared bundle's error (the sampling
-    # spread of an 8 s test record is about +/- 5 %, docs/load.md)
-    assert np.all(rec <= 1.10 * dec), (dec, rec)
     ratio = res["record"][1]
     # the user's targets: forces within 1.8x, moments within 2.5x of the accuracy limit
     # (the limit with the TRUE load spectra and noise at the bundle's delay)
@@ -96,6 +88,21 @@ def test_interface_record_is_never_worse_than_the_declaration(tmp_path):
     choice = res["record"][2].meta["load_model"]["info"]["choice"]
     assert choice["shipped"] in [c["label"] for c in choice["candidates"]]
     assert len(choice["candidates"]) >= 2 and choice["candidates"][0]["label"] == "declared"
+    # never worse: each target within 10 % of the declared bundle's error (the sampling
+    # spread of an 8 s test record is about +/- 5 %, docs/load.md); M55 apart (below)
+    others = [i for i, n in enumerate(targets) if n != "M55"]
+    assert np.all(rec[others] <= 1.10 * dec[others]), (dec, rec)
+    # M55: the known miss (this record: 0.596 against 0.515 declared, +16 %). The declared
+    # split's one shared shape cannot follow both the forces' and the moments' roll-off
+    # (docs/benchmarks.md, load-learning section: M55 0.610 against 0.509 declared through
+    # benchmarks/load_user.py, +20 %). Bounded here at
+    # +30 % so that it cannot grow unnoticed; the goal (+10 %) is reported as an expected
+    # failure while it is missed, and the test passes once it is met.
+    m55 = targets.index("M55")
+    assert rec[m55] <= 1.30 * dec[m55], (dec[m55], rec[m55])
+    if rec[m55] > 1.10 * dec[m55]:
+        pytest.xfail(f"M55 never-worse not met: {rec[m55]:.3f} against {dec[m55]:.3f} "
+                     "declared (goal within 10 %)")
 
 
 def test_held_out_score_prefers_the_true_noise_level(tmp_path):
