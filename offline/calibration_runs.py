@@ -24,7 +24,8 @@ from offline._deps import need
 from offline._deps import progress as _progress
 from offline.limit.model import noise_std
 from offline.limit.transfer import modal_model
-from offline.chain import MIN_STEPS_PER_ROW, conversions, refine_grid
+from offline.chain import (MIN_STEPS_PER_ROW, SensorDynamics, conversions, refine_grid,
+                           sensor_outputs)
 from offline.simulate import load_profile
 
 
@@ -122,10 +123,11 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     the ``[design_load]`` loads: the forces are drawn jointly from its spectra (seed ``seed``)
     and the noise is its absolute ``noise_std`` where it has one.
 
-    ``chain``: an :class:`edge.acquisition.Chain` other than ideal converts the channels as
-    the converter does (:func:`convert`, on a grid of at least
-    :data:`offline.chain.MIN_STEPS_PER_ROW` steps per
-    row); the outputs stay point values (the truth). A sensor's drifting offset is not
+    ``chain``: an :class:`edge.acquisition.Chain`: each sensor's high-pass and moving average
+    (:func:`offline.chain.sensor_outputs`), then a converter other than ideal converts the
+    channels as it does (:func:`convert`), on a grid of at least
+    :data:`offline.chain.MIN_STEPS_PER_ROW` steps per row where either acts; the outputs
+    stay point values (the truth). A sensor's drifting offset is not
     added: with the walk in three 2 s runs the stated std's model-error factor
     (offline/smoother/std_scale.py) widened a right std (tests/test_sensor_dynamics.py: d05's
     coverage on a 20 s record 74 -> 79 %, where 61-75 % is asked).
@@ -149,25 +151,39 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     else:
         sigma = noise_std(spec, mm, dt, noise=noise, loads=load_model)
     nch = len(spec.sensors)
+    dyn = _sensor_dynamics(chain, nch)
     runs = []
     for seed in _progress(seeds, desc="calibration runs (full model)", enable=progress):
         if load_model is not None:
             Ff = load_model.sample(tf, seed)
         else:
             Ff = _declared_forces(spec, cal, tf, dt, seed)
-        if chain is None or chain.ideal:
+        if (chain is None or chain.ideal) and dyn is None:
             out = run_modal(mm, Ff, dtf, oversample, kinds)
             Yc, Z = out[:, :nch], out[:, nch:]
-        else:  # the converter's taps on a finer grid (linear between the given steps)
+        else:  # the sensors and the converter's taps on a finer grid (linear between steps)
             ref = max(1, -(-MIN_STEPS_PER_ROW // oversample))
             sub = oversample * ref
             out = run_modal(mm, refine_grid(Ff, ref), dtf / ref, 1, kinds)
-            Yc, Z = convert(out[:, :nch], dt / sub, sub, ns, chain), out[::sub, nch:]
+            y = out[:, :nch] if dyn is None else sensor_outputs(out[:, :nch], dt / sub, dyn)
+            Yc = y[::sub] if chain.ideal else convert(y, dt / sub, sub, ns, chain)
+            Z = out[::sub, nch:]
         rng = np.random.default_rng(seed)
         Y = Yc + sigma * rng.standard_normal(Yc.shape)
         runs.append(CalRun(t=tf[::oversample], F=Ff[::oversample], Y=Y, Y_clean=Yc, Z=Z,
                            sigma=sigma, seed=int(seed), start=int(round(warmup / dt))))
     return runs
+
+
+def _sensor_dynamics(chain, nch: int):
+    """The sensors' high-pass and moving average of ``chain`` (their drift left out, see
+    :func:`calibration_runs`), or None when no sensor has either."""
+    if chain is None:
+        return None
+    hp, avg = chain.highpass_for(nch), chain.average_for(nch)
+    if not (np.any(hp) or np.any(avg)):
+        return None
+    return SensorDynamics(highpass_hz=hp, average_s=avg, drift=np.zeros(nch))
 
 
 def convert(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,
