@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from edge.csvio import write_table
 from offline.hybrid.truth import simulate_cubic
 from offline.metrics import add_noise
-from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.model import (build_fe_model, load_model_file, output_probe, resolve_dofs,
+                           sensor_probe)
 from offline.model.strip import strip_head
 from offline.simulate import load_profile
 
@@ -105,7 +106,8 @@ def records(path, rms: float, seed: int, duration: float, k3: float = K3,
     tf = dtf * np.arange((nt - 1) * oversample + 1)
     F = load_profile("random", tf, band=BAND, rms=rms, seed=seed)[:, None]
     dof = lambda s: resolve_dofs(model, s.select, s.dof, "x")[0]  # noqa: E731
-    probes = [(dof(s), KINDS.index(s.kind)) for s in spec.sensors + spec.outputs]
+    probes = [(sensor_probe(model, s), kind_order(s.kind)) for s in spec.sensors]
+    probes += [(output_probe(model, o), kind_order(o.kind)) for o in spec.outputs]
     tip = resolve_dofs(model, {"at": [0.17, 0.0, 0.0]}, "uz", "tip")[0]
     out = simulate_cubic(model, [dof(f) for f in spec.forces], tip, k3, F, dtf, oversample,
                          probes)

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
+from offline.fem.strain import probe_matrix
 from offline.metrics import add_noise
-from offline.model import build_fe_model, load_model_file, resolve_dofs
+from offline.model import (build_fe_model, load_model_file, output_probe, resolve_dofs,
+                           sensor_probe)
 from offline.reduction.eigen import modes
 from offline.simulate import load_profile
 
@@ -34,7 +36,9 @@ def simulate_cubic(model, force_dofs, spring_dof: int, k3: float, F_fine, dt_fin
     spring_dof : int          model DOF of the spring (force ``-k3 u^3`` [N], k3 [N/m^3])
     F_fine : (nt, nf)         forces [N] every ``dt_fine`` [s]
     decim : int               record every ``decim``-th fine sample
-    probes : list of (dof, kind)   kind 0 displacement, 1 velocity, 2 acceleration
+    probes : list of (probe, order)   a DOF index or an :class:`offline.fem.strain.Probe`
+                              (a strain gauge's or stress output's row over the DOFs) and
+                              its time-derivative order (0 u / strain, 1 v, 2 a)
     n_modes : int             modes of the full model kept
 
     Returns
@@ -79,9 +83,9 @@ def simulate_cubic(model, force_dofs, spring_dof: int, k3: float, F_fine, dt_fin
     if not (np.all(np.isfinite(E)) and np.all(np.isfinite(V))):
         raise RuntimeError("truth integration diverged (step too large for the spring?)")
     out = np.zeros((n_out, len(probes)))
-    for j, (dof, kind) in enumerate(probes):
-        row = Phi[int(dof)]
-        out[:, j] = (E if kind == 0 else V if kind == 1 else Acc) @ row
+    R = probe_matrix([p for p, _ in probes], Phi.shape[0]) @ Phi   # (n_probes, m) modal rows
+    for j, (_, order) in enumerate(probes):
+        out[:, j] = (E, V, Acc)[order] @ R[j]
     return out
 
 
@@ -110,7 +114,8 @@ def cubic_record(path, spring, k3: float, rms: float, seed: int, duration: float
                                       seed=seed + 1000 * i)
                          for i, f in enumerate(spec.forces)])
     dof = lambda s, d: resolve_dofs(model, s, d, str(path))[0]  # noqa: E731
-    probes = [(dof(s.select, s.dof), KINDS.index(s.kind)) for s in spec.sensors + spec.outputs]
+    probes = [(sensor_probe(model, s), kind_order(s.kind)) for s in spec.sensors]
+    probes += [(output_probe(model, o), kind_order(o.kind)) for o in spec.outputs]
     out = simulate_cubic(model, [dof(f.select, f.dof) for f in spec.forces],
                          dof(*spring), k3, F, dtf, oversample, probes, n_modes=n_modes)
     nch = len(spec.sensors)
