@@ -6,15 +6,27 @@ curves), a JSON summary and a report figure.
                            --E 210e9] -o DIR
 
 **Damage interval from the stated std.** A replay CSV carries ``<NAME>_std``, the estimator's
-stated standard deviation of each row. The interval is a first-order range bound, not a
-Monte Carlo: each counted cycle's range ``S`` is moved to ``S -/+ 2 k sigma`` (both turning
-points at their two-sided ``k = 1.96`` bound in opposite directions, ``sigma`` the largest
-stated std of the record) and the Miner sum is taken through the S-N curve (knee and cut-off
-included) at both ends. Why not count ``signal + error`` samples: the CSV states the error's
-size, not its spectrum, and white perturbations of that size would add small cycles the
-estimator's smooth error does not have (a bias, not an interval); the bound needs no model of
-the error process and is conservative for ranges above the noise. It does not cover cycles
-that the error would create or hide below ``2 k sigma``: say so beside the number.
+stated standard deviation of each row. The interval is a first-order bound, not a Monte
+Carlo, with ``sigma`` the largest stated std of the counted rows and ``k = 1.96``:
+
+* both ends: each counted cycle's range ``S`` moved to ``S -/+ 2 k sigma`` (both turning
+  points at their two-sided bound in opposite directions), the Miner sum taken through the
+  S-N curve (knee and cut-off included). At the lower end the cycles below ``2 k sigma``
+  vanish: the cycles the error may create in the estimate;
+* upper end: plus the cycles the error may hide from the estimate (content it cannot see,
+  a mode above what the sensors resolve): a record of ``n`` counted samples has at most
+  ``n / 2`` cycles, closed or half, so at most ``n / 2 - sum(counted weights)`` of them,
+  each of range at most ``2 k sigma`` (a larger one would show in the estimate).
+
+An MMSE estimate's shrinkage (``var(x_hat) = var(x) - sigma^2``: ranges short by about
+``S sigma^2 / (2 var(x))``) is inside the ``2 k sigma`` move for any range below
+``4 k std(x) / NRMSE``. Not covered: an error faster than the signal's turning points, whose
+peaks the truth's turning points select (its range then grows by the error's extreme over
+the peak's dwell, more than ``k sigma`` at each end), and errors larger than the stated std.
+The damage compared is over the counted rows (warm-up rows are gaps). Why not count
+``signal + error`` samples: the CSV states the error's size, not its spectrum, and white
+perturbations of that size would add small cycles the estimator's smooth error does not have
+(a bias, not an interval).
 """
 
 from __future__ import annotations
@@ -141,17 +153,25 @@ def analyse(path, column: str, curve_name: str, unit: str = "MPa", E: float | No
 
 
 def _interval(std, ranges, weights, sn, scale) -> dict:
+    """Miner damage at ``S -/+ 2 k sigma`` for every counted cycle, plus at the upper end the
+    cycles the error may hide: at most ``n / 2 - sum(weights)`` cycles of range ``2 k
+    sigma`` (a record of ``n`` samples has at most ``n / 2`` cycles, closed or half)."""
     if std is None or not np.any(np.isfinite(std)):
         return {"damage_interval": None,
                 "damage_interval_note": "no <column>_std in the CSV: no interval"}
     sigma = float(np.nanmax(std))
     dS = 2.0 * K_SIGMA * sigma
+    n_hidden = max(0.5 * int(np.count_nonzero(np.isfinite(std))) - float(np.sum(weights)),
+                   0.0)
+    d_hidden = miner_damage(np.array([dS]), np.array([n_hidden]), sn, scale)
     lo = miner_damage(np.maximum(ranges - dS, 0.0), weights, sn, scale)
-    hi = miner_damage(ranges + dS, weights, sn, scale)
-    return {"damage_interval": [lo, hi], "sigma": sigma,
+    hi = miner_damage(ranges + dS, weights, sn, scale) + d_hidden
+    return {"damage_interval": [lo, hi], "sigma": sigma, "hidden_cycles_max": n_hidden,
+            "damage_hidden_max": d_hidden,
             "damage_interval_note": f"each range moved by -/+ 2 x {K_SIGMA} x max std "
-                                    f"({dS:.4g} column units); cycles created or hidden by "
-                                    "the error below that size are not covered"}
+                                    f"({dS:.4g} column units), and up to {n_hidden:.6g} "
+                                    "cycles of that range the error may hide at the upper "
+                                    "end"}
 
 
 def figure(result: dict, path) -> Path:
