@@ -7,26 +7,31 @@ curves), a JSON summary and a report figure.
 
 **Damage interval from the stated std.** A replay CSV carries ``<NAME>_std``, the estimator's
 stated standard deviation of each row. The interval is a first-order bound, not a Monte
-Carlo, with ``sigma`` the largest stated std of the counted rows and ``k = 1.96``:
+Carlo, with ``sigma`` the largest stated std of the counted rows and ``k = 1.96``; the Miner
+sum is taken through the S-N curve (knee and cut-off included) at both ends:
 
-* both ends: each counted cycle's range ``S`` moved to ``S -/+ 2 k sigma`` (both turning
-  points at their two-sided bound in opposite directions), the Miner sum taken through the
-  S-N curve (knee and cut-off included). At the lower end the cycles below ``2 k sigma``
-  vanish: the cycles the error may create in the estimate;
-* upper end: plus the cycles the error may hide from the estimate (content it cannot see,
+* lower end: each counted cycle's range ``S`` moved to ``S - 2 k sigma`` (the truth at the
+  estimate's two turning points, each within its two-sided 95 % bound). The cycles below
+  ``2 k sigma`` vanish: those the error may create in the estimate;
+* upper end: ``S + (k_a + k_b) sigma``. The truth's extremum near a turning point of the
+  estimate is the largest (smallest) of ``x_hat_i + e_i`` over the turning point's dwell,
+  the ``n_d`` contiguous samples within ``2 k sigma`` of it, so it selects the error's
+  extreme there; by Bonferroni (any correlation of the error) that extreme is within
+  ``k_j sigma``, ``k_j = Phi^-1(1 - 0.025 / n_d)`` (1.96 at a sharp turning point, 3.7 for
+  a 200-sample dwell: :func:`turning_point_k`);
+* upper end, plus the cycles the error may hide from the estimate (content it cannot see,
   a mode above what the sensors resolve): a record of ``n`` counted samples has at most
-  ``n / 2`` cycles, closed or half, so at most ``n / 2 - sum(counted weights)`` of them,
-  each of range at most ``2 k sigma`` (a larger one would show in the estimate).
+  ``n / 2`` cycles, closed or half, so at most ``n / 2 - sum(counted weights)`` more, each
+  of range at most ``2 k sigma`` (a larger one would show in the estimate).
 
 An MMSE estimate's shrinkage (``var(x_hat) = var(x) - sigma^2``: ranges short by about
 ``S sigma^2 / (2 var(x))``) is inside the ``2 k sigma`` move for any range below
-``4 k std(x) / NRMSE``. Not covered: an error faster than the signal's turning points, whose
-peaks the truth's turning points select (its range then grows by the error's extreme over
-the peak's dwell, more than ``k sigma`` at each end), and errors larger than the stated std.
-The damage compared is over the counted rows (warm-up rows are gaps). Why not count
-``signal + error`` samples: the CSV states the error's size, not its spectrum, and white
-perturbations of that size would add small cycles the estimator's smooth error does not have
-(a bias, not an interval).
+``4 k std(x) / NRMSE``. Not covered: errors larger than the stated std (a level tracker's
+lag), and hidden cycles larger than ``2 k sigma`` (only where the stated std understates
+the error). The damage is that of the counted rows (warm-up rows are gaps); a truth
+counted over other rows differs by their cycles. Why not count ``signal + error`` samples:
+the CSV states the error's size, not its spectrum, and white perturbations of that size
+would add small cycles the estimator's smooth error does not have (a bias, not an interval).
 """
 
 from __future__ import annotations
@@ -208,7 +213,8 @@ def _interval(std, y, ends, weights, sn, scale) -> dict:
     dS = 2.0 * K_SIGMA * sigma
     ranges = np.abs(ends[:, 1] - ends[:, 0])
     kj = turning_point_k(y, dS)
-    k_up = np.array([kj.get(a, K_SIGMA) + kj.get(b, K_SIGMA) for a, b in ends.tolist()])
+    k_far = max(kj.values(), default=K_SIGMA)  # an end not found: the record's largest k
+    k_up = np.array([kj.get(a, k_far) + kj.get(b, k_far) for a, b in ends.tolist()])
     n_hidden = max(0.5 * int(np.count_nonzero(np.isfinite(std))) - float(np.sum(weights)),
                    0.0)
     d_hidden = miner_damage(np.array([dS]), np.array([n_hidden]), sn, scale)
