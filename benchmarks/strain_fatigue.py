@@ -27,7 +27,8 @@ curves m = 3 and m = 5 (``vsense-offline fatigue --curve m1=..``: the device's r
 kernel, ``--unit microstrain --E 210e9``, closed cycles plus the residue as half cycles)
 against the damage of the true strain by fatpack's rainflow count (reversals
 ``fatpack.find_reversals`` on 2^16 classes, ``find_rainflow_cycles``, residue as half cycles,
-the same curve) over the same rows, and whether the stated damage interval covers it.
+the same curve) over the rows the command counts (its warm-up rows left out), and whether
+the stated damage interval covers it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from edge.csvio import read_table, write_table  # noqa: E402
 from edge.fatigue.damage import miner_damage  # noqa: E402
+from edge.flags import FLAG_WARMUP  # noqa: E402
 from offline.fatigue import parse_curve  # noqa: E402
 
 from strain_cases import BAND, CASES, burst_load, envelope, level_weights  # noqa: E402
@@ -190,6 +192,9 @@ def _measure(off, w, rms, duration, seed) -> dict:
     idx = np.searchsorted(tt, te)  # the estimate's rows are stamped with their sample time
     eps_true = yt[idx, nt.index("eps")]
     ok = np.isfinite(eps_est)
+    # the rows ``fatigue`` counts: warm-up rows are gaps to it, so the truth skips them too
+    counted = ok & ((np.nan_to_num(ye[:, ne.index("flags")]).astype(np.int64) & FLAG_WARMUP)
+                    == 0)
     tf = np.arange(int(round((WARMUP + duration) * 1e4)) + 1) / 1e4
     a = np.interp(te[ok] + WARMUP, tf, envelope(tf, seed + 1))  # the scored rows' levels
     lm = limits(w / "model.toml", w / "bundle.npz", rms, a)
@@ -203,7 +208,7 @@ def _measure(off, w, rms, duration, seed) -> dict:
              "microstrain", "--E", E_STEEL, "-o", w / f"fat-{key}")
         s = json.loads((w / f"fat-{key}" / "fatigue.json").read_text())
         d_est = s["damage_with_residue"]
-        d_true = _truth_damage(eps_true[ok] * 1e-6 * E_STEEL * 1e-6, parse_curve(text))
+        d_true = _truth_damage(eps_true[counted] * 1e-6 * E_STEEL * 1e-6, parse_curve(text))
         lo, hi = s["damage_interval"]
         out[key] = {"damage_est": d_est, "damage_true": d_true, "rel": d_est / d_true - 1,
                     "interval": [lo, hi], "covered": bool(lo <= d_true <= hi)}
