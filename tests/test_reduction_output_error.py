@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge.bundle import Bundle
+from offline.cli import main as offline_main
 from offline.fem.strain import probe_matrix
 from offline.limit.model import force_spectra, model_limit
 from offline.limit.model_error import output_model_error, model_error_warning
@@ -146,3 +148,22 @@ def test_cb_r_static_strain_is_exact(tmp_path):
     # measured: gmr+ 2.5e-2 (benchmark frame), cb+r 3e-12 (round-off)
     assert res["gmr+"] > 5e-3
     assert res["cb+r"] < 1e-8
+
+
+@pytest.mark.slow
+def test_build_of_the_frame_warns_with_the_remedy(tmp_path, capsys):
+    # the user's path: `vsense-offline build` of the model file prints the WARNING with the
+    # remedy for GMR+ and records each output's model error in the bundle's meta
+    errs, texts = {}, {}
+    for method in ("gmr+", "cb+r"):
+        p = tmp_path / f"frame-{method}.toml"
+        p.write_text(FRAME.replace("METHOD", method))
+        out = tmp_path / f"{method}.npz"
+        assert offline_main(["build", str(p), "-o", str(out), "--quiet"]) == 0
+        texts[method] = capsys.readouterr().out
+        warned = "the reduced model's response at output eps differs" in texts[method]
+        assert warned == (method == "gmr+"), texts[method]
+        errs[method] = Bundle.load(out).meta["reduction"]["output_error"][0]
+    # the same figures as test_the_strain_output_model_error_and_the_build_warning
+    assert 1.5e-3 < errs["gmr+"] < 6e-3 and errs["cb+r"] < 1e-5, errs
+    assert 'method = "cb+r" keeps the masters' in texts["gmr+"]
