@@ -125,7 +125,7 @@ def test_the_strain_output_model_error_and_the_build_warning(tmp_path, method):
         # measured 2.9e-3 (the benchmark frame with three more masters: 2.95e-3), against a
         # limit of 3.2e-3: 0.9x the limit, the estimate ~1.35x it
         assert 1.5e-3 < d[0] < 6e-3
-        assert warn is not None and "output eps" in warn and 'method = "cb+r"' in warn
+        assert warn is not None and "output eps" in warn and 'set method = "cb+r"' in warn
     else:
         # measured 3e-7: the full model's response to 1e-4 of the output's std
         assert d[0] < 1e-5
@@ -166,4 +166,4 @@ def test_build_of_the_frame_warns_with_the_remedy(tmp_path, capsys):
         errs[method] = Bundle.load(out).meta["reduction"]["output_error"][0]
     # the same figures as test_the_strain_output_model_error_and_the_build_warning
     assert 1.5e-3 < errs["gmr+"] < 6e-3 and errs["cb+r"] < 1e-5, errs
-    assert 'method = "cb+r" keeps the masters' in texts["gmr+"]
+    assert 'set method = "cb+r": its basis holds' in texts["gmr+"]

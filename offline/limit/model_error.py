@@ -82,12 +82,12 @@ def model_error_warning(rm, d: np.ndarray, limit: np.ndarray) -> str | None:
         return None
     i = max(bad, key=lambda j: d[j] / limit[j])
     where = rm.spec.where("[reduction]")
-    fix = ('method = "cb+r" keeps the masters\' static shapes in the basis (docs/reduction.md '
-           '"Which method")' if method == "gmr+" else
-           'method = "cb+r" (docs/reduction.md "Which method")' if method != "cb+r" else
-           "more modes or a master at the output's nodes")
+    fix = ('set method = "cb+r": its basis holds the masters\' static shapes and GMR+\'s '
+           '(docs/reduction.md "Which method")' if method != "cb+r" else
+           "raise modes or add masters at the output's nodes")
     return (f"{where}: the reduced model's response at output {names[i]} differs from the "
             f"full model's by {100 * d[i]:.3g} % of its std under the build's load, "
-            f"{d[i] / limit[i]:.2f}x its accuracy limit ({100 * limit[i]:.3g} %): its estimate "
-            f"will be about {np.sqrt(1 + (d[i] / limit[i]) ** 2):.2f}x the limit or more; "
+            f"{d[i] / limit[i]:.3g}x its accuracy limit ({100 * limit[i]:.3g} %): an estimate "
+            f"through this response lies at about {np.sqrt(1 + (d[i] / limit[i]) ** 2):.3g}x "
+            f"the limit or more; "
             f"{fix}")
