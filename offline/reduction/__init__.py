@@ -1,4 +1,5 @@
-"""Model reduction: Guyan, Craig-Bampton and GMR+ (paper 004 Sect. 2, eq. 2-6).
+"""Model reduction: Guyan, Craig-Bampton, GMR+ (paper 004 Sect. 2, eq. 2-6) and CB+R (CB with
+GMR+'s residual vectors as coordinates of their own: :func:`.gmr.residual_vectors`).
 
 >>> red = reduce(model, masters, n_modes=50, method="gmr+")      # doctest: +SKIP
 >>> red.M, red.K, red.T          # (n, n), (n, n), (N, n); n = len(masters) + n_modes
