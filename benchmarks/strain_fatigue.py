@@ -21,6 +21,7 @@ training record, the same absolute std in every record). The bundle learns the l
 Reported per case: the strain's normalised RMS error (time domain, full band, ``score``'s
 warm-up rows skipped) and 1-sigma coverage of the stated std; the accuracy limit at the
 bundle's delay through the bundle's chain under the record's average load spectrum (the
+band convolved with the envelope's spectrum, at the level of the record's true strain: the
 best time-invariant estimator's error on the burst load; :func:`limits`) and, for reference,
 the per-level ("oracle") limit; the Miner damage of the estimated strain for single-slope S-N
 curves m = 3 and m = 5 (``vsense-offline fatigue --curve m1=..``: the device's rainflow
@@ -51,7 +52,8 @@ from edge.fatigue.damage import miner_damage  # noqa: E402
 from edge.flags import FLAG_WARMUP  # noqa: E402
 from offline.fatigue import parse_curve  # noqa: E402
 
-from strain_cases import BAND, CASES, burst_load, envelope, level_weights  # noqa: E402
+from strain_cases import (BAND, CASES, AverageSpectrum, burst_load, envelope,  # noqa: E402
+                          level_weights)
 
 BIN = Path(sys.executable).parent
 E_STEEL = 210e9
@@ -136,16 +138,21 @@ def _prepare(off, edge, case, tmpl, rms, w, duration, seed):
     _run(edge, "replay", w / "test_noisy.csv", "--bundle", bundle, "-o", w / "est.csv")
 
 
-def limits(model_path, bundle_path, rms: float, a: np.ndarray) -> dict:
-    """The strain's accuracy limit at the bundle's delay, through its chain, under the true
-    load: ``average``, the limit under the record's average spectrum (flat over BAND with
-    the record's mean square ``rms^2 mean(a^2)``): a fixed linear filter's error variance is
-    linear in the load spectrum, so over segments of different levels it is its error under
-    the average spectrum, and the best time-invariant estimator's is this limit;
-    ``per_level``: the limit of each level's stationary load, and ``oracle``, their
-    mean-square combination weighted by each level's share of the response variance
-    ``sqrt(sum_k w_k lim_k^2)`` (an estimator told the level; transitions ignored), below
-    ``average``."""
+def limits(model_path, bundle_path, rms: float, a: np.ndarray, truth_std: float) -> dict:
+    """The strain's accuracy limit at the bundle's delay, through its chain, under the
+    record's load: ``average``, the limit under the record's average spectrum (a fixed linear
+    filter's error variance is linear in the load spectrum, so over segments of different
+    levels it is its error under the average spectrum, and the best time-invariant
+    estimator's is this limit). That spectrum is the band's convolved with the envelope's
+    (:class:`strain_cases.AverageSpectrum`: the level changes spread the band), at the level
+    the record shows: scaled so that the strain's stationary std is ``truth_std``, the std of
+    the scored rows' true strain, which normalises the estimate's error too (the noise's
+    std is fixed, so a record with less response has a larger relative error, the limit's
+    with it). ``average_flat``: the former basis (flat over BAND, mean square
+    ``rms^2 mean(a^2)``), for reference. ``per_level``: the limit of each level's stationary
+    flat band (at the same record level), and ``oracle``, their mean-square combination
+    weighted by each level's share of the response variance ``sqrt(sum_k w_k lim_k^2)`` (an
+    estimator told the level; transitions ignored)."""
     from edge.bundle import Bundle
     from offline.limit.model import model_limit
     from offline.limit.ratio import bundle_delay_s
@@ -162,21 +169,26 @@ def limits(model_path, bundle_path, rms: float, a: np.ndarray) -> dict:
                      n_modes=80)
     j = [o.name for o in spec.outputs].index("eps")
 
-    def lim(r):
-        """(limit at the delay, exact?, non-causal limit) of a stationary load of RMS r."""
-        res = model_limit(spec, model, delays=[delay], loads=[ForceSpectrum("random", BAND, r)],
-                          chain=b.chain, mm=mm)
+    def lim(load, exact=True):
+        """(limit at the delay, exact?, non-causal limit, stationary std) under a load."""
+        res = model_limit(spec, model, delays=[delay], loads=load, chain=b.chain, mm=mm,
+                          exact=exact)
         ex = bool(res._exact()[-1, len(spec.forces) + j])
-        return float(res.at_delay(delay)[1][j]), ex, float(res.output_nrmse[j])
+        return (float(res.at_delay(delay)[1][j]), ex, float(res.output_nrmse[j]),
+                float(res.info["output_std"][j]))
 
-    avg, exact, avg_nc = lim(rms * float(np.sqrt(np.mean(a ** 2))))
+    avg = AverageSpectrum(a, rms, b.dt)
+    level = (truth_std / lim(avg, exact=False)[3]) ** 2  # the record's level
+    av, exact, av_nc, _ = lim(avg.scaled(level))
+    flat = lim([ForceSpectrum("random", BAND, rms * float(np.sqrt(np.mean(a ** 2))))])
     wts = level_weights(a)
-    per = {lv: lim(rms * lv) for lv in wts}
+    per = {lv: lim([ForceSpectrum("random", BAND, rms * lv * np.sqrt(level))]) for lv in wts}
 
     def combine(k):  # sqrt(sum_k w_k lim_k^2)
         return float(np.sqrt(sum(wts[lv] * per[lv][k] ** 2 for lv in wts)))
 
-    return {"average": avg, "exact": exact, "average_nc": avg_nc, "weights": wts,
+    return {"average": av, "exact": exact, "average_nc": av_nc, "weights": wts,
+            "record_level": level, "average_flat": flat[0], "average_flat_nc": flat[2],
             "per_level": {lv: per[lv][0] for lv in wts},
             "per_level_exact": all(per[lv][1] for lv in wts),
             "oracle": combine(0), "oracle_nc": combine(2), "delay_ms": delay * 1e3}
@@ -197,7 +209,7 @@ def _measure(off, w, rms, duration, seed) -> dict:
                     == 0)
     tf = np.arange(int(round((WARMUP + duration) * 1e4)) + 1) / 1e4
     a = np.interp(te[ok] + WARMUP, tf, envelope(tf, seed + 1))  # the scored rows' levels
-    lm = limits(w / "model.toml", w / "bundle.npz", rms, a)
+    lm = limits(w / "model.toml", w / "bundle.npz", rms, a, float(np.std(eps_true[ok])))
     out = {"case": w.name, "nrmse": row["nrmse"], "coverage": row["coverage"],
            "limit": lm["average"], "ratio": row["nrmse"] / lm["average"],
            "ratio_oracle": row["nrmse"] / lm["oracle"],
@@ -249,7 +261,9 @@ def main(argv=None) -> int:
               f"{'' if lm['exact'] else '+'}    {lm['oracle']:.4f}"
               f"{'' if lm['per_level_exact'] else '+'} ({lm['oracle_nc']:.4f})  "
               f"{r['ratio']:.2f}x      {r['ratio_oracle']:.2f}x ({r['ratio_oracle_nc']:.2f}x)"
-              f"  {100 * r['coverage']:5.1f} %  {r['stress_std_mpa']:6.1f} MPa  {dmg}")
+              f"  {100 * r['coverage']:5.1f} %  {r['stress_std_mpa']:6.1f} MPa  {dmg}  "
+              f"[flat-band avg limit {lm['average_flat']:.4f}, record level "
+              f"{lm['record_level']:.3f}]")
     return 0
 
 

@@ -29,7 +29,7 @@ REGULARIZATIONS = ("tikhonov0", "tikhonov1")
 ESTIMATOR_METHODS = ("tikhonov", "smoother")
 
 #: Model-order reduction methods and the defaults when a model file has no ``[reduction]``.
-REDUCTION_METHODS = ("gmr+", "cb", "guyan")
+REDUCTION_METHODS = ("gmr+", "cb+r", "cb", "guyan")
 DEFAULT_REDUCTION_METHOD = "gmr+"
 DEFAULT_REDUCTION_MODES = 50
 

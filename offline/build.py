@@ -41,7 +41,8 @@ from edge.estimator import EstimatorError, derive_operator
 from offline.calibration_runs import calibration_runs
 from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
-from offline.limit.model import model_limit, noise_std
+from offline.limit.model import force_spectra, model_limit, noise_std
+from offline.limit.model_error import model_error_warning, output_model_error
 from offline.limit.ratio import build_accuracy
 from offline.load import declared_load_model, read_records
 from offline.load.check import check_learned
@@ -221,6 +222,13 @@ def _stage_limit(st: BuildState, max_delay: float):
     lim = model_limit(st.spec, st.model, delays=sorted({0.0, max_delay, 0.1}), mm=st.mm,
                       exact=False, loads=st.load_model, chain=st.bundle.chain)
     st.meta["limit"] = lim.as_dict()
+    # the reduction's own error at each output, against the limit (a WARNING when comparable)
+    loads = st.load_model if st.load_model is not None else force_spectra(st.spec)
+    d = output_model_error(st.rm, st.mm, loads, st.bundle.dt)
+    st.meta["reduction"]["output_error"] = d.tolist()
+    warn = model_error_warning(st.rm, d, lim.output_nrmse)
+    if warn:
+        st.meta.setdefault("warnings", []).append(warn)
     _timed(st, "accuracy limit", t4)
     return np.concatenate([lim.force_nrmse, lim.output_nrmse])
 

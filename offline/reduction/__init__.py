@@ -1,4 +1,5 @@
-"""Model reduction: Guyan, Craig-Bampton and GMR+ (paper 004 Sect. 2, eq. 2-6).
+"""Model reduction: Guyan, Craig-Bampton, GMR+ (paper 004 Sect. 2, eq. 2-6) and CB+R (CB with
+GMR+'s residual vectors as coordinates of their own: :func:`.gmr.residual_vectors`).
 
 >>> red = reduce(model, masters, n_modes=50, method="gmr+")      # doctest: +SKIP
 >>> red.M, red.K, red.T          # (n, n), (n, n), (N, n); n = len(masters) + n_modes
@@ -25,7 +26,7 @@ from offline._deps import progress as _progress
 from .craig_bampton import craig_bampton_basis
 from .eigen import modes
 from .flexibility import Flexibility
-from .gmr import gmr_correction
+from .gmr import gmr_correction, residual_vectors
 from .guyan import constraint_modes, guyan_basis
 from .partition import partition
 from .projection import project, reduced_stiffness
@@ -49,9 +50,10 @@ class Reduction:
     Attributes
     ----------
     method : str
-        ``"gmr+"``, ``"cb"`` or ``"guyan"``.
+        ``"gmr+"``, ``"cb+r"``, ``"cb"`` or ``"guyan"``.
     M, K : ndarray, shape (n, n)
-        Reduced mass [kg] and stiffness [N/m], exactly symmetric, ``n = Nm + n_modes``.
+        Reduced mass [kg] and stiffness [N/m], exactly symmetric, ``n = Nm + n_modes``
+        (``"cb+r"``: plus up to Nm residual coordinates).
     T : ndarray, shape (N, n)
         Transformation ``u_full ~ T u_hat`` (rows in model DOF order).
     masters : ndarray of int64, shape (Nm,)
@@ -115,8 +117,10 @@ def reduce(model, masters, n_modes: int, method: str = "gmr+", n_report: int = 3
         Master DOF indices into the model's DOFs, in the order wanted for ``u_m``.
     n_modes : int
         Dominant slave modes ``N_d`` (eq. 5). Ignored (0) for ``"guyan"``.
-    method : {"gmr+", "cb", "guyan"}
-        GMR+ (CB plus residual-flexibility correction, eq. 4), Craig-Bampton (``T = T_0``) or
+    method : {"gmr+", "cb+r", "cb", "guyan"}
+        GMR+ (CB plus residual-flexibility correction, eq. 4), CB with the residual-flexibility
+        vectors as coordinates of their own (``T = [T_0, [0; R]]``, statically exact:
+        :func:`offline.reduction.gmr.residual_vectors`), Craig-Bampton (``T = T_0``) or
         Guyan (``T = [I; Y]``).
     n_report : int
         Eigenvalues compared with the full model (first ``min(n_report, n)``); 0 skips the
@@ -235,12 +239,32 @@ def _project(K, M, masters, n_modes, method, progress, phase, bar, timings, diag
         Kh, asym_K, coupling = reduced_stiffness(part, Y, psi, Tr_s)
         timings["projection"] += time.perf_counter() - t0
         bar.update()
+    if method == "cb+r":  # the residual vectors as coordinates of their own
+        T, Mh, Kh, asym_M = _with_residual(part, Y, flex, T, Kh, M, phase, timings)
+        bar.update()
     diag["K_coupling"] = coupling
     diag["asym_M"] = asym_M
     diag["asym_K"] = asym_K
     if flex.iterations:
         diag["flex_iterations"] = int(max(flex.iterations))
     return T, Mh, Kh, part.n, part.m
+
+
+def _with_residual(part, Y, flex, T, Kh, M, phase, timings):
+    """``"cb+r"``: the Craig-Bampton basis ``T`` with the residual-flexibility vectors
+    appended (:func:`offline.reduction.gmr.residual_vectors`); ``(T, M_hat, K_hat, asym_M)``
+    with ``K_hat = diag(K_0, R^T K_ss R)``."""
+    t0 = phase("residual flexibility")
+    R_s, K_rr = residual_vectors(part, Y, flex)
+    Tx = np.zeros((T.shape[0], T.shape[1] + R_s.shape[1]))
+    Tx[:, :T.shape[1]] = T
+    Tx[part.s, T.shape[1]:] = R_s
+    Mh, asym_M = project(Tx, M)
+    Kx = np.zeros((Tx.shape[1], Tx.shape[1]))
+    Kx[:T.shape[1], :T.shape[1]] = Kh
+    Kx[T.shape[1]:, T.shape[1]:] = K_rr
+    timings["residual_flexibility"] = time.perf_counter() - t0
+    return Tx, Mh, Kx, asym_M
 
 
 def _full_reference(K, M, nr: int, phase, bar, timings, diag):
@@ -265,7 +289,7 @@ def _reduce(model, masters, n_modes, method, n_report, progress) -> Reduction:
     timings: dict[str, float] = {}
     diag: dict = {}
     phases = ["partition", "slave eigen", "constraint modes", "projection"]
-    if method == "gmr+":
+    if method in ("gmr+", "cb+r"):
         phases.append("residual flexibility")
     phases += ["reduced eigen"] + (["full eigen"] if n_report else [])
     bar = _progress(total=len(phases), desc=f"reduce {method}", enable=progress)
