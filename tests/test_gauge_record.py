@@ -12,6 +12,11 @@ import pytest
 
 from edge.csvio import read_table
 from offline.cli import main as offline_main
+from offline.limit.model import noise_std
+from offline.limit.transfer import modal_model
+from offline.load import declared_load_model
+from offline.load.observability import blind_loads_warning
+from offline.model import build_fe_model, load_model_file, resolve_dofs, sensor_probe
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GAUGE = """[[sensors]]
@@ -49,3 +54,26 @@ def test_a_gauge_record_is_learned_at_its_level(tmp_path, capsys):
     line = next(ln for ln in out.splitlines() if "noise eps_g:" in ln)
     learned = float(line.split("->")[1].split()[0])
     assert abs(learned / sim_noise - 1.0) < 0.3, (line, sim_noise)
+
+
+def test_the_blind_loads_count_reads_a_gauge(tmp_path):
+    """Two forces seen by one gauge: one combination of two loads at every frequency, both
+    named (a single channel cannot see more than one; docs/load.md). The count raised
+    ``ValueError: tuple.index(x): x not in tuple`` on a gauge before."""
+    text = (EXAMPLES / "strain_beam.toml").read_text()
+    start, end = text.index("[[sensors]]"), text.index("[[outputs]]")
+    forces = ('[[forces]]\nname = "F07"\nselect = { at = [0.7, 0.0, 0.0] }\ndof = "uz"\n\n'
+              '[[forces]]\nname = "F10"\nselect = { at = [1.0, 0.0, 0.0] }\ndof = "uz"\n\n')
+    path = tmp_path / "two_forces.toml"
+    path.write_text(text[:start] + GAUGE + "\n" + forces + text[end:])
+    spec = load_model_file(path)
+    model = build_fe_model(spec, progress=False)
+    cd = [sensor_probe(model, s, s.name) for s in spec.sensors]
+    fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
+    mm = modal_model(model, fd, cd)
+    dt = 1.0 / spec.estimator.rate
+    w = blind_loads_warning(mm, declared_load_model(spec, spec.estimator.rate),
+                            [s.kind for s in spec.sensors], noise_std(spec, mm, dt), dt,
+                            [f.name for f in spec.forces])
+    assert w is not None and "see 1 independent combination(s) of the 2 loads" in w, w
+    assert "F07" in w and "F10" in w
