@@ -5,6 +5,7 @@ derivative order, so a gauge was read as the second derivative of its strain: a 
 written from the docs had its record refused as "9.41e-06 times the response the model
 predicts" (exit 2). A gauge reads the displacements (``edge.kinds.KIND_ORDER``)."""
 
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,9 @@ from offline.limit.model import noise_std
 from offline.limit.transfer import modal_model
 from offline.load import declared_load_model
 from offline.load.observability import blind_loads_warning
-from offline.model import build_fe_model, load_model_file, resolve_dofs, sensor_probe
+from offline.load.zoo import STRIP, ZOO, record
+from offline.model import (build_fe_model, load_model_file, resolve_dofs, sensor_probe,
+                           spec_from_dict)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GAUGE = """[[sensors]]
@@ -77,3 +80,25 @@ def test_the_blind_loads_count_reads_a_gauge(tmp_path):
                             [f.name for f in spec.forces])
     assert w is not None and "see 1 independent combination(s) of the 2 loads" in w, w
     assert "F07" in w and "F10" in w
+
+
+def test_the_zoo_record_reads_a_gauge_as_strain():
+    """offline/load/zoo.py ``record`` (the load benchmarks' records) took a gauge's kind index
+    for a derivative order too. Its gauge column against the stationary std of the gauge's
+    strain under the same load model, from the transfer functions (offline/limit/model.py
+    ``noise_std`` at level 1)."""
+    gauge = ('[[sensors]]\nname = "eps30"\nkind = "strain"\nunit = "microstrain"\n'
+             'at = [0.030, 0.0, 0.0006]\nnoise = 0.01\n')
+    text = STRIP[:STRIP.index("[[sensors]]")] + gauge + STRIP[STRIP.index("[[forces]]"):]
+    spec = spec_from_dict(tomllib.loads(text), "gauge_strip.toml")
+    model = build_fe_model(spec, progress=False)
+    lm = ZOO["rolloff-2"]
+    Y, _, _ = record(spec, model, lm, 10.0, 3, noise=0.0, engine="modal")
+    cd = [sensor_probe(model, s, s.name) for s in spec.sensors]
+    fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
+    sd = noise_std(spec, modal_model(model, fd, cd), 1.0 / spec.estimator.rate, loads=lm,
+                   noise=1.0)[0]
+    # a 10 s record's RMS spread about the stationary std: the first mode (34 Hz, 1 %)
+    # dominates, B T = pi zeta f T = 10.7, RMS spread 1 / (2 sqrt(B T)) = 15 %; 3 sigma
+    # (read as the acceleration of the strain, it was 1.7e5 times larger)
+    assert abs(np.std(Y[:, 0]) / sd - 1.0) < 0.45, (np.std(Y[:, 0]), sd)
