@@ -102,3 +102,23 @@ def test_the_zoo_record_reads_a_gauge_as_strain():
     # dominates, B T = pi zeta f T = 10.7, RMS spread 1 / (2 sqrt(B T)) = 15 %; 3 sigma
     # (read as the acceleration of the strain, it was 1.7e5 times larger)
     assert abs(np.std(Y[:, 0]) / sd - 1.0) < 0.45, (np.std(Y[:, 0]), sd)
+
+
+def test_a_rounded_row_rate_is_refused_naming_the_exact_one(tmp_path, capsys):
+    """docs/modelfile.md's table prints 1,014.33 rows/s for three channels cycled at 7500 SPS
+    (3043 / 3); written so, the rate matched no data rate (to 1e-6) and a file without
+    [acquisition] was built for point samples without a word. Through the CLI: refused
+    (exit 2) naming the key and the exact rate; the exact rate is read."""
+    text = (EXAMPLES / "strain_beam.toml").read_text()
+    sensors = "".join(GAUGE.replace('"eps_g"', f'"eps_g{i}"').replace(
+        "at = [0.5,", f"at = [0.{i + 3},") for i in range(3))
+    start, end = text.index("[[sensors]]"), text.index("[[forces]]")
+    for rate, rc in (("1014.33", 2), ("1014.3333333333334", 0)):
+        model = tmp_path / f"three_{rc}.toml"
+        model.write_text((text[:start] + sensors + "\n" + text[end:]).replace(
+            "rate = 1000.0", f"rate = {rate}"))
+        assert offline_main(["inspect", str(model), "--modes", "1"]) == rc
+        err = capsys.readouterr().err
+        if rc:
+            assert f"{model.name}: [estimator].rate = 1014.33 is 3.3e-06" in err, err
+            assert "write rate = 1014.3333333333334" in err
