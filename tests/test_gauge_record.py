@@ -5,6 +5,7 @@ derivative order, so a gauge was read as the second derivative of its strain: a 
 written from the docs had its record refused as "9.41e-06 times the response the model
 predicts" (exit 2). A gauge reads the displacements (``edge.kinds.KIND_ORDER``)."""
 
+import dataclasses
 import tomllib
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from edge.csvio import read_table
 from offline.cli import main as offline_main
-from offline.limit.model import noise_std
+from offline.limit.model import model_limit, noise_std
 from offline.limit.transfer import modal_model
 from offline.load import declared_load_model
 from offline.load.observability import blind_loads_warning
@@ -122,3 +123,18 @@ def test_a_rounded_row_rate_is_refused_naming_the_exact_one(tmp_path, capsys):
         if rc:
             assert f"{model.name}: [estimator].rate = 1014.33 is 3.3e-06" in err, err
             assert "write rate = 1014.3333333333334" in err
+
+
+def test_the_limit_states_a_load_models_absolute_noise():
+    """``limit --bundle`` of a bundle built with ``--record`` computes under the learned
+    absolute noise, but its header printed the model file's relative levels ("noise 2 %")."""
+    spec = spec_from_dict(tomllib.loads(STRIP), "strip.toml")
+    lm = dataclasses.replace(ZOO["rolloff-2"], noise_std=np.array([3.5e-6]))
+    lim = model_limit(spec, loads=lm, delays=(0.02,), exact=False, memory=500,
+                      n_grid=4096)
+    text = lim.format()
+    assert "noise std 3.5e-06 (the load model's, in the channels' units)" in text, text
+    assert lim.noise_std[0] == 3.5e-6              # the std the limit was computed with
+    # the model file's own relative noise (1 %) without a load model's noise
+    assert "; noise 1 %" in model_limit(spec, delays=(0.02,), exact=False,
+                                        memory=500, n_grid=4096).format()

@@ -188,6 +188,12 @@ class ModelLimit:
         return (f"causal limits exact (spectral factorisation, {self.n_grid}-point grid) "
                 f"except those marked +: {fir}")
 
+    def _noise_text(self) -> str:
+        if self.info.get("noise_from_load_model"):
+            return ("noise std " + ", ".join(f"{v:.3g}" for v in self.noise_std)
+                    + " (the load model's, in the channels' units)")
+        return "noise " + ", ".join(f"{100 * v:g} %" for v in self.noise)
+
     def format(self, achieved: dict | None = None, ratio_delay_s: float | None = None) -> str:
         """Table: one row per force/output, limit at each delay and non-causal; ``achieved``
         ``{name: nrmse}`` adds the estimator's figure and its ratio to the limit at
@@ -199,8 +205,7 @@ class ModelLimit:
                  "(MMSE or Wiener limit)",
                  f"  full model {self.info.get('full_dofs', '?')} DOFs, "
                  f"{self.info.get('n_modes', '?')} modes + residual; {self.causal_method}; "
-                 f"noise "
-                 + ", ".join(f"{100 * v:g} %" for v in self.noise)]
+                 + self._noise_text()]
         head = f"  {'':<14}" + "".join(f"{h:>12}" for h in heads)
         at = None
         if achieved and ratio_delay_s is not None:
@@ -324,6 +329,10 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                       memory=M, n_grid=n, noise=_levels(spec, noise), noise_std=np.sqrt(white),
                       lag_exact=exact,
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
+                            # a load model's absolute noise (build --record) is not the
+                            # sensors' relative level: format() prints the std instead
+                            "noise_from_load_model": getattr(loads, "noise_std", None)
+                            is not None,
                             # the stationary std of each force and output under the load:
                             # the normaliser of every limit above (offline/limit/ratio.py)
                             "force_std": np.sqrt(lim.force_var).tolist(),
