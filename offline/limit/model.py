@@ -126,6 +126,12 @@ def _nrmse(fl: dict) -> np.ndarray:
                        / np.concatenate([fl["force_var"], fl["output_var"]]))
 
 
+def _absolute_noise(loads) -> bool:
+    """A load model's absolute sensor noise (``build --record``'s learned one) is what the
+    limit uses, not the model file's relative levels (:func:`_on_grid`)."""
+    return getattr(loads, "noise_std", None) is not None
+
+
 def _levels(spec, noise=None) -> np.ndarray:
     nch = len(spec.sensors)
     lv = np.array([s.noise for s in spec.sensors]) if noise is None \
@@ -150,6 +156,7 @@ class ModelLimit:
     noise: np.ndarray                      # (nch,) relative level per channel
     noise_std: np.ndarray                  # (nch,) absolute std [channel unit]
     lag_exact: np.ndarray | None = None    # (nl, nf + nout) True: exact IIR, else FIR bound
+    noise_absolute: bool = False           # noise_std is a load model's (not noise x std(y))
     info: dict = field(default_factory=dict)
 
     def at_delay(self, delay_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -189,7 +196,7 @@ class ModelLimit:
                 f"except those marked +: {fir}")
 
     def _noise_text(self) -> str:
-        if self.info.get("noise_from_load_model"):
+        if self.noise_absolute:
             return ("noise std " + ", ".join(f"{v:.3g}" for v in self.noise_std)
                     + " (the load model's, in the channels' units)")
         return "noise " + ", ".join(f"{100 * v:g} %" for v in self.noise)
@@ -327,12 +334,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                       force_nrmse=lim.force_nrmse, output_nrmse=lim.output_nrmse,
                       delays_s=lags * dt, lag_force_nrmse=lf, lag_output_nrmse=lo, dt=dt,
                       memory=M, n_grid=n, noise=_levels(spec, noise), noise_std=np.sqrt(white),
-                      lag_exact=exact,
+                      lag_exact=exact, noise_absolute=_absolute_noise(loads),
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
-                            # a load model's absolute noise (build --record) is not the
-                            # sensors' relative level: format() prints the std instead
-                            "noise_from_load_model": getattr(loads, "noise_std", None)
-                            is not None,
                             # the stationary std of each force and output under the load:
                             # the normaliser of every limit above (offline/limit/ratio.py)
                             "force_std": np.sqrt(lim.force_var).tolist(),
