@@ -86,10 +86,10 @@ def plan_chain(kind: str, rate: float, n_channels: int, drate=None, mode=None,
     fit = [d for d, r in rates.items() if abs(r - rate) <= 1e-6 * rate]
     if drate is None:
         if not fit:
-            near = ", ".join(f"{r:g} (drate {d:g})" for d, r in rates.items()
+            near = ", ".join(f"{r:.10g} (drate {d:g})" for d, r in rates.items()
                              if 0.25 * rate <= r <= 4 * rate)
             raise ValueError(f"drate (--drate): no ADS1256 data rate gives the model's "
-                             f"{rate:g} samples/s in {mode} mode with {n_channels} "
+                             f"{rate:.10g} samples/s in {mode} mode with {n_channels} "
                              f"channel(s); row rates near it: {near or 'none'}")
         drate = fit[0]
     drate = float(drate)

@@ -15,7 +15,7 @@
     vsense-offline place MODEL.toml -n N -o PLACED.toml [--for estimation|calibration]
                          [--report DIR]                 (docs/placement.md)
     vsense-offline fatigue ESTIMATES.csv --column NAME --curve EN-71 [--unit MPa|Pa|strain
-                           --E 210e9] -o DIR            (docs/fatigue.md)
+                           --E 210e9] [--rows-of EST.csv] -o DIR   (docs/fatigue.md)
 
 Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was refused
 (unstable or not identifiable, or a --hybrid network not better than the linear model), 4 calibrate: the model family failed the inadequacy test,
@@ -223,6 +223,10 @@ def _add_fatigue(command) -> None:
                     "microstrain")
     fa.add_argument("--E", type=float, default=None,
                     help="Young's modulus [Pa] for --unit strain or microstrain")
+    fa.add_argument("--rows-of", metavar="ESTIMATES.csv", default=None,
+                    help="count only the rows this replay CSV counts (same time stamps; its "
+                         "warm-up and NaN rows are gaps, rows past its end left out): the "
+                         "truth over the estimate's rows")
     fa.add_argument("-o", "--out", required=True, help="directory for fatigue.json and "
                     "fatigue.png")
 
@@ -324,7 +328,8 @@ def _run_place(args) -> int:
 
 def _run_fatigue(args) -> int:
     run_fatigue = resolve(LAZY["fatigue"])
-    print(run_fatigue(args.csv, args.column, args.curve, args.out, unit=args.unit, E=args.E))
+    print(run_fatigue(args.csv, args.column, args.curve, args.out, unit=args.unit, E=args.E,
+                      rows_of=args.rows_of))
     return 0
 
 

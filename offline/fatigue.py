@@ -3,7 +3,7 @@ of a replay or score CSV, with the device's own counter (edge/fatigue, the same 
 curves), a JSON summary and a report figure.
 
     vsense-offline fatigue ESTIMATES.csv --column NAME --curve EN-71 [--unit MPa|Pa|strain
-                           --E 210e9] -o DIR
+                           --E 210e9] [--rows-of ESTIMATES.csv] -o DIR
 
 **Damage interval from the stated std.** A replay CSV carries ``<NAME>_std``, the estimator's
 stated standard deviation of each row. The interval is a first-order bound, not a Monte
@@ -29,7 +29,8 @@ An MMSE estimate's shrinkage (``var(x_hat) = var(x) - sigma^2``: ranges short by
 ``4 k std(x) / NRMSE``. Not covered: errors larger than the stated std (a level tracker's
 lag), and hidden cycles larger than ``2 k sigma`` (only where the stated std understates
 the error). The damage is that of the counted rows (warm-up rows are gaps); a truth
-counted over other rows differs by their cycles. Why not count ``signal + error`` samples:
+counted over other rows differs by their cycles: ``--rows-of ESTIMATES.csv`` counts a truth
+CSV on the estimate's counted rows only (matched by time stamp). Why not count ``signal + error`` samples:
 the CSV states the error's size, not its spectrum, and white perturbations of that size
 would add small cycles the estimator's smooth error does not have (a bias, not an interval).
 """
@@ -117,12 +118,55 @@ def _column(path, name):
     return t, y, std, n_warm
 
 
+def _counted_rows(ref, name):
+    """Time stamps of the rows the CSV ``ref`` counts, and which of them are counted (not
+    flagged warm-up, a finite value in ``name`` when it has that column)."""
+    t_r, data_r, names_r = read_table(ref, min_rows=2)
+    keep = np.ones(len(t_r), bool)
+    if "flags" in names_r:
+        keep &= (np.nan_to_num(data_r[:, names_r.index("flags")]).astype(np.int64)
+                 & FLAG_WARMUP) == 0
+    if name in names_r:
+        keep &= np.isfinite(data_r[:, names_r.index(name)])
+    return t_r, keep
+
+
+def on_rows_of(path, t, y, std, ref, name):
+    """``t, y, std`` of ``path`` on the rows of ``ref`` (``--rows-of``), the rows ``ref``
+    does not count as gaps, and how many rows that leaves out. Rows are matched by time
+    stamp (to 1e-3 of a sample interval); a row ``ref`` counts must exist in ``path``."""
+    t_r, keep = _counted_rows(ref, name)
+    tol = 1e-3 * float(np.median(np.diff(t)))
+    j = np.clip(np.searchsorted(t, t_r), 1, len(t) - 1)
+    j = np.where(np.abs(t[j - 1] - t_r) <= np.abs(t[j] - t_r), j - 1, j)
+    match = np.abs(t[j] - t_r) <= tol
+    if np.any(keep & ~match):
+        k = int(np.flatnonzero(keep & ~match)[0])
+        raise FatigueInputError(
+            f"{path}: no row at time {t_r[k]:.9g} s, which {ref} counts "
+            f"({int(np.count_nonzero(keep & ~match))} such rows): --rows-of needs the "
+            "same time stamps (the estimate of this record)")
+    rows, counted = j[match], keep[match]
+    y = np.where(counted, y[rows], np.nan)
+    std = None if std is None else np.where(counted, std[rows], np.nan)
+    left = len(t) - int(np.count_nonzero(counted & np.isfinite(y)))
+    return t[rows], y, std, left
+
+
 def analyse(path, column: str, curve_name: str, unit: str = "MPa", E: float | None = None,
-            n_bins: int = 32, n_points: int = 200) -> dict:
-    """Count ``column`` of ``path``; returns the summary and the arrays of the figure."""
+            n_bins: int = 32, n_points: int = 200, rows_of=None) -> dict:
+    """Count ``column`` of ``path``; returns the summary and the arrays of the figure.
+    ``rows_of``: a replay CSV whose counted rows are the only ones counted here (the truth
+    over the estimate's rows: its warm-up rows and the rows past its end left out)."""
     sn = parse_curve(curve_name)
     scale = scale_to_mpa(unit, E)
     t, y, std, n_warm = _column(path, column)
+    n_left = 0
+    if rows_of is not None:
+        t, y, std, n_left = on_rows_of(path, t, y, std, rows_of, column)
+        if not np.any(np.isfinite(y)):
+            raise FatigueInputError(f"{path}: column {column!r} has no finite value on the "
+                                    f"rows {rows_of} counts")
     lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
     span = max(hi - lo, abs(hi) * 1e-12, 1e-300)
     bins = HistogramBins(span * (1 + 1e-9), lo, lo + span * (1 + 1e-9))
@@ -146,7 +190,8 @@ def analyse(path, column: str, curve_name: str, unit: str = "MPa", E: float | No
     rate = damage_rate(s["damage_with_residue"], duration)
     out = {"file": str(path), "column": column, "curve": sn.name, "curve_source": sn.source,
            "unit": unit, "scale_to_MPa": scale, "samples": s["samples"], "gaps": s["gaps"],
-           "warmup_rows": n_warm,
+           "warmup_rows": n_warm, "rows_of": None if rows_of is None else str(rows_of),
+           "rows_of_left_out": n_left,
            "duration_s": duration, "cycles": s["cycles"], "residue_points": s["residue"],
            "damage": s["damage"], "damage_with_residue": s["damage_with_residue"],
            "damage_rate_per_s": rate, "damage_rate_per_year": rate * SECONDS_PER_YEAR,
@@ -257,12 +302,18 @@ def figure(result: dict, path) -> Path:
     return path
 
 
+def _rows_of_note(s: dict) -> str:
+    if not s.get("rows_of"):
+        return ""
+    return f"; on the rows {s['rows_of']} counts: {s['rows_of_left_out']} rows left out"
+
+
 def format_summary(s: dict) -> str:
     iv = s["damage_interval"]
     lines = [f"{s['file']} column {s['column']} ({s['unit']}), curve {s['curve']} "
              f"({s['curve_source']})",
              f"  samples {s['samples']} ({s['gaps']} gaps; {s['warmup_rows']} warm-up rows "
-             f"left out), {s['duration_s']:.6g} s, "
+             f"left out{_rows_of_note(s)}), {s['duration_s']:.6g} s, "
              f"cycles {s['cycles']:.1f}, residue {s['residue_points']} points",
              f"  damage {s['damage']:.6g} (closed cycles), {s['damage_with_residue']:.6g} "
              "with the residue as half cycles",
@@ -279,9 +330,10 @@ def format_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
-def run_fatigue(csv_path, column, curve_name, out_dir, unit="MPa", E=None) -> str:
+def run_fatigue(csv_path, column, curve_name, out_dir, unit="MPa", E=None,
+                rows_of=None) -> str:
     """The command: count, write ``DIR/fatigue.json`` and ``DIR/fatigue.png``."""
-    res = analyse(csv_path, column, curve_name, unit=unit, E=E)
+    res = analyse(csv_path, column, curve_name, unit=unit, E=E, rows_of=rows_of)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "fatigue.json").write_text(json.dumps(res["summary"], indent=2) + "\n")

@@ -122,6 +122,8 @@ def test_guide_code_blocks_run(page, workdir):
         assert est["cycles"] > 100 and est["damage_interval"] is not None
         lo, hi = est["damage_interval"]
         assert lo <= tru["damage_with_residue"] <= hi, (lo, tru["damage_with_residue"], hi)
+        # the truth counted on the estimate's rows (--rows-of): the same rows, the same gaps
+        assert (tru["samples"], tru["gaps"]) == (est["samples"], est["gaps"]) and est["gaps"]
         assert (d / "fatigue-eps_root.state").stat().st_size > 1000
 
 

@@ -222,3 +222,41 @@ def test_turning_point_k_counts_the_dwell():
                                atol=1e-4)
     # a tight delta (below one step): n_d = 1, the two-sided 95 % quantile 1.96 (tables)
     np.testing.assert_allclose(turning_point_k(y, 0.5)[10.0], 1.96, atol=1e-3)
+
+
+def test_rows_of_counts_the_truth_on_the_estimates_rows(tmp_path, capsys):
+    # a replay stops `lag` rows before the truth's end and flags its first rows warm-up
+    # (gaps to the counter); --rows-of counts the truth on the same rows (docs/fatigue.md)
+    truth = record(20_000, seed=78, gaps=False)     # MPa
+    n_warm, lag = 300, 20
+    t = np.arange(len(truth)) / RATE
+    p_truth = tmp_path / "truth.csv"
+    write_table(p_truth, t, truth[:, None], ["root_stress"])
+    n = len(truth) - lag
+    flags = np.zeros(n)
+    flags[:n_warm] = 2.0
+    p_est = tmp_path / "est.csv"
+    write_table(p_est, t[:n], np.column_stack([truth[:n] + 0.01, flags]),
+                ["root_stress", "flags"])
+    sn = curve("EN-71")
+    assert main(["fatigue", str(p_truth), "--column", "root_stress", "--curve", "EN-71",
+                 "--rows-of", str(p_est), "-o", str(tmp_path / "o")]) == 0
+    s = json.loads((tmp_path / "o" / "fatigue.json").read_text())
+    # fatpack over the truth's rows n_warm .. n (float sums in another order: 1e-9)
+    np.testing.assert_allclose(s["damage_with_residue"],
+                               _fatpack_damage(truth[n_warm:n], sn, 1.0), rtol=1e-9)
+    assert s["rows_of_left_out"] == n_warm + lag and s["rows_of"] == str(p_est)
+    assert f"on the rows {p_est} counts: {n_warm + lag} rows left out" in capsys.readouterr().out
+    # without it, every truth row counts: the warm-up's cycles are in (another number)
+    assert main(["fatigue", str(p_truth), "--column", "root_stress", "--curve", "EN-71",
+                 "-o", str(tmp_path / "all")]) == 0
+    s_all = json.loads((tmp_path / "all" / "fatigue.json").read_text())
+    np.testing.assert_allclose(s_all["damage_with_residue"], _fatpack_damage(truth, sn, 1.0),
+                               rtol=1e-9)
+    # an estimate of another rate: its counted rows are not in the truth, exit 2 naming both
+    p_other = tmp_path / "other.csv"
+    write_table(p_other, np.arange(100) / 750.0, np.zeros((100, 1)), ["root_stress"])
+    assert main(["fatigue", str(p_truth), "--column", "root_stress", "--curve", "EN-71",
+                 "--rows-of", str(p_other), "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert str(p_truth) in err and str(p_other) in err and "same time stamps" in err

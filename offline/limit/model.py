@@ -126,6 +126,12 @@ def _nrmse(fl: dict) -> np.ndarray:
                        / np.concatenate([fl["force_var"], fl["output_var"]]))
 
 
+def _absolute_noise(loads) -> bool:
+    """A load model's absolute sensor noise (``build --record``'s learned one) is what the
+    limit uses, not the model file's relative levels (:func:`_on_grid`)."""
+    return getattr(loads, "noise_std", None) is not None
+
+
 def _levels(spec, noise=None) -> np.ndarray:
     nch = len(spec.sensors)
     lv = np.array([s.noise for s in spec.sensors]) if noise is None \
@@ -150,6 +156,7 @@ class ModelLimit:
     noise: np.ndarray                      # (nch,) relative level per channel
     noise_std: np.ndarray                  # (nch,) absolute std [channel unit]
     lag_exact: np.ndarray | None = None    # (nl, nf + nout) True: exact IIR, else FIR bound
+    noise_absolute: bool = False           # noise_std is a load model's (not noise x std(y))
     info: dict = field(default_factory=dict)
 
     def at_delay(self, delay_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -188,6 +195,12 @@ class ModelLimit:
         return (f"causal limits exact (spectral factorisation, {self.n_grid}-point grid) "
                 f"except those marked +: {fir}")
 
+    def _noise_text(self) -> str:
+        if self.noise_absolute:
+            return ("noise std " + ", ".join(f"{v:.3g}" for v in self.noise_std)
+                    + " (the load model's, in the channels' units)")
+        return "noise " + ", ".join(f"{100 * v:g} %" for v in self.noise)
+
     def format(self, achieved: dict | None = None, ratio_delay_s: float | None = None) -> str:
         """Table: one row per force/output, limit at each delay and non-causal; ``achieved``
         ``{name: nrmse}`` adds the estimator's figure and its ratio to the limit at
@@ -199,8 +212,7 @@ class ModelLimit:
                  "(MMSE or Wiener limit)",
                  f"  full model {self.info.get('full_dofs', '?')} DOFs, "
                  f"{self.info.get('n_modes', '?')} modes + residual; {self.causal_method}; "
-                 f"noise "
-                 + ", ".join(f"{100 * v:g} %" for v in self.noise)]
+                 + self._noise_text()]
         head = f"  {'':<14}" + "".join(f"{h:>12}" for h in heads)
         at = None
         if achieved and ratio_delay_s is not None:
@@ -322,7 +334,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                       force_nrmse=lim.force_nrmse, output_nrmse=lim.output_nrmse,
                       delays_s=lags * dt, lag_force_nrmse=lf, lag_output_nrmse=lo, dt=dt,
                       memory=M, n_grid=n, noise=_levels(spec, noise), noise_std=np.sqrt(white),
-                      lag_exact=exact,
+                      lag_exact=exact, noise_absolute=_absolute_noise(loads),
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
                             # the stationary std of each force and output under the load:
                             # the normaliser of every limit above (offline/limit/ratio.py)

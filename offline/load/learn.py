@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from edge.bundle import KINDS
+from edge.kinds import kind_order
 from offline._deps import need
 from offline.load.model import LoadModel
 # read_records and MIN_RECORD_S are imported from here by the load package and its selection
@@ -199,7 +199,7 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     kmin = hw + 1
     kmax = int(np.floor(0.4 / dt / df))
     f_fine = (kmin - hw) * df + np.arange((kmax - kmin) * over + 2 * hw * over + 1) * df / over
-    kinds = [KINDS.index(k) for k in sensor_kinds]
+    kinds = [kind_order(k) for k in sensor_kinds]  # derivative order: a gauge reads u
     probes = kinds + [0] * (mm.Phi_out.shape[0] - nch)
     def transfer(f):  # the structure's, through each channel's conversion: G_c(f) H(f)
         Hf = mm.transfer(f, probes)[:, :nch]

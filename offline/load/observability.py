@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.kinds import kind_order
 from offline.limit.model import noise_std
 
 #: singular values below this fraction of the largest count as zero (the structure's own
@@ -78,7 +79,7 @@ def blind_loads_warning(mm, load_model, sensor_kinds, noise_std, dt: float, name
     if not hi > lo:
         return None
     f = np.geomspace(lo, hi, n)
-    kinds = [("displacement", "velocity", "acceleration").index(k) for k in sensor_kinds]
+    kinds = [kind_order(k) for k in sensor_kinds]  # derivative order: a gauge reads u
     H = mm.transfer(f, kinds + [0] * (mm.Phi_out.shape[0] - nch))[:, :nch]
     scale = [float(np.sqrt(fm.psd([np.sqrt(fm.band[0] * fm.band[1])])[0])) for fm in forces]
     rank, P = blind_directions(H, noise_std, scale)

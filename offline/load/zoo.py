@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.bundle import KINDS
 from edge.csvio import write_table
+from edge.kinds import kind_order
 from offline.calibration_runs import run_modal
 from offline.chain import SensorDynamics, conversions, refine_grid
 from offline.forcing.component import Component
@@ -123,8 +123,9 @@ def record(spec, model, lm: LoadModel, seconds: float, seed: int, noise=0.01,
     cd = [sensor_probe(model, s, s.name) for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.name)[0] for f in spec.forces]
     od = [resolve_dofs(model, o.select, o.dof, o.name)[0] for o in spec.outputs]
-    kinds = [KINDS.index(s.kind) for s in spec.sensors] + [KINDS.index(o.kind)
-                                                          for o in spec.outputs]
+    # derivative order of each probe (a strain/stress reads the displacements)
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
+                                                         for o in spec.outputs]
     nw = int(round(warmup / dt))
     ns = int(round(seconds / dt)) + nw
     tf = np.arange(ns * oversample + 1) * dt / oversample

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from edge.acquisition import Chain
 from edge.hw.ads1256_filter import num_ave
+from edge.hw.ads1256_spec import row_rates
 from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, REDUCTION_METHODS  # noqa: F401
 from offline.chain import plan_chain, row_offsets
 from offline.model.schema_model import (ACQUISITION, ALPHA_RULES, BOUNDARY,  # noqa: F401
@@ -299,6 +300,26 @@ def default_chain(rate: float, n_sensors: int):
     return Chain("ads1256", float(ch.drate), ch.mode, tuple(float(-o) for o in ch.offsets))
 
 
+def near_row_rate(f, estimator, n_sensors: int) -> None:
+    """Refuse an ``[estimator] rate`` a rounding away from an ADS1256 row rate (docs/modelfile.md
+    prints 1,014.33 for 3043 / 3 rows/s): without ``[acquisition]`` it matches no data rate
+    (to 1e-6, :func:`offline.chain.plan_chain`), so the bundle would be built for point
+    samples without a word and refused by the device."""
+    if estimator is None or n_sensors < 1:
+        return
+    rate = float(estimator.rate)
+    mode = "continuous" if n_sensors == 1 else "cycle"
+    for drate, r in row_rates(n_sensors, mode).items():
+        off = abs(r - rate) / r
+        if 1e-6 < off <= 1e-3:
+            raise ModelFileError(
+                f"{f}: [estimator].rate = {rate!r} is {off:.2g} (relative) from the ADS1256's "
+                f"row rate {r!r} rows/s ({drate:g} SPS, {n_sensors} channel(s) in {mode} "
+                f"mode), which a file without [acquisition] is built for (matched to 1e-6): "
+                f"write rate = {r!r}, or declare [acquisition] converter = \"ideal\" for "
+                "point samples")
+
+
 def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | None:
     """``[acquisition]``: converter ``ads1256`` (default), ``ideal`` or ``daq``, ``mode``
     ``continuous`` or ``cycle`` (default: continuous for one ADS1256 sensor, cycle for
@@ -308,6 +329,7 @@ def parse_acquisition(raw, f, estimator, n_sensors: int) -> AcquisitionSpec | No
     conversion, :func:`offline.chain.row_offsets`); ``daq`` only: ``cutoff`` in (0, drate / 2] Hz and
     ``group_delay`` > 0 s of its linear-phase anti-alias FIR (both required)."""
     if "acquisition" not in raw:
+        near_row_rate(f, estimator, n_sensors)
         return None
     w = f"{f}: [acquisition]"
     t = Table(raw["acquisition"], w, ACQUISITION)
