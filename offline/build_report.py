@@ -71,7 +71,7 @@ def _selection_lines(b) -> list[str]:
     worse = worse_than_zero(names, best["nrmse"])
     if worse:
         lines.append(f"  WARNING: {worse}")
-    if sel.get("note"):  # why the smoother was not preferred (offline.estimator_choice.far_worse)
+    if sel.get("note"):  # smoother not preferred (far_worse), or the chosen one's unseen forces
         lines.append(f"  note: {sel['note']}")
     return lines
 

@@ -30,6 +30,7 @@ from offline._deps import need, progress as _progress
 from offline.calibration_score import evaluate, score_estimator
 from offline.regularization import alpha_grid, choose_alpha
 from offline.smoother import smoother_bundle
+from offline.smoother.gains import blind_forces
 
 
 @dataclass
@@ -139,8 +140,8 @@ def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
     if smoother is None:
         return c
     for me in smoother.model_errors:
-        try:
-            b = smoother_bundle(bundle, smoother, me)
+        try:  # a force the sensors do not see is the prior's (zero): scored like the rest
+            b = smoother_bundle(bundle, smoother, me, blind_ok=True)
             r = score_estimator(Estimator(b), runs, reference)
         except (EstimatorError, ValueError, np.linalg.LinAlgError) as exc:
             c.error = str(exc)
@@ -148,7 +149,9 @@ def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
         if r is None:
             c.error = f"model_error = {me:g}: an estimate on the calibration runs is not finite"
             continue
-        r.update({"load_model": smoother.source, "model_error": float(me), "kind": "smoother"})
+        r.update({"load_model": smoother.source, "model_error": float(me), "kind": "smoother",
+                  "blind": blind_forces(b, smoother.force_models, smoother.components,
+                                        b.meta["estimator"]["std"])})
         c.bundles[len(c.rows)] = b
         c.rows.append(r)
     if c.rows:
@@ -268,6 +271,8 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
         c.best = min(ok, key=lambda r: r["score"]) if ok else c.best
     targets = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
     made = chosen.bundles.get(chosen.rows.index(best))
+    if made is not None and best.get("blind"):
+        note = (note + "; " if note else "") + blind_note(best["blind"])
     return Selection(bundle=made, report={
         "chosen": chosen.name, "best": best, "max_delay_s": float(max_delay),
         "windows": windows, "targets": targets, "n_runs": len(runs),
@@ -275,6 +280,13 @@ def select(bundle, runs, max_delay: float, windows=None, alpha_rule="auto",
         "score": "geometric mean of nrmse / non-causal limit" if reference is not None
         else "mean nrmse", "note": note,
         "candidates": {n: {"best": c.best, "rows": c.rows} for n, c in cands.items()}})
+
+
+def blind_note(names) -> str:
+    """The chosen smoother's forces the sensors do not see, in words."""
+    return (f"the sensors do not see {', '.join(names)} apart from the other loads: the Kalman "
+            f"smoother's estimate of each is the declared load's mean (zero), its stated std "
+            f"the declared size; add a sensor at or near each (docs/load.md)")
 
 
 def _informative(a: dict, b: dict, reference) -> tuple:

@@ -164,7 +164,7 @@ def modal_dynamics(bundle: Bundle, force_models=None, anchor_hz=None) -> ModalDy
 
 
 def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float = 0.0,
-                    corr=None, components=(), chain=None) -> SmootherDesign:
+                    corr=None, components=(), chain=None, blind_ok=False) -> SmootherDesign:
     """Steady-state joint input-state fixed-lag smoother of ``bundle``'s reduced model.
 
     Parameters
@@ -181,6 +181,9 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     chain : edge.acquisition.Chain, optional   the measurement chain (default
                            ``bundle.chain``); not ``ideal``: W states per channel
                            (:mod:`offline.smoother.chain`)
+    blind_ok : bool        design even when a force is not seen (:func:`blind_forces`: its
+                           estimate is the prior's mean, its std the prior's); default: an
+                           EstimatorError naming it
     """
     linalg = need("scipy.linalg")
     if lag < 0:
@@ -212,7 +215,10 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
     Cq = np.pad(Cq, ((0, 0), (0, nk)))
     R = np.diag(1.0 / np.array([c.weight for c in bundle.channels]))
     P, K, Sinv, G, std, stdf, rho = steady_gains(A, H, Q, R, Cq, lag, linalg, walk=walk)
-    _check_identifiable(bundle, force_models, components, std)
+    blind = blind_forces(bundle, force_models, components, std)
+    if blind and not blind_ok:  # the smoothed force is its prior: the sensors see nothing
+        raise EstimatorError(f"forces are not identifiable from the sensors (not seen by any "
+                             f"channel: {', '.join(blind)}); add a sensor at or near each force")
     return SmootherDesign(A=A, H=H, K=K, Cq=Cq, G=G, Sinv=Sinv, std=std, std_filtered=stdf,
                           Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
                           proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
@@ -300,17 +306,14 @@ def _discretise(bundle: Bundle, chain, Ac, Qc, H, md: ModalDynamics):
     return A, Q, Qd, H, nk, walk
 
 
-def _check_identifiable(bundle: Bundle, force_models, components, std) -> None:
-    """EstimatorError when a band-pass force's smoothed std is its prior's: the sensors say
-    nothing about it."""
+def blind_forces(bundle: Bundle, force_models, components, std) -> list:
+    """The band-pass forces whose smoothed std is their prior's (above 0.99 of it): the
+    sensors say nothing about them, and their estimate is the prior's mean (zero)."""
     nf = len(bundle.forces)
     prior_sd = np.sqrt(np.array([fm.rms ** 2 for fm in force_models])
                        + sum((c.variance() for c in components), np.zeros(nf)))
-    blind = [f.name for f, fm, sd, s0 in zip(bundle.forces, force_models, std, prior_sd)
-             if fm.kind == "bandpass" and sd > 0.99 * s0]
-    if blind:  # the smoothed force is its prior: the sensors say nothing about it
-        raise EstimatorError(f"forces are not identifiable from the sensors (not seen by any "
-                             f"channel: {', '.join(blind)}); add a sensor at or near each force")
+    return [f.name for f, fm, sd, s0 in zip(bundle.forces, force_models, std, prior_sd)
+            if fm.kind == "bandpass" and sd > 0.99 * s0]
 
 
 def steady_gains(A, H, Q, R, Cq, lag: int, linalg=None, walk=None):

@@ -68,8 +68,9 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
     grid = np.asarray(grid, dtype=float)
     if not np.any(np.isclose(grid, 1.0)):
         raise ValueError("the level grid must contain the designed level 1")
+    # the designed smoother (a force it cannot see allowed: the bundle already ships it)
     d1 = design_smoother(bundle, force_models, lag, model_error, corr=corr,
-                         components=components)
+                         components=components, blind_ok=True)
     keep, K, G, Sinv, Wt, std = [], [], [], [], [], []
     Qd = d1.Qd if d1.Qd is not None else np.zeros_like(d1.Q)
     Ql = d1.Q - Qd                      # the load's share (the offsets' drift: the noise's)

@@ -89,15 +89,16 @@ def smoother_settings(spec, est_spec, rate: float, load_model=None,
         source="learned" if learned else "declared", where=spec.where("[estimator]"))
 
 
-def smoother_bundle(bundle: Bundle, s: SmootherSettings, model_error: float) -> Bundle:
+def smoother_bundle(bundle: Bundle, s: SmootherSettings, model_error: float,
+                    blind_ok: bool = False) -> Bundle:
     """The smoother bundle of ``bundle`` (weights = the calibration runs' 1 / sigma^2) with
-    settings ``s`` at ``model_error``: :func:`~offline.smoother.design_smoother` and
-    :func:`~offline.smoother.attach_smoother` with the model check's keys. An
-    :class:`EstimatorError` names ``[estimator]``."""
+    settings ``s`` at ``model_error``: :func:`~offline.smoother.design_smoother` (``blind_ok``:
+    also when a force is not seen) and :func:`~offline.smoother.attach_smoother` with the
+    model check's keys. An :class:`EstimatorError` names ``[estimator]``."""
     fms = list(s.force_models)
     try:
         design = design_smoother(bundle, fms, s.lag, model_error, corr=s.corr,
-                                 components=list(s.components))
+                                 components=list(s.components), blind_ok=blind_ok)
     except EstimatorError as exc:
         raise EstimatorError(f"{s.where}: {exc}") from None
     return attach_smoother(bundle, design, fms, model_error, s.check_window_s,
