@@ -34,16 +34,17 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from calib_truth import ALPHA_FDE, score_model, truth_run  # noqa: E402
+from offline.calibration import discretisation  # noqa: E402
 from calib_zones import LAYOUTS, OUT_D60, true_text, truth_text, write_case  # noqa: E402
 
 EST = f"[estimator]\nrate = 1000.0\nalpha = {ALPHA_FDE!r}\nwindow = 20\n"
 
 
-def run_case(layout: str, d: Path, duration: float = 2.0) -> dict:
+def run_case(layout: str, d: Path, duration: float = 2.0, oversample: int = 8) -> dict:
     from offline.calibration.calibrate import calibrate
     from offline.calibration.setup import from_model_file
 
-    path = write_case(d, layout, duration=duration)
+    path = write_case(d, layout, duration=duration, oversample=oversample)
     path.write_text(path.read_text().replace("[[parameters]]", OUT_D60 + EST + "[[parameters]]", 1))
     t0 = time.perf_counter()
     su = from_model_file(path)
@@ -63,7 +64,7 @@ def run_case(layout: str, d: Path, duration: float = 2.0) -> dict:
             "theta": res.theta.tolist(), "std": res.theta_std.tolist(), "interval": iv.tolist(),
             "determined": res.determined, "undetermined": [u["text"] for u in res.undetermined],
             "converged": bool(res.vb.converged), "stop": res.vb.stop, "seconds": secs,
-            "runs": res.problem.n_evals, "scores": scores}
+            "runs": res.problem.n_evals, "scores": scores, "discretisation": res.discretisation}
 
 
 def show(r: dict) -> None:
@@ -74,6 +75,8 @@ def show(r: dict) -> None:
               + ("" if r["determined"][n] else "  NOT DETERMINED"))
     for t in r["undetermined"]:
         print(f"  NOT DETERMINED: {t}")
+    if r["discretisation"]:
+        print("  " + discretisation.summary(r["discretisation"], r["names"]))
     sc = r["scores"]
     for k in ("force_nrmse", "force_fde", "d60_nrmse", "d60_fde"):
         print(f"  {k}: calibrated {sc['calibrated'][k]:.4f}, true {sc['true'][k]:.4f}, "
@@ -84,10 +87,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=list(LAYOUTS), default=None)
     ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--oversample", type=int, default=8,
+                    help="the truth's force grid, times the record's rate (linear between its "
+                         "points: 8 takes 0.16 %% off the force at 176 Hz)")
     args = ap.parse_args(argv)
     for layout in [args.only] if args.only else list(LAYOUTS):
         with tempfile.TemporaryDirectory() as tmp:
-            show(run_case(layout, Path(tmp), args.duration))
+            show(run_case(layout, Path(tmp), args.duration, args.oversample))
     return 0
 
 
