@@ -85,12 +85,12 @@ def check(prob, vb, groups, k, J, ref_time, ref_all=None) -> dict:
 
 
 def summary(info: dict, names) -> str:
-    """One line: the refined model, the largest shift in posterior stds (of the noise alone)
-    and that the stds include it."""
+    """One line: the refined model, the largest shift in posterior stds (before the check) and
+    that the stds include it."""
     d, s0 = np.abs(info["shift"]), np.asarray(info["std_before"])
     i = int(np.argmax(d / s0))
     what = "time step" + (" and basis" if info["modes_refined"] else "")
     return (f"discretisation check ({what} refined: {info['substeps']} sub-steps"
             + (", twice the modes" if info["modes_refined"] else "") + f"): the posterior mean "
-            f"moves by up to {d[i] / s0[i]:.2g} std of the noise alone ({names[i]}); the shift "
-            "is included in every std")
+            f"moves by up to {d[i] / s0[i]:.2g} std ({names[i]}; std without the check); the "
+            "shift is included in every std")
