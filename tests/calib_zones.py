@@ -94,12 +94,15 @@ def truth_text(layout: str, extra: str = "") -> str:
     return _damped(case_text(layout, nel=68, method="cb", extra=extra) + truth_damage(), layout)
 
 
-def write_case(d, layout: str, duration: float = 2.0, seed: int = 5, bayes: str = "") -> Path:
-    """Truth record ``d/rec.csv`` (34 elements, zone z2 at 40 %, exact modal engine, 1 %
-    noise, random force 5-450 Hz) and the model file ``d/m.toml``; returns the model path."""
+def write_case(d, layout: str, duration: float = 2.0, seed: int = 5, bayes: str = "",
+               oversample: int = 8) -> Path:
+    """Truth record ``d/rec.csv`` (68 elements, zone z2 at 40 %, exact modal engine, 1 %
+    noise, random force 5-450 Hz on a grid ``oversample`` times the record's rate, linear
+    between its points) and the model file ``d/m.toml``; returns the model path."""
     d = Path(d)
     d.mkdir(parents=True, exist_ok=True)
     truth_record(d / "rec.csv", truth_text(layout),
-                 duration=duration, seed=seed, band=(5.0, 450.0), n_modes=30)
+                 duration=duration, seed=seed, band=(5.0, 450.0), n_modes=30,
+                 oversample=oversample)
     (d / "m.toml").write_text(case_text(layout, params=FAMILY + zone_params()) + bayes)
     return d / "m.toml"

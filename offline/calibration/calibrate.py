@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from offline.calibration import discretisation
 from offline.calibration.data import Prep, read_record
 from offline.calibration.forward import TimeModel
-from offline.calibration.identify import analyse
+from offline.calibration.identify import analyse, leaning_text
 from offline.calibration.noise import NoiseGroup, spectral_weight
 from offline.calibration.nonlinearity import nonlinearity_measure
 from offline.calibration.result import Result
@@ -76,6 +77,7 @@ class Settings:
     screen_iter: int = 20      # model runs of each screening search (two passes)
     screen_s: float = 2.0      # seconds of each record the screen fits (from its start)
     identifiability: bool = True   # profile the weak directions (offline.calibration.identify)
+    discretisation: bool = True    # the refined forward model's shift in the covariance
 
 
 def default_prior(p) -> Prior:
@@ -114,7 +116,7 @@ def settings_from_raw(raw: dict, parameters, where: str) -> Settings:
                                  "centre")
         priors.append(Prior(p.name, tr, mean, float(std)))
     keep = ("noise", "autocorrelation", "substeps", "tol", "max_iter", "step_tol", "multistart",
-            "draws", "screen_iter", "screen_s", "identifiability")
+            "draws", "screen_iter", "screen_s", "identifiability", "discretisation")
     return Settings(priors=priors, offsets=b["offsets"], prep=Prep(**b["data"]),
                     **{k: b[k] for k in keep})
 
@@ -266,9 +268,32 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
     scale = [np.sqrt(g.weight * q.mean) for g, q in zip(groups, res.noise)]
     L, _ = nonlinearity_measure(lambda xi: prob.residuals(xi, jac=False)[0], res.m, res.std,
                                 k, J, scale=scale)
+    # after the nonlinearity measure: that one is of the Gaussian posterior of this model
+    disc = _discretisation(prob, res, groups, k, J, progress) if settings.discretisation else None
+    if disc is not None:
+        # the leaning parameters' lines quote the std that now includes the shift
+        th, sd = prob.theta(res.m), res.std
+        for u in (u for u in undetermined if u.get("prior_dependent")):
+            i = prob.names.index(u["parameters"][0])
+            u["text"] = leaning_text(prob.names[i], th[i], float(
+                sd[i] * abs(prob.transforms[i].dtheta_dxi(res.m[i]))), u["others"], u["std_ratio"])
     return Result(problem=prob, vb=res, groups=groups, rho=rho, nonlinearity=L,
                   seconds=time.perf_counter() - t0, modes=competing, undetermined=undetermined,
-                  profiles=profiles)
+                  profiles=profiles, discretisation=disc)
+
+
+def _discretisation(prob, res, groups, k, J, progress):
+    """:func:`offline.calibration.discretisation.check` with ``prob``'s refined twins: the
+    time step refined, and the time step and the basis (``setup.refine``) refined."""
+    s_ref = replace(prob.s, substeps=discretisation.REFINE_STEPS * prob.s.substeps)
+    ref_time = Problem(prob.setup, prob.records, s_ref)
+    r = prob.setup.refine() if prob.setup.refine is not None else None
+    ref_all = None if r is None else Problem(replace(prob.setup, pm=r[0], out_rows=r[1], B=r[2]),
+                                             prob.records, s_ref)
+    out = discretisation.check(prob, res, groups, k, J, ref_time, ref_all)
+    if progress:
+        print("  " + discretisation.summary(out, prob.names), flush=True)
+    return out
 
 
 def _screen_starts(prob, setup, records, settings, progress):

@@ -218,12 +218,18 @@ def analyse(prob, res, groups, modes=(), restart=None, max_restarts: int = 2):
         if names[i] in taken:
             continue
         others = ", ".join(sorted(taken)) or "the other parameters"
+        sd_i = float(sd[i] * abs(prob.transforms[i].dtheta_dxi(res.m[i])))
         groups.append({"parameters": [names[i]], "prior_dependent": True, "std_ratio": ratio,
-                       "text": f"{names[i]} = {th[i]:.4g} +- {sd[i] * abs(prob.transforms[i].dtheta_dxi(res.m[i])):.2g} "
-                               f"rests on the prior of {others}: with "
-                               f"their prior {RELAX:g}x wider its posterior std grows {ratio:.1f}x; "
-                               f"the records alone do not separate it from them"})
+                       "others": others, "text": leaning_text(names[i], th[i], sd_i, others,
+                                                              ratio)})
     return res, groups, dirs
+
+
+def leaning_text(name, value, std, others, ratio) -> str:
+    """The line of a parameter that rests on the prior of undetermined ones."""
+    return (f"{name} = {value:.4g} +- {std:.2g} rests on the prior of {others}: with their prior "
+            f"{RELAX:g}x wider its posterior std grows {ratio:.1f}x; the records alone do not "
+            f"separate it from them")
 
 
 RELAX = 3.0           # prior std factor along the undetermined directions (prior_dependence)

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from offline.build import build
+from offline.calibration import discretisation
 from offline.calibration.tomlout import dumps
 from offline.calibration.vb import MAX_HALVINGS
 
@@ -29,6 +30,8 @@ def say_posterior(info: dict, say) -> None:
                f"{iv[1]:.3g}): not a finding"))
     for u in info["identifiability"]["undetermined"]:
         say(f"  NOT DETERMINED: {u['text']}")
+    if info.get("discretisation"):
+        say("  " + discretisation.summary(info["discretisation"], info["names"]))
     say(f"  free energy {info['free_energy']:.6g}, {info['model_evaluations']} model runs, "
         f"{info['seconds']:.2f} s")
 

@@ -30,6 +30,8 @@ class Result:
                            (:func:`offline.calibration.identify.describe`); the covariance
                            is widened along them
     profiles : list of dict   every profiled direction (ΔΦ along it)
+    discretisation : dict or None   the refined forward model's shift, included in the
+                           covariance (:func:`offline.calibration.discretisation.check`)
     """
 
     problem: object
@@ -41,6 +43,7 @@ class Result:
     modes: list = field(default_factory=list)
     undetermined: list = field(default_factory=list)
     profiles: list = field(default_factory=list)
+    discretisation: dict | None = None
 
     @property
     def determined(self) -> dict:
@@ -129,6 +132,7 @@ class Result:
             "determined": self.determined,
             "identifiability": {"undetermined": self.undetermined, "profiles": self.profiles},
             "modes": self.modes,
+            "discretisation": self.discretisation,
             "reduction": {"method": p.setup.reduction_method,
                           "sensitivity": p.setup.sensitivity,
                           "added_masters": p.setup.added_masters},

@@ -58,6 +58,7 @@ class CalibrationSetup:
     sensitivity: list = field(default_factory=list)
     added_masters: list = field(default_factory=list)
     reduction_method: str = ""
+    refine: object = None     # () -> (pm, out_rows, B) on a richer basis, or None
 
     @property
     def names(self) -> tuple:
@@ -97,24 +98,29 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
 
     red, masters, sens, added, how = _reduction(model, masters, rs, build, theta0, bounds, params,
                                            where, progress)
-    n = red.M.shape[0]
-    rows = unit_rows(masters, chan_dofs, n)
-    kinds = np.array([KIND_CODE[s.kind] for s in spec.sensors], np.int8)
-    B = unit_rows(masters, force_dofs, n).T
     zeta0, rayleigh = model_damping(spec, zeta, where)
-
+    damping = dict(channels=[s.name for s in spec.sensors], zeta0=zeta0,
+                   modes=zeta[0].modes if zeta else (1, 2), rayleigh=rayleigh)
     args = (build, theta0, bounds, [p.name for p in params], [p.kind for p in params])
-    kw = dict(T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
-              channels=[s.name for s in spec.sensors], zeta0=zeta0,
-              modes=zeta[0].modes if zeta else (1, 2), rayleigh=rayleigh)
-    try:
-        pm = from_builder(*args, verify=True, **kw)
-    except ValueError as exc:
-        if "not linear in the parameters" not in str(exc):
-            raise
-        # a product of parameters (a modulus and zone damage): exact bilinear terms
-        pm = from_builder(*args, verify=False, **kw)
-        pm = replace(pm, parts=with_products(pm.parts, build, bounds, red.T, where))
+
+    def parametric(red_):
+        """(ParametricModel, observation rows, their kinds, force rows) on ``red_``'s basis."""
+        return _parametric(args, red_, masters, chan_dofs, force_dofs, spec, damping, where)
+
+    def refine():
+        """(ParametricModel, out_rows, B) on a basis with twice the slave modes (at most all
+        but one of them): the reduction part of the discretisation check
+        (:mod:`offline.calibration.discretisation`); None when no richer basis exists."""
+        n_slaves = model.n_dofs - masters.size
+        n_modes = int(rs.modes if rs else DEFAULT_REDUCTION_MODES)
+        n2 = min(2 * n_modes, n_slaves - 1)
+        if how == "guyan" or n2 <= n_modes:
+            return None
+        pm2, rows2, _, B2 = parametric(reduce(model, masters, n_modes=n2, method=how,
+                                              n_report=0, progress=False))
+        return pm2, rows2, B2
+
+    pm, rows, kinds, B = parametric(red)
     for j, p in enumerate(params):
         if p.kind != "damping_ratio" and not (np.abs(pm.parts.dK[j]).max() > 0
                                               or np.abs(pm.parts.dM[j]).max() > 0):
@@ -123,7 +129,27 @@ def from_model_file(path, progress: bool = False, extra: dict | None = None) -> 
     return CalibrationSetup(pm=pm, parameters=params, sensors=[s.name for s in spec.sensors],
                             forces=[f.name for f in spec.forces], out_rows=rows, out_kind=kinds,
                             B=B, spec=spec, reduction=red, where=where, sensitivity=sens,
-                            added_masters=added, reduction_method=how)
+                            added_masters=added, reduction_method=how, refine=refine)
+
+
+def _parametric(args, red, masters, chan_dofs, force_dofs, spec, damping, where):
+    """The parametric model of ``from_builder`` on the basis ``red.T`` (exact bilinear terms
+    for a product of parameters), with the observation rows, their kinds and the force rows."""
+    n = red.M.shape[0]
+    rows = unit_rows(masters, chan_dofs, n)
+    kinds = np.array([KIND_CODE[s.kind] for s in spec.sensors], np.int8)
+    B = unit_rows(masters, force_dofs, n).T
+    kw = dict(T=red.T, out_rows=rows, out_kind=kinds, force=B[:, 0] if B.shape[1] else None,
+              **damping)
+    try:
+        pm = from_builder(*args, verify=True, **kw)
+    except ValueError as exc:
+        if "not linear in the parameters" not in str(exc):
+            raise
+        # a product of parameters (a modulus and zone damage): exact bilinear terms
+        pm = from_builder(*args, verify=False, **kw)
+        pm = replace(pm, parts=with_products(pm.parts, args[0], args[2], red.T, where))
+    return pm, rows, kinds, B
 
 
 def _reduction(model, masters, rs, build, theta0, bounds, params, where, progress):

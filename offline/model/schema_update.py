@@ -71,6 +71,8 @@ BAYES = Section("[bayes]", "Settings of `vsense-offline calibrate` (docs/calibra
     Key("screen_s", "num", 2.0, "Seconds of each record the screen fits.", "s", lo=0.0,
         lo_open=True),
     Key("identifiability", "bool", True, "Profile the weak directions."),
+    Key("discretisation", "bool", True, "Add the shift of a refined forward model (4x the "
+        "sub-steps, twice the modes) to the posterior covariance."),
 ))
 
 PRIOR = Section("[bayes.prior.<parameter>]", "The Gaussian prior of one parameter on its "
