@@ -25,6 +25,7 @@ Exit codes: 0 ok, 2 bad input (model file, CSV, arguments), 3 the estimator was 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from edge.helpformat import HelpFormatter
@@ -345,6 +346,15 @@ RUN = {"inspect": _run_inspect, "build": _run_build, "simulate": _run_simulate,
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # e.g. `vsense-offline fatigue ... | head`: the reader left
+        # Python docs ("Note on SIGPIPE"): point stdout at devnull so the exit flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["score"], ["calibrate"]):  # their own parsers
         return resolve(LAZY[argv[0]])(argv[1:])
@@ -354,6 +364,8 @@ def main(argv=None) -> int:
     try:
         run = RUN.get(args.command)  # (score and calibrate are handled above)
         return run(args) if run is not None else 0
+    except BrokenPipeError:
+        raise
     except (ModelFileError, OSError, ValueError) as exc:
         if isinstance(exc, EstimatorError):
             print(f"vsense-offline {args.command}: estimator refused: {exc}", file=sys.stderr)
