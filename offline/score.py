@@ -80,7 +80,8 @@ class ScoreTable:
     n_warmup, n_nan : int
         Rows skipped for the warm-up flag; for a NaN (not counting warm-up rows).
     n_start : int
-        Rows skipped because they lie within ``skip`` seconds of the first row.
+        Rows skipped because they lie within ``skip`` seconds of the first row, or at
+        least ``until`` seconds after it.
     n_interior : int
         Skipped rows inside the record (zeroed for the FFT, see the module docstring).
     """
@@ -103,7 +104,8 @@ class ScoreTable:
         lines = [f"score: {self.output_csv} vs {self.truth_csv}",
                  f"rows: {self.n_rows} in output, {self.n_used} scored, skipped "
                  f"{self.n_warmup} warm-up, {self.n_nan} NaN"
-                 + (f", {self.n_start} at the start (--skip)" if self.n_start else "")
+                 + (f", {self.n_start} outside the window (--skip / --until)"
+                    if self.n_start else "")
                  + (f" ({self.n_interior} inside the record, zeroed for the FFT)"
                     if self.n_interior else ""),
                  f"FDE over {self.band_label}; full: {self.full_label}; "
@@ -152,7 +154,8 @@ def read_table(path) -> tuple[list, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------- scoring
-def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> ScoreTable:
+def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0,
+          until: float | None = None, warmup: bool = False) -> ScoreTable:
     """Compare an estimate file with a truth file column by column.
 
     Parameters
@@ -170,6 +173,11 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
         ``time[0] + skip``): the estimator's start-up, which a record simulated from rest
         (a step of the load at t = 0 in every mode) or a replay started on a vibrating
         structure contains, and which the stationary accuracy limit does not.
+    until : float, optional
+        Seconds from the first row after which rows are left out (with ``skip``: a window,
+        e.g. ``until = 1`` the first second).
+    warmup : bool
+        Score the rows flagged warm-up too (the stated std's honesty during start-up).
 
     Returns
     -------
@@ -185,7 +193,8 @@ def score(output_csv, truth_csv, band=None, columns=None, skip: float = 0.0) -> 
     Ee = E[:, [en.index(c) for c in columns]]
     Tt = T[j][:, [tn.index(c) for c in columns]]
     flags = E[:, en.index("flags")] if "flags" in en else np.zeros(len(E))
-    warm, nan, start = _left_out(te, flags, Ee, Tt, skip, 1e-3 * dt)
+    warm, nan, start = _left_out(te, flags, Ee, Tt, skip, 1e-3 * dt, until)
+    warm = warm & (not warmup)
     table = ScoreTable(output_csv=out_csv, truth_csv=tru_csv, dt=dt, n_rows=len(E),
                        n_warmup=int(warm.sum()), n_nan=int((nan & ~warm).sum()),
                        n_start=int((start & ~warm & ~nan).sum()))
@@ -260,14 +269,19 @@ def _truth_rows(te: np.ndarray, tt: np.ndarray, tol: float, out_csv: str,
     return j
 
 
-def _left_out(te, flags, Ee, Tt, skip: float, tol: float) -> tuple:
+def _left_out(te, flags, Ee, Tt, skip: float, tol: float, until=None) -> tuple:
     """Boolean masks of the rows left out: ``(warm-up flag, NaN in a scored column of either
-    file, within skip seconds of the first row)``."""
+    file, within skip seconds of the first row or at least until seconds after it)``."""
     if not (np.isfinite(skip) and skip >= 0):
         raise ScoreError(f"skip must be a number of seconds >= 0, got {skip!r}")
+    if until is not None and not (np.isfinite(until) and until > skip):
+        raise ScoreError(f"until must be a number of seconds > skip ({skip:g}), got "
+                         f"{until!r}")
     warm = (np.nan_to_num(flags).astype(np.int64) & FLAG_WARMUP) != 0
     nan = ~np.all(np.isfinite(Ee), axis=1) | ~np.all(np.isfinite(Tt), axis=1)
     start = te < te[0] + skip - tol
+    if until is not None:  # the window's end: counted with the start rows (n_start)
+        start |= te >= te[0] + until - tol
     return warm, nan, start
 
 
@@ -327,6 +341,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="also leave out the first SECONDS of the estimates, whatever their "
                         "flags (default 0: rows flagged warm-up, which the estimator holds "
                         "until its std has converged, and NaN rows are always left out)")
+    p.add_argument("--until", type=float, default=None, metavar="SECONDS",
+                   help="also leave out the rows from SECONDS after the first one on (with "
+                        "--skip: a window, e.g. --until 1 the first second)")
+    p.add_argument("--warmup", action="store_true",
+                   help="score the rows flagged warm-up too (the stated std's coverage "
+                        "during start-up)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
 
@@ -337,7 +357,7 @@ def main(argv=None) -> int:
     cols = [c.strip() for c in args.columns.split(",")] if args.columns else None
     try:
         table = score(args.output, args.truth, band=tuple(args.band) if args.band else None,
-                      columns=cols, skip=args.skip)
+                      columns=cols, skip=args.skip, until=args.until, warmup=args.warmup)
     except ValueError as exc:
         print(f"vsense-offline score: error: {exc}", file=sys.stderr)
         return 2

@@ -219,11 +219,33 @@ def test_score_skip_leaves_out_the_start(tmp_path, capsys):
     tab = score(est, tru, skip=100 * DT)
     assert (tab.n_start, tab.n_used, tab.n_warmup) == (100, NT - 100, 0)
     assert {r.name: r for r in tab.rows}["F"].nrmse == pytest.approx(0.5, rel=1e-6)
-    assert "100 at the start (--skip)" in tab.format()
+    assert "100 outside the window (--skip / --until)" in tab.format()
     assert main([str(est), str(tru), "--skip", str(100 * DT)]) == 0
-    assert "100 at the start" in capsys.readouterr().out
+    assert "100 outside the window" in capsys.readouterr().out
     with pytest.raises(ScoreError, match="skip"):
         score(est, tru, skip=-1.0)
+    # --until S: only the first S seconds; the start-up rows alone (NRMSE over them: the
+    # +50 offset dominates) against the window after them (the scaled copy's 0.5)
+    head = score(est, tru, until=100 * DT)
+    assert (head.n_used, head.n_start) == (100, NT - 100)
+    assert {r.name: r for r in head.rows}["F"].nrmse > 5.0
+    mid = score(est, tru, skip=100 * DT, until=300 * DT)
+    assert mid.n_used == 200
+    assert main([str(est), str(tru), "--until", str(100 * DT), "--json"]) == 0
+    assert '"n_used": 100' in capsys.readouterr().out
+    with pytest.raises(ScoreError, match="until"):
+        score(est, tru, skip=0.1, until=0.05)
+
+
+def test_score_warmup_scores_the_flagged_rows(tmp_path):
+    """--warmup: rows flagged warm-up are scored too (the std's honesty during start-up);
+    without it they are left out and counted."""
+    fl = np.zeros(NT)
+    fl[:5] = 2        # warm-up (bit 1)
+    est, tru = _score_files(tmp_path, c=1.0, flags=fl)
+    off, on = score(est, tru), score(est, tru, warmup=True)
+    assert (off.n_warmup, on.n_warmup) == (5, 0)
+    assert on.n_used == off.n_used + 5 == NT
 
 
 def test_score_truth_on_finer_grid(tmp_path):
