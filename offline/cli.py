@@ -4,7 +4,7 @@
     vsense-offline build MODEL.toml -o BUNDLE.npz [--report DIR] [--alpha A|lcurve|gcv|...]
                                                   [--window L] [--no-maps] [--maps-cache DIR]
     vsense-offline simulate MODEL.toml --load random --band 5 160 --rms 1 --duration 2
-                                       --noise 0.01 -o PREFIX [--reduced] [--oversample 10]
+                                       -o PREFIX [--noise 0.01] [--reduced] [--oversample 10]
     vsense-offline simulate MODEL.toml --load pulse --amplitude 5 --width 0.002 -o PREFIX
     vsense-offline simulate MODEL.toml --chain ads1256 [--drate 1000] [--mode continuous]
                                        -o PREFIX   (measurements converted like the ADS1256)
@@ -132,8 +132,10 @@ def _add_simulate(command) -> None:
                         "its time 0 is the start of --warmup, so the record's time 0 is the "
                         "CSV's time WARMUP; 0 outside its times")
     s.add_argument("--duration", type=float, default=2.0, help="record length [s]")
-    s.add_argument("--noise", type=float, default=0.01,
-                   help="noise std per channel relative to the signal std (0.01 = 1 %%)")
+    s.add_argument("--noise", type=float, default=None,
+                   help="noise std of every channel relative to its signal std (0.01 = 1 %%); "
+                        "default: each sensor's declared noise_std (absolute) or noise "
+                        "(relative), 0.01 for a sensor that declares neither")
     s.add_argument("--warmup", type=float, default=0.0,
                    help="seconds simulated before the record and dropped: the record starts "
                         "on a vibrating structure instead of at rest with a step of the load "
@@ -315,6 +317,7 @@ def _run_simulate(args) -> int:
               f"{res.info['mode']} mode")
     else:
         print("measurements: point samples at the row times (ideal)")
+    print(res.noise_summary("--noise"))
     print(f"wrote {meas} and {truth} ({len(res.t)} samples, {res.info['model']} model; "
           f"SNR {snr})")
     return 0

@@ -5,7 +5,8 @@ The truth comes from a Newmark-beta run (average acceleration) on a fine time st
 speed matters (calibration, training data). Sensors are sampled at the bundle rate (``chain
 = "ideal"``) or converted by the ADS1256 over their windows (``"ads1256"``,
 :mod:`offline.chain`) and get Gaussian noise per paper 004 eq. 28: ``y_noisy = y + sigma
-N``, ``sigma = level * std(y)``. The integrators themselves (sparse Newmark, exact modal
+N``, ``sigma = level * std(y)``, or the sensor's absolute ``noise_std`` (by default each
+channel as its ``[[sensors]]`` entry declares, :func:`channel_noise`). The integrators themselves (sparse Newmark, exact modal
 superposition, dense Newmark) are in :mod:`offline.integrators`.
 """
 
@@ -126,6 +127,16 @@ class SimResult:
         return 10 * np.log10(np.sum(self.Y ** 2, axis=0) / np.maximum(np.sum(noise ** 2, axis=0),
                                                                     1e-300))
 
+    def noise_summary(self, given: str = "given") -> str:
+        """``noise: d110 2 % (model file), a170 0.03 m/s^2 (noise_std)``: what each channel
+        got (:func:`channel_noise`); ``given`` names an explicit level's source."""
+        i = self.info
+        words = {"default": "default: the model file declares none", "given": given}
+        parts = [f"{n} {lv * 100:g} %" if np.isfinite(lv) else f"{n} {sd:g} {u}" for n, u, lv, sd
+                 in zip(self.channel_names, i["units"], i["noise_levels"], i["noise_std"])]
+        return "noise: " + ", ".join(f"{p} ({words.get(s, s)})"
+                                     for p, s in zip(parts, i["noise_from"]))
+
     def write(self, measurement_csv, truth_csv) -> None:
         """Measurement: ``time,<channels>``; truth: ``time,<forces>,<outputs>,<channels>``."""
         write_csv(measurement_csv, self.t, self.Y, self.channel_names)
@@ -133,11 +144,46 @@ class SimResult:
                   self.force_names + self.output_names + self.channel_names)
 
 
-def add_noise(Y: np.ndarray, level, rng) -> np.ndarray:
-    """Paper eq. 28 per column, with a level per column (see :func:`offline.metrics.add_noise`)."""
+def add_noise(Y: np.ndarray, level, rng, std=None) -> np.ndarray:
+    """Paper eq. 28 per column, with a level per column (see :func:`offline.metrics.add_noise`);
+    a column whose absolute ``std`` (nch,) is finite gets that std instead (same draws)."""
     level = np.broadcast_to(np.asarray(level, dtype=float), (Y.shape[1],))
-    return np.column_stack([_add(Y[:, j], level[j], rng) for j in range(Y.shape[1])]) \
-        if Y.shape[1] else Y.copy()
+    std = np.full(Y.shape[1], np.nan) if std is None else np.asarray(std, dtype=float)
+    cols = [Y[:, j] + std[j] * rng.standard_normal(Y.shape[0]) if np.isfinite(std[j])
+            else _add(Y[:, j], level[j], rng) for j in range(Y.shape[1])]
+    return np.column_stack(cols) if Y.shape[1] else Y.copy()
+
+
+#: Relative noise of a sensor that declares neither ``noise`` (> 0) nor ``noise_std``.
+DEFAULT_NOISE = 0.01
+
+
+def channel_noise(sensors, noise=None):
+    """The noise each channel of ``simulate`` gets: ``(level, std, source)`` per channel, a
+    relative level (eq. 28; nan where absolute), an absolute std [channel unit] (nan where
+    relative) and where it comes from. ``noise`` None: each sensor's declaration, its
+    ``noise_std`` (absolute, ``"noise_std"``) where given, else its ``noise`` (relative,
+    ``"model file"``), else (``noise = 0``, the schema's default) :data:`DEFAULT_NOISE`
+    (``"default"``); a number or (nch,) array: that relative level on every channel
+    (``"given"``)."""
+    n = len(sensors)
+    if noise is not None:
+        lv = np.broadcast_to(np.asarray(noise, dtype=float), (n,)).copy()
+        if not np.all(np.isfinite(lv) & (lv >= 0)):
+            raise ValueError(f"noise (--noise): a relative level must be a finite number "
+                             f">= 0, got {noise!r}")
+        return lv, np.full(n, np.nan), ["given"] * n
+    lv, sd, src = np.full(n, np.nan), np.full(n, np.nan), []
+    for j, s in enumerate(sensors):
+        if getattr(s, "noise_std", None) is not None:
+            sd[j] = float(s.noise_std)
+            src.append("noise_std")
+        else:
+            lv[j] = float(s.noise) if s.noise else DEFAULT_NOISE
+            src.append("model file" if s.noise else "default")
+    return lv, sd, src
+
+
 
 
 # ------------------------------------------------------------------------------- CSV
@@ -205,7 +251,7 @@ def model_chain(spec, chain: str, drate, mode, rate: float, oversample: int):
     return plan_chain(chain, rate, n, drate, mode, oversample)
 
 
-def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversample: int = 10,
+def simulate_model(model_path, load: dict, duration: float, noise=None, oversample: int = 10,
                    reduced: bool = False, seed: int = 0, rate: float | None = None,
                    progress: bool = True, build_result=None, engine: str = "modal",
                    n_modes: int = 80, warmup: float = 0.0, chain: str = "model",
@@ -227,8 +273,11 @@ def simulate_model(model_path, load: dict, duration: float, noise=0.01, oversamp
         scored after their ``[design_load] warmup``; the noise level refers to the record.
         A ``csv`` load's time 0 is the warm-up's start (record time 0 = CSV time ``warmup``,
         to a sample; 0 N outside the CSV's times). Record times: ``k / rate``.
-    noise : float or (nch,) relative noise level per channel (eq. 28; 0.01 = 1 %), added to
-                            the measurements (the conversions with the ads1256 chain)
+    noise : None (default): each sensor's declared noise, its ``noise_std`` (absolute) or
+        else its ``noise`` (relative), :data:`DEFAULT_NOISE` where it declares neither
+        (:func:`channel_noise`); a float or (nch,): the relative noise level per channel
+        (eq. 28; 0.01 = 1 %). Added to the measurements (the conversions with a chain);
+        ``info["noise_levels"/"noise_std"/"noise_from"]`` say what each channel got.
     oversample : int        fine sub-steps per sample (integrator step and load grid, >= 1)
     reduced : bool          simulate the reduced model (:func:`offline.reduced.reduce_model`,
                             the bundle's coordinates) instead of the full one
@@ -301,9 +350,12 @@ def _record(spec, ch, reduced: bool, F_fine, rate_hz: float, oversample: int, ns
     Yc, Ym, Z, F = out[nw:, :nc], Ym[nw:], out[nw:, nc:], F[nw:]
     t = np.arange(ns - nw) / rate_hz  # k / rate, not sums of fine steps (0.00099999...)
     Bm = Bm[nw:] if np.ndim(Bm) else Bm
-    Y = add_noise(Ym, noise, rng) + Bm
+    lv, sd, src = channel_noise(spec.sensors, noise)
+    Y = add_noise(Ym, lv, rng, sd) + Bm
     Ym = Ym + Bm
-    info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt})
+    info.update({"load": kind, "noise": noise, "seed": seed, "warmup": nw * dt,
+                 "noise_levels": lv.tolist(), "noise_std": sd.tolist(), "noise_from": src,
+                 "units": [s.unit for s in spec.sensors]})
     info.setdefault("chain", "ideal")
     return SimResult(t=t, Y=Y, Y_clean=Yc, F=F, Z=Z, channel_names=names_c,
                      force_names=[f.name for f in spec.forces],

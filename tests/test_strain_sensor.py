@@ -242,13 +242,15 @@ def test_cantilever_with_a_root_gauge_through_the_cli(tmp_path, capsys):
         print("\n" + "\n".join(f"{c} gauge {o}: nRMSE {r:.4f}, 1-sigma coverage {v:.3f}"
                                for (c, o), (r, v) in res.items()))
     # the gauge anchors the quasi-static response: better with it than without (this 10 s
-    # record: force 0.092 vs 0.252, tip 0.023 vs 0.051; 30 s, docs/strain-gauges.md: 0.082
-    # vs 0.248, 0.020 vs 0.047). The drift scaled with the relative noise at the tracked
-    # level (0.03x) gave the tip 0.044 vs 0.047 on 30 s, coverage 0.16.
+    # record with the declared 2 % noise: force 0.165 vs 0.339, tip 0.029 vs 0.082; with
+    # 1 % noise, as simulate added before it read the declaration: 0.092 vs 0.252, 0.023 vs
+    # 0.051; 30 s at 1 %, docs/strain-gauges.md: 0.082 vs 0.248, 0.020 vs 0.047). The drift
+    # scaled with the relative noise at the tracked level (0.03x) gave the tip 0.044 vs 0.047
+    # on 30 s, coverage 0.16.
     assert res["with", "F07"][0] <= 0.6 * res["without", "F07"][0], res
     assert res["with", "d_tip"][0] <= 0.7 * res["without", "d_tip"][0], res
     # the stated std covers (68 %) to within the scatter of a 10 s record and the declared
-    # load's conservative roll-off (force 0.84, tip 0.84 here)
+    # load's conservative roll-off (force 0.79, tip 0.84 here; 0.84, 0.84 at 1 % noise)
     assert 0.5 <= res["with", "F07"][1] <= 0.9, res
     assert 0.5 <= res["with", "d_tip"][1] <= 0.95, res
 
