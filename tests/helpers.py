@@ -1,5 +1,7 @@
 """Small models shared by tests (built with NumPy only, no FE package needed)."""
 
+import io
+
 import numpy as np
 
 from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
@@ -221,3 +223,19 @@ def run_sample_path(est, y, fl, fast: bool):
         stds.append(est.std.copy())
         ring.release(ring.available())
     return rows, np.array(stds), taken, est, path
+
+
+class ClosedPipe(io.StringIO):
+    """stdout whose reader has gone (`... | head` after its lines): every write raises
+    BrokenPipeError; ``fileno`` gives a scratch descriptor, since the CLIs point the real
+    one at devnull."""
+
+    def __init__(self, scratch):
+        super().__init__()
+        self._fd = open(scratch, "w").fileno()
+
+    def write(self, s):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self):
+        return self._fd

@@ -1,7 +1,6 @@
 """`vsense-edge` argument handling: version, exit-code help, `run --broker`, one error line,
 replay into a closed pipe."""
 
-import io
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ from edge import __version__
 from edge.cli import _parser, apply_overrides, main
 from edge.daemon.config import config_from_dict
 from edge.daemon.exitcodes import EXIT_CODES
-from helpers import chain_bundle
+from helpers import ClosedPipe, chain_bundle
 
 
 def test_version(capsys):
@@ -71,16 +70,6 @@ def test_run_bad_broker_and_missing_config_are_one_error_line(tmp_path, capsys):
     assert len(err) == 1 and "--broker" in err[0] and "65535" in err[0], err
 
 
-class _ClosedPipe(io.StringIO):
-    """stdout whose reader has gone (`| head` after its lines)."""
-
-    def write(self, s):
-        raise BrokenPipeError(32, "Broken pipe")
-
-    def fileno(self):  # main() points the real descriptor at devnull: give it a scratch one
-        return self._fd
-
-
 def test_replay_into_a_closed_pipe_exits_quietly(tmp_path, monkeypatch, capsys):
     b = chain_bundle(window=3)
     bp = tmp_path / "b.npz"
@@ -88,8 +77,7 @@ def test_replay_into_a_closed_pipe_exits_quietly(tmp_path, monkeypatch, capsys):
     csv = tmp_path / "m.csv"
     t = np.arange(200) * 1e-3
     csv.write_text("time,y0\n" + "".join(f"{x:.3f},{1e-6 * np.sin(60 * x):.9e}\n" for x in t))
-    sink = _ClosedPipe()
-    sink._fd = (tmp_path / "scratch").open("w").fileno()
+    sink = ClosedPipe(tmp_path / "scratch")
     monkeypatch.setattr("sys.stdout", sink)
     assert main(["replay", str(csv), "--bundle", str(bp)]) == 0
     assert "Traceback" not in capsys.readouterr().err

@@ -4,7 +4,6 @@ figure, and errors that name the file and column (exit 2)."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import fatpack
@@ -19,6 +18,7 @@ from edge.fatigue.sn_curve import SNCurve
 from offline.cli import main
 from offline.fatigue import turning_point_k
 from tests.fatigue_signals import record
+from tests.helpers import ClosedPipe
 
 RATE = 1000.0
 
@@ -263,21 +263,10 @@ def test_rows_of_counts_the_truth_on_the_estimates_rows(tmp_path, capsys):
     assert str(p_truth) in err and str(p_other) in err and "same time stamps" in err
 
 
-class _ClosedPipe(io.StringIO):
-    """stdout whose reader has gone (`vsense-offline fatigue ... | head` after its lines)."""
-
-    def write(self, s):
-        raise BrokenPipeError(32, "Broken pipe")
-
-    def fileno(self):  # main() points the real descriptor at devnull: give it a scratch one
-        return self._fd
-
-
 def test_fatigue_into_a_closed_pipe_exits_quietly(tmp_path, monkeypatch, capsys):
     # before: "vsense-offline fatigue: error: [Errno 32] Broken pipe", exit 2
     p = _csv(tmp_path, record(2_000, seed=5))
-    sink = _ClosedPipe()
-    sink._fd = (tmp_path / "scratch").open("w").fileno()
+    sink = ClosedPipe(tmp_path / "scratch")
     monkeypatch.setattr("sys.stdout", sink)
     assert main(["fatigue", str(p), "--column", "root_stress", "--curve", "EN-71",
                  "-o", str(tmp_path / "f")]) == 0
