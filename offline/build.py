@@ -38,7 +38,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator import EstimatorError, derive_operator
-from offline.calibration_runs import calibration_runs
+from offline.calibration_runs import calibration_runs, noise_warning
 from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import force_spectra, model_limit, noise_std
@@ -292,6 +292,8 @@ def _stage_estimator(st: BuildState) -> None:
     meta["channel_std"] = {c.name: float(np.std(np.concatenate([r.Y_clean[:, i] for r in runs])))
                            for i, c in enumerate(st.bundle.channels)}
     duration = spec.calibration.duration if spec.calibration else 2.0
+    if (warn := noise_warning(spec, st.load_model)) is not None:
+        meta.setdefault("warnings", []).append(warn)
     bundle = st.bundle.replace(alpha=st.alpha)
     try:
         op = None if st.made is not None else derive_operator(bundle)

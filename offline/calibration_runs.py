@@ -22,7 +22,7 @@ from edge.kinds import kind_order
 from edge.estimator.expm import foh_matrices
 from offline._deps import need
 from offline._deps import progress as _progress
-from offline.limit.model import noise_std
+from offline.limit.model import NOISE_FLOOR, noise_std
 from offline.limit.transfer import modal_model
 from offline.chain import (MIN_STEPS_PER_ROW, SensorDynamics, conversions, refine_grid,
                            sensor_outputs)
@@ -173,6 +173,23 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
         runs.append(CalRun(t=tf[::oversample], F=Ff[::oversample], Y=Y, Y_clean=Yc, Z=Z,
                            sigma=sigma, seed=int(seed), start=int(round(warmup / dt))))
     return runs
+
+
+def noise_warning(spec, load_model=None) -> str | None:
+    """The sensors that declare neither ``noise`` nor ``noise_std`` (0 to the schema): the
+    runs, the limit and the design then take the floor :data:`offline.limit.model.
+    NOISE_FLOOR`, so the stated std assumes near-perfect sensors; None when every sensor
+    declares one or ``load_model`` carries a learned absolute noise (``build --record``)."""
+    if load_model is not None and getattr(load_model, "noise_std", None) is not None:
+        return None
+    names = [s.name for s in spec.sensors
+             if not s.noise and getattr(s, "noise_std", None) is None]
+    if not names:
+        return None
+    return (f"{', '.join(names)}: no noise declared ([[sensors]] noise or noise_std): the "
+            f"estimator is designed for a noise of {NOISE_FLOOR:g} of the signal's std (the "
+            "floor), so its stated std assumes near-perfect sensors; declare each sensor's "
+            "noise (its data sheet's), or learn it from a record (build --record)")
 
 
 def _sensor_dynamics(chain, nch: int):

@@ -35,3 +35,26 @@ def test_a_target_the_reduced_model_misses_is_warned_about(tmp_path):
     assert len(warn) == 1 and "a1z" in warn[0] and "Fx" not in warn[0], text[20]
     # 40 modes describe it (measured: 0.7): no warning
     assert "worse than an estimate of zero" not in text[40], text[40]
+
+
+def test_a_sensor_without_a_declared_noise_is_warned_about(tmp_path, capsys):
+    # examples/my_beam.toml without its `noise = 0.01` lines: the schema reads 0, and the
+    # runs, the limit and the design take the floor (offline.limit.model.NOISE_FLOOR, 1e-4),
+    # so the stated std assumed near-perfect sensors without a word (d05's std 2.3e-7 m)
+    from offline.calibration_runs import noise_warning
+    from offline.cli import main
+    from offline.model import load_model_file
+
+    src = Path(__file__).resolve().parents[1] / "examples" / "my_beam.toml"
+    bare = tmp_path / "bare.toml"
+    bare.write_text("\n".join(ln for ln in src.read_text().splitlines()
+                              if not ln.startswith("noise = ")) + "\n")
+    assert main(["build", str(bare), "-o", str(tmp_path / "b.npz"), "--quiet"]) == 0
+    warn = [ln for ln in capsys.readouterr().out.splitlines() if "no noise declared" in ln]
+    assert len(warn) == 1 and "WARNING: d_tip:" in warn[0] and "0.0001" in warn[0], warn
+    # the file as shipped declares its noise: silent
+    assert noise_warning(load_model_file(src)) is None
+    # a learned absolute noise (build --record) stands in for the declaration
+    lm = type("Learned", (), {"noise_std": [1e-6]})()
+    assert noise_warning(load_model_file(bare), lm) is None
+    assert "d_tip" in noise_warning(load_model_file(bare))
