@@ -46,6 +46,7 @@ import numpy as np
 from edge.csvio import read_table
 from edge.flags import FLAG_WARMUP
 from edge.fatigue import HistogramBins, Hotspot, RainflowCounter, equivalent_range
+from edge.fatigue.reference import reversal_index
 from edge.fatigue.damage import damage_rate, miner_damage, residue_half_cycles
 from edge.fatigue.sn_curve import SNCurve, SNCurveError, curve
 from offline._deps import need
@@ -213,13 +214,9 @@ def turning_point_k(y: np.ndarray, delta: float) -> dict:
     ``y_i >= v - delta`` (``<= v + delta`` at a valley), so its error is the largest of
     ``n_d`` errors; Bonferroni (any correlation): ``P(max e_i > k sigma) <= n_d P(e > k
     sigma)``, so ``k_j = Phi^-1(1 - 0.025 / n_d)`` (1.96 for ``n_d = 1``)."""
-    y = np.asarray(y, dtype=np.float64)
-    y = y[np.isfinite(y)]
-    y = y[np.concatenate(([True], np.diff(y) != 0))] if y.size else y
+    y, turn = reversal_index(y)          # the counter's reversals (its NumPy twin's)
     if y.size < 3:
         return {}
-    d = np.sign(np.diff(y))
-    turn = np.concatenate(([0], np.nonzero(d[:-1] != d[1:])[0] + 1, [y.size - 1]))
     inv = NormalDist().inv_cdf
     out: dict = {}
     for j in turn.tolist():

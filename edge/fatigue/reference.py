@@ -1,5 +1,6 @@
 """NumPy twin of the compiled counter (:mod:`edge.fatigue.rainflow`): the whole record at
-once, for the tests and the benchmark, not for the device's sample path.
+once, for the tests, the benchmark and the offline interval (offline/fatigue.py), not for
+the device's sample path.
 
 Turning points by array operations (non-finite samples dropped, repeats merged, the sign
 changes of the differences), then the four-point test in a plain Python loop (the same rule
@@ -14,19 +15,26 @@ import numpy as np
 from edge.fatigue.sn_curve import P_LOGA1, P_LOGA2, P_M1, P_M2, P_SCALE, P_SCUT, P_SKNEE
 
 
+def reversal_index(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(z, i)``: ``y`` with gaps dropped and repeats merged, and the indices into ``z`` of
+    its start point, its turning points and its last sample (every index for two samples or
+    fewer)."""
+    y = np.asarray(y, dtype=np.float64)
+    z = y[np.isfinite(y)]
+    if z.size:
+        z = z[np.concatenate(([True], np.diff(z) != 0))]
+    if z.size <= 2:
+        return z, np.arange(z.size)
+    s = np.sign(np.diff(z))
+    turn = np.nonzero(s[:-1] != s[1:])[0] + 1
+    return z, np.concatenate(([0], turn, [z.size - 1]))
+
+
 def reversals(y: np.ndarray) -> np.ndarray:
     """Start point, the turning points and the last sample of ``y`` (gaps dropped, repeats
     merged). Empty for an empty or all-gap record."""
-    y = np.asarray(y, dtype=np.float64)
-    y = y[np.isfinite(y)]
-    if y.size == 0:
-        return y
-    y = y[np.concatenate(([True], np.diff(y) != 0))]
-    if y.size <= 2:
-        return y
-    s = np.sign(np.diff(y))
-    turn = np.nonzero(s[:-1] != s[1:])[0] + 1
-    return np.concatenate((y[:1], y[turn], y[-1:]))
+    z, i = reversal_index(y)
+    return z[i]
 
 
 def four_point(rev) -> tuple[np.ndarray, np.ndarray]:
