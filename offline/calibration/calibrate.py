@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offline.calibration import discretisation
+from offline.calibration import discretisation, measurement
 from offline.calibration.data import Prep, read_record
 from offline.calibration.forward import TimeModel
 from offline.calibration.identify import analyse, leaning_text
@@ -136,8 +136,10 @@ class Problem:
         dts = {round(r.dt, 12) for r in self.records}
         if len(dts) != 1:
             raise ValueError(f"records have different sample intervals {sorted(dts)}")
+        # the records hold the response through the model file's measurement chain
+        meas, self.chain_warning = measurement.of_records(setup.spec, self.records[0].dt)
         self.tm = TimeModel(setup.pm.parts, setup.B, setup.out_rows, setup.out_kind,
-                            self.records[0].dt, settings.substeps)
+                            self.records[0].dt, settings.substeps, measurement=meas)
         Yall = np.vstack([r.Y[r.used] for r in self.records])
         self.scale = Yall.std(axis=0)
         if np.any(self.scale <= 0):
@@ -255,6 +257,11 @@ def calibrate(setup, record_paths, settings: Settings | None = None, progress: b
     if records is None:
         records = [read_record(p, setup.forces, setup.sensors, settings.prep) for p in record_paths]
     prob = Problem(setup, records, settings)
+    if prob.chain_warning:
+        print(f"warning: {prob.chain_warning}", flush=True)
+    elif progress and prob.tm.measurement is not None:
+        print(f"  the records through the model file's measurement chain: "
+              f"{measurement.describe(prob.tm.measurement.chain)}", flush=True)
     check_units(prob, [r.name for r in records], progress)
     modes = []
     if m_init is None and settings.multistart:

@@ -107,6 +107,9 @@ class TimeModel:
     out_kind : ndarray, shape (nch,)     0 displacement [m], 1 velocity [m/s], 2 acceleration
     dt : float                           sample interval [s]
     substeps : int                       Newmark steps per sample
+    measurement : Measurement or None    what the records hold: the response through the
+                                         model file's chain (:mod:`.measurement`); None:
+                                         point samples
     """
 
     parts: Parts
@@ -116,6 +119,7 @@ class TimeModel:
     dt: float
     substeps: int = 4
     interpolation: str = "bandlimited"
+    measurement: object = None
 
     def fine_force(self, F) -> np.ndarray:
         """Force at the sub-step points, ((nt-1) substeps + 1, nf).
@@ -222,8 +226,9 @@ class TimeModel:
         U = Fk @ G.transpose(0, 2, 1).reshape(-1, m)       # (nt-1, 2n)
         X = propagate(Phi, U)
         Y = X @ Cy.T + F @ Dy.T
+        meas = self.measurement.apply if self.measurement is not None else (lambda a: a)
         if not jac:
-            return Y, None
+            return meas(Y), None
         p = dPhi.shape[0]
         # pseudo-input of the sensitivity recursion: dΦ x_k + Σ_j dG_j f_{k,j}
         W = X[:-1] @ dPhi.transpose(2, 0, 1).reshape(m, p * m)
@@ -231,4 +236,5 @@ class TimeModel:
         dX = propagate(Phi, W.reshape(-1, p, m).transpose(0, 2, 1))     # (nt, 2n, p)
         # dy = Cy dx + dCy x + dDy f
         dY = dX.transpose(2, 0, 1) @ Cy.T + X @ dCy.transpose(0, 2, 1) + F @ dDy.transpose(0, 2, 1)
-        return Y, dY
+        # the chain is linear: the recorded sensitivities are the sensitivities' conversions
+        return meas(Y), meas(dY)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge.inverse import modal
+from offline.calibration import measurement
 from offline.calibration.bilinear import matrices
 from offline.inverse.fromfile import _edit
 
@@ -133,6 +134,8 @@ class Result:
             "identifiability": {"undetermined": self.undetermined, "profiles": self.profiles},
             "modes": self.modes,
             "discretisation": self.discretisation,
+            "measurement": (measurement.describe(p.tm.measurement.chain)
+                            if p.tm.measurement is not None else "point samples"),
             "reduction": {"method": p.setup.reduction_method,
                           "sensitivity": p.setup.sensitivity,
                           "added_masters": p.setup.added_masters},
