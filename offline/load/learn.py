@@ -218,7 +218,7 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     K_eff = n_seg / 1.5
     S_hat = S_hat[kmin:kmax + 1]
     walk = None if chain is None else walk_spectra(chain.drift_for(nch), N, dt,
-                                                   np.arange(kmin, kmax + 1))
+                                                   np.arange(kmin, kmax + 1), chain)
     if prior is not None:
         corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
         main = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, walk=walk)

@@ -23,10 +23,23 @@ and, with Welch's two-sided density scaling ``|X|^2 dt / sum w^2``::
 
 which for ``k`` well above 1 approaches ``q dt / (4 sin^2(pi k / N))`` smoothed by the
 window's kernel. Exact for every segment (the increments are stationary).
+
+That is the walk of point samples. The device's converter (an ADS1256's sinc filter and
+averager, :mod:`edge.acquisition`) converts the offset with the sensor's output: the sampled
+spectrum is ``drift^2 sum_m |G(f + m fs)|^2 / (2 pi (f + m fs))^2`` (``G`` the conversion's
+response, the sensor's own high-pass and average left out: the offset comes after them),
+against ``drift^2 sum_m 1 / (2 pi (f + m fs))^2 = q dt / (4 sin^2(pi f dt))`` for point
+samples. Their ratio (:func:`converted_share`, 1 at low frequency, about 0.4 near Nyquist
+for the ADS1256 at 1000 SPS) multiplies the exact estimate: near DC, where the kernel and
+the mean removal matter, the conversion does not, and near Nyquist, where it does, the
+kernel does not. Without it a strong drift's walk, converted, was expected 2-3x too high
+near Nyquist and the fit lowered the white noise under it (3.6x on the README beam at
+3e-4 m / sqrt(s)).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -65,9 +78,27 @@ def walk_welch(N: int, dt: float, bins) -> np.ndarray:
     return out * dt / np.sum(w ** 2)
 
 
-def walk_spectra(drift, N: int, dt: float, bins) -> np.ndarray | None:
+def converted_share(chain, f, nch: int, dt: float, images: int = 4) -> np.ndarray:
+    """``(nf, nch)``: the converted walk's sampled spectrum over the point-sampled walk's at
+    ``f`` (0 < f <= fs / 2) (module docstring; the alias images ``|m| <= images``); ones for
+    an ideal converter or no ``chain``."""
+    f = np.asarray(f, dtype=float)
+    if chain is None or chain.ideal:
+        return np.ones((f.size, nch))
+    conv = replace(chain, highpass=(), average=(), drift=())   # the offset follows them
+    fs = 1.0 / dt
+    num = np.zeros((f.size, nch))
+    for m in range(-images, images + 1):
+        fm = np.abs(f + m * fs)
+        num += np.abs(conv.response(fm, nch)) ** 2 / fm[:, None] ** 2
+    # sum over all m of 1 / (f + m fs)^2 = pi^2 / (fs^2 sin^2(pi f / fs))
+    return num / (np.pi ** 2 / (fs ** 2 * np.sin(np.pi * f * dt) ** 2))[:, None]
+
+
+def walk_spectra(drift, N: int, dt: float, bins, chain=None) -> np.ndarray | None:
     """Each channel's expected Welch estimate of its drifting offset, ``(len(bins), nch)``
-    (``drift`` (nch,) [unit / sqrt(s)], ``q = drift^2 dt``); None when no channel drifts."""
+    (``drift`` (nch,) [unit / sqrt(s)], ``q = drift^2 dt``), converted by ``chain``
+    (:class:`edge.acquisition.Chain`; None: point samples); None when no channel drifts."""
     drift = np.asarray(drift, dtype=float)
     if not np.any(drift > 0):
         return None
@@ -75,4 +106,5 @@ def walk_spectra(drift, N: int, dt: float, bins) -> np.ndarray | None:
     contiguous = bins.size > 1 and np.all(np.diff(bins) == 1)
     unit = (_walk_welch_range(int(N), float(dt), int(bins[0]), int(bins[-1])) if contiguous
             else walk_welch(N, dt, bins))
-    return unit[:, None] * (drift ** 2 * dt)[None, :]
+    share = converted_share(chain, bins / (N * dt), drift.size, dt)
+    return unit[:, None] * (drift ** 2 * dt)[None, :] * share
