@@ -29,7 +29,7 @@ averager, :mod:`edge.acquisition`) converts the offset with the sensor's output:
 spectrum is ``drift^2 sum_m |G(f + m fs)|^2 / (2 pi (f + m fs))^2`` (``G`` the conversion's
 response, the sensor's own high-pass and average left out: the offset comes after them),
 against ``drift^2 sum_m 1 / (2 pi (f + m fs))^2 = q dt / (4 sin^2(pi f dt))`` for point
-samples. Their ratio (:func:`converted_share`, 1 at low frequency, about 0.4 near Nyquist
+samples. Their ratio (:func:`converted_share`, 1 at low frequency, 0.33 at 499 Hz
 for the ADS1256 at 1000 SPS) multiplies the exact estimate: near DC, where the kernel and
 the mean removal matter, the conversion does not, and near Nyquist, where it does, the
 kernel does not. Without it a strong drift's walk, converted, was expected 2-3x too high
