@@ -128,7 +128,8 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
     channels as it does (:func:`convert`), on a grid of at least
     :data:`offline.chain.MIN_STEPS_PER_ROW` steps per row where either acts; the outputs
     stay point values (the truth). A sensor's drifting offset is not
-    added: with the walk in three 2 s runs the stated std's model-error factor
+    added (the build's ratio to the limit adds it: :func:`offline.chain.with_walks`): with
+    the walk in three 2 s runs the stated std's model-error factor
     (offline/smoother/std_scale.py) widened a right std (tests/test_sensor_dynamics.py: d05's
     coverage on a 20 s record 74 -> 79 %, where 61-75 % is asked).
     """

@@ -24,7 +24,7 @@ Pure functions on arrays; :func:`offline.simulate.simulate_model` calls them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -237,3 +237,18 @@ def offset_walks(n: int, dt: float, drift, seed) -> np.ndarray:
     rng = np.random.default_rng([0x0FF5E7, int(seed or 0)])
     steps = rng.standard_normal((max(n - 1, 0), drift.size)) * (drift * math.sqrt(dt))
     return np.vstack([np.zeros((1, drift.size)), np.cumsum(steps, axis=0)])
+
+
+def with_walks(runs, chain) -> list:
+    """The calibration runs ``runs`` (:class:`offline.calibration_runs.CalRun`) as the device
+    records them: each channel whose ``chain`` declares a drifting offset gets its walk
+    (:func:`offset_walks` at the rows, seeded by the run's seed) added to ``Y``; the runs
+    themselves when no channel drifts."""
+    if chain is None or not any(getattr(chain, "drift", ())):
+        return list(runs)
+    out = []
+    for r in runs:
+        drift = chain.drift_for(r.Y.shape[1])
+        b = offset_walks(r.Y.shape[0], float(r.t[1] - r.t[0]), drift, r.seed)
+        out.append(replace(r, Y=r.Y + b))
+    return out

@@ -44,6 +44,7 @@ from offline.load.model import LoadModel
 from offline.load.records import MIN_RECORD_S, read_records  # noqa: F401
 from offline.load.welch import cross_spectra, peak_of_ratio, segment_length, window_kernel
 from offline.load.sources import candidates, direction_uncertainty
+from offline.load.walk import walk_spectra
 from offline.load.whittle import LN10, Whittle, components, make_layout, start_theta, unpack
 
 ORDERS_HP = (1, 2, 4, 8)
@@ -189,7 +190,9 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     barely sees them, and a fold-back the declaration does not predict is better left to
     the in-band shape). Bin by bin, not in total power: a fold-back of 1-2 % of a plate's
     acceleration power lands where its in-band spectrum is low, and read as sensor noise
-    there it made the noise 2.5x too high."""
+    there it made the noise 2.5x too high. A channel whose ``chain`` declares a drifting
+    offset has its walk's expected Welch estimate in the expectation, fixed at the
+    declaration (:mod:`offline.load.walk`): not learned as load or noise."""
     nch = len(sensor_kinds)
     N = segment_length(min(Y.shape[0] for Y in records), dt, seg_s)
     freqs, S_hat, n_seg = cross_spectra(records, dt, N)
@@ -214,10 +217,12 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
     # Hann bins are correlated with their neighbours: about one independent bin in 1.5
     K_eff = n_seg / 1.5
     S_hat = S_hat[kmin:kmax + 1]
+    walk = None if chain is None else walk_spectra(chain.drift_for(nch), N, dt,
+                                                   np.arange(kmin, kmax + 1), chain)
     if prior is not None:
         corr = prior.corr if prior.correlated else np.eye(len(prior.forces))
-        main = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt)
-        full = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
+        main = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, walk=walk)
+        full = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images, walk)
         ns = np.zeros(nch) if prior.noise_std is None else np.asarray(prior.noise_std, float)
         p_main = np.real(np.einsum("kii->ki", main.expected(prior.forces, ns, corr,
                                                             prior.components)))
@@ -227,7 +232,7 @@ def whittle_of_records(mm, records, dt: float, sensor_kinds, seg_s=None, prior=N
         visible = (p_all - p_main) > alias_share * np.maximum(p_main, 1e-300)
         if not np.any(np.mean(visible, axis=0) > alias_bins):
             images = []
-    W = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images)
+    W = Whittle(f_fine, H, S_hat, kern, over, K_eff, dt, images, walk)
     return W, (float(kmin * df), float(kmax * df)), N, n_seg
 
 

@@ -248,9 +248,12 @@ class Whittle:
             E(f) = sum_m H_m(f) S_ff(f_m) H_m(f)^H + N
 
         (the forces' model spectra are real, hence the same at ``-f``)
+    walk : (nb, nch) or None, each channel's drifting offset's expected Welch estimate at
+        the bins (:func:`offline.load.walk.walk_spectra`), fixed at the declaration and added
+        to ``E_k``'s diagonal like the noise (None: no channel drifts)
     """
 
-    def __init__(self, f_fine, H_fine, S_hat, kernel, over, K_eff, dt, images=()):
+    def __init__(self, f_fine, H_fine, S_hat, kernel, over, K_eff, dt, images=(), walk=None):
         self.f_fine = np.asarray(f_fine)
         self.H = np.asarray(H_fine)
         self.nfine = self.f_fine.size
@@ -265,6 +268,7 @@ class Whittle:
         self.nb = self.S_hat.shape[0]
         #: each bin's centre on the fine grid (nb,)
         self.centres = np.arange(self.nb) * self.over + (len(self.kernel) - 1) // 2
+        self.walk = None if walk is None else np.asarray(walk, dtype=float)
 
     def bin_freqs(self) -> np.ndarray:
         """The bins' centre frequencies (nb,) [Hz]."""
@@ -294,12 +298,15 @@ class Whittle:
 
     def _binned(self, Syy, noise_sd) -> np.ndarray:
         """``E_k`` of the fine-grid ``S_yy`` (nfine, nch, nch): smoothed by the window kernel
-        at the bins, plus the noise ``diag(s^2) dt``; Hermitian."""
+        at the bins, plus the noise ``diag(s^2) dt`` and the drifting offsets' ``diag(walk_k)``;
+        Hermitian."""
         E = np.zeros((self.nb,) + Syy.shape[1:], complex)
         idx = np.arange(self.nb) * self.over
         for j, kj in enumerate(self.kernel):
             E += kj * Syy[idx + j]
         E += np.diag(noise_sd ** 2 * self.dt)[None]
+        if self.walk is not None:
+            E[:, np.arange(E.shape[1]), np.arange(E.shape[1])] += self.walk
         return 0.5 * (E + np.conj(np.transpose(E, (0, 2, 1))))
 
     def posterior_force_spectra(self, models, noise_sd, corr, comps=()):
