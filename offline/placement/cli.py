@@ -51,6 +51,9 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
 
     comment = (f"sensors added by vsense-offline place ({target}), in the order chosen: "
                + ", ".join(names))
-    write_placed(spec.path, out, names, comment)
+    # in [[placement.candidates]] order: the channels' order (with the multiplexer cycling,
+    # their conversion instants) that the criterion scored (offline/placement/chained.py)
+    cands = [c.name for c in ps.candidates]
+    write_placed(spec.path, out, sorted(names, key=cands.index), comment)
     say(f"wrote {out}")
     return res

@@ -22,6 +22,7 @@ from offline._deps import need
 from offline.fem.strain import probe_matrix
 from offline.load.declared import declared_force_models
 from offline.model import EstimatorSpec, build_fe_model, sensor_probe
+from offline.placement.chained import ChainedModel
 from offline.placement.honest import load_grid, smoother_nrmse
 from offline.placement.riccati import riccati
 from offline.reduced import design_bundle, reduce_model
@@ -86,6 +87,7 @@ class PlacementModel:
     grid: object = None           # offline.placement.honest.LoadGrid: the calibration load
     Qs: tuple = ()                # process noise of each model-error level
     model_errors: tuple = (0.0,)  # the build's levels (offline.smoother.SmootherSettings)
+    chained: object = None        # offline.placement.chained.ChainedModel (None: point samples)
 
     def nrmse(self, layout) -> np.ndarray:
         """Predicted normalised RMS error (nq,) of each target on the build's calibration
@@ -96,17 +98,25 @@ class PlacementModel:
         return self.evaluate(layout)[0]
 
     def evaluate(self, layout):
-        """``(nrmse (nq,), model_error)`` of :meth:`nrmse`."""
-        idx = np.asarray(list(layout), dtype=int)
+        """``(nrmse (nq,), model_error)`` of :meth:`nrmse`; the layout's candidates in
+        ``[[placement.candidates]]`` order (as ``place`` writes them), its channels through
+        the chain the build gives them (:mod:`offline.placement.chained`)."""
+        idx = np.sort(np.asarray(list(layout), dtype=int))
         H = np.vstack([self.Hs, self.Hc[idx]])
         r = np.concatenate([self.rs, self.rc[idx]])
         if H.shape[0] == 0:
             return np.ones(len(self.targets)), self.model_errors[0]
         Hy = np.concatenate([self.grid.Hs, self.grid.Hc[:, idx]], axis=1)
+        A, Qs, d, Cq = self.A, self.Qs, self.d, self.Cq
+        chain = self.chained.chain(idx) if self.chained is not None else Chain()
+        if not chain.point:  # the conversions' and sensors' states, their response
+            A, Qs, H, d = self.chained.system(idx, chain)
+            Hy = Hy * self.chained.response(idx, chain)[:, :, None]
+            Cq = np.pad(Cq, ((0, 0), (0, A.shape[0] - Cq.shape[1])))
         best = None
-        for me, Q in zip(self.model_errors, self.Qs):
-            P = riccati(self.A, H, Q, np.diag(r), self.d)
-            e = smoother_nrmse(self.A, H, np.diag(r), P, self.Cq, self.lag, Hy, self.grid)
+        for me, Q in zip(self.model_errors, Qs):
+            P = riccati(A, H, Q, np.diag(r), d)
+            e = smoother_nrmse(A, H, np.diag(r), P, Cq, self.lag, Hy, self.grid)
             score = float(np.mean(np.log(np.maximum(e, 1e-300))))
             if best is None or score < best[0]:
                 best = (score, e, me)
@@ -115,7 +125,7 @@ class PlacementModel:
     def stated(self, layout, model_error=None) -> np.ndarray:
         """The smoother's own stated error (nq,) under its force models (what its std says),
         over the targets' stationary std under the same models, at the smoother's lag;
-        ``model_error``: one of :attr:`model_errors` (default the first).
+        ``model_error``: one of :attr:`model_errors` (default the first); point samples.
 
         ``P`` from the Riccati equation; ``S = H P H^T + R``; smoothed covariance
         ``P_{k-L|k} = P - sum_{j=0..L} P (Abar^T)^j H^T S^-1 H Abar^j P`` with
@@ -209,8 +219,8 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
                        1.0 / (1e-3 * s) ** 2) for f, s in zip(bundle.forces, scale)]
     sset = smoother_settings(spec, est, bundle.rate)  # the build's smoother (one design path)
     lag = sset.lag
-    # point samples: the criterion's state model is shared by every channel subset, which a
-    # measurement chain's per-channel states are not ([acquisition] is not modelled here)
+    # point samples here: the continuous model (Ac, Qc) and the rows are shared by every
+    # layout; a layout's chain is discretised per layout (offline/placement/chained.py)
     b = bundle.replace(channels=fixed + cand + anchor, chain=Chain())
     try:  # one design per model-error level the build scores: A and Cq alike, Q differs
         designs = [design_smoother(b, fms, lag, me) for me in sset.model_errors]
@@ -247,7 +257,13 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
                           sens_rows=rm.channel_rows(), sens_kinds=[s.kind for s in spec.sensors],
                           out_rows=rm.output_rows(), out_kinds=[o.kind for o in spec.outputs],
                           grid=grid, Qs=tuple(dd.Q for dd in designs),
-                          model_errors=tuple(sset.model_errors))
+                          model_errors=tuple(sset.model_errors),
+                          chained=ChainedModel(
+                              Ac=design.Ac, Qcs=tuple(dd.Qc for dd in designs),
+                              C=H[:nfix + ncand], dt=bundle.dt, n2=2 * bundle.n,
+                              proportional=design.proportional, X=X, spec=spec,
+                              entries=allsig, nfix=nfix,
+                              freqs=np.fft.rfftfreq(grid.n, bundle.dt)))
 
 
 def _check_responds(spec, allsig, std, r) -> None:
