@@ -4,7 +4,9 @@ measurement chain").
 
 The chain of a layout is ``ModelSpec.chain()`` of the model file whose ``[[sensors]]`` are
 the sensors already placed followed by the layout's candidates in ``[[placement.candidates]]``
-order (the order ``place`` writes them in): the declared ``[acquisition]``, or without one the
+order (the order ``place`` writes them in): the declared ``[acquisition]`` resolved by the
+model parser for that many channels (its default data rate, mode and cycling instants), or
+without one the
 ADS1256 at the data rate that gives ``[estimator] rate`` rows/s with that many channels (one:
 continuous, several: multiplexer cycling, each channel's conversion instant from its position
 in the row), or point samples where no data rate does -- what ``build`` designs for the
@@ -23,10 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from edge.acquisition import Chain
+from offline.model.sections import parse_acquisition
+from offline.model.table import ModelFileError
 from offline.smoother.chain import sensor_model
 
 
@@ -103,13 +108,14 @@ def _scales(A, Q, Xz, W: int) -> np.ndarray:
 
 
 def layout_chain(spec, entries) -> Chain:
-    """``spec.chain()`` of the model file with ``[[sensors]]`` = ``entries`` (module
-    docstring). Per-channel ``[acquisition] offsets`` name the file's channels only: with
-    another number of channels a ``ValueError`` names the key."""
-    chain = dataclasses.replace(spec, sensors=list(entries)).chain()
-    if chain.offsets and len(chain.offsets) != len(entries):
-        raise ValueError(f"{spec.where('[acquisition].offsets')}: {len(chain.offsets)} "
-                         f"conversion instants for a layout of {len(entries)} channels; "
-                         "place cannot know the added channels' instants: remove offsets "
-                         "(all 0) or place with [acquisition] mode = \"continuous\"")
-    return chain
+    """``ModelSpec.chain()`` of the model file with ``[[sensors]]`` = ``entries``: its
+    ``[acquisition]`` resolved for that many channels by the model parser (the default data
+    rate, mode and cycling offsets depend on the count), as the build reads the placed file.
+    Where the parser would refuse that file (per-channel ``offsets`` for another count, no
+    ADS1256 data rate for the rate with that many channels) a ``ValueError`` says so."""
+    try:
+        acq = parse_acquisition(spec.raw, Path(spec.path).name, spec.estimator, len(entries))
+    except ModelFileError as exc:
+        raise ValueError(f"a layout of {len(entries)} channel(s) would be refused by the "
+                         f"build: {exc}") from None
+    return dataclasses.replace(spec, sensors=list(entries), acquisition=acq).chain()

@@ -97,22 +97,32 @@ class PlacementModel:
         choice), run on the full model under the ``[design_load]`` load."""
         return self.evaluate(layout)[0]
 
-    def evaluate(self, layout):
-        """``(nrmse (nq,), model_error)`` of :meth:`nrmse`; the layout's candidates in
-        ``[[placement.candidates]]`` order (as ``place`` writes them), its channels through
-        the chain the build gives them (:mod:`offline.placement.chained`)."""
+    def system(self, layout):
+        """The smoother model of ``layout`` (candidate indices, taken in
+        ``[[placement.candidates]]`` order, as ``place`` writes them): ``(idx, A, [Q per
+        level], H, r, d, Cq, resp)``, its channels through the chain the build gives them
+        (:mod:`offline.placement.chained`; ``resp`` (nb, m) their response, None for point
+        samples)."""
         idx = np.sort(np.asarray(list(layout), dtype=int))
         H = np.vstack([self.Hs, self.Hc[idx]])
         r = np.concatenate([self.rs, self.rc[idx]])
+        A, Qs, d, Cq = self.A, self.Qs or (self.Q,), self.d, self.Cq
+        chain = self.chained.chain(idx) if self.chained is not None and H.shape[0] \
+            else Chain()
+        if chain.point:
+            return idx, A, Qs, H, r, d, Cq, None
+        A, Qs, H, d = self.chained.system(idx, chain)
+        Cq = np.pad(Cq, ((0, 0), (0, A.shape[0] - Cq.shape[1])))
+        return idx, A, Qs, H, r, d, Cq, self.chained.response(idx, chain)
+
+    def evaluate(self, layout):
+        """``(nrmse (nq,), model_error)`` of :meth:`nrmse`."""
+        idx, A, Qs, H, r, d, Cq, resp = self.system(layout)
         if H.shape[0] == 0:
             return np.ones(len(self.targets)), self.model_errors[0]
         Hy = np.concatenate([self.grid.Hs, self.grid.Hc[:, idx]], axis=1)
-        A, Qs, d, Cq = self.A, self.Qs, self.d, self.Cq
-        chain = self.chained.chain(idx) if self.chained is not None else Chain()
-        if not chain.point:  # the conversions' and sensors' states, their response
-            A, Qs, H, d = self.chained.system(idx, chain)
-            Hy = Hy * self.chained.response(idx, chain)[:, :, None]
-            Cq = np.pad(Cq, ((0, 0), (0, A.shape[0] - Cq.shape[1])))
+        if resp is not None:  # each channel through its conversion and sensor
+            Hy = Hy * resp[:, :, None]
         best = None
         for me, Q in zip(self.model_errors, Qs):
             P = riccati(A, H, Q, np.diag(r), d)
@@ -125,28 +135,27 @@ class PlacementModel:
     def stated(self, layout, model_error=None) -> np.ndarray:
         """The smoother's own stated error (nq,) under its force models (what its std says),
         over the targets' stationary std under the same models, at the smoother's lag;
-        ``model_error``: one of :attr:`model_errors` (default the first); point samples.
+        ``model_error``: one of :attr:`model_errors` (default the first); the chain as in
+        :meth:`system`.
 
         ``P`` from the Riccati equation; ``S = H P H^T + R``; smoothed covariance
         ``P_{k-L|k} = P - sum_{j=0..L} P (Abar^T)^j H^T S^-1 H Abar^j P`` with
         ``Abar = A (I - K H)`` (docs/smoother.md); error = sqrt(diag(Cq P_{k-L|k} Cq^T)) /
         target std.
         """
-        idx = np.asarray(list(layout), dtype=int)
-        H = np.vstack([self.Hs, self.Hc[idx]])
-        r = np.concatenate([self.rs, self.rc[idx]])
+        _, A, Qs, H, r, d, Cq, _ = self.system(layout)
         var0 = self.target_std ** 2
         if H.shape[0] == 0:
             return np.ones_like(var0)
         me = self.model_errors[0] if model_error is None else model_error
-        Q = self.Qs[self.model_errors.index(me)] if self.Qs else self.Q
-        P = riccati(self.A, H, Q, np.diag(r), self.d)
+        Q = Qs[self.model_errors.index(me)] if self.Qs else Qs[0]
+        P = riccati(A, H, Q, np.diag(r), d)
         S = H @ P @ H.T + np.diag(r)
         Sinv = np.linalg.inv(0.5 * (S + S.T))
         K = P @ H.T @ Sinv
-        Abar = self.A - self.A @ K @ H
-        Z = P @ self.Cq.T                  # Abar^j P Cq^T
-        var = np.einsum("ij,ji->i", self.Cq, Z)
+        Abar = A - A @ K @ H
+        Z = P @ Cq.T                       # Abar^j P Cq^T
+        var = np.einsum("ij,ji->i", Cq, Z)
         for _ in range(self.lag + 1):
             HZ = H @ Z
             var = var - np.einsum("ij,ij->j", HZ, Sinv @ HZ)
