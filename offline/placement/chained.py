@@ -86,11 +86,17 @@ class ChainedModel:
         return A, Qs, H, _scales(A, Qs[0], self.X, chain.intervals(self.dt, nch))
 
     def response(self, idx, chain: Chain) -> np.ndarray:
-        """(nb, nch) each channel's conversion and sensor response on the grid's bins."""
-        key = (chain, len(self.channels(idx)))
+        """(nb, nch) each channel's conversion and sensor response on the grid's bins
+        (:meth:`edge.acquisition.Chain.response`): the converter's taps once per converter
+        and data rate, times each channel's delay and sensor."""
+        nch = len(self.channels(idx))
+        key = (chain.converter, chain.drate, chain.cutoff, chain.group_delay)
         if key not in self.cache:
-            self.cache[key] = chain.response(self.freqs, key[1])
-        return self.cache[key]
+            conv = dataclasses.replace(chain, offsets=(), highpass=(), average=(), drift=())
+            self.cache[key] = conv.response(self.freqs, 1)[:, 0]
+        sensors = Chain(highpass=chain.highpass, average=chain.average)
+        delay = np.exp(-2j * np.pi * np.outer(self.freqs, chain.offsets_for(nch)))
+        return self.cache[key][:, None] * delay * sensors.response(self.freqs, nch)
 
 
 def _scales(A, Q, Xz, W: int) -> np.ndarray:
