@@ -265,8 +265,10 @@ def test_place_cli_writes_the_model_file_and_figures(strip, tmp_path, capsys):
     np.testing.assert_allclose([float(rows[3][2]), float(rows[3][3])], e3, rtol=1e-3)
     assert (tmp_path / "rep" / "placement_curve.png").stat().st_size > 1000
     assert (tmp_path / "rep" / "placement_layout.png").stat().st_size > 1000
+    # written in [[placement.candidates]] order (the channels' order the criterion scored)
+    assert names == sorted(names, key=pm.candidates.index)
     # the placed candidates are not offered again: a second run adds one more sensor
-    assert spec.placement.placed == tuple(sorted(names, key=pm.candidates.index))
+    assert spec.placement.placed == tuple(names)
     out2 = tmp_path / "placed2.toml"
     assert offline_main(["place", str(out), "-n", "1", "-o", str(out2), "--quiet"]) == 0
     assert [s.name for s in load_model_file(out2).sensors][:3] == names

@@ -17,6 +17,7 @@ from offline.model.signals import (
     FieldSensor,
     Sensor,
     _field_output,
+    _sensor_dynamics,
     _signal_common,
 )
 from offline.model.schema_signals import CANDIDATES, CRITERIA, NOISE_MODELS, PLACEMENT  # noqa: F401
@@ -31,7 +32,8 @@ class Candidate(Sensor):
 
     def as_sensor(self) -> Sensor:
         return Sensor(self.name, self.select, self.dof, self.kind, self.unit, self.where,
-                      noise=self.noise, noise_std=self.noise_std)
+                      noise=self.noise, noise_std=self.noise_std, highpass_hz=self.highpass_hz,
+                      average_s=self.average_s, drift=self.drift)
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,9 @@ class GaugeCandidate(FieldSensor):
 
     def as_sensor(self) -> FieldSensor:
         return FieldSensor(self.name, self.select, self.dof, self.kind, self.unit, self.where,
-                           noise=self.noise, noise_std=self.noise_std, at=self.at,
+                           noise=self.noise, noise_std=self.noise_std,
+                           highpass_hz=self.highpass_hz, average_s=self.average_s,
+                           drift=self.drift, at=self.at,
                            surface=self.surface, direction=self.direction, scale=self.scale,
                            row=self.row)
 
@@ -53,11 +57,9 @@ def _gauge_candidate(ct, cw: str, kind: str, cost: float) -> GaugeCandidate:
         raise ModelFileError(f"{cw}.kind: {kind!r} is an output kind; a gauge candidate is "
                              "kind = \"strain\"")
     g = _field_output(ct, cw, "strain", sensor=True)
-    if any((g.highpass_hz, g.average_s, g.drift)):
-        raise ModelFileError(f"{cw}: placement scores point samples; remove highpass_hz, "
-                             "average_s and drift from the candidate")
     return GaugeCandidate(g.name, g.select, "", "strain", g.unit, cw, noise=g.noise,
-                          noise_std=g.noise_std, at=g.at, surface=g.surface,
+                          noise_std=g.noise_std, highpass_hz=g.highpass_hz,
+                          average_s=g.average_s, drift=g.drift, at=g.at, surface=g.surface,
                           direction=g.direction, scale=g.scale, row=g.row, cost=cost)
 
 
@@ -107,6 +109,7 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
             g = None
             name, sel, dof, kind, unit = _signal_common(ct, cw, True)
             noise, noise_std = ct.get("noise"), ct.get("noise_std")  # as a sensor's
+            dyn = _sensor_dynamics(ct, cw, name)  # highpass_hz, average_s, drift
             cost = ct.get("cost")
             ct.done()
         if name in seen:
@@ -119,13 +122,15 @@ def parse_placement(raw: dict, f: str, sensors: list, forces: list,
             raise ModelFileError(f"{cw}.name: {name!r} is reserved: the CSV files have the "
                                  f"columns {', '.join(RESERVED_NAMES)} and <name>_std")
         c = g if g is not None else Candidate(name, sel, dof, kind, unit, cw, noise=noise,
-                                              noise_std=noise_std, cost=cost)
+                                              noise_std=noise_std, highpass_hz=dyn[0],
+                                              average_s=dyn[1], drift=dyn[2], cost=cost)
         costs.append(c.cost)
         if name in by_sensor:
             s = by_sensor[name]
             if ((s.select.forms, s.select.tol, s.dof, s.kind, s.unit, s.noise, s.noise_std,
-                 getattr(s, "row", None)) != (sel.forms, sel.tol, dof, kind, unit, noise,
-                                              c.noise_std, getattr(c, "row", None))):
+                 getattr(s, "row", None), s.highpass_hz, s.average_s, s.drift)
+                    != (sel.forms, sel.tol, dof, kind, unit, noise, c.noise_std,
+                        getattr(c, "row", None), c.highpass_hz, c.average_s, c.drift)):
                 raise ModelFileError(f"{cw}.name: {name!r} is a [[sensors]] entry with another "
                                      f"position, kind or noise")
             placed.append(name)

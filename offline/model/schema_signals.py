@@ -113,8 +113,8 @@ PLACEMENT = Section("[placement]", "Sensor placement (`vsense-offline place`).",
 ))
 
 CANDIDATES = Section("[[placement.candidates]]", "A sensor `place` may add: the keys of a "
-                     "`[[sensors]]` entry and its cost (placement scores point samples: no dynamics on a "
-                     "strain candidate).", (
+                     "`[[sensors]]` entry and its cost (its `highpass_hz`, `average_s`, `drift` and "
+                     "the `[acquisition]` chain are scored as the build designs them).", (
     *_signal("Sensor"), *_NOISE, *_DYNAMICS,
     Key("cost", "num", 1.0, "Cost against `[placement] budget`.", lo=0.0),
 ))

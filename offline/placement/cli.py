@@ -40,6 +40,9 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
         every = pm.nrmse(range(len(pm.candidates)))
         blind = {t: float(v) for t, v in zip(pm.targets, every) if v > 0.95}
         say(summary(pm, pl, blind))
+        note = estimator_note(spec)
+        if note:
+            say(note)
         names = [pm.candidates[i] for i in pl.order]
         res = {"pm": pm, "placement": pl, "blind": blind, "names": names}
         if figures:
@@ -51,6 +54,24 @@ def run_place(model_path, n: int, out, *, target: str = "estimation", report=Non
 
     comment = (f"sensors added by vsense-offline place ({target}), in the order chosen: "
                + ", ".join(names))
-    write_placed(spec.path, out, names, comment)
+    # in [[placement.candidates]] order: the channels' order (with the multiplexer cycling,
+    # their conversion instants) that the criterion scored (offline/placement/chained.py)
+    cands = [c.name for c in ps.candidates]
+    write_placed(spec.path, out, sorted(names, key=cands.index), comment)
     say(f"wrote {out}")
     return res
+
+
+def estimator_note(spec) -> str:
+    """What the build of PLACED.toml ships against what was predicted (the smoother): a note
+    when ``[estimator] method`` lets the build choose another estimator (docs/placement.md)."""
+    method = spec.estimator.method if spec.estimator is not None else "auto"
+    if method == "smoother":
+        return ""
+    if method == "tikhonov":
+        return ("note: the predictions are the Kalman smoother's; [estimator] method = "
+                "\"tikhonov\" builds a Tikhonov estimator, whose errors may differ")
+    return ("note: the predictions are the Kalman smoother's; with [estimator] method = "
+            "\"auto\" the build may ship a Tikhonov estimator instead (lower mean error on "
+            "its calibration runs, some target possibly above the prediction); write method "
+            "= \"smoother\" to ship the estimator predicted")

@@ -22,6 +22,7 @@ from offline._deps import need
 from offline.fem.strain import probe_matrix
 from offline.load.declared import declared_force_models
 from offline.model import EstimatorSpec, build_fe_model, sensor_probe
+from offline.placement.chained import ChainedModel
 from offline.placement.honest import load_grid, smoother_nrmse
 from offline.placement.riccati import riccati
 from offline.reduced import design_bundle, reduce_model
@@ -86,6 +87,7 @@ class PlacementModel:
     grid: object = None           # offline.placement.honest.LoadGrid: the calibration load
     Qs: tuple = ()                # process noise of each model-error level
     model_errors: tuple = (0.0,)  # the build's levels (offline.smoother.SmootherSettings)
+    chained: object = None        # offline.placement.chained.ChainedModel (None: point samples)
 
     def nrmse(self, layout) -> np.ndarray:
         """Predicted normalised RMS error (nq,) of each target on the build's calibration
@@ -95,18 +97,36 @@ class PlacementModel:
         choice), run on the full model under the ``[design_load]`` load."""
         return self.evaluate(layout)[0]
 
-    def evaluate(self, layout):
-        """``(nrmse (nq,), model_error)`` of :meth:`nrmse`."""
-        idx = np.asarray(list(layout), dtype=int)
+    def system(self, layout):
+        """The smoother model of ``layout`` (candidate indices, taken in
+        ``[[placement.candidates]]`` order, as ``place`` writes them): ``(idx, A, [Q per
+        level], H, r, d, Cq, resp)``, its channels through the chain the build gives them
+        (:mod:`offline.placement.chained`; ``resp`` (nb, m) their response, None for point
+        samples)."""
+        idx = np.sort(np.asarray(list(layout), dtype=int))
         H = np.vstack([self.Hs, self.Hc[idx]])
         r = np.concatenate([self.rs, self.rc[idx]])
+        A, Qs, d, Cq = self.A, self.Qs or (self.Q,), self.d, self.Cq
+        chain = self.chained.chain(idx) if self.chained is not None and H.shape[0] \
+            else Chain()
+        if chain.point:
+            return idx, A, Qs, H, r, d, Cq, None
+        A, Qs, H, d = self.chained.system(idx, chain)
+        Cq = np.pad(Cq, ((0, 0), (0, A.shape[0] - Cq.shape[1])))
+        return idx, A, Qs, H, r, d, Cq, self.chained.response(idx, chain)
+
+    def evaluate(self, layout):
+        """``(nrmse (nq,), model_error)`` of :meth:`nrmse`."""
+        idx, A, Qs, H, r, d, Cq, resp = self.system(layout)
         if H.shape[0] == 0:
             return np.ones(len(self.targets)), self.model_errors[0]
         Hy = np.concatenate([self.grid.Hs, self.grid.Hc[:, idx]], axis=1)
+        if resp is not None:  # each channel through its conversion and sensor
+            Hy = Hy * resp[:, :, None]
         best = None
-        for me, Q in zip(self.model_errors, self.Qs):
-            P = riccati(self.A, H, Q, np.diag(r), self.d)
-            e = smoother_nrmse(self.A, H, np.diag(r), P, self.Cq, self.lag, Hy, self.grid)
+        for me, Q in zip(self.model_errors, Qs):
+            P = riccati(A, H, Q, np.diag(r), d)
+            e = smoother_nrmse(A, H, np.diag(r), P, Cq, self.lag, Hy, self.grid)
             score = float(np.mean(np.log(np.maximum(e, 1e-300))))
             if best is None or score < best[0]:
                 best = (score, e, me)
@@ -115,28 +135,27 @@ class PlacementModel:
     def stated(self, layout, model_error=None) -> np.ndarray:
         """The smoother's own stated error (nq,) under its force models (what its std says),
         over the targets' stationary std under the same models, at the smoother's lag;
-        ``model_error``: one of :attr:`model_errors` (default the first).
+        ``model_error``: one of :attr:`model_errors` (default the first); the chain as in
+        :meth:`system`.
 
         ``P`` from the Riccati equation; ``S = H P H^T + R``; smoothed covariance
         ``P_{k-L|k} = P - sum_{j=0..L} P (Abar^T)^j H^T S^-1 H Abar^j P`` with
         ``Abar = A (I - K H)`` (docs/smoother.md); error = sqrt(diag(Cq P_{k-L|k} Cq^T)) /
         target std.
         """
-        idx = np.asarray(list(layout), dtype=int)
-        H = np.vstack([self.Hs, self.Hc[idx]])
-        r = np.concatenate([self.rs, self.rc[idx]])
+        _, A, Qs, H, r, d, Cq, _ = self.system(layout)
         var0 = self.target_std ** 2
         if H.shape[0] == 0:
             return np.ones_like(var0)
         me = self.model_errors[0] if model_error is None else model_error
-        Q = self.Qs[self.model_errors.index(me)] if self.Qs else self.Q
-        P = riccati(self.A, H, Q, np.diag(r), self.d)
+        Q = Qs[self.model_errors.index(me)] if self.Qs else Qs[0]
+        P = riccati(A, H, Q, np.diag(r), d)
         S = H @ P @ H.T + np.diag(r)
         Sinv = np.linalg.inv(0.5 * (S + S.T))
         K = P @ H.T @ Sinv
-        Abar = self.A - self.A @ K @ H
-        Z = P @ self.Cq.T                  # Abar^j P Cq^T
-        var = np.einsum("ij,ji->i", self.Cq, Z)
+        Abar = A - A @ K @ H
+        Z = P @ Cq.T                       # Abar^j P Cq^T
+        var = np.einsum("ij,ji->i", Cq, Z)
         for _ in range(self.lag + 1):
             HZ = H @ Z
             var = var - np.einsum("ij,ij->j", HZ, Sinv @ HZ)
@@ -209,8 +228,8 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
                        1.0 / (1e-3 * s) ** 2) for f, s in zip(bundle.forces, scale)]
     sset = smoother_settings(spec, est, bundle.rate)  # the build's smoother (one design path)
     lag = sset.lag
-    # point samples: the criterion's state model is shared by every channel subset, which a
-    # measurement chain's per-channel states are not ([acquisition] is not modelled here)
+    # point samples here: the continuous model (Ac, Qc) and the rows are shared by every
+    # layout; a layout's chain is discretised per layout (offline/placement/chained.py)
     b = bundle.replace(channels=fixed + cand + anchor, chain=Chain())
     try:  # one design per model-error level the build scores: A and Cq alike, Q differs
         designs = [design_smoother(b, fms, lag, me) for me in sset.model_errors]
@@ -247,7 +266,13 @@ def placement_model(spec, *, candidates=None, progress: bool = True,
                           sens_rows=rm.channel_rows(), sens_kinds=[s.kind for s in spec.sensors],
                           out_rows=rm.output_rows(), out_kinds=[o.kind for o in spec.outputs],
                           grid=grid, Qs=tuple(dd.Q for dd in designs),
-                          model_errors=tuple(sset.model_errors))
+                          model_errors=tuple(sset.model_errors),
+                          chained=ChainedModel(
+                              Ac=design.Ac, Qcs=tuple(dd.Qc for dd in designs),
+                              C=H[:nfix + ncand], dt=bundle.dt, n2=2 * bundle.n,
+                              proportional=design.proportional, X=X, spec=spec,
+                              entries=allsig, nfix=nfix,
+                              freqs=np.fft.rfftfreq(grid.n, bundle.dt)))
 
 
 def _check_responds(spec, allsig, std, r) -> None:

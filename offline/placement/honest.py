@@ -29,6 +29,7 @@ import numpy as np
 from edge.kinds import kind_order
 from offline.limit.model import _power, force_spectra
 from offline.limit.transfer import modal_model
+from offline._deps import need
 from offline.limit.wiener import half_weights
 
 #: grid of the frequency-domain evaluation (2^13 points: 0.12 Hz at 1 kHz, 5 bins within
@@ -103,12 +104,7 @@ def smoother_nrmse(A, H, R, P, Cq, lag: int, Hy, grid: LoadGrid) -> np.ndarray:
         Gs += zj[:, None, None] * Gj[None]
         Z = Abar @ Z
         zj = zj * grid.z
-    lam, V = np.linalg.eig(Abar)
-    Vi_AK = np.linalg.solve(V, AK)                                  # (ns, m)
-    r = 1.0 / (grid.z[:, None] - lam[None, :])                      # (nb, ns)
-    # Cq T(z) = (Cq V) diag(1 / (z - lam)) V^-1 A K, the same for H T(z)
-    CqT = ((Cq @ V)[None] * r[:, None, :]) @ Vi_AK                  # (nb, nq, m)
-    HT = ((H @ V)[None] * r[:, None, :]) @ Vi_AK                    # (nb, m, m)
+    CqT, HT = _transfers(Abar, AK, Cq, H, grid.z)                   # (nb, nq|m, m)
     F = CqT + Gs - Gs @ HT                                          # (nb, nq, m)
     E = grid.Hz - F @ Hy                                            # (nb, nq, nf)
     if grid.P.ndim == 2:
@@ -118,3 +114,29 @@ def smoother_nrmse(A, H, R, P, Cq, lag: int, Hy, grid: LoadGrid) -> np.ndarray:
     en = (np.abs(F) ** 2 @ np.diag(R)) / grid.n                    # R diagonal
     err = grid.w @ (ef + en)
     return np.sqrt(np.clip(err / grid.var_q, 0.0, None))
+
+
+def _transfers(Abar, AK, Cq, H, z, schur=None):
+    """``Cq T(z)`` and ``H T(z)``, ``T(z) = (zI - Abar)^-1 A K``, on the bins ``z``: by the
+    eigendecomposition ``Abar = V diag(lam) V^-1`` where ``V`` is well conditioned, else (a
+    measurement chain's conversion states: a nilpotent shift, Jordan blocks at 0) by the
+    complex Schur form ``Abar = U T U^H`` and back substitution over all bins at once
+    (``schur``: True / False forces one way, None chooses)::
+
+        (zI - T) x = U^H A K:   x_i = (b_i + sum_{j>i} T_ij x_j) / (z - T_ii)
+    """
+    lam, V = np.linalg.eig(Abar)
+    if not schur and (schur is False or np.linalg.cond(V) < 1e8):
+        Vi_AK = np.linalg.solve(V, AK)                              # (ns, m)
+        r = 1.0 / (z[:, None] - lam[None, :])                       # (nb, ns)
+        # Cq T(z) = (Cq V) diag(1 / (z - lam)) V^-1 A K, the same for H T(z)
+        return (((Cq @ V)[None] * r[:, None, :]) @ Vi_AK,
+                ((H @ V)[None] * r[:, None, :]) @ Vi_AK)
+    T, U = need("scipy.linalg").schur(Abar, output="complex")
+    B = U.conj().T @ AK
+    ns = T.shape[0]
+    X = np.zeros((z.size, ns, B.shape[1]), dtype=complex)
+    for i in range(ns - 1, -1, -1):
+        acc = B[i][None, :] + np.einsum("j,kjm->km", T[i, i + 1:], X[:, i + 1:, :])
+        X[:, i, :] = acc / (z - T[i, i])[:, None]
+    return (Cq @ U)[None] @ X, (H @ U)[None] @ X

@@ -24,7 +24,9 @@ def summary(pm, res, blind) -> str:
         ex = ", ".join(f"{pm.candidates[a]} -> {pm.candidates[b]}" for a, b in res.swaps[k])
         lines.append(f"{k:>3}  {add:<14}{cost:>7.3g}  " + "".join(f"{v:>{w}.4g}" for v in row)
                      + (f"   exchanged {ex}" if ex else ""))
-    lines.append(f"order written: {', '.join(pm.candidates[i] for i in res.order)} "
+    # candidates' order: the channels' order scored (with a cycling multiplexer, their
+    # conversion instants: offline/placement/chained.py)
+    lines.append(f"order written: {', '.join(pm.candidates[i] for i in sorted(res.order))} "
                  f"({res.evaluations} Riccati evaluations, {res.exchanges} exchange(s))")
     for n, v in blind.items():
         lines.append(f"not identifiable: {n} (predicted NRMSE {v:.3f} even with every "

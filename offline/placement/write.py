@@ -16,8 +16,8 @@ from pathlib import Path
 from offline.calibration.tomlout import _key, _val, dumps
 from offline.model import load_model_file
 
-_SENSOR_KEYS = ("name", "select", "dof", "kind", "unit", "noise", "noise_std",
-                "at", "surface", "direction", "row")  # the last four: a strain gauge's
+_SENSOR_KEYS = ("name", "select", "dof", "kind", "unit", "noise", "noise_std", "highpass_hz",
+                "average_s", "drift", "at", "surface", "direction", "row")  # last 4: a gauge's
 
 
 def sensor_entries(raw: dict, names) -> list[dict]:

@@ -56,6 +56,8 @@ load levels keep it at its declared intensity).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from edge.acquisition import conversion_intervals
@@ -120,11 +122,39 @@ def _check_offsets(offsets, dt):
                                  f"[0, dt = {dt:.6g} s)")
 
 
+#: the last Van Loan discretisations (:func:`_van_loan_memo`)
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_SIZE = 32
+
+
+def _van_loan_memo(Ac, Qc, d):
+    """``van_loan(Ac, Qc, d)``, remembered for the last :data:`_MEMO_SIZE` distinct
+    arguments (equal arrays, the step to 1e-15 s): placement discretises the same
+    continuous system for layout after layout (offline/placement/chained.py)."""
+    key = (Ac.shape, hash(Ac.tobytes()), hash(Qc.tobytes()), round(d * 1e15))
+    hit = _MEMO.get(key)
+    if hit is not None and np.array_equal(hit[0], Ac) and np.array_equal(hit[1], Qc):
+        _MEMO.move_to_end(key)
+        return hit[2]
+    out = van_loan(Ac, Qc, d)
+    _MEMO[key] = (Ac.copy(), Qc.copy(), out)
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return out
+
+
 def _augmented(Ac, Qcs, npers, s, idx, nk, nch):
     """The backward recursion of the module docstring on the continuous system ``(Ac,
     Qcs)`` (``Qcs``: noise intensities whose discrete covariances are wanted apart) whose
     first ``npers`` states persist (the rest: local integrators, 0 at ``s = 0``), with the
-    functionals ``idx`` on the grid ``s``. Returns ``(F, [Qa], Ha)`` of ``[x_pers, a]``."""
+    functionals ``idx`` on the grid ``s``. Returns ``(F, [Qa], Ha)`` of ``[x_pers, a]``.
+
+    Only the ``nk`` functionals' rows ``G_j`` are carried per sub-step (``nk x nx``, not the
+    state's ``Phi_j``): the persisting block is Van Loan over ``dt`` (``Phi_0 = e^{Ac dt}``,
+    ``sum_j Phi_j Q_j Phi_j^T`` its covariance: they do not depend on the integrators), and
+    the cross covariance ``sum_j G_j Q_j Phi_j^T`` is the forward sum ``S_1 = G_1 Q_1``,
+    ``S_j = S_j-1 E_j^T + G_j Q_j`` (``Phi_j^T = E_j+1^T .. E_N^T``), ``S_N``'s persisting
+    columns."""
     nx = Ac.shape[0]
     N = len(s) - 1
     Wrow = {}                     # point -> (nk, nx) weights on x(s_j), rows in state order
@@ -138,31 +168,42 @@ def _augmented(Ac, Qcs, npers, s, idx, nk, nch):
         d = s[j] - s[j - 1]
         key = round(d * 1e15)
         if key not in cache:
-            EQ = [van_loan(Ac, Qc, d) for Qc in Qcs]
+            EQ = [_van_loan_memo(Ac, Qc, d) for Qc in Qcs]
             cache[key] = EQ[0][0], [q for _, q in EQ]
         return cache[key]
 
-    nz = npers + nk
-    T = np.zeros((nz, nx))
-    T[:npers, :npers] = np.eye(npers)      # Phi_N = I
-    T[npers:] = Wrow.get(N, 0.0)           # G_N = W_N
-    Qa = [np.zeros((nz, nz)) for _ in Qcs]
-    for j in range(N, 0, -1):
-        E, Qj = step(j)
-        for Qm, Qjm in zip(Qa, Qj):
-            # cov += [Phi_j; G_j] Q_j [Phi_j; G_j]^T
-            Qm += T @ Qjm @ T.T
-        # Phi_j-1 = Phi_j E_j;  G_j-1 = W_j-1 + G_j E_j
-        T = T @ E
+    G = np.zeros((N + 1, nk, nx))
+    G[N] = Wrow.get(N, 0.0)                # G_N = W_N
+    for j in range(N, 0, -1):              # G_j-1 = W_j-1 + G_j E_j
+        G[j - 1] = G[j] @ step(j)[0]
         if j - 1 in Wrow:
-            T[npers:] += Wrow[j - 1]
+            G[j - 1] += Wrow[j - 1]
+    S = [np.zeros((nk, nx)) for _ in Qcs]
+    GG = [np.zeros((nk, nk)) for _ in Qcs]
+    for j in range(1, N + 1):
+        E, Qj = step(j)
+        for m, Qjm in enumerate(Qj):
+            GQ = G[j] @ Qjm
+            S[m] = S[m] @ E.T + GQ         # S_j = S_j-1 E_j^T + G_j Q_j
+            GG[m] += GQ @ G[j].T           # sum_j G_j Q_j G_j^T
+    pp = [_van_loan_memo(Ac[:npers, :npers], Qc[:npers, :npers], s[-1] - s[0]) for Qc in Qcs]
+    nz = npers + nk
+    Qa = []
+    for (_, Qp), Sm, GGm in zip(pp, S, GG):
+        Qm = np.zeros((nz, nz))
+        Qm[:npers, :npers] = Qp
+        Qm[npers:, :npers] = Sm[:, :npers]
+        Qm[:npers, npers:] = Sm[:, :npers].T
+        Qm[npers:, npers:] = GGm
+        Qa.append(0.5 * (Qm + Qm.T))
     F = np.zeros((nz, nz))
     # x_k = A x_k-1;  a_q,k = L_q x_k-1 (+ a_q+1,k-1 for q < W-1);  J_k-1 = 0: dropped
-    F[:, :npers] = T[:, :npers]
+    F[:npers, :npers] = pp[0][0]
+    F[npers:, :npers] = G[0][:, :npers]
     F[npers + nch:, npers:nz - nch] = np.eye(nk - nch)
     Ha = np.zeros((nch, nz))
     Ha[:, nz - nch:] = np.eye(nch)          # y_k = a_0,k + v_k
-    return F, [0.5 * (Q + Q.T) for Q in Qa], Ha
+    return F, Qa, Ha
 
 
 def chain_model(Ac, Qc, C, dt, taps, spacing, offsets):

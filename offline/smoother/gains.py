@@ -48,6 +48,8 @@ class SmootherDesign:
     n_chain: int = 0          # measurement-chain states (r, b, W nch) after the force states
     Qd: np.ndarray = None     # the drifting offsets' share of Q (zeros: none)
     walk: np.ndarray = None   # indices of the offset states (random walks; never outputs)
+    Ac: np.ndarray = None     # the continuous [modes, forces] system before the chain and its
+    Qc: np.ndarray = None     # noise intensity (placement discretises each layout's chain)
 
 
 def _rows(Phi, w2, Ct, PhiB, Cf, items, ns, drop=None):
@@ -223,7 +225,7 @@ def design_smoother(bundle: Bundle, force_models, lag: int, model_error: float =
                           Q=Q, R=R, P=P, n_modes=n, n_force_states=nfs,
                           proportional=bool(proportional), lag=int(lag), spectral_radius=rho,
                           n_rigid=int(np.sum(rigid)), anchor_hz=md.anchor_hz, n_chain=nk,
-                          Qd=np.zeros_like(Q) if Qd is None else Qd, walk=walk)
+                          Qd=np.zeros_like(Q) if Qd is None else Qd, walk=walk, Ac=Ac, Qc=Qc)
 
 
 def _force_states(force_models, components, nf: int):
