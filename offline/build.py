@@ -313,7 +313,8 @@ def _stage_estimator(st: BuildState) -> None:
                            "warmup_s": float(runs[0].start * bundle.dt)}
     bundle = bundle.replace(meta=meta)
     if st.made is not None:  # kf_* gains, meta["estimator"]: designed once, by the choice
-        bundle = st.made.replace(meta={**meta, "estimator": st.made.meta["estimator"]})
+        bundle = st.made.replace(meta={**meta, **{k: st.made.meta[k] for k in (  # accel_modes
+            "estimator", "reduction")}})
     if st.choice is not None:
         bundle.extras.update({"lcurve_alphas": st.choice.alphas,
                               "lcurve_residual": st.choice.residual_norm,
@@ -417,9 +418,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                         report_dir=report_dir, n_modes=n_modes, maps=maps, maps_cache=maps_cache,
                         limit=limit, records=records, hybrid=hybrid)
     st = _stage_model(model_path, opts)
-    for stage in (_stage_reduce, _stage_calibrate, choose_reduction, _stage_choose,
-                  _stage_estimator, _stage_maps, _stage_device_gains, _stage_hybrid,
-                  _stage_load_meta):
+    for stage in (_stage_reduce, _stage_calibrate, choose_reduction, _stage_choose, _stage_estimator,
+                  _stage_maps, _stage_device_gains, _stage_hybrid, _stage_load_meta):
         stage(st)
     res = _result(st)
     if report_dir is not None:

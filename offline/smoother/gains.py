@@ -85,12 +85,9 @@ def _misreduced(bundle: Bundle, w2) -> np.ndarray:
     flexibility) and its 21st misses by 4 %: they put the sensors' noise into the unmeasured
     acceleration a1z, 36x its signal. Channels keep every mode (the filter's model of the data
     is unchanged), and so do displacement and velocity outputs (a high mode's static part is
-    the residual flexibility). A ``"cb+r"`` reduction (``meta["reduction"]["method"]``)
-    keeps every mode: its modes past the Craig-Bampton ones span the residual vectors, exact
-    static shapes whose eigenvalues match no mode of the structure by construction, and the
-    output needs them (the same frame with cb+r: modes 25-30 at 372-1666 Hz against the full
-    model's 261-390 Hz; left out, a1z 8.9x its accuracy limit, kept 1.14x)."""
-    if (getattr(bundle, "meta", None) or {}).get("reduction", {}).get("method") == "cb+r":
+    the residual flexibility). ``meta["reduction"]["accel_modes"] = "all"`` keeps every
+    mode (:func:`accel_mode_variants`)."""
+    if (getattr(bundle, "meta", None) or {}).get("reduction", {}).get("accel_modes") == "all":
         return np.zeros(len(w2), bool)
     rep = getattr(bundle, "report", None) or {}
     err = np.asarray(rep.get("eig_error", ()), dtype=float)
@@ -105,6 +102,21 @@ def _misreduced(bundle: Bundle, w2) -> np.ndarray:
         if abs(fr[i] - fj) <= 1e-6 * max(fj, 1e-9) and abs(err[i]) > EIG_ERROR_WARN_PCT:
             out[j] = True
     return out
+
+
+def accel_mode_variants(bundle: Bundle) -> list:
+    """The bundles the estimator choice scores a smoother of: ``bundle`` (misreduced modes
+    out of the acceleration outputs, :func:`_misreduced`) and, for a ``"cb+r"`` reduction
+    with an acceleration output, the same with ``meta["reduction"]["accel_modes"] = "all"``.
+    cb+r's modes past the Craig-Bampton ones are the residual vectors, exact static shapes
+    whose eigenvalues match no mode of the structure: the frame of benchmarks/load_user
+    (cb+r modes 25-30 at 372-1666 Hz, the full model's at 261-390 Hz) needs them in a1z under
+    a load model without skirts above its band (order 8: out, 8.9x its limit; kept, 1.14x);
+    under order 2 they carry the sensors' noise (runs: a1z 0.71 kept, 0.096 out)."""
+    red = (bundle.meta or {}).get("reduction", {})
+    if red.get("method") != "cb+r" or not any(kind_order(o.kind) == 2 for o in bundle.outputs):
+        return [bundle]
+    return [bundle, bundle.replace(meta={**bundle.meta, "reduction": {**red, "accel_modes": "all"}})]
 
 
 @dataclass
