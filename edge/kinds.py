@@ -28,9 +28,12 @@ REGULARIZATIONS = ("tikhonov0", "tikhonov1")
 #: Estimators a bundle may carry (``meta["estimator"]["method"]``).
 ESTIMATOR_METHODS = ("tikhonov", "smoother")
 
-#: Model-order reduction methods and the defaults when a model file has no ``[reduction]``.
-REDUCTION_METHODS = ("gmr+", "cb+r", "cb", "guyan")
-DEFAULT_REDUCTION_METHOD = "gmr+"
+#: Model-order reduction methods and the defaults when a model file has no ``[reduction]``;
+#: "auto": GMR+, or "cb+r" where the build finds GMR+'s reduced model off at a sensor or an
+#: output (offline/reduction_choice.py); every path other than the build reduces with GMR+.
+REDUCTION_METHODS = ("auto", "gmr+", "cb+r", "cb", "guyan")
+DEFAULT_REDUCTION_METHOD = "auto"
+AUTO_REDUCTION_BASE = "gmr+"
 DEFAULT_REDUCTION_MODES = 50
 
 

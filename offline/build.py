@@ -6,10 +6,10 @@ one :class:`BuildState` that :func:`build` calls in order:
 1. load and validate the model file, assemble the constrained FE model (:func:`_stage_model`:
    :func:`offline.model.load_model_file`, :func:`offline.model.build_fe_model`);
 2. the reduced model (:func:`_stage_reduce`: :func:`offline.reduced.reduce_model`): masters =
-   measured DOFs first (paper eq. 8-10), then force DOFs, then the declared masters; GMR+ /
-   Craig-Bampton / Guyan; damping (Rayleigh on the reduced matrices, paper eq. 7, plus
-   ``T^T C T`` of explicit damping); virtual outputs = rows of T at their physical DOFs; the
-   estimator's bundle before calibration (:func:`offline.reduced.design_bundle`);
+   measured DOFs first (paper eq. 8-10), then force DOFs, then the declared masters; GMR+ or,
+   "auto", cb+r where GMR+ is off (:mod:`offline.reduction_choice`, after 3); damping (Rayleigh
+   on the reduced matrices, paper eq. 7, plus ``T^T C T`` of explicit damping); virtual outputs
+   = rows of T at their DOFs; the bundle before calibration (:func:`offline.reduced.design_bundle`);
 3. honest calibration runs (:func:`_stage_calibrate`: :func:`calibrate`,
    :mod:`offline.calibration_runs`): the FULL model, integrated exactly mode by mode (not the
    estimator's reduced Newmark step), under the ``[design_load]`` load(s) or the load model
@@ -42,7 +42,7 @@ from offline.calibration_runs import calibration_runs, noise_warning
 from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import force_spectra, model_limit, noise_std
-from offline.limit.model_error import model_error_warning, output_model_error
+from offline.limit.model_error import model_error_warning, output_model_error, sensor_model_error
 from offline.limit.ratio import build_accuracy
 from offline.load import declared_load_model, read_records
 from offline.load.check import check_learned
@@ -55,9 +55,10 @@ from offline.limit.transfer import modal_model
 from offline.build_report import build_summary, write_build_report
 from offline.model import EstimatorSpec, ModelSpec, build_fe_model, load_model_file
 from offline.reduced import ReducedModel, design_bundle, reduce_model
+from offline.reduction_choice import choose_reduction
 from offline.regularization import AlphaChoice, choose_alpha
-from offline.estimator_choice import candidates_for, chain_policy, default_chain_fallback, select
-from offline.estimator_choice import worse_than_zero  # noqa: F401  (callers import it from here)
+from offline.estimator_choice import (candidates_for, chain_policy, default_chain_fallback,  # noqa: F401
+                                      select, worse_than_zero)  # worse_than_zero: callers'
 from offline.smoother import smoother_settings, with_load_levels
 from offline.smoother.std_scale import with_std_scale
 
@@ -226,8 +227,8 @@ def _stage_limit(st: BuildState, max_delay: float):
     loads = st.load_model if st.load_model is not None else force_spectra(st.spec)
     d = output_model_error(st.rm, st.mm, loads, st.bundle.dt)
     st.meta["reduction"]["output_error"] = d.tolist()
-    warn = model_error_warning(st.rm, d, lim.output_nrmse)
-    if warn:
+    if warn := model_error_warning(st.rm, d, lim.output_nrmse, sensor_model_error(
+            st.rm, st.mm, loads, st.bundle.dt, lim.noise_std)):
         st.meta.setdefault("warnings", []).append(warn)
     _timed(st, "accuracy limit", t4)
     return np.concatenate([lim.force_nrmse, lim.output_nrmse])
@@ -312,7 +313,8 @@ def _stage_estimator(st: BuildState) -> None:
                            "warmup_s": float(runs[0].start * bundle.dt)}
     bundle = bundle.replace(meta=meta)
     if st.made is not None:  # kf_* gains, meta["estimator"]: designed once, by the choice
-        bundle = st.made.replace(meta={**meta, "estimator": st.made.meta["estimator"]})
+        bundle = st.made.replace(meta={**meta, **{k: st.made.meta[k] for k in (  # accel_modes
+            "estimator", "reduction")}})
     if st.choice is not None:
         bundle.extras.update({"lcurve_alphas": st.choice.alphas,
                               "lcurve_residual": st.choice.residual_norm,
@@ -416,8 +418,8 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
                         report_dir=report_dir, n_modes=n_modes, maps=maps, maps_cache=maps_cache,
                         limit=limit, records=records, hybrid=hybrid)
     st = _stage_model(model_path, opts)
-    for stage in (_stage_reduce, _stage_calibrate, _stage_choose, _stage_estimator, _stage_maps,
-                  _stage_device_gains, _stage_hybrid, _stage_load_meta):
+    for stage in (_stage_reduce, _stage_calibrate, choose_reduction, _stage_choose, _stage_estimator,
+                  _stage_maps, _stage_device_gains, _stage_hybrid, _stage_load_meta):
         stage(st)
     res = _result(st)
     if report_dir is not None:
@@ -427,8 +429,7 @@ def build(model_path, *, alpha=None, window=None, alpha_rule=None, progress=True
 
 # --- inverse maps (step 6): begin -------------------------------------------------------
 def default_maps_cache() -> Path:
-    """Cache of the inverse-map training windows: ``$VSENSE_CACHE/inverse`` (default
-    ``~/.cache/vsense/inverse``)."""
+    """The inverse maps' training cache: ``$VSENSE_CACHE/inverse`` (~/.cache/vsense)."""
     return Path(os.environ.get("VSENSE_CACHE", "~/.cache/vsense")).expanduser() / "inverse"
 
 

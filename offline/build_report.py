@@ -33,6 +33,8 @@ def _head(res) -> list[str]:
         f"bundle {b.bundle_id if b.content_hash else b.meta.get('name')}: {b.n} reduced DOFs "
         f"({len(red.masters)} masters + {red.n_modes} modes, "
         f"{red.method}) from {res.model.n_dofs} FE DOFs",
+        *([f"  note: {b.meta['reduction']['choice']}"] if b.meta.get("reduction", {}).get(
+            "choice") else []),
         f"  rate {b.rate:g} samples/s, Newmark beta={b.beta:g} gamma={b.gamma:g}, "
         f"window L={b.window} (delay {(b.window - 1) * b.dt * 1e3:g} ms)",
         f"  channels: {', '.join(f'{c.name} ({c.kind}, {c.unit})' for c in b.channels)}",

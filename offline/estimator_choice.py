@@ -30,7 +30,7 @@ from offline._deps import need, progress as _progress
 from offline.calibration_score import evaluate, score_estimator
 from offline.regularization import alpha_grid, choose_alpha
 from offline.smoother import smoother_bundle
-from offline.smoother.gains import blind_forces
+from offline.smoother.gains import accel_mode_variants, blind_forces
 
 
 @dataclass
@@ -139,9 +139,10 @@ def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
     c = Candidate("Kalman smoother", {}, [])
     if smoother is None:
         return c
-    for me in smoother.model_errors:
+    for me, bv in ((me, bv) for bv in accel_mode_variants(bundle)
+                   for me in smoother.model_errors):
         try:  # a force the sensors do not see is the prior's (zero): scored like the rest
-            b = smoother_bundle(bundle, smoother, me, blind_ok=True)
+            b = smoother_bundle(bv, smoother, me, blind_ok=True)
             r = score_estimator(Estimator(b), runs, reference)
         except (EstimatorError, ValueError, np.linalg.LinAlgError) as exc:
             c.error = str(exc)
@@ -150,6 +151,7 @@ def _smoother(bundle, runs, windows, alpha_rule, progress=False, reference=None,
             c.error = f"model_error = {me:g}: an estimate on the calibration runs is not finite"
             continue
         r.update({"load_model": smoother.source, "model_error": float(me), "kind": "smoother",
+                  "accel_modes": b.meta.get("reduction", {}).get("accel_modes", "exact"),
                   "blind": blind_forces(b, smoother.force_models, smoother.components,
                                         b.meta["estimator"]["std"])})
         c.bundles[len(c.rows)] = b

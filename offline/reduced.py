@@ -19,7 +19,7 @@ import numpy as np
 
 from edge import __version__
 from edge.bundle import Bundle, IdentifiedForce, SensorChannel, VirtualOutput
-from edge.kinds import DEFAULT_REDUCTION_METHOD as DEFAULT_METHOD
+from edge.kinds import AUTO_REDUCTION_BASE, DEFAULT_REDUCTION_METHOD as DEFAULT_METHOD
 from edge.kinds import DEFAULT_REDUCTION_MODES as DEFAULT_MODES
 from offline.fem.femodel import FEModel
 from offline.model.checks import eigen_error_warning, mechanism_warning
@@ -152,7 +152,8 @@ class ReducedModel:
 
 
 def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int | None = None,
-                 n_report: int | None = None, progress: bool = True) -> ReducedModel:
+                 n_report: int | None = None, progress: bool = True,
+                 method: str | None = None) -> ReducedModel:
     """Masters from the signals, then GMR+/CB/Guyan as ``[reduction]`` says.
 
     Parameters
@@ -166,6 +167,9 @@ def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int 
         Overrides ``[reduction] n_report`` (0: no full-model eigenvalue report).
     progress : bool
         Show progress bars.
+    method : str, optional
+        Overrides ``[reduction] method``; ``"auto"`` reduces with GMR+ here (the build's
+        choice, :mod:`offline.reduction_choice`, may then reduce again with ``"cb+r"``).
     """
     if model is None:
         model = build_fe_model(spec, progress=progress)
@@ -180,8 +184,9 @@ def reduce_model(spec: ModelSpec, model: FEModel | None = None, *, n_modes: int 
             f"{spec.where('[reduction].modes')}: {modes} modes{'' if given else ' (the default)'}"
             f" but the model has only {n_slave} slave DOFs ({model.n_dofs} free DOFs, "
             f"{model.n_dofs - n_slave} masters); set modes to at most {n_slave}")
-    red = reduce(model, masters, n_modes=modes, method=rs.method if rs else DEFAULT_METHOD,
-                 n_report=n_rep, progress=progress)
+    method = method or (rs.method if rs else DEFAULT_METHOD)
+    red = reduce(model, masters, n_modes=modes, n_report=n_rep, progress=progress,
+                 method=AUTO_REDUCTION_BASE if method == "auto" else method)
     red = gauge_basis(red, chan, [s.where or f"[[sensors]] {s.name}" for s in spec.sensors])
     outs = [output_probe(model, o) for o in spec.outputs]
     f_band = (spec.estimator.rate if spec.estimator else 1000.0) / 2

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from edge import DOF_NAMES
-from edge.kinds import DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES, KIND_CODE
+from edge.kinds import (AUTO_REDUCTION_BASE, DEFAULT_REDUCTION_METHOD, DEFAULT_REDUCTION_MODES,
+                        KIND_CODE)
 from offline.reduced import master_dofs
 from offline.calibration import sensitivity as sv
 from offline.calibration.bilinear import with_products
@@ -164,6 +165,7 @@ def _reduction(model, masters, rs, build, theta0, bounds, params, where, progres
     that basis: the refusal names, per basis, exactly the parameters it missed."""
     n_modes = int(rs.modes if rs else DEFAULT_REDUCTION_MODES)
     method = rs.method if rs else DEFAULT_REDUCTION_METHOD
+    method = AUTO_REDUCTION_BASE if method == "auto" else method
     names, kinds = [p.name for p in params], [p.kind for p in params]
 
     def run(m, how):

@@ -86,7 +86,8 @@ DAMPING = Section("[damping]", "Rayleigh damping C = a M + b K: exactly one of t
 ))
 
 REDUCTION = Section("[reduction]", "Model reduction to master DOFs.", (
-    Key("method", "str", DEFAULT_REDUCTION_METHOD, "Reduction method.",
+    Key("method", "str", DEFAULT_REDUCTION_METHOD, "Reduction method (auto: GMR+, or cb+r "
+        "where the build finds GMR+ off at a sensor or an output).",
         choices=REDUCTION_METHODS),
     Key("modes", "int", DEFAULT_REDUCTION_MODES, "Kept modes (guyan: 0).", lo=0,
         default_text=f"{DEFAULT_REDUCTION_MODES}; 0 for guyan"),
