@@ -110,11 +110,9 @@ def accel_mode_variants(bundle: Bundle) -> list:
     """The bundles the estimator choice scores a smoother of: ``bundle`` (misreduced modes
     out of the acceleration outputs, :func:`_misreduced`) and, for a ``"cb+r"`` reduction
     with an acceleration output, the same with ``meta["reduction"]["accel_modes"] = "all"``.
-    cb+r's modes past the Craig-Bampton ones are the residual vectors, exact static shapes
-    whose eigenvalues match no mode of the structure: the frame of benchmarks/load_user
-    (cb+r modes 25-30 at 372-1666 Hz, the full model's at 261-390 Hz) needs them in a1z under
-    a load model without skirts above its band (order 8: out, 8.9x its limit; kept, 1.14x);
-    under order 2 they carry the sensors' noise (runs: a1z 0.71 kept, 0.096 out)."""
+    cb+r's modes past the Craig-Bampton ones are residual vectors whose eigenvalues match no
+    mode: the frame of benchmarks/load_user needs them in a1z under an order-8 load model
+    (out 8.9x its limit, kept 1.14x); under order 2 they carry the noise (a1z 0.71 / 0.096)."""
     red = (bundle.meta or {}).get("reduction", {})
     if red.get("method") != "cb+r" or not any(kind_order(o.kind) == 2 for o in bundle.outputs):
         return [bundle]
