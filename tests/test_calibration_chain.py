@@ -128,3 +128,28 @@ def test_calibration_through_the_chip_finds_the_truth(chip_records, capsys):
     assert bad["noise_groups"]["d110"]["lag1"] > 0.5
     widths = [_std(bad, n) / _std(post, n) for n in TRUTH]
     assert min(widths) > 5.0, widths
+
+
+@pytest.mark.parametrize("acquisition, dt, expect", [
+    ("", 1e-3, "chain"),                                   # records at [estimator] rate
+    ("", 2e-3, "warning"),                                 # records at 500 samples/s
+    ('[acquisition]\nconverter = "ideal"\n', 2e-3, "point"),  # point samples declared
+])
+def test_records_at_another_rate_are_compared_as_point_samples(tmp_path, acquisition, dt, expect):
+    """The chain is declared for the estimator's rate: records at another rate cannot be
+    mapped through it, so they are compared at their sample instants, with a warning that
+    names both rates; a file that declares point samples gets neither map nor warning."""
+    from offline.calibration.measurement import of_records
+    from offline.model.modelfile import load_model_file
+
+    path = tmp_path / "cal.toml"
+    path.write_text(_one_laser(model_text(17, params=PARAMS_3)) + "[estimator]\nrate = 1000.0\n"
+                    + acquisition)
+    meas, warning = of_records(load_model_file(path), dt)
+    if expect == "chain":
+        assert warning is None and meas.chain.converter == "ads1256" and not meas.identity
+    elif expect == "warning":
+        assert meas is None
+        assert "500 samples/s" in warning and "1000.0" in warning and "ads1256" in warning
+    else:
+        assert meas is None and warning is None

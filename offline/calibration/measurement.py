@@ -74,8 +74,9 @@ class Measurement:
         # zeros up to N, wrapping to the rest before t_0
         m = min(PAD, n - 1)
         w = np.cos(0.5 * np.pi * np.arange(1, m + 1) / (m + 1)) ** 2
-        tail = (2.0 * Y[..., n - 1:n, :] - Y[..., n - 2:n - 2 - m if n - 2 - m >= 0 else None:-1, :]
-                ) * w[:, None]
+        # y_{n-1-k}, k = 1..m: the m samples before the last, latest first
+        before = Y[..., n - 1 - m:n - 1, :][..., ::-1, :]
+        tail = (2.0 * Y[..., n - 1:n, :] - before) * w[:, None]
         P = np.fft.rfft(np.concatenate([Y, tail], axis=-2), n=N, axis=-2)
         return np.fft.irfft(P * G, n=N, axis=-2)[..., :n, :]
 
@@ -84,8 +85,8 @@ def of_records(spec, dt: float):
     """``(measurement, warning)`` for records at ``dt`` of the model file ``spec``: its chain
     (:meth:`offline.model.ModelSpec.chain`, the ADS1256 by default) when the records are at
     the estimator's rate, the rate the chain is declared for; otherwise point samples, with a
-    warning naming both rates (a record of another acquisition system: declare its chain by
-    resampling is not possible, so the response is compared at the sample instants)."""
+    warning naming both rates (the chain is declared for the estimator's rate only, so a
+    record at another rate is compared with the response at its sample instants)."""
     chain = spec.chain()
     rate = spec.estimator.rate if spec.estimator is not None else None
     nch = len(spec.sensors)
