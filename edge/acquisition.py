@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge.hw.ads1256_filter import F_MOD, conversion_taps
+from edge.hw.ads1256_filter import F_MOD, conversion_response, conversion_taps
 
 #: converters the estimator models
 CONVERTERS = ("ideal", "ads1256", "daq")
@@ -193,12 +193,15 @@ class Chain:
         f = np.asarray(freqs, dtype=float)
         if self.ideal:
             return np.ones((f.size, nch), dtype=complex) * self._sensor_response(f, nch)
-        h, spacing = self.taps()
-        lag = np.arange(h.size) * spacing
         off = self.offsets_for(nch)
-        base = np.empty(f.size, dtype=complex)
-        for a in range(0, f.size, chunk):  # sum_i h_i exp(-2 pi j f i spacing), in chunks
-            base[a:a + chunk] = np.exp(-2j * np.pi * np.outer(f[a:a + chunk], lag)) @ h
+        if self.converter == "ads1256":  # the taps' sum in closed form
+            base = conversion_response(self.drate, f)
+        else:
+            h, spacing = self.taps()
+            lag = np.arange(h.size) * spacing
+            base = np.empty(f.size, dtype=complex)
+            for a in range(0, f.size, chunk):  # sum_i h_i exp(-2 pi j f i spacing), in chunks
+                base[a:a + chunk] = np.exp(-2j * np.pi * np.outer(f[a:a + chunk], lag)) @ h
         return (base[:, None] * np.exp(-2j * np.pi * np.outer(f, off))
                 * self._sensor_response(f, nch))
 
