@@ -93,6 +93,9 @@ def test_cache_key_changes_with_the_chain(tmp_path):
                           measurement=m)
     Yp = dataset.generate(pm, ex, th, seed=0, sigma=sig, cache_dir=tmp_path, progress=False)
     assert len(list(tmp_path.glob("inverse-*.npz"))) == 2 and not np.array_equal(Yc, Yp)
+    # worker processes convert the same windows (the Measurement travels with each chunk)
+    np.testing.assert_array_equal(dataset.generate(pm, ex, th, seed=0, sigma=sig, n_jobs=2, chunk=2,
+                                                   progress=False, measurement=m), Yc)
 
 
 def test_the_chain_of_the_experiments_channels_and_what_cannot_be_modelled():
