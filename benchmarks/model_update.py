@@ -12,6 +12,12 @@ time step: the modal state of the old model is carried over through the physical
 estimation: ``Estimator.process`` block by block, ``edge.inverse.WindowCapture`` and
 ``InverseRuntime.identify`` on the captured stream, ``edge.inverse.update_model`` and
 ``Estimator.swap`` between two blocks.
+The channels the estimators and the capture read are the rig's response converted by the
+model file's measurement chain on the rig's fine grid (:class:`offline.calibration.
+measurement.Measurement`): the ADS1256's conversions for examples/cantilever_params.toml (no
+``[acquisition]``), as the device's ADC records them whatever the estimator models; point
+samples for a file that declares ``[acquisition] converter = "ideal"``
+(tests/test_model_update.py).
 
 Timeline (all phases at the bundle's rate, blocks of ``block`` samples):
 
@@ -236,6 +242,7 @@ def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Resu
     ``bundle`` must carry the inverse maps and parametric parts (``vsense-offline build`` of a
     model file with ``[[parameters]]``), a displacement channel and at least one output.
     """
+    from offline.calibration.measurement import Measurement
     from offline.metrics import fde
     from offline.model import load_model_file, resolve_dofs
     from offline.simulate import load_profile
@@ -290,7 +297,14 @@ def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Resu
     # ---- the rig: full model, parameters switch at the start of phase B
     probes = np.array(ch_dofs + o_dofs)
     md = [_modal(m, np.array(f_dofs), probes, dt / d, sc.n_modes) for m in (m0, m1)]
-    Yall = _integrate(md, [kB * d], np.array(f_dofs), Ff, d, probes, progress)
+    # every fine step recorded: the channels are converted there by the model file's chain
+    # (what the device records: the ADS1256's conversions for a file without [acquisition],
+    # whatever its estimator models; the window the maps were trained on; exact below the
+    # fine grid's Nyquist frequency; point samples for an ideal chain), kept at the rows
+    Yfine = _integrate(md, [kB * d], np.array(f_dofs), Ff, 1, probes, progress)
+    Yall = Yfine[::d].copy()
+    nc = len(ch_dofs)
+    Yall[:, :nc] = Measurement(spec.chain(), dt / d, nc).apply(Yfine[:, :nc])[::d]
     # the rig's damping comes from the file's [damping]: its "true" damping ratio is the mean
     # modal ratio of the changed structure at the modes where the map's Rayleigh model has ζ
     for name, kind in zip(parts.names, parts.kinds):

@@ -416,10 +416,12 @@ def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
     ``[[parameters]]``: ``update_model`` derives the updated Tikhonov operator with the
     bundle's chain, but the model update's experiment, inverse maps and end-to-end check
     (tests/test_model_update.py: the per-step estimator, an L-curve alpha) are point samples'
-    (through the chip that check's FDE was 0.58 against 0.0078)."""
+    (through the chip that check's FDE was 0.58 against 0.0078). The inverse maps are trained
+    through the file's chain all the same (the ADC converts whatever the estimator models;
+    :mod:`offline.inverse.chained`)."""
     why = ("the hybrid twin does not model the measurement chain" if hybrid else
-           "the device's model update ([[parameters]], update_model: its experiment and "
-           "inverse maps) is made for point samples"
+           "the device's model update ([[parameters]], update_model: the updated "
+           "estimator) is made for point samples"
            if spec.raw.get("parameters") else None)
     if why is None or spec.acquisition is not None or bundle.chain.ideal:
         return

@@ -434,6 +434,10 @@ patience = 10
     np.testing.assert_allclose(EI.matrices(rt.parts, rt.parts.theta0)[2], b.K, rtol=0,
                                atol=1e-8 * np.abs(b.K).max())
     assert tm.kind == "mlp" and b.meta["inverse"]["maps"]["mlp"]["onnx_sha256"] == rt.get().model_sha256
+    # no [acquisition]: the ADS1256 the device reads; the maps learned its conversions
+    # (offline/inverse/chained.py), so the build does not warn that they are point samples
+    assert b.meta["inverse"]["maps"]["mlp"]["chain"]["converter"] == "ads1256"
+    assert not any(w.startswith("inverse maps") for w in b.meta.get("warnings", []))
 
 
 def test_command_hook_identify_and_update(trained):

@@ -16,8 +16,10 @@ import numpy as np
 
 from edge.kinds import kind_order
 from offline.inverse import spec as ispec
+from offline.inverse.chained import experiment_measurement
 from offline.inverse.parametric import ParametricModel, from_builder
 from offline.model import build_fe_model, load_model_file, spec_from_dict
+from offline.model.sections import EstimatorSpec
 from offline.reduced import ReducedModel, reduce_model, unit_rows
 
 
@@ -31,6 +33,14 @@ class ModelFileSetup:
     settings: ispec.InverseSettings
     name: str
     reduction: object
+    #: the chain the device records through (the file's [acquisition], the ADS1256 by
+    #: default, and the sensors' dynamics: :meth:`offline.model.ModelSpec.chain`), the
+    #: :class:`Measurement` of the experiment's channels the windows go through (None: point
+    #: samples) and why the chain cannot be modelled (None: it is, or there is none);
+    #: :func:`offline.inverse.chained.experiment_measurement`
+    chain: object = None
+    measurement: object = None
+    chain_reason: str | None = None
 
 
 def _edit(raw: dict, params, theta, where: str) -> dict:
@@ -170,5 +180,10 @@ def from_model_file(path, progress: bool = True, extra: dict | None = None,
                       T=red.T, out_rows=rows, out_kind=np.array(kinds), force=force,
                       channels=exp.channels, zeta0=zeta0,
                       modes=zeta[0].modes if zeta else (1, 2), verify=True, rayleigh=rayleigh)
+    # the chain is declared at the estimator's rate (ModelSpec.chain)
+    rate = (spec.estimator or EstimatorSpec()).rate
+    chain = spec.chain()
+    meas, why = experiment_measurement(chain, names, exp, rate)
     return ModelFileSetup(pm=pm, parameters=params, experiment=exp, settings=settings,
-                          name=spec.name, reduction=red)
+                          name=spec.name, reduction=red, chain=chain, measurement=meas,
+                          chain_reason=why)

@@ -12,7 +12,7 @@ import numpy as np
 
 from edge import features
 from edge.inverse import matrices
-from offline.inverse import dataset, evaluate, export, parametric as P, sampling
+from offline.inverse import chained, dataset, evaluate, export, parametric as P, sampling
 from offline.inverse.fromfile import ModelFileSetup, from_model_file
 from offline.inverse.gp import train_gp
 from offline.inverse.mlp import train_mlp
@@ -25,9 +25,10 @@ def train(setup: ModelFileSetup, cache_dir=None, n_jobs: int = 1, progress: bool
     Xtr = sampling.latin_hypercube(st.samples, pm.bounds, st.seed)
     Xva = sampling.uniform(st.validation_samples, pm.bounds, st.seed + 1)
     Xte = sampling.uniform(st.test_samples, pm.bounds, st.seed + 2)
-    sigma = dataset.noise_sigma(pm, ex)
+    meas = setup.measurement  # the device's conversions of the window (None: point samples)
+    sigma = dataset.noise_sigma(pm, ex, meas)
     Ytr, Yva, Yte = (dataset.generate(pm, ex, X, seed=st.seed + 10 + i, sigma=sigma, cache_dir=cache_dir,
-                                      n_jobs=n_jobs, progress=progress, desc=d)
+                                      n_jobs=n_jobs, progress=progress, desc=d, measurement=meas)
                      for i, (X, d) in enumerate(((Xtr, "train"), (Xva, "validation"), (Xte, "test"))))
     t_data = time.perf_counter() - t0
     cfg = st.features
@@ -48,6 +49,7 @@ def train(setup: ModelFileSetup, cache_dir=None, n_jobs: int = 1, progress: bool
                                    len(ex.channels), Ftr, sigma)
     pa, pmeta = pm.parts.to_extras()
     m = evaluate.metrics(tm.predict(Fte), Xte)
+    meta["chain"] = chained.describe(meas)   # what the windows were (None: point samples)
     meta["test_metrics"] = {k: np.asarray(v).tolist() for k, v in m.items()}
     return {"arrays": {**arrays, **pa}, "meta": {"maps": {st.map: meta}, "parts": pmeta, "default": st.map},
             "metrics": m, "timings": {"data_s": t_data, "train_s": t_train}, "map": tm}
@@ -71,28 +73,35 @@ def attach(bundle, model_path, cache_dir=None, n_jobs: int = 1, progress: bool =
         if err > 1e-8:
             raise ValueError(f"{model_path}: parametric {lab} at the nominal parameters differs from the "
                              f"bundle's by {err:.2e} (different reduced coordinates)")
+    # the windows through the chain the device records with (setup.chain: the file's, the
+    # ADS1256 by default), not bundle.chain: a [[parameters]] build without [acquisition] has
+    # its estimator made for point samples (offline.estimator_choice.default_chain_fallback)
+    # while the ADC converts all the same
     res = train(setup, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress)
     extras = {**bundle.extras, **res["arrays"]}
     meta = {**bundle.meta, "inverse": res["meta"]}
-    warn = chain_warning(bundle.chain, setup.experiment.channels)
+    warn = chain_warning(setup.chain, setup.experiment.channels, setup.chain_reason)
     if warn:
         meta["warnings"] = [*meta.get("warnings", []), warn]
     return bundle.replace(extras=extras, meta=meta), res
 
 
-def chain_warning(chain, channels) -> str | None:
-    """The maps learn from point samples of the response (:func:`dataset.generate`); a
-    bundle built for a converter or for sensors with dynamics (``chain``: the bundle's
-    :class:`edge.acquisition.Chain`) identifies from its conversions, which the maps have not
-    seen. Measured on examples/cantilever_params.toml (one laser, the ADS1256 at 1,000 SPS):
-    E biased by -31 % of its range (RMS 0.36 of the range against 0.076 on point samples),
-    k_root +11 %. The warning says so; None for point samples."""
-    if chain is None or chain.point:
+def chain_warning(chain, channels, reason: str | None) -> str | None:
+    """The maps learn from the windows the device records: the conversions of the model
+    file's chain (``chain``: :class:`edge.acquisition.Chain`;
+    :func:`chained.experiment_measurement`).
+    Where the chain cannot be modelled (``reason``: an experiment at another rate than the
+    chain's, drifting offsets) they learn from point samples, while the device identifies
+    from the conversions: measured on examples/cantilever_params.toml (one laser, the ADS1256
+    at 1,000 SPS), point-sample maps biased E by -31 % of its range (RMS 0.36 against 0.076)
+    and k_root by +11 %. The warning says so; None when the windows are modelled or are point
+    samples."""
+    if chain is None or chain.point or reason is None:
         return None
     what = chain.converter + (f" at {chain.drate:g} SPS" if not chain.ideal else "") + (
         " and the sensors' dynamics" if chain.dynamic else "")
     return (f"inverse maps: trained on point samples of {', '.join(channels)}, while the "
-            f"device identifies from the conversions of the declared chain ({what}); the maps "
-            "do not model the chain yet and their identifications are biased (on "
+            f"device identifies from the conversions of the declared chain ({what}): "
+            f"{reason}; maps that do not model the chain are biased (on "
             "examples/cantilever_params.toml's laser at 1,000 SPS: E by -31 % of its range); "
             'treat them as indicative (docs/inverse.md "The measurement chain")')
