@@ -80,15 +80,17 @@ class Measurement:
         return np.fft.irfft(P * G, n=N, axis=-2)[..., :n, :]
 
 
-def of_records(spec, dt: float):
-    """``(measurement, warning)`` for records at ``dt`` of the model file ``spec``: its chain
+def chain_of_records(spec, dt: float):
+    """``(chain, warning)``: the chain (:class:`edge.acquisition.Chain`) records at ``dt`` of
+    the model file ``spec`` went through, or None for point samples. Its chain
     (:meth:`offline.model.ModelSpec.chain`, the ADS1256 by default) when the records are at
     the estimator's rate, the rate the chain is declared for; otherwise point samples, with a
-    warning naming both rates (a record of another acquisition system: declare its chain by
-    resampling is not possible, so the response is compared at the sample instants)."""
+    warning naming both rates (a record of another acquisition system: declaring its chain by
+    resampling is not possible, so the response is compared at the sample instants). Every
+    calibration mode decides by this one rule (the time-domain :func:`of_records`, the
+    operational likelihood :mod:`.operational`)."""
     chain = spec.chain()
     rate = spec.estimator.rate if spec.estimator is not None else None
-    nch = len(spec.sensors)
     if chain.point:
         return None, None
     if rate is None or abs(1.0 / dt - rate) > 1e-6 * rate:
@@ -97,7 +99,14 @@ def of_records(spec, dt: float):
                       f"({chain.converter}) is declared for: the records are compared with "
                       "the model's response at the sample instants (point samples); record at "
                       "the estimator's rate to calibrate through the chain")
-    return Measurement(chain, dt, nch), None
+    return chain, None
+
+
+def of_records(spec, dt: float):
+    """``(measurement, warning)`` for records at ``dt`` of the model file ``spec``: the
+    :class:`Measurement` of :func:`chain_of_records`'s chain (None: point samples)."""
+    chain, warning = chain_of_records(spec, dt)
+    return (None if chain is None else Measurement(chain, dt, len(spec.sensors))), warning
 
 
 def describe(chain) -> str:

@@ -87,6 +87,11 @@ def _likelihood(args, setup, settings, recs, say) -> tuple[dict, np.ndarray]:
         f"likelihood (force unknown, load model fitted jointly)")
     res = calibrate_operational(setup, settings.priors, recs, n_draws=args.starts,
                                 progress=say)
+    if res.info.get("chain_warning"):
+        print(f"warning: {res.info['chain_warning']}", flush=True)
+    else:
+        say(f"  the records through the model file's measurement chain: "
+            f"{res.info['measurement']}")
     if res.modes:
         for m in res.modes:
             say(f"  competing optimum from {m['start']}: nll +{m['delta_nll']:.2f}, "
