@@ -63,3 +63,95 @@ def test_point_samples_keep_the_structures_transfer():
     assert through_chain(chain_gains(Chain(), np.arange(4.0), 2), H) is H
     # a drift alone (an ideal converter) changes no transfer: the walk enters as noise
     assert chain_gains(Chain(drift=(1e-4, 0.0)), np.arange(4.0), 2) is None
+
+
+def _cycled_strip(params: str, nel: int, **truth) -> str:
+    """The strip of tests/calib_truth.py (d110 laser, a170 accelerometer) at 1,082.5 rows/s:
+    its default chain is the ADS1256's multiplexer cycling at 3,750 SPS (the channels
+    converted 0.46 ms apart)."""
+    from calib_truth import model_text
+    return model_text(nel, params=params, **truth) + "[estimator]\nrate = 1082.5\n"
+
+
+@pytest.mark.slow
+def test_operational_calibration_through_the_cycled_chip_finds_the_truth(tmp_path, capsys):
+    import json
+
+    from calib_truth import PARAMS_3, own_modes_damping
+    from edge.csvio import write_table
+    from offline.cli import main
+    from offline.simulate import simulate_model
+
+    truth = {"E": 65e9, "zeta": 0.02, "k_root": 14.0}
+    text = own_modes_damping(_cycled_strip("", 34, E=truth["E"], k_root=truth["k_root"]),
+                             truth["zeta"], tmp_path / "truth.toml")
+    (tmp_path / "truth.toml").write_text(text)
+    r = simulate_model(tmp_path / "truth.toml", duration=4.0, noise=0.01, seed=1,
+                       load={"type": "random", "band": (5.0, 250.0), "rms": 0.05},
+                       progress=False)
+    assert r.info["chain"] == "ads1256" and r.info["mode"] == "cycle"
+    write_table(tmp_path / "op.csv", r.t, r.Y, r.channel_names)    # no force column
+    (tmp_path / "m.toml").write_text(_cycled_strip(PARAMS_3, 17))
+    rc = main(["calibrate", str(tmp_path / "m.toml"), "--data", str(tmp_path / "op.csv"),
+               "-o", str(tmp_path / "out"), "--operational"])
+    out = capsys.readouterr().out
+    post = json.loads((tmp_path / "out" / "posterior.json").read_text())
+    assert rc == 0, out
+    assert post["measurement"] == "ads1256 3750 SPS cycle"
+    assert "through the model file's measurement chain: ads1256 3750 SPS cycle" in out
+    # truth within 2 posterior std (benchmarks/calibrate_operational.py --chain --layout
+    # cycle, this seed: E 0.7, zeta 0.1, k_root 0.5 std). The likelihood of point samples
+    # (before) on these records: zeta 0.0003 +- 0.00004, outside its prior's bounds (exit 5,
+    # no calibrated model), k_root 12.3 +- 0.24 (6.8 std): the sinc gain and the phase of the
+    # channels converted apart, unmodelled
+    for i, name in enumerate(post["names"]):
+        z = abs(post["mean"][i] - truth[name]) / post["std"][i]
+        assert z < 2.0, (name, post["mean"][i], post["std"][i])
+
+
+def test_declared_drift_is_in_the_operational_likelihoods_expectation(tmp_path):
+    """A laser declaring a drifting offset: the operational likelihood's expected spectrum
+    below the force's band (5 Hz) is the walk's, as the record's Welch estimate is; the
+    walk drawn by the simulator's generator (:func:`offline.chain.offset_walks`, a separate
+    code path), the response synthesised from the model's own spectrum (1 % noise)."""
+    from calib_truth import E_ONLY, model_text
+
+    from offline.calibration.calibrate import settings_from_raw
+    from offline.calibration.operational import Likelihood, reduced_modal
+    from offline.calibration.setup import from_model_file
+    from offline.calibration.spectral_chain import records_chain
+    from offline.chain import offset_walks
+    from offline.forcing.force_model import ForceModel
+    from offline.load.model import LoadModel
+    from offline.load.whittle import unpack
+
+    drift, dt, n, E0 = 3e-4, 1e-3, 2 ** 15, 66e9
+    t = model_text(params=E_ONLY)
+    t = t[:t.index('[[sensors]]\nname = "a170"')] + t[t.index("[[forces]]"):]
+    t = t.replace('name = "d110"\n', f'name = "d110"\ndrift = {drift!r}\n', 1)
+    (tmp_path / "m.toml").write_text(t + '[acquisition]\nconverter = "ideal"\n')
+    su = from_model_file(tmp_path / "m.toml")
+    st = settings_from_raw(su.spec.raw, su.parameters, su.where)
+    fm = ForceModel("bandpass", (5.0, 300.0), 0.05, order=4)
+    f = np.fft.rfftfreq(2 ** 17, dt)
+    H = reduced_modal(su.pm.parts, np.array([E0]), su.B, su.out_rows).transfer(f, su.out_kind)
+    S = np.abs(H[:, 0, 0]) ** 2 * fm.psd(f)
+    s = 0.01 * np.sqrt(np.fft.irfft(S)[0] / dt)
+    w = np.random.default_rng(5).standard_normal(2 ** 17)
+    y = np.fft.irfft(np.fft.rfft(w) * np.sqrt((S + s ** 2 * dt) / dt))[:n]
+    y = y + offset_walks(n, dt, [drift], 7)[:, 0]
+    chain, _ = records_chain(su.spec, dt)
+    assert chain.drift == (drift,)
+    xi, load = np.array([np.log(E0)]), LoadModel(forces=[fm], noise_std=np.array([s]))
+    low = []
+    for c in (chain, None):
+        lik = Likelihood(su, st.priors, [y[:, None]], dt, None, xi, load_start=load, chain=c)
+        W = lik.whittle(xi)
+        E = np.real(W.expected(*unpack(lik.L, lik.lam0))[:, 0, 0])
+        k = W.bin_freqs() < 4.0                     # below the force's 5 Hz corner
+        low.append(np.mean(np.real(W.S_hat[k, 0, 0]) / E[k]))
+    # Welch estimate over expectation, the mean over the bins 1-4 Hz: measured 0.95 with the
+    # walk (a mean of 12 bins of 15 segments: scatter ~ 0.1); without it (main's likelihood)
+    # the expectation is the noise and the load's skirt alone: 426x below the estimate
+    assert 0.7 < low[0] < 1.4, low
+    assert low[1] > 100.0, low
