@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/calibrate_operational.py              # the four cases
     .venv/bin/python benchmarks/calibrate_operational.py --cases 0 2  # some of them
+    .venv/bin/python benchmarks/calibrate_operational.py --chain      # ADS1256 records
+        [--layout laser|cycle] [--seconds 6] [--draws 4] [--drift 0]
+
+``--chain``: the ADS1256's conversions calibrated through the model file's chain, as point
+samples, and point-sample records for reference (benchmarks/calibrate_operational_chain.py).
 
 Per case (tests/calib_operational.py): a truth of twice the mesh density, exact modal
 integration, random force 5-300 Hz unknown to the calibration, 1 % sensor noise, one record
@@ -74,7 +79,16 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=32.0, help="operational record [s]")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--chain", action="store_true", help="ADS1256 records (module docstring)")
+    ap.add_argument("--layout", choices=("laser", "cycle"), default="laser")
+    ap.add_argument("--seconds", type=float, default=6.0, help="--chain: record [s]")
+    ap.add_argument("--draws", type=int, default=4, help="--chain: records (seeds 1..)")
+    ap.add_argument("--drift", type=float, default=0.0, help="--chain: d110's drift")
     a = ap.parse_args(argv)
+    if a.chain:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from calibrate_operational_chain import chain_main
+        return chain_main(a)
     names = list(CASES)
     pick = a.cases if a.cases else range(len(names))
     rows = []

@@ -81,15 +81,17 @@ class Measurement:
         return np.fft.irfft(P * G, n=N, axis=-2)[..., :n, :]
 
 
-def of_records(spec, dt: float):
-    """``(measurement, warning)`` for records at ``dt`` of the model file ``spec``: its chain
+def chain_of_records(spec, dt: float):
+    """``(chain, warning)``: the chain (:class:`edge.acquisition.Chain`) records at ``dt`` of
+    the model file ``spec`` went through, or None for point samples. Its chain
     (:meth:`offline.model.ModelSpec.chain`, the ADS1256 by default) when the records are at
     the estimator's rate, the rate the chain is declared for; otherwise point samples, with a
     warning naming both rates (the chain is declared for the estimator's rate only, so a
-    record at another rate is compared with the response at its sample instants)."""
+    record at another rate is compared with the response at its sample instants). Every
+    calibration mode decides by this one rule (the time-domain :func:`of_records`, the
+    operational likelihood :mod:`.operational`)."""
     chain = spec.chain()
     rate = spec.estimator.rate if spec.estimator is not None else None
-    nch = len(spec.sensors)
     if chain.point:
         return None, None
     if rate is None or abs(1.0 / dt - rate) > 1e-6 * rate:
@@ -98,7 +100,14 @@ def of_records(spec, dt: float):
                       f"({chain.converter}) is declared for: the records are compared with "
                       "the model's response at the sample instants (point samples); record at "
                       "the estimator's rate to calibrate through the chain")
-    return Measurement(chain, dt, nch), None
+    return chain, None
+
+
+def of_records(spec, dt: float):
+    """``(measurement, warning)`` for records at ``dt`` of the model file ``spec``: the
+    :class:`Measurement` of :func:`chain_of_records`'s chain (None: point samples)."""
+    chain, warning = chain_of_records(spec, dt)
+    return (None if chain is None else Measurement(chain, dt, len(spec.sensors))), warning
 
 
 def describe(chain) -> str:

@@ -29,6 +29,10 @@ wide basin), the best starts are then refined on the full-resolution spectra; (2
 the prior mean, one per damage zone (that zone at ω = 0.4), the natural frequencies found by
 the modal route (:mod:`offline.calibration.modal`) when it finds them, and a few seeded prior
 draws. Local optima that end within a few nats of the best are reported as competing modes.
+
+The records are conversions, not point samples (:mod:`offline.calibration.spectral_chain`):
+``H`` above is each channel's through its chain, ``G_c(f) H_c(f)``, and a sensor's declared
+drifting offset adds its walk's expected Welch estimate to the channel's noise.
 """
 
 from __future__ import annotations
@@ -41,10 +45,13 @@ import numpy as np
 from edge.inverse import modal
 from offline._deps import need
 from offline.calibration.forward import damped_matrices
+from offline.calibration.spectral_chain import (chain_gains, measurement_label,
+                                                records_chain, through_chain)
 from offline.limit.transfer import ModalModel
 from offline.load.declared import declared_force_models
 from offline.load.learn import learn_load
 from offline.load.model import LoadModel
+from offline.load.walk import walk_spectra
 from offline.load.welch import cross_spectra, segment_length, window_kernel
 from offline.load.whittle import Whittle, make_layout, start_theta, unpack
 
@@ -67,9 +74,10 @@ def reduced_modal(parts, theta, B, out_rows) -> ModalModel:
                       R=np.zeros((out_rows.shape[0], B.shape[1])))
 
 
-def welch_grid(Ys, dt: float, seg_s=None):
+def welch_grid(Ys, dt: float, seg_s=None, chain=None):
     """The Whittle grid of :func:`offline.load.learn_load` (same bins, kernel and K_eff):
-    ``((f_fine, S_hat, kernel, over, K_eff), band [Hz], segments, N)``."""
+    ``((f_fine, S_hat, kernel, over, K_eff), band [Hz], segments, N, walk)``, ``walk`` the
+    drifting offsets' expected Welch estimates at the bins (None: no drift) of ``chain``."""
     N = segment_length(min(Y.shape[0] for Y in Ys), dt, seg_s)
     freqs, S_hat, n_seg = cross_spectra(Ys, dt, N)
     over, hw = 4, 3
@@ -78,7 +86,9 @@ def welch_grid(Ys, dt: float, seg_s=None):
     f_fine = (kmin - hw) * df + np.arange((kmax - kmin) * over + 2 * hw * over + 1) * df / over
     # Hann bins are correlated with their neighbours: about one independent bin in 1.5
     grid = (f_fine, S_hat[kmin:kmax + 1], window_kernel(N, over, hw), over, n_seg / 1.5)
-    return grid, (kmin * df, kmax * df), n_seg, N
+    walk = None if chain is None else walk_spectra(
+        chain.drift_for(S_hat.shape[1]), N, dt, np.arange(kmin, kmax + 1), chain)
+    return grid, (kmin * df, kmax * df), n_seg, N, walk
 
 
 class Likelihood:
@@ -94,9 +104,12 @@ class Likelihood:
         :func:`offline.load.learn_load` at ``xi_start``: level, band, tilt and noise, with
         ``orders`` also the Butterworth roll-off orders). No resonant peaks in the load: a
         peak of the load would take up a resonance of the structure the model misplaces.
+    chain : edge.acquisition.Chain or None: what the records are
+        (:func:`offline.calibration.spectral_chain.records_chain`; None: point samples)
     """
 
-    def __init__(self, setup, priors, Ys, dt, seg_s, xi_start, load_start=None, orders=False):
+    def __init__(self, setup, priors, Ys, dt, seg_s, xi_start, load_start=None, orders=False,
+                 chain=None):
         self.su, self.dt, self.Ys = setup, float(dt), Ys
         self.tr = [p.transform for p in priors]
         self.m0 = np.array([p.mean for p in priors])
@@ -109,12 +122,14 @@ class Likelihood:
         self.n_evals = 0
         if load_start is None:
             fit = learn_load(self.modal(xi_start), Ys, self.dt, self.prior, self.kind_names,
-                             seg_s=seg_s, max_peaks=0, fit_orders=orders)
+                             seg_s=seg_s, max_peaks=0, fit_orders=orders, chain=chain)
             W = fit.info["whittle"]
             self.grid = (W.f_fine, W.S_hat, W.kernel, W.over, W.K_eff)
-            band, n_seg, N = fit.info["band_hz"], fit.info["segments"], None
+            band, n_seg, N, self.walk = fit.info["band_hz"], fit.info["segments"], None, W.walk
         else:
-            self.grid, band, n_seg, N = welch_grid(Ys, self.dt, seg_s)
+            self.grid, band, n_seg, N, self.walk = welch_grid(Ys, self.dt, seg_s, chain)
+        # G_c(f) on the fine grid: the records' spectra are the response's through the chain
+        self.G = chain_gains(chain, self.grid[0], len(self.kinds))
         self.f_min, self.band = float(band[0]), [float(b) for b in band]
         self.segments = int(n_seg)
         self.seg_len = float(fit.info["segment_s"]) if N is None else N * self.dt
@@ -136,7 +151,9 @@ class Likelihood:
     def whittle(self, xi) -> Whittle:
         f, S_hat, kern, over, K = self.grid
         self.n_evals += 1
-        return Whittle(f, self.modal(xi).transfer(f, self.kinds), S_hat, kern, over, K, self.dt)
+        # S_m = G H S_ff H^H G^H + diag(walk) + diag(s^2) dt   (spectral_chain)
+        return Whittle(f, through_chain(self.G, self.modal(xi).transfer(f, self.kinds)), S_hat,
+                       kern, over, K, self.dt, walk=self.walk)
 
     def prior_xi(self, xi) -> float:
         z = (np.asarray(xi) - self.m0) / self.s0
@@ -293,23 +310,24 @@ def calibrate_operational(setup, priors, records, *, n_draws: int = 3, seed: int
     say = (lambda s: progress(f"[{time.perf_counter() - t0:6.1f} s] {s}")) if progress \
         else (lambda s: None)
     dt = _common_dt(setup, records)
+    chain, warning = records_chain(setup.spec, dt)
     Ys = [r.Y[r.used[0]:] for r in records]
     kinds = [p.kind for p in setup.parameters]
     m0 = np.array([p.mean for p in priors])
     starts = starts_of(priors, kinds, n_draws, seed, extra_starts)
     say(f"coarse stage: {len(starts)} starts on {COARSE_SEG_S:g} s Welch segments")
-    coarse = Likelihood(setup, priors, Ys, dt, COARSE_SEG_S, m0)
+    coarse = Likelihood(setup, priors, Ys, dt, COARSE_SEG_S, m0, chain=chain)
     ends = _optimised_starts(coarse, starts, say)
     # the force's roll-off orders at the best coarse structure (the coarse grid sees a
     # force's band edges as well as the fine one, at an eighth of the cost)
     say("load model's roll-off orders at the best coarse point")
-    lm = Likelihood(setup, priors, Ys, dt, COARSE_SEG_S, ends[0][2], orders=True)
+    lm = Likelihood(setup, priors, Ys, dt, COARSE_SEG_S, ends[0][2], orders=True, chain=chain)
     f_models, f_noise, f_corr = unpack(lm.L, lm.lam0)
     load0 = LoadModel(forces=f_models, corr=f_corr, noise_std=f_noise)
     distinct = _distinct_ends(ends, coarse.s0)
     say(f"fine stage: the best {min(keep, len(distinct))} distinct start(s) refined")
     fine_ends = _refined_ends(distinct[:keep], lambda xi: Likelihood(
-        setup, priors, Ys, dt, seg_s, xi, load_start=load0), say)
+        setup, priors, Ys, dt, seg_s, xi, load_start=load0, chain=chain), say)
     v, label, xi, lam, ok, lik = fine_ends[0]
     cov, log_z = _laplace(lik, xi, lam, v, m0.size)
     th = lik.theta(xi)
@@ -335,7 +353,8 @@ def calibrate_operational(setup, priors, records, *, n_draws: int = 3, seed: int
               "best_start": label, "seconds": time.perf_counter() - t0,
               "model_evaluations": coarse.n_evals + lm.n_evals + sum(e[5].n_evals for e in fine_ends),
               "band_hz": list(lik.band), "welch_segments": lik.segments,
-              "segment_s": lik.seg_len})
+              "segment_s": lik.seg_len, "measurement": measurement_label(chain),
+              **({"chain_warning": warning} if warning else {})})
     return res
 
 
