@@ -51,13 +51,21 @@ def records(d: Path, chain: str, seconds: float, n: int) -> list:
     # the damping ratio at the truth's own first two modes (what the family can hold)
     truth = own_modes_damping(truth, TRUTH["zeta"], d / "truth.toml")
     (d / "truth.toml").write_text(truth + "[estimator]\nrate = 1000.0\n")
+    return simulated_records(d, chain, seconds, n)
+
+
+def simulated_records(d: Path, chain: str, seconds: float, n: int, force: bool = True) -> list:
+    """Records of ``d / "truth.toml"`` by ``simulate`` through ``chain``, seeds 1..n: a random
+    5-250 Hz force of 0.05 N RMS, 1 % noise; with the force's column when ``force``."""
     out = []
     for seed in range(1, n + 1):
         r = simulate_model(d / "truth.toml", duration=seconds, noise=0.01, seed=seed,
                            load={"type": "random", "band": (5.0, 250.0), "rms": 0.05},
                            chain=chain, progress=False)
         out.append(d / f"{chain}{seed}.csv")
-        write_table(out[-1], r.t, np.hstack([r.F, r.Y]), r.force_names + r.channel_names)
+        cols, names = (np.hstack([r.F, r.Y]), r.force_names + r.channel_names) if force \
+            else (r.Y, r.channel_names)
+        write_table(out[-1], r.t, cols, names)
     return out
 
 

@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from calib_truth import PARAMS_3, model_text, own_modes_damping
-from edge.csvio import read_table, write_table
+from calibrate_chain import simulated_records
+from edge.csvio import read_table
 from offline.cli import main as offline_main
-from offline.simulate import simulate_model
 
 TRUTH = {"E": 65e9, "zeta": 0.02, "k_root": 14.0}
 IDEAL = '[acquisition]\nconverter = "ideal"\n'
@@ -60,14 +60,7 @@ def records(d: Path, which: str, chain: str, seconds: float, draws: int, drift: 
     truth = model_text(34, E=TRUTH["E"], k_root=TRUTH["k_root"], params="")
     truth = layout(own_modes_damping(truth, TRUTH["zeta"], d / "truth.toml"), which, drift)
     (d / "truth.toml").write_text(truth)
-    out = []
-    for seed in range(1, draws + 1):
-        r = simulate_model(d / "truth.toml", duration=seconds, noise=0.01, seed=seed,
-                           load={"type": "random", "band": (5.0, 250.0), "rms": 0.05},
-                           chain=chain, progress=False)
-        out.append(d / f"{chain}{seed}.csv")
-        write_table(out[-1], r.t, r.Y, r.channel_names)       # operational: no force column
-    return out
+    return simulated_records(d, chain, seconds, draws, force=False)  # operational: no force
 
 
 def calibrate(d: Path, name: str, path, which: str, drift: float, acquisition: str) -> dict:

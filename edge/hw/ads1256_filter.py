@@ -79,22 +79,6 @@ def window_s(drate: float) -> float:
     return (SINC_DECIMATION * (num_ave(drate) + SINC_ORDER - 1) - SINC_ORDER + 1) / F_MOD
 
 
-def frequency_response(drate: float, f) -> np.ndarray:
-    """``|H(f)|`` of the datasheet's closed form (module docstring) at frequencies ``f`` [Hz]
-    (the reference the taps are tested against)."""
-    f = np.asarray(f, dtype=float)
-    n = num_ave(drate)
-
-    def dirichlet(m, x):
-        s = np.sin(np.pi * x)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r = np.sin(m * np.pi * x) / (m * s)
-        return np.where(np.abs(s) < 1e-15, 1.0, r)
-
-    return np.abs(dirichlet(SINC_DECIMATION, f / F_MOD)) ** SINC_ORDER \
-        * np.abs(dirichlet(n, f / F_SINC))
-
-
 def _dirichlet(m: int, x: np.ndarray) -> np.ndarray:
     """``sin(m pi x) / (m sin(pi x))``, at integer ``x = k`` its limit ``(-1)^(k (m - 1))``."""
     s = np.sin(np.pi * x)
@@ -103,6 +87,15 @@ def _dirichlet(m: int, x: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.sin(m * np.pi * x) / (m * s)
     return np.where(at_pole, np.where((k * (m - 1)) % 2 == 0, 1.0, -1.0), r)
+
+
+def frequency_response(drate: float, f) -> np.ndarray:
+    """``|H(f)|`` of the datasheet's closed form (module docstring) at frequencies ``f`` [Hz]
+    (the reference the taps are tested against)."""
+    f = np.asarray(f, dtype=float)
+    n = num_ave(drate)
+    return np.abs(_dirichlet(SINC_DECIMATION, f / F_MOD)) ** SINC_ORDER \
+        * np.abs(_dirichlet(n, f / F_SINC))
 
 
 def conversion_response(drate: float, f) -> np.ndarray:

@@ -42,10 +42,16 @@ def records_chain(spec, dt: float):
     return chain, warning
 
 
+def _samples_only(chain) -> bool:
+    """An ideal converter without the sensors' high-pass or moving average: the records are
+    point samples of the response (a declared drift is noise, not a response)."""
+    return chain.ideal and not (chain.highpass or chain.average)
+
+
 def chain_gains(chain, f, nch: int):
     """``G_c(f)`` (nf, nch) of ``chain`` on the grid ``f`` [Hz], or None for point samples
     (nothing to apply)."""
-    if chain is None or chain.point or (chain.ideal and not (chain.highpass or chain.average)):
+    if chain is None or _samples_only(chain):
         return None
     return chain.response(np.asarray(f, dtype=float), nch)
 
@@ -59,6 +65,5 @@ def through_chain(G, H):
 def measurement_label(chain) -> str:
     """``posterior.json``'s ``measurement``: as the time-domain calibration writes it, plus
     the drifting offsets when some sensor declares one."""
-    base = "point samples" if chain.ideal and not (chain.highpass or chain.average) \
-        else describe(chain)
+    base = "point samples" if _samples_only(chain) else describe(chain)
     return base + (", the sensors' drifting offsets" if chain.drift else "")
