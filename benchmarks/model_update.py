@@ -360,9 +360,15 @@ def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Resu
     def seg(key, a, b):
         return float(fde(Z[key][a + s:b, oi], Ztrue[a + s:b, oi], dt, band=sc.band).value)
 
-    fd = {"before": seg("updated", 0, kB), "after_change": seg("reference", kB, kQ),
-          "never_updated": seg("reference", kR, n), "after_update": seg("updated", kR, n),
-          "oracle": seg("oracle", kR, n)}
+    def nrmse(key, a, b):  # RMS(estimate - truth) / std(truth), full band
+        z, t = Z[key][a + s:b, oi], Ztrue[a + s:b, oi]
+        return float(np.sqrt(np.mean((z - t) ** 2)) / np.std(t))
+
+    where = {"before": ("updated", 0, kB), "after_change": ("reference", kB, kQ),
+             "never_updated": ("reference", kR, n), "after_update": ("updated", kR, n),
+             "oracle": ("oracle", kR, n)}
+    fd = {k: seg(*w) for k, w in where.items()}
+    nr = {k: nrmse(*w) for k, w in where.items()}
     fdf = {k: float(fde(Fe[k][kR + s:n, 0], F_true[kR + s:n, 0], dt, band=sc.band).value)
            for k in ests}
     fdf["before"] = float(fde(Fe["updated"][s:kB, 0], F_true[s:kB, 0], dt, band=sc.band).value)
@@ -375,7 +381,7 @@ def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Resu
                   processed={k: e.samples_seen for k, e in ests.items()},
                   residual_at_pulse=resid,
                   info={"output": bundle.outputs[oi].name, "band": sc.band,
-                        "block_ms": nb * dt * 1e3, "force_fde": fdf,
+                        "block_ms": nb * dt * 1e3, "force_fde": fdf, "nrmse": nr,
                         "phases": {"A": (0, kB), "B": (kB, kQ), "Q": (kQ, kX), "X": (kX, kR),
                                    "R": (kR, n)}})
 
@@ -424,6 +430,9 @@ def main(argv=None) -> int:
           f"(build {t_build:.1f} s, scenario {time.perf_counter() - t1:.1f} s)")
     print(r.format())
     print("force FDE in phase R: " + ", ".join(f"{k} {v:.4f}" for k, v in r.info["force_fde"].items()))
+    print(f"displacement normalised RMS error ({r.info['output']}, full band, "
+          "RMS(estimate - truth) / std(truth)): "
+          + ", ".join(f"{k} {v:.4f}" for k, v in r.info["nrmse"].items()))
     return 0
 
 

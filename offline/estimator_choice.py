@@ -412,22 +412,18 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
 def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
     """A model file without ``[acquisition]`` gets the ADS1256's chain
     (:meth:`offline.model.ModelSpec.chain`), which every estimator models but the hybrid twin
-    does not; a hybrid build falls back to ``ideal``, with a warning. So does a build with
-    ``[[parameters]]``: ``update_model`` derives the updated Tikhonov operator with the
-    bundle's chain, but the model update's experiment, inverse maps and end-to-end check
-    (tests/test_model_update.py: the per-step estimator, an L-curve alpha) are point samples'
-    (through the chip that check's FDE was 0.58 against 0.0078). The inverse maps are trained
-    through the file's chain all the same (the ADC converts whatever the estimator models;
-    :mod:`offline.inverse.chained`)."""
-    why = ("the hybrid twin does not model the measurement chain" if hybrid else
-           "the device's model update ([[parameters]], update_model: the updated "
-           "estimator) is made for point samples"
-           if spec.raw.get("parameters") else None)
-    if why is None or spec.acquisition is not None or bundle.chain.ideal:
+    does not; a hybrid build falls back to ``ideal``, with a warning. A build with
+    ``[[parameters]]`` keeps the chain: its inverse maps are trained through it
+    (:mod:`offline.inverse.chained`) and ``update_model`` derives the updated operator from the
+    bundle, chain included (:func:`edge.estimator.derive_operator`); made for point samples
+    and fed the chip's conversions, the per-step estimator of examples/cantilever_params.toml
+    had FDE 0.080 after the update against 0.034 at the signal level
+    (benchmarks/model_update.py --change k_root=4)."""
+    if not hybrid or spec.acquisition is not None or bundle.chain.ideal:
         return
     c = bundle.chain
     bundle.meta.setdefault("warnings", []).append(
-        f"{why}: built for point samples, not for the default ADS1256 chain "
-        f"({c.drate:g} SPS {c.mode}); declare [acquisition] converter = \"ideal\" to say so, "
-        f"or \"ads1256\" to model the conversions")
+        f"the hybrid twin does not model the measurement chain: built for point samples, not "
+        f"for the default ADS1256 chain ({c.drate:g} SPS {c.mode}); declare [acquisition] "
+        f"converter = \"ideal\" to say so")
     bundle.chain = replace(c, converter="ideal", drate=0.0, mode="continuous", offsets=())

@@ -176,3 +176,32 @@ def chain_realisation(bundle, real, A, w2, Ct, PhiB, L: int):
     big, cols = augment(real, C.shape[0], nf)
     O, J = chain_window(C, D0, D1, A[:2 * n, :2 * n], Acoup[:2 * n], Gamma[:2 * n], L, cols)
     return big, O, J
+
+
+def history_columns(op, W: int) -> list:
+    """The state columns of ``xi_(k-q)``, ``q < W``, of an operator whose realisation keeps
+    the last ``W`` grid states (:func:`augment`: each modal block ``[xi_b,k, .., xi_b,k-W+1]``,
+    the last block the forces)."""
+    ptr = op.blk_ptr
+    cols = [[] for _ in range(W)]
+    for b in range(len(ptr) - 2):
+        s, m = int(ptr[b]), int(ptr[b + 1] - ptr[b]) // W
+        for q in range(W):
+            cols[q].extend(range(s + q * m, s + (q + 1) * m))
+    return [np.array(c, dtype=np.int64) for c in cols]
+
+
+def carry_history(old, x_old, new, x_new) -> None:
+    """Carry the older grid states a converter's window reaches back to (``xi_(k-q)``, ``q =
+    1 .. W-1``) over a swap of ``old`` for ``new`` (``x_new`` in place), through the physical
+    coordinates as the current state: ``[u; v]_(k-q) = P_uv xi_(k-q)`` in the old model's
+    modes, ``xi_(k-q) = Pinv_uv [u; v]_(k-q)`` in the new one's. Nothing for point samples
+    (``W = 1``) or operators that keep different histories."""
+    W = old.info.get("force_tail", 0) // max(old.n_forces, 1)
+    if W < 2 or new.info.get("force_tail", 0) != W * new.n_forces:
+        return
+    co, cn = history_columns(old, W), history_columns(new, W)
+    n2 = 2 * (old.P.shape[0] // 3)  # rows u and v of the physical state [u; v; a]
+    Puv, Pinv_uv = old.P[:n2, co[0]], new.Pinv[cn[0], :n2]
+    for q in range(1, W):
+        x_new[cn[q]] = Pinv_uv @ (Puv @ x_old[co[q]])

@@ -7,6 +7,7 @@ import numpy as np
 from edge.bundle import Bundle
 from edge.estimator.common import BlockEstimator
 from edge.estimator import packed as pk_
+from edge.estimator.chain_window import carry_history
 from edge.estimator.kernel import FLAG_HELD, FLAG_SATURATED, FLAG_WARMUP
 from edge.estimator.packed import Packed, _process_packed, _reset_packed
 from edge.estimator.operator import StepOperator, derive_operator
@@ -117,9 +118,12 @@ class Estimator(BlockEstimator):
         # the forces at the state's end (previous force; older ones for a converter)
         nc_old, nc_new = (o.info.get("force_tail", o.Acoup.shape[1]) for o in (self.op, op))
         tail = self._x[self._x.shape[0] - nc_old:].copy()
+        old_op, x_old = self.op, self._x.copy()
         self._install(op, keep_state=True, phys=phys)
         if nc_new and nc_new == nc_old:
             self._x[self._x.shape[0] - nc_new:] = tail
+        # ... and the older grid states a converter's window reaches back to
+        carry_history(old_op, x_old, op, self._x)
         if bundle is not None:
             self.bundle = bundle
 
