@@ -357,11 +357,13 @@ def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Resu
     oi = 0
     s = int(round(sc.settle * rate))
 
-    def seg(key, a, b):
-        return float(fde(Z[key][a + s:b, oi], Ztrue[a + s:b, oi], dt, band=sc.band).value)
+    dl = est.delay  # output row j describes sample j - delay (window L: L - 1 samples)
+
+    def seg(key, a, b, X=Z, T=Ztrue, i=oi):  # estimate rows aligned with the truth's
+        return float(fde(X[key][a + s + dl:b, i], T[a + s:b - dl, i], dt, band=sc.band).value)
 
     def nrmse(key, a, b):  # RMS(estimate - truth) / std(truth), full band
-        z, t = Z[key][a + s:b, oi], Ztrue[a + s:b, oi]
+        z, t = Z[key][a + s + dl:b, oi], Ztrue[a + s:b - dl, oi]
         return float(np.sqrt(np.mean((z - t) ** 2)) / np.std(t))
 
     where = {"before": ("updated", 0, kB), "after_change": ("reference", kB, kQ),
@@ -369,9 +371,8 @@ def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Resu
              "oracle": ("oracle", kR, n)}
     fd = {k: seg(*w) for k, w in where.items()}
     nr = {k: nrmse(*w) for k, w in where.items()}
-    fdf = {k: float(fde(Fe[k][kR + s:n, 0], F_true[kR + s:n, 0], dt, band=sc.band).value)
-           for k in ests}
-    fdf["before"] = float(fde(Fe["updated"][s:kB, 0], F_true[s:kB, 0], dt, band=sc.band).value)
+    fdf = {k: seg(k, kR, n, Fe, F_true, 0) for k in ests}
+    fdf["before"] = seg("updated", 0, kB, Fe, F_true, 0)
     win = Yc[kX:kX + imap.n, ch_idx]
     resid = float(np.abs(Yc[kX, ch_idx]).max() / np.abs(win).max())
     return Result(fde=fd, identified=dict(zip(res["names"], res["values"])),
