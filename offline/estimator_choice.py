@@ -415,10 +415,10 @@ def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
     does not; a hybrid build falls back to ``ideal``, with a warning. A build with
     ``[[parameters]]`` keeps the chain: its inverse maps are trained through it
     (:mod:`offline.inverse.chained`) and ``update_model`` derives the updated operator from the
-    bundle, chain included (:func:`edge.estimator.derive_operator`); made for point samples
-    and fed the chip's conversions, the per-step estimator of examples/cantilever_params.toml
-    had FDE 0.080 after the update against 0.034 at the signal level
-    (benchmarks/model_update.py --change k_root=4)."""
+    bundle, chain included (:func:`edge.estimator.derive_operator`). Made for point samples
+    and fed the chip's conversions, the estimator of examples/cantilever_params.toml had FDE
+    0.080 before a change and 0.068 after the update; through the chip (window 2) 0.023 and
+    0.021 (benchmarks/model_update.py --change k_root=4, docs/inverse.md)."""
     if not hybrid or spec.acquisition is not None or bundle.chain.ideal:
         return
     c = bundle.chain
