@@ -400,11 +400,14 @@ def test_build_attach_bundle_roundtrip_and_update(tmp_path):
     from edge.estimator import Estimator
     from offline.build import build
     from offline.inverse.pipeline import attach
-    # collocated force (as in the paper) so the per-step estimator is stable
+    # collocated force (as in the paper); the window and discretisation the automatic choice
+    # takes through the ADS1256 (the default; L = 2 and 4 are unstable at this alpha), given
     toml = BEAM_TOML.replace('select = { at = [0.16, 0.0, 0.0] }', 'select = { at = [0.11, 0.0, 0.0] }') + """
 [estimator]
 rate = 1000.0
 alpha = 1e-8
+window = 8
+discretization = "foh"
 [inverse]
 samples = 200
 validation_samples = 60
