@@ -48,3 +48,20 @@ def test_limit_and_build_print_the_same_ratio(tmp_path, capsys, record):
     for name, r in built.items():
         assert limited[name] == pytest.approx(r, abs=0.005), (name, built, limited)
         assert r >= 0.95, name  # nothing beats the limit (3 runs' spread: a few %)
+
+
+def test_a_target_no_better_than_zero_is_a_warning():
+    # the build's ratio rows (offline/limit/ratio.py ratios); 1.29 is what the paper
+    # cantilever's per-step Tikhonov estimator (window 1) gave through the ADS1256 on its
+    # calibration runs (docs/inverse.md), 0.0204 its smoother's d60 there
+    from offline.limit.ratio import zero_warning
+    rows = [{"name": "F110", "nrmse": 1.29, "limit": 0.41, "limit_delay_ms": 1.0, "ratio": 3.1},
+            {"name": "d60", "nrmse": 0.0204, "limit": 0.0105, "limit_delay_ms": 1.0,
+             "ratio": 1.94}]
+    warn = zero_warning({"delay_ms": 1.0, "rows": rows}, tikhonov=True)
+    assert warn is not None and warn.startswith("F110 1.29: ") and "d60" not in warn
+    assert "window (2 or more)" in warn
+    assert "build --record" in zero_warning({"delay_ms": 1.0, "rows": rows[:1]})
+    # an error of exactly zero's (1.0) is no better than zero; just below it is
+    assert zero_warning({"delay_ms": 1.0, "rows": [{**rows[0], "nrmse": 1.0}]}) is not None
+    assert zero_warning({"delay_ms": 1.0, "rows": [{**rows[0], "nrmse": 0.999}]}) is None

@@ -121,4 +121,21 @@ def build_accuracy(bundle, runs, spec, model, mm, loads) -> dict | None:
     names = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
     out = ratios(lim, dict(zip(names, r["nrmse"])), delay * 1e3)
     out["seconds"] = time.perf_counter() - t0
+    if (warn := zero_warning(out, bundle.method == "tikhonov")) is not None:
+        bundle.meta.setdefault("warnings", []).append(warn)
     return out
+
+
+def zero_warning(acc: dict, tikhonov: bool = False) -> str | None:
+    """The targets the estimator gets no better than an estimate of zero (normalised RMS error
+    >= 1 on the calibration runs), or None. Through the ADS1256 the per-step Tikhonov estimator
+    (``window = 1``) of the paper cantilever is such a case: its L-curve alpha gave 1.29 on
+    the runs, 63x the limit (benchmarks/model_update.py, docs/inverse.md)."""
+    bad = [r for r in acc["rows"] if not r["nrmse"] < 1.0]
+    if not bad:
+        return None
+    hint = ("; try a longer [estimator] window (2 or more) or method = \"auto\"" if tikhonov
+            else "; a sensor nearer to it or a record of the real load (build --record) may help")
+    return (", ".join(f"{r['name']} {r['nrmse']:.3g}" for r in bad) + ": the estimator's "
+            "normalised RMS error on the calibration runs is no better than an estimate of zero "
+            "(1.0)" + hint)
