@@ -69,6 +69,10 @@ case "$MODE" in
     echo "==> running the fast tier (not slow)"
     exec "$VENV/bin/python" -m pytest -m "not slow" -p no:cacheprovider "$@" ;;
   *)
-    echo "==> running the tests"
-    exec "$VENV/bin/python" -m pytest "$@" ;;
+    # one worker per core (VSENSE_TEST_WORKERS=0: in this process); a test module's
+    # fixtures stay on one worker (--dist loadfile)
+    WORKERS="${VSENSE_TEST_WORKERS:-auto}"
+    echo "==> running the tests ($WORKERS workers)"
+    if [ "$WORKERS" = "0" ]; then exec "$VENV/bin/python" -m pytest "$@"; fi
+    exec "$VENV/bin/python" -m pytest -n "$WORKERS" --dist loadfile "$@" ;;
 esac
