@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline.forcing.component import Component
+from offline.load.corner import lowest_corner
 from offline.forcing.force_model import ForceModel
 
 LN10 = np.log(10.0)
@@ -88,9 +89,10 @@ def make_layout(prior_models, noise_sd, rate: float, f_min: float, fit_corr: boo
     f_top = 0.45 * rate
     for j, fm in enumerate(prior_models):
         lo, hi = fm.band
+        f_low = lowest_corner(f_min, lo)  # the declared corner stays reachable (corner.py)
         L.add(f"ln_rms{j}", np.log(fm.rms), level_sd)
-        L.add(f"ln_flo{j}", np.log(lo), band_sd, np.log(f_min), np.log(0.5 * f_top))
-        L.add(f"ln_span{j}", np.log(hi / lo), band_sd, np.log(1.2), np.log(f_top / f_min))
+        L.add(f"ln_flo{j}", np.log(lo), band_sd, np.log(f_low), np.log(0.5 * f_top))
+        L.add(f"ln_span{j}", np.log(hi / lo), band_sd, np.log(1.2), np.log(f_top / f_low))
         L.add(f"tilt{j}", fm.tilt, 1.0, -2.0, 2.0)
         L.orders.append(tuple(orders[j]) if orders is not None else fm.orders)
         pk = list(peaks[j]) if peaks is not None else list(fm.peaks)
