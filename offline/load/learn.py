@@ -19,7 +19,8 @@ their expectation; the load model that maximises the Whittle likelihood
    from the records exceeds the model's by 2x or more, a peak section, kept when it raises
    the likelihood by more than its BIC cost;
 6. the fit again from the declaration's corners and tilt (:mod:`offline.load.restart`: the
-   staged fit can end in a local optimum), the best start kept; the correlation of the
+   staged fit can end in a local optimum), the best start kept; a declared corner below the
+   records' band kept unless they reject it (:mod:`offline.load.corner`); the correlation of the
    forces (several forces), then everything jointly; a component's
    direction entries the records do not fix go to their prior mean, their posterior
    second moment to components of the same resonance.
@@ -45,6 +46,7 @@ from offline.load.model import LoadModel
 # read_records and MIN_RECORD_S are imported from here by the load package and its selection
 from offline.load.records import MIN_RECORD_S, read_records  # noqa: F401
 from offline.load.welch import cross_spectra, peak_of_ratio, segment_length, window_kernel
+from offline.load.corner import keep_declared_corners
 from offline.load.restart import restart_from_declaration
 from offline.load.sources import candidates, direction_uncertainty
 from offline.load.walk import walk_spectra
@@ -425,6 +427,7 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
         _fit_peaks(fit, max_peaks, say)  # 5.
     # 5b. a second start from the declaration's corners and tilt (a local optimum: restart.py)
     restart_from_declaration(fit, _optimise, say)
+    keep_declared_corners(fit, _optimise, say)  # below the records' band (corner.py)
     # 6. everything jointly (with the correlation of several forces)
     say("joint fit")
     L = fit.L
