@@ -8,7 +8,9 @@ power below 4 Hz, where the accelerometer sees little above its noise. An 8 s re
 on its first 5.6 s (the held-out choice), in Welch segments of 1.024 s: lowest bin 3.9 Hz.
 Before, the fit's corner was bounded there and ended on it (band 3.91-187 Hz, high-pass order
 8): no force below 3.9 Hz in the smoother's model, its stated std 1-sigma coverage 58 % on the
-force and 57 % on the tip's neighbour's displacement.
+force and 57 % on the tip's neighbour's displacement (57.5 / 57.3 % by this test on main).
+Now the corner may reach the declared 2 Hz; the records reject 2 Hz here (the declared corner
+is not kept, offline/load/corner.py) and the fit ends at 2.6 Hz, order 1: 67 / 67 %.
 """
 
 import json
@@ -52,7 +54,7 @@ def record(path, work: Path, name: str, seconds: float, seed: int):
     write_table(work / f"{name}.csv", t, Y, cols)
 
 
-@pytest.mark.slow  # about 2 min at load average 2 on 2 cores (one smoother build)
+@pytest.mark.slow  # 268 s at load average 10-12 on 2 cores (one smoother build)
 def test_a_learned_load_keeps_the_declared_corner_below_the_records_band(tmp_path):
     path = tmp_path / "strip.toml"
     path.write_text(STRIP.replace('name = "d110"', 'name = "a110"')
