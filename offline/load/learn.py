@@ -46,7 +46,7 @@ from offline.load.model import LoadModel
 # read_records and MIN_RECORD_S are imported from here by the load package and its selection
 from offline.load.records import MIN_RECORD_S, read_records  # noqa: F401
 from offline.load.welch import cross_spectra, peak_of_ratio, segment_length, window_kernel
-from offline.load.corner import keep_declared_corners
+from offline.load.corner import keep_declared_corners, start_in_records
 from offline.load.restart import restart_from_declaration
 from offline.load.sources import candidates, direction_uncertainty
 from offline.load.walk import walk_spectra
@@ -286,6 +286,7 @@ def _level_scan(W, L, theta, idx, lo: float, hi: float):
 def _start(fit: _Fit, noise0, say) -> None:
     """Step 1: the prior's layout at the noise floor, its overall level by a scan."""
     L, theta = fit.relayout(fit.prior_models, noise0, None)
+    theta = start_in_records(L, theta, fit.f_min)  # corners from the records' band (corner.py)
     say("level scan")
     rms_idx = [L.index(f"ln_rms{j}") for j in range(len(fit.prior_models))]
     theta = _level_scan(fit.W, L, theta, rms_idx, -6.0, 6.0)
