@@ -69,9 +69,10 @@ def keep_declared_corners(fit, optimise, say) -> None:
     3.27 Hz on the frame). ``fit`` is :class:`offline.load.learn._Fit`, ``optimise(W, L, theta, free) ->
     (theta, nll)``.
 
-    On the frame's 8 s record the likelihood is flat there: the fit ended at 3.26 Hz, where the
-    tilt's pole-zero sections (one every half decade from the lower corner) drop one, and the
-    declared 2 Hz with the rest refitted is 0.90 nats behind (the truth's corner, 2 Hz)."""
+    On the frame's 8 s record the likelihood is flat there: started at the declared corner, the
+    fit ended at 3.26 Hz, where the tilt's pole-zero sections (one every half decade from the
+    lower corner) drop one, and the declared 2 Hz with the rest refitted was 0.90 nats behind
+    (the truth's corner, 2 Hz); started at ``f_min`` the frame's coverage is the same."""
     L = fit.L
     for j, p in enumerate(fit.prior_models):
         i = L.index(f"ln_flo{j}")
