@@ -17,7 +17,11 @@ So a corner may go down to the lower of ``f_min`` and the declared corner::
 
 where the records reach below the declared corner, nothing changes (``f_min`` is the bound);
 where they do not, the declaration's corner stays reachable and the prior keeps the fit
-there unless the records' bins above ``f_min`` say otherwise.
+there unless the records' bins above ``f_min`` say otherwise. The operational calibration
+(:mod:`offline.calibration.operational`) bounds its load model's corners at ``f_min``
+(``declared_below=False``): there the load is a nuisance below the records' band, and with
+the declared corner reachable its damping moved by 2.5 of its std on the cycled strip of
+tests/test_operational_chain.py (0.1 std with the bound at ``f_min``).
 
 The fit's starts (the declaration's, and the second one of :mod:`offline.load.restart`) put
 such a corner at ``f_min`` as before (:func:`start_in_records`); the declared corner is then
