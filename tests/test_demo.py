@@ -150,7 +150,8 @@ def test_settings_validate_with_field_names():
     with pytest.raises(ValueError, match="level"):
         DemoSettings(level="bits")
     s = DemoSettings(short=True)
-    assert (s.duration, s.oversample) == (4.0, 1)
+    # 2 load points per sample in the truth, short as well (offline/demo.py __post_init__)
+    assert (s.duration, s.oversample) == (4.0, 2)
     s = DemoSettings()
     assert (s.duration, s.oversample) == (20.0, 2)
 

@@ -122,7 +122,8 @@ class Likelihood:
         self.n_evals = 0
         if load_start is None:
             fit = learn_load(self.modal(xi_start), Ys, self.dt, self.prior, self.kind_names,
-                             seg_s=seg_s, max_peaks=0, fit_orders=orders, chain=chain)
+                             seg_s=seg_s, max_peaks=0, fit_orders=orders, chain=chain,
+                             declared_below=False)
             W = fit.info["whittle"]
             self.grid = (W.f_fine, W.S_hat, W.kernel, W.over, W.K_eff)
             band, n_seg, N, self.walk = fit.info["band_hz"], fit.info["segments"], None, W.walk
@@ -139,7 +140,7 @@ class Likelihood:
         """Whittle layout with the orders/peaks of ``lm`` and λ at it."""
         L = make_layout(self.prior.forces, self.prior.noise_std, 1.0 / self.dt, self.f_min,
                         len(lm.forces) > 1, orders=[m.orders for m in lm.forces],
-                        peaks=[m.peaks for m in lm.forces])
+                        peaks=[m.peaks for m in lm.forces], declared_below=False)
         return L, start_theta(L, lm.forces, lm.noise_std, lm.corr)
 
     def theta(self, xi) -> np.ndarray:

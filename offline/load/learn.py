@@ -19,10 +19,11 @@ their expectation; the load model that maximises the Whittle likelihood
    from the records exceeds the model's by 2x or more, a peak section, kept when it raises
    the likelihood by more than its BIC cost;
 6. the fit again from the declaration's corners and tilt (:mod:`offline.load.restart`: the
-   staged fit can end in a local optimum), the best start kept; the correlation of the
-   forces (several forces), then everything jointly; a component's
-   direction entries the records do not fix go to their prior mean, their posterior
-   second moment to components of the same resonance.
+   staged fit can end in a local optimum), the best start kept; a declared corner below the
+   records' band kept unless they reject it (:mod:`offline.load.corner`); the correlation of
+   the forces (several forces), then everything jointly; a component's direction entries
+   the records do not fix go to their prior mean, their posterior second moment to
+   components of the same resonance.
 
 The records are point samples: where the declaration predicts a fold-back from above the
 Nyquist frequency, the expectation includes the alias images up to ``2 fs``.
@@ -45,6 +46,7 @@ from offline.load.model import LoadModel
 # read_records and MIN_RECORD_S are imported from here by the load package and its selection
 from offline.load.records import MIN_RECORD_S, read_records  # noqa: F401
 from offline.load.welch import cross_spectra, peak_of_ratio, segment_length, window_kernel
+from offline.load.corner import keep_declared_corners, start_in_records
 from offline.load.restart import restart_from_declaration
 from offline.load.sources import candidates, direction_uncertainty
 from offline.load.walk import walk_spectra
@@ -160,12 +162,12 @@ def _noise_params(L):
 
 
 def _relayout(prior_models, noise_prior, rate, f_min, fit_corr, models, noise, corr,
-              comps=()):
+              comps=(), declared_below=True):
     """A layout with the orders/peaks of ``models`` and the components ``comps``, and theta
     at them."""
     L = make_layout(prior_models, noise_prior, rate, f_min, fit_corr,
                     orders=[m.orders for m in models], peaks=[m.peaks for m in models],
-                    comps=comps)
+                    comps=comps, declared_below=declared_below)
     return L, start_theta(L, models, noise, corr, comps)
 
 
@@ -256,12 +258,13 @@ class _Fit:
     noise: object = None
     corr: object = None
     comps: list = field(default_factory=list)
+    declared_below: bool = True  # a declared corner below f_min reachable (corner.py)
 
     def relayout(self, models, noise, corr, comps=(), fit_corr=None):
         """:func:`_relayout` of this fit's records and prior."""
         return _relayout(self.prior_models, self.noise_prior, self.rate, self.f_min,
                          self.fit_corr if fit_corr is None else fit_corr, models, noise, corr,
-                         comps)
+                         comps, self.declared_below)
 
     def take(self, nll, theta, L) -> None:
         """Make ``(nll, theta, L)`` the fit, unpacked."""
@@ -284,6 +287,7 @@ def _level_scan(W, L, theta, idx, lo: float, hi: float):
 def _start(fit: _Fit, noise0, say) -> None:
     """Step 1: the prior's layout at the noise floor, its overall level by a scan."""
     L, theta = fit.relayout(fit.prior_models, noise0, None)
+    theta = start_in_records(L, theta, fit.f_min)  # corners from the records' band (corner.py)
     say("level scan")
     rms_idx = [L.index(f"ln_rms{j}") for j in range(len(fit.prior_models))]
     theta = _level_scan(fit.W, L, theta, rms_idx, -6.0, 6.0)
@@ -368,14 +372,10 @@ def _identified(L, cov, n_forces: int, nch: int):
     post = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     sd = np.asarray(L.sd)
     ident, psd_ = {}, {}
-    for j in range(n_forces):
-        i = L.index(f"ln_rms{j}")
-        ident[f"force {j}"] = bool(post[i] < 0.5 * sd[i])
-        psd_[f"force {j}"] = float(post[i])
-    for c in range(nch):
-        i = L.index(f"ln_noise{c}")
-        ident[f"noise {c}"] = bool(post[i] < 0.5 * sd[i])
-        psd_[f"noise {c}"] = float(post[i])
+    for key, name in ([(f"force {j}", f"ln_rms{j}") for j in range(n_forces)]
+                      + [(f"noise {c}", f"ln_noise{c}") for c in range(nch)]):
+        i = L.index(name)
+        ident[key], psd_[key] = bool(post[i] < 0.5 * sd[i]), float(post[i])
     for m in range(L.ncomp):  # a direction entry the records do not tell stays near zero
         for j in range(n_forces):
             i = L.index(f"cv{m}_{j}")
@@ -386,7 +386,7 @@ def _identified(L, cov, n_forces: int, nch: int):
 
 def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=None,
                max_peaks: int = 3, fit_orders: bool = True, progress=None,
-               max_components: int = 4, chain=None) -> LoadFit:
+               max_components: int = 4, chain=None, declared_below=True) -> LoadFit:
     """Fit the load model of records (module docstring).
 
     Parameters
@@ -397,6 +397,7 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
     sensor_kinds : (nch,) signal kinds ("displacement", ...)
     progress : callable(str) or None, told each stage
     chain : edge.acquisition.Chain or None   what one sample is (None: a point sample)
+    declared_below : a declared corner below the records' band stays reachable (corner.py)
     """
     say = progress or (lambda s: None)
     nch = len(sensor_kinds)
@@ -405,7 +406,7 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
                                                       prior, chain=chain)
     noise_prior = np.asarray(prior.noise_std, dtype=float)
     fit = _Fit(W=W, prior_models=prior.forces, noise_prior=noise_prior, rate=1.0 / dt,
-               f_min=f_min, fit_corr=len(prior.forces) > 1)
+               f_min=f_min, fit_corr=len(prior.forces) > 1, declared_below=declared_below)
     # 1. noise from the quietest decile of each channel's spectrum; the overall level
     q = np.quantile(np.real(np.einsum("kii->ki", W.S_hat)), 0.1, axis=0)
     noise0 = np.minimum(np.sqrt(np.maximum(q, 1e-300) / dt), 10 * noise_prior)
@@ -425,6 +426,8 @@ def learn_load(mm, records, dt: float, prior: LoadModel, sensor_kinds, *, seg_s=
         _fit_peaks(fit, max_peaks, say)  # 5.
     # 5b. a second start from the declaration's corners and tilt (a local optimum: restart.py)
     restart_from_declaration(fit, _optimise, say)
+    if declared_below:  # a declared corner below the records' band (corner.py)
+        keep_declared_corners(fit, _optimise, say)
     # 6. everything jointly (with the correlation of several forces)
     say("joint fit")
     L = fit.L

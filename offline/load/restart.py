@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from offline.load.corner import start_in_records
+
 
 def declared_shapes(models, prior_models) -> list:
     """The trial force models of the restart: ``[(models), ...]``, each force at its fitted
@@ -50,7 +52,8 @@ def restart_from_declaration(fit, optimise, say) -> None:
     best = (fit.nll, fit.theta, fit.L)
     for trial in declared_shapes(fit.models, fit.prior_models):
         Lt, tt = fit.relayout(trial, fit.noise, fit.corr, fit.comps)
-        tt, v = optimise(fit.W, Lt, tt)
+        # from the records' band: a declared corner below it is tried alone (corner.py)
+        tt, v = optimise(fit.W, Lt, start_in_records(Lt, tt, fit.f_min))
         if v < best[0]:  # (a NaN or an overflow, inf, is not kept)
             best = (v, tt, Lt)
     fit.take(*best)

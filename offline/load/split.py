@@ -36,6 +36,7 @@ from dataclasses import replace
 import numpy as np
 
 from offline._deps import need
+from offline.load.corner import lowest_corner
 from offline.load.model import LoadModel
 from offline.load.welch import peak_of_ratio
 from offline.load.whittle import LN10
@@ -127,12 +128,13 @@ class _Objective:
         return float(v + 0.5 * z @ z) if np.isfinite(v) else 1e300
 
     def bounds(self, f_min: float, f_top: float) -> list:
-        """Each force's band inside ``[f_min, f_top]`` and at least 1.2 wide, the tilt's
-        change within +/-2, the peaks within the band of the records."""
+        """Each force's band inside ``[min(f_min, declared corner), f_top]`` and at least 1.2
+        wide, the tilt's change within +/-2, the peaks within the band of the records."""
         los = [fm.band[0] for fm in self.prior.forces]
         spans = [fm.band[1] / fm.band[0] for fm in self.prior.forces]
-        b = [(-6 * LN10, 3 * LN10), (np.log(f_min / min(los)), np.log(0.5 * f_top / max(los))),
-             (np.log(1.2 / min(spans)), np.log(f_top / f_min / max(spans))), (-2.0, 2.0),
+        f_low = lowest_corner(f_min, min(los))  # the declared corner reachable (corner.py)
+        b = [(-6 * LN10, 3 * LN10), (np.log(f_low / min(los)), np.log(0.5 * f_top / max(los))),
+             (np.log(1.2 / min(spans)), np.log(f_top / f_low / max(spans))), (-2.0, 2.0),
              (-LN10, LN10)]
         for _ in range(self.npeaks):
             b += [(np.log(f_min), np.log(f_top)), (np.log(0.002), np.log(0.3)),

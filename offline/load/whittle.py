@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offline.forcing.component import Component
+from offline.load.corner import lowest_corner
 from offline.forcing.force_model import ForceModel
 
 LN10 = np.log(10.0)
@@ -79,18 +80,22 @@ class Layout:
 
 def make_layout(prior_models, noise_sd, rate: float, f_min: float, fit_corr: bool,
                 orders=None, peaks=None, level_sd=LN10, band_sd=np.log(3.0),
-                noise_prior_sd=LN10, comps=()) -> Layout:
+                noise_prior_sd=LN10, comps=(), declared_below: bool = True) -> Layout:
     """Layout with the declaration ``prior_models`` (ForceModel each) and ``noise_sd``
     (nch,) as prior means; ``orders`` ``[(hp, lp)]`` and ``peaks`` ``[[(f, zeta, gain)]]``
-    per force (their values are the starting point, their prior is weak)."""
+    per force (their values are the starting point, their prior is weak).
+    ``declared_below``: a declared corner below ``f_min`` stays reachable
+    (:mod:`offline.load.corner`); False bounds every corner at ``f_min``."""
     nf = len(prior_models)
     L = Layout(nf=nf, nch=len(noise_sd), fit_corr=fit_corr and nf > 1)
     f_top = 0.45 * rate
     for j, fm in enumerate(prior_models):
         lo, hi = fm.band
+        # the declared corner stays reachable (corner.py)
+        f_low = lowest_corner(f_min, lo) if declared_below else f_min
         L.add(f"ln_rms{j}", np.log(fm.rms), level_sd)
-        L.add(f"ln_flo{j}", np.log(lo), band_sd, np.log(f_min), np.log(0.5 * f_top))
-        L.add(f"ln_span{j}", np.log(hi / lo), band_sd, np.log(1.2), np.log(f_top / f_min))
+        L.add(f"ln_flo{j}", np.log(lo), band_sd, np.log(f_low), np.log(0.5 * f_top))
+        L.add(f"ln_span{j}", np.log(hi / lo), band_sd, np.log(1.2), np.log(f_top / f_low))
         L.add(f"tilt{j}", fm.tilt, 1.0, -2.0, 2.0)
         L.orders.append(tuple(orders[j]) if orders is not None else fm.orders)
         pk = list(peaks[j]) if peaks is not None else list(fm.peaks)
