@@ -12,7 +12,10 @@ weighted sum is::
     P_b = sum_k h_k E_b^k,   E_b = exp(M_b spacing)
 
 the same products the dense routine forms tap by tap, as one matrix polynomial per mode
-(:func:`power_sum`): the same result to round-off, without T products of the full model.
+(:func:`power_sum`), without T products of the full model. Each mode's exponential is scaled
+for that mode and balanced (:func:`balance_stack`): 1e-13 of the rows' largest entry against a
+40-digit reference on examples/cantilever_params.toml, where the whole model's exponential,
+scaled for its stiffest mode, is off by 3.3e-6 (docs/inverse.md).
 """
 
 from __future__ import annotations
