@@ -32,6 +32,20 @@ from __future__ import annotations
 import numpy as np
 
 from edge.estimator.expm import expm
+from edge.estimator.modal_conversion import modal_conversion_rows
+
+
+def tap_grid(chain, dt: float, nch: int):
+    """``(h, spacing, W, p, sigma)``: the taps and their spacing (``chain.taps()``), the
+    sample intervals ``W`` a conversion spans, and each channel's tap ``m`` in interval
+    ``p[c, m] = floor(s_m / dt)`` back at ``sigma[c, m] = (p + 1) dt - s_m`` after its start,
+    ``s_m = offset_c + m spacing`` (shapes (nch, taps))."""
+    h, spacing = chain.taps()
+    off = chain.offsets_for(nch)
+    W = int(np.max(np.floor((off + (h.size - 1) * spacing) / dt + 1e-12))) + 1
+    s = off[:, None] + np.arange(h.size)[None, :] * spacing
+    p = np.floor(s / dt + 1e-12).astype(int)
+    return h, spacing, W, p, (p + 1) * dt - s
 
 
 def conversion_rows(chain, dt: float, Ac, Bc, S_xi, S_f):
@@ -43,9 +57,7 @@ def conversion_rows(chain, dt: float, Ac, Bc, S_xi, S_f):
     """
     nch, ns = S_xi.shape
     nf = Bc.shape[1]
-    h, spacing = chain.taps()
-    off = chain.offsets_for(nch)
-    W = int(np.max(np.floor((off + (h.size - 1) * spacing) / dt + 1e-12))) + 1
+    h, spacing, W, pp, ss = tap_grid(chain, dt, nch)
     m = ns + 2 * nf
     Maug = np.zeros((m, m))
     Maug[:ns, :ns] = Ac
@@ -55,9 +67,7 @@ def conversion_rows(chain, dt: float, Ac, Bc, S_xi, S_f):
     Ef = expm(Maug * spacing) if spacing > 0 else np.eye(m)  # one tap on: sigma + spacing
     for c in range(nch):
         row = np.concatenate([S_xi[c], S_f[c], np.zeros(nf)])
-        s = off[c] + np.arange(h.size) * spacing
-        p = np.floor(s / dt + 1e-12).astype(int)
-        sigma = (p + 1) * dt - s
+        p, sigma = pp[c], ss[c]
         acc = np.zeros((W, m))
         R = None
         for i in range(h.size - 1, -1, -1):
@@ -162,17 +172,24 @@ def models_chain(bundle) -> bool:
     return chain is not None and not chain.ideal and bool(getattr(chain, "markov", False))
 
 
-def chain_realisation(bundle, real, A, w2, Ct, PhiB, L: int):
+def chain_realisation(bundle, real, A, w2, Ct, PhiB, L: int, dense_rows: bool = False):
     """``(real, O, J)``: the realisation with the older forces the conversions need
     (:func:`augment`) and the window of the next L conversions (:func:`chain_window`).
-    ``A``: the dense state matrix of ``real``; ``w2``, ``Ct``, ``PhiB``: the modal model."""
+    ``A``: the dense state matrix of ``real``; ``w2``, ``Ct``, ``PhiB``: the modal model.
+    The conversions' rows mode by mode for diagonal ``Ct`` (:mod:`edge.estimator.
+    modal_conversion`), else (or ``dense_rows``) through the whole model (:func:`conversion_rows`)."""
     n, nf = len(w2), PhiB.shape[1]
     S, Gamma, Acoup = real[5], real[4], real[3]
-    perm = np.arange(2 * n).reshape(2, n).T.ravel()  # [q; qd] -> per mode [q_i, qd_i]
-    # x' = Ac x + Bc f, x = [q; qd]: q'' + Ct q' + diag(w2) q = PhiB f
-    Ac = np.block([[np.zeros((n, n)), np.eye(n)], [-np.diag(w2), -Ct]])[np.ix_(perm, perm)]
-    Bc = np.vstack([np.zeros((n, nf)), PhiB])[perm]
-    C, D0, D1 = conversion_rows(bundle.chain, bundle.dt, Ac, Bc, S[:, :2 * n], S[:, 2 * n:])
+    if not dense_rows and np.count_nonzero(Ct - np.diag(np.diag(Ct))) == 0:  # 2x2 per mode
+        C, D0, D1 = modal_conversion_rows(tap_grid(bundle.chain, bundle.dt, S.shape[0]),
+                                          bundle.dt, w2, np.diag(Ct), PhiB, S[:, :2 * n],
+                                          S[:, 2 * n:])
+    else:
+        perm = np.arange(2 * n).reshape(2, n).T.ravel()  # [q; qd] -> per mode [q_i, qd_i]
+        # x' = Ac x + Bc f, x = [q; qd]: q'' + Ct q' + diag(w2) q = PhiB f
+        Ac = np.block([[np.zeros((n, n)), np.eye(n)], [-np.diag(w2), -Ct]])[np.ix_(perm, perm)]
+        Bc = np.vstack([np.zeros((n, nf)), PhiB])[perm]
+        C, D0, D1 = conversion_rows(bundle.chain, bundle.dt, Ac, Bc, S[:, :2 * n], S[:, 2 * n:])
     big, cols = augment(real, C.shape[0], nf)
     O, J = chain_window(C, D0, D1, A[:2 * n, :2 * n], Acoup[:2 * n], Gamma[:2 * n], L, cols)
     return big, O, J

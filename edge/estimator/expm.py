@@ -59,3 +59,30 @@ def foh_matrices(Ac: np.ndarray, Bc: np.ndarray, dt: float):
     Ga = E[:n, n:n + m]
     Gb = E[:n, n + m:] / dt
     return Phi, Ga - Gb, Gb
+
+
+def expm_stack(A: np.ndarray) -> np.ndarray:
+    """``exp(A_i)`` of each matrix of a stack, shape (k, m, m): :func:`expm`'s algorithm
+    (Pade [13/13], scaling and squaring) with each matrix's own scaling ``s_i``."""
+    A = np.asarray(A, dtype=float)
+    m = A.shape[-1]
+    nrm = np.max(np.sum(np.abs(A), axis=-2), axis=-1) if m else np.zeros(A.shape[0])
+    # s_i = ceil(log2(|A_i|_1 / theta_13)) where the norm exceeds theta_13, else 0
+    big = nrm > _THETA13
+    s = np.zeros(A.shape[0], dtype=int)
+    s[big] = np.ceil(np.log2(nrm[big] / _THETA13)).astype(int)
+    A = A / (2.0 ** s)[:, None, None]
+    b = _B13
+    I = np.eye(m)
+    A2 = A @ A
+    A4 = A2 @ A2
+    A6 = A4 @ A2
+    U = A @ (A6 @ (b[13] * A6 + b[11] * A4 + b[9] * A2) + b[7] * A6 + b[5] * A4
+             + b[3] * A2 + b[1] * I)
+    V = A6 @ (b[12] * A6 + b[10] * A4 + b[8] * A2) + b[6] * A6 + b[4] * A4 + b[2] * A2 \
+        + b[0] * I
+    R = np.linalg.solve(V - U, V + U)
+    for j in range(int(s.max()) if s.size else 0):
+        sel = s > j  # R_i <- R_i^2, s_i times
+        R[sel] = R[sel] @ R[sel]
+    return R

@@ -36,6 +36,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator.chain_window import chain_realisation, models_chain
+from edge.estimator.closed_loop import spectral_radius
 from edge.estimator.expm import foh_matrices
 from edge.estimator.tikhonov import (EstimatorError, first_difference,  # noqa: F401
                                      force_scales, tikhonov_gain, window_matrices)
@@ -183,8 +184,15 @@ def blocks_to_dense(blk_ptr, dat_ptr, A_data):
 
 # ------------------------------------------------------------------------- derivation
 def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | None = None,
-                    check_stability: bool = True, stability_tol: float = 1e-7) -> StepOperator:
+                    check_stability: bool = True, stability_tol: float = 1e-7,
+                    twin: bool = False) -> StepOperator:
     """Derive the step operator of a bundle (optionally with another alpha or window).
+
+    ``twin``: the readable twins of the fast paths (tests, benchmarks): a converter's rows
+    tap by tap through the whole model's exponential (:func:`edge.estimator.chain_window.
+    conversion_rows`; default with proportional damping: mode by mode, :mod:`edge.estimator.
+    modal_conversion`) and the spectral radius of the whole closed loop (default: of
+    :func:`edge.estimator.closed_loop.reduced_closed_loop`).
 
     Raises
     ------
@@ -194,12 +202,12 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
     """
     alpha, L = _settings(bundle, alpha, window)
     disc = getattr(bundle, "discretization", "newmark")
-    real, OJ, w2, proportional = window_model(bundle, L)
+    real, OJ, w2, proportional = window_model(bundle, L, twin)
     blk_ptr, dat_ptr, A_data, Acoup, Gamma, S, E, P, Pinv = real
     A = _dense(real)
     Kx, Ky, cond = _window_gains(bundle, A, Gamma, S, alpha, L, OJ)
-    rho = _closed_loop_radius(A, Gamma, Kx, alpha, L, stability_tol) if check_stability \
-        else float("nan")
+    rho = _closed_loop_radius(A, Gamma, Kx, alpha, L, stability_tol, not twin) \
+        if check_stability else float("nan")
     freqs = np.sqrt(np.clip(w2, 0.0, None)) / (2 * np.pi)
     return StepOperator(
         blk_ptr=blk_ptr, dat_ptr=dat_ptr, A_data=np.ascontiguousarray(A_data),
@@ -214,7 +222,7 @@ def derive_operator(bundle: Bundle, alpha: float | None = None, window: int | No
               "force_tail": int(blk_ptr[-1] - blk_ptr[-2])})
 
 
-def window_model(bundle: Bundle, L: int):
+def window_model(bundle: Bundle, L: int, dense_rows: bool = False):
     """``(real, OJ, w2, proportional)``: the realisation (:func:`_two_state_realisation`), the window
     ``Y = O x_k + J F`` of the next L samples when the bundle's Tikhonov estimator models its
     converter (``OJ = (O, J)``, :mod:`edge.estimator.chain_window`; None: point samples,
@@ -234,7 +242,7 @@ def window_model(bundle: Bundle, L: int):
         raise EstimatorError(f"unknown discretization {disc!r} ({' or '.join(DISCRETIZATIONS)})")
     OJ = None
     if models_chain(bundle):  # conversions, not point samples
-        real, *OJ = chain_realisation(bundle, real, _dense(real), w2, Ct, PhiB, L)
+        real, *OJ = chain_realisation(bundle, real, _dense(real), w2, Ct, PhiB, L, dense_rows)
     return real, OJ, w2, proportional
 
 
@@ -302,10 +310,12 @@ def _window_gains(bundle: Bundle, A, Gamma, S, alpha: float, L: int, OJ=None):
     return Kx, Ky, cond
 
 
-def _closed_loop_radius(A, Gamma, Kx, alpha: float, L: int, stability_tol: float) -> float:
-    """Spectral radius of the closed loop x_{k+1} = (A - Gamma Kx) x_k + Gamma Ky Y;
-    EstimatorError when it is above 1 + ``stability_tol``."""
-    rho = float(np.max(np.abs(np.linalg.eigvals(A - Gamma @ Kx))))
+def _closed_loop_radius(A, Gamma, Kx, alpha: float, L: int, stability_tol: float,
+                        reduced: bool = True) -> float:
+    """Spectral radius of the closed loop x_{k+1} = (A - Gamma Kx) x_k + Gamma Ky Y (``reduced``:
+    without the history states, :mod:`edge.estimator.closed_loop`); EstimatorError when it is
+    above 1 + ``stability_tol``."""
+    rho = spectral_radius(A, Gamma, Kx, reduced)
     if not rho <= 1.0 + stability_tol:
         raise EstimatorError(
             f"the estimator is unstable: spectral radius of the closed-loop step operator is "
