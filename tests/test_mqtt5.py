@@ -279,3 +279,22 @@ def test_auto_falls_back_to_311_when_the_broker_refuses_v5(mosquitto, subscriber
     finally:
         pub.stop()
         old.close()
+
+
+def test_no_fallback_client_once_stop_has_begun():
+    """A v5 connection closed before its CONNACK while the daemon stops (the start-up fuzz
+    of tests/test_fuzz_startup.py, case 384 at load 8): the fallback made and started a
+    3.1.1 client while stop() read ``self.client`` and joined that client's thread before it
+    had started (RuntimeError: cannot join thread before it is started). Once stop() has
+    begun, a fallback makes no client."""
+    from edge.daemon.mqtt import CommandRegistry, Publisher
+
+    cfg = config_from_dict({"device": {"id": "late1"},
+                            "channels": [{"name": "y0", "pin": "AIN0"}],
+                            "mqtt": {"host": "127.0.0.1", "port": 9}})["mqtt"]  # nothing there
+    pub = Publisher(cfg, "late1", CommandRegistry(), ncol=1)
+    pub.start()
+    pub.stop(timeout=0.1)
+    first = pub.client
+    pub._fall_back(first)  # what paho's thread does on a close before CONNACK
+    assert pub.client is first and pub.acks.protocol == "5"

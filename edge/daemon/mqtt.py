@@ -121,6 +121,10 @@ class Publisher:
         self.connected_event = threading.Event()  # set by the first successful CONNACK
         self.failed_event = threading.Event()  # set by every failed connection attempt
         self._net: threading.Thread | None = None  # paho's network thread (loop_start)
+        # stop() against _fall_back's new client: that client is started whole before stop
+        # reads self.client, or not made once stop has begun (else stop joined its thread
+        # before it started: "cannot join thread before it is started")
+        self._life = threading.Lock()
         self._answered = False  # the broker answered (CONNACK) the current connection
 
     def _new_client(self, protocol: str):
@@ -176,7 +180,8 @@ class Publisher:
         while self.out and self.connected and time.monotonic() < deadline:
             time.sleep(0.01)  # paho's queue had no room: its network thread empties it
             self.poll()
-        self._stop = True
+        with self._life:  # no fallback client after this (_fall_back)
+            self._stop = True
         if final_status is not None and self.connected:
             info = self.client.publish(self.topics.status, json.dumps(final_status), 1, True)
             self.acks.record(info.mid, self.topics.status)
@@ -281,9 +286,12 @@ class Publisher:
         log.warning("MQTT: %s does not speak MQTT v5; connecting with 3.1.1 (a topic the "
                     "broker denies cannot be seen then)", self.where)
         old.loop_stop()  # from its own thread: no join, the thread ends after this callback
-        self.acks.protocol = "3.1.1"
-        self.client = self._new_client("3.1.1")
-        self.start()
+        with self._life:
+            if self._stop:  # stop() has begun: it stops the client it reads, this one
+                return
+            self.acks.protocol = "3.1.1"
+            self.client = self._new_client("3.1.1")
+            self.start()
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         if client is not self.client:
