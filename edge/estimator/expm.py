@@ -17,27 +17,9 @@ _THETA13 = 5.371920351148152
 
 
 def expm(A: np.ndarray) -> np.ndarray:
-    """``exp(A)`` of a square matrix, shape (m, m)."""
+    """``exp(A)`` of a square matrix, shape (m, m): :func:`expm_stack` of a stack of one."""
     A = np.asarray(A, dtype=float)
-    m = A.shape[0]
-    nrm = float(np.max(np.sum(np.abs(A), axis=0))) if m else 0.0
-    s = 0
-    if nrm > _THETA13:
-        s = int(np.ceil(np.log2(nrm / _THETA13)))
-        A = A / (2.0 ** s)
-    b = _B13
-    I = np.eye(m)
-    A2 = A @ A
-    A4 = A2 @ A2
-    A6 = A4 @ A2
-    U = A @ (A6 @ (b[13] * A6 + b[11] * A4 + b[9] * A2) + b[7] * A6 + b[5] * A4
-             + b[3] * A2 + b[1] * I)
-    V = A6 @ (b[12] * A6 + b[10] * A4 + b[8] * A2) + b[6] * A6 + b[4] * A4 + b[2] * A2 \
-        + b[0] * I
-    R = np.linalg.solve(V - U, V + U)
-    for _ in range(s):
-        R = R @ R
-    return R
+    return expm_stack(A[None])[0]
 
 
 def foh_matrices(Ac: np.ndarray, Bc: np.ndarray, dt: float):
