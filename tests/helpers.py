@@ -16,6 +16,44 @@ def strip_toml(n_elements) -> str:
     return strip_head(n_elements)
 
 
+def root_spring_strip(tip_mass: bool = True) -> str:
+    """:func:`strip_toml` (17 beams) fixed at the root but for a rotational spring ``root``
+    (10 N m/rad, ry), in-plane motion locked, with a 1 g ``tip`` mass at 170 mm unless not
+    ``tip_mass``; 1 % Rayleigh damping at 30 and 200 Hz; Craig-Bampton with 6 modes and the tip
+    uz and the root ry as masters; the laser ``d110``. Forces, outputs and the rest are the
+    caller's (tests/test_inverse.py, test_model_update.py, test_paramchain.py)."""
+    tip = ('[[mass]]\nname = "tip"\nselect = { at = [0.17, 0.0, 0.0] }\nm = 0.001\n'
+           if tip_mass else "")
+    return strip_toml(17) + """[[boundary]]
+select = { at = [0.0, 0.0, 0.0] }
+dofs = ["ux", "uy", "uz", "rx", "rz"]
+[[boundary]]
+select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
+dofs = ["ux", "uy", "rx", "rz"]
+[[spring]]
+name = "root"
+select = { at = [0.0, 0.0, 0.0] }
+dof = "ry"
+k = 10.0
+""" + tip + """[damping]
+ratios = [[30.0, 0.01], [200.0, 0.01]]
+[reduction]
+method = "cb"
+modes = 6
+[[reduction.masters]]
+select = { at = [0.17, 0.0, 0.0] }
+dofs = ["uz"]
+[[reduction.masters]]
+select = { at = [0.0, 0.0, 0.0] }
+dofs = ["ry"]
+[[sensors]]
+name = "d110"
+select = { at = [0.11, 0.0, 0.0] }
+dof = "uz"
+kind = "displacement"
+"""
+
+
 def chain_matrices(n=8, k=1e4, m=0.1, rayleigh=(1.0, 1e-4)):
     """Fixed-free spring-mass chain: M = m I, K tridiagonal, C = a M + b K (SI units)."""
     K = np.zeros((n, n))

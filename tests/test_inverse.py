@@ -11,7 +11,7 @@ from edge.features import FeatureConfig, bins_of_interest, extract_batch
 from offline.inverse import dataset, evaluate, export, parametric as P, sampling, spec
 from offline.inverse.beam import cantilever, dof_w
 from offline.inverse.mlp import train_mlp
-from tests.helpers import strip_toml
+from tests.helpers import root_spring_strip
 
 # ----------------------------------------------------------------------------- helpers
 EXC = {"type": "pulse", "amplitude": 1.0, "width": 0.004}
@@ -307,38 +307,7 @@ def test_capture_and_update_model_swap(trained):
 
 
 # ----------------------------------------------------------------------------- model file
-BEAM_TOML = strip_toml(17) + """[[boundary]]
-select = { at = [0.0, 0.0, 0.0] }
-dofs = ["ux", "uy", "uz", "rx", "rz"]
-[[boundary]]
-select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
-dofs = ["ux", "uy", "rx", "rz"]
-[[spring]]
-name = "root"
-select = { at = [0.0, 0.0, 0.0] }
-dof = "ry"
-k = 10.0
-[[mass]]
-name = "tip"
-select = { at = [0.17, 0.0, 0.0] }
-m = 0.001
-[damping]
-ratios = [[30.0, 0.01], [200.0, 0.01]]
-[reduction]
-method = "cb"
-modes = 6
-[[reduction.masters]]
-select = { at = [0.17, 0.0, 0.0] }
-dofs = ["uz"]
-[[reduction.masters]]
-select = { at = [0.0, 0.0, 0.0] }
-dofs = ["ry"]
-[[sensors]]
-name = "d110"
-select = { at = [0.11, 0.0, 0.0] }
-dof = "uz"
-kind = "displacement"
-[[forces]]
+BEAM_TOML = root_spring_strip() + """[[forces]]
 name = "F160"
 select = { at = [0.16, 0.0, 0.0] }
 dof = "uz"

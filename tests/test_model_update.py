@@ -13,7 +13,7 @@ import pytest
 from edge import inverse as EI
 from edge.bundle import Bundle
 from offline.cli import main as cli_main
-from tests.helpers import strip_toml
+from tests.helpers import root_spring_strip
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("model_update", ROOT / "benchmarks" / "model_update.py")
@@ -27,38 +27,7 @@ _spec.loader.exec_module(MU)
 # (point samples of the response), so the bundle and its maps are built for point samples
 # (without it they would be built for the ADS1256's conversions, docs/inverse.md "The
 # measurement chain").
-STRIP = strip_toml(17) + """[[boundary]]
-select = { at = [0.0, 0.0, 0.0] }
-dofs = ["ux", "uy", "uz", "rx", "rz"]
-[[boundary]]
-select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
-dofs = ["ux", "uy", "rx", "rz"]
-[[spring]]
-name = "root"
-select = { at = [0.0, 0.0, 0.0] }
-dof = "ry"
-k = 10.0
-[[mass]]
-name = "tip"
-select = { at = [0.17, 0.0, 0.0] }
-m = 0.001
-[damping]
-ratios = [[30.0, 0.01], [200.0, 0.01]]
-[reduction]
-method = "cb"
-modes = 6
-[[reduction.masters]]
-select = { at = [0.17, 0.0, 0.0] }
-dofs = ["uz"]
-[[reduction.masters]]
-select = { at = [0.0, 0.0, 0.0] }
-dofs = ["ry"]
-[[sensors]]
-name = "d110"
-select = { at = [0.11, 0.0, 0.0] }
-dof = "uz"
-kind = "displacement"
-[[forces]]
+STRIP = root_spring_strip() + """[[forces]]
 name = "F110"
 select = { at = [0.11, 0.0, 0.0] }
 dof = "uz"

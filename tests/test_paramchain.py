@@ -12,39 +12,12 @@ from offline.estimator_choice import default_chain_fallback
 from offline.inverse.fromfile import from_model_file
 from offline.model import load_model_file
 from offline.reduced import design_bundle, reduce_model
-from tests.helpers import strip_toml
+from tests.helpers import root_spring_strip
 
 # The paper's strip as 17 Euler-Bernoulli beams on a rotational root spring (tests/
 # test_model_update.py without its [acquisition]: the ADS1256 by default), laser and force at
 # 110 mm, output at 60 mm; parameters E and the root spring.
-STRIP = strip_toml(17) + """[[boundary]]
-select = { at = [0.0, 0.0, 0.0] }
-dofs = ["ux", "uy", "uz", "rx", "rz"]
-[[boundary]]
-select = { box = [[0.001, -0.01, -0.01], [0.2, 0.01, 0.01]] }
-dofs = ["ux", "uy", "rx", "rz"]
-[[spring]]
-name = "root"
-select = { at = [0.0, 0.0, 0.0] }
-dof = "ry"
-k = 10.0
-[damping]
-ratios = [[30.0, 0.01], [200.0, 0.01]]
-[reduction]
-method = "cb"
-modes = 6
-[[reduction.masters]]
-select = { at = [0.17, 0.0, 0.0] }
-dofs = ["uz"]
-[[reduction.masters]]
-select = { at = [0.0, 0.0, 0.0] }
-dofs = ["ry"]
-[[sensors]]
-name = "d110"
-select = { at = [0.11, 0.0, 0.0] }
-dof = "uz"
-kind = "displacement"
-[[forces]]
+STRIP = root_spring_strip(tip_mass=False) + """[[forces]]
 name = "F110"
 select = { at = [0.11, 0.0, 0.0] }
 dof = "uz"
