@@ -172,15 +172,16 @@ def models_chain(bundle) -> bool:
     return chain is not None and not chain.ideal and bool(getattr(chain, "markov", False))
 
 
-def chain_realisation(bundle, real, A, w2, Ct, PhiB, L: int, dense_rows: bool = False):
+def chain_realisation(bundle, real, A, w2, Ct, PhiB, L: int, modal: bool = False):
     """``(real, O, J)``: the realisation with the older forces the conversions need
     (:func:`augment`) and the window of the next L conversions (:func:`chain_window`).
     ``A``: the dense state matrix of ``real``; ``w2``, ``Ct``, ``PhiB``: the modal model.
-    The conversions' rows mode by mode for diagonal ``Ct`` (:mod:`edge.estimator.
-    modal_conversion`), else (or ``dense_rows``) through the whole model (:func:`conversion_rows`)."""
+    ``modal``: ``Ct`` is diagonal (proportional damping): the conversions' rows mode by mode
+    (:mod:`edge.estimator.modal_conversion`), else through the whole model
+    (:func:`conversion_rows`)."""
     n, nf = len(w2), PhiB.shape[1]
     S, Gamma, Acoup = real[5], real[4], real[3]
-    if not dense_rows and np.count_nonzero(Ct - np.diag(np.diag(Ct))) == 0:  # 2x2 per mode
+    if modal:  # 2x2 per mode
         C, D0, D1 = modal_conversion_rows(tap_grid(bundle.chain, bundle.dt, S.shape[0]),
                                           bundle.dt, w2, np.diag(Ct), PhiB, S[:, :2 * n],
                                           S[:, 2 * n:])

@@ -117,11 +117,10 @@ class Estimator(BlockEstimator):
         phys = self.op.P @ self._x
         # the forces at the state's end (previous force; older ones for a converter)
         nc_old, nc_new = (o.info.get("force_tail", o.Acoup.shape[1]) for o in (self.op, op))
-        tail = self._x[self._x.shape[0] - nc_old:].copy()
         old_op, x_old = self.op, self._x.copy()
         self._install(op, keep_state=True, phys=phys)
         if nc_new and nc_new == nc_old:
-            self._x[self._x.shape[0] - nc_new:] = tail
+            self._x[self._x.shape[0] - nc_new:] = x_old[x_old.shape[0] - nc_old:]
         # ... and the older grid states a converter's window reaches back to
         carry_history(old_op, x_old, op, self._x)
         if bundle is not None:

@@ -242,7 +242,8 @@ def window_model(bundle: Bundle, L: int, dense_rows: bool = False):
         raise EstimatorError(f"unknown discretization {disc!r} ({' or '.join(DISCRETIZATIONS)})")
     OJ = None
     if models_chain(bundle):  # conversions, not point samples
-        real, *OJ = chain_realisation(bundle, real, _dense(real), w2, Ct, PhiB, L, dense_rows)
+        real, *OJ = chain_realisation(bundle, real, _dense(real), w2, Ct, PhiB, L,
+                                      modal=proportional and not dense_rows)
     return real, OJ, w2, proportional
 
 
