@@ -54,6 +54,7 @@ if str(ROOT) not in sys.path:
 from edge import inverse as EI  # noqa: E402
 from edge.estimator import Estimator  # noqa: E402
 from offline._deps import need, progress as _progress  # noqa: E402
+from offline.report import nrmse_full_band  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "cantilever_params.toml"
 
@@ -359,12 +360,14 @@ def run(model_path, bundle, sc: Scenario, map_name=None, progress=False) -> Resu
 
     dl = est.delay  # output row j describes sample j - delay (window L: L - 1 samples)
 
-    def seg(key, a, b, X=Z, T=Ztrue, i=oi):  # estimate rows aligned with the truth's
-        return float(fde(X[key][a + s + dl:b, i], T[a + s:b - dl, i], dt, band=sc.band).value)
+    def aligned(key, a, b, X=Z, T=Ztrue, i=oi):  # estimate rows lined up with the truth's
+        return X[key][a + s + dl:b, i], T[a + s:b - dl, i]
 
-    def nrmse(key, a, b):  # RMS(estimate - truth) / std(truth), full band
-        z, t = Z[key][a + s + dl:b, oi], Ztrue[a + s:b - dl, oi]
-        return float(np.sqrt(np.mean((z - t) ** 2)) / np.std(t))
+    def seg(*where, **kw):
+        return float(fde(*aligned(*where, **kw), dt, band=sc.band).value)
+
+    def nrmse(*where):  # RMS(estimate - truth) / std(truth), full band
+        return nrmse_full_band(*aligned(*where))
 
     where = {"before": ("updated", 0, kB), "after_change": ("reference", kB, kQ),
              "never_updated": ("reference", kR, n), "after_update": ("updated", kR, n),
