@@ -72,17 +72,27 @@ def _power(H, P, nf: int) -> np.ndarray:
 
 def folded_grid(mm, kinds, nch: int, loads, dt: float, n: int, chain=None):
     """``(Hy, Hz, P)`` on the one-sided bins of an n-point grid, the images folded (module
-    docstring) up to the first pair that adds less than :data:`IMAGE_TOL` of every power
-    in the band: ``Hy`` (nb, nch, nf K), ``Hz`` (nb, nf + nout, nf K) the targets (forces
-    first), ``P`` (nb, nf K, nf K) block diagonal, ``K`` the images."""
+    docstring) up to the first pair that adds less than :data:`IMAGE_TOL` of every power in
+    the band, in the eigen form of :func:`_compact`: ``Hy`` (nb, nch, r), ``Hz`` (nb, nf +
+    nout, r) the targets (forces first), ``P = I`` (nb, r, r)."""
+    G, P = image_stack(mm, kinds, nch, loads, dt, n, chain)
+    return _compact(G, P, nch)
+
+
+def image_stack(mm, kinds, nch: int, loads, dt: float, n: int, chain=None,
+                images: int | None = None):
+    """``(G, P)``: ``G`` (nb, nch + nf + nout, nf K) the channels' then the targets' transfer
+    from the loads at each image (forces ``[I ... I]``), ``P`` (nb, nf K, nf K) block
+    diagonal; ``images`` pairs, or (None) up to the first that adds less than
+    :data:`IMAGE_TOL` of every power in the band."""
     nf = len(loads.forces)
     parts = [_image(mm, kinds, nch, loads, dt, n, chain, 0)]
     base = _power(*parts[0], nf)
-    for m in range(1, MAX_IMAGES + 1):
+    for m in range(1, (MAX_IMAGES if images is None else images) + 1):
         pair = [_image(mm, kinds, nch, loads, dt, n, chain, s * m) for s in (-1, 1)]
         parts += pair
         added = _power(*pair[0], nf) + _power(*pair[1], nf)
-        if np.all(added <= IMAGE_TOL * np.maximum(base, 1e-300)):
+        if images is None and np.all(added <= IMAGE_TOL * np.maximum(base, 1e-300)):
             break
     nb, K = parts[0][1].shape[0], len(parts)
     H = np.concatenate([h for h, _ in parts], axis=2)
@@ -91,7 +101,7 @@ def folded_grid(mm, kinds, nch: int, loads, dt: float, n: int, chain=None):
         Pb[:, i * nf:(i + 1) * nf, i * nf:(i + 1) * nf] = P
     # F(t_k) = sum_m F_m: the force rows of T are [I ... I]
     If = np.broadcast_to(np.tile(np.eye(nf), (1, K)), (nb, nf, nf * K))
-    return _compact(np.concatenate([H[:, :nch], If, H[:, nch:]], axis=1), Pb, nch)
+    return np.concatenate([H[:, :nch], If, H[:, nch:]], axis=1), Pb
 
 
 def _compact(G, P, nch: int):
