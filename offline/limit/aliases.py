@@ -22,9 +22,9 @@ between the loads), ``P(-f) = P(f)``.
 
 Without the images (before) the limit of the free-free receiver of ``offline.load.zoo``
 (ten accelerometers, 400 rows/s, point samples, loads rolling off at order 2 from 160 Hz)
-was 7-8 % low on its forces and moments and a quarter low on a mid-span acceleration whose
+was 6-8 % low on its forces and moments and a quarter low on a mid-span acceleration whose
 293 Hz mode holds 0.3 % of its variance: the smoother designed with the TRUE load model was
-at 1.05-1.09x and 1.50x of it, at 0.98-1.01x and 1.1x of the folded one (docs/load.md
+at 1.05-1.09x and 1.50x of it, at 0.97-1.01x and 1.07x of the folded one (docs/load.md
 "Measured"; tests/test_limit_aliases.py).
 """
 
