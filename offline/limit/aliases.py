@@ -130,3 +130,11 @@ def targets_limit(lim: WienerLimit, nf: int) -> WienerLimit:
     return WienerLimit(force_var=lim.output_var[:nf], force_err=lim.output_err[:nf],
                        output_var=lim.output_var[nf:], output_err=lim.output_err[nf:],
                        force_err_psd=None)
+
+
+def target_rows(loads, nf: int):
+    """The function that reads a limit's forces and outputs (:func:`as_targets`,
+    :func:`targets_limit`) when ``loads`` fold (:func:`folds`), else the identity."""
+    if not folds(loads):
+        return lambda r: r
+    return lambda r: targets_limit(r, nf) if isinstance(r, WienerLimit) else as_targets(r, nf)

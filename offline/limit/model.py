@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge.kinds import kind_order
-from offline.limit.aliases import as_targets, folded_grid, folds, targets_limit
+from offline.limit.aliases import folded_grid, folds, target_rows
 from offline.limit.transfer import ForceSpectrum, modal_model, power_per_bin
 from offline.limit.wiener import (fixed_lag_limit, half_weights, iir_fixed_lag_limit,
                                  wiener_limit)
@@ -333,11 +333,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[design_load]')}: no force is loaded")
     nf = len(spec.forces)
-    # on a folded grid (a load model) the forces are the first target rows
-    fold = (lambda d: as_targets(d, nf)) if folds(loads) else (lambda d: d)
-    lim = wiener_limit(Hy, P, noise_var, n, Hz=Hz)
-    if folds(loads):
-        lim = targets_limit(lim, nf)
+    fold = target_rows(loads, nf)  # a folded grid: the forces are the first target rows
+    lim = fold(wiener_limit(Hy, P, noise_var, n, Hz=Hz))
     fir = _nrmse(fold(fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz)))
     lag_nrmse, exact = fir, np.zeros(fir.shape, bool)
     if iir and n >= 4 * (lags.max() + 1):
