@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge.kinds import kind_order
+from offline.limit.aliases import folded_grid, folds, target_rows
 from offline.limit.transfer import ForceSpectrum, modal_model, power_per_bin
 from offline.limit.wiener import (fixed_lag_limit, half_weights, iir_fixed_lag_limit,
                                  wiener_limit)
@@ -84,17 +85,27 @@ def noise_std(spec, mm, dt: float, loads=None, noise=None, n: int = 8192) -> np.
 def _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain=None):
     """Transfer functions (sensors, outputs), force power per bin and noise variance on the
     one-sided bins of an n-point grid; a ``chain`` (:class:`edge.acquisition.Chain`) filters
-    the sensors' transfer by each channel's conversion response ``G_c(f)`` (the force
-    spectra lie below half the row rate: the aliases are left out, as for point samples)."""
+    the sensors' transfer by each channel's conversion response ``G_c(f)``. A load model's
+    power above half the row rate is folded onto the grid (:mod:`offline.limit.aliases`:
+    the outputs then carry the forces' target rows first); the ``[design_load]`` spectra
+    lie below it."""
+    if folds(loads):
+        Hy, Hq, P = folded_grid(mm, kinds, nch, loads, dt, n, chain)
+        return Hy, Hq, P, _noise_var(spec, mm, dt, loads, noise, n)
     fr = np.fft.rfftfreq(n, dt)
     H = mm.transfer(fr, kinds)
     if chain is not None and not chain.point:  # a converter or the sensors' own dynamics
         H[:, :nch] *= chain.response(fr, nch)[:, :, None]
     P = _power(loads, n, dt)
-    if getattr(loads, "noise_std", None) is not None:  # a load model's absolute noise
-        return H[:, :nch], H[:, nch:], P, np.asarray(loads.noise_std) ** 2
-    # sigma_c = level * std(y_c) under the load (eq. 28), stationary
-    return H[:, :nch], H[:, nch:], P, noise_std(spec, mm, dt, loads, noise, n) ** 2
+    return H[:, :nch], H[:, nch:], P, _noise_var(spec, mm, dt, loads, noise, n)
+
+
+def _noise_var(spec, mm, dt, loads, noise, n) -> np.ndarray:
+    """Each channel's noise variance: a load model's absolute noise, else ``sigma_c = level
+    * std(y_c)`` under the load (eq. 28), stationary."""
+    if getattr(loads, "noise_std", None) is not None:
+        return np.asarray(loads.noise_std) ** 2
+    return noise_std(spec, mm, dt, loads, noise, n) ** 2
 
 
 def with_drift(noise_var: np.ndarray, chain, n: int, dt: float) -> np.ndarray:
@@ -246,7 +257,7 @@ def _grid_points(mm, dt: float, M: int) -> int:
     return 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18)
 
 
-def _with_exact(fir, grid, n: int, lags, on_grid):
+def _with_exact(fir, grid, n: int, lags, on_grid, fold=lambda d: d):
     """The exact IIR limit (:func:`iir_fixed_lag_limit`), kept where it agrees with itself on
     a grid of twice the length within 1 % and does not exceed the FIR (a filter one can
     build): an ideal band edge makes the factor's impulse response decay slowly, which a
@@ -255,9 +266,9 @@ def _with_exact(fir, grid, n: int, lags, on_grid):
     lags, exact (bool, same shape))``."""
     Hy, Hz, P, noise_var = grid
     try:
-        a = _nrmse(iir_fixed_lag_limit(Hy, P, noise_var, n, lags, Hz=Hz))
+        a = _nrmse(fold(iir_fixed_lag_limit(Hy, P, noise_var, n, lags, Hz=Hz)))
         Hy2, Hz2, P2, nv2 = on_grid(2 * n)
-        b = _nrmse(iir_fixed_lag_limit(Hy2, P2, nv2, 2 * n, lags, Hz=Hz2))
+        b = _nrmse(fold(iir_fixed_lag_limit(Hy2, P2, nv2, 2 * n, lags, Hz=Hz2)))
     except ValueError:  # no convergence (a near-singular spectrum): the FIR bound
         return fir, np.zeros(fir.shape, bool)
     exact = (np.abs(a - b) <= 0.01 * b) & (b <= fir * (1 + 1e-3))
@@ -321,13 +332,14 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     noise_var = with_drift(white, chain, n, dt)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[design_load]')}: no force is loaded")
-    lim = wiener_limit(Hy, P, noise_var, n, Hz=Hz)
-    fir = _nrmse(fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz))
+    nf = len(spec.forces)
+    fold = target_rows(loads, nf)  # a folded grid: the forces are the first target rows
+    lim = fold(wiener_limit(Hy, P, noise_var, n, Hz=Hz))
+    fir = _nrmse(fold(fixed_lag_limit(Hy, P, noise_var, n, lags, M, Hz=Hz)))
     lag_nrmse, exact = fir, np.zeros(fir.shape, bool)
     if iir and n >= 4 * (lags.max() + 1):
         lag_nrmse, exact = _with_exact(fir, (Hy, Hz, P, noise_var), n, lags, lambda n2: _drifting(
-            _on_grid(spec, mm, kinds, nch, loads, noise, dt, n2, chain), chain, n2, dt))
-    nf = len(spec.forces)
+            _on_grid(spec, mm, kinds, nch, loads, noise, dt, n2, chain), chain, n2, dt), fold)
     lf, lo = lag_nrmse[:, :nf], lag_nrmse[:, nf:]
     return ModelLimit(force_names=[f.name for f in spec.forces],
                       output_names=[o.name for o in spec.outputs],
