@@ -51,15 +51,15 @@ def test_limit_and_build_print_the_same_ratio(tmp_path, capsys, record):
 
 
 def test_a_target_no_better_than_zero_is_a_warning():
-    # the build's ratio rows (offline/limit/ratio.py ratios); 1.29 is what the paper
-    # cantilever's per-step Tikhonov estimator (window 1) gave through the ADS1256 on its
-    # calibration runs (docs/inverse.md), 0.0204 its smoother's d60 there
+    # the build's ratio rows (offline/limit/ratio.py ratios); 1.15 is what the per-step
+    # Tikhonov estimator (window 1, L-curve alpha 62) of examples/cantilever_params.toml gave
+    # for d60 through the ADS1256 (docs/inverse.md), 0.0204 the chip's zero-delay limit there
     from offline.limit.ratio import zero_warning
-    rows = [{"name": "F110", "nrmse": 1.29, "limit": 0.41, "limit_delay_ms": 1.0, "ratio": 3.1},
+    rows = [{"name": "F110", "nrmse": 1.15, "limit": 0.41, "limit_delay_ms": 1.0, "ratio": 3.1},
             {"name": "d60", "nrmse": 0.0204, "limit": 0.0105, "limit_delay_ms": 1.0,
              "ratio": 1.94}]
     warn = zero_warning({"delay_ms": 1.0, "rows": rows}, tikhonov=True)
-    assert warn is not None and warn.startswith("F110 1.29: ") and "d60" not in warn
+    assert warn is not None and warn.startswith("F110 1.15: ") and "d60" not in warn
     assert "window (2 or more)" in warn
     assert "build --record" in zero_warning({"delay_ms": 1.0, "rows": rows[:1]})
     # an error of exactly zero's (1.0) is no better than zero; just below it is

@@ -129,8 +129,8 @@ def build_accuracy(bundle, runs, spec, model, mm, loads) -> dict | None:
 def zero_warning(acc: dict, tikhonov: bool = False) -> str | None:
     """The targets the estimator gets no better than an estimate of zero (normalised RMS error
     >= 1 on the calibration runs), or None. Through the ADS1256 the per-step Tikhonov estimator
-    (``window = 1``) of the paper cantilever is such a case: its L-curve alpha gave 1.29 on
-    the runs, 63x the limit (benchmarks/model_update.py, docs/inverse.md)."""
+    (``window = 1``) of examples/cantilever_params.toml is such a case: its L-curve alpha (62)
+    estimates d60 at 1.15 (docs/inverse.md; the example declares ``window = 2``)."""
     bad = [r for r in acc["rows"] if not r["nrmse"] < 1.0]
     if not bad:
         return None
