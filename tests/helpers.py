@@ -54,6 +54,46 @@ kind = "displacement"
 """
 
 
+def free_free_beam(name: str, length: float, h: float, n: int, modes: int, master_x: float,
+                   master_dofs: str) -> str:
+    """Model-file head of a free-free steel beam (E 210 GPa, 40 mm wide, ``h`` high, ``n``
+    Euler-Bernoulli elements along x from 0 to ``length``, bending in x-z), 1 % damping at 20
+    and 180 Hz, GMR+ with ``modes`` modes and a master at ``master_x`` (``master_dofs``, a TOML
+    list's items), the smoother at 400 rows/s; sensors, forces and the rest are the caller's
+    (tests/test_limit_aliases.py, tests/test_load_split.py)."""
+    return f"""name = "{name}"
+type = "beam"
+[materials.steel]
+E = 210e9
+nu = 0.3
+rho = 7850.0
+[beam]
+theory = "euler-bernoulli"
+[beam.sections.main]
+material = "steel"
+rectangle = {{ b = 0.04, h = {h} }}
+[[beam.members]]
+name = "span"
+section = "main"
+line = {{ start = [0.0, 0.0, 0.0], end = [{length}, 0.0, 0.0], n = {n} }}
+orientation = [0.0, 0.0, 1.0]
+[[boundary]]
+select = {{ box = [[-0.01, -0.01, -0.01], [{round(length + 0.01, 6)}, 0.01, 0.01]] }}
+dofs = ["ux", "uy", "rx", "rz"]
+[damping]
+ratios = [[20.0, 0.01], [180.0, 0.01]]
+[reduction]
+method = "gmr+"
+modes = {modes}
+[[reduction.masters]]
+select = {{ at = [{master_x}, 0.0, 0.0] }}
+dofs = [{master_dofs}]
+[estimator]
+rate = 400.0
+method = "smoother"
+"""
+
+
 def chain_matrices(n=8, k=1e4, m=0.1, rayleigh=(1.0, 1e-4)):
     """Fixed-free spring-mass chain: M = m I, K tridiagonal, C = a M + b K (SI units)."""
     K = np.zeros((n, n))

@@ -13,37 +13,9 @@ band (41 % at 1.4 kHz with 4 kHz steps) is what point samples of an acceleration
 
 import numpy as np
 
-FREE_FREE = """name = "free-free"
-type = "beam"
-[materials.steel]
-E = 210e9
-nu = 0.3
-rho = 7850.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.main]
-material = "steel"
-rectangle = { b = 0.04, h = 0.02 }
-[[beam.members]]
-name = "span"
-section = "main"
-line = { start = [0.0, 0.0, 0.0], end = [1.0, 0.0, 0.0], n = 20 }
-orientation = [0.0, 0.0, 1.0]
-[[boundary]]
-select = { box = [[-0.01, -0.01, -0.01], [1.01, 0.01, 0.01]] }
-dofs = ["ux", "uy", "rx", "rz"]
-[damping]
-ratios = [[20.0, 0.01], [180.0, 0.01]]
-[reduction]
-method = "gmr+"
-modes = 16
-[[reduction.masters]]
-select = { at = [0.5, 0.0, 0.0] }
-dofs = ["uz"]
-[estimator]
-rate = 400.0
-method = "smoother"
-""" + "".join(f"""
+from tests.helpers import free_free_beam
+
+FREE_FREE = free_free_beam("free-free", 1.0, 0.02, 20, 16, 0.5, '"uz"') + "".join(f"""
 [[sensors]]
 name = "a{i}"
 select = {{ at = [{x}, 0.0, 0.0] }}

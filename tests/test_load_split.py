@@ -27,43 +27,13 @@ from offline.load.model import LoadModel
 from offline.load.select import SPLIT_LABEL
 from offline.load.split import shaped
 from offline.load.zoo import write_load_csv
+from tests.helpers import free_free_beam
 
 BIN = Path(sys.executable).parent
 NAMES = ["F", "M"]
 RATE = 400.0
 
-MODEL = """
-name = "interface-strip"
-type = "beam"
-[materials.steel]
-E = 210e9
-nu = 0.3
-rho = 7850.0
-[beam]
-theory = "euler-bernoulli"
-[beam.sections.main]
-material = "steel"
-rectangle = { b = 0.04, h = 0.01 }
-[[beam.members]]
-name = "span"
-section = "main"
-line = { start = [0.0, 0.0, 0.0], end = [0.6, 0.0, 0.0], n = 12 }
-orientation = [0.0, 0.0, 1.0]
-[[boundary]]
-select = { box = [[-0.01, -0.01, -0.01], [0.61, 0.01, 0.01]] }
-dofs = ["ux", "uy", "rx", "rz"]
-[damping]
-ratios = [[20.0, 0.01], [180.0, 0.01]]
-[reduction]
-method = "gmr+"
-modes = 8
-[[reduction.masters]]
-select = { at = [0.2, 0.0, 0.0] }
-dofs = ["uz", "ry"]
-[estimator]
-rate = 400.0
-method = "smoother"
-# the records below are point samples of the simulated response
+MODEL = free_free_beam("interface-strip", 0.6, 0.01, 12, 8, 0.2, '"uz", "ry"') + """# the records below are point samples of the simulated response
 [acquisition]
 converter = "ideal"
 """ + "".join(f"""
