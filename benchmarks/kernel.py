@@ -10,7 +10,10 @@ the Tikhonov kernel at the same delay (``--smoother-only``: just that), and the 
 built for the ADS1256's conversions (DRATE 1000, continuous: 2 chain states per channel)
 next to the same smoother for point samples, and with the sensor's own dynamics (a high-pass
 and a drifting offset: 2 states; the ADS1256 with a laser's 1 ms average and drifting offset:
-1 + 3 states) (``--chain-only``: just that). All run in this
+1 + 3 states) (``--chain-only``: just that); ``--bundle PATH``: a built bundle (the demo's:
+``OUT/bundle.npz`` of ``python -m offline.demo``) through ``Estimator.process`` as the device
+runs it, the kernel alone on its packed state, and for a smoother with a chain check the
+check's evaluation (just that). All run in this
 process, one after the other; figures are medians of 5 repetitions (block mode: the whole
 record in one call), the smoother table the minimum of ``--repeat`` such medians.
 """
@@ -168,15 +171,84 @@ def chain_table(b71, args):
     print(f"  load average {os.getloadavg()[0]:.1f} at the end")
 
 
+def bundle_rows(path, steps, reps=5):
+    """A built bundle: its dimensions, ``Estimator.process`` in one block (the level tracker's
+    decisions and the chain check's evaluations amortised), the smoother's kernel alone on
+    the same packed state (``_smooth_packed``), the chain check's evaluation; medians of
+    ``reps`` alternated in this process, with their spread, in wall time and in this
+    thread's CPU time (on a shared machine the wall time includes waiting for a core)."""
+    from edge.bundle import Bundle
+    from edge.estimator.smoother_pack import _smooth_packed
+
+    b = Bundle.load(path)
+    est = Estimator(b, check_stability=False)
+    rng = np.random.default_rng(0)
+    Y = 1e-5 * rng.standard_normal((steps, est.n_channels))
+    F, Z = np.empty((steps, est.n_forces)), np.empty((steps, est.n_outputs))
+    fl = np.empty(steps, dtype=np.uint8)
+    op = getattr(est, "op", None)
+    print(f"{path}: method {b.method}, {b.n} DOF, channels {len(b.channels)}, load average "
+          f"{os.getloadavg()[0]:.1f} at the start")
+    if op is None or not hasattr(op, "Af"):
+        print(f"  Estimator.process {time_kernel(b, steps, reps=reps) * 1e6:.3f} us/step")
+        return
+    print(f"  states {op.n_state} = modal {op.Am.shape[1] * 2 or op.Ad.shape[0]} + force model "
+          f"{op.Af.shape[0]} + chain {op.Ak.shape[0]}; lag {op.lag}; coupling rank "
+          f"{op.Cl.shape[0]}; load levels {len(est._levels)}; chain {b.chain}")
+    cc = est.chain_check
+
+    def process():
+        est.reset()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        est.process(Y, F, Z, fl)
+        return (time.perf_counter() - t0) / steps, (time.thread_time() - c0) / steps
+
+    def kernel():
+        est.reset()
+        Q = np.empty((steps, op.Cq.shape[0]))
+        t0, c0 = time.perf_counter(), time.thread_time()
+        _smooth_packed(Y, Q, fl, *est.pack.args)
+        return (time.perf_counter() - t0) / steps, (time.thread_time() - c0) / steps
+
+    def check():
+        t0, c0 = time.perf_counter(), time.thread_time()
+        cc.bundle_filter.loglik(cc.ring, 0, cc.skip) - cc.alt.loglik(cc.ring, 0, cc.skip)
+        return time.perf_counter() - t0, time.thread_time() - c0
+
+    fns = {"Estimator.process [us/step]": (process, 1e6),
+           "kernel alone [us/step]": (kernel, 1e6)}
+    if cc is not None:
+        fns["chain check, one evaluation [ms]"] = (check, 1e3)
+    t = {k: [] for k in fns}
+    for _ in range(reps + 1):  # the first: compilation and caches, not counted
+        for k, (fn, _) in fns.items():
+            t[k].append(fn())
+    print(f"  {'':<34}{'wall: median (min-max)':>30}{'thread CPU: median (min-max)':>32}")
+    for k, (fn, scale) in fns.items():
+        w, c = (np.array(t[k][1:])[:, i] * scale for i in (0, 1))
+        print(f"  {k:<34}{np.median(w):>11.3f} ({w.min():.3f}-{w.max():.3f})"
+              f"{np.median(c):>13.3f} ({c.min():.3f}-{c.max():.3f})")
+    if cc is not None:
+        e = np.median(np.array(t["chain check, one evaluation [ms]"][1:]), axis=0)
+        print(f"  chain check: every {cc.every} rows, {cc.n} rows of ring: {e[0] * 1e6 / cc.every:.3f}"
+              f" us per row amortised (wall), {e[1] * 1e6 / cc.every:.3f} (thread CPU)")
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=200_000)
     ap.add_argument("--ref-steps", type=int, default=2000)
     ap.add_argument("--smoother-only", action="store_true")
     ap.add_argument("--chain-only", action="store_true")
+    ap.add_argument("--bundle", default=None,
+                    help="a built bundle (e.g. the demo's OUT/bundle.npz): just its rows")
     ap.add_argument("--repeat", type=int, default=3,
                     help="smoother table: minimum over this many medians of 5 (default 3)")
     args = ap.parse_args(argv)
+    if args.bundle:
+        bundle_rows(args.bundle, args.steps)
+        return
     b71 = cantilever_bundle(50)
     if args.chain_only:
         chain_table(b71, args)

@@ -26,18 +26,27 @@ noise = 0.01
 ACQ = '[acquisition]\nconverter = "ads1256"\ndrate = 3750\nmode = "cycle"\n\n[estimator]'
 
 
-def test_quad_sum_kernel_agrees_with_its_numpy_twin():
+@pytest.mark.parametrize("sparse", [False, True])
+def test_quad_sum_kernel_agrees_with_its_numpy_twin(sparse):
     rng = np.random.default_rng(8)
-    ns, nch, n = 6, 2, 300
+    ns, nch, n = 12, 2, 300
     A = rng.standard_normal((ns, ns))
+    if sparse:  # a smoother's pattern: 2x2 blocks, dense columns 8-9, a full last row; the
+        # columns' runs of non-zero entries are then several per column, some far apart
+        A *= np.kron(np.eye(6), np.ones((2, 2))) + (np.arange(ns) >= 8)
+        A[:, 4] = 0.0
+        A[2, 4] = A[9, 4] = 1.0
+        A[-1] = rng.standard_normal(ns)
     A *= 0.9 / np.max(np.abs(np.linalg.eigvals(A)))
     H, K = rng.standard_normal((nch, ns)), 0.1 * rng.standard_normal((ns, nch))
     S = rng.standard_normal((nch, nch))
     Sinv = S @ S.T + np.eye(nch)
     Y = rng.standard_normal((n, nch))
     f = Filter(A, H, K, Sinv)
+    if sparse:  # column 4: two runs (rows 2 and 9, 7 zeros apart); others 1-3 runs
+        assert f.runs.shape[0] > ns and np.sum(f.runs[:, 0] == 4) == 2
     for start, skip in ((0, 0), (117, 40)):
-        q = _quad_sum(Y, start, skip, f.A, f.H, f.AK, f.Sinv, f._x, f._xn, f._e)
+        q = _quad_sum(Y, start, skip, f.AT, f.runs, f.H, f.AK, f.Sinv, f._x, f._xn, f._e)
         ref = quad_sum_numpy(Y, start, skip, f.A, f.H, f.AK, f.Sinv)
         assert abs(q - ref) <= 1e-9 * abs(ref), (q, ref)  # same sums, another order: 1e-9
 

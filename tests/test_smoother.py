@@ -119,15 +119,20 @@ def test_smoothed_std_is_the_monte_carlo_error_of_the_model_itself():
 @pytest.mark.parametrize("kinds,order,n", [(("displacement",), 2, 6),
                                            (("displacement", "acceleration"), 2, 6),
                                            (("velocity", "acceleration"), 2, 6),
-                                           (("displacement", "acceleration"), 16, 30)])
+                                           (("displacement", "acceleration"), 16, 30),
+                                           (("displacement",), 8, 2)])
 def test_kernel_matches_numpy_twin(kinds, order, n):
-    # order 16 on 30 modes: the kernel's coupling is factored to its numerical rank
+    # order 16 on 30 modes: the kernel's coupling is factored to its numerical rank; order 8
+    # on 2 modes: unfactored (full rank 4), more force-model states (16) than modal ones (4):
+    # Cl = AcT^T, Cr = I, so that Cl xi has 4 values (the kernel keeps them in the modal
+    # slots of its scratch)
     b = _reload(_smoother_bundle(kinds=kinds, lag=7, order=order, n=n))
-    if order == 16:
+    if order >= 8:
         from edge.estimator.smoother_operator import derive_smoother
 
         op = derive_smoother(b)
         assert op.Cl.shape[0] < op.Cl.shape[1]  # the low-rank path is the one tested
+        assert op.Cl.shape[0] <= 2 * n
     rng = np.random.default_rng(5)
     scale = {"displacement": 1e-4, "velocity": 5e-3, "acceleration": 0.3}
     nt = 3000

@@ -228,8 +228,8 @@ class HybridEstimator(SmootherEstimator):
             if clip or not out:
                 run(b)  # g = g_theta(s), in place
             r = _hy_sample(
-                j, Y, Q, flags, g, out, self.hy_Dg, y1, op.Am, op.Ad, op.Cl, op.Cr, op.Af,
-                op.f_span, op.Ak, op.AKT, op.H, op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x,
+                j, Y, Q, flags, g, out, self.hy_Dg, y1, op.Am, op.Ad, op.ClT, op.Cr, op.AfT,
+                op.fT_span, op.Ak, op.AKT, op.H, op.h_span, op.Cq, op.q_span, op.G, op.Sinv, self._x,
                 self._xn, self._e, self._ering, self._zring, self._fring, self._last,
                 self._nisring, self._nis, op.nis_threshold, op.nis_threshold_low,
                 self._counters, op.Wt, op.band_ba, op.band_gain, op.band_threshold,

@@ -108,7 +108,7 @@ def _hy_after(x, g, out, Bg, Cqg, gring, ering, counters, lag, q1, f1, gp):  # p
 
 
 @njit(cache=True, nogil=True)
-def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span,
+def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, ClT, Cr, AfT, fT_span, Ak, AKT, H, h_span,
                Cq, q_span, G, Sinv, x, xn, e, ering, zring, fring, last, nisring, nis_state,
                threshold, threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate,
                bring, bsum, eps, lag1ring, eps_prev, Bg, Cqg, gring, envring, lag, Sx, Sy,
@@ -130,7 +130,7 @@ def _hy_sample(j, Y, Q, flags, g, out, Dg, y1, Am, Ad, Cl, Cr, Af, f_span, Ak, A
     _hy_channels(Y[j], g, off, Dg, y1, gp, w)
     q1 = Q[j:j + 1]
     f1 = flags[j:j + 1]
-    _smooth(y1, q1, f1, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_span, G, Sinv, x,
+    _smooth(y1, q1, f1, Am, Ad, ClT, Cr, AfT, fT_span, Ak, AKT, H, h_span, Cq, q_span, G, Sinv, x,
             xn, e, ering, zring, fring, last, nisring, nis_state, threshold, threshold_low,
             counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum, eps, lag1ring,
             eps_prev)

@@ -25,7 +25,9 @@ The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi, a]`` (``a``: chain st
 :func:`edge.estimator.smoother.derive_smoother`), so that the 2x2 modal blocks, the coupling
 (factored to its numerical rank: a sweep over the modes per rank) and ``(A K) e`` are unit-stride loops that the
 compiler vectorises; rows of H and Cq are summed over their non-zero span only (a
-displacement row has no velocity or force-state part, a force row only force states).
+displacement row has no velocity or force-state part, a force row only force states); the
+force-model block and the coupling's ``Cl xi`` are summed by columns (``AfT``, ``ClT``: each
+column added to all its rows' sums at once, not one short chain of additions per row).
 A state that is no longer finite after the update (an input of 1e308 overflowing
 ``(A K) e``) ends the block at that sample; the estimator resets and counts it. Nothing is
 allocated, logged or locked per sample. The NumPy twin is
@@ -45,7 +47,7 @@ _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
-def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_span, G, Sinv,
+def _smooth(Y, Q, flags, Am, Ad, ClT, Cr, AfT, fT_span, Ak, AKT, H, h_span, Cq, q_span, G, Sinv,
             x, xn, e, ering, zring, fring, last, nisring, nis_state, threshold,
             threshold_low, counters, Wt, band_ba, band_gain, band_thr, bstate, bring, bsum,
             eps, lag1ring, eps_prev):  # pragma: no cover - compiled
@@ -54,25 +56,22 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
     Parameters
     ----------
     Y : float64 (nb, nch)      measurements in channel units (SI)
-    Q : float64 (nb, nq)       out: smoothed forces then outputs of sample k - L (NaN in
-                               warm-up)
+    Q : float64 (nb, nq)       out: smoothed forces, outputs of sample k - L (NaN: warm-up)
     flags : uint8 (nb,)        out: FLAG_* bits
     Am : (4, n)                2x2 modal blocks [a11, a12, a21, a22] per mode (n = 0 when
                                the modal part is dense: Ad)
     Ad : (2n, 2n)              dense modal part (non-proportional damping), else (0, 0)
-    Cl : (r, nc), Cr : (r, 2n) A's coupling of the modes to the nc force-model states,
+    ClT : (nc, r), Cr : (r, 2n)   A's coupling of the modes to the nc force-model states,
                                transposed and factored, AcT = Cl^T Cr (r its numerical rank)
-    Af : (nc, nc)              force-model block of A; f_span : int64 (nc, 2) the non-zero
-                               [start, stop) of each of its rows
+    AfT : (nc, nc)             force-model block of A, transposed (row c: column c of Af);
+                               fT_span : int64 (nc, 2) the non-zero [start, stop) of each row
     Ak : (nk, ns)              rows of A of the nk measurement-chain states (the last nk;
-                               :mod:`offline.smoother.chain`), over the whole state; (0, ns)
-                               for point samples
+                               :mod:`offline.smoother.chain`); (0, ns) for point samples
     AKT : (nch, ns)            (A K)^T: x_k+1|k = A x_k|k-1 + A K e_k
     H : (nch, ns), h_span : int64 (nch, 2)   rows and their non-zero [start, stop)
     Cq : (nq, ns), q_span : int64 (nq, 2)    rows and their non-zero [start, stop)
     G : (L+1, nq, nch)         fixed-lag gains (G_0 = Cq K); Sinv : (nch, nch)
-    x : float64 (ns,)          prediction x_k|k-1, permuted (in/out); xn (ns,) scratch
-    e : (nch,)                 scratch
+    x : float64 (ns,)          prediction x_k|k-1, permuted (in/out); xn (ns,), e scratch
     ering : (L+1, nch), zring : (L+1, nq), fring : uint8 (L+1,)   innovation, filtered
                                estimate and flag rings
     last : (nch,)              last finite value per channel
@@ -88,8 +87,7 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
                                one band exceeds band_thr times the other's
     bstate : (nb, nch, 2)      biquad states (transposed direct form II)
     bring : (W, nb), bsum : (nb,)   band powers over the window and their running sums
-    eps : (nch,)               scratch
-    lag1ring : (W,)            lag-1 product c_k per sample (slots as nisring)
+    eps : (nch,) scratch; lag1ring : (W,)   lag-1 product c_k per sample (slots as nisring)
     eps_prev : (nch,)          whitened innovation of the previous sample (0 if held)
 
     Returns 0 when the whole block ran; ``j + 1`` when the state became non-finite at sample
@@ -102,7 +100,7 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
     nq = Cq.shape[0]
     Lp1 = ering.shape[0]
     W = nisring.shape[0]
-    nc = Af.shape[0]
+    nc = AfT.shape[0]
     nk = Ak.shape[0]          # measurement-chain states, last
     m2 = ns - nc - nk         # modal states
     nm = Am.shape[1]          # 2x2 blocks (0: dense modal part)
@@ -194,11 +192,6 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
             for c in range(ns):
                 acc += Ak[r, c] * x[c]
             xn[ns - nk + r] = acc
-        for r in range(nc):       # force-model block, from the old force states
-            acc = 0.0
-            for c in range(f_span[r, 0], f_span[r, 1]):
-                acc += Af[r, c] * x[m2 + c]
-            xn[m2 + r] = acc
         if nm > 0:                # 2x2 modal blocks: q' = a11 q + a12 qd, qd' = a21 q + a22 qd
             for i in range(nm):
                 qi = x[i]
@@ -213,10 +206,19 @@ def _smooth(Y, Q, flags, Am, Ad, Cl, Cr, Af, f_span, Ak, AKT, H, h_span, Cq, q_s
                 xn[r] = acc
             for r in range(m2):
                 x[r] = xn[r]
-        for rr in range(Cl.shape[0]):  # coupling to the old force states, Cr^T (Cl xi)
-            t = 0.0
-            for c in range(nc):
-                t += Cl[rr, c] * x[m2 + c]
+        nr = ClT.shape[1]         # xi' = Af xi and t = Cl xi from the old force states,
+        for r in range(nc):       # by columns (independent sums, unit stride), t in xn[:r]
+            xn[m2 + r] = 0.0      # (free after the modal step)
+            if r < nr:
+                xn[r] = 0.0
+        for c in range(nc):
+            xc = x[m2 + c]
+            for r in range(fT_span[c, 0], fT_span[c, 1]):
+                xn[m2 + r] += AfT[c, r] * xc
+            for rr in range(nr):
+                xn[rr] += ClT[c, rr] * xc
+        for rr in range(nr):      # coupling to the old force states: x_modal += Cr^T t
+            t = xn[rr]
             for k in range(m2):
                 x[k] += Cr[rr, k] * t
         for r in range(nc + nk):

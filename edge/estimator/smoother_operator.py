@@ -52,6 +52,9 @@ class SmootherOperator:
     band_gain: np.ndarray = None
     band_threshold: np.ndarray = None
     band_hz: np.ndarray = None
+    ClT: np.ndarray = None      # (nc, r) Cl transposed, AfT (nc, nc) Af transposed and
+    AfT: np.ndarray = None      # fT_span (nc, 2) its rows' non-zero [start, stop): the
+    fT_span: np.ndarray = None  # kernel's layout (it sums them by columns)
 
     @property
     def n_state(self) -> int:
@@ -76,15 +79,17 @@ def _low_rank(AcT: np.ndarray, rel: float = 1e-14):
     """``AcT = Cl^T Cr`` with ``r`` = the number of singular values above ``rel`` times the
     largest (the coupling of the modes to the force-model states over one step has a
     numerical rank of about 10 whatever the force model's order: 32 states at order 16), when
-    that is cheaper per step than ``AcT`` itself; else ``Cl = I``, ``Cr = AcT``. The dropped
-    part is below ``rel`` of the largest singular value (round-off of its computation)."""
+    that is cheaper per step than ``AcT`` itself; else ``Cl = I``, ``Cr = AcT`` (``Cl = AcT^T``,
+    ``Cr = I`` when ``nc > m2``: r <= m2 always, the kernel keeps ``Cl xi`` in m2 slots of its
+    scratch); none (r = 0) when ``AcT`` is 0. The dropped part is below ``rel`` of the largest
+    singular value (round-off of its computation)."""
     nc, m2 = AcT.shape
     if nc == 0 or m2 == 0 or not np.any(AcT):
-        return np.eye(nc), AcT.copy()
+        return np.zeros((0, nc)), np.zeros((0, m2))
     U, sv, Vt = np.linalg.svd(AcT, full_matrices=False)
     r = int(np.sum(sv > rel * sv[0]))
-    if r * (nc + m2) >= nc * m2:
-        return np.eye(nc), np.ascontiguousarray(AcT)
+    if r * (nc + m2) >= nc * m2:  # unfactored
+        return (np.eye(nc), np.ascontiguousarray(AcT)) if nc <= m2 else (AcT.T.copy(), np.eye(m2))
     return np.ascontiguousarray((U[:, :r] * sv[:r]).T), np.ascontiguousarray(Vt[:r])
 
 
@@ -165,7 +170,8 @@ def derive_smoother(bundle: Bundle, check_stability: bool = True) -> SmootherOpe
         band_ba=np.ascontiguousarray(kf["band_ba"], dtype=float).reshape(-1, 5),
         band_gain=np.array(kf["band_gain"], dtype=float),
         band_threshold=np.array(kf["band_threshold"], dtype=float),
-        band_hz=np.array(kf["band_hz"], dtype=float).reshape(-1, 2))
+        band_hz=np.array(kf["band_hz"], dtype=float).reshape(-1, 2),
+        ClT=np.ascontiguousarray(Cl.T), AfT=np.ascontiguousarray(Af.T), fT_span=_spans(Af.T))
 
 
 def level_operators(bundle: Bundle, op: SmootherOperator, check_stability: bool = True) -> list:

@@ -34,12 +34,12 @@ from edge.packing import OFF, pack
  LAG1RING, EPS_PREV, QROW, RESETS, TICK, CRING, CST, DIMS) = range(22)
 NSTATE = 22
 # fields of one level's operator
-(AM, AD, CL, CR, AF, FSPAN, AK, AKT, H, HSPAN, CQ, QSPAN, G, SINV, THR, WT, BAND_BA,
+(AM, AD, CLT, CR, AFT, FTSPAN, AK, AKT, H, HSPAN, CQ, QSPAN, G, SINV, THR, WT, BAND_BA,
  BAND_GAIN, BAND_THR) = range(19)
 NOP = 19
-_OP_ATTR = ("Am", "Ad", "Cl", "Cr", "Af", "f_span", "Ak", "AKT", "H", "h_span", "Cq", "q_span",
+_OP_ATTR = ("Am", "Ad", "ClT", "Cr", "AfT", "fT_span", "Ak", "AKT", "H", "h_span", "Cq", "q_span",
             "G", "Sinv", None, "Wt", "band_ba", "band_gain", "band_threshold")
-_OP_INT = (FSPAN, HSPAN, QSPAN)
+_OP_INT = (FTSPAN, HSPAN, QSPAN)
 #: TICK: the level tracker's samples since its last decision, the compiled step's budget,
 #: a reset pending after a non-finite state on the compiled step, the level, flags every row
 #: carries (the chain check's verdict), whether the tracker counts samples
@@ -117,8 +117,8 @@ def _smooth_packed(Y, Q, flags, f8, i8, u8):  # pragma: no cover - compiled
     b = NSTATE + _v1(i8, i8, TICK)[LEVEL] * NOP
     thr = _v1(f8, i8, b + THR)
     return _smooth(Y, Q, flags, _v2(f8, i8, b + AM), _v2(f8, i8, b + AD),
-                   _v2(f8, i8, b + CL), _v2(f8, i8, b + CR), _v2(f8, i8, b + AF),
-                   _v2(i8, i8, b + FSPAN), _v2(f8, i8, b + AK), _v2(f8, i8, b + AKT),
+                   _v2(f8, i8, b + CLT), _v2(f8, i8, b + CR), _v2(f8, i8, b + AFT),
+                   _v2(i8, i8, b + FTSPAN), _v2(f8, i8, b + AK), _v2(f8, i8, b + AKT),
                    _v2(f8, i8, b + H), _v2(i8, i8, b + HSPAN), _v2(f8, i8, b + CQ),
                    _v2(i8, i8, b + QSPAN), _v3(f8, i8, b + G), _v2(f8, i8, b + SINV),
                    _v1(f8, i8, X), _v1(f8, i8, XN), _v1(f8, i8, E), _v2(f8, i8, ERING),
