@@ -54,8 +54,8 @@ def test_placement_predicts_the_runs_of_a_lightly_damped_output(tmp_path):
     # d05 (mid-span) of the README beam with a tip sensor: predicted 0.0127 (stationary).
     # Over each 2 s run's own std of the truth the built bundle's runs read 0.0180 (+42 %:
     # the 8.4 Hz mode's std on seeds 0-2 is 0.80 of the stationary one); over the
-    # stationary std 0.0124 (measured, /work/exp/s13/placepred/runs.py). F07: 0.641 / 0.650.
-    # Bound 10 % (placement's acceptance).
+    # stationary std 0.0124 (measured: python benchmarks/placement_chain_runs.py --only
+    # beam_ideal; docs/benchmarks.md). F07: 0.641 / 0.650. Bound 10 % (placement's acceptance).
     p = tmp_path / "beam.toml"
     p.write_text(BEAM)
     pm = placement_model(load_model_file(p), progress=False)
