@@ -24,6 +24,7 @@ from offline._deps import need
 from offline._deps import progress as _progress
 from offline.limit.model import NOISE_FLOOR, noise_std
 from offline.limit.transfer import modal_model
+from offline.limit.truth_std import truth_std
 from offline.chain import (MIN_STEPS_PER_ROW, SensorDynamics, conversions, refine_grid,
                            sensor_outputs)
 from offline.simulate import load_profile
@@ -33,7 +34,9 @@ from offline.simulate import load_profile
 class CalRun:
     """One calibration run sampled at the bundle rate: F (ns, nf), Y, Y_clean (ns, nch),
     Z (ns, nout) true outputs, noise std (nch,); errors are scored from sample ``start``
-    on (the warm-up before it lets structure and estimator reach their steady state)."""
+    on (the warm-up before it lets structure and estimator reach their steady state) over
+    ``scale`` (nf + nout,), the truth's stationary std under the run's load
+    (:mod:`offline.limit.truth_std`; None: each run's own std)."""
 
     t: np.ndarray
     F: np.ndarray
@@ -43,6 +46,7 @@ class CalRun:
     sigma: np.ndarray
     seed: int
     start: int = 0
+    scale: np.ndarray | None = None
 
 
 def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.ndarray:
@@ -151,6 +155,7 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
         sigma = np.asarray(load_model.noise_std, dtype=float)
     else:
         sigma = noise_std(spec, mm, dt, noise=noise, loads=load_model)
+    scale = truth_std(spec, mm, dt, loads=load_model)  # the errors' normaliser
     nch = len(spec.sensors)
     dyn = _sensor_dynamics(chain, nch)
     runs = []
@@ -172,7 +177,8 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
         rng = np.random.default_rng(seed)
         Y = Yc + sigma * rng.standard_normal(Yc.shape)
         runs.append(CalRun(t=tf[::oversample], F=Ff[::oversample], Y=Y, Y_clean=Yc, Z=Z,
-                           sigma=sigma, seed=int(seed), start=int(round(warmup / dt))))
+                           sigma=sigma, seed=int(seed), start=int(round(warmup / dt)),
+                           scale=scale))
     return runs
 
 

@@ -3,8 +3,10 @@ what the automatic choice (:mod:`offline.estimator_choice`) and the accuracy rat
 (:mod:`offline.limit.ratio`) minimise and report.
 
 Per force and output the normalised RMS error ``nrmse = RMS(estimate - truth) / std(truth)``
-(time domain, full band, warm-up left out); with the MMSE limits as ``reference``, a run's
-score is the geometric mean over targets of ``nrmse / limit``, averaged over the runs.
+(time domain, full band, warm-up left out), ``std(truth)`` the truth's stationary std under
+the runs' load (``CalRun.scale``, :mod:`offline.limit.truth_std`), as the limit's; with the
+MMSE limits as ``reference``, a run's score is the geometric mean over targets of ``nrmse /
+limit``, averaged over the runs.
 """
 
 from __future__ import annotations
@@ -52,13 +54,15 @@ def evaluate(bundle, runs, alpha: float, window: int, check_stability=False,
 def score_estimator(est, runs, reference=None, scale=None) -> dict | None:
     """Run any estimator (``run``, ``reset``, ``delay``) on the runs and score it (see
     :func:`evaluate`); None when an estimate is not finite. ``scale`` (nf + nout,): the
-    errors' normaliser instead of each run's own std of the truth (:func:`nrmse`)."""
+    errors' normaliser, default each run's own (``CalRun.scale``, the truth's stationary std:
+    :mod:`offline.limit.truth_std`), else the run's std of the truth (:func:`nrmse`)."""
     per = []
     for r in runs:
         est.reset()
         Fe, Ze, _ = est.run(r.Y)
         nf = r.F.shape[1]
-        sf, sz = (None, None) if scale is None else (scale[:nf], scale[nf:])
+        sc = getattr(r, "scale", None) if scale is None else scale
+        sf, sz = (None, None) if sc is None else (sc[:nf], sc[nf:])
         with np.errstate(over="ignore", invalid="ignore"):
             per.append(np.concatenate([nrmse(Fe, r.F, est.delay, r.start, sf),
                                        nrmse(Ze, r.Z, est.delay, r.start, sz)]))

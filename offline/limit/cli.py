@@ -67,7 +67,8 @@ def bundle_error(spec, model, bundle_path, n_modes: int = 80, progress: bool = F
     """Mean normalised RMS error of a bundle's estimator over the honest calibration runs
     (under ``load_model``, default the model file's declaration): ``({name: nrmse},
     description)``. ``scale``: the normaliser of each force and output (the limit's
-    stationary std, :func:`offline.limit.ratio.stationary_std`), else each run's own std."""
+    stationary std, :func:`offline.limit.ratio.stationary_std`), else the runs' own
+    (``CalRun.scale``: the same stationary std, :mod:`offline.limit.truth_std`)."""
     b = Bundle.load(bundle_path)
     names_b = [f.name for f in b.forces] + [o.name for o in b.outputs]
     names_s = [f.name for f in spec.forces] + [o.name for o in spec.outputs]
