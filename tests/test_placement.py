@@ -396,6 +396,7 @@ def test_written_file_keeps_the_text_or_is_rewritten_when_it_cannot(strip, tmp_p
     assert [s.name for s in load_model_file(out).sensors] == ["s0", "dz20"]
 
 
+@pytest.mark.timeout(1800)  # two calibrations: over 600 s at load 7-8 on two workers
 def test_calibration_layout_localises_a_damaged_zone_an_even_layout_does_not(tmp_path,
                                                                             capsys):
     # Five zones, zone 1 ([34, 68] mm) at omega = 0.4; truth: the 40-element strip, exact
