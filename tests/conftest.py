@@ -170,8 +170,13 @@ class Subscriber:
         c.reconnect_delay_set(0.1, 0.5)
 
         def on_connect(client, userdata, flags, rc, props):
-            for t in self.topics:
-                client.subscribe(t, qos=1)
+            if self.topics:
+                client.subscribe([(t, 1) for t in self.topics])
+            else:  # a publishing-only client: connected is ready
+                on_subscribe(client, userdata, None, [], props)
+
+        def on_subscribe(client, userdata, mid, reason_codes, props):
+            # the broker's SUBACK: from here on every message on these topics reaches us
             with self.cond:
                 self.subscribed = True
                 self.cond.notify_all()
@@ -183,11 +188,13 @@ class Subscriber:
 
         self.subscribed = False
         c.on_connect = on_connect
+        c.on_subscribe = on_subscribe
         c.on_message = on_message
         c.connect_async(broker.host, broker.port, 10)
         c.loop_start()
         self.client = c
-        self.wait(lambda: self.subscribed, 10)
+        if not self.wait(lambda: self.subscribed, 30):
+            raise TimeoutError(f"{client_id}: no SUBACK from the broker within 30 s")
 
     def wait(self, pred, timeout=10.0) -> bool:
         deadline = time.monotonic() + timeout

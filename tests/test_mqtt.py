@@ -187,7 +187,7 @@ def test_publisher_retained_status_meta_estimates_and_last_will(mosquitto, subsc
     v = np.arange(20, dtype=float).reshape(10, 2)
     pub.add_estimates(np.arange(10), t, v, np.zeros(10, np.uint8))
     pub.flush_batch()
-    assert sub.wait(lambda: len(sub.get("vsense/dev-a/estimates")) == 3)
+    assert sub.wait(lambda: len(sub.get("vsense/dev-a/estimates")) == 3, 30)
     got = [decode_estimates(p) for p, _ in sub.get("vsense/dev-a/estimates")]
     assert [len(g["seq"]) for g in got] == [4, 4, 2]  # batch = 4
     np.testing.assert_array_equal(np.concatenate([g["v"] for g in got]), v)
