@@ -157,22 +157,21 @@ def calibration_runs(spec, model, chan_dofs, force_dofs, out_dofs, dt: float, *,
         sigma = noise_std(spec, mm, dt, noise=noise, loads=load_model)
     scale = truth_std(spec, mm, dt, loads=load_model)  # the errors' normaliser
     nch = len(spec.sensors)
-    dyn = _sensor_dynamics(chain, nch)
+    point = chain is None or chain.point
     runs = []
     for seed in _progress(seeds, desc="calibration runs (full model)", enable=progress):
         if load_model is not None:
             Ff = load_model.sample(tf, seed)
         else:
             Ff = _declared_forces(spec, cal, tf, dt, seed)
-        if (chain is None or chain.ideal) and dyn is None:
+        if point:
             out = run_modal(mm, Ff, dtf, oversample, kinds)
             Yc, Z = out[:, :nch], out[:, nch:]
         else:  # the sensors and the converter's taps on a finer grid (linear between steps)
             ref = max(1, -(-MIN_STEPS_PER_ROW // oversample))
             sub = oversample * ref
             out = run_modal(mm, refine_grid(Ff, ref), dtf / ref, 1, kinds)
-            y = out[:, :nch] if dyn is None else sensor_outputs(out[:, :nch], dt / sub, dyn)
-            Yc = y[::sub] if chain.ideal else convert(y, dt / sub, sub, ns, chain)
+            Yc = sensor_rows(out[:, :nch], dt / sub, sub, ns, chain)
             Z = out[::sub, nch:]
         rng = np.random.default_rng(seed)
         Y = Yc + sigma * rng.standard_normal(Yc.shape)
@@ -208,6 +207,20 @@ def _sensor_dynamics(chain, nch: int):
     if not (np.any(hp) or np.any(avg)):
         return None
     return SensorDynamics(highpass_hz=hp, average_s=avg, drift=np.zeros(nch))
+
+
+def sensor_rows(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,
+                chain) -> np.ndarray:
+    """What the converter returns at rows ``0 .. n_rows - 1``, ``(n_rows, nch)``: the
+    response at the sensors on a fine grid (``steps_per_row`` steps per row, at least
+    :data:`offline.chain.MIN_STEPS_PER_ROW` where the converter averages) through each
+    sensor's high-pass and moving average (:func:`offline.chain.sensor_outputs`), then the
+    converter (:func:`convert`; ``ideal``: point samples). No noise and no drifting offset."""
+    dyn = _sensor_dynamics(chain, np.shape(y_fine)[1])
+    y = y_fine if dyn is None else sensor_outputs(y_fine, dt_fine, dyn)
+    if chain is None or chain.ideal:
+        return np.asarray(y)[::steps_per_row][:n_rows]
+    return convert(y, dt_fine, steps_per_row, n_rows, chain)
 
 
 def convert(y_fine: np.ndarray, dt_fine: float, steps_per_row: int, n_rows: int,

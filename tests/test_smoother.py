@@ -16,8 +16,10 @@ from offline.smoother import ForceModel, attach_smoother, design_smoother, van_l
 from tests.helpers import chain_bundle
 
 
-def _smoother_bundle(kinds=("displacement",), lag=10, window_s=0.5, n=6, order=2, **kw):
+def _smoother_bundle(kinds=("displacement",), lag=10, window_s=0.5, n=6, order=2, dashpot=0.0,
+                     **kw):
     b = chain_bundle(n=n, kinds=kinds)
+    b.C[0, 0] += dashpot  # a dashpot at the fixed end: damping no longer proportional
     fm = [ForceModel("bandpass", (5.0, 80.0), 1.0, order)]
     d = design_smoother(b, fm, lag=lag)
     return attach_smoother(b, d, fm, 0.0, nis_window_s=window_s, bands=[(20, 22), (22, 24)],
@@ -116,17 +118,23 @@ def test_smoothed_std_is_the_monte_carlo_error_of_the_model_itself():
     np.testing.assert_allclose(emp, b.kf["std"], rtol=0.05)
 
 
-@pytest.mark.parametrize("kinds,order,n", [(("displacement",), 2, 6),
-                                           (("displacement", "acceleration"), 2, 6),
-                                           (("velocity", "acceleration"), 2, 6),
-                                           (("displacement", "acceleration"), 16, 30),
-                                           (("displacement",), 8, 2)])
-def test_kernel_matches_numpy_twin(kinds, order, n):
+@pytest.mark.parametrize("kinds,order,n,dashpot", [(("displacement",), 2, 6, 0.0),
+                                                   (("displacement", "acceleration"), 2, 6, 0.0),
+                                                   (("velocity", "acceleration"), 2, 6, 0.0),
+                                                   (("displacement", "acceleration"), 16, 30, 0.0),
+                                                   (("displacement",), 8, 2, 0.0),
+                                                   (("displacement", "acceleration"), 2, 6, 5.0)])
+def test_kernel_matches_numpy_twin(kinds, order, n, dashpot):
     # order 16 on 30 modes: the kernel's coupling is factored to its numerical rank; order 8
     # on 2 modes: unfactored (full rank 4), more force-model states (16) than modal ones (4):
     # Cl = AcT^T, Cr = I, so that Cl xi has 4 values (the kernel keeps them in the modal
-    # slots of its scratch)
-    b = _reload(_smoother_bundle(kinds=kinds, lag=7, order=order, n=n))
+    # slots of its scratch); a dashpot of 5 N s/m at the fixed end (Rayleigh's C[0, 0] is
+    # 2.1): non-proportional damping, the kernel's dense modal path (Ad)
+    b = _reload(_smoother_bundle(kinds=kinds, lag=7, order=order, n=n, dashpot=dashpot))
+    if dashpot:
+        from edge.estimator.smoother_operator import derive_smoother
+
+        assert derive_smoother(b).Ad.shape == (2 * n, 2 * n)  # the dense path is the one tested
     if order >= 8:
         from edge.estimator.smoother_operator import derive_smoother
 

@@ -257,6 +257,17 @@ def _grid_points(mm, dt: float, M: int) -> int:
     return 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18)
 
 
+def limit_grid(spec, mm, dt: float, loads, *, noise=None, chain=None, memory: int = 1,
+               n: int | None = None) -> tuple:
+    """``(n, (Hy, Hz, P, noise_var))``: the limit's DFT grid (:func:`_grid_points`, or ``n``)
+    and the sensors' and outputs' transfer, the force power and the white noise variance on
+    its one-sided bins (:func:`_on_grid`); ``mm``'s probes are the sensors, then the outputs."""
+    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
+                                                          for o in spec.outputs]
+    n = int(n or _grid_points(mm, dt, memory))
+    return n, _on_grid(spec, mm, kinds, len(spec.sensors), loads, noise, dt, n, chain)
+
+
 def _with_exact(fir, grid, n: int, lags, on_grid, fold=lambda d: d):
     """The exact IIR limit (:func:`iir_fixed_lag_limit`), kept where it agrees with itself on
     a grid of twice the length within 1 % and does not exceed the FIR (a filter one can
@@ -327,8 +338,8 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                                                         for ld in loads))
     M = int(memory or min(4000, max(2500 // nch, 1)))
     M = max(M, int(lags.max()) + 1)
-    n = int(n_grid or _grid_points(mm, dt, M))
-    Hy, Hz, P, white = _on_grid(spec, mm, kinds, nch, loads, noise, dt, n, chain)
+    n, (Hy, Hz, P, white) = limit_grid(spec, mm, dt, loads, noise=noise, chain=chain,
+                                       memory=M, n=n_grid)
     noise_var = with_drift(white, chain, n, dt)
     if not np.any(P > 0):
         raise ValueError(f"{spec.where('[design_load]')}: no force is loaded")

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.kinds import kind_order
 from offline.limit.aliases import target_rows
-from offline.limit.model import _grid_points, _on_grid, force_spectra
+from offline.limit.model import force_spectra, limit_grid
 from offline.limit.wiener import wiener_limit
 
 
@@ -32,12 +31,8 @@ def truth_std(spec, mm, dt: float, loads=None) -> np.ndarray:
     """``(nf + nout,)`` stationary std of each force, then each output, under ``loads`` (a
     load model, default the model file's ``[design_load]`` spectra); ``mm``: the
     :class:`offline.limit.transfer.ModalModel` whose probes are the sensors then the outputs.
-    The grid is the limit's (16 envelope decay times of the slowest mode)."""
+    The grid is the limit's (:func:`offline.limit.model.limit_grid`)."""
     loads = force_spectra(spec) if loads is None else loads
-    nch = len(spec.sensors)
-    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
-                                                          for o in spec.outputs]
-    n = int(_grid_points(mm, dt, 1))
-    Hy, Hz, P, white = _on_grid(spec, mm, kinds, nch, loads, None, dt, n)
+    n, (Hy, Hz, P, white) = limit_grid(spec, mm, dt, loads)
     lim = target_rows(loads, len(spec.forces))(wiener_limit(Hy, P, white, n, Hz=Hz))
     return np.sqrt(np.concatenate([lim.force_var, lim.output_var]))

@@ -3,7 +3,9 @@
 acceleration) on finer steps -- not the estimator's reduced model nor its exact
 discretisation -- under a sample path of each force's declared force model (or the
 ``[design_load]`` ideal-band random load), relative sensor noise, and the bundle's estimator
-run over the record."""
+run over the record. The sensors' rows are what the bundle's converter returns
+(:func:`offline.calibration_runs.sensor_rows`: each conversion's window over the response),
+the outputs' truth point values."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import numpy as np
 
 from edge.estimator import Estimator
 from offline.build import build
+from offline.calibration_runs import sensor_rows
+from offline.chain import MIN_STEPS_PER_ROW, refine_grid
 from offline.simulate import load_profile, simulate_sparse
 from offline.smoother import ForceModel, van_loan
 
@@ -65,9 +69,19 @@ def replay(placed_path, *, duration: float = 20.0, oversample: int = 10, seed: i
     probes = [(d, code[c.kind]) for d, c in zip(fd["channels"], b.channels)] + \
         [(d, code[o.kind]) for d, o in zip(fd["outputs"], b.outputs)]
     C = m.damping_matrix()
-    Y = simulate_sparse(m.M, C, m.K, np.array(fd["forces"]), F, dt, oversample, probes,
-                        progress=False)
     nch = len(b.channels)
+    chain = b.chain
+    if chain.point:
+        Y = simulate_sparse(m.M, C, m.K, np.array(fd["forces"]), F, dt, oversample, probes,
+                            progress=False)
+    else:  # the converter's windows: every fine step, linear between them (offline/chain.py)
+        Yf = simulate_sparse(m.M, C, m.K, np.array(fd["forces"]), F, dt, 1, probes,
+                             progress=False)
+        ref = max(1, -(-MIN_STEPS_PER_ROW // oversample))
+        ns = (nt - 1) // oversample + 1
+        Y = np.column_stack([sensor_rows(refine_grid(Yf[:, :nch], ref), dt / ref,
+                                         oversample * ref, ns, chain),
+                             Yf[::oversample, nch:][:ns]])
     rng = np.random.default_rng(seed + 1)
     # sigma = noise x std(y) per channel (paper eq. 28)
     Yn = Y[:, :nch] + noise * np.std(Y[:, :nch], axis=0) * rng.standard_normal((len(Y), nch))

@@ -316,11 +316,13 @@ def _discretise(bundle: Bundle, chain, Ac, Qc, H, md: ModalDynamics):
                               chain.offsets_for(len(bundle.channels)))
     else:
         A, Q = van_loan(Ac, Qc, bundle.dt)
-    if md.proportional:  # exact zeros outside the structure (expm round-off)
-        mask = np.ones((ns + nk, ns + nk), bool)
-        mask[:ns, :n2] = False  # the chain rows depend on every state
-        mask[:n2, :n2] = md.mask()
-        A = np.where(mask, A, 0.0)
+    # exact zeros outside the structure (expm round-off): no force-model state depends on the
+    # modes; with proportional damping each mode's 2x2 block stands alone, otherwise the
+    # modal part is one dense block; the chain rows depend on every state
+    mask = np.ones((ns + nk, ns + nk), bool)
+    mask[:ns, :n2] = False
+    mask[:n2, :n2] = md.mask() if md.proportional else True
+    A = np.where(mask, A, 0.0)
     return A, Q, Qd, H, nk, walk
 
 
