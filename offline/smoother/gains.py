@@ -304,8 +304,7 @@ def _discretise(bundle: Bundle, chain, Ac, Qc, H, md: ModalDynamics):
     ``(A, Q, Qd or None, H, chain states nk, indices of the drifting offsets)``."""
     ns, n2 = Ac.shape[0], 2 * bundle.n
     nch = len(bundle.channels)
-    nk = chain.n_states(nch, bundle.dt)
-    nr, nb = chain.sensor_states(nch)
+    nk, (nr, nb) = chain.n_states(nch, bundle.dt), chain.sensor_states(nch)
     walk = ns + nr + np.arange(nb)
     Qd = None
     if chain.dynamic:  # x = [z, r, b, a]: sensor dynamics (offline/smoother/chain.py)
@@ -316,9 +315,8 @@ def _discretise(bundle: Bundle, chain, Ac, Qc, H, md: ModalDynamics):
                               chain.offsets_for(len(bundle.channels)))
     else:
         A, Q = van_loan(Ac, Qc, bundle.dt)
-    # exact zeros outside the structure (expm round-off): no force-model state depends on the
-    # modes; with proportional damping each mode's 2x2 block stands alone, otherwise the
-    # modal part is one dense block; the chain rows depend on every state
+    # exact zeros (expm round-off) where no force-model state depends on the modes and, with
+    # proportional damping, outside each mode's 2x2 block; the chain rows depend on every state
     mask = np.ones((ns + nk, ns + nk), bool)
     mask[:ns, :n2] = False
     mask[:n2, :n2] = md.mask() if md.proportional else True
