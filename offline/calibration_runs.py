@@ -23,6 +23,7 @@ from edge.estimator.expm import foh_matrices
 from offline._deps import need
 from offline._deps import progress as _progress
 from offline.limit.model import NOISE_FLOOR, noise_std
+from offline.limit.modal_damping import run_coupled
 from offline.limit.transfer import modal_model
 from offline.limit.truth_std import truth_std
 from offline.chain import (MIN_STEPS_PER_ROW, SensorDynamics, conversions, refine_grid,
@@ -53,10 +54,15 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
     """Response of a :class:`~offline.limit.transfer.ModalModel` to forces on a fine grid.
 
     Each mode ``q'' + c q' + lam q = phi_in^T f`` is integrated exactly for a force linear
-    between fine steps (:func:`edge.estimator.expm.foh_matrices`); displacements add the
-    residual flexibility ``R f``. Returns the probes (nt // decim + 1, nprobe) at every
+    between fine steps (:func:`edge.estimator.expm.foh_matrices`; all modes at once where
+    the damping couples them, :func:`offline.limit.modal_damping.run_coupled`);
+    displacements add the residual flexibility ``R f``. Returns the probes (nt // decim + 1, nprobe) at every
     ``decim``-th fine step; ``kinds`` (nprobe,) 0 u, 1 v, 2 a.
     """
+    if mm.Ct is not None:  # damping coupling the modes (offline/limit/modal_damping.py)
+        Q, Qd = run_coupled(mm.lam, mm.Ct, F_fine @ mm.Phi_in, dt_fine, decim)
+        return _probes(mm, Q, Qd, (F_fine @ mm.Phi_in)[::decim] - Qd @ mm.Ct - mm.lam * Q,
+                       F_fine[::decim], kinds)
     m = mm.lam.size
     A = np.zeros((m, 2, 2))
     G0 = np.zeros((m, 2))
@@ -100,8 +106,13 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
             out[:, i] = (signal.lfilter(num, den, Pf[:, i])
                          - signal.lfilter(free, den, imp))[::decim]
     Qdd = Pm - mm.c * Qd - mm.lam * Q            # modal equilibrium
-    out = np.empty((Pm.shape[0], kinds.size))
-    Fs = F_fine[::decim]
+    return _probes(mm, Q, Qd, Qdd, F_fine[::decim], kinds)
+
+
+def _probes(mm, Q, Qd, Qdd, Fs, kinds) -> np.ndarray:
+    """The probes (ns, nprobe) from the modal displacements, velocities and accelerations
+    at the samples; displacements add the residual flexibility ``R f``."""
+    out = np.empty((Q.shape[0], len(kinds)))
     for j, kd in enumerate(kinds):
         row = mm.Phi_out[j]
         if kd == 0:

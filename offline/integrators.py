@@ -20,6 +20,7 @@ from edge.estimator.newmark import newmark
 from offline._deps import need
 from offline._deps import progress as _progress
 from offline.fem.strain import probe_matrix
+from offline.limit.modal_damping import modal_damping, run_coupled
 from offline.reduction.eigen import max_modes, modes
 
 
@@ -88,7 +89,8 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
     discretisation for a force linear between fine steps (matrix exponential, first-order
     hold: no period error, unlike Newmark); the modes left out contribute their static
     (residual-flexibility) response ``(K^-1 - Phi W^-2 Phi^T) B f`` to displacements (mode
-    acceleration method). Damping per mode from ``Phi^T C Phi`` (diagonal part).
+    acceleration method). Damping per mode from ``Phi^T C Phi`` (diagonal part), or the
+    whole matrix where it couples the modes (:mod:`offline.limit.modal_damping`).
 
     Parameters as :func:`simulate_sparse`; returns the probes at every ``decim``-th fine step.
     """
@@ -98,8 +100,7 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
     md = modes(model.K, model.M, m)
     lam, Phi = np.clip(md.lam, 0.0, None), md.Phi
     w = np.sqrt(lam)
-    C = model.damping_matrix()
-    c = np.einsum("ij,ij->j", Phi, C @ Phi)  # diagonal of Phi^T C Phi
+    c, Ct = modal_damping(Phi, model.damping_matrix())
     force_dofs = np.asarray(force_dofs, dtype=int)
     P = Phi[force_dofs].T  # (m, nf): modal load per unit force
     A = np.zeros((m, 2, 2))
@@ -120,6 +121,8 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
         B[force_dofs, np.arange(len(force_dofs))] = 1.0
         KinvB = spla.splu(model.K.tocsc()).solve(B)
         Rp = np.asarray(S @ KinvB) - (Pp / lam) @ Phi[force_dofs].T
+    if Ct is not None:
+        return _coupled_probes(lam, Ct, P, F_fine, dt_fine, decim, pk, Pp, Rp)
     nt = F_fine.shape[0]
     out = np.zeros(((nt - 1) // decim + 1, len(probes)))
     q = np.zeros(m)
@@ -148,6 +151,17 @@ def simulate_modal(model, force_dofs, F_fine, dt_fine, decim, probes, n_modes=80
         if (k + 1) % decim == 0:
             record((k + 1) // decim, F_fine[k + 1])
     return out
+
+
+def _coupled_probes(lam, Ct, P, F_fine, dt_fine, decim, pk, Pp, Rp) -> np.ndarray:
+    """:func:`simulate_modal`'s probes where the damping ``Ct`` couples the modes."""
+    Pm = F_fine @ P.T  # modal load (nt, m)
+    Q, Qd = run_coupled(lam, Ct, Pm, dt_fine, decim)
+    # q'' = p - Ct q' - diag(lam) q
+    Qdd = Pm[::decim] - Qd @ Ct - lam * Q
+    st = (Q, Qd, Qdd)
+    out = np.column_stack([st[k] @ row for k, row in zip(pk, Pp)])
+    return out + (F_fine[::decim] @ Rp.T) * (pk == 0)[None, :]
 
 
 def simulate_dense(M, C, K, force_dofs, F, dt, probes_rows, kinds):

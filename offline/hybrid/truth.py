@@ -18,6 +18,7 @@ import numpy as np
 
 from edge.kinds import kind_order
 from offline.fem.strain import probe_matrix
+from offline.limit.modal_damping import modal_damping
 from offline.metrics import add_noise
 from offline.model import (build_fe_model, load_model_file, output_probe, resolve_dofs,
                            sensor_probe)
@@ -47,7 +48,9 @@ def simulate_cubic(model, force_dofs, spring_dof: int, k3: float, F_fine, dt_fin
     """
     md = modes(model.K, model.M, n_modes)
     lam, Phi = np.clip(md.lam, 0.0, None), md.Phi
-    c = np.einsum("ij,ij->j", Phi, model.damping_matrix() @ Phi)
+    c, Ct = modal_damping(Phi, model.damping_matrix())  # Ct: damping coupling the modes
+    if Ct is not None:
+        c = Ct
     P = Phi[np.asarray(force_dofs, dtype=int)].T        # (m, nf)
     ps = Phi[int(spring_dof)]                           # (m,)
     m = lam.size
@@ -55,8 +58,8 @@ def simulate_cubic(model, force_dofs, spring_dof: int, k3: float, F_fine, dt_fin
 
     def rhs(eta, v, f):
         u = ps @ eta
-        # eta'' = Phi^T B f - Phi_s k3 u^3 - c eta' - lam eta
-        return P @ f - ps * (k3 * u ** 3) - c * v - lam * eta
+        # eta'' = Phi^T B f - Phi_s k3 u^3 - Ct eta' - lam eta  (Ct = diag(c) unless coupled)
+        return P @ f - ps * (k3 * u ** 3) - (c @ v if c.ndim == 2 else c * v) - lam * eta
 
     n_out = (nt - 1) // decim + 1
     eta, v = np.zeros(m), np.zeros(m)

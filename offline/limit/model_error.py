@@ -25,6 +25,7 @@ import numpy as np
 from edge.kinds import kind_order
 from offline._deps import need
 from offline.limit.model import _power
+from offline.limit.modal_damping import modal_damping
 from offline.limit.transfer import ModalModel
 from offline.limit.wiener import half_weights
 
@@ -37,14 +38,15 @@ N_GRID = 8192
 
 def reduced_modal_model(rm) -> ModalModel:
     """Every mode of a :class:`offline.reduced.ReducedModel`, as a :class:`ModalModel` of
-    (forces -> sensors + outputs), modal damping ``c_i = phi_i^T C phi_i``."""
+    (forces -> sensors + outputs), modal damping ``c_i = phi_i^T C phi_i`` (the whole
+    ``Phi^T C Phi`` where it couples the modes, :mod:`offline.limit.modal_damping`)."""
     lam, Phi = need("scipy.linalg").eigh(rm.reduction.K, rm.reduction.M)
     lam = np.maximum(lam, 0.0)
-    c = np.einsum("ij,ij->j", Phi, rm.C @ Phi)
+    c, Ct = modal_damping(Phi, rm.C)
     rows = np.vstack([rm.channel_rows(), rm.output_rows()])
     out = rows @ Phi
     return ModalModel(lam=lam, c=c, Phi_in=(rm.force_matrix().T @ Phi), Phi_out=out,
-                      R=np.zeros((out.shape[0], rm.force_matrix().shape[1])))
+                      R=np.zeros((out.shape[0], rm.force_matrix().shape[1])), Ct=Ct)
 
 
 def model_errors(rm, mm, loads, dt: float, n: int = N_GRID):

@@ -8,7 +8,8 @@ honest calibration run (:func:`offline.simulate.simulate_modal`)::
     u(omega) = [ sum_i phi_i phi_i^T / (lam_i - omega^2 + i omega c_i)
                  + (K - s M)^-1 - sum_i phi_i phi_i^T / (lam_i - s) ] B f(omega)
 
-with ``c_i = phi_i^T C phi_i`` and ``s`` the shift of the factorisation (0 for a grounded
+with ``c_i = phi_i^T C phi_i`` (the whole ``Phi^T C Phi`` where the damping couples the
+modes: :mod:`offline.limit.modal_damping`) and ``s`` the shift of the factorisation (0 for a grounded
 model; a negative shift for a free-free one, so the residual term exists with rigid-body
 modes). Velocity ``i omega u``, acceleration ``-omega^2 u``.
 """
@@ -21,6 +22,7 @@ import numpy as np
 
 from offline._deps import need
 from offline.fem.strain import probe_matrix
+from offline.limit.modal_damping import coupled_receptance, modal_damping
 from offline.limit.wiener import half_weights
 from offline.reduction.eigen import max_modes, modes, rigid_count
 
@@ -30,7 +32,9 @@ class ModalModel:
     """Modes of a full model restricted to the DOFs of interest.
 
     lam (m,) [rad^2/s^2] (rigid modes clamped to 0), c (m,) modal damping [rad/s],
-    Phi_in (nin, m), Phi_out (nprobe, m), R (nprobe, nin) residual flexibility [m/N].
+    Phi_in (nin, m), Phi_out (nprobe, m), R (nprobe, nin) residual flexibility [m/N];
+    Ct (m, m) the whole ``Phi^T C Phi`` where the damping couples the modes, else None
+    (:mod:`offline.limit.modal_damping`).
     """
 
     lam: np.ndarray
@@ -39,16 +43,22 @@ class ModalModel:
     Phi_out: np.ndarray
     R: np.ndarray
     n_rigid: int = 0
+    Ct: np.ndarray | None = None
 
     def transfer(self, freqs_hz, kinds) -> np.ndarray:
         """``H`` (nfreq, nprobe, nin) complex; ``kinds`` (nprobe,) 0 u, 1 v, 2 a."""
         w = 2 * np.pi * np.asarray(freqs_hz, dtype=float)
         kinds = np.asarray(kinds, dtype=int)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # 1 / (lam_i - w^2 + i w c_i) per mode and frequency
-            den = 1.0 / (self.lam[None, :] - w[:, None] ** 2 + 1j * w[:, None] * self.c[None, :])
-        den[~np.isfinite(den)] = 0.0  # rigid modes at omega = 0 (forces carry no DC power)
-        Hu = np.einsum("pm,km,im->kpi", self.Phi_out, den, self.Phi_in) + self.R[None]
+        if self.Ct is not None:  # damping coupling the modes: one solve per frequency
+            Hu = coupled_receptance(self.lam, self.Ct, w, self.Phi_out, self.Phi_in)
+            Hu = Hu + self.R[None]
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # 1 / (lam_i - w^2 + i w c_i) per mode and frequency
+                den = 1.0 / (self.lam[None, :] - w[:, None] ** 2
+                             + 1j * w[:, None] * self.c[None, :])
+            den[~np.isfinite(den)] = 0.0  # rigid modes at omega = 0 (no DC power)
+            Hu = np.einsum("pm,km,im->kpi", self.Phi_out, den, self.Phi_in) + self.R[None]
         fac = np.where(kinds[None, :] == 0, 1.0 + 0j,
                        np.where(kinds[None, :] == 1, 1j * w[:, None], -(w[:, None] ** 2)))
         return Hu * fac[:, :, None]
@@ -71,8 +81,7 @@ def modal_model(model, in_dofs, out_dofs, n_modes: int = 80) -> ModalModel:
     nr = rigid_count(lam)
     lam[:nr] = 0.0  # round-off rigid-body modes are exactly rigid
     Phi = md.Phi
-    C = model.damping_matrix()
-    c = np.einsum("ij,ij->j", Phi, C @ Phi)
+    c, Ct = modal_damping(Phi, model.damping_matrix())
     in_dofs = np.asarray(in_dofs, dtype=int)
     S = probe_matrix(list(out_dofs), N)  # a DOF, or a strain/stress row (offline.fem.strain)
     Phi_out = np.asarray(S @ Phi)
@@ -88,7 +97,8 @@ def modal_model(model, in_dofs, out_dofs, n_modes: int = 80) -> ModalModel:
             X = spla.splu((model.K - s * model.M).tocsc()).solve(B)
         # residual flexibility of the omitted modes: (K - s M)^-1 - sum phi phi^T / (lam - s)
         R = np.asarray(S @ X) - (Phi_out / (md.lam - s)) @ Phi[in_dofs].T
-    return ModalModel(lam=lam, c=c, Phi_in=Phi[in_dofs], Phi_out=Phi_out, R=R, n_rigid=nr)
+    return ModalModel(lam=lam, c=c, Phi_in=Phi[in_dofs], Phi_out=Phi_out, R=R, n_rigid=nr,
+                      Ct=Ct)
 
 
 # ------------------------------------------------------------------------ force spectra
