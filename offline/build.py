@@ -54,6 +54,7 @@ from offline.load.observability import bundle_blind_warning
 from offline.limit.transfer import modal_model
 from offline.build_report import build_summary, write_build_report
 from offline.model import EstimatorSpec, ModelSpec, build_fe_model, load_model_file
+from offline.model.sections import point_sample_warning
 from offline.reduced import ReducedModel, design_bundle, reduce_model
 from offline.reduction_choice import choose_reduction
 from offline.regularization import AlphaChoice, choose_alpha
@@ -126,8 +127,7 @@ def calibrate(rm: ReducedModel, bundle: Bundle, progress: bool = True, mm=None,
     runs = calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,
                             bundle.dt, mm=mm, progress=progress, load_model=load_model,
                             chain=bundle.chain)
-    sigma = np.mean([r.sigma for r in runs], axis=0)
-    for c, sg in zip(bundle.channels, sigma):
+    for c, sg in zip(bundle.channels, np.mean([r.sigma for r in runs], axis=0)):
         c.weight = float(1.0 / sg ** 2)
     return runs, mm
 
@@ -293,7 +293,7 @@ def _stage_estimator(st: BuildState) -> None:
     meta["channel_std"] = {c.name: float(np.std(np.concatenate([r.Y_clean[:, i] for r in runs])))
                            for i, c in enumerate(st.bundle.channels)}
     duration = spec.calibration.duration if spec.calibration else 2.0
-    if (warn := noise_warning(spec, st.load_model)) is not None:
+    for warn in filter(None, (noise_warning(spec, st.load_model), point_sample_warning(spec))):
         meta.setdefault("warnings", []).append(warn)
     bundle = st.bundle.replace(alpha=st.alpha)
     try:

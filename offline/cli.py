@@ -126,7 +126,7 @@ def _add_simulate(command) -> None:
                    help="random/chirp band [Hz]")
     s.add_argument("--rms", type=float, default=1.0, help="random load RMS [N] (times each force's scale)")
     s.add_argument("--amplitude", type=float, default=1.0,
-                   help="sine/chirp/pulse amplitude [N]")
+                   help="sine/chirp/pulse amplitude [N] (times each force's scale)")
     s.add_argument("--csv", default=None, help="force history CSV (time,<force names>) for --load csv: the "
                         "column named after each force (else the first), in N, unscaled; "
                         "its time 0 is the start of --warmup, so the record's time 0 is the "

@@ -65,3 +65,24 @@ def test_a_target_no_better_than_zero_is_a_warning():
     # an error of exactly zero's (1.0) is no better than zero; just below it is
     assert zero_warning({"delay_ms": 1.0, "rows": [{**rows[0], "nrmse": 1.0}]}) is not None
     assert zero_warning({"delay_ms": 1.0, "rows": [{**rows[0], "nrmse": 0.999}]}) is None
+
+
+def test_a_limit_falling_steeply_with_the_delay_is_a_warning():
+    # an acceptance test's 60-storey shear frame (imported matrices, three dashpots): F45's
+    # limit 0.787 at the build's 20 ms (19.4 ms tabulated), 0.059 at 100 ms; its runs 0.97
+    from offline.limit.ratio import delay_warning, ratios
+    table = {"force_names": ["F45"], "output_names": ["d20"],
+             "delays_ms": [0.0, 5.0, 10.0, 19.4, 100.0],
+             "lag_force_nrmse": [[1.0], [0.99], [0.95], [0.787], [0.059]],
+             "lag_output_nrmse": [[0.2], [0.15], [0.12], [0.10], [0.08]]}
+    acc = ratios(table, {"F45": 0.97, "d20": 0.11}, 20.0)
+    warn = delay_warning(table, acc)
+    assert warn is not None and "F45 0.787 at 20 ms, 0.059 at 100 ms" in warn
+    assert "d20" not in warn and "max_delay = 0.1" in warn
+    # not steep enough (0.787 -> 0.40 > half), or already good at the delay (< 0.3): None
+    table["lag_force_nrmse"][-1] = [0.40]
+    assert delay_warning(table, ratios(table, {"F45": 0.97}, 20.0)) is None
+    table["lag_force_nrmse"][-2:] = [[0.29], [0.01]]
+    assert delay_warning(table, ratios(table, {"F45": 0.3}, 20.0)) is None
+    # the estimator already at the longest delay: None
+    assert delay_warning(table, ratios(table, {"F45": 0.3}, 100.0)) is None

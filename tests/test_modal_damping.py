@@ -69,3 +69,16 @@ def test_calibration_runs_engine_equals_simulate_modal(tmp_path):
     got = run_modal(modal_model(model, [2], [8, 5], n_modes=80), F, dt, 40, [2, 0])
     for j in range(2):
         assert np.max(np.abs(got[:, j] - ref[:, j])) <= 1e-9 * np.max(np.abs(ref[:, j]))
+
+
+def test_complex_modes_equal_one_solve_per_frequency(tmp_path):
+    # the two routes of coupled_receptance: the complex modes' sum (used when every mode is
+    # elastic) and one linear solve per frequency (the fallback); same receptance to 1e-9
+    from offline.limit.modal_damping import _solved_receptance, coupled_receptance
+
+    model = build_fe_model(load_model_file(_dashpot_chain(tmp_path)))
+    mm = modal_model(model, [2], [8, 5], n_modes=80)
+    w = 2 * np.pi * np.linspace(0.0, 500.0, 257)
+    a = coupled_receptance(mm.lam, mm.Ct, w, mm.Phi_out, mm.Phi_in)
+    b = _solved_receptance(mm.lam, mm.Ct, w, mm.Phi_out, mm.Phi_in)
+    assert np.max(np.abs(a - b)) <= 1e-9 * np.max(np.abs(b))

@@ -59,11 +59,35 @@ def run_coupled(lam: np.ndarray, Ct: np.ndarray, P: np.ndarray, dt: float,
     return X[:, :m], X[:, m:]
 
 
+#: largest condition number of the complex modes' eigenvector matrix used as a basis
+EIG_COND_MAX = 1e8
+
+
 def coupled_receptance(lam: np.ndarray, Ct: np.ndarray, w: np.ndarray, Phi_out: np.ndarray,
-                       Phi_in: np.ndarray, chunk: int = 256) -> np.ndarray:
+                       Phi_in: np.ndarray) -> np.ndarray:
     """``Phi_out (diag(lam) - w^2 I + i w Ct)^-1 Phi_in^T`` (nfreq, nprobe, nin) at the
     angular frequencies ``w``; at ``w = 0`` ``1 / lam`` per mode, 0 for a rigid mode (the
-    forces carry no power at DC), as the diagonal path."""
+    forces carry no power at DC), as the diagonal path.
+
+    By the complex modes of (1), ``A = V diag(mu) V^-1`` with ``A = [[0, I], [-diag(lam),
+    -Ct]]``: ``q(w) = [I 0] V diag(1 / (i w - mu)) V^-1 [0; I] p(w)``, one sum over 2m
+    modes per frequency as the diagonal path; by one solve per frequency where ``V`` is
+    ill-conditioned (a rigid mode: a defective eigenvalue at 0)."""
+    m = lam.size
+    if np.all(lam > 0.0):
+        Ac = np.block([[np.zeros((m, m)), np.eye(m)], [-np.diag(lam), -Ct]])
+        mu, V = np.linalg.eig(Ac)
+        if np.linalg.cond(V) < EIG_COND_MAX:
+            left = Phi_out @ V[:m]                         # (nprobe, 2m)
+            right = np.linalg.solve(V, np.vstack([np.zeros((m, m)), np.eye(m)])) @ Phi_in.T
+            with np.errstate(divide="ignore", invalid="ignore"):
+                den = 1.0 / (1j * w[:, None] - mu[None, :])
+            return np.einsum("pj,kj,ji->kpi", left, den, right)
+    return _solved_receptance(lam, Ct, w, Phi_out, Phi_in)
+
+
+def _solved_receptance(lam, Ct, w, Phi_out, Phi_in, chunk: int = 256) -> np.ndarray:
+    """:func:`coupled_receptance` by one linear solve per frequency."""
     m = lam.size
     out = np.zeros((w.size, Phi_out.shape[0], Phi_in.shape[0]), dtype=complex)
     B = Phi_in.T.astype(complex)

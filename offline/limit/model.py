@@ -143,6 +143,12 @@ def _absolute_noise(loads) -> bool:
     return getattr(loads, "noise_std", None) is not None
 
 
+def _declared_std(spec, noise=None) -> tuple:
+    """Per channel: the limit uses its sensor's ``noise_std`` (:func:`noise_std`)."""
+    return tuple(noise is None and getattr(s, "noise_std", None) is not None
+                 for s in spec.sensors)
+
+
 def _levels(spec, noise=None) -> np.ndarray:
     nch = len(spec.sensors)
     lv = np.array([s.noise for s in spec.sensors]) if noise is None \
@@ -168,6 +174,7 @@ class ModelLimit:
     noise_std: np.ndarray                  # (nch,) absolute std [channel unit]
     lag_exact: np.ndarray | None = None    # (nl, nf + nout) True: exact IIR, else FIR bound
     noise_absolute: bool = False           # noise_std is a load model's (not noise x std(y))
+    noise_declared: tuple = ()             # per channel: its sensor's noise_std is used
     info: dict = field(default_factory=dict)
 
     def at_delay(self, delay_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -210,7 +217,9 @@ class ModelLimit:
         if self.noise_absolute:
             return ("noise std " + ", ".join(f"{v:.3g}" for v in self.noise_std)
                     + " (the load model's, in the channels' units)")
-        return "noise " + ", ".join(f"{100 * v:g} %" for v in self.noise)
+        given = self.noise_declared or (False,) * len(self.noise)
+        return "noise " + ", ".join(f"std {sd:.3g} (noise_std)" if g else f"{100 * v:g} %"
+                                    for v, sd, g in zip(self.noise, self.noise_std, given))
 
     def format(self, achieved: dict | None = None, ratio_delay_s: float | None = None) -> str:
         """Table: one row per force/output, limit at each delay and non-causal; ``achieved``
@@ -257,13 +266,17 @@ def _grid_points(mm, dt: float, M: int) -> int:
     return 2 ** np.clip(np.ceil(np.log2(max(16 * tau / dt, 4 * M))), 13, 18)
 
 
+def _kinds(spec) -> list:
+    """The derivative order of each sensor, then each output (0 u, 1 v, 2 a)."""
+    return [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind) for o in spec.outputs]
+
+
 def limit_grid(spec, mm, dt: float, loads, *, noise=None, chain=None, memory: int = 1,
                n: int | None = None) -> tuple:
     """``(n, (Hy, Hz, P, noise_var))``: the limit's DFT grid (:func:`_grid_points`, or ``n``)
     and the sensors' and outputs' transfer, the force power and the white noise variance on
     its one-sided bins (:func:`_on_grid`); ``mm``'s probes are the sensors, then the outputs."""
-    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
-                                                          for o in spec.outputs]
+    kinds = _kinds(spec)
     n = int(n or _grid_points(mm, dt, memory))
     return n, _on_grid(spec, mm, kinds, len(spec.sensors), loads, noise, dt, n, chain)
 
@@ -326,8 +339,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
     cd = [sensor_probe(model, s, s.where or s.name) for s in spec.sensors]
     fd = [resolve_dofs(model, f.select, f.dof, f.where or f.name)[0] for f in spec.forces]
     od = [output_probe(model, o) for o in spec.outputs]
-    kinds = [kind_order(s.kind) for s in spec.sensors] + [kind_order(o.kind)
-                                                          for o in spec.outputs]
+    kinds = _kinds(spec)
     nch = len(cd)
     lags = np.unique(np.round(np.asarray(delays, dtype=float) / dt).astype(int))
     loads = force_spectra(spec) if loads is None else loads
@@ -358,6 +370,7 @@ def model_limit(spec, model=None, *, noise=None, delays=(0.0, 0.005, 0.01, 0.02,
                       delays_s=lags * dt, lag_force_nrmse=lf, lag_output_nrmse=lo, dt=dt,
                       memory=M, n_grid=n, noise=_levels(spec, noise), noise_std=np.sqrt(white),
                       lag_exact=exact, noise_absolute=_absolute_noise(loads),
+                      noise_declared=_declared_std(spec, noise),
                       info={"full_dofs": int(model.n_dofs), "n_modes": int(mm.lam.size),
                             # the stationary std of each force and output under the load:
                             # the normaliser of every limit above (offline/limit/ratio.py)

@@ -22,6 +22,8 @@ beaten; a non-causal limit would flatter a causal estimator's ratio.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from edge.estimator import Estimator
@@ -121,9 +123,31 @@ def build_accuracy(bundle, runs, spec, model, mm, loads) -> dict | None:
     names = [f.name for f in bundle.forces] + [o.name for o in bundle.outputs]
     out = ratios(lim, dict(zip(names, r["nrmse"])), delay * 1e3)
     out["seconds"] = time.perf_counter() - t0
-    if (warn := zero_warning(out, bundle.method == "tikhonov")) is not None:
+    for warn in filter(None, (zero_warning(out, bundle.method == "tikhonov"),
+                              delay_warning(bundle.meta["limit"], out))):
         bundle.meta.setdefault("warnings", []).append(warn)
     return out
+
+
+def delay_warning(table: dict, acc: dict) -> str | None:
+    """The targets a longer delay would estimate far better, or None: the limit at the
+    estimator's delay is poor (>= 0.3) and the build's table (``ModelLimit.as_dict``) has a
+    longer delay whose limit is at most half of it (an FIR upper bound there: the gain is
+    real). A force reached only through slow, lightly damped modes is such a case (an
+    acceptance test's shear frame: 0.787 at 19.4 ms, 0.059 at 100 ms)."""
+    longest = max(table["delays_ms"])
+    bad = []
+    for r in acc["rows"]:
+        far = limit_at(table, r["name"], longest)
+        if far is not None and far[1] > acc["delay_ms"] and r["limit"] >= 0.3 \
+                and far[0] <= 0.5 * r["limit"]:
+            bad.append(f"{r['name']} {r['limit']:.3g} at {acc['delay_ms']:.3g} ms, "
+                       f"{far[0]:.3g} at {far[1]:.3g} ms")
+    if not bad:
+        return None
+    return ("the accuracy limit falls steeply with the estimate's delay: " + "; ".join(bad)
+            + f": set [estimator] max_delay = {math.ceil(longest) / 1e3:g} (seconds) or more "
+            "to let the build choose a longer delay, if the application can wait that long")
 
 
 def zero_warning(acc: dict, tikhonov: bool = False) -> str | None:

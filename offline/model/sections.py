@@ -300,6 +300,24 @@ def default_chain(rate: float, n_sensors: int):
     return Chain("ads1256", float(ch.drate), ch.mode, tuple(float(-o) for o in ch.offsets))
 
 
+def point_sample_warning(spec) -> str | None:
+    """The warning of a model file without ``[acquisition]`` whose rate no ADS1256 data rate
+    gives for its sensors (:func:`default_chain` then falls back to point samples): the
+    build's figures are for an ideal converter the device's chip cannot be; None otherwise."""
+    if spec.acquisition is not None or not spec.sensors or not spec.chain().ideal:
+        return None
+    n = len(spec.sensors)
+    mode = "continuous" if n == 1 else "cycle"
+    rate = spec.estimator.rate if spec.estimator is not None else EstimatorSpec().rate
+    near = sorted(row_rates(n, mode).items(), key=lambda dr: abs(dr[1] - rate))[:3]
+    opts = ", ".join(f"{r:.6g} ({d:g} SPS)" for d, r in sorted(near, key=lambda dr: -dr[1]))
+    return (f"{spec.where('[estimator] rate')}: no ADS1256 data rate gives {rate:g} rows/s "
+            f"with {n} sensor(s) in {mode} mode, so without [acquisition] the bundle is built "
+            "for point samples (converter \"ideal\"), which the device's ADS1256 cannot "
+            f"deliver (vsense-edge check-config refuses the pair): set rate to a row rate "
+            f"nearby, {opts}, or declare the converter you use in [acquisition]")
+
+
 def near_row_rate(f, estimator, n_sensors: int) -> None:
     """Refuse an ``[estimator] rate`` a rounding away from an ADS1256 row rate (docs/modelfile.md
     prints 1,014.33 for 3043 / 3 rows/s): without ``[acquisition]`` it matches no data rate
