@@ -56,13 +56,13 @@ def run_modal(mm, F_fine: np.ndarray, dt_fine: float, decim: int, kinds) -> np.n
     Each mode ``q'' + c q' + lam q = phi_in^T f`` is integrated exactly for a force linear
     between fine steps (:func:`edge.estimator.expm.foh_matrices`; all modes at once where
     the damping couples them, :func:`offline.limit.modal_damping.run_coupled`);
-    displacements add the residual flexibility ``R f``. Returns the probes (nt // decim + 1, nprobe) at every
-    ``decim``-th fine step; ``kinds`` (nprobe,) 0 u, 1 v, 2 a.
+    displacements add the residual flexibility ``R f``. Returns the probes
+    (nt // decim + 1, nprobe) at every ``decim``-th fine step; ``kinds`` (nprobe,) 0 u, 1 v,
+    2 a.
     """
     if mm.Ct is not None:  # damping coupling the modes (offline/limit/modal_damping.py)
-        Q, Qd = run_coupled(mm.lam, mm.Ct, F_fine @ mm.Phi_in, dt_fine, decim)
-        return _probes(mm, Q, Qd, (F_fine @ mm.Phi_in)[::decim] - Qd @ mm.Ct - mm.lam * Q,
-                       F_fine[::decim], kinds)
+        Q, Qd, Qdd = run_coupled(mm.lam, mm.Ct, F_fine @ mm.Phi_in, dt_fine, decim)
+        return _probes(mm, Q, Qd, Qdd, F_fine[::decim], kinds)
     m = mm.lam.size
     A = np.zeros((m, 2, 2))
     G0 = np.zeros((m, 2))

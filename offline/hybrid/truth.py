@@ -49,8 +49,9 @@ def simulate_cubic(model, force_dofs, spring_dof: int, k3: float, F_fine, dt_fin
     md = modes(model.K, model.M, n_modes)
     lam, Phi = np.clip(md.lam, 0.0, None), md.Phi
     c, Ct = modal_damping(Phi, model.damping_matrix())  # Ct: damping coupling the modes
-    if Ct is not None:
-        c = Ct
+
+    def damping(v):  # Ct v, or c v mode by mode where the damping is proportional
+        return c * v if Ct is None else Ct @ v
     P = Phi[np.asarray(force_dofs, dtype=int)].T        # (m, nf)
     ps = Phi[int(spring_dof)]                           # (m,)
     m = lam.size
@@ -59,7 +60,7 @@ def simulate_cubic(model, force_dofs, spring_dof: int, k3: float, F_fine, dt_fin
     def rhs(eta, v, f):
         u = ps @ eta
         # eta'' = Phi^T B f - Phi_s k3 u^3 - Ct eta' - lam eta  (Ct = diag(c) unless coupled)
-        return P @ f - ps * (k3 * u ** 3) - (c @ v if c.ndim == 2 else c * v) - lam * eta
+        return P @ f - ps * (k3 * u ** 3) - damping(v) - lam * eta
 
     n_out = (nt - 1) // decim + 1
     eta, v = np.zeros(m), np.zeros(m)

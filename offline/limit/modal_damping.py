@@ -18,17 +18,18 @@ import numpy as np
 
 from edge.estimator.expm import foh_matrices
 
-#: off-diagonal entries of Ct up to this fraction of its largest diagonal one are round-off
-COUPLING_RTOL = 1e-8
+#: off-diagonal entries of Ct up to this fraction of its largest entry are round-off
+COUPLING_RTOL = 1e-9
 
 
 def modal_damping(Phi: np.ndarray, C) -> tuple[np.ndarray, np.ndarray | None]:
     """``(c, Ct)``: ``c = diag(Phi^T C Phi)`` (m,) and the whole ``Ct`` (m, m) where the
-    damping couples the modes (else None)."""
-    Ct = np.asarray(Phi.T @ (C @ Phi))
+    damping couples the modes (else None). The one rule for the full model's truth and
+    limit and for the smoother's design (:func:`offline.smoother.gains.modal_dynamics`)."""
+    Ct = np.asarray(Phi.T @ C @ Phi)
     Ct = 0.5 * (Ct + Ct.T)
     c = np.diag(Ct).copy()
-    scale = max(float(np.max(np.abs(c), initial=0.0)), 1e-300)
+    scale = max(float(np.max(np.abs(Ct), initial=0.0)), 1e-300)
     off = np.abs(Ct - np.diag(c))
     return c, (Ct if float(np.max(off, initial=0.0)) > COUPLING_RTOL * scale else None)
 
@@ -44,9 +45,9 @@ def coupled_steps(lam: np.ndarray, Ct: np.ndarray, dt: float) -> tuple:
 
 
 def run_coupled(lam: np.ndarray, Ct: np.ndarray, P: np.ndarray, dt: float,
-                decim: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(Q, Qd)`` of (1) from rest under the modal load ``P`` (nt, m) on a fine grid of
-    step ``dt``, at every ``decim``-th step: ``((nt - 1) // decim + 1, m)`` each."""
+                decim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Q, Qd, Qdd)`` of (1) from rest under the modal load ``P`` (nt, m) on a fine grid
+    of step ``dt``, at every ``decim``-th step: ``((nt - 1) // decim + 1, m)`` each."""
     m, nt = lam.size, P.shape[0]
     Ad, G0, G1 = coupled_steps(lam, Ct, dt)
     U = P[:-1] @ G0.T + P[1:] @ G1.T  # the load's part of each step (nt - 1, 2m)
@@ -56,7 +57,9 @@ def run_coupled(lam: np.ndarray, Ct: np.ndarray, P: np.ndarray, dt: float,
         x = Ad @ x + U[k]
         if (k + 1) % decim == 0:
             X[(k + 1) // decim] = x
-    return X[:, :m], X[:, m:]
+    Q, Qd = X[:, :m], X[:, m:]
+    # q'' = p - Ct q' - diag(lam) q   (Ct symmetric)
+    return Q, Qd, P[::decim] - Qd @ Ct - lam * Q
 
 
 #: largest condition number of the complex modes' eigenvector matrix used as a basis

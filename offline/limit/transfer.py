@@ -9,9 +9,9 @@ honest calibration run (:func:`offline.simulate.simulate_modal`)::
                  + (K - s M)^-1 - sum_i phi_i phi_i^T / (lam_i - s) ] B f(omega)
 
 with ``c_i = phi_i^T C phi_i`` (the whole ``Phi^T C Phi`` where the damping couples the
-modes: :mod:`offline.limit.modal_damping`) and ``s`` the shift of the factorisation (0 for a grounded
-model; a negative shift for a free-free one, so the residual term exists with rigid-body
-modes). Velocity ``i omega u``, acceleration ``-omega^2 u``.
+modes: :mod:`offline.limit.modal_damping`) and ``s`` the shift of the factorisation (0 for a
+grounded model; a negative shift for a free-free one, so the residual term exists with
+rigid-body modes). Velocity ``i omega u``, acceleration ``-omega^2 u``.
 """
 
 from __future__ import annotations
@@ -49,9 +49,8 @@ class ModalModel:
         """``H`` (nfreq, nprobe, nin) complex; ``kinds`` (nprobe,) 0 u, 1 v, 2 a."""
         w = 2 * np.pi * np.asarray(freqs_hz, dtype=float)
         kinds = np.asarray(kinds, dtype=int)
-        if self.Ct is not None:  # damping coupling the modes: one solve per frequency
-            Hu = coupled_receptance(self.lam, self.Ct, w, self.Phi_out, self.Phi_in)
-            Hu = Hu + self.R[None]
+        if self.Ct is not None:  # damping coupling the modes (offline/limit/modal_damping.py)
+            Hu = coupled_receptance(self.lam, self.Ct, w, self.Phi_out, self.Phi_in) + self.R[None]
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 # 1 / (lam_i - w^2 + i w c_i) per mode and frequency

@@ -18,6 +18,7 @@ from edge.bundle import Bundle
 from edge.kinds import kind_order
 from edge.estimator.operator import EstimatorError, modal_basis
 from offline._deps import need
+from offline.limit.modal_damping import modal_damping
 from offline.model.checks import EIG_ERROR_WARN_PCT
 from offline.smoother.chain import chain_model, sensor_model
 from offline.smoother.van_loan import van_loan
@@ -163,12 +164,10 @@ def modal_dynamics(bundle: Bundle, force_models=None, anchor_hz=None) -> ModalDy
     ["rigid_anchor_hz"]``) or, without it, at the frequency the ``force_models`` set
     (:func:`_anchor_rigid_modes`)."""
     w2, Phi = modal_basis(bundle.M, bundle.K)  # rigid-body modes: exactly omega^2 = 0
-    Ct = Phi.T @ bundle.C @ Phi
-    Ct = 0.5 * (Ct + Ct.T)
-    off = Ct - np.diag(np.diag(Ct))
-    proportional = float(np.max(np.abs(off))) <= 1e-9 * max(float(np.max(np.abs(Ct))), 1e-300)
+    c, Ct = modal_damping(Phi, bundle.C)
+    proportional = Ct is None
     if proportional:
-        Ct = np.diag(np.diag(Ct))
+        Ct = np.diag(c)
     rigid = w2 <= 0.0
     w2_dyn, Ct_dyn, anchor = w2, Ct, 0.0  # the dynamics; rows of H use the true w2, Ct
     if np.any(rigid):
