@@ -197,9 +197,7 @@ class LevelTracker:
         if self.innov is None:
             b = self._decide_one(math.log(r), self.log_table[a])
             self.std_level = max(a if last else self.std_level, b)
-        elif self.innov[a, 0] > 0:  # g^2 = (r - nu tr) / tq, as _estimate_load
-            g2 = min((r - self.noise_scale * self.innov[a, 1]) / self.innov[a, 0],
-                     self.grid[-1] ** 2)
+        elif (g2 := self._nis_load(a, r)) is not None:
             self.start_power = g2 if last else max(self.start_power, g2)
         return a
 
@@ -368,10 +366,19 @@ class LevelTracker:
         averaged ``rho`` lies beyond every ratio's (a model error colours the innovations):
         the clipped ratio put the frame's noise at 0.002 of the learned one at its designed
         load, and its stated std of the outputs then wandered 0.6-1.6x after a step down."""
+        g2 = self._nis_load(a, r)
+        if g2 is not None:
+            self.load_power = g2
+
+    def _nis_load(self, a: int, r: float) -> float | None:
+        """``g^2 = (r - nu tr) / tq`` of a mean NIS ``r`` under the gains of ``a`` at the
+        tracked noise ``nu``, within the grid; None where the load does not reach the
+        innovations (``tq = 0``)."""
         tq, tr = self.innov[a, 0], self.innov[a, 1]
-        if tq > 0:
-            g2 = (r - self.noise_scale * tr) / tq
-            self.load_power = min(max(g2, self.grid[0] ** 2), self.grid[-1] ** 2)
+        if not tq > 0:
+            return None
+        g2 = (r - self.noise_scale * tr) / tq
+        return min(max(g2, self.grid[0] ** 2), self.grid[-1] ** 2)
 
     def _estimate(self, a: int, r: float, s2: float) -> None:
         """``noise_scale`` and ``load_power`` from a mean NIS ``r`` under the gains of ``a``
