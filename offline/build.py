@@ -50,7 +50,7 @@ from offline.smoother.chain_alt import with_chain_alternative
 from offline.load.units import records_at_model_level
 from offline.load.select import choice_meta, learn_and_choose
 from offline.load.declared import replaced_kinds
-from offline.load.observability import bundle_blind_warning
+from offline.load.observability import bundle_load_warnings
 from offline.limit.transfer import modal_model
 from offline.build_report import build_summary, write_build_report
 from offline.model import EstimatorSpec, ModelSpec, build_fe_model, load_model_file
@@ -372,10 +372,10 @@ def _stage_load_meta(st: BuildState) -> None:
             bundle.meta["accuracy"] = acc
     used = load_model if load_model is not None else declared_load_model(spec, bundle.rate)
     bundle.meta["load_model"] = used.as_meta()
-    blind = bundle_blind_warning(st.mm, used, bundle, spec)  # loads no record tells apart
-    if blind:
+    warns = bundle_load_warnings(st.mm, used, bundle, spec)  # loads the records cannot show
+    if warns:
         info = bundle.meta["load_model"]["info"]
-        bundle.meta["load_model"]["info"] = {**info, "warnings": info.get("warnings", []) + [blind]}
+        bundle.meta["load_model"]["info"] = {**info, "warnings": info.get("warnings", []) + warns}
     if st.load_fit is not None:  # does it explain the records? (whatever estimator was chosen)
         fit = st.load_fit
         fit.info["check"] = check_learned(bundle, spec, st.est_spec, load_model,
