@@ -346,7 +346,7 @@ def _stage_device_gains(st: BuildState) -> None:
     st.bundle = with_load_levels(st.bundle, scale_noise=relative)
     _timed(st, "load levels", t5)
     t5 = time.perf_counter()
-    st.bundle = with_chain_alternative(st.bundle)
+    st.bundle = with_chain_alternative(st.bundle, st.runs)
     _timed(st, "chain check", t5)
     t5 = time.perf_counter()
     st.bundle = with_std_scale(st.bundle, st.runs)

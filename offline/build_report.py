@@ -91,6 +91,9 @@ def _chain_lines(b) -> list[str]:
                      f"{nb} drifting-offset state(s)" + (
                          f", moving averages over {b.chain.intervals(b.dt, len(b.channels))}"
                          f" intervals" if b.chain.average else ""))
+    note = b.meta.get("chain_check", {}).get("note")
+    if note and b.method == "smoother":
+        lines.append(f"  chain check: {note}")
     return lines
 
 

@@ -117,6 +117,9 @@ def test_device_and_offline_statistics_have_a_margin(beam):
 
     for name, right in (("point", "ideal"), ("ads", "ads1256")):
         b = Bundle.load(beam / f"{name}.npz")
+        # the build's own runs tell the chains apart, so the bundle carries the check
+        # (offline.smoother.chain_alt.SEPARABLE: 0.1 LLR_MAX)
+        assert b.meta["chain_check"]["runs_llr"] < -0.1 * LLR_MAX, b.meta["chain_check"]
         for s in SEEDS:
             for chain in ("ideal", "ads1256"):
                 Y = read_records([beam / f"{chain}_{s}_measurement.csv"],

@@ -38,11 +38,39 @@ def alternative_chain(chain: Chain, rate: float, nch: int) -> Chain | None:
                    offsets=tuple(-np.asarray(plan.offsets)))
 
 
-def with_chain_alternative(bundle: Bundle) -> Bundle:
+#: |LLR| on the build's calibration runs (through the declared chain) below which the two
+#: chains count as not separable with these channels: a wrong chain would stay as far below
+#: LLR_MAX (one tip laser converted continuously: within +-0.001; two channels cycled:
+#: 0.095-0.33, module docstring of :mod:`edge.estimator.chain_check`); the records check's
+#: "about equally" (:func:`records_chain_check`)
+SEPARABLE = 0.1 * LLR_MAX
+
+
+def runs_llr(bundle: Bundle, kf: dict, runs, burn_s: float = 0.25) -> float | None:
+    """The log-likelihood ratio alternative / bundle [nats per sample and channel] of the
+    build's calibration runs (:class:`offline.calibration_runs.CalRun`: the noisy ``Y``
+    through the declared chain, from each run's ``start``, at least ``burn_s``), both
+    filters from ``kf`` started at 0; None without rows."""
+    own = Filter(kf["A"], kf["H"], kf["K"], kf["Sinv"])
+    alt = Filter(kf["alt_A"], kf["alt_H"], kf["alt_K"], kf["alt_Sinv"])
+    num = den = 0.0
+    for r in runs:
+        Y = np.ascontiguousarray(r.Y, dtype=float)
+        s0 = max(int(r.start), int(round(burn_s / bundle.dt)))
+        n = (Y.shape[0] - s0) * Y.shape[1]
+        if n > 0:
+            num += llr(own, alt, Y, 0, s0) * n
+            den += n
+    return num / den if den else None
+
+
+def with_chain_alternative(bundle: Bundle, runs=None) -> Bundle:
     """A copy of a smoother ``bundle`` with the steady filter of :func:`alternative_chain`
     (``kf_alt_A``, ``_H``, ``_K``, ``_Sinv``; ``meta["chain_check"]``), designed from the
     bundle's own load model (``meta["estimator"]``); unchanged when there is no alternative
-    or its design fails (said in ``meta["chain_check"]["note"]``)."""
+    or its design fails, and without the filter when the build's calibration ``runs`` cannot
+    tell the two chains apart (:data:`SEPARABLE`: the device's check would cost 2-3 us per
+    row and never flag), each said in ``meta["chain_check"]["note"]``."""
     alt = alternative_chain(bundle.chain, bundle.rate, len(bundle.channels))
     meta = dict(bundle.meta)
     if alt is None:
@@ -63,7 +91,17 @@ def with_chain_alternative(bundle: Bundle) -> Bundle:
         return bundle.replace(meta=meta)
     kf = dict(bundle.kf)
     kf.update({"alt_A": d.A, "alt_H": d.H, "alt_K": d.K, "alt_Sinv": d.Sinv})
-    meta["chain_check"] = {"alternative": alt.as_dict()}
+    v = None if not runs else runs_llr(bundle, kf, runs)
+    v = None if v is None else float(v)
+    if v is not None and abs(v) < SEPARABLE:
+        meta["chain_check"] = {"alternative": None, "runs_llr": v, "note": (
+            f"the build's calibration runs, converted as declared ({chain_name(bundle.chain)}),"
+            f" fit {chain_name(alt)} as well ({v:+.2g} nats per sample and channel): with "
+            "these channels a wrong chain would not be noticed, so the device does not "
+            "check it")}
+        return bundle.replace(meta=meta)
+    meta["chain_check"] = {"alternative": alt.as_dict(),
+                           **({} if v is None else {"runs_llr": v})}
     return bundle.replace(kf=kf, meta=meta)
 
 
