@@ -349,7 +349,7 @@ def _stage_device_gains(st: BuildState) -> None:
     st.bundle = with_chain_alternative(st.bundle, st.runs)
     _timed(st, "chain check", t5)
     t5 = time.perf_counter()
-    st.bundle = with_std_scale(st.bundle, st.runs)
+    st.bundle = with_std_scale(st.bundle, st.runs, narrow=st.load_model is not None)
     _timed(st, "std scale", t5)
 
 
