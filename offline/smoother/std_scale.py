@@ -145,27 +145,28 @@ def ratio_statistics(errors, stds) -> tuple:
     return np.where(np.isfinite(r), r, 1.0), n_eff
 
 
+def _chi2_factor(n_eff, quantile: float) -> np.ndarray:
+    """``sqrt(n_eff / chi2_q(n_eff))`` (1 where ``n_eff`` is infinite; a placeholder 1 degree
+    of freedom where it is not positive, which the callers replace)."""
+    chi2 = need("scipy.stats").chi2
+    nu = np.where(n_eff > 0, n_eff, 1.0)
+    return np.where(np.isinf(nu), 1.0,
+                    np.sqrt(nu / chi2.ppf(quantile, np.where(np.isinf(nu), 1.0, nu))))
+
+
 def ratio_lower_bound(r, n_eff, confidence: float = CONFIDENCE) -> np.ndarray:
     """The one-sided ``confidence`` lower bound (3) of the true ratio, given the measured
     ``r`` over ``n_eff`` effective samples: ``r sqrt(n_eff / chi2_conf(n_eff))``; ``r``
     itself where ``n_eff`` is infinite, 0 where it is not positive (nothing measured)."""
-    chi2 = need("scipy.stats").chi2
     r, n_eff = np.asarray(r, dtype=float), np.asarray(n_eff, dtype=float)
-    nu = np.where(n_eff > 0, n_eff, 1.0)
-    f = np.where(np.isinf(nu), 1.0,
-                 np.sqrt(nu / chi2.ppf(confidence, np.where(np.isinf(nu), 1.0, nu))))
-    return np.where(n_eff > 0, r * f, 0.0)
+    return np.where(n_eff > 0, r * _chi2_factor(n_eff, confidence), 0.0)
 
 
 def ratio_upper_bound(r, n_eff, confidence: float = CONFIDENCE) -> np.ndarray:
     """The one-sided ``confidence`` upper bound (4) of the true ratio: ``r sqrt(n_eff /
     chi2_(1-conf)(n_eff))``; ``r`` where ``n_eff`` is infinite, inf where it is not positive."""
-    chi2 = need("scipy.stats").chi2
     r, n_eff = np.asarray(r, dtype=float), np.asarray(n_eff, dtype=float)
-    nu = np.where(n_eff > 0, n_eff, 1.0)
-    f = np.where(np.isinf(nu), 1.0,
-                 np.sqrt(nu / chi2.ppf(1.0 - confidence, np.where(np.isinf(nu), 1.0, nu))))
-    return np.where(n_eff > 0, r * f, np.inf)
+    return np.where(n_eff > 0, r * _chi2_factor(n_eff, 1.0 - confidence), np.inf)
 
 
 def run_errors(bundle, runs) -> tuple:
