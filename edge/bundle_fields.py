@@ -109,7 +109,7 @@ level_Wt          | f | (nl, nch, nch)    | 4 | innovation whitening at each lev
 level_std         | f | (nl, nq)          | 4 | standard deviation of each force and output at each level
 level_nis         | f | (nl, nl)          | 4 | mean NIS per channel at level a when the load is at level b (schema 4-6: tr(S_a^-1 S_b) / nch; 7: exact)
 startup_var       | f | (N, nq)           | 7 | start-up: each row's error variance above the steady std^2 (from the first sample and a reset, until within 1 %)
-std_scale         | f | (nq,)             | 9 | each force's and output's stated std is multiplied by it (> 0; below 1 only from build --record): the model's own error, measured on the build's full-model calibration runs (schema <= 8: 1)
+std_scale         | f | (nq,)             | 9 | each force's and output's stated std is multiplied by it (> 0): the model's own error, measured on full-model calibration runs drawn from the smoother's own load model (schema <= 8: 1)
 track_innov       | f | (nl, 4)           | 7 | load levels that set the load-to-noise ratio (noise a property of the sensor): the innovations at level a per unit load power and per unit noise, mean NIS (tq, tr) and lag-1 product (cq, cr) per channel; the device tracks the noise scale too
 track_var         | f | (nl, 2, nq)       | 7 | with track_innov: error variance of each force and output under the gains of level a, per unit load power and per unit noise
 alt_A             | f | (na, na)          | 8 | chain check: the state transition of the steady filter of an alternative measurement chain (ideal for a converter, the ADS1256 for point samples; meta chain_check names it)

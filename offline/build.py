@@ -38,7 +38,7 @@ import numpy as np
 
 from edge.bundle import Bundle
 from edge.estimator import EstimatorError, derive_operator
-from offline.calibration_runs import calibration_runs, noise_warning
+from offline.calibration_runs import calibration_runs, noise_warning, own_load_runs
 from offline.hybrid import attach_hybrid
 from offline.inverse.pipeline import attach
 from offline.limit.model import force_spectra, model_limit, noise_std
@@ -335,8 +335,7 @@ def _stage_maps(st: BuildState) -> None:
 
 def _stage_device_gains(st: BuildState) -> None:
     """The smoother's gains for the device: to follow the load's level (kf_level_*), to check
-    the measurement chain (kf_alt_*), and the model's own error in the stated std
-    (kf_std_scale)."""
+    the measurement chain (kf_alt_*), and the model's own error in the stated std (std_scale)."""
     if st.bundle.method != "smoother":
         return
     t5 = time.perf_counter()
@@ -349,7 +348,8 @@ def _stage_device_gains(st: BuildState) -> None:
     st.bundle = with_chain_alternative(st.bundle, st.runs)
     _timed(st, "chain check", t5)
     t5 = time.perf_counter()
-    st.bundle = with_std_scale(st.bundle, st.runs, narrow=st.load_model is not None)
+    runs = own_load_runs(st.rm, st.bundle, st.mm, st.runs, st.load_model)
+    st.bundle = with_std_scale(st.bundle, runs, narrow=True)  # the smoother's own load
     _timed(st, "std scale", t5)
 
 

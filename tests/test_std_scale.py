@@ -304,3 +304,60 @@ def test_the_frames_acceleration_output_is_covered_with_a_record(tmp_path):
     err = E[k, cols.index("a1z")] - T[idx, tc.index("a1z")]
     cov = np.mean(np.abs(err) <= E[k, cols.index("a1z_std")])
     assert 0.61 <= cov <= 0.75, cov
+
+
+def _declared_record(d, spec, name, seconds, seed):
+    """The frame's sensors under the smoother's own load model (the declaration's rational
+    model, ``declared_load_model``: 2-100 Hz, second-order skirts, 200 N) through
+    ``simulate --load csv`` (full model), then the sensors' ``noise_std`` (seeded)."""
+    from offline.cli import main as offline_main
+    from offline.load.declared import declared_load_model
+    fine = 1.0 / (10 * spec.estimator.rate)
+    t = np.arange(int(round((seconds + 1.0) / fine)) + 1) * fine
+    F = declared_load_model(spec, spec.estimator.rate).sample(t, seed)
+    write_table(d / f"{name}_load.csv", t, F, ["Fx"])
+    assert offline_main([str(a) for a in (
+        "simulate", FRAME, "--load", "csv", "--csv", d / f"{name}_load.csv", "--duration",
+        seconds, "--warmup", 1.0, "--noise", 0.0, "--seed", seed, "-o", d / name,
+        "--quiet")]) == 0
+    tm, Y, cols = read_table(d / f"{name}_measurement.csv")
+    sd = np.array([0.002, 0.002, 1e-7])                   # frame.toml: noise_std a1x a2x v2z
+    write_table(d / f"{name}.csv", tm, Y + sd * np.random.default_rng(seed + 7).standard_normal(
+        Y.shape), cols)
+    return d / f"{name}.csv", d / f"{name}_truth.csv"
+
+
+@pytest.mark.slow  # a simulation and a build: 60-90 s at load 3-4 on 2 cores
+def test_the_frames_acceleration_output_is_covered_without_a_record(tmp_path):
+    """The frame of benchmarks/load_user as shipped (``cb+r``, 20 modes), declared load, no
+    record. Its a1z sees the full model's 261 Hz mode, which the reduction misses; the
+    calibration runs' load has ideal band edges (nothing above 100 Hz), so the factor
+    measured on them was 1.0-1.12, and a load with the declaration's own second-order skirts
+    gave a1z 5x its stated std (1-sigma coverage 9 % on a 9 s record at 1/30 of the
+    declared level, 40 % on benchmarks/honest_structures.py's pink load). The factor is now
+    measured on runs drawn from the smoother's own load model (offline.calibration_runs.
+    own_load_runs): measured 15.5 for a1z (at 500 rows/s the reduction also misplaces the
+    in-band 242 Hz mode; the former cap of 10 left 44 % here), and on a 9 s record of that
+    model (seed 23) a1z's coverage after 2 s is 58-78 % (measured 64 %: the 61-75 % asked
+    with a record, less 3 points for one record's spread and the declared build's start-up
+    tail, which the first 2 s leave out). The build names a1z in a warning."""
+    from edge.cli import main as edge_main
+    from offline.cli import main as offline_main
+    from offline.model import load_model_file
+    spec = load_model_file(FRAME)
+    meas, truth = _declared_record(tmp_path, spec, "test", 9.0, 23)
+    b = tmp_path / "decl.npz"
+    assert offline_main([str(a) for a in ("build", FRAME, "-o", b, "--quiet")]) == 0
+    bl = Bundle.load(b)
+    sc = bl.kf["std_scale"]
+    assert sc[2] > 10.0, sc                               # a1z: forces, then d1x, a1z
+    assert any(w.startswith("stated std of a1z") for w in bl.meta["warnings"]), bl.meta
+    assert edge_main(["replay", str(meas), "--bundle", str(b), "-o",
+                      str(tmp_path / "est.csv")]) == 0
+    te, E, cols = read_table(tmp_path / "est.csv")
+    _, T, tc = read_table(truth)
+    k = te >= 2.0
+    idx = np.rint(te[k] * spec.estimator.rate).astype(int)
+    err = E[k, cols.index("a1z")] - T[idx, tc.index("a1z")]
+    cov = np.mean(np.abs(err) <= E[k, cols.index("a1z_std")])
+    assert 0.58 <= cov <= 0.78, cov
