@@ -28,6 +28,7 @@ from offline.limit.transfer import modal_model
 from offline.limit.truth_std import truth_std
 from offline.chain import (MIN_STEPS_PER_ROW, SensorDynamics, conversions, refine_grid,
                            sensor_outputs)
+from offline.load.declared import declared_load_model
 from offline.simulate import load_profile
 
 
@@ -278,7 +279,6 @@ def own_load_runs(rm, bundle, mm, runs, load_model=None) -> list[CalRun]:
     a second-order roll-off gave a1z 5x its stated std (1-sigma coverage 9-40 %)."""
     if load_model is not None:
         return runs
-    from offline.load.declared import declared_load_model
     sigma = np.mean([r.sigma for r in runs], axis=0)
     own = declared_load_model(rm.spec, bundle.rate, noise_std=sigma)
     return calibration_runs(rm.spec, rm.model, rm.chan_dofs, rm.force_dofs, rm.out_dofs,

@@ -98,5 +98,5 @@ def test_an_explicit_gmr_is_kept_and_the_sensor_named_in_the_warning(tmp_path):
     p.write_text(FRAME.replace('method = "auto"', 'method = "gmr+"'))
     res = build(p, progress=False, maps=False, limit=True)
     assert res.reduction.method == "gmr+" and "choice" not in res.bundle.meta["reduction"]
-    warn = [w for w in res.bundle.meta.get("warnings", []) if "[reduction]" in w]
+    warn = [w for w in res.bundle.meta.get("warnings", []) if "[reduction]:" in w]
     assert len(warn) == 1 and "sensor v2z" in warn[0] and 'method = "cb+r"' in warn[0], warn
