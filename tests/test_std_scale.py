@@ -254,17 +254,19 @@ def test_a_ratio_above_the_old_cap_of_3_is_shipped(bundle):
 FRAME = Path(__file__).resolve().parents[1] / "benchmarks" / "load_user" / "frame.toml"
 
 
-def _frame_record(d, name, seconds, seed):
-    """The frame's sensors under a pink 2-100 Hz load 30x below its declaration (the load of
-    benchmarks/honest_structures.py), through ``simulate --load csv`` (full model, the
-    model's converter), then the sensors' ``noise_std`` (seeded): measurement and truth."""
+def _frame_record(d, name, seconds, seed, load=None):
+    """The frame's sensors under ``load`` (a LoadModel; default a pink 2-100 Hz load 30x
+    below its declaration, the load of benchmarks/honest_structures.py), through ``simulate
+    --load csv`` (full model, the model's converter), then the sensors' ``noise_std``
+    (seeded): measurement and truth."""
     from offline.cli import main as offline_main
     from offline.forcing.force_model import ForceModel
     from offline.load.model import LoadModel
+    if load is None:
+        load = LoadModel([ForceModel("bandpass", (2.0, 100.0), 200.0 / 30, 2, tilt=1.0)])
     fine = 1.0 / 5000.0                                   # 10 points per 500 Hz sample
     t = np.arange(int(round((seconds + 1.0) / fine)) + 1) * fine
-    F = LoadModel([ForceModel("bandpass", (2.0, 100.0), 200.0 / 30, 2, tilt=1.0)]).sample(t, seed)
-    write_table(d / f"{name}_load.csv", t, F, ["Fx"])
+    write_table(d / f"{name}_load.csv", t, load.sample(t, seed), ["Fx"])
     assert offline_main([str(a) for a in (
         "simulate", FRAME, "--load", "csv", "--csv", d / f"{name}_load.csv", "--duration",
         seconds, "--warmup", 1.0, "--noise", 0.0, "--seed", seed, "-o", d / name,
@@ -306,27 +308,6 @@ def test_the_frames_acceleration_output_is_covered_with_a_record(tmp_path):
     assert 0.61 <= cov <= 0.75, cov
 
 
-def _declared_record(d, spec, name, seconds, seed):
-    """The frame's sensors under the smoother's own load model (the declaration's rational
-    model, ``declared_load_model``: 2-100 Hz, second-order skirts, 200 N) through
-    ``simulate --load csv`` (full model), then the sensors' ``noise_std`` (seeded)."""
-    from offline.cli import main as offline_main
-    from offline.load.declared import declared_load_model
-    fine = 1.0 / (10 * spec.estimator.rate)
-    t = np.arange(int(round((seconds + 1.0) / fine)) + 1) * fine
-    F = declared_load_model(spec, spec.estimator.rate).sample(t, seed)
-    write_table(d / f"{name}_load.csv", t, F, ["Fx"])
-    assert offline_main([str(a) for a in (
-        "simulate", FRAME, "--load", "csv", "--csv", d / f"{name}_load.csv", "--duration",
-        seconds, "--warmup", 1.0, "--noise", 0.0, "--seed", seed, "-o", d / name,
-        "--quiet")]) == 0
-    tm, Y, cols = read_table(d / f"{name}_measurement.csv")
-    sd = np.array([0.002, 0.002, 1e-7])                   # frame.toml: noise_std a1x a2x v2z
-    write_table(d / f"{name}.csv", tm, Y + sd * np.random.default_rng(seed + 7).standard_normal(
-        Y.shape), cols)
-    return d / f"{name}.csv", d / f"{name}_truth.csv"
-
-
 @pytest.mark.slow  # a simulation and a build: 60-90 s at load 3-4 on 2 cores
 def test_the_frames_acceleration_output_is_covered_without_a_record(tmp_path):
     """The frame of benchmarks/load_user as shipped (``cb+r``, 20 modes), declared load, no
@@ -344,8 +325,11 @@ def test_the_frames_acceleration_output_is_covered_without_a_record(tmp_path):
     from edge.cli import main as edge_main
     from offline.cli import main as offline_main
     from offline.model import load_model_file
+    from offline.load.declared import declared_load_model
     spec = load_model_file(FRAME)
-    meas, truth = _declared_record(tmp_path, spec, "test", 9.0, 23)
+    # the smoother's own load model: 2-100 Hz, second-order skirts, 200 N
+    meas, truth = _frame_record(tmp_path, "test", 9.0, 23,
+                                declared_load_model(spec, spec.estimator.rate))
     b = tmp_path / "decl.npz"
     assert offline_main([str(a) for a in ("build", FRAME, "-o", b, "--quiet")]) == 0
     bl = Bundle.load(b)
