@@ -128,7 +128,10 @@ def order_hint(meta: dict) -> str | None:
     the paper cantilever's 5-80 Hz band that is 2.65x the 20 ms limit, 1.12x with order 16
     (docs/estimator.md "Through the chip's chain"). Said when a target of the build's ratio
     (``meta["accuracy"]``) is above :data:`ORDER_HINT_RATIO` and the smoother runs the
-    declared load model with a band-pass force of order <= 2."""
+    declared load model with a band-pass force of order <= 2. Order 8 is the first advice;
+    an acceleration output, which weighs the band's upper edge by ``omega^4``, needed 16 on
+    the chain benchmark's plate (``a_out`` 1.46x its limit at order 8, 1.11x at 16;
+    docs/benchmarks.md "The measurement chain on a beam, a plate and a frame")."""
     e, acc = meta.get("estimator") or {}, meta.get("accuracy") or {}
     if e.get("method") != "smoother" or (meta.get("load_model") or {}).get("source") not in (
             None, "declared") or (meta.get("calibration") or {}).get("load") != "random":
@@ -142,8 +145,8 @@ def order_hint(meta: dict) -> str | None:
             + " the accuracy limit on calibration runs whose load has the declared band's "
             "ideal edges, and the smoother's force model rolls off at second order there (the "
             "default of a band without [[forces]] model.order); if the real load's band is "
-            "sharp, declare it ([[forces]] model = { order = 8 }), else learn it (build "
-            "--record)")
+            "sharp, declare it ([[forces]] model = { order = 8 }; 16 where an acceleration "
+            "output or a strain sees the band's upper edge), else learn it (build --record)")
 
 
 def _attached_lines(b) -> list[str]:

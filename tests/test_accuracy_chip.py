@@ -87,6 +87,7 @@ def test_the_build_names_the_second_order_roll_off_when_it_is_far_from_the_limit
     hint = order_hint(meta(2))
     assert hint is not None and "F110 2.64x, d60 2.38x" in hint, hint
     assert "model = { order = 8 }" in hint and "build --record" in hint, hint
+    assert "16 where an acceleration output" in hint, hint  # the chain benchmark's plate a_out
     # a sharp roll-off declared, a learned load, a sine declaration, near the limit: silent
     near = ratios(lim, {"F110": 0.0714, "d60": 0.00398}, 20.0)  # order 16: 1.12x / 1.01x
     assert order_hint(meta(16)) is None and order_hint(meta(2, source="record")) is None
