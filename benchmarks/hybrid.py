@@ -2,11 +2,15 @@
 paper's aluminium strip with a hardening (cubic) spring at the tip (offline/hybrid/demo.py).
 
     python benchmarks/hybrid.py [--duration 4] [--seeds 3] [--plot docs/img/hybrid.png]
+        [--rate 1082.5]
 
 Truth: the FULL FE model with the cubic spring, Runge-Kutta 4 on a 10x finer grid
 (offline/hybrid/truth.py) -- not the estimators' reduced model or discretisation; 1 % noise.
 Training: force-and-response records at two levels (low, high) and a validation record
-between them, seeds 1-3. Scoring: independent seeds (101, ...), force unknown, at both levels:
+between them, seeds 1-3. ``--rate 1082.5``: the ADS1256 cycling the two channels at 3,750
+SPS (the model file's default chain; at the default 1,000 rows/s no data rate gives the rate
+and the file falls back to point samples), the records its conversions of the truth (on a
+32x finer grid), the bundles modelling them (offline/hybrid/conversion.py). Scoring: independent seeds (101, ...), force unknown, at both levels:
 normalised RMS error (RMS(estimate - truth) / std(truth), full band) and FDE (band 0-200 Hz)
 of the force and the unmeasured displacements, for the linear smoother and the hybrid; the
 linear smoother on the linear twin (the same structure without the spring, the same force) as
@@ -91,6 +95,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3, help="scoring records per level")
     ap.add_argument("--plot", default=None, help="PNG of a stretch of the high-level record")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
+    ap.add_argument("--rate", type=float, default=1000.0,
+                    help="rows/s (1082.5: through the ADS1256, two channels cycled)")
     args = ap.parse_args(argv)
 
     from edge.bundle import Bundle
@@ -102,8 +108,9 @@ def main(argv=None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="vsense-hybrid-"))
     path = tmp / "strip.toml"
-    path.write_text(demo.model_text(HIGH))
+    path.write_text(demo.model_text(HIGH).replace("rate = 1000.0", f"rate = {args.rate!r}"))
     spec = load_model_file(path)
+    print(f"chain: {spec.chain().converter} at {args.rate:g} rows/s")
     t0 = time.perf_counter()
     recs = []
     for name, rms, seed in (("low", LOW, 1), ("high", HIGH, 2), ("val", VAL, 3)):

@@ -30,7 +30,7 @@ from edge.bundle import Bundle, BundleError
 from edge.csvio import CsvError, read_table, write_table
 from edge.daemon.vsr import RecordingError, read_runs, replay_input
 from edge.estimator import FLAG_WARMUP, Estimator, EstimatorError
-from edge.flags import FLAG_OVERFLOW
+from edge.flags import FLAG_MODEL_SUSPECT, FLAG_OVERFLOW
 
 
 class ReplayError(ValueError):
@@ -175,6 +175,7 @@ def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> in
               f"finite (flag {FLAG_OVERFLOW}, overflow) from t = {t_est[over[0]]:.6g} s on: "
               f"an input value of {input_path} or a value of {bundle_path} is far out of "
               f"range", file=sys.stderr)
+    _say_model_suspect(t_est, flags)
     if out_path is None:
         write_estimates(sys.stdout, t_est, F, Z, flags, fnames, onames, std)
     else:
@@ -198,3 +199,17 @@ def replay(input_path, bundle_path, out_path=None, run: int | None = None) -> in
               f"their sample time) to {out_path}",
               file=sys.stderr)
     return 0
+
+
+def _say_model_suspect(t, flags) -> None:
+    """How many estimates carry the model check's flag (:data:`FLAG_MODEL_SUSPECT`: the
+    innovations say the model or the declared load does not fit the records), and when: a
+    user reading only the estimates' values would not see it (the daemon publishes it in its
+    status)."""
+    bad = np.flatnonzero(flags & FLAG_MODEL_SUSPECT)
+    if bad.size:
+        print(f"vsense-edge replay: warning: {bad.size} of {flags.size} estimates carry the "
+              f"model check's flag (flag {FLAG_MODEL_SUSPECT}, model suspect), between t = "
+              f"{t[bad[0]]:.6g} and {t[bad[-1]]:.6g} s: the records do not look like the "
+              f"bundle's model and load there, and the stated std may not hold",
+              file=sys.stderr)

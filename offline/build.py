@@ -58,8 +58,8 @@ from offline.model.sections import point_sample_warning
 from offline.reduced import ReducedModel, design_bundle, reduce_model
 from offline.reduction_choice import choose_reduction
 from offline.regularization import AlphaChoice, choose_alpha
-from offline.estimator_choice import (candidates_for, chain_policy, default_chain_fallback,  # noqa: F401
-                                      select, worse_than_zero)  # worse_than_zero: callers'
+from offline.estimator_choice import (candidates_for, chain_policy, select,  # noqa: F401
+                                      worse_than_zero)  # worse_than_zero: callers'
 from offline.smoother import smoother_settings, with_load_levels
 from offline.smoother.std_scale import with_std_scale
 
@@ -256,7 +256,6 @@ def _stage_choose(st: BuildState) -> None:
         st.alpha_rule = o.alpha if o.alpha is not None else est_spec.alpha
     # the one design path of the smoother (offline/smoother/settings.py): by name or chosen
     settings = smoother_settings(spec, est_spec, bundle.rate, st.load_model, window=o.window)
-    default_chain_fallback(spec, bundle, bool(o.hybrid))
     forced = chain_policy(bundle.chain, est_spec, meta, bool(o.hybrid), spec.where("[hybrid]"))
     max_delay = float(getattr(est_spec, "max_delay", 0.02))
     windows = None if window_rule == "auto" else [bundle.window]

@@ -21,7 +21,7 @@ is :mod:`offline.calibration_score`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -389,16 +389,17 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
     parameters are the conversions' (:mod:`edge.estimator.chain_window`), so the automatic
     choice scores every candidate on the same converted calibration runs. Sensor dynamics
     (``[[sensors]]`` highpass_hz, average_s, drift) only the smoother models: they make the
-    build use it instead, with a warning in ``meta["warnings"]``. The hybrid twin does not
-    model the chain: refused (``where``)."""
+    build use it instead, with a warning in ``meta["warnings"]``. The hybrid twin models a
+    converter (:mod:`offline.hybrid.conversion`), not the sensors' dynamics: refused
+    (``where``)."""
     if chain.point:
         return False
     what = (f"[acquisition] converter = {chain.converter!r}" if not chain.dynamic else
             "[[sensors]] highpass_hz / average_s / drift")
-    if hybrid:
-        raise ValueError(f"{where}: the hybrid twin does not model the measurement chain "
-                         f"({what}) yet; build it for converter = \"ideal\" and sensors "
-                         f"without dynamics")
+    if hybrid and chain.dynamic:
+        raise ValueError(f"{where}: the hybrid twin does not model the sensors' dynamics "
+                         f"({what}) yet; build it for sensors without them (a converter, "
+                         f"the ADS1256 or a DAQ, it models)")
     if not chain.dynamic:  # a converter: the Tikhonov estimators model it too
         return False
     if est_spec.method == "tikhonov":  # asked for by name; "auto" chooses among what fits
@@ -407,23 +408,3 @@ def chain_policy(chain, est_spec, meta: dict, hybrid: bool, where: str) -> bool:
             f"smoother, which models them exactly, is used instead ([estimator] method = "
             f"{est_spec.method!r})")
     return True
-
-
-def default_chain_fallback(spec, bundle, hybrid: bool) -> None:
-    """A model file without ``[acquisition]`` gets the ADS1256's chain
-    (:meth:`offline.model.ModelSpec.chain`), which every estimator models but the hybrid twin
-    does not; a hybrid build falls back to ``ideal``, with a warning. A build with
-    ``[[parameters]]`` keeps the chain: its inverse maps are trained through it
-    (:mod:`offline.inverse.chained`) and ``update_model`` derives the updated operator from the
-    bundle, chain included (:func:`edge.estimator.derive_operator`). Made for point samples
-    and fed the chip's conversions, the estimator of examples/cantilever_params.toml had FDE
-    0.080 before a change and 0.068 after the update; through the chip (window 2) 0.023 and
-    0.021 (benchmarks/model_update.py --change k_root=4, docs/inverse.md)."""
-    if not hybrid or spec.acquisition is not None or bundle.chain.ideal:
-        return
-    c = bundle.chain
-    bundle.meta.setdefault("warnings", []).append(
-        f"the hybrid twin does not model the measurement chain: built for point samples, not "
-        f"for the default ADS1256 chain ({c.drate:g} SPS {c.mode}); declare [acquisition] "
-        f"converter = \"ideal\" to say so")
-    bundle.chain = replace(c, converter="ideal", drate=0.0, mode="continuous", offsets=())

@@ -81,3 +81,21 @@ def test_replay_into_a_closed_pipe_exits_quietly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdout", sink)
     assert main(["replay", str(csv), "--bundle", str(bp)]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_replay_says_how_many_estimates_the_model_check_flagged(capsys):
+    # the flag is in the estimates' column only; replay says it on stderr (a new user missed
+    # 935 flagged rows of a declared plate bundle: they read the values alone)
+    from edge.flags import FLAG_MODEL_SUSPECT, FLAG_WARMUP
+    from edge.replay import _say_model_suspect
+
+    t = np.arange(10) * 0.5
+    flags = np.zeros(10, np.uint8)
+    flags[0] = FLAG_WARMUP
+    _say_model_suspect(t, flags)
+    assert capsys.readouterr().err == ""
+    flags[[3, 4, 7]] |= FLAG_MODEL_SUSPECT
+    _say_model_suspect(t, flags)
+    err = capsys.readouterr().err
+    assert "3 of 10 estimates carry the model check's flag (flag 32" in err, err
+    assert "between t = 1.5 and 3.5 s" in err, err

@@ -1,5 +1,5 @@
 """A model file with ``[[parameters]]`` and no ``[acquisition]`` keeps the ADS1256's chain
-(offline/estimator_choice.py default_chain_fallback): its bundle models the chip's conversions,
+(the build keeps every model file's chain): its bundle models the chip's conversions,
 and the device's model update (edge/inverse/update.py update_model) derives the updated
 operator through that chain, the one a bundle of the changed structure gets directly."""
 
@@ -8,7 +8,6 @@ import numpy as np
 from edge import inverse as EI
 from edge.acquisition import Chain
 from edge.estimator import Estimator, derive_operator
-from offline.estimator_choice import default_chain_fallback
 from offline.inverse.fromfile import from_model_file
 from offline.model import load_model_file
 from offline.reduced import design_bundle, reduce_model
@@ -51,11 +50,10 @@ ALPHA = 1e-6  # any alpha the per-step estimator is stable with; the same for bo
 
 def _bundle(path):
     """The build's bundle before calibration (offline.reduced.design_bundle), its chain as
-    the build leaves it (default_chain_fallback), and the reduced model."""
+    the build leaves it, and the reduced model."""
     spec = load_model_file(path)
     rm = reduce_model(spec, progress=False)
     b = design_bundle(rm, spec.estimator).replace(alpha=ALPHA)
-    default_chain_fallback(spec, b, hybrid=False)
     return b, rm
 
 

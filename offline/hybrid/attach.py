@@ -149,12 +149,14 @@ def max_hz(bundle: Bundle, hs) -> float:
 def hybrid_arrays(bundle: Bundle, hm: HybridModel, tr: Trained, onnx: bytes, hs) -> dict:
     """The ``kf_hy_*`` arrays (edge/bundle_schema.py) in the smoother's full state."""
     ns = np.asarray(bundle.kf["A"]).shape[0]
-    m = hm.A.shape[0]
+    m = hm.A.shape[0] - hm.nk
     nf = len(bundle.forces)
+    # the hybrid's [x, a] in the smoother's [x, force-model states, a] (the chain last)
+    at = np.r_[np.arange(m), np.arange(ns - hm.nk, ns)]
     S = np.zeros((hm.n_inputs, ns))
-    S[:, :m] = hm.S
+    S[:, at] = hm.S
     Bg = np.zeros((ns, hm.n_g))
-    Bg[:m] = hm.Bg
+    Bg[at] = hm.Bg
     Cqg = np.vstack([np.zeros((nf, hm.n_g)), hm.Dzg])
     return {"hy_onnx": np.frombuffer(onnx, dtype=np.uint8).copy(), "hy_S": S, "hy_Bg": Bg,
             "hy_Dg": hm.Dg.copy(), "hy_Cqg": Cqg, "hy_lo": tr.lo.copy(), "hy_hi": tr.hi.copy(),

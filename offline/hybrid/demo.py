@@ -17,7 +17,7 @@ import numpy as np
 
 from edge.kinds import kind_order
 from edge.csvio import write_table
-from offline.hybrid.truth import simulate_cubic
+from offline.hybrid.truth import fine_steps, rows, simulate_cubic
 from offline.metrics import add_noise
 from offline.model import (build_fe_model, load_model_file, output_probe, resolve_dofs,
                            sensor_probe)
@@ -97,10 +97,13 @@ def records(path, rms: float, seed: int, duration: float, k3: float = K3,
             noise: float = 0.01, oversample: int = 10):
     """A record of the strip with the cubic spring under a random force (``rms`` [N] over
     :data:`BAND`): ``(t, F (nt, 1), Y (nt, nch) noisy, Z (nt, nout) clean truth)`` at the
-    model's rate, truth from :func:`simulate_cubic`; ``noise``: std relative to each signal."""
+    model's rate, truth from :func:`simulate_cubic`; the sensors as the model file's chain
+    returns them (the ADS1256's conversions where it converts: :func:`offline.hybrid.truth.
+    rows`); ``noise``: std relative to each signal."""
     spec = load_model_file(path)
     model = build_fe_model(spec, progress=False)
     rate = spec.estimator.rate
+    oversample = fine_steps(spec, oversample)
     dtf = 1.0 / (rate * oversample)
     nt = int(round(duration * rate)) + 1
     tf = dtf * np.arange((nt - 1) * oversample + 1)
@@ -109,12 +112,13 @@ def records(path, rms: float, seed: int, duration: float, k3: float = K3,
     probes = [(sensor_probe(model, s), kind_order(s.kind)) for s in spec.sensors]
     probes += [(output_probe(model, o), kind_order(o.kind)) for o in spec.outputs]
     tip = resolve_dofs(model, {"at": [0.17, 0.0, 0.0]}, "uz", "tip")[0]
-    out = simulate_cubic(model, [dof(f) for f in spec.forces], tip, k3, F, dtf, oversample,
-                         probes)
+    chain = spec.chain()
+    decim = 1 if not chain.point else oversample
+    out = simulate_cubic(model, [dof(f) for f in spec.forces], tip, k3, F, dtf, decim, probes)
     nch = len(spec.sensors)
     rng = np.random.default_rng(10_000 + seed)
-    Y = add_noise(out[:, :nch], noise, rng)
-    return tf[::oversample], F[::oversample], Y, out[:, nch:]
+    Y, Z = rows(out, nch, oversample // decim, nt, chain, dtf)
+    return tf[::oversample], F[::oversample], add_noise(Y, noise, rng), Z
 
 
 def write_record(csv, t, F, Y, spec) -> Path:

@@ -40,6 +40,7 @@ import numpy as np
 from edge.bundle import Bundle
 from edge.estimator.operator import EstimatorError
 from offline._deps import need
+from offline.hybrid.conversion import through_chain
 from offline.smoother.gains import _rows, modal_dynamics
 
 
@@ -65,6 +66,7 @@ class HybridModel:
     Gm: np.ndarray    # (n, ng)   modal load of a unit correction
     PhiB: np.ndarray  # (n, nf)   modal load of unit forces
     where: str        # "dofs" or "modes"
+    nk: int = 0       # conversion states appended to the structural ones (a converter)
 
     @property
     def n_inputs(self) -> int:
@@ -192,9 +194,13 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     # damping ~ (dk / k) omega dt / 4, above a light structural damping); from the midpoint
     # the hold is second order
     S = S0 @ linalg.expm(Ac * (0.5 * bundle.dt))
-    return HybridModel(A=A, B0=B0, B1=B1, Bg=Bg, H=Hu[:, :m], Du=Hu[:, m:], Dg=Hg[:, m:],
-                       Cz=Zu[:, :m], Dzu=Zu[:, m:], Dzg=Zg[:, m:], S=S, Gm=Gm, PhiB=PhiB,
-                       where=where)
+    hm = HybridModel(A=A, B0=B0, B1=B1, Bg=Bg, H=Hu[:, :m], Du=Hu[:, m:], Dg=Hg[:, m:],
+                     Cz=Zu[:, :m], Dzu=Zu[:, m:], Dzg=Zg[:, m:], S=S, Gm=Gm, PhiB=PhiB,
+                     where=where)
+    if bundle.chain.point:
+        return hm
+    # a converter: its conversions of the channels (offline/hybrid/conversion.py)
+    return through_chain(hm, bundle, Ac, Bc[:, :nf], Bc[:, nf:], hm.H, hm.Du, hm.Dg)
 
 
 def _smoother_step(bundle: Bundle, m: int) -> np.ndarray:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from edge.kinds import kind_order
+from offline.calibration_runs import sensor_rows
+from offline.chain import MIN_STEPS_PER_ROW
 from offline.fem.strain import probe_matrix
 from offline.limit.modal_damping import modal_damping
 from offline.metrics import add_noise
@@ -104,10 +106,13 @@ def cubic_record(path, spring, k3: float, rms: float, seed: int, duration: float
     ``n_modes``: modes of the full model kept; default those with ``omega dt_fine <= 1`` (the
     Runge-Kutta step well inside its stability limit 2.8, with room for the spring's
     stiffening), at least 6. Returns ``(t, F (nt, nf), Y (nt, nch) with noise std ``noise``
-    relative to each channel, Z (nt, nout) clean outputs)`` at the model's rate."""
+    relative to each channel, Z (nt, nout) clean outputs)`` at the model's rate; ``Y`` as the
+    model file's chain returns it (the ADS1256's conversions by default, :func:`rows`, the
+    grid then at least :data:`offline.chain.MIN_STEPS_PER_ROW` steps per row)."""
     spec = load_model_file(path)
     model = build_fe_model(spec, progress=False)
     rate = spec.estimator.rate
+    oversample = fine_steps(spec, oversample)
     dtf = 1.0 / (rate * oversample)
     if n_modes is None:
         lam = modes(model.K, model.M, 40).lam
@@ -120,9 +125,27 @@ def cubic_record(path, spring, k3: float, rms: float, seed: int, duration: float
     dof = lambda s, d: resolve_dofs(model, s, d, str(path))[0]  # noqa: E731
     probes = [(sensor_probe(model, s), kind_order(s.kind)) for s in spec.sensors]
     probes += [(output_probe(model, o), kind_order(o.kind)) for o in spec.outputs]
+    chain = spec.chain()
+    decim = 1 if not chain.point else oversample
     out = simulate_cubic(model, [dof(f.select, f.dof) for f in spec.forces],
-                         dof(*spring), k3, F, dtf, oversample, probes, n_modes=n_modes)
+                         dof(*spring), k3, F, dtf, decim, probes, n_modes=n_modes)
     nch = len(spec.sensors)
     rng = np.random.default_rng(10_000 + seed)
-    Y = add_noise(out[:, :nch], noise, rng)
-    return tf[::oversample], F[::oversample], Y, out[:, nch:]
+    Y, Z = rows(out, nch, oversample // decim, nt, chain, dtf)
+    return tf[::oversample], F[::oversample], add_noise(Y, noise, rng), Z
+
+
+def fine_steps(spec, oversample: int) -> int:
+    """Fine steps per row: ``oversample``, at least :data:`offline.chain.MIN_STEPS_PER_ROW`
+    where the model file's chain converts (its taps between the fine nodes)."""
+    return oversample if spec.chain().point else max(oversample, MIN_STEPS_PER_ROW)
+
+
+def rows(out, nch: int, steps: int, nt: int, chain, dt_fine: float):
+    """``(Y (nt, nch), Z (nt, nout))`` from the responses ``out`` every ``dt_fine = 1 /
+    steps`` row (``steps = 1``: at the rows): the sensors as ``chain`` returns them (the ADS1256's
+    conversions, as ``vsense-offline simulate``; point samples for ``ideal``), the outputs
+    at the rows (the truth of the estimates)."""
+    if steps == 1:
+        return out[:, :nch], out[:, nch:]
+    return sensor_rows(out[:, :nch], dt_fine, steps, nt, chain), out[::steps, nch:]

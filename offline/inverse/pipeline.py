@@ -74,9 +74,7 @@ def attach(bundle, model_path, cache_dir=None, n_jobs: int = 1, progress: bool =
             raise ValueError(f"{model_path}: parametric {lab} at the nominal parameters differs from the "
                              f"bundle's by {err:.2e} (different reduced coordinates)")
     # the windows through the chain the device records with (setup.chain: the file's, the
-    # ADS1256 by default), not bundle.chain: a hybrid build without [acquisition] has its
-    # estimator made for point samples (offline.estimator_choice.default_chain_fallback)
-    # while the ADC converts all the same
+    # ADS1256 by default), the chain the estimator models too
     res = train(setup, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress)
     extras = {**bundle.extras, **res["arrays"]}
     meta = {**bundle.meta, "inverse": res["meta"]}
