@@ -72,3 +72,14 @@ def test_check_record_levels_thresholds():
     for f in (2000.0, 1 / 2000, float("nan"), 0.0):
         with pytest.raises(ValueError, match=r"r\.csv: column 'b'.*refused"):
             check_record_levels([1.0, f], ["a", "b"], ["r.csv"])
+
+
+def test_an_unidentified_noise_the_fit_moved_is_not_called_kept():
+    # a docs-only user test: a plate's accelerometer noise went 0.02 -> 0.209 while the
+    # summary said "not identified: kept near the declaration"
+    from offline.load.records import unidentified_noise
+
+    assert "kept near the declaration" in unidentified_noise(0.02, 0.025)
+    note = unidentified_noise(0.02, 0.209)
+    assert "kept near" not in note and "moved it 10x the declaration" in note, note
+    assert "moved it 0.1x" in unidentified_noise(0.02, 0.002)

@@ -44,7 +44,7 @@ from edge.kinds import kind_order
 from offline._deps import need
 from offline.load.model import LoadModel
 # read_records and MIN_RECORD_S are imported from here by the load package and its selection
-from offline.load.records import MIN_RECORD_S, read_records  # noqa: F401
+from offline.load.records import MIN_RECORD_S, read_records, unidentified_noise  # noqa: F401
 from offline.load.welch import cross_spectra, peak_of_ratio, segment_length, window_kernel
 from offline.load.corner import keep_declared_corners, start_in_records
 from offline.load.restart import restart_from_declaration
@@ -119,7 +119,7 @@ class LoadFit:
             pn = self.prior.noise_std[c] if self.prior.noise_std is not None else np.nan
             lines.append(f"  noise {n}: std {pn:.3g} -> {self.model.noise_std[c]:.3g}"
                          + ("" if self.identified.get(key, False) else
-                            "  [not identified: kept near the declaration]"))
+                            unidentified_noise(pn, self.model.noise_std[c])))
         return "\n".join(lines)
 
 
