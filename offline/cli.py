@@ -164,7 +164,9 @@ def _add_simulate(command) -> None:
                    help="--chain ads1256: one channel in continuous mode (RDATAC) or the "
                         "channels by multiplexer cycling (default: continuous for one "
                         "sensor, cycle for several)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the load and the noise")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the load and the noise (with --load csv the load is the "
+                        "CSV's: the seed draws the noise only)")
     s.add_argument("-o", "--out", required=True,
                    help="prefix: writes PREFIX_measurement.csv and PREFIX_truth.csv")
     s.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -99,6 +99,11 @@ class ScoreTable:
     n_interior: int = 0
     n_start: int = 0
 
+    @property
+    def one_band(self) -> bool:
+        """No ``--band``: the band's FDE is the full spectrum's."""
+        return self.band_label == self.full_label
+
     def format(self) -> str:
         """A plain-text table."""
         lines = [f"score: {self.output_csv} vs {self.truth_csv}",
@@ -108,17 +113,19 @@ class ScoreTable:
                     if self.n_start else "")
                  + (f" ({self.n_interior} inside the record, zeroed for the FFT)"
                     if self.n_interior else ""),
-                 f"FDE over {self.band_label}; full: {self.full_label}; "
-                 f"dt = {self.dt:g} s"]
+                 (f"FDE over {self.band_label}; " if not self.one_band else "")
+                 + f"full: {self.full_label}; dt = {self.dt:g} s"]
         w = max([len("column")] + [len(r.name) for r in self.rows])
-        hb = f"FDE {self.band_label}"
+        # without --band the band is the full spectrum: one FDE column, not the same twice
+        hb = "" if self.one_band else f"FDE {self.band_label}"
+        wb = max(len(hb), 10)
         honest = any(r.coverage is not None for r in self.rows)
-        lines.append(f"{'column':<{w}}  {hb:>{max(len(hb), 10)}}  {'FDE full':>10}  "
+        lines.append(f"{'column':<{w}}  " + (f"{hb:>{wb}}  " if hb else "") + f"{'FDE full':>10}  "
                      f"{'NRMSE':>8}  {'RMS error':>11}  {'corr':>7}"
                      + (f"  {'1-sigma cov.':>12}  {'std/error':>9}" if honest else ""))
         for r in self.rows:
-            ln = (f"{r.name:<{w}}  {r.fde_band:>{max(len(hb), 10)}.4f}  "
-                  f"{r.fde_full:>10.4f}  {r.nrmse:>8.4f}  {r.rms:>11.4g}  {r.corr:>7.4f}")
+            ln = (f"{r.name:<{w}}  " + (f"{r.fde_band:>{wb}.4f}  " if hb else "")
+                  + f"{r.fde_full:>10.4f}  {r.nrmse:>8.4f}  {r.rms:>11.4g}  {r.corr:>7.4f}")
             if honest:
                 ln += (f"  {100 * r.coverage:>11.1f}%  {r.std_ratio:>9.3g}"
                        if r.coverage is not None else f"  {'-':>12}  {'-':>9}")

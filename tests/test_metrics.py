@@ -184,6 +184,13 @@ def test_score_scaled_copy_and_band(tmp_path):
     assert tab.band_label == "0-200 Hz" and tab.full_label.startswith("full spectrum")
     assert tab.n_used == NT and tab.n_warmup == 0 and tab.n_nan == 0
     assert "FDE over 0-200 Hz" in tab.format()
+    # without a band, one FDE column (a docs-only user read two identical ones as a bug)
+    one = score(est, tru).format().splitlines()
+    head = next(ln for ln in one if ln.startswith("column"))
+    assert head.split()[:4] == ["column", "FDE", "full", "NRMSE"], head
+    assert not any(ln.startswith("FDE over") for ln in one), one
+    f_row = next(ln for ln in one if ln.startswith("F "))
+    assert float(f_row.split()[1]) == pytest.approx(1 / 3, abs=1e-4), f_row
 
 
 def test_score_skips_warmup_and_nan(tmp_path):
