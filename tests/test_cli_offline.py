@@ -19,7 +19,8 @@ def test_help_shows_defaults_and_units(capsys):
         main(["simulate", "--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert "half-sine pulse width [s] (--load pulse) (default: 0.002)" in out
-    assert "seed of the load and the noise (default: 0)" in out
+    assert ("seed of the load and the noise (with --load csv the load is the CSV's: the "
+            "seed draws the noise only) (default: 0)") in out
     assert "sine frequency [Hz] (--load sine)" in out
 
 
