@@ -44,7 +44,7 @@ def test_conversion_rows_are_the_smoothers():
     Ac = _continuous(b)
     C = hybrid_model(b.replace(chain=Chain()), np.eye(n)[[n - 1]]).H   # point samples' rows
     Lx, *_ = input_functionals(Ac, np.zeros((2 * n, 1)), np.zeros((2 * n, 1)), C,
-                               np.zeros((nch, 1)), np.zeros((nch, 1)), b.dt, b.chain, nch)
+                               np.zeros((nch, 1)), b.dt, b.chain, nch)
     ref = Ak[ns - hm.nk:, :2 * n]
     np.testing.assert_allclose(Lx, ref, rtol=0, atol=1e-9 * np.max(np.abs(ref)))
     np.testing.assert_array_equal(hm.A[2 * n:, :2 * n], ref)   # the edge's step is used

@@ -24,9 +24,9 @@ so the augmented hybrid model ``[x, a_W-1 .. a_0]`` keeps the form ``x+ = A x + 
 + Bg g``, ``y = H x + Dg gd`` (the force's direct part is inside the conversion). What a
 sensor sees of the correction directly (``Dg``: an accelerometer at its DOF) is not held but
 interpolated between the mid-step values (:func:`direct_weights`), so that part of a
-conversion also draws on ``g_k``: a direct term ``Dg gd_k`` as on point samples. Its ``A`` is the smoother's ``kf_A`` on the structural and chain states
-(the force-model states left out: the force is an input here), so the training runs the
-step the edge runs; ``Lx`` from the system above equals ``kf_A``'s chain rows on the
+conversion also draws on ``g_k``: a direct term ``Dg gd_k`` as on point samples. Its ``A``
+is the smoother's ``kf_A`` on the structural and chain states (the force-model states left
+out: the force is an input here), so the training runs the step the edge runs; ``Lx`` from the system above equals ``kf_A``'s chain rows on the
 structure to round-off (tests/test_hybrid_chain.py). Sensor dynamics (high-pass, moving
 average, drift) are not modelled: refused at build
 (:func:`offline.estimator_choice.chain_policy`).
@@ -42,12 +42,12 @@ from edge.estimator.operator import EstimatorError
 from offline.smoother.chain import chain_model
 
 
-def input_functionals(Ac, Bu, Bg, C, Du, Dg, dt: float, chain, nch: int):
+def input_functionals(Ac, Bu, Bg, C, Du, dt: float, chain, nch: int):
     """``(Lx, Lg, B0c, B1c, shift)`` of the conversions (module docstring): the chain rows
     of the augmented step over the structural state ``Lx`` (nk, m), the held correction
-    ``Lg`` (nk, ng; with its direct part ``Dg`` held too: pass zeros to leave it to
-    :func:`direct_weights`), the force's first-order-hold weights of ``u_k-1`` and ``u_k``
-    (nk, nf), and the chain states' own block ``shift`` (nk, nk); ``nk = W nch``."""
+    through the structure ``Lg`` (nk, ng; its direct part: :func:`direct_rows`), the force's
+    first-order-hold weights of ``u_k-1`` and ``u_k`` (nk, nf), and the chain states' own
+    block ``shift`` (nk, nk); ``nk = W nch``."""
     m, nf, ng = Ac.shape[0], Bu.shape[1], Bg.shape[1]
     nx = m + ng + 2 * nf
     Aa = np.zeros((nx, nx))
@@ -56,7 +56,7 @@ def input_functionals(Ac, Bu, Bg, C, Du, Dg, dt: float, chain, nch: int):
     Aa[:m, m + ng:m + ng + nf] = Bu
     Aa[m + ng:m + ng + nf, m + ng + nf:] = np.eye(nf)          # u' = v
     Ca = np.zeros((nch, nx))
-    Ca[:, :m], Ca[:, m:m + ng], Ca[:, m + ng:m + ng + nf] = C, Dg, Du
+    Ca[:, :m], Ca[:, m + ng:m + ng + nf] = C, Du
     taps, spacing = chain.taps()
     F, _, _ = chain_model(Aa, np.zeros((nx, nx)), Ca, dt, np.asarray(taps, float),
                           float(spacing), chain.offsets_for(nch))
@@ -134,12 +134,13 @@ def smoother_chain_block(bundle, m: int, nk: int):
     return As[ns - nk:, :m].copy(), As[ns - nk:, ns - nk:].copy()
 
 
-def through_chain(hm, bundle, Ac, Bu, Bgc, C, Du, Dg):
-    """The hybrid model ``hm`` (structural state, channels ``H x + Du u + Dg gd``) with the
+def through_chain(hm, bundle, Ac, Bu, Bgc):
+    """The hybrid model ``hm`` (structural state, channels ``H x + Du u + Dg gd``, ``Dg``
+    with the quasi-static part of the modes the correction does not load) with the
     conversions of ``bundle.chain`` appended (module docstring): a new model with state
-    ``[x, a]``, ``nk = W nch`` chain states, channels ``y = a_0``. ``C, Du, Dg``: the
-    continuous channel rows (``Dg`` with the quasi-static part of the modes the correction
-    does not load)."""
+    ``[x, a]``, ``nk = W nch`` chain states, channels ``y = a_0 + Dg gd`` (the new ``Dg``:
+    the correction's direct part from ``g_k``, :func:`direct_rows`). ``Ac, Bu, Bgc``: the
+    continuous structural system and its input columns."""
     chain, nch = bundle.chain, len(bundle.channels)
     if chain.dynamic:
         raise EstimatorError("the hybrid twin does not model the sensors' dynamics "
@@ -147,9 +148,9 @@ def through_chain(hm, bundle, Ac, Bu, Bgc, C, Du, Dg):
     W = chain.intervals(bundle.dt, nch)
     nk = W * nch
     m = hm.A.shape[0]
-    Lx, Lg, B0c, B1c, shift = input_functionals(Ac, Bu, Bgc, C, Du, np.zeros_like(Dg),
-                                                bundle.dt, chain, nch)
-    Lgd, Dgd = direct_rows(chain, bundle.dt, Dg, W)
+    Lx, Lg, B0c, B1c, shift = input_functionals(Ac, Bu, Bgc, hm.H, hm.Du, bundle.dt, chain,
+                                                nch)
+    Lgd, Dgd = direct_rows(chain, bundle.dt, hm.Dg, W)
     own = smoother_chain_block(bundle, m, nk)
     if own is not None:  # the step the edge runs
         Lx, shift = own

@@ -200,7 +200,7 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
     if bundle.chain.point:
         return hm
     # a converter: its conversions of the channels (offline/hybrid/conversion.py)
-    return through_chain(hm, bundle, Ac, Bc[:, :nf], Bc[:, nf:], hm.H, hm.Du, hm.Dg)
+    return through_chain(hm, bundle, Ac, Bc[:, :nf], Bc[:, nf:])
 
 
 def _smoother_step(bundle: Bundle, m: int) -> np.ndarray:
