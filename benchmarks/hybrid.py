@@ -1,13 +1,13 @@
 """The hybrid twin against the linear Kalman smoother on a structure that is not linear: the
 paper's aluminium strip with a hardening (cubic) spring at the tip (offline/hybrid/demo.py).
 
-    python benchmarks/hybrid.py [--duration 4] [--seeds 3] [--plot docs/img/hybrid.png]
-        [--rate 1082.5]
+    python benchmarks/hybrid.py [--duration 4] [--train-duration 12] [--seeds 3]
+        [--plot docs/img/hybrid.png] [--rate 1082.5]
 
 Truth: the FULL FE model with the cubic spring, Runge-Kutta 4 on a 10x finer grid
 (offline/hybrid/truth.py) -- not the estimators' reduced model or discretisation; 1 % noise.
 Training: force-and-response records at two levels (low, high) and a validation record
-between them, seeds 1-3. ``--rate 1082.5``: the ADS1256 cycling the two channels at 3,750
+between them, seeds 1-3, ``--train-duration`` long (default: as the scoring records). ``--rate 1082.5``: the ADS1256 cycling the two channels at 3,750
 SPS (the model file's default chain; at the default 1,000 rows/s no data rate gives the rate
 and the file falls back to point samples), the records its conversions of the truth (on a
 32x finer grid), the bundles modelling them (offline/hybrid/conversion.py). Scoring: independent seeds (101, ...), force unknown, at both levels:
@@ -91,7 +91,9 @@ def exact_law(bundle, k3: float):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", type=float, default=4.0, help="record length [s]")
+    ap.add_argument("--duration", type=float, default=4.0, help="scoring records' length [s]")
+    ap.add_argument("--train-duration", type=float, default=None,
+                    help="training records' length [s] (default: --duration)")
     ap.add_argument("--seeds", type=int, default=3, help="scoring records per level")
     ap.add_argument("--plot", default=None, help="PNG of a stretch of the high-level record")
     ap.add_argument("--json", default=None, help="write the figures as JSON")
@@ -114,7 +116,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     recs = []
     for name, rms, seed in (("low", LOW, 1), ("high", HIGH, 2), ("val", VAL, 3)):
-        t, F, Y, _ = demo.records(path, rms, seed, args.duration)
+        t, F, Y, _ = demo.records(path, rms, seed, args.train_duration or args.duration)
         recs.append(str(demo.write_record(tmp / f"{name}.csv", t, F, Y, spec)))
     print(f"training records: {time.perf_counter() - t0:.1f} s (truth: full model, RK4)")
     t0 = time.perf_counter()
