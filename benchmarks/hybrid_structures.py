@@ -3,7 +3,8 @@
 DOF table, docs/solid.md) and a simply supported plate, each with a cubic spring ``-k3 u^3``
 at one point.
 
-    python benchmarks/hybrid_structures.py [--duration 4] [--seeds 2] [--only beam]
+    python benchmarks/hybrid_structures.py [--duration 4] [--train-duration 6] [--seeds 2]
+        [--only beam]
 
 Per structure: ``k3`` such that the spring's tangent stiffness ``3 k3 u^2`` at the high
 level's linear RMS displacement ``u`` there is 0.1 of the structure's static stiffness at that
@@ -351,6 +352,8 @@ def run_structure(name, path, duration, seeds, tmp, train_s=TRAIN_S):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=4.0, help="record length [s]")
+    ap.add_argument("--train-duration", type=float, default=TRAIN_S,
+                    help="training records' length [s]")
     ap.add_argument("--seeds", type=int, default=2, help="scoring records (high level)")
     ap.add_argument("--only", choices=sorted(SPRING), action="append", default=None)
     ap.add_argument("--json", default=None, help="write the figures as JSON")
@@ -360,7 +363,8 @@ def main(argv=None) -> int:
     out = {}
     for name in args.only or ("beam", "matrices", "plate"):
         t0 = time.perf_counter()
-        r = run_structure(name, paths[name], args.duration, args.seeds, tmp)
+        r = run_structure(name, paths[name], args.duration, args.seeds, tmp,
+                          train_s=args.train_duration)
         out[name] = r
         m = r["hybrid_meta"]
         print(f"\n{name}: k3 {r['k3']:.3g} N/m^3; records {r['records_s']:.0f} s, builds "

@@ -139,14 +139,14 @@ def hybrid_model(bundle: Bundle, rows: np.ndarray | None = None, modes: int = 3,
         The network's inputs at those coordinates.
     f_max : float, optional
         A correction at physical DOFs loads only the modes up to ``f_max`` [Hz]
-        (:func:`offline.hybrid.attach.max_hz`: a quarter of the rate). A mode with ``omega
-        dt`` well above 1 follows a force held over a step poorly (the hold is accurate to
-        ``(omega dt)^2``), and a stiffening spring's force held into it excites it where the
-        structure answers quasi-statically: on the benchmark (exact cubic law, held-out
-        seeds, direct terms at the sample instant) the unmeasured displacements had 0.03-0.05
-        NRMSE with every mode loaded, 0.0026-0.0029 with the modes up to 250 Hz and
-        0.0027-0.0035 up to 150 Hz (the strip's second mode, 212 Hz, answers the spring's
-        harmonics dynamically). The modes above ``f_max`` answer the correction
+        (:func:`offline.hybrid.attach.max_hz`: half the rate). A mode above the sampled
+        band follows a force held over a step poorly, and a stiffening spring's force held
+        into it excites it where the structure answers quasi-statically: on the benchmark
+        strip (exact cubic law, held-out seeds, direct terms at the sample instant) the
+        unmeasured displacements had 0.03-0.05 NRMSE with every mode loaded (up to 5 kHz at
+        1 kHz), 0.0026-0.0029 with the modes up to 250 Hz (or 500 Hz: the strip has none
+        between 213 and 595 Hz) and 0.0027-0.0035 up to 150 Hz (the strip's second mode, 212
+        Hz, answers the spring's harmonics dynamically). The modes above ``f_max`` answer the correction
         quasi-statically: their static displacement ``sum_j phi_j phi_j^T R^T g /
         omega_j^2`` is a direct term of the displacement channels and outputs (``Dg``,
         ``Dzg``; residual flexibility); without it the displacement at 60 mm had 0.0083

@@ -24,8 +24,8 @@ class HybridSpec:
     dofs : tuple of str     DOF names at the selected nodes (default ``("uz",)``)
     modes : int             modal coordinates used without ``select`` (default 3)
     max_hz : float or None  a correction at ``select`` loads the modes up to this frequency
-                            [Hz] only, the others answer it quasi-statically (default a
-                            quarter of the rate; ``offline.hybrid.discrete.hybrid_model`` says
+                            [Hz] only, the others answer it quasi-statically (default half
+                            the rate; ``offline.hybrid.discrete.hybrid_model`` says
                             why)
     inputs : tuple of str   the network's inputs at those coordinates: ``"displacement"``,
                             ``"velocity"`` (default both; a stiffness-like nonlinearity needs

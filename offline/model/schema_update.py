@@ -161,7 +161,7 @@ HYBRID = Section("[hybrid]", "The hybrid twin's neural correction (docs/hybrid.m
     Key("dofs", "any", ["uz"], "DOF name(s) at the selected nodes (a name or a list)."),
     Key("modes", "int", 3, "Modal coordinates used without `select`.", lo=1),
     Key("max_hz", "num", None, "A correction at `select` loads the modes up to this "
-        "frequency only.", "Hz", lo=0.0, lo_open=True, default_text="a quarter of the rate"),
+        "frequency only.", "Hz", lo=0.0, lo_open=True, default_text="half the rate"),
     Key("inputs", "list", ["displacement", "velocity"], "The network's inputs (non-empty, "
         "distinct).", choices=HYBRID_INPUTS),
     Key("linear_kept", "bool", True, "Subtract the correction's value and slope at rest."),
