@@ -57,6 +57,15 @@ def rho_range(innov) -> tuple[np.ndarray, np.ndarray]:
     return np.minimum(r0, rinf), np.maximum(r0, rinf)
 
 
+#: the model's own error of the innovations' lag-1 correlation at its designed level: the
+#: clamped beam's model learned from a 60 s record read +0.01..+0.04 averaged over five
+#: 1 s windows of its own load, the frame's 0.055 where its gains allow 0.039 at most
+RHO_FLOOR = 0.03
+#: largest spread of ``log nu`` (:meth:`LevelTracker.noise_spread`) read from a NIS: a
+#: reading less certain keeps the noise of the last certain one (the designed noise at first)
+NU_SPREAD_MAX = 0.15
+
+
 class LevelTracker:
     """Follows the load's level from the innovations: every ``every`` samples the mean NIS
     per channel of the last ``every`` samples (``r``, 1 for a right level) is compared with
@@ -260,47 +269,47 @@ class LevelTracker:
         wider std. While the level is kept, ``(g^2, nu)`` come from the statistics averaged
         over the windows since the last switch (exponentially, ``avg_weight`` per window):
         ``nu`` from the averaged NIS at the averaged ``rho``'s ratio (clipped to the grid)
-        where that ``rho`` resolves the ratio (inside its range by 2 of the average's
-        spreads) or the noise dominates the NIS at it (``s2 tq <= tr``: the NIS then gives
-        ``nu`` well, and ``g^2 = s2 nu``); else the load dominates, and ``g^2`` comes from the
-        NIS (:meth:`_estimate_load`) at the last ``nu`` of averaged windows. A move on one
-        window's ``rho`` sets ``(g^2, nu)`` from that window, a start that the average
-        replaces from the next window on: keeping ``nu`` on a move left a record whose noise
-        is 0.66x the learned one 1.5x its std for seconds; keeping the window's ``nu`` where
-        the NIS cannot refine it left the load of the zoo strip 50x below its declaration
-        read 0.042 (the noise from one window 5 % low, the load's share of the NIS 2 %), and
-        the frame's noise 1.45x after a window astride a step up (its std settled after
-        12 s, not 2.5 s). A window whose NIS leaves the average by more than the hysteresis
-        is a step of the load (the sensors' noise does not step with it): the average
-        restarts and the level follows the NIS at the tracked noise (:meth:`_by_nis`; the old
-        average took 10-20 s to forget the windows before a step on the frame of
-        ``benchmarks/load_user``).
-
-        A ``rho`` that no ``(g^2, nu)`` gives under the current gains (beyond the range of
-        ``rho(s2)``, :func:`rho_range`, by 2 spreads) is not read as a ratio: it says the
-        model does not explain the innovations' correlation (a transient, or a model error:
-        the frame's learned model read 0.055 on average where its gains allow 0.039 at
-        most, and a window of 0.105 sent the tracker to the grid's end and, on the way back,
-        to 3.2x the load for good, its acceleration output 10x worse). The NIS alone then
-        decides, with the one-statistic rules against ``g_b^2 tq + nu tr`` at the tracked
-        noise ``nu``."""
+        where that reading is certain enough (:meth:`noise_spread` at most
+        :data:`NU_SPREAD_MAX`: the noise dominates the NIS, or ``rho`` resolves the ratio
+        beyond the model's own error of it), and ``g^2 = s2 nu``; else ``g^2`` from the NIS
+        (:meth:`_estimate_load`) at the ``nu`` of the last certain reading (the designed
+        noise at first): the sensors' noise does not change with the load. A move on one
+        window's ``rho`` sets ``(g^2, nu)`` from that window where the reading is certain, a
+        start that the average replaces from the next window on. A window whose NIS leaves
+        the average by more than the hysteresis is a step of the load: the average restarts
+        and the level follows the NIS at the tracked noise (:meth:`_by_nis`). From two
+        averaged windows on, a level whose load is off their NIS (:meth:`_nis_off`) gives way
+        to the nearest that explains it (:meth:`_by_nis`): after a step down, ``rho`` can
+        stay within its 4 spreads (the model's error pulls it to 0). A ``rho`` that no
+        ``(g^2, nu)`` gives under the current gains (beyond the range of ``rho(s2)``,
+        :func:`rho_range`, by 2 spreads: a transient, or a model error) is not read as a
+        ratio: the NIS alone decides, with the one-statistic rules against ``g_b^2 tq + nu
+        tr`` at the tracked noise ``nu``. The cases behind each rule: docs/load.md, "On the
+        device"."""
         a = self.level
         rho = c / r
         sd = self.rho_spread
         if not self._rho_lo[a] - 2.0 * sd <= rho <= self._rho_hi[a] + 2.0 * sd:
             self._avg[:] = np.nan
             return self._by_nis(a, r)
+        step = not math.isnan(self._avg[0]) and \
+            abs(math.log(r / self._avg[0])) > self.hysteresis
         if abs(rho) > 4.0 * sd:
             s2 = self._ratio(a, rho - math.copysign(2.0 * sd, rho))
             b = int(np.argmin(np.abs(self._log_grid - 0.5 * math.log(s2))))
-            self._estimate(a, r, s2)
-            self._avg[:] = np.nan
-            return self._move(b)
+            # the NIS and the ratio stepping the same way is the load's step: the NIS's
+            if not (step and (b == a or (b < a) == (r < self._avg[0]))):
+                if self.noise_spread(a, s2, 2.0 * sd) <= NU_SPREAD_MAX:
+                    self._estimate(a, r, s2)
+                else:  # the ratio does not give the noise: keep it, the load from the NIS
+                    self.noise_scale = self._nu_avg
+                    self._estimate_load(a, r)
+                self._avg[:] = np.nan
+                return self._move(b)
         w = self.avg_weight
         if math.isnan(self._avg[0]):
             self._avg[0], self._avg[1], self._avg_s2 = r, c, 1.0
-        elif abs(math.log(r / self._avg[0])) > self.hysteresis:
-            # a step in the NIS: the load changed, the sensors' noise did not
+        elif step:  # a step in the NIS: the load changed, the sensors' noise did not
             self._avg[0], self._avg[1], self._avg_s2 = r, c, 1.0
             b = self._by_nis(a, r)
             if b != a:
@@ -312,7 +321,35 @@ class LevelTracker:
             # variance factor of the weighted mean: the sum of its squared weights
             self._avg_s2 = (1.0 - w) ** 2 * self._avg_s2 + w * w
         self._refine(a)
+        if self._avg_s2 < 1.0 and self._nis_off(a, self._avg[0]):
+            b = self._by_nis(a, self._avg[0])    # the level's load does not explain the NIS
+            if b != a:
+                self._avg[:] = np.nan
+            return b
         return a
+
+    def _nis_off(self, a: int, r: float) -> bool:
+        """The NIS ``r`` lies beyond the hysteresis from what the load of level ``a`` gives
+        at the tracked noise, ``|log r - log(g_a^2 tq + nu tr)| > h``, and the level the NIS
+        names (:meth:`_by_nis`'s rules) would keep the tracked ratio ``s2 = g^2 / nu``: its
+        ``rho(s2)`` within 4 sampling spreads. A load between two grid levels (the zoo
+        strip's 0.75 between 0.56 and 1) reads a NIS off either; moving on it, the ``rho``
+        under the lower level's gains took the tracker back up, every few seconds."""
+        tq, tr = self.innov[a, 0], self.innov[a, 1]
+        lr = math.log(r)
+        if abs(lr - math.log(self._g2[a] * tq + self.noise_scale * tr)) <= self.hysteresis:
+            return False
+        row = self._row
+        np.multiply(self._g2, tq, out=row)
+        row += self.noise_scale * tr
+        np.log(row, out=row)
+        b = self._decide_one(lr, row)
+        if b < 0 or b == a:
+            return False
+        s2 = self.load_power / self.noise_scale
+        tq, tr, cq, cr = self.innov[b]
+        # rho(s2) = (s2 cq + cr) / (s2 tq + tr) under the gains of b
+        return abs((s2 * cq + cr) / (s2 * tq + tr)) <= 4.0 * self.rho_spread
 
     def _refine(self, a: int) -> None:
         """``(g^2, nu)`` at the kept level ``a`` from the windows averaged since the last
@@ -320,15 +357,29 @@ class LevelTracker:
         rbar, rho_bar = self._avg[0], self._avg[1] / self._avg[0]
         m = 2.0 * self.rho_spread * math.sqrt(self._avg_s2)
         s2 = self._ratio(a, rho_bar)
-        if self._rho_lo[a] + m <= rho_bar <= self._rho_hi[a] - m or \
-                s2 * self.innov[a, 0] <= self.innov[a, 1]:
-            # rho resolves the ratio, or the noise dominates the NIS at the (clipped) ratio
-            # s2 tq <= tr: nu from the average, g^2 = s2 nu
+        if self.noise_spread(a, s2, m) <= NU_SPREAD_MAX:
+            # rho gives the noise well enough: nu from the average, g^2 = s2 nu
             self._estimate(a, rbar, s2)
             self._nu_avg = self.noise_scale
         else:  # the load dominates: g^2 from the NIS at the noise of averaged windows
             self.noise_scale = self._nu_avg
             self._estimate_load(a, rbar)
+
+    def noise_spread(self, a: int, s2: float, m: float) -> float:
+        """Spread of ``log nu`` read from a NIS at the ratio ``s2`` that a lag-1 correlation
+        with spread ``m`` gives under the gains of ``a``, with the model's own error of the
+        correlation :data:`RHO_FLOOR` added: ``nu = r / (s2 tq + tr)`` moves with ``log s2``
+        by the load's share of the NIS, and ``log s2`` with ``rho`` by the slope of
+        ``rho(s2)``::
+
+            d log nu / d log s2 = -s2 tq / (s2 tq + tr)
+            d rho / d log s2    = s2 (cq tr - cr tq) / (s2 tq + tr)^2
+            spread = tq (s2 tq + tr) sqrt(m^2 + floor^2) / |cq tr - cr tq|"""
+        tq, tr, cq, cr = self.innov[a]
+        den = abs(cq * tr - cr * tq)
+        if not den > 0.0:
+            return math.inf
+        return tq * (s2 * tq + tr) * math.hypot(m, RHO_FLOOR) / den
 
     def _by_nis(self, a: int, r: float) -> int:
         """The level from the NIS ``r`` alone at the tracked noise (rules 1-4 against
