@@ -278,9 +278,9 @@ class LevelTracker:
         start that the average replaces from the next window on. A window whose NIS leaves
         the average by more than the hysteresis is a step of the load: the average restarts
         and the level follows the NIS at the tracked noise (:meth:`_by_nis`). From two
-        averaged windows on, a level whose load is off their NIS (:meth:`_nis_off`) gives way
-        to the nearest that explains it (:meth:`_by_nis`): after a step down, ``rho`` can
-        stay within its 4 spreads (the model's error pulls it to 0). A ``rho`` that no
+        averaged windows on, a level whose load is off their NIS gives way to the level the
+        NIS names (:meth:`_nis_level`) where ``rho`` would keep it (:meth:`_nis_off`): after
+        a step down, ``rho`` can stay within its 4 spreads (the model's error pulls it to 0). A ``rho`` that no
         ``(g^2, nu)`` gives under the current gains (beyond the range of ``rho(s2)``,
         :func:`rho_range`, by 2 spreads: a transient, or a model error) is not read as a
         ratio: the NIS alone decides, with the one-statistic rules against ``g_b^2 tq + nu
@@ -321,29 +321,18 @@ class LevelTracker:
             # variance factor of the weighted mean: the sum of its squared weights
             self._avg_s2 = (1.0 - w) ** 2 * self._avg_s2 + w * w
         self._refine(a)
-        if self._avg_s2 < 1.0 and self._nis_off(a, self._avg[0]):
-            b = self._by_nis(a, self._avg[0])    # the level's load does not explain the NIS
-            if b != a:
-                self._avg[:] = np.nan
-            return b
+        if self._avg_s2 < 1.0 and self._nis_off(a, b := self._nis_level(a, self._avg[0])):
+            self._avg[:] = np.nan                # the level's load does not explain the NIS
+            self.load_power = float(self._g2[b])
+            return self._move(b)
         return a
 
-    def _nis_off(self, a: int, r: float) -> bool:
-        """The NIS ``r`` lies beyond the hysteresis from what the load of level ``a`` gives
-        at the tracked noise, ``|log r - log(g_a^2 tq + nu tr)| > h``, and the level the NIS
-        names (:meth:`_by_nis`'s rules) would keep the tracked ratio ``s2 = g^2 / nu``: its
-        ``rho(s2)`` within 4 sampling spreads. A load between two grid levels (the zoo
-        strip's 0.75 between 0.56 and 1) reads a NIS off either; moving on it, the ``rho``
-        under the lower level's gains took the tracker back up, every few seconds."""
-        tq, tr = self.innov[a, 0], self.innov[a, 1]
-        lr = math.log(r)
-        if abs(lr - math.log(self._g2[a] * tq + self.noise_scale * tr)) <= self.hysteresis:
-            return False
-        row = self._row
-        np.multiply(self._g2, tq, out=row)
-        row += self.noise_scale * tr
-        np.log(row, out=row)
-        b = self._decide_one(lr, row)
+    def _nis_off(self, a: int, b: int) -> bool:
+        """The level ``b`` that the averaged NIS names (:meth:`_nis_level`) is another than
+        ``a`` and would keep the tracked ratio ``s2 = g^2 / nu``: its ``rho(s2)`` within 4
+        sampling spreads. A load between two grid levels (the zoo strip's 0.75 between 0.56
+        and 1) reads a NIS off either; moving on it, the ``rho`` under the lower level's
+        gains took the tracker back up, every few seconds."""
         if b < 0 or b == a:
             return False
         s2 = self.load_power / self.noise_scale
@@ -381,16 +370,21 @@ class LevelTracker:
             return math.inf
         return tq * (s2 * tq + tr) * math.hypot(m, RHO_FLOOR) / den
 
-    def _by_nis(self, a: int, r: float) -> int:
-        """The level from the NIS ``r`` alone at the tracked noise (rules 1-4 against
-        ``log(g_b^2 tq + nu tr)``), with ``g^2`` that level's; ``nu`` is kept."""
+    def _nis_level(self, a: int, r: float) -> int:
+        """The level the NIS ``r`` names under the gains of ``a`` at the tracked noise (rules
+        1-4 against ``log(g_b^2 tq + nu tr)``), or -1 (unexplained, kept)."""
         tq, tr = self.innov[a, 0], self.innov[a, 1]
         row = self._row
         # log r(a, b) = log(g_b^2 tq + nu tr)
         np.multiply(self._g2, tq, out=row)
         row += self.noise_scale * tr
         np.log(row, out=row)
-        b = self._decide_one(math.log(r), row)
+        return self._decide_one(math.log(r), row)
+
+    def _by_nis(self, a: int, r: float) -> int:
+        """The level from the NIS ``r`` alone at the tracked noise (:meth:`_nis_level`),
+        with ``g^2`` that level's; ``nu`` is kept."""
+        b = self._nis_level(a, r)
         if b >= 0 and b != a:
             self.load_power = float(self._g2[b])
         elif b == a:
