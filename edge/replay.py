@@ -30,6 +30,7 @@ from edge.bundle import Bundle, BundleError
 from edge.csvio import CsvError, read_table, write_table
 from edge.daemon.vsr import RecordingError, read_runs, replay_input
 from edge.estimator import FLAG_WARMUP, Estimator, EstimatorError
+from edge.estimator.band_pairs import SHAPE_REASON
 from edge.flags import FLAG_MODEL_SUSPECT, FLAG_OVERFLOW
 
 
@@ -135,6 +136,11 @@ def _replay_runs(bundle: Bundle, parts: list[tuple]):
         if chain and chain["suspect"]:  # said here: a wrong chain looks white otherwise
             print(f"vsense-edge replay: warning: {label}: model check: "
                   + next(r for r in mc["reasons"] if "measurement chain" in r),
+                  file=sys.stderr)
+        # a load of another shape: the std is wrong while the NIS looks right (at the end)
+        shape = [r for r in (mc or {}).get("reasons", ()) if r.startswith(SHAPE_REASON)]
+        if shape:
+            print(f"vsense-edge replay: warning: {label}: model check at its end: {shape[0]}",
                   file=sys.stderr)
     if not outs:
         raise ReplayError(f"{parts[0][0] if parts else 'input'}: no samples to replay")

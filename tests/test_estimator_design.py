@@ -11,6 +11,7 @@ from edge.estimator.chi2 import nis_threshold
 from offline.build import build
 from offline.model import load_model_file
 from offline.smoother import MODEL_ERRORS, band_filters
+from offline.smoother.model_check import SHAPE_MARGIN, SHAPE_TOLERANCE
 from tests.helpers import strip_toml
 
 # The paper's strip (170 x 13 x 1.2 mm aluminium) as 12 Euler-Bernoulli beams, clamped; tip
@@ -108,7 +109,13 @@ def test_check_false_alarm_is_honoured_either_way(tmp_path):
         # the band-pair thresholds are the chi-square quantiles of this false-alarm rate
         # (offline/smoother/model_check.py), and the low NIS threshold its lower quantile
         W = int(b.kf["nis_window"])
-        thr = band_filters(e["check_bands_hz"], b.rate, W, 1, 0.2)[2]
+        # then the load-shape pair, its thresholds widened by the levels' half step
+        lo, mid, hi = e["check_shape_hz"]
+        bands = [*e["check_bands_hz"], (lo, mid), (mid, hi)]
+        thr = band_filters(bands, b.rate, W, 1, 0.2)[2]
+        margin = e.get("check_shape_margin", SHAPE_MARGIN)  # with levels: their tilt
+        assert 1.0 <= margin <= SHAPE_MARGIN
+        thr[-2:] = np.maximum(thr[-2:] * margin, SHAPE_TOLERANCE)
         np.testing.assert_allclose(b.kf["band_threshold"], thr, rtol=1e-12)
         assert float(b.kf["nis_threshold_low"]) == pytest.approx(
             min(nis_threshold(W, 0.8), W / 1.25), rel=1e-12)

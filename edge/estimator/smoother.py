@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from edge.bundle import Bundle
+from edge.estimator.band_pairs import band_reason
 from edge.estimator.chain_check import ChainCheck, chain_name, llr
 from edge.estimator.chi2 import chi2_sf
 from edge.estimator.common import BlockEstimator
@@ -28,6 +29,7 @@ from edge.estimator import smoother_pack as P
 from edge.estimator.smoother_pack import _smooth_packed
 from edge.estimator.smoother_operator import derive_smoother, level_operators
 from edge.flags import FLAG_MODEL_SUSPECT, FLAG_WARMUP
+
 
 
 class SmootherEstimator(BlockEstimator):
@@ -337,8 +339,10 @@ class SmootherEstimator(BlockEstimator):
         """``{"nis", "dof", "window_s", "p_value", "ratio", "threshold", "threshold_low",
         "bands", "suspect", "reasons", "load_level"}`` of the current window (``nis`` the
         windowed sum, ``ratio = nis / dof``, 1 on average for a right model; ``bands``: one
-        entry per resonance, ``{"f_hz": [lo, f, hi], "power": [below, above] (1 on average),
-        "ratio": below / above, "threshold": [min, max] of the ratio}``; ``reasons``: why it
+        entry per resonance, then one for the load's band (``meta["estimator"]
+        ["check_shape_hz"]``), ``{"f_hz": [lo, f, hi], "power": [below, above] (1 on average),
+        "ratio": below / above, "threshold": [min, max] of the ratio, "kind": "resonance" or
+        "load shape"}``; ``reasons``: why it
         is suspect, in words; ``noise_level``: the tracked sensor noise's std over the designed
         one (1 without ``kf_track_*``); ``load_level``: the tracked load level, a factor of the
         designed force RMS, or None without tracking; ``chain``: the measurement-chain check,
@@ -362,6 +366,8 @@ class SmootherEstimator(BlockEstimator):
                            f"larger than the records show; the stated std is too large")
         suspect = bool(reasons)
         nch = op.n_channels
+        shape = self.bundle.meta.get("estimator", {}).get("check_shape_hz")
+        n_res = op.band_ba.shape[0] - (2 if shape else 0)
         for b in range(0, op.band_ba.shape[0] - 1, 2):
             lo_p, hi_p = float(self._bsum[b]), float(self._bsum[b + 1])
             r = lo_p / hi_p if full and hi_p > 0 else None
@@ -372,13 +378,12 @@ class SmootherEstimator(BlockEstimator):
                           if full else None,
                           "ratio": None if r is None else round(r, 4),
                           "threshold": [round(1.0 / float(op.band_threshold[b + 1]), 4),
-                                        round(float(op.band_threshold[b]), 4)]})
+                                        round(float(op.band_threshold[b]), 4)],
+                          "kind": "resonance" if b < n_res else "load shape"})
             if full and (lo_p > op.band_threshold[b] * hi_p or
                          hi_p > op.band_threshold[b + 1] * lo_p):
                 suspect = True
-                reasons.append(f"innovation power around the resonance at "
-                               f"{float(op.band_hz[b, 1]):.1f} Hz lopsided (ratio {r:.3g}): "
-                               f"the structure's resonance has moved")
+                reasons.append(band_reason(op.band_hz, b, r, b >= n_res))
         cc = self.chain_check
         if cc is not None and cc.reason():
             suspect = True

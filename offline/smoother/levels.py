@@ -41,6 +41,7 @@ import numpy as np
 from edge.estimator.operator import EstimatorError
 from offline.smoother.error import error_covariances, smoothed_variance
 from offline.smoother.gains import design_smoother, steady_gains
+from offline.smoother.model_check import SHAPE_MARGIN, band_power_parts, shape_margin
 
 #: default grid: 10^-2 .. 10^1.5 of the designed RMS in steps of 10^0.25 (x1.78)
 LEVELS = 10.0 ** np.arange(-2.0, 1.5001, 0.25)
@@ -54,7 +55,8 @@ def whitening(Sinv: np.ndarray) -> np.ndarray:
 
 
 def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
-                 grid=LEVELS, scale_noise: bool = False, components=()) -> dict:
+                 grid=LEVELS, scale_noise: bool = False, components=(),
+                 shape_ba=None) -> dict:
     """The ``kf_level_*`` arrays (without the prefix) of the smoother at each level of
     ``grid`` (factors of the force models' RMS; must contain 1); ``scale_noise``: the
     sensors' noise std scales with the level too (a noise declared relative to the
@@ -64,7 +66,9 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
     ``g^2 Q`` (the forces' and the model-error noise both scale with the forces' power), so
     one discretisation serves every level; each level is one Riccati solution. A level
     whose Riccati equation has no stabilising solution (an extreme one on an ill-conditioned
-    model) is left out of the grid."""
+    model) is left out of the grid. ``shape_ba``: the load-shape pair's two biquads; then
+    ``"shape_margin"`` too (:func:`offline.smoother.model_check.shape_margin`, not a bundle
+    array: the caller widens the pair's thresholds by it)."""
     grid = np.asarray(grid, dtype=float)
     if not np.any(np.isclose(grid, 1.0)):
         raise ValueError("the level grid must contain the designed level 1")
@@ -110,7 +114,16 @@ def level_arrays(bundle, force_models, lag: int, model_error: float, corr=None,
     keep, K, G, Sinv, Wt, std = ([x[a] for a in good] for x in (keep, K, G, Sinv, Wt, std))
     stats = stats[good]
     nis = expected_nis(stats, keep, scale_noise, None if td is None else td[good])
-    return {"level_grid": np.array(keep), "level_K": np.array(K), "level_G": np.array(G),
+    margin = {}
+    if shape_ba is not None and not scale_noise:  # a relative noise scales both halves alike
+        cg = [covs[a] for a in good]
+        parts = [band_power_parts(cg, d1.H, d1.R, Sinv, ba) for ba in shape_ba]
+        margin = {"shape_margin": SHAPE_MARGIN if any(p is None for p in parts)
+                  else shape_margin(keep, *parts)}
+    elif shape_ba is not None:
+        margin = {"shape_margin": 1.0}
+    return {**margin, "level_grid": np.array(keep), "level_K": np.array(K),
+            "level_G": np.array(G),
             "level_Sinv": np.array(Sinv), "level_Wt": np.array(Wt),
             "level_std": np.array(std), "level_nis": nis,
             **({} if scale_noise else {"track_innov": stats, "track_var": tv[good]})}
