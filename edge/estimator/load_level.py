@@ -280,8 +280,9 @@ class LevelTracker:
         and the level follows the NIS at the tracked noise (:meth:`_by_nis`). From two
         averaged windows on, a level whose load is off their NIS gives way to the level the
         NIS names (:meth:`_nis_level`) where ``rho`` would keep it (:meth:`_nis_off`): after
-        a step down, ``rho`` can stay within its 4 spreads (the model's error pulls it to 0). A ``rho`` that no
-        ``(g^2, nu)`` gives under the current gains (beyond the range of ``rho(s2)``,
+        a step down, ``rho`` can stay within its 4 spreads (the model's error pulls it to
+        0). A ``rho`` that no ``(g^2, nu)`` gives under the current gains (beyond the range
+        of ``rho(s2)``,
         :func:`rho_range`, by 2 spreads: a transient, or a model error) is not read as a
         ratio: the NIS alone decides, with the one-statistic rules against ``g_b^2 tq + nu
         tr`` at the tracked noise ``nu``. The cases behind each rule: docs/load.md, "On the

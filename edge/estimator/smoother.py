@@ -31,7 +31,6 @@ from edge.estimator.smoother_operator import derive_smoother, level_operators
 from edge.flags import FLAG_MODEL_SUSPECT, FLAG_WARMUP
 
 
-
 class SmootherEstimator(BlockEstimator):
     """Fixed-lag Kalman smoother with the interface of :class:`edge.estimator.Estimator`
     (``process``, ``run``, ``reset``, ``delay``, ...) plus :attr:`std` and
