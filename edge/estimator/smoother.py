@@ -86,6 +86,7 @@ class SmootherEstimator(BlockEstimator):
         sv = bundle.kf.get("startup_var")
         self._startup = None if sv is None else np.ascontiguousarray(sv, dtype=float)
         self.n_warm = 0 if sv is None else _converged_row(self._startup, op.std)
+        self._counters[2] = self._check_from()
         # the model's own error measured by the build (kf_std_scale; schema <= 8: none)
         sc = bundle.kf.get("std_scale")
         self._scale = None if sc is None else np.array(sc, dtype=float)
@@ -304,6 +305,7 @@ class SmootherEstimator(BlockEstimator):
         (``kf_startup_var``) and narrows as the data arrive."""
         for a in self._state():
             a[...] = 0
+        self._counters[2] = self._check_from()
         self._tick[P.SINCE] = self._tick[P.PENDING] = self._tick[P.EXTRA] = 0
         tr = self.tracker
         if tr is not None:
@@ -315,6 +317,14 @@ class SmootherEstimator(BlockEstimator):
             self.chain_check.reset()
         self._stated_std()
         self._set_budget()
+
+    def _check_from(self) -> int:
+        """The sample from which the model check's window fills after a (re)start: the
+        warm-up's end (:attr:`n_warm`), at most one window. Before it the state leaves rest
+        and the innovations carry the structure's own motion, far above their steady
+        expectation: a matched record that starts with the structure moving was flagged as
+        the window first filled."""
+        return min(self.n_warm, self.op.nis_window)
 
     def _state(self):
         return (self._x, self._ering, self._zring, self._fring, self._last, self._nisring,

@@ -20,6 +20,8 @@ Per input sample k (gains from the bundle, see :mod:`edge.estimator.smoother`)::
                                                 resonance, mean nch for a right model),
                                                 summed over W samples; suspect when the
                                                 ratio within a pair exceeds its threshold
+    judged  once W samples from counters[2] on are in the window (the warm-up's end: before
+            it the state leaves rest and the innovations carry the structure's own motion)
 
 The state is stored permuted, ``[q_1..q_n, qd_1..qd_n, xi, a]`` (``a``: chain states) (see
 :func:`edge.estimator.smoother.derive_smoother`), so that the 2x2 modal blocks, the coupling
@@ -79,7 +81,7 @@ def _smooth(Y, Q, flags, Am, Ad, ClT, Cr, AfT, fT_span, Ak, AKT, H, h_span, Cq, 
                                last windowed sum reported]
     threshold : float          windowed NIS above which the model is suspect (innovations
                                too large); threshold_low : below which (too small)
-    counters : int64 (2,)      [samples seen, samples in the NIS window]
+    counters : int64 (3,)      [samples seen, in the check's window, first of the window]
     Wt : (nch, nch)            whitening, Wt^T Wt = S^-1
     band_ba : (nb, 5)          biquads [b0, b1, b2, a1, a2] of the check bands
     band_gain : (nb,)          white-noise power gain of each biquad
@@ -176,7 +178,7 @@ def _smooth(Y, Q, flags, Am, Ad, ClT, Cr, AfT, fT_span, Ak, AKT, H, h_span, Cq, 
                 bsum[bi] = tot
             bsum[bi] += pw - bring[ws, bi]
             bring[ws, bi] = pw
-        if counters[1] < W:
+        if count >= counters[2] and counters[1] < W:  # the check's window fills
             counters[1] += 1
         # zf = Cq x + G_0 e                                         (filtered Cq x_k|k)
         for q in range(nq):

@@ -58,7 +58,7 @@ class SmootherPack:
         W, nb = op.nis_window, op.band_ba.shape[0]
         state = [("f8", (ns,)), ("f8", (ns,)), ("f8", (nch,)), ("f8", (Lp1, nch)),
                  ("f8", (Lp1, nq)), ("u8", (Lp1,)), ("f8", (nch,)), ("f8", (W,)),
-                 ("f8", (2,)), ("i8", (2,)), ("f8", (nb, nch, 2)), ("f8", (W, nb)),
+                 ("f8", (2,)), ("i8", (3,)), ("f8", (nb, nch, 2)), ("f8", (W, nb)),
                  ("f8", (nb,)), ("f8", (nch,)), ("f8", (W,)), ("f8", (nch,)), ("f8", (1, nq)),
                  ("i8", (1,)), ("i8", (len(TICK_ITEMS),)), ("f8", (chain_n, nch)),
                  ("i8", (4,)), ("i8", ((NSTATE + NOP * len(ops)) * 3,))]

@@ -86,7 +86,8 @@ class ReferenceSmoother:
 
     def _row(self, flag):
         """The model check's flag and the smoothed row of sample k - L (after the update)."""
-        full = len(self.nis) == self.W
+        # the window fills from sample min(n_warm, W) on (the start-up's innovations left)
+        full = self.k + 1 >= min(self.n_warm, self.W) + self.W
         bad = not self.threshold_low <= sum(self.nis) <= self.threshold
         if len(self.gain):
             P = np.sum(self.bpow, axis=0)   # windowed band powers; pairs (2i, 2i+1)
